@@ -1,0 +1,1 @@
+"""rlprof: hierarchical timers that follow a trainer into its subprocesses."""

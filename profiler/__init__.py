@@ -1,1 +1,51 @@
-"""rlprof: hierarchical timers that follow a trainer into its subprocesses."""
+"""rlprof's profiler: hierarchical timers that follow a trainer into its subprocesses.
+
+Everything a user needs day to day is importable from here; the modules hold the details.
+"""
+
+from profiler.timer_json import (
+    TimerFileError,
+    load_timing_tree,
+    timers_json_path,
+    write_timing_tree,
+)
+from profiler.timers import (
+    GaugeNode,
+    TimerNode,
+    TimerStack,
+    add_metadata,
+    disable,
+    enable,
+    get_timer_root,
+    get_timer_stack_for_thread,
+    get_timer_tree,
+    hierarchical_timer,
+    is_enabled,
+    reset_timers,
+    set_gauge,
+    timed,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GaugeNode",
+    "TimerFileError",
+    "TimerNode",
+    "TimerStack",
+    "__version__",
+    "add_metadata",
+    "disable",
+    "enable",
+    "get_timer_root",
+    "get_timer_stack_for_thread",
+    "get_timer_tree",
+    "hierarchical_timer",
+    "is_enabled",
+    "load_timing_tree",
+    "reset_timers",
+    "set_gauge",
+    "timed",
+    "timers_json_path",
+    "write_timing_tree",
+]

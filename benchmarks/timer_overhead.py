@@ -1,0 +1,123 @@
+"""How much does a timer block cost? Nanoseconds per block, measured side by side in one process.
+
+The floor is ``contextlib.nullcontext()``: the cheapest context manager Python offers. Goals
+(issue 2): enabled rlprof within 1.3x of the floor, disabled below it, and at least 4x faster than
+ML-Agents' ``hierarchical_timer``. Cases run in turn, round after round; each figure is a
+median over rounds, and each ratio the median of per-round ratios, so machine noise cancels.
+
+    python benchmarks/timer_overhead.py [--rounds 25] [--number 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import timeit
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import profiler  # noqa: E402
+from profiler import hierarchical_timer, timed  # noqa: E402
+from reference_timers import load_mlagents_timers  # noqa: E402
+
+
+def measure_side_by_side(
+    cases: dict[str, Callable[[], None]], rounds: int, number: int
+) -> dict[str, tuple[float, float]]:
+    """Run every case once per round, in turn, and return (median ns per call, median ratio to
+    the first case) for each: a machine that slows down mid-run slows all cases in that round."""
+    samples: dict[str, list[float]] = {label: [] for label in cases}
+    for _ in range(rounds):
+        for label, body in cases.items():
+            samples[label].append(timeit.timeit(body, number=number) / number * 1e9)
+    floor_samples = next(iter(samples.values()))
+    return {
+        label: (
+            statistics.median(values),
+            statistics.median(value / floor for value, floor in zip(values, floor_samples)),
+        )
+        for label, values in samples.items()
+    }
+
+
+def make_cases() -> dict[str, Callable[[], None]]:
+    nullcontext = contextlib.nullcontext
+
+    def floor() -> None:
+        with nullcontext():
+            pass
+
+    def flat() -> None:
+        with hierarchical_timer("block"):
+            pass
+
+    def three_deep() -> None:
+        # Three nested blocks per call: reported per block below.
+        with hierarchical_timer("outer"):
+            with hierarchical_timer("middle"):
+                with hierarchical_timer("inner"):
+                    pass
+
+    @timed
+    def decorated() -> None:
+        pass
+
+    def undecorated() -> None:
+        pass
+
+    return {
+        "floor": floor,
+        "flat": flat,
+        "three_deep": three_deep,
+        "decorated": decorated,
+        "undecorated": undecorated,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--number", type=int, default=20_000, help="calls per case per round")
+    arguments = parser.parse_args()
+    cases = make_cases()
+    mlagents = load_mlagents_timers()
+    if mlagents is not None:
+        def mlagents_flat() -> None:
+            with mlagents.hierarchical_timer("block"):
+                pass
+
+        cases["mlagents"] = mlagents_flat
+
+    enabled = measure_side_by_side(cases, arguments.rounds, arguments.number)
+    profiler.disable()
+    disabled = measure_side_by_side(
+        {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
+    )
+    profiler.enable()
+
+    decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
+    rows = [
+        ("nullcontext() (floor)", *enabled["floor"]),
+        ("hierarchical_timer, flat", *enabled["flat"]),
+        ("hierarchical_timer, 3-deep (per block)", enabled["three_deep"][0] / 3, enabled["three_deep"][1] / 3),
+        ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
+        ("hierarchical_timer, disabled", *disabled["flat"]),
+    ]
+    if mlagents is not None:
+        rows.append(("ML-Agents hierarchical_timer, flat", *enabled["mlagents"]))
+    print(f"{'case':42} {'ns/block':>9} {'x floor':>8}")
+    for label, nanoseconds, ratio in rows:
+        print(f"{label:42} {nanoseconds:9.1f} {ratio:8.2f}")
+    if mlagents is not None:
+        speedup = enabled["mlagents"][1] / enabled["flat"][1]
+        print(f"\nML-Agents / rlprof (flat, ratio of ratios): {speedup:.2f}x faster")
+
+
+if __name__ == "__main__":
+    main()

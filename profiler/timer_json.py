@@ -1,0 +1,183 @@
+"""The timer-tree JSON file: writing it atomically and reading it back, ours or ML-Agents'.
+
+Readers get one normalized shape whatever wrote the file: every node has ``name``, ``total``,
+``count``, ``self`` and a list of ``children``; ``is_parallel`` is present only where true. The
+layout Unity ML-Agents writes (``name`` only on the root, ``children`` a mapping keyed by name)
+is converted on load, so users can analyse the runs they already have.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from profiler.atomic_file import write_atomically
+from profiler.timers import TimerStack, get_timer_tree
+
+__all__ = [
+    "TimerFileError",
+    "load_timing_tree",
+    "normalize_timing_tree",
+    "timers_json_path",
+    "write_timing_tree",
+]
+
+
+class TimerFileError(ValueError):
+    """A timer file that cannot be read: missing, not JSON, or JSON of another shape."""
+
+
+def timers_json_path(summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
+    """Where a run's timers go: ``{summaries_dir}/{run_id}_timers.json``."""
+    return Path(summaries_dir) / f"{run_id}_timers.json"
+
+
+def write_timing_tree(
+    path: str | os.PathLike[str],
+    timer_stack: TimerStack | None = None,
+    *,
+    include_threads: bool = True,
+) -> Path:
+    """Dump a stack's tree (the calling thread's by default) as JSON at ``path``, atomically.
+
+    Other threads' trees are included under ``thread:<name>`` nodes unless ``include_threads`` is
+    false. Returns the path written.
+    """
+    tree = get_timer_tree(timer_stack, include_threads=include_threads)
+    return write_atomically(path, json.dumps(tree, indent=2))
+
+
+def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a timer JSON file (rlprof's or ML-Agents') into the normalized shape.
+
+    Raises :class:`TimerFileError` with a one-line reason for a missing file, text that is not
+    JSON, or JSON that is not a timer tree (including negative or non-finite times).
+    """
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TimerFileError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise TimerFileError(f"{source}: cannot read: {error}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TimerFileError(
+            f"{source}: not JSON ({error.msg} at line {error.lineno})"
+        ) from None
+    try:
+        return normalize_timing_tree(document)
+    except TimerFileError as error:
+        raise TimerFileError(f"{source}: {error}") from None
+
+
+def normalize_timing_tree(document: Any) -> dict[str, Any]:
+    """Validate a decoded timer tree and return it in the normalized shape (a new dict)."""
+    if not isinstance(document, dict):
+        raise TimerFileError(f"not a timer tree: the top level is a {type(document).__name__}")
+    if "total" not in document and "children" not in document:
+        raise TimerFileError("not a timer tree: the top level has neither 'total' nor 'children'")
+    tree = _normalize_node(document, document.get("name", "root"), "root")
+    tree["gauges"] = _normalize_gauges(document.get("gauges", {}))
+    tree["metadata"] = _normalize_metadata(document.get("metadata", {}))
+    workers = document.get("workers")
+    if workers is not None:
+        if not isinstance(workers, list):
+            raise TimerFileError("'workers' must be a list of worker trees")
+        tree["workers"] = [
+            _normalize_worker(worker, f"workers[{index}]") for index, worker in enumerate(workers)
+        ]
+    return tree
+
+
+def _normalize_worker(worker: Any, where: str) -> dict[str, Any]:
+    if not isinstance(worker, dict):
+        raise TimerFileError(f"{where}: a worker tree must be an object")
+    normalized = _normalize_node(worker, worker.get("name", where), where)
+    for key, value in worker.items():
+        if key not in normalized and key != "children":
+            normalized[key] = value
+    return normalized
+
+
+def _normalize_node(node: Any, name: Any, where: str) -> dict[str, Any]:
+    if not isinstance(node, dict):
+        raise TimerFileError(f"{where}: a node must be an object, not {type(node).__name__}")
+    if not isinstance(name, str):
+        raise TimerFileError(f"{where}: 'name' must be a string")
+    total = _seconds(node.get("total", 0.0), f"{where}.total")
+    count = node.get("count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise TimerFileError(f"{where}.count: must be a whole number >= 0, got {count!r}")
+    is_parallel = node.get("is_parallel", False)
+    if not isinstance(is_parallel, bool):
+        raise TimerFileError(f"{where}.is_parallel: must be true or false")
+    children = [
+        _normalize_node(child, child_name, f"{where}/{child_name}")
+        for child_name, child in _children_of(node, where)
+    ]
+    nested = sum(child["total"] for child in children if is_parallel or not child.get("is_parallel"))
+    normalized: dict[str, Any] = {
+        "name": name,
+        "total": total,
+        "count": count,
+        "self": _seconds(node["self"], f"{where}.self") if "self" in node else max(0.0, total - nested),
+    }
+    errors = node.get("errors", 0)
+    if errors:
+        if isinstance(errors, bool) or not isinstance(errors, int) or errors < 0:
+            raise TimerFileError(f"{where}.errors: must be a whole number >= 0")
+        normalized["errors"] = errors
+    if is_parallel:
+        normalized["is_parallel"] = True
+    normalized["children"] = children
+    return normalized
+
+
+def _children_of(node: dict[str, Any], where: str) -> list[tuple[Any, Any]]:
+    children = node.get("children", [])
+    if isinstance(children, dict):  # ML-Agents: children keyed by name, no name inside
+        return list(children.items())
+    if isinstance(children, list):
+        pairs = []
+        for index, child in enumerate(children):
+            if not isinstance(child, dict) or "name" not in child:
+                raise TimerFileError(f"{where}.children[{index}]: a child must be an object with a 'name'")
+            pairs.append((child["name"], child))
+        return pairs
+    raise TimerFileError(f"{where}.children: must be a list or an object")
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TimerFileError(f"{where}: must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise TimerFileError(f"{where}: must be a finite time >= 0, got {value!r}")
+    return float(value)
+
+
+def _normalize_gauges(gauges: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(gauges, dict):
+        raise TimerFileError("'gauges' must be an object keyed by gauge name")
+    normalized = {}
+    for name, gauge in gauges.items():
+        if not isinstance(gauge, dict):
+            raise TimerFileError(f"gauges/{name}: must be an object")
+        fields = {}
+        for field in ("value", "min", "max", "count"):
+            value = gauge.get(field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TimerFileError(f"gauges/{name}.{field}: must be a number, got {value!r}")
+            fields[field] = value
+        normalized[name] = fields
+    return normalized
+
+
+def _normalize_metadata(metadata: Any) -> dict[str, str]:
+    if not isinstance(metadata, dict):
+        raise TimerFileError("'metadata' must be an object of strings")
+    return {str(key): str(value) for key, value in metadata.items()}

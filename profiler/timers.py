@@ -1,0 +1,488 @@
+"""Hierarchical timers: a tree of named blocks per thread, cheap enough to leave on.
+
+The API keeps the names of Unity ML-Agents' ``mlagents_envs.timers`` so that code written against
+it ports by changing the import. The design differs where ML-Agents is slow or wrong:
+
+* A block *is* its tree node. ``hierarchical_timer(name)`` finds (or, the first time, creates)
+  the child of the currently open node and returns it; the node is its own context manager. After
+  a block's first entry nothing is allocated per call: no generator, no dict, no list push.
+* The open block is a single ``current`` pointer on the stack, walked back through ``parent`` on
+  exit, instead of a list.
+* Each thread times into its own :class:`TimerStack`, and a process started with ``fork`` starts
+  with empty stacks instead of inheriting the parent's tree.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator, TypeVar, overload
+
+__all__ = [
+    "TIMER_FORMAT_VERSION",
+    "GaugeNode",
+    "TimerNode",
+    "TimerStack",
+    "add_metadata",
+    "disable",
+    "enable",
+    "get_timer_root",
+    "get_timer_stack_for_thread",
+    "get_timer_tree",
+    "hierarchical_timer",
+    "is_enabled",
+    "now",
+    "reset_timers",
+    "set_clock",
+    "set_gauge",
+    "timed",
+]
+
+TIMER_FORMAT_VERSION = "0.1.0"
+"""Version of the timer-tree JSON layout; bumped on any change a reader must know about."""
+
+_clock = time.perf_counter
+FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
+
+
+class TimerNode:
+    """One named block of the tree: its accumulated time, call count and children.
+
+    A node is also the context manager that times its block, so that entering a block that ran
+    before costs one dict lookup and two clock reads. A node belongs to exactly one stack and is
+    never open twice at once (re-entering a name nests a *new* child), so it can hold the start
+    time of its current run itself.
+    """
+
+    __slots__ = (
+        "name",
+        "parent",
+        "children",
+        "total",
+        "count",
+        "errors",
+        "is_parallel",
+        "_stack",
+        "_start",
+    )
+
+    def __init__(self, name: str, parent: TimerNode | None, stack: TimerStack) -> None:
+        self.name = name
+        self.parent = parent
+        self.children: dict[str, TimerNode] = {}
+        self.total = 0.0
+        self.count = 0
+        self.errors = 0
+        self.is_parallel = False
+        self._stack = stack
+        self._start = 0.0
+
+    # The clock is bound as a default argument because a local lookup is measurably cheaper than
+    # a global one on this path (see benchmarks/timer_overhead.py).
+    def __enter__(self, _clock: Callable[[], float] = _clock) -> TimerNode:
+        self._stack.current = self
+        self._start = _clock()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Any,
+        exc_value: Any,
+        traceback: Any,
+        _clock: Callable[[], float] = _clock,
+    ) -> None:
+        self.total += _clock() - self._start
+        self.count += 1
+        if exc_type is not None:
+            self.errors += 1
+        self._stack.current = self.parent  # type: ignore[assignment]
+
+    def get_child(self, name: str) -> TimerNode:
+        """Return the child called ``name``, creating it on first use."""
+        child = self.children.get(name)
+        if child is None:
+            child = self.children[name] = TimerNode(name, self, self._stack)
+        return child
+
+    @property
+    def self_time(self) -> float:
+        """Seconds spent in this block outside its children; never negative.
+
+        A child marked ``is_parallel`` under a node that is not ran *beside* this block (in another
+        process or thread), so its time is not taken out. Clock granularity can make children
+        exceed their parent by a hair, hence the clamp at zero.
+        """
+        return self.self_time_within(self.total)
+
+    def self_time_within(self, total: float) -> float:
+        """Like :attr:`self_time`, for this node's children under a given ``total``."""
+        nested = sum(
+            child.total
+            for child in list(self.children.values())
+            if self.is_parallel or not child.is_parallel
+        )
+        return max(0.0, total - nested)
+
+    def add(self, other: TimerNode, *, parallel: bool = False) -> None:
+        """Add ``other``'s totals, counts and children into this subtree (``other`` is unchanged).
+
+        ``parallel`` marks every node it touches as having run beside, not inside, its parent.
+        """
+        self.total += other.total
+        self.count += other.count
+        self.errors += other.errors
+        self.is_parallel = self.is_parallel or parallel or other.is_parallel
+        for name, other_child in list(other.children.items()):
+            self.get_child(name).add(other_child, parallel=parallel)
+
+    def walk(self) -> Iterator[TimerNode]:
+        """Yield this node and every descendant, parents before children."""
+        yield self
+        for child in self.children.values():
+            yield from child.walk()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready form of this subtree (see docs/formats.md)."""
+        result: dict[str, Any] = {
+            "name": self.name,
+            "total": self.total,
+            "count": self.count,
+            "self": self.self_time,
+        }
+        if self.errors:
+            result["errors"] = self.errors
+        if self.is_parallel:
+            result["is_parallel"] = True
+        # list() snapshots the children in one step: another thread may be adding to them.
+        result["children"] = [child.to_dict() for child in list(self.children.values())]
+        return result
+
+    def __repr__(self) -> str:
+        return f"TimerNode({self.name!r}, total={self.total:.6f}, count={self.count})"
+
+
+class GaugeNode:
+    """The latest value of a named measurement, with its min, max and how often it was set."""
+
+    __slots__ = ("value", "min_value", "max_value", "count")
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+        self.min_value = value
+        self.max_value = value
+        self.count = 1
+
+    def update(self, new_value: float) -> None:
+        self.value = new_value
+        self.min_value = min(self.min_value, new_value)
+        self.max_value = max(self.max_value, new_value)
+        self.count += 1
+
+    def merge(self, other: GaugeNode) -> None:
+        """Fold in a gauge recorded elsewhere: ``other`` is taken to be the later reading."""
+        self.value = other.value
+        self.min_value = min(self.min_value, other.min_value)
+        self.max_value = max(self.max_value, other.max_value)
+        self.count += other.count
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "value": self.value,
+            "min": self.min_value,
+            "max": self.max_value,
+            "count": self.count,
+        }
+
+    def __repr__(self) -> str:
+        return f"GaugeNode(value={self.value!r}, min={self.min_value!r}, max={self.max_value!r})"
+
+
+class TimerStack:
+    """The timer tree of one thread: its root, the block open now, gauges and metadata."""
+
+    __slots__ = (
+        "root",
+        "current",
+        "gauges",
+        "metadata",
+        "start_time",
+        "start_wall_time",
+        "thread_name",
+    )
+
+    def __init__(self, thread_name: str | None = None) -> None:
+        self.thread_name = thread_name or threading.current_thread().name
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every block, gauge and metadata entry and restart the run clock."""
+        self.root = TimerNode("root", None, self)
+        self.current = self.root
+        self.gauges: dict[str, GaugeNode] = {}
+        self.metadata: dict[str, str] = {}
+        self.start_time = _clock()
+        self.start_wall_time = time.time()
+
+    def open_blocks(self) -> list[TimerNode]:
+        """The blocks open right now, outermost first (the root excluded)."""
+        blocks = []
+        node: TimerNode | None = self.current
+        while node is not None and node is not self.root:
+            blocks.append(node)
+            node = node.parent
+        blocks.reverse()
+        return blocks
+
+    def set_gauge(self, name: str, value: float) -> None:
+        gauge = self.gauges.get(name)
+        if gauge is None:
+            self.gauges[name] = GaugeNode(value)
+        else:
+            gauge.update(value)
+
+    def elapsed(self) -> float:
+        """Seconds since this stack was created or last reset."""
+        return _clock() - self.start_time
+
+    def __repr__(self) -> str:
+        return f"TimerStack(thread={self.thread_name!r}, blocks={sum(1 for _ in self.root.walk()) - 1})"
+
+
+class _StackRegistry:
+    """Which stack belongs to which thread, so a thread's tree outlives the thread itself.
+
+    The hot path never takes the lock: each thread caches its stack in the module's
+    ``threading.local`` and consults the registry only on its first timer call.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stacks_by_thread: dict[int, tuple[threading.Thread, TimerStack]] = {}
+        self.finished: list[TimerStack] = []
+
+    def stack_for_thread(self, thread: threading.Thread) -> TimerStack:
+        with self.lock:
+            ident = thread.ident
+            if ident is None:
+                raise RuntimeError(f"thread {thread.name!r} has not started, so it has no timers")
+            entry = self.stacks_by_thread.get(ident)
+            if entry is not None and entry[0] is thread:
+                return entry[1]
+            if entry is not None:
+                # The identifier was reused by a new thread: keep the dead thread's timers.
+                self.finished.append(entry[1])
+            stack = TimerStack(thread.name)
+            self.stacks_by_thread[ident] = (thread, stack)
+            return stack
+
+    def all_stacks(self) -> list[TimerStack]:
+        with self.lock:
+            return self.finished + [stack for _, stack in self.stacks_by_thread.values()]
+
+
+_registry = _StackRegistry()
+_thread_local = threading.local()
+_enabled = os.environ.get("RLPROF_DISABLE", "").strip().lower() not in {"1", "true", "yes", "on"}
+
+
+def _forget_parent_timers() -> None:
+    """Give a forked child empty stacks, so that its payloads never repeat the parent's tree."""
+    global _registry, _thread_local
+    _registry = _StackRegistry()
+    _thread_local = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_parent_timers)
+
+
+def _current_thread_stack() -> TimerStack:
+    try:
+        return _thread_local.stack  # type: ignore[no-any-return]
+    except AttributeError:
+        stack = _thread_local.stack = _registry.stack_for_thread(threading.current_thread())
+        return stack
+
+
+def get_timer_stack_for_thread(thread: threading.Thread) -> TimerStack:
+    """The stack that ``thread`` times into; created empty on first request."""
+    return _registry.stack_for_thread(thread)
+
+
+def _resolve(timer_stack: TimerStack | None) -> TimerStack:
+    return _current_thread_stack() if timer_stack is None else timer_stack
+
+
+class _DisabledBlock:
+    """What ``hierarchical_timer`` returns while profiling is off: enters and exits, does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        return None
+
+
+_DISABLED_BLOCK = _DisabledBlock()
+
+
+def hierarchical_timer(name: str, timer_stack: TimerStack | None = None) -> Any:
+    """Time the ``with`` block as the child ``name`` of whichever block is open in this thread.
+
+    ``as`` gives the :class:`TimerNode` (``None`` while profiling is disabled). Blocks must nest
+    within a thread, as ``with`` statements do. An exception inside the block still closes it,
+    counts it in the node's ``errors`` and propagates unchanged.
+    """
+    if not _enabled:
+        return _DISABLED_BLOCK
+    if timer_stack is None:
+        try:
+            timer_stack = _thread_local.stack
+        except AttributeError:
+            timer_stack = _current_thread_stack()
+    try:
+        return timer_stack.current.children[name]  # type: ignore[union-attr]
+    except KeyError:
+        return timer_stack.current.get_child(name)  # type: ignore[union-attr]
+
+
+@overload
+def timed(function: FunctionType, /) -> FunctionType: ...
+@overload
+def timed(*, name: str | None = None) -> Callable[[FunctionType], FunctionType]: ...
+
+
+def timed(function: Any = None, /, *, name: str | None = None) -> Any:
+    """Decorate a function so every call is a timer block named by its ``__qualname__``.
+
+    Use bare (``@timed``) or with a name (``@timed(name="policy.forward")``). The wrapper keeps the
+    function's name, docstring and signature, so tools that introspect it keep working.
+    """
+
+    def decorate(function: FunctionType) -> FunctionType:
+        block_name = name or function.__qualname__
+
+        @functools.wraps(function)
+        def timed_function(*args: Any, **kwargs: Any) -> Any:
+            with hierarchical_timer(block_name):
+                return function(*args, **kwargs)
+
+        return timed_function  # type: ignore[return-value]
+
+    if function is None:
+        return decorate
+    return decorate(function)
+
+
+def set_gauge(name: str, value: float, timer_stack: TimerStack | None = None) -> None:
+    """Record the latest ``value`` of a measurement, keeping its min, max and count."""
+    if _enabled:
+        _resolve(timer_stack).set_gauge(name, value)
+
+
+def add_metadata(key: str, value: Any, timer_stack: TimerStack | None = None) -> None:
+    """Attach a string to the run's metadata (kept even while profiling is disabled)."""
+    _resolve(timer_stack).metadata[key] = str(value)
+
+
+def get_timer_root(timer_stack: TimerStack | None = None) -> TimerNode:
+    """The root node of a stack's tree; its children are the outermost blocks."""
+    return _resolve(timer_stack).root
+
+
+def reset_timers(timer_stack: TimerStack | None = None) -> None:
+    """Forget everything a stack recorded (the calling thread's by default)."""
+    _resolve(timer_stack).reset()
+
+
+def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
+    from profiler import __version__
+
+    metadata = {
+        "timer_format_version": TIMER_FORMAT_VERSION,
+        "start_time_seconds": str(int(stack.start_wall_time)),
+        "end_time_seconds": str(int(end_wall_time)),
+        "python_version": platform.python_version(),
+        "command_line_arguments": " ".join(sys.argv),
+        "rlprof_version": __version__,
+        "pid": str(os.getpid()),
+    }
+    metadata.update(stack.metadata)
+    return metadata
+
+
+def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
+    """Each other thread's blocks, as an ``is_parallel`` node named ``thread:<name>``."""
+    nodes = []
+    for other in _registry.all_stacks():
+        if other is stack or not other.root.children:
+            continue
+        thread_node = TimerNode(f"thread:{other.thread_name}", None, other)
+        thread_node.add(other.root, parallel=True)
+        thread_node.count = 1
+        thread_node.total = sum(child.total for child in other.root.children.values())
+        nodes.append(thread_node.to_dict())
+    return nodes
+
+
+def get_timer_tree(
+    timer_stack: TimerStack | None = None, *, include_threads: bool = False
+) -> dict[str, Any]:
+    """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
+
+    The root's ``total`` is the wall time since the stack started. With ``include_threads``, the
+    trees of every other thread that timed anything are appended to the root's children, each
+    under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
+    """
+    stack = _resolve(timer_stack)
+    end_wall_time = time.time()
+    root = stack.root
+    tree = root.to_dict()
+    tree["total"] = stack.elapsed()
+    tree["count"] = 1
+    tree["self"] = root.self_time_within(tree["total"])
+    if include_threads:
+        tree["children"].extend(_other_thread_nodes(stack))
+    tree["gauges"] = {name: gauge.to_dict() for name, gauge in stack.gauges.items()}
+    tree["metadata"] = _base_metadata(stack, end_wall_time)
+    return tree
+
+
+def now() -> float:
+    """The clock every timer reads, in seconds (monotonic; its origin is arbitrary)."""
+    return _clock()
+
+
+def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """Make every timer read ``clock`` (seconds, monotonic) and return the clock used before.
+
+    For tests and simulations: a fake clock makes timings exact. The hot path holds the clock as a
+    default argument, so those defaults are swapped too.
+    """
+    global _clock
+    previous = _clock
+    _clock = clock
+    TimerNode.__enter__.__defaults__ = (clock,)
+    TimerNode.__exit__.__defaults__ = (clock,)
+    return previous
+
+
+def enable() -> None:
+    """Turn timing back on after :func:`disable`."""
+    global _enabled
+    _enabled = True
+
+
+def disable() -> None:
+    """Turn timing off: every block, decorator and gauge becomes a no-op that records nothing."""
+    global _enabled
+    _enabled = False
+
+
+def is_enabled() -> bool:
+    return _enabled

@@ -1,0 +1,125 @@
+"""How observations travel from the workers into one batched observation.
+
+Three transports, chosen once at construction:
+
+* **shared memory** (``shared_memory=True``, Gymnasium's default): each worker writes its
+  envs' observations straight into a buffer shared with the trainer, and nothing is pickled.
+  Worth it for large observations (images); it uses Gymnasium's public shared-memory helpers
+  so every space Gymnasium can share works the same way here.
+* **array block**: for array-like spaces (``Box``, ``Discrete``, ``MultiDiscrete``,
+  ``MultiBinary``) a worker stacks its envs' observations into one array, so the pipe carries
+  one compact array per worker rather than one object per env, and the trainer copies it
+  into its slice of the batch with a single assignment.
+* **list**: anything else (``Dict``, ``Tuple``, ``Graph``, custom spaces, ...) travels as a
+  list of per-env observations and is batched with Gymnasium's ``concatenate``, exactly as
+  ``SyncVectorEnv`` does it.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Any
+
+import numpy as np
+from gymnasium import Space
+from gymnasium.error import CustomSpaceError
+from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete
+from gymnasium.vector.utils import (
+    concatenate,
+    create_empty_array,
+    create_shared_memory,
+    read_from_shared_memory,
+    write_to_shared_memory,
+)
+
+__all__ = ["allocate_shared_buffer", "ObservationPacker", "ObservationBatch"]
+
+_ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
+
+
+def _is_array_space(space: Space) -> bool:
+    # Exact types only: a subclass may override how it samples or batches.
+    return type(space) in _ARRAY_SPACES
+
+
+def allocate_shared_buffer(space: Space, num_envs: int, ctx: Any) -> Any:
+    """Create the shared observation buffer, with Gymnasium's errors for unsupported spaces.
+
+    Raises:
+        ValueError: for a custom (non-Gymnasium) space, as ``AsyncVectorEnv`` does.
+        TypeError: for a space with a dynamic shape (``Graph``, ``Sequence``, or a
+            ``Dict``/``Tuple`` holding one), whose size cannot be fixed in advance.
+    """
+    try:
+        return create_shared_memory(space, n=num_envs, ctx=ctx)
+    except CustomSpaceError as e:
+        raise ValueError(
+            "Using `SubprocessEnvManager(..., shared_memory=True)` caused an error, you can disable "
+            "this feature with `shared_memory=False` however this is slower."
+        ) from e
+
+
+class ObservationPacker:
+    """Worker side: turns the observations of a worker's envs into a reply field."""
+
+    __slots__ = ("_space", "_shared_buffer", "_first_env", "_as_array")
+
+    def __init__(self, space: Space, shared_buffer: Any, first_env: int) -> None:
+        self._space = space
+        self._shared_buffer = shared_buffer
+        self._first_env = first_env
+        self._as_array = _is_array_space(space)
+
+    def pack(self, observations: list, written: list[bool] | None = None) -> Any:
+        """Return what to send for ``observations`` (None when shared memory carried them).
+
+        ``written`` marks which envs produced a new observation; with shared memory the others
+        are left untouched in the buffer, which is what ``reset_mask`` needs.
+        """
+        if self._shared_buffer is not None:
+            for j, obs in enumerate(observations):
+                if written is None or written[j]:
+                    write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
+            return None
+        if self._as_array:
+            # One env: send the observation itself; it broadcasts into a 1-row slice.
+            return observations[0] if len(observations) == 1 else np.stack(observations)
+        return observations
+
+
+class ObservationBatch:
+    """Trainer side: the batched observation the manager hands to the user.
+
+    ``store`` puts one worker's reply field into place; ``result`` returns the batch (a copy
+    when ``copy=True``, the manager's own buffer otherwise, as Gymnasium does).
+    """
+
+    __slots__ = ("_space", "_copy", "_shared", "_as_array", "_batch", "_per_env")
+
+    def __init__(self, space: Space, num_envs: int, copy: bool, shared_buffer: Any) -> None:
+        self._space = space
+        self._copy = copy
+        self._shared = shared_buffer is not None
+        self._as_array = _is_array_space(space)
+        if self._shared:
+            self._batch = read_from_shared_memory(space, shared_buffer, n=num_envs)
+        else:
+            self._batch = create_empty_array(space, n=num_envs, fn=np.zeros)
+        # Only the list transport needs the latest observation of every env kept apart.
+        self._per_env: list = [None] * num_envs
+
+    def store(self, start: int, stop: int, packed: Any) -> None:
+        if self._shared:
+            return
+        if self._as_array:
+            self._batch[start:stop] = packed
+        else:
+            self._per_env[start:stop] = packed
+
+    def result(self) -> Any:
+        if not self._shared and not self._as_array:
+            self._batch = concatenate(self._space, self._per_env, self._batch)
+        batch = self._batch
+        if not self._copy:
+            return batch
+        return batch.copy() if isinstance(batch, np.ndarray) else deepcopy(batch)

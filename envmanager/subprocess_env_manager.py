@@ -1,0 +1,610 @@
+"""SubprocessEnvManager: a drop-in for ``gymnasium.vector.AsyncVectorEnv``.
+
+It accepts the same constructor and gives the same results (identical to ``SyncVectorEnv``
+for the same seeds and actions), with these additions:
+
+* ``envs_per_worker``: several envs stepped by one process, to cut inter-process traffic
+  when an env step is cheap (CartPole); ``num_envs`` stays the total;
+* ``timeout``: the default for every wait, so a hung env cannot hang training;
+* ``restart_on_failure``: a worker that dies is replaced and training goes on;
+* faults are reported clearly: an env's exception is re-raised with its own type and
+  message (worker index and remote traceback attached), a dead worker raises
+  :class:`~envmanager.errors.WorkerDiedError` naming it and its exit signal.
+
+Processes and pipes live in :mod:`envmanager.pool`, the loop of a worker in
+:mod:`envmanager.worker`, the messages in :mod:`envmanager.protocol`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import warnings
+from enum import Enum
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from gymnasium import Env, Space, logger
+from gymnasium.core import ActType, ObsType, RenderFrame
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.spaces import Box, MultiBinary, MultiDiscrete
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
+
+from envmanager import protocol
+from envmanager.errors import WorkerDiedError, exception_from_failure
+from envmanager.observations import ObservationBatch, allocate_shared_buffer
+from envmanager.pool import CLOSE_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.protocol import RemoteFailure
+from envmanager.restart import RestartPolicy
+from envmanager.worker import EnvFactories, WorkerConfig
+
+__all__ = ["SubprocessEnvManager"]
+
+
+class _State(Enum):
+    """Which split call (``*_async`` then ``*_wait``) is under way; values as Gymnasium's."""
+
+    DEFAULT = "default"
+    WAITING_RESET = "reset"
+    WAITING_STEP = "step"
+    WAITING_CALL = "call"
+
+
+# Batched action spaces whose batch is one ndarray, so a worker's actions are a slice of it.
+_ARRAY_ACTION_SPACES = (Box, MultiDiscrete, MultiBinary)
+
+
+class SubprocessEnvManager(VectorEnv):
+    """Vectorized environment running its sub-environments in worker subprocesses.
+
+    Args:
+        env_fns: zero-argument callables that build the envs (lambdas and closures are fine:
+            they are sent with cloudpickle). One env per callable; ``num_envs = len(env_fns)``.
+        shared_memory: observations travel through shared memory rather than the pipe. Best
+            for large observations; custom spaces raise ``ValueError``, dynamic-shape spaces
+            ``TypeError``, as in Gymnasium.
+        copy: ``reset``/``step`` return a copy of the observations rather than the buffer the
+            manager reuses.
+        context: ``multiprocessing`` start method: None (platform default), ``"fork"``,
+            ``"spawn"`` or ``"forkserver"``.
+        daemon: the ``daemon`` flag of the worker processes.
+        worker: accepted for signature compatibility; only None is supported, because the
+            worker speaks this package's own protocol.
+        observation_mode: ``"same"``, ``"different"`` or a tuple ``(batched_space, single_space)``.
+        autoreset_mode: an ``AutoresetMode`` or its string value.
+        max_concurrency: at most this many envs run ``reset``/``step`` at the same time.
+        envs_per_worker: envs run by each worker process (the last one may get fewer).
+        timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
+            as the workers live.
+        restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
+            A restarted worker's envs are reset and report ``truncated=True`` for that step.
+
+    Raises:
+        RuntimeError: the sub-environments' observation or action spaces differ.
+        ValueError: an invalid option (``max_concurrency``, ``observation_mode``, ...).
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        shared_memory: bool = True,
+        copy: bool = True,
+        context: str | None = None,
+        daemon: bool = True,
+        worker: Callable[..., None] | None = None,
+        observation_mode: str | tuple[Space, Space] = "same",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        max_concurrency: int | None = None,
+        *,
+        envs_per_worker: int = 1,
+        timeout: float | None = None,
+        restart_on_failure: bool | int = False,
+    ) -> None:
+        self.env_fns = list(env_fns)
+        self.shared_memory = shared_memory
+        self.copy = copy
+        self.context = context
+        self.daemon = daemon
+        self.worker = worker
+        self.observation_mode = observation_mode
+        self.autoreset_mode = _checked_autoreset_mode(autoreset_mode)
+        self.max_concurrency = _checked_max_concurrency(max_concurrency)
+        self.envs_per_worker = _checked_positive_int("envs_per_worker", envs_per_worker)
+        self.timeout = timeout
+        self._restart_policy = RestartPolicy(restart_on_failure)
+        if worker is not None:
+            raise ValueError(
+                "SubprocessEnvManager does not support a custom `worker`: its workers speak the "
+                "envmanager protocol. Use `gymnasium.vector.AsyncVectorEnv` for a custom worker."
+            )
+        if not self.env_fns:
+            raise ValueError("`env_fns` must contain at least one environment factory.")
+        self.num_envs = len(self.env_fns)
+
+        self._describe_first_env()
+
+        ctx = multiprocessing.get_context(context)
+        shared_buffer = allocate_shared_buffer(self.single_observation_space, self.num_envs, ctx) if shared_memory else None
+        semaphore = ctx.BoundedSemaphore(self.max_concurrency) if self.max_concurrency is not None else None
+        self._state = _State.DEFAULT
+        self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
+        try:
+            self._check_worker_spaces()
+        except BaseException:
+            self._pool.shutdown(graceful=False, timeout=None)
+            self.closed = True
+            raise
+
+        self._observations = ObservationBatch(self.single_observation_space, self.num_envs, copy, shared_buffer)
+        self._rewards = np.zeros((self.num_envs,), dtype=np.float64)
+        self._terminations = np.zeros((self.num_envs,), dtype=np.bool_)
+        self._truncations = np.zeros((self.num_envs,), dtype=np.bool_)
+        self._array_actions = type(self.action_space) in _ARRAY_ACTION_SPACES
+        # Per-call scratch, filled by the reply handlers as replies arrive.
+        self._worker_infos: list[list | None] = [None] * len(self._pool.workers)
+        self._failures: list[tuple[WorkerHandle, RemoteFailure]] = []
+        self._call_results: list[list | None] = [None] * len(self._pool.workers)
+        self._reset_bodies: list[Any] = []
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _describe_first_env(self) -> None:
+        """Metadata, render mode and spaces, from one env built here as Gymnasium does."""
+        first_env = self.env_fns[0]()
+        try:
+            # A copy, so the env class's own metadata never gains our "autoreset_mode" key.
+            self.metadata = dict(first_env.metadata)
+            self.metadata["autoreset_mode"] = self.autoreset_mode
+            self.render_mode = first_env.render_mode
+            self.single_action_space = first_env.action_space
+            self.action_space = batch_space(self.single_action_space, self.num_envs)
+            mode = self.observation_mode
+            if isinstance(mode, tuple) and len(mode) == 2:
+                if not isinstance(mode[0], Space) or not isinstance(mode[1], Space):
+                    raise TypeError(f"Expected both elements of observation_mode to be Spaces, got {type(mode[0])} and {type(mode[1])}")
+                self.observation_space, self.single_observation_space = mode
+            elif mode == "same":
+                self.single_observation_space = first_env.observation_space
+                self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+            elif mode == "different":
+                # The batched space needs every env's space; the workers report them later.
+                self.single_observation_space = first_env.observation_space
+            else:
+                raise ValueError(
+                    "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
+                    f"batch observation space, actual got {mode}"
+                )
+        finally:
+            first_env.close()
+
+    def _worker_configs(self, shared_buffer: Any, semaphore: Any) -> tuple[list[WorkerConfig], list[range]]:
+        configs, env_ranges = [], []
+        for first in range(0, self.num_envs, self.envs_per_worker):
+            envs = range(first, min(first + self.envs_per_worker, self.num_envs))
+            configs.append(
+                WorkerConfig(
+                    worker_index=len(configs),
+                    first_env=first,
+                    factories=EnvFactories(self.env_fns[envs.start : envs.stop]),
+                    autoreset_mode=self.autoreset_mode,
+                    observation_space=self.single_observation_space,
+                    shared_buffer=shared_buffer,
+                    semaphore=semaphore,
+                    inherited_connections=[],
+                )
+            )
+            env_ranges.append(envs)
+        return configs, env_ranges
+
+    def _check_worker_spaces(self) -> None:
+        """Every sub-env must have the spaces the batch was built for (RuntimeError if not)."""
+        spaces: list[tuple[Space, Space]] = [None] * self.num_envs  # type: ignore[list-item]
+
+        def on_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+            if ok:
+                spaces[handle.envs.start : handle.envs.stop] = body
+            else:
+                self._failures.append((handle, body))
+
+        self._failures = []
+        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
+        self._raise_failures(shut_down=False)
+        observation_spaces = [obs for obs, _ in spaces]
+        if self.observation_mode == "different":
+            self.observation_space = batch_differing_spaces(observation_spaces)
+        for observation_space, action_space in spaces:
+            if self.observation_mode == "same":
+                if observation_space != self.single_observation_space:
+                    raise RuntimeError(
+                        "SubprocessEnvManager(..., observation_mode='same') however some of the sub-environments "
+                        "observation spaces are not equivalent. If this is intentional, use "
+                        "`observation_mode='different'` instead."
+                    )
+            elif not is_space_dtype_shape_equiv(observation_space, self.single_observation_space):
+                raise RuntimeError(
+                    "SubprocessEnvManager(..., observation_mode='different' or custom space) however the "
+                    "sub-environment's observation spaces do not share a common shape and dtype."
+                )
+            if action_space != self.single_action_space:
+                raise RuntimeError(
+                    f"Some environments have an action space different from `{self.single_action_space}`. "
+                    "In order to batch actions, the action spaces from all environments must be equal."
+                )
+
+    # -- seeds -----------------------------------------------------------------------------
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """The seed of every sub-env's ``np_random``, read from the workers."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Every sub-env's ``np_random`` generator (copies, from the workers)."""
+        return self.get_attr("np_random")
+
+    # -- reset -----------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[ObsType, dict[str, Any]]:
+        """Reset all sub-envs (or those in ``options["reset_mask"]``) and batch the results."""
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+        """Send the reset requests; collect the results with :meth:`reset_wait`."""
+        self._assert_is_running()
+        if seed is None:
+            seed = [None] * self.num_envs
+        elif isinstance(seed, int):
+            seed = [seed + i for i in range(self.num_envs)]
+        if len(seed) != self.num_envs:
+            raise ValueError(
+                f"If seeds are passed as a list the length must match num_envs={self.num_envs} but got length={len(seed)}."
+            )
+        if self._state is not _State.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `reset_async` while waiting for a pending call to `{self._state.value}` to complete",
+                str(self._state.value),
+            )
+        mask = None
+        if options is not None and "reset_mask" in options:
+            mask = self._checked_reset_mask(options["reset_mask"])
+            options = {key: value for key, value in options.items() if key != "reset_mask"}
+        workers = self._pool.workers
+        self._reset_bodies = [
+            (seed[h.envs.start : h.envs.stop], options, None if mask is None else mask[h.envs.start : h.envs.stop].tolist())
+            for h in workers
+        ]
+        self._send_to_all(protocol.RESET, self._reset_bodies, "reset")
+        self._state = _State.WAITING_RESET
+
+    def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
+        if not isinstance(reset_mask, np.ndarray):
+            raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(reset_mask)}")
+        if reset_mask.shape != (self.num_envs,):
+            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {reset_mask.shape}")
+        if reset_mask.dtype != np.bool_:
+            raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {reset_mask.dtype}")
+        if not np.any(reset_mask):
+            raise ValueError(
+                f"`options['reset_mask']` must contain a boolean array with at least one True value, got reset_mask={reset_mask}"
+            )
+        return reset_mask
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[ObsType, dict[str, Any]]:
+        """Wait for the resets sent by :meth:`reset_async` and return ``(observations, infos)``.
+
+        Raises:
+            multiprocessing.TimeoutError: the workers did not all answer within ``timeout``
+                seconds (default: the manager's ``timeout``).
+        """
+        self._assert_is_running()
+        if self._state is not _State.WAITING_RESET:
+            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", _State.WAITING_RESET.value)
+        self._gather("reset_wait", self._on_reset_reply, timeout)
+        return self._observations.result(), self._collect_infos()
+
+    def _on_reset_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
+        if not ok:
+            self._failures.append((handle, body))
+            return
+        observations, infos = body
+        self._observations.store(handle.envs.start, handle.envs.stop, observations)
+        self._worker_infos[handle.index] = infos
+
+    # -- step ------------------------------------------------------------------------------
+
+    def step(self, actions: ActType) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env with its action and batch the results."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: ActType) -> None:
+        """Send each worker the actions of its envs; collect the results with :meth:`step_wait`."""
+        self._assert_is_running()
+        if self._state is not _State.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `step_async` while waiting for a pending call to `{self._state.value}` to complete.",
+                str(self._state.value),
+            )
+        self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
+        self._state = _State.WAITING_STEP
+
+    def _split_actions(self, actions: ActType) -> list[Any]:
+        """One body per worker: a slice of the batch, not one message per env."""
+        if self._array_actions and isinstance(actions, np.ndarray):
+            if actions.ndim == 0:
+                raise TypeError(f"Expected a batch of {self.num_envs} actions, got a scalar {actions!r}.")
+            per_env = actions
+        else:
+            per_env = list(iterate(self.action_space, actions))
+        if len(per_env) != self.num_envs:
+            raise ValueError(f"Expected {self.num_envs} actions, one per sub-environment, got {len(per_env)}.")
+        return [per_env[h.envs.start : h.envs.stop] for h in self._pool.workers]
+
+    def step_wait(self, timeout: float | None = None) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Wait for the steps sent by :meth:`step_async` and return the batched results.
+
+        Raises:
+            multiprocessing.TimeoutError: the workers did not all answer within ``timeout``
+                seconds (default: the manager's ``timeout``).
+        """
+        self._assert_is_running()
+        if self._state is not _State.WAITING_STEP:
+            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", _State.WAITING_STEP.value)
+        self._gather("step_wait", self._on_step_reply, timeout)
+        return (
+            self._observations.result(),
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            self._collect_infos(),
+        )
+
+    def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
+        if not ok:
+            self._failures.append((handle, body))
+            return
+        observations, rewards, terminations, truncations, infos = body
+        start, stop = handle.envs.start, handle.envs.stop
+        self._observations.store(start, stop, observations)
+        self._rewards[start:stop] = rewards
+        self._terminations[start:stop] = terminations
+        self._truncations[start:stop] = truncations
+        self._worker_infos[handle.index] = infos
+
+    # -- call, attributes, render ----------------------------------------------------------
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` (or read attribute ``name``) on every sub-env; one result each."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Send the call requests; collect the results with :meth:`call_wait`."""
+        self._assert_is_running()
+        if self._state is not _State.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `call_async` while waiting for a pending call to `{self._state.value}` to complete.",
+                str(self._state.value),
+            )
+        self._send_to_all(protocol.CALL, [(name, args, kwargs)] * len(self._pool.workers), "call")
+        self._state = _State.WAITING_CALL
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """Wait for the calls sent by :meth:`call_async`; a tuple of one result per env."""
+        self._assert_is_running()
+        if self._state is not _State.WAITING_CALL:
+            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", _State.WAITING_CALL.value)
+        self._gather("call_wait", self._on_call_reply, timeout)
+        return tuple(result for results in self._call_results for result in results)
+
+    def _on_call_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
+        if ok:
+            self._call_results[handle.index] = body
+        else:
+            self._failures.append((handle, body))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute ``name`` of every sub-env, as a tuple."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: list[Any] | tuple[Any, ...] | Any) -> None:
+        """Set attribute ``name`` on every sub-env (created if missing).
+
+        ``values`` is a list or tuple with one value per env, or any other object, given to
+        every env.
+        """
+        self._assert_is_running()
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        if self._state is not _State.DEFAULT:
+            raise AlreadyPendingCallError(
+                f"Calling `set_attr` while waiting for a pending call to `{self._state.value}` to complete.",
+                str(self._state.value),
+            )
+        bodies = [(name, list(values[h.envs.start : h.envs.stop])) for h in self._pool.workers]
+        self._failures = []
+        self._run_on_all(protocol.SET_ATTR, bodies, "set_attr", self._on_set_attr_reply, self.timeout)
+        self._raise_failures(shut_down=False)
+
+    def _on_set_attr_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
+        if not ok:
+            self._failures.append((handle, body))
+
+    def render(self) -> tuple[RenderFrame, ...] | None:
+        """One frame per sub-env (see the envs' ``render_mode``)."""
+        return self.call("render")
+
+    # -- messaging -------------------------------------------------------------------------
+
+    def _send_to_all(self, command: int, bodies: list[Any], what: str) -> None:
+        self._revive_workers(what)
+        self._failures = []
+        self._pool.send(self._pool.workers, command, bodies)
+
+    def _run_on_all(self, command: int, bodies: list[Any] | None, what: str, on_reply: Callable, timeout: float | None) -> None:
+        """Send and wait in one go, for the calls that are not split in two."""
+        self._send_to_all(command, bodies, what)
+        dead = self._pool.gather(self._pool.workers, timeout, what, on_reply)
+        if dead:
+            raise self._died_error(dead[0], what)
+
+    def _gather(self, what: str, on_reply: Callable, timeout: float | None) -> None:
+        """Collect the replies of the pending split call, then settle its faults.
+
+        The state machine is back to idle whatever happens, as in Gymnasium: after a timeout
+        or an error the user may issue a new call (late replies are recognised and dropped).
+        """
+        call = what.removesuffix("_wait")
+        try:
+            dead = self._pool.gather(self._pool.workers, self.timeout if timeout is None else timeout, what, on_reply)
+            for handle in dead:
+                self._restart_or_raise(handle, call)
+                self._reset_restarted(handle, self._reset_bodies[handle.index] if call == "reset" else None)
+                if call == "step":
+                    # Their episode was cut short: say so, as a time limit would.
+                    envs = handle.envs
+                    self._rewards[envs.start : envs.stop] = 0.0
+                    self._terminations[envs.start : envs.stop] = False
+                    self._truncations[envs.start : envs.stop] = True
+        finally:
+            self._state = _State.DEFAULT
+        self._raise_failures(shut_down=call in ("step", "reset"))
+
+    def _revive_workers(self, what: str) -> None:
+        """Before a call: restart (and reset) any worker that is gone, or raise for it."""
+        for handle in self._pool.workers:
+            if not handle.alive:
+                self._restart_or_raise(handle, what)
+                self._reset_restarted(handle, None)
+
+    def _restart_or_raise(self, handle: WorkerHandle, what: str) -> None:
+        """Replace a gone worker if the restart budget allows, else raise WorkerDiedError."""
+        error = self._died_error(handle, what)
+        if not self._restart_policy.allow():
+            raise error
+        policy = self._restart_policy
+        warnings.warn(f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).", RuntimeWarning, stacklevel=5)
+        self._pool.restart(handle)
+
+    def _reset_restarted(self, handle: WorkerHandle, reset_body: Any) -> None:
+        """Reset the fresh envs of a restarted worker (with ``reset_body`` if given)."""
+        if reset_body is None:
+            reset_body = ([None] * len(handle.envs), None, None)
+        failures: list = []
+
+        def on_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+            if ok:
+                self._on_reset_reply(handle, ok, body)
+            else:
+                failures.append((handle, body))
+
+        self._pool.send([handle], protocol.RESET, [reset_body])
+        if self._pool.gather([handle], self.timeout, "reset after restart", on_reply):
+            raise self._died_error(handle, "reset after restart")
+        if failures:
+            self._failures = failures
+            self._raise_failures(shut_down=True)
+
+    def _died_error(self, handle: WorkerHandle, what: str) -> WorkerDiedError:
+        return WorkerDiedError(handle.index, handle.envs, handle.exitcode, what, handle.shut_down_after)
+
+    def _raise_failures(self, shut_down: bool) -> None:
+        """Re-raise the last env exception of this call, logging each, as Gymnasium does.
+
+        After a failed ``step``/``reset`` the failing workers are shut down, as in Gymnasium:
+        their envs may be half-stepped.  Other workers are untouched.
+        """
+        failures, self._failures = self._failures, []
+        if not failures:
+            return
+        for handle, failure in failures:
+            if shut_down:
+                logger.error(f"Received the following error from Worker-{handle.index} - Shutting it down")
+            else:
+                logger.error(f"Received the following error from Worker-{handle.index}")
+            logger.error("%s", failure.traceback)
+            if shut_down and handle.alive:
+                self._pool.retire(handle, f"{failure.type_name}: {failure.message}")
+        logger.error("Raising the last exception back to the main process.")
+        handle, failure = failures[-1]
+        exc = exception_from_failure(failure, handle.index)
+        raise exc from exc.__cause__
+
+    def _collect_infos(self) -> dict[str, Any]:
+        """Gymnasium's vector infos, built in env order exactly as SyncVectorEnv builds them."""
+        infos: dict[str, Any] = {}
+        for handle in self._pool.workers:
+            worker_infos = self._worker_infos[handle.index]
+            if worker_infos is None:
+                continue
+            self._worker_infos[handle.index] = None
+            for env_index, info in zip(handle.envs, worker_infos):
+                if info:
+                    infos = self._add_info(infos, info, env_index)
+        return infos
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
+        """Stop the workers; no child process outlives this call.
+
+        Args:
+            timeout: seconds to wait for a pending call and for the workers to close their
+                envs before they are terminated.
+            terminate: terminate the workers at once instead of asking them to close.
+        """
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            return
+        if self._state is not _State.DEFAULT:
+            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+            try:
+                getattr(self, f"{self._state.value}_wait")(0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout))
+            except Exception:
+                pass  # closing anyway; whatever went wrong with that call no longer matters
+        pool.shutdown(graceful=not terminate, timeout=timeout)
+
+    def _assert_is_running(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True) and hasattr(self, "_pool"):
+            self.close(terminate=True)
+
+
+def _checked_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
+    """The enum for ``value``: a member, its value (``"NextStep"``) or its name (``"next_step"``)."""
+    if isinstance(value, AutoresetMode):
+        return value
+    try:
+        return AutoresetMode(value)
+    except ValueError:
+        if isinstance(value, str) and value.upper() in AutoresetMode.__members__:
+            return AutoresetMode[value.upper()]
+        allowed = ", ".join(f"{m.value!r}/{m.name.lower()!r}" for m in AutoresetMode)
+        raise ValueError(f"Invalid `autoreset_mode` {value!r}, expected an AutoresetMode or one of {allowed}.") from None
+
+
+def _checked_max_concurrency(value: int | None) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise ValueError(f"`max_concurrency` must be an integer or None, got {type(value)}.")
+    if value < 1:
+        raise ValueError(f"`max_concurrency` must be a positive or None, got {value}.")
+    return int(value)
+
+
+def _checked_positive_int(name: str, value: int) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
+    return int(value)

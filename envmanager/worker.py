@@ -1,0 +1,225 @@
+"""The loop that runs inside each worker subprocess.
+
+A worker owns ``k >= 1`` consecutive envs of the batch (``envs_per_worker``).  It waits for a
+request, runs it on all of its envs, and sends one reply: one round trip per worker per
+step, however many envs it holds.  The message layouts are in :mod:`envmanager.protocol`.
+
+A failing env never kills the worker: the exception goes back in the reply, and the worker
+keeps serving so the trainer can decide what to do (reset, close, ...).
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+from gymnasium import Env, Space
+from gymnasium.vector import AutoresetMode
+
+from envmanager import protocol
+from envmanager.autoreset import SubEnv
+from envmanager.observations import ObservationPacker
+from envmanager.protocol import RemoteFailure
+
+__all__ = ["EnvFactories", "WorkerConfig", "run_worker"]
+
+
+class EnvFactories:
+    """The env factories of one worker, pickled with cloudpickle when they cross processes.
+
+    Under ``spawn``/``forkserver`` the standard pickler cannot send the lambdas and closures
+    users write (``lambda: gym.make(...)``); cloudpickle can.  Under ``fork`` nothing is
+    pickled at all.
+    """
+
+    __slots__ = ("factories",)
+
+    def __init__(self, factories: Sequence[Callable[[], Env]]) -> None:
+        self.factories = list(factories)
+
+    def __getstate__(self) -> bytes:
+        import cloudpickle
+
+        return cloudpickle.dumps(self.factories)
+
+    def __setstate__(self, state: bytes) -> None:
+        self.factories = pickle.loads(state)
+
+
+@dataclass
+class WorkerConfig:
+    """Everything a worker needs, handed over once as the process argument."""
+
+    worker_index: int
+    first_env: int
+    factories: EnvFactories
+    autoreset_mode: AutoresetMode
+    observation_space: Space
+    shared_buffer: Any
+    semaphore: Any
+    # Under fork the child inherits the trainer's end of every pipe made so far; holding them
+    # would keep those pipes open, so a worker would never see EOF if the trainer died.
+    inherited_connections: list[Connection]
+
+
+def run_worker(config: WorkerConfig, conn: Connection) -> None:
+    """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
+    for inherited in config.inherited_connections:
+        inherited.close()
+    # Ctrl-C reaches the whole process group; the trainer handles it and closes us cleanly.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _WorkerLoop(config, conn).serve()
+
+
+class _WorkerLoop:
+    """The state of one worker: its envs, its pipe end and how it packs observations."""
+
+    def __init__(self, config: WorkerConfig, conn: Connection) -> None:
+        self.conn = conn
+        self.first_env = config.first_env
+        self.envs: list[SubEnv] = []
+        self.creation_failure: RemoteFailure | None = None
+        self._failing_env: int | None = None  # the env being run, named in a failure reply
+        guard_reset, guard_step = _make_guards(config.semaphore)
+        for j, factory in enumerate(config.factories.factories):
+            try:
+                env = factory()
+            except Exception as exc:
+                self.creation_failure = RemoteFailure(exc, self.first_env + j)
+                break
+            self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
+        self.packer = ObservationPacker(config.observation_space, config.shared_buffer, self.first_env)
+
+    def serve(self) -> None:
+        conn = self.conn
+        try:
+            while True:
+                try:
+                    sequence, command, body = conn.recv()
+                except (EOFError, OSError):
+                    return  # the trainer is gone
+                if command == protocol.CLOSE:
+                    self._close_envs()
+                    try:
+                        self._send(sequence, True, None)
+                    except OSError:
+                        pass  # the trainer stopped listening; nothing left to tell it
+                    return
+                if self.creation_failure is not None:
+                    self._send(sequence, False, self.creation_failure)
+                    continue
+                try:
+                    reply = self._handle(command, body)
+                except Exception as exc:
+                    self._send(sequence, False, RemoteFailure(exc, self._failing_env))
+                else:
+                    self._send(sequence, True, reply)
+        finally:
+            self._close_envs()
+
+    def _handle(self, command: int, body: Any) -> Any:
+        self._failing_env = None
+        if command == protocol.STEP:
+            return self._step(body)
+        if command == protocol.RESET:
+            return self._reset(*body)
+        if command == protocol.CALL:
+            return self._call(*body)
+        if command == protocol.SET_ATTR:
+            return self._set_attr(*body)
+        if command == protocol.DESCRIBE:
+            return [(e.env.observation_space, e.env.action_space) for e in self.envs]
+        if command == protocol.FLUSH:
+            return None
+        raise RuntimeError(f"worker received unknown command {command!r}")
+
+    def _step(self, actions: Sequence[Any]) -> tuple:
+        envs = self.envs
+        observations = [None] * len(envs)
+        rewards = [0.0] * len(envs)
+        terminations = [False] * len(envs)
+        truncations = [False] * len(envs)
+        infos = None
+        for j, env in enumerate(envs):
+            self._failing_env = self.first_env + j
+            obs, rewards[j], terminations[j], truncations[j], info = env.step(actions[j])
+            observations[j] = obs
+            if info:
+                if infos is None:
+                    infos = [None] * len(envs)
+                infos[j] = info
+        return (self.packer.pack(observations), tuple(rewards), tuple(terminations), tuple(truncations), infos)
+
+    def _reset(self, seeds: Sequence[int | None], options: dict | None, mask: Sequence[bool] | None) -> tuple:
+        envs = self.envs
+        observations = [None] * len(envs)
+        infos = None
+        for j, env in enumerate(envs):
+            if mask is None or mask[j]:
+                self._failing_env = self.first_env + j
+                obs, info = env.reset(seed=seeds[j], options=options)
+                if info:
+                    if infos is None:
+                        infos = [None] * len(envs)
+                    infos[j] = info
+            else:
+                # Not reset: the env keeps its last observation, as Gymnasium's "reset-noop".
+                obs = env.last_obs
+            observations[j] = obs
+        return (self.packer.pack(observations, mask), infos)
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+        if name in ("reset", "step", "close"):
+            raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
+        results = []
+        for j, env in enumerate(self.envs):
+            self._failing_env = self.first_env + j
+            attr = env.env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
+        for j, env in enumerate(self.envs):
+            self._failing_env = self.first_env + j
+            env.env.set_wrapper_attr(name, values[j])
+
+    def _send(self, sequence: int, ok: bool, body: Any) -> None:
+        try:
+            self.conn.send((sequence, ok, body, None))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            # Nothing was written (the message is pickled before it is sent): report instead.
+            self.conn.send((sequence, False, RemoteFailure(exc, None), None))
+
+    def _close_envs(self) -> None:
+        envs, self.envs = self.envs, []
+        for env in envs:
+            try:
+                env.env.close()
+            except Exception:
+                pass  # closing is best effort; the process is about to end anyway
+
+
+def _make_guards(semaphore: Any) -> tuple[Callable, Callable]:
+    """The functions through which every env reset/step goes, built once per worker."""
+    if semaphore is None:
+
+        def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+            return env.reset(seed=seed, options=options)
+
+        def guard_step(env: Env, action: Any) -> tuple:
+            return env.step(action)
+
+    else:
+
+        def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+            with semaphore:
+                return env.reset(seed=seed, options=options)
+
+        def guard_step(env: Env, action: Any) -> tuple:
+            with semaphore:
+                return env.step(action)
+
+    return guard_reset, guard_step

@@ -1,0 +1,26 @@
+"""The README's quick start is what CI runs: the two must never drift apart."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def quick_start_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```bash\n(.+?)\n```", section)
+
+
+def test_the_quick_start_has_exactly_two_commands():
+    commands = quick_start_commands()
+    assert len(commands) == 2
+    assert commands[0].endswith("rlprof demo")
+    assert commands[1].endswith("-m pytest")
+
+
+def test_ci_runs_the_readmes_test_command_word_for_word():
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert quick_start_commands()[1] in ci_lines

@@ -576,6 +576,13 @@ class SubprocessEnvManager(VectorEnv):
         if self.closed:
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
 
+    def __enter__(self) -> SubprocessEnvManager:
+        """``with SubprocessEnvManager(...) as envs:`` closes the workers on the way out."""
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
     def __del__(self) -> None:
         if not getattr(self, "closed", True) and hasattr(self, "_pool"):
             self.close(terminate=True)

@@ -1,0 +1,160 @@
+"""Small real environments for the envmanager tests (importable by spawned workers too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import psutil
+from gymnasium import spaces
+
+
+class CountingEnv(gym.Env):
+    """Observation = steps taken; ends after ``episode_length`` steps; chatty infos on demand.
+
+    ``info_every`` > 0 makes it report infos of several kinds (int, float, array, nested dict,
+    object) on some steps only, to exercise the vector-info masks.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    def __init__(self, episode_length: int = 5, info_every: int = 0, delay: float = 0.0, render_mode: str | None = None) -> None:
+        self.observation_space = spaces.Box(0, 1000, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.episode_length = episode_length
+        self.info_every = info_every
+        self.delay = delay
+        self.render_mode = render_mode
+        self.t = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, self.np_random.random()], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if self.delay:
+            time.sleep(self.delay)
+        self.t = 0
+        info = {"reset_value": self.np_random.integers(10)} if self.info_every else {}
+        return self._obs(), info
+
+    def step(self, action: Any) -> tuple:
+        if self.delay:
+            time.sleep(self.delay)
+        self.t += 1
+        info: dict = {}
+        if self.info_every and self.t % self.info_every == 0:
+            info = {"count": self.t, "ratio": self.t / 7, "vec": np.full(3, self.t), "nested": {"a": int(action)}, "tag": f"t{self.t}"}
+        terminated = self.t >= self.episode_length and action == 0
+        truncated = self.t >= self.episode_length + 2
+        return self._obs(), float(action) + 0.5, terminated, truncated, info
+
+    def render(self) -> np.ndarray:
+        return np.full((4, 4, 3), self.t, dtype=np.uint8)
+
+
+class RaisingEnv(CountingEnv):
+    """Raises ``ValueError("Error in reset")`` for seed 1, ``"Error in step with <a>"`` for actions 1 and 2."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        if seed == 1:
+            raise ValueError("Error in reset")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple:
+        if action in (1, 2):
+            raise ValueError(f"Error in step with {action}")
+        return super().step(action)
+
+
+class SuicidalEnv(CountingEnv):
+    """Kills its own process with SIGKILL when stepped with action 2, like a segfaulting simulator."""
+
+    def step(self, action: Any) -> tuple:
+        if action == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().step(action)
+
+
+class HangingEnv(CountingEnv):
+    """Sleeps for a minute when stepped with action 2: a hung simulator."""
+
+    def step(self, action: Any) -> tuple:
+        if action == 2:
+            time.sleep(60)
+        return super().step(action)
+
+
+class CustomSpace(gym.Space):
+    """A space Gymnasium knows nothing about (cannot live in shared memory)."""
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        return "sample"
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str)
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, CustomSpace)
+
+
+class CustomSpaceEnv(gym.Env):
+    """Observations and actions are plain strings, in a custom space."""
+
+    def __init__(self) -> None:
+        self.observation_space = CustomSpace()
+        self.action_space = CustomSpace()
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        return "reset", {}
+
+    def step(self, action: str) -> tuple:
+        return f"step({action})", 0.0, False, False, {}
+
+
+class SequenceSpaceEnv(gym.Env):
+    """Observations of varying length (a dynamic-shape ``Sequence`` space)."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Sequence(spaces.Discrete(4), stack=True)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        return np.arange(2), {}
+
+    def step(self, action: int) -> tuple:
+        return np.arange(int(action) + 1), 1.0, False, False, {}
+
+
+class DictObsEnv(CountingEnv):
+    """A ``Dict`` observation, batched through Gymnasium's ``concatenate``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.observation_space = spaces.Dict({"pos": spaces.Box(0, 1000, shape=(2,), dtype=np.float32), "t": spaces.Discrete(1000)})
+
+    def _obs(self) -> dict:
+        return {"pos": super()._obs(), "t": self.t}
+
+
+# multiprocessing's own long-lived helpers, shared by the whole test session, not ours to end.
+_HELPERS = ("resource_tracker", "forkserver")
+
+
+def worker_children() -> list[psutil.Process]:
+    """Child processes of the test process, minus multiprocessing's helper processes."""
+    children = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue  # it ended while we looked
+        if not any(helper in cmdline for helper in _HELPERS):
+            children.append(child)
+    return children

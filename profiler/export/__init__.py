@@ -1,0 +1,67 @@
+"""Turn a run's timer tree into files other tools (and people) can read.
+
+One module per format; this module picks one by name, so the CLI and users need only two calls:
+
+* :func:`render` returns the output as text,
+* :func:`write_export` writes it atomically (a ``.json.gz`` path gzip-compresses a Chrome trace).
+
+Every exporter takes the normalized tree that :func:`profiler.load_timing_tree` and
+:func:`profiler.get_timer_tree` return, ours or ML-Agents', with the optional ``workers`` and
+``timeline`` sections. See docs/outputs.md for what each format shows and how to open it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from profiler.atomic_file import write_atomically
+from profiler.export.chrome_trace import to_chrome_trace
+from profiler.export.collapsed import to_collapsed
+from profiler.export.html_report import to_html_report
+from profiler.export.speedscope import to_speedscope
+
+__all__ = ["EXPORT_FORMATS", "render", "write_export"]
+
+EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html")
+"""The format names :func:`render` and :func:`write_export` accept."""
+
+_RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "chrome": lambda tree: json.dumps(to_chrome_trace(tree), separators=(",", ":")),
+    "speedscope": lambda tree: json.dumps(to_speedscope(tree), separators=(",", ":")),
+    "collapsed": to_collapsed,
+    "html": to_html_report,
+}
+
+
+def render(tree: dict[str, Any], format_name: str) -> str:
+    """The tree in ``format_name`` (one of :data:`EXPORT_FORMATS`) as text.
+
+    Raises ``ValueError`` naming the valid formats for any other name, so a typo in a CLI option
+    gets a useful message.
+    """
+    renderer = _RENDERERS.get(format_name)
+    if renderer is None:
+        raise ValueError(
+            f"unknown export format {format_name!r}; choose one of: {', '.join(EXPORT_FORMATS)}"
+        )
+    return renderer(tree)
+
+
+def write_export(tree: dict[str, Any], format_name: str, path: str | os.PathLike[str]) -> Path:
+    """Write the tree in ``format_name`` to ``path`` atomically and return the path.
+
+    The whole output is rendered before anything touches the disk, and then written through a
+    temporary file, so a failure never leaves a partial file. A Chrome trace at a path ending in
+    ``.json.gz`` is gzip-compressed (Perfetto and chrome://tracing open it as is); traces of long
+    runs are large and compress about tenfold.
+    """
+    text = render(tree, format_name)
+    target = Path(path)
+    if format_name == "chrome" and target.name.endswith(".json.gz"):
+        # mtime=0 keeps the bytes the same for the same trace, which diffs and caches like.
+        return write_atomically(target, gzip.compress(text.encode("utf-8"), mtime=0))
+    return write_atomically(target, text)

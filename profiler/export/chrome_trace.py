@@ -1,0 +1,192 @@
+"""The run as a Chrome Trace Event Format document: open it in Perfetto or chrome://tracing.
+
+Each process gets one ``pid`` (named ``trainer``, ``worker 3``… with ``M`` metadata events) and
+each of its threads one ``tid``. Recorded spans become ``X`` complete events, markers ``i``
+instant events, counters and gauges ``C`` counter events. Timestamps are microseconds on one
+clock, counted from the earliest moment in the run.
+
+When the run recorded no timeline, one is laid out from the aggregate totals instead (see
+:mod:`profiler.export.aggregate_timeline`) and ``otherData.timeline`` says so.
+
+Perfetto drops ``X`` events that overlap partially on a thread, so spans are put in nesting order
+(parents before children) on integer nanoseconds and a child that pokes out of its parent, as float
+rounding or a clipped recording can make it, is trimmed to end with the parent.
+
+Format reference:
+https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from profiler.export.aggregate_timeline import synthesize_timeline
+from profiler.export.process_trees import split_into_process_trees
+
+__all__ = ["to_chrome_trace"]
+
+Event = dict[str, Any]
+NANOSECONDS_PER_SECOND = 1_000_000_000
+
+
+def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
+    """The trace document (JSON object format) for a normalized timer tree.
+
+    Uses ``tree["timeline"]`` when the run recorded one, else a timeline synthesized from totals.
+    """
+    recorded = tree.get("timeline")
+    timeline = recorded if recorded is not None else synthesize_timeline(tree)
+    clock = _TraceClock(timeline)
+    events: list[Event] = []
+    for sort_index, process in enumerate(timeline["processes"]):
+        events.extend(_process_events(process, sort_index, clock))
+    events.extend(_gauge_events(tree, timeline, clock))
+
+    other_data = dict(tree.get("metadata") or {})
+    if recorded is not None:
+        other_data["timeline"] = f"recorded on clock {timeline.get('clock', 'unknown')}"
+        other_data["dropped_spans"] = str(timeline.get("dropped", 0))
+    else:
+        other_data["timeline"] = (
+            "synthesized from aggregate totals: no spans were recorded, so each block is one span "
+            "sized by its total time, children packed one after another inside their parent"
+        )
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other_data}
+
+
+class _TraceClock:
+    """Turns a process's seconds into trace nanoseconds from the run's earliest moment.
+
+    A process's ``clock_offset`` is added to its times to put them on the trainer's clock.
+    """
+
+    def __init__(self, timeline: dict[str, Any]) -> None:
+        moments = [
+            moment
+            for process in timeline["processes"]
+            for moment in _moments(process)
+        ]
+        self.origin = min(moments, default=0.0)
+        self.end = max(moments, default=0.0)
+
+    def nanoseconds(self, seconds: float, process: dict[str, Any]) -> int:
+        aligned = seconds + process.get("clock_offset", 0.0)
+        return round((aligned - self.origin) * NANOSECONDS_PER_SECOND)
+
+
+def _moments(process: dict[str, Any]) -> Iterable[float]:
+    offset = process.get("clock_offset", 0.0)
+    for thread in process.get("threads", []):
+        for span in thread.get("spans", []):
+            yield span[1] + offset
+            yield span[2] + offset
+        for instant in thread.get("instants", []):
+            yield instant[1] + offset
+    for counter in process.get("counters", []):
+        yield counter[1] + offset
+
+
+def _microseconds(nanoseconds: int) -> float:
+    return nanoseconds / 1000
+
+
+def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock) -> list[Event]:
+    pid = process["pid"]
+    events: list[Event] = [
+        _metadata_event("process_name", pid, 0, process.get("name") or f"process {pid}"),
+        _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index"),
+    ]
+    for thread in process.get("threads", []):
+        tid = thread["tid"]
+        events.append(_metadata_event("thread_name", pid, tid, thread.get("name") or f"thread {tid}"))
+        nanosecond_spans = [
+            (clock.nanoseconds(span[1], process), clock.nanoseconds(span[2], process), span)
+            for span in thread.get("spans", [])
+        ]
+        for start, end, span in _nested_in_order(nanosecond_spans):
+            event: Event = {
+                "name": span[0],
+                "ph": "X",
+                "ts": _microseconds(start),
+                "dur": _microseconds(end - start),
+                "pid": pid,
+                "tid": tid,
+            }
+            if len(span) > 3:
+                event["args"] = span[3]
+            events.append(event)
+        for name, moment in thread.get("instants", []):
+            events.append(
+                {
+                    "name": name,
+                    "ph": "i",
+                    "s": "t",
+                    "ts": _microseconds(clock.nanoseconds(moment, process)),
+                    "pid": pid,
+                    "tid": tid,
+                }
+            )
+    for name, moment, value in process.get("counters", []):
+        events.append(_counter_event(name, clock.nanoseconds(moment, process), value, pid))
+    return events
+
+
+def _nested_in_order(
+    spans: list[tuple[int, int, Any]],
+) -> Iterable[tuple[int, int, Any]]:
+    """Yield ``(start, end, span)`` parents first, each child trimmed to end within its parent.
+
+    Sorting by start, then by *descending* end, puts an enclosing span before the spans it
+    encloses; a stack of the open spans' ends then finds each span's parent.
+    """
+    ordered = sorted(
+        ((start, max(start, end), position, span) for position, (start, end, span) in enumerate(spans)),
+        key=lambda item: (item[0], -item[1], item[2]),
+    )
+    open_ends: list[int] = []
+    for start, end, _, span in ordered:
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        if open_ends and end > open_ends[-1]:
+            end = open_ends[-1]
+        open_ends.append(end)
+        yield start, end, span
+
+
+def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceClock) -> list[Event]:
+    """One ``C`` event per gauge at the end of the run, on its process's track.
+
+    A gauge keeps only its last value (and min/max), so there is no series to draw; the final
+    value still shows next to the spans. Gauges of a worker with no track of its own go on the
+    trainer's track, prefixed with the worker's name.
+    """
+    pids_in_trace = {process["pid"] for process in timeline["processes"]}
+    if not pids_in_trace:
+        return []
+    trainer_pid = timeline["processes"][0]["pid"]
+    end = round((clock.end - clock.origin) * NANOSECONDS_PER_SECOND)
+    events = []
+    for process_tree in split_into_process_trees(tree):
+        for name, gauge in (process_tree.gauges or {}).items():
+            if process_tree.pid in pids_in_trace:
+                events.append(_counter_event(name, end, gauge["value"], process_tree.pid))
+            else:
+                events.append(
+                    _counter_event(f"{process_tree.name}: {name}", end, gauge["value"], trainer_pid)
+                )
+    return events
+
+
+def _counter_event(name: str, nanoseconds: int, value: float, pid: int) -> Event:
+    return {
+        "name": name,
+        "ph": "C",
+        "ts": _microseconds(nanoseconds),
+        "pid": pid,
+        "tid": 0,
+        "args": {"value": value},
+    }
+
+
+def _metadata_event(kind: str, pid: int, tid: int, value: Any, key: str = "name") -> Event:
+    return {"name": kind, "ph": "M", "ts": 0, "pid": pid, "tid": tid, "args": {key: value}}

@@ -1,0 +1,286 @@
+"""A self-contained HTML report of a run: one file a user opens in a browser, no server needed.
+
+It shows, top to bottom: a summary, an icicle flame graph of the merged tree (hover for the
+numbers, click to zoom), per-worker bars for the block workers spend their time in (the straggler
+in red), gauges and recorded counters over time, the top blocks, and the run's metadata.
+
+Everything is inline (style, script, SVG) and a Content-Security-Policy forbids fetching anything,
+so the report works offline and leaks nothing. Block names are user strings: every one goes
+through :func:`html.escape` here, and the script writes names only as text.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Iterable
+
+from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
+from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
+from profiler.export.process_trees import split_into_process_trees
+from profiler.export.worker_blocks import main_worker_block, worker_block_times
+
+__all__ = ["TOP_BLOCKS", "to_html_report"]
+
+TOP_BLOCKS = 30
+"""Rows in the top-blocks table; the rest of the blocks are in the flame graph."""
+
+FRAME_HEIGHT_PX = 18
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+)
+
+
+def to_html_report(tree: dict[str, Any]) -> str:
+    """The whole report page for a normalized timer tree, as one HTML string."""
+    metadata = tree.get("metadata") or {}
+    run_name = metadata.get("run_id") or "rlprof run"
+    sections = [
+        _summary_section(tree),
+        _flame_graph_section(tree),
+        _workers_section(tree.get("workers") or []),
+        _gauges_section(tree),
+        _top_blocks_section(tree),
+        _metadata_section(metadata),
+    ]
+    return "".join(
+        [
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+            f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">\n',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
+            f"<title>rlprof report: {_text(run_name)}</title>\n",
+            f"<style>{REPORT_CSS}</style>\n</head>\n<body>\n",
+            f"<h1>rlprof report: {_text(run_name)}</h1>\n",
+            *sections,
+            '<div id="tooltip" role="tooltip"></div>\n',
+            f"<script>{REPORT_SCRIPT}</script>\n</body>\n</html>\n",
+        ]
+    )
+
+
+def _text(value: Any) -> str:
+    """Escape for element text and quoted attribute values alike."""
+    return html.escape(str(value), quote=True)
+
+
+def _seconds(seconds: float) -> str:
+    """A duration in the unit that keeps it readable: 1.23 s, 45.6 ms, 789 µs."""
+    if seconds >= 1:
+        return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:,.0f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} µs"
+    return f"{seconds * 1e9:.3g} ns" if seconds > 0 else "0 s"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def _summary_section(tree: dict[str, Any]) -> str:
+    timeline = tree.get("timeline")
+    block_count = sum(1 for _ in _walk(tree)) - 1
+    facts = [
+        (_seconds(tree["total"]), "wall time (root total)"),
+        (f"{block_count}", "blocks"),
+        (f"{len(tree.get('workers') or [])}", "worker trees"),
+        ("recorded" if timeline else "none", "timeline"),
+    ]
+    if timeline and timeline.get("dropped"):
+        facts.append((f"{timeline['dropped']}", "spans dropped (buffer full)"))
+    cards = "".join(f"<div><b>{_text(value)}</b><span>{_text(label)}</span></div>" for value, label in facts)
+    return f'<section id="summary"><div class="summary">{cards}</div></section>\n'
+
+
+def _flame_graph_section(tree: dict[str, Any]) -> str:
+    boxes = lay_out_flame_graph(tree)
+    depth = max(box.depth for box in boxes) + 1
+    frames = "".join(_flame_frame(box) for box in boxes)
+    return (
+        '<section id="flame-graph"><h2>Flame graph of the merged tree</h2>\n'
+        '<p class="note">Each bar is a block, as wide as its total time, below the block it ran in. '
+        "Hover for the numbers; click a bar to zoom in on it.</p>\n"
+        '<div class="flame-tools"><button id="flame-reset" type="button">Reset zoom</button>'
+        '<span><span class="legend-swatch" style="background:hsl(28,80%,66%)"></span>trainer</span>'
+        '<span><span class="legend-swatch" style="background:hsl(205,60%,70%)"></span>'
+        "ran in parallel (workers, threads), drawn inside the block it ran beside</span></div>\n"
+        f'<div id="flame" style="height:{depth * FRAME_HEIGHT_PX}px">{frames}</div></section>\n'
+    )
+
+
+def _flame_frame(box: FlameBox) -> str:
+    attributes = {
+        "data-name": box.name,
+        "data-x": repr(box.start),
+        "data-w": repr(box.width),
+        "data-depth": str(box.depth),
+        "data-total": _seconds(box.total),
+        "data-self": _seconds(box.self_time),
+        "data-count": f"{box.count:,}",
+        "data-share": _percent(box.share),
+        "data-parallel": "true" if box.is_parallel else "false",
+    }
+    hidden = " hidden" if box.width <= 0 else ""
+    style = (
+        f"left:{box.start * 100:.6f}%;width:{box.width * 100:.6f}%;"
+        f"top:{box.depth * FRAME_HEIGHT_PX}px;background:{_frame_color(box)}"
+    )
+    attribute_text = " ".join(f'{key}="{_text(value)}"' for key, value in attributes.items())
+    return f'<div class="frame{hidden}" style="{style}" {attribute_text}>{_text(box.name)}</div>'
+
+
+def _frame_color(box: FlameBox) -> str:
+    """Warm for the trainer, cool for parallel blocks; the name picks a stable shade."""
+    shade = sum(box.name.encode("utf-8")) % 30
+    if box.is_parallel:
+        return f"hsl({190 + shade},58%,{68 + shade % 8}%)"
+    return f"hsl({12 + shade},78%,{62 + shade % 8}%)"
+
+
+def _workers_section(workers: list[dict[str, Any]]) -> str:
+    heading = '<section id="workers"><h2>Workers</h2>\n'
+    block_name = main_worker_block(workers)
+    if block_name is None:
+        return heading + '<p class="note">This run has no per-worker trees.</p></section>\n'
+    rows = worker_block_times(workers, block_name)
+    longest = max((row.max if row.max is not None else row.mean) for row in rows) or 1.0
+    lines = []
+    for row in rows:
+        detail = f"mean {_seconds(row.mean)} × {row.count:,}"
+        if row.max is not None:
+            detail += f", max {_seconds(row.max)}"
+        if row.is_straggler:
+            detail += f" · straggler: +{row.above_others * 100:.0f} % vs the others"
+        max_marker = (
+            f'<div class="max" style="left:{row.max / longest * 100:.3f}%"></div>' if row.max is not None else ""
+        )
+        lines.append(
+            f'<div class="worker-row{" straggler" if row.is_straggler else ""}">'
+            f'<span class="worker-name">{_text(row.worker)}</span>'
+            f'<div class="worker-bar"><div class="mean" style="width:{row.mean / longest * 100:.3f}%"></div>'
+            f"{max_marker}</div><span>{_text(detail)}</span></div>\n"
+        )
+    return (
+        heading
+        + f'<p class="note">Mean time per call of <code>{_text(block_name)}</code>, the block the '
+        "workers spend the most time in (the grey tick is the longest call, where recorded). A vector "
+        "step waits for its slowest worker.</p>\n"
+        + "".join(lines)
+        + "</section>\n"
+    )
+
+
+def _gauges_section(tree: dict[str, Any]) -> str:
+    rows = []
+    for process_tree in split_into_process_trees(tree):
+        for name, gauge in (process_tree.gauges or {}).items():
+            cells = [process_tree.name, name]
+            numbers = [gauge["value"], gauge["min"], gauge["max"], gauge["count"]]
+            rows.append(
+                "<tr>"
+                + "".join(f'<td class="name">{_text(cell)}</td>' for cell in cells)
+                + "".join(f'<td class="number">{_text(f"{number:.6g}")}</td>' for number in numbers)
+                + "</tr>\n"
+            )
+    table = (
+        "<table><thead><tr><th>process</th><th>gauge</th><th class=\"number\">last</th>"
+        '<th class="number">min</th><th class="number">max</th><th class="number">count</th></tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table>\n"
+        if rows
+        else '<p class="note">No gauges were set in this run.</p>\n'
+    )
+    charts = _counter_charts(tree.get("timeline"))
+    return f'<section id="gauges"><h2>Gauges and counters</h2>\n{table}{charts}</section>\n'
+
+
+def _counter_charts(timeline: dict[str, Any] | None) -> str:
+    """One line chart per recorded counter series, time from the run's first sample."""
+    if not timeline:
+        return ""
+    series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for process in timeline.get("processes", []):
+        offset = process.get("clock_offset", 0.0)
+        for name, moment, value in process.get("counters", []):
+            key = (str(process.get("name") or process.get("pid")), name)
+            series.setdefault(key, []).append((moment + offset, value))
+    if not series:
+        return ""
+    origin = min(moment for points in series.values() for moment, _ in points)
+    end = max(moment for points in series.values() for moment, _ in points)
+    charts = [_counter_chart(process, name, sorted(points), origin, end) for (process, name), points in series.items()]
+    return "<h3>Counters over time</h3>\n" + "".join(charts)
+
+
+def _counter_chart(
+    process: str, name: str, points: list[tuple[float, float]], origin: float, end: float
+) -> str:
+    width, height, margin = 1000.0, 80.0, 6.0
+    low = min(value for _, value in points)
+    high = max(value for _, value in points)
+    span = (end - origin) or 1.0
+    value_span = (high - low) or 1.0
+    coordinates = " ".join(
+        f"{(moment - origin) / span * width:.1f},"
+        f"{height - margin - (value - low) / value_span * (height - 2 * margin):.1f}"
+        for moment, value in points
+    )
+    caption = f"{process}: {name} (min {low:.4g}, max {high:.4g}, last {points[-1][1]:.4g}; {_seconds(end - origin)} shown)"
+    return (
+        f'<div class="counter-chart"><div>{_text(caption)}</div>'
+        f'<svg viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="none" role="img" '
+        f'aria-label="{_text(name)}"><polyline fill="none" stroke="#b8430f" stroke-width="2" '
+        f'vector-effect="non-scaling-stroke" points="{coordinates}"/></svg></div>\n'
+    )
+
+
+def _top_blocks_section(tree: dict[str, Any]) -> str:
+    """Blocks summed by name over the whole merged tree, most self time first."""
+    by_name: dict[str, dict[str, Any]] = {}
+    for node in list(_walk(tree))[1:]:
+        entry = by_name.setdefault(node["name"], {"total": 0.0, "self": 0.0, "count": 0, "parallel": False})
+        entry["total"] += node["total"]
+        entry["self"] += node["self"]
+        entry["count"] += node["count"]
+        entry["parallel"] = entry["parallel"] or bool(node.get("is_parallel"))
+    wall = tree["total"] or 1.0
+    ranked = sorted(by_name.items(), key=lambda item: item[1]["self"], reverse=True)[:TOP_BLOCKS]
+    rows = []
+    for name, entry in ranked:
+        mean = entry["total"] / entry["count"] if entry["count"] else 0.0
+        tag = '<span class="tag">parallel</span>' if entry["parallel"] else ""
+        cells = [
+            (entry["self"], _seconds(entry["self"])),
+            (entry["total"], _seconds(entry["total"])),
+            (entry["count"], f"{entry['count']:,}"),
+            (mean, _seconds(mean)),
+            (entry["total"] / wall, _percent(entry["total"] / wall)),
+        ]
+        rows.append(
+            f'<tr><td class="name" data-value="{_text(name)}">{_text(name)}{tag}</td>'
+            + "".join(f'<td class="number" data-value="{value!r}">{_text(shown)}</td>' for value, shown in cells)
+            + "</tr>\n"
+        )
+    headers = ["self", "total", "calls", "mean per call", "share of wall time"]
+    header_cells = "".join(f'<th class="number sortable">{_text(header)}</th>' for header in headers)
+    return (
+        '<section id="top-blocks"><h2>Top blocks</h2>\n'
+        f'<p class="note">The {TOP_BLOCKS} blocks with the most self time, each name summed over '
+        "every place it appears. Click a heading to sort. Parallel blocks ran beside the trainer, so "
+        "their share can exceed 100 %.</p>\n"
+        '<table class="sortable"><thead><tr><th class="sortable">block</th>'
+        f"{header_cells}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>\n"
+    )
+
+
+def _metadata_section(metadata: dict[str, str]) -> str:
+    rows = "".join(
+        f'<tr><th>{_text(key)}</th><td class="name">{_text(value)}</td></tr>\n' for key, value in metadata.items()
+    )
+    body = f"<table>{rows}</table>" if rows else '<p class="note">The run recorded no metadata.</p>'
+    return f'<section id="metadata"><h2>Run metadata</h2>\n{body}</section>\n'
+
+
+def _walk(node: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    yield node
+    for child in node["children"]:
+        yield from _walk(child)

@@ -3,6 +3,7 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
+from profiler.stats import dumps
 from profiler.timer_json import (
     TimerFileError,
     load_timing_tree,
@@ -36,6 +37,7 @@ __all__ = [
     "__version__",
     "add_metadata",
     "disable",
+    "dumps",
     "enable",
     "get_timer_root",
     "get_timer_stack_for_thread",

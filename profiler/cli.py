@@ -1,0 +1,313 @@
+"""The ``rlprof`` command line: analyse, compare, convert and report dumped runs.
+
+Sub-commands built in (each reads timer JSON — rlprof's or Unity ML-Agents' — never pickle):
+
+* ``rlprof analyze RUN.json`` — slowest blocks, where the vector step's time went, per worker;
+* ``rlprof diff BASE.json NEW.json`` — blocks that got slower or faster (exit 1 on regression
+  with ``--fail-on-regression``, for CI);
+* ``rlprof convert RUN.json --to FORMAT -o OUT`` and ``rlprof report RUN.json -o report.html`` —
+  through the exporters of :mod:`profiler.export`.
+
+Bad input (a missing or foreign file, a bad option or pattern) ends with one line on stderr,
+``rlprof: error: ...``, and exit code 2: never a traceback, never a partial output file.
+
+**Plugins.** Other packages add sub-commands through the entry-point group ``rlprof.commands``
+(this is how the env-manager package adds ``rlprof demo`` without ``profiler`` importing it). An
+entry point names a callable ``register(subparsers) -> None`` that adds its parser and sets its
+handler, a function from the parsed arguments to an exit code::
+
+    # pyproject.toml of the plugin's package
+    [project.entry-points."rlprof.commands"]
+    hello = "mypackage.cli:register"
+
+    # mypackage/cli.py
+    def register(subparsers):
+        parser = subparsers.add_parser("hello", help="say hello")
+        parser.set_defaults(run=lambda arguments: print("hello") or 0)
+
+Plugins are loaded only when the command line asks for something that is not built in (or for
+help), so ``rlprof analyze`` stays fast and a broken plugin cannot break it; a plugin that fails
+to load is reported as a one-line warning and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
+
+from profiler import __version__
+from profiler.analyze import ANALYZE_FORMATS, ANALYZE_ORDER_KEYS, AnalyzeOptions, analyze_run, render_analysis
+from profiler.diff import DIFF_FORMATS, diff_runs, render_diff
+from profiler.timer_json import TimerFileError, load_timing_tree
+
+__all__ = ["BUILTIN_COMMANDS", "PLUGIN_GROUP", "CommandError", "build_parser", "load_plugin_commands", "main"]
+
+PLUGIN_GROUP = "rlprof.commands"
+BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report")
+USAGE_ERROR = 2
+
+
+class CommandError(Exception):
+    """Bad input from the user: printed as ``rlprof: error: <message>``, exit code 2."""
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors are exceptions, so ``main`` prints them as one line.
+
+    argparse's default prints the usage block and exits; scripts and CI logs want one line.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rlprof`` command line; returns the exit code (0 ok, 1 regression, 2 bad input)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(with_plugins=_asks_for_a_plugin(arguments))
+        parsed = parser.parse_args(arguments)
+        return int(parsed.run(parsed))
+    except (CommandError, TimerFileError) as error:
+        print(f"rlprof: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except SystemExit as exit_request:  # --help and --version end through argparse's exit()
+        code = exit_request.code
+        return 0 if code is None else code if isinstance(code, int) else USAGE_ERROR
+    except BrokenPipeError:
+        # The reader (``| head``) went away: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _asks_for_a_plugin(arguments: list[str]) -> bool:
+    """Whether the command line names something other than a built-in command (or asks for help)."""
+    command = next((argument for argument in arguments if not argument.startswith("-")), None)
+    return command not in BUILTIN_COMMANDS
+
+
+def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
+    """The full ``rlprof`` parser: built-in sub-commands, plus plugins when ``with_plugins``."""
+    parser = _OneLineErrorParser(
+        prog="rlprof",
+        description="Analyse, compare and convert rlprof timer files (and ML-Agents' timers.json).",
+    )
+    parser.add_argument("--version", action="version", version=f"rlprof {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_analyze(subparsers)
+    _add_diff(subparsers)
+    _add_convert(subparsers)
+    _add_report(subparsers)
+    if with_plugins:
+        load_plugin_commands(subparsers)
+    return parser
+
+
+def load_plugin_commands(
+    subparsers: Any, plugins: Iterable[Any] | None = None, *, warn: Callable[[str], None] | None = None
+) -> list[str]:
+    """Let each entry point of ``rlprof.commands`` add its sub-command; returns the names loaded.
+
+    ``plugins`` defaults to the installed entry points; anything with ``name`` and ``load()``
+    works (tests pass their own). A plugin that raises while loading or registering is skipped
+    with a one-line warning, so one broken package cannot take the whole command line down.
+    """
+    warn = warn or (lambda message: print(message, file=sys.stderr))
+    loaded = []
+    for plugin in entry_points(group=PLUGIN_GROUP) if plugins is None else plugins:
+        try:
+            register = plugin.load()
+            register(subparsers)
+        except Exception as error:  # noqa: BLE001 - third-party code; report it, keep going
+            warn(f"rlprof: warning: plugin {plugin.name!r} skipped: {type(error).__name__}: {error}")
+            continue
+        loaded.append(plugin.name)
+    return loaded
+
+
+# --- analyze ------------------------------------------------------------------------------------
+
+
+def _add_analyze(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "analyze",
+        help="slowest blocks, where the step time went, per-worker step times",
+        description="Report a run's slowest blocks, the vector step split into env compute, "
+        "waiting and transport, and each worker's step time with the straggler named.",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("--top", type=_top_count, default=20, metavar="N",
+                        help="show the N first blocks (default 20; 0 for all)")
+    parser.add_argument("--order-by", choices=ANALYZE_ORDER_KEYS, default="total",
+                        help="order blocks by this figure, largest first (default total)")
+    parser.add_argument("--aggregate-by", choices=("name",), default=None,
+                        help="sum the blocks of one name wherever they are in the tree")
+    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+                        help="hide blocks whose total is under S seconds")
+    parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
+                        help="keep blocks whose name or path matches REGEX (Python syntax)")
+    parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
+                        help="table (default), json (everything) or csv (block rows only)")
+    parser.set_defaults(run=_run_analyze)
+
+
+def _run_analyze(arguments: argparse.Namespace) -> int:
+    tree = load_timing_tree(arguments.run_path)
+    options = AnalyzeOptions(
+        top=arguments.top or None,
+        order_by=arguments.order_by,
+        aggregate_by=arguments.aggregate_by,
+        min_time=arguments.min_time,
+        pattern=arguments.filter,
+    )
+    text = render_analysis(analyze_run(tree, options), arguments.format, title=arguments.run_path)
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+# --- diff ---------------------------------------------------------------------------------------
+
+
+def _add_diff(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diff",
+        help="blocks that got slower or faster between two runs",
+        description="Compare two runs block by block, per call and in total, biggest change "
+        "first. With --fail-on-regression, exit 1 when a block is slower per call than the "
+        "threshold allows (for CI).",
+    )
+    parser.add_argument("base", metavar="BASE.json", help="the reference run")
+    parser.add_argument("new", metavar="NEW.json", help="the run to judge")
+    parser.add_argument("--threshold", type=_seconds_or_percent("percent"), default=10.0,
+                        metavar="PCT", help="per-call change that counts, in percent (default 10)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when any block got slower per call beyond the threshold")
+    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+                        help="ignore blocks under S seconds in both runs (noise floor)")
+    parser.add_argument("--top", type=_top_count, default=0, metavar="N",
+                        help="show the N biggest changes only (default all)")
+    parser.add_argument("--all", action="store_true", dest="show_same",
+                        help="list unchanged blocks too")
+    parser.add_argument("--format", choices=DIFF_FORMATS, default="table",
+                        help="table (default), json or csv")
+    parser.set_defaults(run=_run_diff)
+
+
+def _run_diff(arguments: argparse.Namespace) -> int:
+    diff = diff_runs(
+        load_timing_tree(arguments.base),
+        load_timing_tree(arguments.new),
+        threshold_percent=arguments.threshold,
+        min_time=arguments.min_time,
+    )
+    text = render_diff(diff, arguments.format, top=arguments.top or None,
+                       show_same=arguments.show_same)
+    print(text, end="" if text.endswith("\n") else "\n")
+    if arguments.fail_on_regression and diff.regressions:
+        names = ", ".join(change.block for change in diff.regressions[:5])
+        more = f" and {len(diff.regressions) - 5} more" if len(diff.regressions) > 5 else ""
+        print(f"rlprof: {len(diff.regressions)} blocks regressed beyond "
+              f"{arguments.threshold:g}% per call: {names}{more}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- convert and report -------------------------------------------------------------------------
+
+
+def _add_convert(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="write a run as a Chrome trace, speedscope, collapsed stacks or HTML",
+        description="Convert a timer JSON file for another viewer: chrome (Perfetto, "
+        "chrome://tracing), speedscope, collapsed (flamegraph.pl) or html (the report).",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("--to", required=True, metavar="FORMAT",
+                        help="chrome, speedscope, collapsed or html")
+    parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
+                        help="the file to write (replaced atomically)")
+    parser.set_defaults(run=_run_convert)
+
+
+def _add_report(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a run",
+        description="Write an HTML report (flame graph, per-worker bars, top blocks) that opens "
+        "in a browser with no server and no network.",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
+                        help="the HTML file to write (replaced atomically)")
+    parser.set_defaults(run=_run_convert, to="html")  # a report is the html conversion
+
+
+def _run_convert(arguments: argparse.Namespace) -> int:
+    export = _exporters()
+    if arguments.to not in export.EXPORT_FORMATS:
+        raise CommandError(
+            f"argument --to: unknown format {arguments.to!r} (choose from {', '.join(export.EXPORT_FORMATS)})"
+        )
+    tree = load_timing_tree(arguments.run_path)
+    try:
+        written = export.write_export(tree, arguments.to, arguments.output)
+    except OSError as error:
+        raise CommandError(f"cannot write {arguments.output}: {error.strerror or error}") from None
+    print(written)
+    return 0
+
+
+
+def _exporters() -> ModuleType:
+    """The exporters package, imported only by the commands that write files (it is the heavy part)."""
+    import profiler.export as export
+
+    if not hasattr(export, "write_export"):
+        raise CommandError("the exporters are missing from this installation (profiler.export.write_export)")
+    return export
+
+
+# --- argument types: each rejects bad input with a message argparse turns into one line ---------
+
+
+def _top_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, got {value}")
+    return value
+
+
+def _seconds_or_percent(unit: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+        return value
+
+    parse.__name__ = unit
+    return parse
+
+
+_seconds = _seconds_or_percent("seconds")
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {error}") from None

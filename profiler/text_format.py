@@ -1,0 +1,68 @@
+"""Small helpers that turn figures into terminal text: durations, shares, names that fit a column.
+
+Every text report of rlprof (``rlprof analyze``, ``rlprof diff``, ``profiler.dumps``) formats its
+cells here, so a duration reads the same everywhere and tables stay inside a 100-column terminal.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+
+__all__ = ["TABLE_WIDTH", "csv_text", "fit_left", "format_percent", "format_seconds", "signed_seconds"]
+
+TABLE_WIDTH = 100
+"""Tables are laid out for a terminal this many columns wide."""
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration with a unit chosen for it (``12.35 s``, ``4.20 ms``, ``87.0 us``).
+
+    Timer blocks range from microseconds (a pipe send) to hours (a whole run), so one fixed unit
+    would print either ``0.000`` or eleven digits; three significant figures is what the eye uses.
+    """
+    magnitude = abs(seconds)
+    if magnitude >= 1.0:
+        return f"{seconds:.2f} s"
+    if magnitude >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    if magnitude == 0.0:
+        return "0 s"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def signed_seconds(seconds: float) -> str:
+    """A change of duration with its sign always shown (``+1.20 s``, ``-300.0 us``)."""
+    text = format_seconds(seconds)
+    return text if text.startswith("-") or text == "0 s" else f"+{text}"
+
+
+def format_percent(fraction: float | None, *, signed: bool = False) -> str:
+    """A fraction as a percentage with one decimal; ``-`` when there is no figure to show."""
+    if fraction is None:
+        return "-"
+    if fraction in (float("inf"), float("-inf")):
+        return "+inf%" if fraction > 0 else "-inf%"
+    return f"{fraction * 100:+.1f}%" if signed else f"{fraction * 100:.1f}%"
+
+
+def fit_left(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters by dropping its *start*, marked with ``...``.
+
+    Block paths are cut on the left because the innermost names (the end) say what the block is.
+    """
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[-width:]
+    return "..." + text[-(width - 3) :]
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """Rows as CSV text (``\\n`` line ends), header first."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()

@@ -7,8 +7,10 @@ are left out; their time shows through their children's lines.
 Rounding every line on its own would let the lines drift away from the totals. Instead the running
 sum is rounded: each line gets ``round(sum so far + self) - round(sum so far)``. Because a subtree's
 lines are consecutive, the lines under any block then add up to its time to within 1 µs, and all
-lines add up to the rounded sum exactly. The time of a block is its ``total`` plus the totals of
-parallel subtrees below it, which ran beside it in other processes and are drawn inside it.
+lines add up to the rounded sum exactly. That time is the block's ``total``, plus, in rlprof's
+trees, the totals of the parallel subtrees below it: they ran beside it in other processes and are
+drawn inside it. (ML-Agents' files take parallel time out of the parent's self time instead, so
+there the lines add up to the plain totals.)
 
 ``;`` and line breaks inside block names would break the format, so they become ``_``.
 """

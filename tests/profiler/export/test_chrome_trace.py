@@ -1,0 +1,204 @@
+"""Specification of the Chrome/Perfetto trace: well-formed events, named tracks, nested spans."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiler.export.aggregate_timeline import AGGREGATE_THREAD_NAME
+from profiler.export.chrome_trace import to_chrome_trace
+
+KNOWN_PHASES = {"X", "C", "i", "M"}
+
+
+def events_of(trace, phase):
+    return [event for event in trace["traceEvents"] if event["ph"] == phase]
+
+
+def assert_well_formed(trace):
+    assert isinstance(trace["traceEvents"], list)
+    for event in trace["traceEvents"]:
+        assert event["ph"] in KNOWN_PHASES
+        assert isinstance(event["name"], str)
+        assert isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        assert isinstance(event["ts"], (int, float)) and event["ts"] >= 0
+        if event["ph"] == "X":
+            assert event["dur"] >= 0
+        if event["ph"] == "C":
+            assert all(isinstance(value, (int, float)) for value in event["args"].values())
+        if event["ph"] == "i":
+            assert event["s"] in {"t", "p", "g"}
+
+
+def assert_every_track_named(trace):
+    process_names = {event["pid"] for event in events_of(trace, "M") if event["name"] == "process_name"}
+    thread_names = {
+        (event["pid"], event["tid"]) for event in events_of(trace, "M") if event["name"] == "thread_name"
+    }
+    for event in trace["traceEvents"]:
+        assert event["pid"] in process_names
+        if event["ph"] in {"X", "i"}:
+            assert (event["pid"], event["tid"]) in thread_names
+
+
+def assert_spans_nest_per_thread(trace):
+    """No two X events on a thread overlap partially (Perfetto would drop them)."""
+    by_thread = {}
+    for event in events_of(trace, "X"):
+        start = round(event["ts"] * 1000)
+        by_thread.setdefault((event["pid"], event["tid"]), []).append((start, start + round(event["dur"] * 1000)))
+    for spans in by_thread.values():
+        open_ends = []
+        for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1], "a span pokes out of its parent"
+            open_ends.append(end)
+
+
+def process_names(trace):
+    return {
+        event["pid"]: event["args"]["name"]
+        for event in events_of(trace, "M")
+        if event["name"] == "process_name"
+    }
+
+
+@pytest.mark.parametrize("run", ["trainer_tree", "run_with_workers", "run_with_timeline", "mlagents_tree"])
+def test_every_run_gives_well_formed_events_on_named_nested_tracks(run, request):
+    trace = to_chrome_trace(request.getfixturevalue(run))
+    assert_well_formed(trace)
+    assert_every_track_named(trace)
+    assert_spans_nest_per_thread(trace)
+
+
+def test_without_a_timeline_each_block_is_a_span_as_long_as_its_total_in_microseconds(trainer_tree):
+    trace = to_chrome_trace(trainer_tree)
+    durations = {event["name"]: event["dur"] for event in events_of(trace, "X")}
+    assert durations["policy.update"] == pytest.approx(10_000)
+    assert durations["wait"] == pytest.approx(12_000)  # 3 calls of 4 ms
+    assert durations["root"] == pytest.approx(trainer_tree["total"] * 1e6)
+
+
+def test_without_a_timeline_children_are_packed_one_after_another_inside_their_parent(trainer_tree):
+    spans = {event["name"]: event for event in events_of(to_chrome_trace(trainer_tree), "X")}
+    train, step, act = spans["train"], spans["vector.step"], spans["policy.act"]
+    assert step["ts"] == train["ts"]
+    assert act["ts"] == pytest.approx(step["ts"] + step["dur"])
+
+
+def test_a_synthesized_timeline_says_so_in_the_metadata_and_the_thread_name(trainer_tree):
+    trace = to_chrome_trace(trainer_tree)
+    assert trace["otherData"]["timeline"].startswith("synthesized from aggregate totals")
+    thread_names = {event["args"]["name"] for event in events_of(trace, "M") if event["name"] == "thread_name"}
+    assert thread_names == {AGGREGATE_THREAD_NAME}
+
+
+def test_the_run_metadata_travels_in_other_data(trainer_tree):
+    trace = to_chrome_trace(trainer_tree)
+    assert trace["otherData"]["rlprof_version"] == trainer_tree["metadata"]["rlprof_version"]
+
+
+def test_parallel_subtrees_and_each_worker_get_their_own_process(run_with_workers):
+    names = sorted(process_names(to_chrome_trace(run_with_workers)).values())
+    assert names == [
+        "parallel: train › vector.step › worker_root",
+        "trainer",
+        "worker 0",
+        "worker 1",
+        "worker 2",
+    ]
+
+
+def test_workers_keep_their_real_pids(run_with_workers):
+    names = process_names(to_chrome_trace(run_with_workers))
+    assert names[4002] == "worker 2"
+
+
+def test_a_parallel_subtree_starts_where_the_block_it_ran_beside_starts(run_with_workers):
+    trace = to_chrome_trace(run_with_workers)
+    vector_step = next(event for event in events_of(trace, "X") if event["name"] == "vector.step")
+    worker_root = next(event for event in events_of(trace, "X") if event["name"] == "worker_root")
+    assert worker_root["ts"] == vector_step["ts"]
+    assert worker_root["pid"] != vector_step["pid"]
+
+
+def test_children_that_add_up_to_more_than_their_parent_are_shrunk_to_fit(trainer_tree):
+    trainer_tree["children"][0]["total"] = 0.001  # far less than its children's sum
+    assert_spans_nest_per_thread(to_chrome_trace(trainer_tree))
+
+
+def test_recorded_spans_keep_their_times_in_microseconds_from_the_first_moment(run_with_timeline):
+    trace = to_chrome_trace(run_with_timeline)
+    steps = [event for event in events_of(trace, "X") if event["name"] == "vector.step"]
+    assert [(event["ts"], event["dur"]) for event in steps] == [(0.0, 250.0), (500.0, 300.0)]
+    assert trace["otherData"]["timeline"] == "recorded on clock perf_counter"
+
+
+def test_recorded_processes_and_threads_keep_their_ids_and_names(run_with_timeline):
+    trace = to_chrome_trace(run_with_timeline)
+    assert process_names(trace) == {1234: "trainer", 4000: "worker 0"}
+    thread_names = {
+        (event["pid"], event["tid"]): event["args"]["name"]
+        for event in events_of(trace, "M")
+        if event["name"] == "thread_name"
+    }
+    assert thread_names == {(1234, 1): "MainThread", (1234, 7): "logger", (4000, 1): "MainThread"}
+
+
+def test_parents_come_before_their_children_on_a_thread(run_with_timeline):
+    names = [
+        event["name"] for event in events_of(to_chrome_trace(run_with_timeline), "X") if event["tid"] == 1
+        and event["pid"] == 1234
+    ]
+    assert names.index("vector.step") < names.index("wait")
+
+
+def test_a_child_ending_a_hair_after_its_parent_is_trimmed_to_the_parent(run_with_timeline):
+    spans = events_of(to_chrome_trace(run_with_timeline), "X")
+    step = next(event for event in spans if event["name"] == "vector.step")
+    wait = next(event for event in spans if event["name"] == "wait")
+    assert wait["ts"] + wait["dur"] == step["ts"] + step["dur"]
+
+
+def test_a_child_overlapping_the_end_of_its_parent_is_trimmed(run_with_timeline):
+    thread = run_with_timeline["timeline"]["processes"][0]["threads"][0]
+    thread["spans"].append(["late", 12.000800, 12.001500])  # starts in vector.step, ends after it
+    trace = to_chrome_trace(run_with_timeline)
+    assert_spans_nest_per_thread(trace)
+    late = next(event for event in events_of(trace, "X") if event["name"] == "late")
+    assert late["ts"] + late["dur"] == pytest.approx(800.0)
+
+
+def test_markers_become_thread_instant_events(run_with_timeline):
+    (marker,) = events_of(to_chrome_trace(run_with_timeline), "i")
+    assert (marker["name"], marker["ts"], marker["pid"], marker["tid"]) == ("restart worker 2", 400.0, 1234, 1)
+
+
+def test_counters_become_counter_events_on_their_process(run_with_timeline):
+    counters = [
+        (event["name"], event["pid"], event["ts"], event["args"]["value"])
+        for event in events_of(to_chrome_trace(run_with_timeline), "C")
+        if event["name"] in {"cpu_percent", "rss_mb"}
+    ]
+    assert counters == [
+        ("cpu_percent", 1234, 0.0, 85.0),
+        ("cpu_percent", 1234, 700.0, 40.0),
+        ("rss_mb", 4000, 100.0, 120.0),
+    ]
+
+
+def test_gauges_become_counter_events_with_their_last_value(run_with_workers):
+    counters = {
+        (event["name"], event["pid"]): event["args"]["value"]
+        for event in events_of(to_chrome_trace(run_with_workers), "C")
+    }
+    trainer_pid = int(run_with_workers["metadata"]["pid"])
+    assert counters[("reward", trainer_pid)] == 3.0
+    assert counters[("episode_length", 4001)] == 20.0
+
+
+def test_a_process_clock_offset_moves_its_events_onto_the_trainer_clock(run_with_timeline):
+    run_with_timeline["timeline"]["processes"][1]["clock_offset"] = 0.001
+    trace = to_chrome_trace(run_with_timeline)
+    env_step = next(event for event in events_of(trace, "X") if event["name"] == "env.step")
+    assert env_step["ts"] == pytest.approx(1020.0)

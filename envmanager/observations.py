@@ -32,6 +32,8 @@ from gymnasium.vector.utils import (
     write_to_shared_memory,
 )
 
+from envmanager.protocol import pack_array, unpack_array
+
 __all__ = ["allocate_shared_buffer", "ObservationPacker", "ObservationBatch"]
 
 _ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
@@ -62,13 +64,14 @@ def allocate_shared_buffer(space: Space, num_envs: int, ctx: Any) -> Any:
 class ObservationPacker:
     """Worker side: turns the observations of a worker's envs into a reply field."""
 
-    __slots__ = ("_space", "_shared_buffer", "_first_env", "_as_array")
+    __slots__ = ("_space", "_shared_buffer", "_first_env", "_as_array", "_dtype")
 
     def __init__(self, space: Space, shared_buffer: Any, first_env: int) -> None:
         self._space = space
         self._shared_buffer = shared_buffer
         self._first_env = first_env
         self._as_array = _is_array_space(space)
+        self._dtype = space.dtype if self._as_array else None
 
     def pack(self, observations: list, written: list[bool] | None = None) -> Any:
         """Return what to send for ``observations`` (None when shared memory carried them).
@@ -82,8 +85,8 @@ class ObservationPacker:
                     write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
             return None
         if self._as_array:
-            # One env: send the observation itself; it broadcasts into a 1-row slice.
-            return observations[0] if len(observations) == 1 else np.stack(observations)
+            # Cast here, as concatenating into the batch would, so the bytes match its dtype.
+            return pack_array(np.asarray(observations, dtype=self._dtype))
         return observations
 
 
@@ -112,7 +115,7 @@ class ObservationBatch:
         if self._shared:
             return
         if self._as_array:
-            self._batch[start:stop] = packed
+            self._batch[start:stop] = unpack_array(packed)
         else:
             self._per_env[start:stop] = packed
 

@@ -163,7 +163,7 @@ class WorkerPool:
         for i, handle in enumerate(targets):
             body = None if bodies is None else bodies[i]
             try:
-                handle.conn.send((sequence, command, body))
+                protocol.send(handle.conn, (sequence, command, body))
             except (BrokenPipeError, ConnectionResetError):
                 self._mark_dead(handle)
                 continue
@@ -213,7 +213,7 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            sequence, ok, body, timers = handle.conn.recv()
+            sequence, ok, body, timers = protocol.receive(handle.conn)
         except (EOFError, OSError):
             self._mark_dead(handle)
             return

@@ -35,7 +35,7 @@ from envmanager import protocol
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.pool import CLOSE_GRACE_SECONDS, WorkerHandle, WorkerPool
-from envmanager.protocol import RemoteFailure
+from envmanager.protocol import RemoteFailure, pack_array
 from envmanager.restart import RestartPolicy
 from envmanager.worker import EnvFactories, WorkerConfig
 
@@ -332,16 +332,18 @@ class SubprocessEnvManager(VectorEnv):
         self._state = _State.WAITING_STEP
 
     def _split_actions(self, actions: ActType) -> list[Any]:
-        """One body per worker: a slice of the batch, not one message per env."""
+        """One body per worker: its slice of the batch, packed when it is an array."""
+        workers = self._pool.workers
         if self._array_actions and isinstance(actions, np.ndarray):
             if actions.ndim == 0:
                 raise TypeError(f"Expected a batch of {self.num_envs} actions, got a scalar {actions!r}.")
-            per_env = actions
-        else:
-            per_env = list(iterate(self.action_space, actions))
+            if len(actions) != self.num_envs:
+                raise ValueError(f"Expected {self.num_envs} actions, one per sub-environment, got {len(actions)}.")
+            return [pack_array(actions[h.envs.start : h.envs.stop]) for h in workers]
+        per_env = list(iterate(self.action_space, actions))
         if len(per_env) != self.num_envs:
             raise ValueError(f"Expected {self.num_envs} actions, one per sub-environment, got {len(per_env)}.")
-        return [per_env[h.envs.start : h.envs.stop] for h in self._pool.workers]
+        return [per_env[h.envs.start : h.envs.stop] for h in workers]
 
     def step_wait(self, timeout: float | None = None) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for the steps sent by :meth:`step_async` and return the batched results.

@@ -98,7 +98,7 @@ class _WorkerLoop:
         try:
             while True:
                 try:
-                    sequence, command, body = conn.recv()
+                    sequence, command, body = protocol.receive(conn)
                 except (EOFError, OSError):
                     return  # the trainer is gone
                 if command == protocol.CLOSE:
@@ -136,7 +136,9 @@ class _WorkerLoop:
             return None
         raise RuntimeError(f"worker received unknown command {command!r}")
 
-    def _step(self, actions: Sequence[Any]) -> tuple:
+    def _step(self, actions: Sequence[Any] | protocol.PackedArray) -> tuple:
+        if type(actions) is tuple:  # a packed array; iterating it gives numpy scalars or rows
+            actions = protocol.unpack_array(actions)
         envs = self.envs
         observations = [None] * len(envs)
         rewards = [0.0] * len(envs)
@@ -188,10 +190,10 @@ class _WorkerLoop:
 
     def _send(self, sequence: int, ok: bool, body: Any) -> None:
         try:
-            self.conn.send((sequence, ok, body, None))
+            protocol.send(self.conn, (sequence, ok, body, None))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             # Nothing was written (the message is pickled before it is sent): report instead.
-            self.conn.send((sequence, False, RemoteFailure(exc, None), None))
+            protocol.send(self.conn, (sequence, False, RemoteFailure(exc, None), None))
 
     def _close_envs(self) -> None:
         envs, self.envs = self.envs, []

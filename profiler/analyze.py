@@ -21,7 +21,13 @@ from typing import Any
 
 from profiler.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
 from profiler.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
-from profiler.step_time import StepBreakdown, WorkerReport, step_breakdowns, worker_report
+from profiler.step_time import (
+    PEAK_INTERVAL_MEAN,
+    StepBreakdown,
+    WorkerReport,
+    step_breakdowns,
+    worker_report,
+)
 from profiler.text_format import fit_left, format_percent, format_seconds
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
@@ -144,8 +150,12 @@ def _workers_text(analysis: RunAnalysis) -> str:
         maximum = format_seconds(worker.max_time) if worker.max_time is not None else "-"
         lines.append(f"{worker.steps:>10} {format_seconds(worker.mean):>10} {maximum:>10} "
                      f"{format_percent(against, signed=True):>8}  {worker.label}")
+    kinds = {worker.max_kind for worker in report.workers if worker.max_kind}
     if not any_max:
-        lines.append("(max per step: not recorded by these timers)")
+        lines.append("(max per step: not recorded in this file)")
+    elif PEAK_INTERVAL_MEAN in kinds:
+        lines.append("(max: the slowest flush interval's mean per step; "
+                     "the slowest single step when workers flush every step)")
     straggler = report.straggler
     if straggler is not None:
         gap = (f"{format_seconds(report.straggler_gap)} per step "
@@ -193,7 +203,8 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             "mean": report.mean,
             "workers": [
                 {"worker": worker.label, "worker_id": worker.worker_id, "steps": worker.steps,
-                 "total": worker.total, "mean": worker.mean, "max": worker.max_time}
+                 "total": worker.total, "mean": worker.mean, "max": worker.max_time,
+                 "max_kind": worker.max_kind}
                 for worker in report.workers
             ],
             "straggler": None if report.straggler is None else {

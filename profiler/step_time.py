@@ -18,8 +18,11 @@ The trainer's step is split into four parts that add up to its total:
 * **other** — the trainer's own work inside the step.
 
 The per-worker report reads the ``workers`` section (one tree per worker): each worker's mean step
-time, its per-call maximum when the timers record one, and the straggler — the worker with the
-highest mean — with how far it is above the mean of all workers.
+time, its slowest step, and the straggler — the worker with the highest mean — with how far it is
+above the mean of all workers (the same figures as ``TimerMerger.straggler_summary``). The slowest
+step is the nodes' per-call ``max`` when the timers record it; otherwise the merger's ``peak_mean``
+(the slowest flush interval's mean per step: the slowest single step when workers flush every
+step); otherwise it is left out, never guessed.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any
 from profiler.block_stats import walk_nodes
 
 __all__ = [
+    "MAX_PER_CALL",
+    "PEAK_INTERVAL_MEAN",
     "STEP_LAYOUTS",
     "StepBreakdown",
     "StepLayout",
@@ -61,6 +66,9 @@ STEP_LAYOUTS = (
     StepLayout("env_step", "worker_root", None, (),
                "send, wait and receive (not split in ML-Agents files)"),
 )
+
+IMBALANCED_WAIT_ABOVE = 0.25
+"""The step verdict calls workers imbalanced when waiting on the slowest adds over 25% to compute."""
 
 IMBALANCE_NOTE_BELOW = 0.05
 """A slowest worker within 5% of the mean is called balanced rather than a straggler."""
@@ -95,15 +103,23 @@ class StepBreakdown:
         return part.seconds / self.calls if self.calls else 0.0
 
 
+MAX_PER_CALL = "max per call"
+PEAK_INTERVAL_MEAN = "peak interval mean"
+
+
 @dataclass
 class WorkerSteps:
-    """One worker's steps: how many, their total, mean and (when recorded) maximum."""
+    """One worker's steps: how many, their total, mean and (when recorded) slowest.
+
+    ``max_kind`` says what ``max_time`` is: :data:`MAX_PER_CALL` or :data:`PEAK_INTERVAL_MEAN`.
+    """
 
     label: str
     worker_id: Any
     steps: int
     total: float
-    max_time: float | None
+    max_time: float | None = None
+    max_kind: str | None = None
 
     @property
     def mean(self) -> float:
@@ -210,8 +226,10 @@ def _verdict(parts: list[StepPart], *, has_workers: bool) -> str:
         return "no merged worker time under this block: env compute cannot be told apart"
     if transport > compute:
         return "the pipe costs more than the environments: transport exceeds env compute"
-    if waiting > compute:
-        return "workers are imbalanced: waiting on the slowest worker exceeds the mean compute"
+    if waiting > IMBALANCED_WAIT_ABOVE * compute:
+        return (f"workers are imbalanced: waiting on the slowest worker adds "
+                f"{waiting / compute:.0%} to the mean worker's compute" if compute > 0 else
+                "workers are imbalanced: the trainer waits with no worker compute to show for it")
     largest = max(parts, key=lambda part: part.seconds)
     return f"largest part: {largest.label}"
 
@@ -227,17 +245,32 @@ def worker_report(tree: dict[str, Any], block: str = "env.step") -> WorkerReport
         steps = sum(node["count"] for node in nodes)
         if not steps:
             continue
-        maxima = [node.get("max") for node in nodes]
-        known = all(isinstance(value, (int, float)) for value in maxima)
         workers.append(WorkerSteps(
             label=str(worker.get("name") or f"worker {worker.get('worker_id', index)}"),
             worker_id=worker.get("worker_id", index),
             steps=steps,
             total=sum(node["total"] for node in nodes),
-            max_time=max(maxima) if known else None,  # type: ignore[type-var]
         ))
+        workers[-1].max_time, workers[-1].max_kind = _slowest_step(worker, nodes, block)
     if not workers:
         return WorkerReport(block=block, workers=[], mean=0.0, straggler=None)
     mean = sum(worker.mean for worker in workers) / len(workers)
     straggler = max(workers, key=lambda worker: worker.mean) if len(workers) > 1 else None
     return WorkerReport(block=block, workers=workers, mean=mean, straggler=straggler)
+
+
+def _slowest_step(
+    worker: dict[str, Any], nodes: list[dict[str, Any]], block: str
+) -> tuple[float | None, str | None]:
+    """The worker's slowest ``block`` call, and what kind of figure it is (see module docstring)."""
+    maxima = [node.get("max") for node in nodes]
+    if all(_is_number(value) for value in maxima):
+        return float(max(maxima)), MAX_PER_CALL  # type: ignore[type-var]
+    peaks = worker.get("peak_mean")
+    if isinstance(peaks, dict) and _is_number(peaks.get(block)):
+        return float(peaks[block]), PEAK_INTERVAL_MEAN
+    return None, None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

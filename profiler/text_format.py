@@ -23,9 +23,11 @@ def format_seconds(seconds: float) -> str:
     would print either ``0.000`` or eleven digits; three significant figures is what the eye uses.
     """
     magnitude = abs(seconds)
-    if magnitude >= 1.0:
+    # The thresholds sit half a printed digit below 1 so that 0.9999999 s reads "1.00 s", not
+    # "1000.00 ms" (clock arithmetic rarely lands on round numbers).
+    if magnitude >= 0.999995:
         return f"{seconds:.2f} s"
-    if magnitude >= 1e-3:
+    if magnitude >= 0.99995e-3:
         return f"{seconds * 1e3:.2f} ms"
     if magnitude == 0.0:
         return "0 s"

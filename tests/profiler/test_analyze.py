@@ -1,0 +1,109 @@
+"""Specification of ``analyze_run`` and its text, JSON and CSV renderings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from run_files import write_plain_run, write_vector_run
+
+from profiler import load_timing_tree
+from profiler.analyze import AnalyzeOptions, analyze_run, render_analysis
+from profiler.text_format import TABLE_WIDTH
+
+MLAGENTS_FILE = Path(__file__).parent.parent / "data" / "mlagents_timers.json"
+
+
+@pytest.fixture
+def vector_tree(tmp_path, fake_clock):
+    return load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock))
+
+
+@pytest.fixture
+def plain_tree(tmp_path, fake_clock):
+    return load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock))
+
+
+def test_the_top_option_limits_the_blocks_but_counts_every_match(plain_tree):
+    analysis = analyze_run(plain_tree, AnalyzeOptions(top=2))
+    assert [row.label for row in analysis.blocks] == ["backward", "eval"]
+    assert (analysis.blocks_matched, analysis.blocks_in_run) == (5, 5)
+
+
+def test_the_wall_time_is_the_root_total(plain_tree):
+    assert analyze_run(plain_tree).wall_time == pytest.approx(5.25)
+
+
+def test_aggregating_by_name_lists_each_name_once(plain_tree):
+    analysis = analyze_run(plain_tree, AnalyzeOptions(aggregate_by="name"))
+    assert sorted(row.label for row in analysis.blocks) == ["backward", "eval", "forward", "load"]
+
+
+def test_an_unknown_aggregation_is_refused(plain_tree):
+    with pytest.raises(ValueError, match="only 'name'"):
+        analyze_run(plain_tree, AnalyzeOptions(aggregate_by="thread"))
+
+
+def test_the_table_shows_the_blocks_step_split_and_straggler(vector_tree):
+    text = render_analysis(analyze_run(vector_tree), title="run.json")
+    assert "train/vector.step/vector.wait_for_workers" in text
+    assert "Where the vector.step time went: 10 calls" in text
+    assert re.search(r"4\.50 ms\s+45\.00 ms\s+33\.3%  waiting on the slowest worker", text)
+    assert "=> straggler: worker 3, 4.50 ms per step (+81.8%) above the mean" in text
+
+
+def test_the_table_fits_a_100_column_terminal(vector_tree):
+    text = render_analysis(analyze_run(vector_tree, AnalyzeOptions(top=None)), title="x" * 200)
+    assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH
+
+
+def test_parallel_blocks_are_marked_and_explained(vector_tree):
+    text = render_analysis(analyze_run(vector_tree))
+    assert re.search(r"train/vector\.step/env\.step \*$", text, re.MULTILINE)
+    assert "* ran beside the trainer" in text
+
+
+def test_a_single_process_run_says_so_in_one_line_per_section(plain_tree):
+    text = render_analysis(analyze_run(plain_tree))
+    assert "Where the step time went: no vector.step block in this run" in text
+    assert "Per worker: no per-worker trees in this run" in text
+
+
+def test_a_filter_that_matches_nothing_says_so(plain_tree):
+    options = AnalyzeOptions(pattern=re.compile("nothing-like-this"))
+    assert "(no block matches)" in render_analysis(analyze_run(plain_tree, options))
+
+
+def test_the_mlagents_file_is_analysed_with_its_own_names():
+    text = render_analysis(analyze_run(load_timing_tree(MLAGENTS_FILE)))
+    assert "/env_step/worker_root *" in text
+    assert "Where the env_step time went: 3 calls" in text
+    assert "not split in ML-Agents files" in text
+
+
+def test_json_holds_blocks_breakdown_and_workers(vector_tree):
+    document = json.loads(render_analysis(analyze_run(vector_tree), "json"))
+    blocks = {block["block"]: block for block in document["blocks"]}
+    assert blocks["train/vector.step/env.step"]["is_parallel"] is True
+    assert blocks["train"]["share"] == pytest.approx(1.0)
+    assert document["step_breakdowns"][0]["parts"][1]["total"] == pytest.approx(0.045)
+    assert document["workers"]["straggler"]["worker_id"] == 3
+    assert document["workers"]["straggler"]["gap"] == pytest.approx(0.0045)
+
+
+def test_json_of_a_single_process_run_has_no_breakdown_and_no_workers(plain_tree):
+    document = json.loads(render_analysis(analyze_run(plain_tree), "json"))
+    assert (document["step_breakdowns"], document["workers"]) == ([], None)
+
+
+def test_csv_has_one_row_per_shown_block_with_raw_seconds(plain_tree):
+    text = render_analysis(analyze_run(plain_tree), "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [row["block"] for row in rows][:2] == ["backward", "eval"]
+    assert float(rows[0]["total_s"]) == pytest.approx(3.0)
+    assert float(rows[0]["share"]) == pytest.approx(3.0 / 5.25)
+    assert "min_s" not in rows[0]

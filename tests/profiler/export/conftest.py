@@ -61,8 +61,12 @@ def run_with_workers(fake_clock) -> dict[str, Any]:
         with hierarchical_timer("policy.update"):
             fake_clock.advance(0.010)
     vector_step = get_timer_root().children["train"].children["vector.step"]
+    worker_root = vector_step.get_child("worker_root")
     for stack in worker_stacks:
-        vector_step.get_child("worker_root").add(stack.root, parallel=True)
+        worker_root.add(stack.root, parallel=True)
+    # Like ML-Agents' worker_root: the workers' whole time, once per payload.
+    worker_root.total = sum(child.total for child in worker_root.children.values())
+    worker_root.count = steps
     set_gauge("reward", 3.0)
     tree = get_timer_tree()
     tree["workers"] = []

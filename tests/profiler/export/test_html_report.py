@@ -1,0 +1,98 @@
+"""Specification of the HTML report: one self-contained page, every section, names escaped."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from profiler import get_timer_tree, hierarchical_timer
+from profiler.export.html_report import to_html_report
+
+HOSTILE_NAME = "<script>document.documentElement.setAttribute('data-pwned','1')</script>"
+
+
+def frame_count(page):
+    return page.count('<div class="frame')
+
+
+@pytest.fixture
+def hostile_tree(fake_clock):
+    with hierarchical_timer(HOSTILE_NAME):
+        fake_clock.advance(0.002)
+    with hierarchical_timer('quote " and & ampersand'):
+        fake_clock.advance(0.001)
+    return get_timer_tree()
+
+
+@pytest.mark.parametrize("run", ["trainer_tree", "run_with_workers", "run_with_timeline", "mlagents_tree"])
+def test_the_page_fetches_nothing_from_the_network(run, request):
+    page = to_html_report(request.getfixturevalue(run))
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", page, re.IGNORECASE)
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", page, re.IGNORECASE)
+    assert not re.search(r"\bsrc\s*=|@import|url\(", page, re.IGNORECASE)
+    assert "default-src 'none'" in page  # and the browser is told to refuse any fetch
+
+
+def test_block_names_are_escaped_wherever_they_appear(hostile_tree):
+    page = to_html_report(hostile_tree)
+    assert "<script>document" not in page
+    assert "&lt;script&gt;document.documentElement.setAttribute(&#x27;data-pwned&#x27;,&#x27;1&#x27;)" in page
+    assert 'data-name="quote &quot; and &amp; ampersand"' in page
+    assert page.count("<script>") == 1  # the report's own script
+
+
+def test_the_flame_graph_has_a_bar_per_block(trainer_tree):
+    blocks = 1 + 5  # the root, train, vector.step, wait, policy.act, policy.update
+    assert frame_count(to_html_report(trainer_tree)) == blocks
+
+
+def test_a_bar_carries_the_numbers_shown_on_hover(trainer_tree):
+    page = to_html_report(trainer_tree)
+    bar = re.search(r'<div class="frame[^>]*data-name="policy.update"[^>]*>', page).group(0)
+    assert 'data-total="10 ms"' in bar
+    assert 'data-self="10 ms"' in bar
+    assert 'data-count="1"' in bar
+    assert 'data-share="' in bar
+
+
+def test_parallel_blocks_are_marked_in_the_flame_graph(run_with_workers):
+    page = to_html_report(run_with_workers)
+    bar = re.search(r'<div class="frame[^>]*data-name="worker_root"[^>]*>', page).group(0)
+    assert 'data-parallel="true"' in bar
+
+
+def test_the_straggling_worker_is_highlighted(run_with_workers):
+    page = to_html_report(run_with_workers)
+    straggler_rows = re.findall(r'<div class="worker-row straggler">.*?</div>\n', page)
+    assert len(straggler_rows) == 1
+    assert "worker 2" in straggler_rows[0]
+    assert "straggler: +200 % vs the others" in straggler_rows[0]
+
+
+def test_a_run_without_workers_says_so(trainer_tree):
+    assert "This run has no per-worker trees." in to_html_report(trainer_tree)
+
+
+def test_gauges_of_the_trainer_and_of_each_worker_are_listed(run_with_workers):
+    page = to_html_report(run_with_workers)
+    assert "<td class=\"name\">trainer</td><td class=\"name\">reward</td>" in page
+    assert "<td class=\"name\">worker 1</td><td class=\"name\">episode_length</td>" in page
+
+
+def test_recorded_counters_are_drawn_over_time(run_with_timeline):
+    page = to_html_report(run_with_timeline)
+    assert page.count("<polyline") == 2  # trainer cpu_percent, worker 0 rss_mb
+    assert "trainer: cpu_percent (min 40, max 85, last 40" in page
+
+
+def test_the_top_blocks_table_puts_the_most_self_time_first(trainer_tree):
+    page = to_html_report(trainer_tree)
+    table = page[page.index('id="top-blocks"') :]
+    names = re.findall(r'<td class="name" data-value="([^"]*)">', table)
+    assert names[:2] == ["wait", "policy.update"]
+
+
+def test_the_run_metadata_is_shown(trainer_tree):
+    page = to_html_report(trainer_tree)
+    assert f"<th>python_version</th><td class=\"name\">{trainer_tree['metadata']['python_version']}</td>" in page

@@ -4,6 +4,10 @@ Readers get one normalized shape whatever wrote the file: every node has ``name`
 ``count``, ``self`` and a list of ``children``; ``is_parallel`` is present only where true. The
 layout Unity ML-Agents writes (``name`` only on the root, ``children`` a mapping keyed by name)
 is converted on load, so users can analyse the runs they already have.
+
+Two optional sections are validated and kept: ``workers`` (each worker's own tree and figures,
+written by ``profiler.merge``) and ``timeline`` (recorded spans, instants and counters per process
+and thread, written by ``profiler.events``); docs/multiprocess.md describes both.
 """
 
 from __future__ import annotations
@@ -91,17 +95,119 @@ def normalize_timing_tree(document: Any) -> dict[str, Any]:
         tree["workers"] = [
             _normalize_worker(worker, f"workers[{index}]") for index, worker in enumerate(workers)
         ]
+    timeline = document.get("timeline")
+    if timeline is not None:
+        tree["timeline"] = _normalize_timeline(timeline)
     return tree
+
+
+_WORKER_COUNTS = ("worker_id", "pid", "payloads", "missed_payloads", "duplicates")
 
 
 def _normalize_worker(worker: Any, where: str) -> dict[str, Any]:
     if not isinstance(worker, dict):
         raise TimerFileError(f"{where}: a worker tree must be an object")
     normalized = _normalize_node(worker, worker.get("name", where), where)
+    for field in _WORKER_COUNTS:
+        if field in worker:
+            normalized[field] = _whole(worker[field], f"{where}.{field}")
+    if "worker_id" not in normalized:
+        raise TimerFileError(f"{where}: a worker tree needs a 'worker_id'")
+    normalized["gauges"] = _normalize_gauges(worker.get("gauges", {}), f"{where}.gauges")
+    peaks = worker.get("peak_mean", {})
+    if not isinstance(peaks, dict):
+        raise TimerFileError(f"{where}.peak_mean: must be an object keyed by block name")
+    normalized["peak_mean"] = {
+        str(name): _seconds(peak, f"{where}.peak_mean/{name}") for name, peak in peaks.items()
+    }
+    # Fields a later rlprof may add are kept as they are, so that loading never loses data.
     for key, value in worker.items():
         if key not in normalized and key != "children":
             normalized[key] = value
     return normalized
+
+
+def _normalize_timeline(timeline: Any) -> dict[str, Any]:
+    if not isinstance(timeline, dict):
+        raise TimerFileError("'timeline' must be an object")
+    clock = timeline.get("clock")
+    if not isinstance(clock, str):
+        raise TimerFileError("timeline.clock: must be the name of a clock")
+    processes = timeline.get("processes")
+    if not isinstance(processes, list):
+        raise TimerFileError("timeline.processes: must be a list")
+    return {
+        "clock": clock,
+        "dropped": _whole(timeline.get("dropped", 0), "timeline.dropped"),
+        "processes": [
+            _normalize_process(process, f"timeline.processes[{index}]")
+            for index, process in enumerate(processes)
+        ],
+    }
+
+
+def _normalize_process(process: Any, where: str) -> dict[str, Any]:
+    if not isinstance(process, dict):
+        raise TimerFileError(f"{where}: must be an object")
+    name = process.get("name")
+    if not isinstance(name, str):
+        raise TimerFileError(f"{where}.name: must be a string")
+    threads = process.get("threads", [])
+    if not isinstance(threads, list):
+        raise TimerFileError(f"{where}.threads: must be a list")
+    return {
+        "pid": _whole(process.get("pid"), f"{where}.pid"),
+        "name": name,
+        "clock_offset": _number(process.get("clock_offset", 0.0), f"{where}.clock_offset"),
+        "threads": [
+            _normalize_thread(thread, f"{where}.threads[{index}]")
+            for index, thread in enumerate(threads)
+        ],
+        "counters": _events(process.get("counters", []), f"{where}.counters", width=3),
+    }
+
+
+def _normalize_thread(thread: Any, where: str) -> dict[str, Any]:
+    if not isinstance(thread, dict):
+        raise TimerFileError(f"{where}: must be an object")
+    name = thread.get("name")
+    if not isinstance(name, str):
+        raise TimerFileError(f"{where}.name: must be a string")
+    spans = _events(thread.get("spans", []), f"{where}.spans", width=3)
+    for index, (_, start, end) in enumerate(spans):
+        if end < start:
+            raise TimerFileError(f"{where}.spans[{index}]: ends before it starts")
+    return {
+        "tid": _whole(thread.get("tid"), f"{where}.tid"),
+        "name": name,
+        "spans": spans,
+        "instants": _events(thread.get("instants", []), f"{where}.instants", width=2),
+    }
+
+
+def _events(events: Any, where: str, *, width: int) -> list[list[Any]]:
+    """``[name, number, ...]`` rows: spans ``[name, start, end]``, instants ``[name, t]``,
+    counters ``[name, t, value]``."""
+    if not isinstance(events, list):
+        raise TimerFileError(f"{where}: must be a list")
+    rows = []
+    for index, event in enumerate(events):
+        if not isinstance(event, list) or len(event) != width or not isinstance(event[0], str):
+            raise TimerFileError(f"{where}[{index}]: must be [name, {width - 1} numbers]")
+        rows.append([event[0], *(_number(value, f"{where}[{index}]") for value in event[1:])])
+    return rows
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TimerFileError(f"{where}: must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _whole(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TimerFileError(f"{where}: must be a whole number >= 0, got {value!r}")
+    return value
 
 
 def _normalize_node(node: Any, name: Any, where: str) -> dict[str, Any]:
@@ -160,18 +266,18 @@ def _seconds(value: Any, where: str) -> float:
     return float(value)
 
 
-def _normalize_gauges(gauges: Any) -> dict[str, dict[str, float]]:
+def _normalize_gauges(gauges: Any, where: str = "gauges") -> dict[str, dict[str, float]]:
     if not isinstance(gauges, dict):
-        raise TimerFileError("'gauges' must be an object keyed by gauge name")
+        raise TimerFileError(f"'{where}' must be an object keyed by gauge name")
     normalized = {}
     for name, gauge in gauges.items():
         if not isinstance(gauge, dict):
-            raise TimerFileError(f"gauges/{name}: must be an object")
+            raise TimerFileError(f"{where}/{name}: must be an object")
         fields = {}
         for field in ("value", "min", "max", "count"):
             value = gauge.get(field)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TimerFileError(f"gauges/{name}.{field}: must be a number, got {value!r}")
+                raise TimerFileError(f"{where}/{name}.{field}: must be a number, got {value!r}")
             fields[field] = value
         normalized[name] = fields
     return normalized

@@ -10,12 +10,18 @@ it ports by changing the import. The design differs where ML-Agents is slow or w
   exit, instead of a list.
 * Each thread times into its own :class:`TimerStack`, and a process started with ``fork`` starts
   with empty stacks instead of inheriting the parent's tree.
+
+Two optional companions hook in here without costing the hot path anything while unused: timeline
+recording (``profiler.events`` swaps ``TimerNode.__exit__`` for :meth:`TimerNode._exit_and_record`)
+and worker trees merged from other processes (``profiler.merge`` attaches its merger to a stack,
+and :func:`get_timer_tree` then dumps them in a ``workers`` section).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import random
 import platform
 import sys
 import threading
@@ -28,6 +34,7 @@ __all__ = [
     "TimerNode",
     "TimerStack",
     "add_metadata",
+    "all_timer_stacks",
     "disable",
     "enable",
     "get_timer_root",
@@ -66,6 +73,7 @@ class TimerNode:
         "count",
         "errors",
         "is_parallel",
+        "peak_mean",
         "_stack",
         "_start",
     )
@@ -78,6 +86,9 @@ class TimerNode:
         self.count = 0
         self.errors = 0
         self.is_parallel = False
+        # Only trees merged from worker payloads fill this in: the highest mean time per call
+        # within a single payload (see profiler.merge).
+        self.peak_mean = 0.0
         self._stack = stack
         self._start = 0.0
 
@@ -101,11 +112,47 @@ class TimerNode:
             self.errors += 1
         self._stack.current = self.parent  # type: ignore[assignment]
 
+    # While timeline recording is on, profiler.events installs this as ``__exit__``: a separate
+    # method rather than a branch in the plain one, so that recording off costs nothing.
+    def _exit_and_record(
+        self,
+        exc_type: Any,
+        exc_value: Any,
+        traceback: Any,
+        _clock: Callable[[], float] = _clock,
+    ) -> None:
+        end = _clock()
+        self.total += end - self._start
+        self.count += 1
+        if exc_type is not None:
+            self.errors += 1
+        stack = self._stack
+        stack.current = self.parent  # type: ignore[assignment]
+        timeline = stack.timeline
+        if timeline is not None:
+            timeline.spans.append((self.name, self._start, end))
+            timeline.spans_recorded += 1
+
+    def split_run(self, at: float) -> float:
+        """For a block open right now: the seconds its current run has lasted up to ``at``.
+
+        The run then counts as restarted at ``at``, so the time before is reported once (by the
+        caller, e.g. a payload flushed mid-block) and the time after once (when the block closes).
+        """
+        elapsed = at - self._start
+        self._start = at
+        return elapsed
+
     def get_child(self, name: str) -> TimerNode:
-        """Return the child called ``name``, creating it on first use."""
+        """Return the child called ``name``, creating it on first use.
+
+        Safe against a second thread creating the same child at the same moment (a merger adding
+        worker blocks while the owning thread times): ``setdefault`` is one atomic step, so both
+        threads end up with the one node that won, and no time is added to a discarded node.
+        """
         child = self.children.get(name)
         if child is None:
-            child = self.children[name] = TimerNode(name, self, self._stack)
+            child = self.children.setdefault(name, TimerNode(name, self, self._stack))
         return child
 
     @property
@@ -202,7 +249,13 @@ class GaugeNode:
 
 
 class TimerStack:
-    """The timer tree of one thread: its root, the block open now, gauges and metadata."""
+    """The timer tree of one thread: its root, the block open now, gauges and metadata.
+
+    A stack also carries what flushing and merging need: the start of the interval not yet
+    flushed into a payload, a random ``stream_id`` and a ``flushes`` counter (together they let a
+    merger recognise a payload it has already merged, even after a worker restarts), the mergers
+    whose worker trees it dumps, and its timeline buffers while recording.
+    """
 
     __slots__ = (
         "root",
@@ -212,20 +265,36 @@ class TimerStack:
         "start_time",
         "start_wall_time",
         "thread_name",
+        "flushed_at",
+        "stream_id",
+        "flushes",
+        "mergers",
+        "generation",
+        "timeline",
     )
 
     def __init__(self, thread_name: str | None = None) -> None:
         self.thread_name = thread_name or threading.current_thread().name
+        # Drawn from os.urandom: a forked child must not repeat its parent's stream.
+        self.stream_id = random.SystemRandom().getrandbits(62)
+        self.flushes = 0
+        self.generation = 0
         self.reset()
 
     def reset(self) -> None:
-        """Forget every block, gauge and metadata entry and restart the run clock."""
+        """Forget every block, gauge, metadata entry, attached merger and timeline event, and
+        restart the run clock. Mergers re-attach (with emptied worker trees) on their next merge.
+        """
         self.root = TimerNode("root", None, self)
         self.current = self.root
         self.gauges: dict[str, GaugeNode] = {}
         self.metadata: dict[str, str] = {}
         self.start_time = _clock()
         self.start_wall_time = time.time()
+        self.flushed_at = self.start_time
+        self.mergers: list[Any] = []
+        self.generation += 1
+        self.timeline = _new_thread_timeline() if _new_thread_timeline is not None else None
 
     def open_blocks(self) -> list[TimerNode]:
         """The blocks open right now, outermost first (the root excluded)."""
@@ -243,6 +312,9 @@ class TimerStack:
             self.gauges[name] = GaugeNode(value)
         else:
             gauge.update(value)
+        timeline = self.timeline
+        if timeline is not None and timeline.recording:
+            timeline.add_counter(name, _clock(), value)
 
     def elapsed(self) -> float:
         """Seconds since this stack was created or last reset."""
@@ -283,6 +355,9 @@ class _StackRegistry:
         with self.lock:
             return self.finished + [stack for _, stack in self.stacks_by_thread.values()]
 
+
+_new_thread_timeline: Callable[[], Any] | None = None
+"""Set by ``profiler.events`` while recording: makes the timeline buffers of a new stack."""
 
 _registry = _StackRegistry()
 _thread_local = threading.local()
@@ -448,9 +523,27 @@ def get_timer_tree(
     tree["self"] = root.self_time_within(tree["total"])
     if include_threads:
         tree["children"].extend(_other_thread_nodes(stack))
-    tree["gauges"] = {name: gauge.to_dict() for name, gauge in stack.gauges.items()}
+    # list() because a merger may add worker gauges from its receiver thread meanwhile.
+    tree["gauges"] = {name: gauge.to_dict() for name, gauge in list(stack.gauges.items())}
     tree["metadata"] = _base_metadata(stack, end_wall_time)
+    workers = [entry for merger in list(stack.mergers) for entry in merger.worker_entries()]
+    if workers:
+        tree["workers"] = workers
+    from profiler.events import timeline_section  # events builds on this module
+
+    timeline = timeline_section(stack)
+    if timeline is not None:
+        tree["timeline"] = timeline
     return tree
+
+
+def all_timer_stacks() -> list[TimerStack]:
+    """Every stack of this process: each live thread's, then those of threads that ended."""
+    return _registry.all_stacks()
+
+
+_enter = TimerNode.__enter__
+_plain_exit = TimerNode.__exit__
 
 
 def now() -> float:
@@ -467,8 +560,8 @@ def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
     global _clock
     previous = _clock
     _clock = clock
-    TimerNode.__enter__.__defaults__ = (clock,)
-    TimerNode.__exit__.__defaults__ = (clock,)
+    for method in (_enter, _plain_exit, TimerNode._exit_and_record):
+        method.__defaults__ = (clock,)
     return previous
 
 

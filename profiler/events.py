@@ -1,0 +1,219 @@
+"""Optional timeline recording: when each block ran, not only how long in total.
+
+While recording is on, every timer block also appends ``(name, start, end)`` to its thread's
+:class:`ThreadTimeline`; :func:`mark` adds instant events and :func:`record_counter` (and every
+``set_gauge``) adds counter samples. The buffers are rings of a fixed ``capacity`` per thread, so a
+multi-hour run keeps the most recent events and counts what fell out (``dropped``) instead of
+growing without bound.
+
+Recording off costs the hot path nothing: :func:`start_recording` swaps ``TimerNode.__exit__`` for
+a recording variant and :func:`stop_recording` swaps it back, so the plain exit never tests a flag.
+
+Times are readings of the timers' clock (``time.perf_counter``: CLOCK_MONOTONIC on Linux, one
+clock for every process of a machine). A worker's events travel in its payloads; the merger shifts
+them by the worker's clock offset (0.0 on one machine) onto the trainer's clock. The dumped
+``timeline`` section is described in docs/multiprocess.md.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from typing import Any
+
+from profiler import timers
+from profiler.timers import TimerNode, TimerStack
+
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "ThreadTimeline",
+    "clock_origin",
+    "drain_timeline",
+    "is_recording",
+    "mark",
+    "record_counter",
+    "start_recording",
+    "stop_recording",
+    "timeline_section",
+]
+
+DEFAULT_CAPACITY = 100_000
+"""Events kept per thread and kind (spans, instants, counters): about 10 MB of spans a thread."""
+
+CLOCK_NAME = "perf_counter"
+HOST = socket.gethostname()
+
+_recording = False
+_capacity = DEFAULT_CAPACITY
+
+
+class ThreadTimeline:
+    """One thread's recorded events, in bounded rings that drop their oldest entries when full.
+
+    Spans are appended when a block closes, so a parent follows its children and dropping the
+    oldest entries never leaves a child whose parent overlaps it wrongly: what is kept still nests.
+    """
+
+    __slots__ = ("spans", "instants", "counters", "spans_recorded", "dropped", "recording")
+
+    def __init__(self, capacity: int) -> None:
+        self.spans: deque[tuple[str, float, float]] = deque(maxlen=capacity)
+        self.instants: deque[tuple[str, float]] = deque(maxlen=capacity)
+        self.counters: deque[tuple[str, float, float]] = deque(maxlen=capacity)
+        # Spans are counted rather than checked for a full ring on the hot path; the difference
+        # to what the ring holds is what it dropped.
+        self.spans_recorded = 0
+        self.dropped = 0
+        self.recording = True
+
+    def add_instant(self, name: str, at: float) -> None:
+        if len(self.instants) == self.instants.maxlen:
+            self.dropped += 1
+        self.instants.append((name, at))
+
+    def add_counter(self, name: str, at: float, value: float) -> None:
+        if len(self.counters) == self.counters.maxlen:
+            self.dropped += 1
+        self.counters.append((name, at, float(value)))
+
+    def dropped_so_far(self) -> int:
+        return self.dropped + self.spans_recorded - len(self.spans)
+
+    def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int]:
+        """Hand over and forget every event held: (spans, instants, counters, dropped)."""
+        drained = (
+            tuple(self.spans),
+            tuple(self.instants),
+            tuple(self.counters),
+            self.dropped_so_far(),
+        )
+        self.spans.clear()
+        self.instants.clear()
+        self.counters.clear()
+        self.spans_recorded = 0
+        self.dropped = 0
+        return drained
+
+
+def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:
+    """Record every timer block, marker and gauge of this process from now on.
+
+    ``capacity`` bounds each thread's buffers (per kind of event). Processes forked afterwards
+    record too; a process started with ``spawn`` calls this itself. Calling it again while
+    recording changes the capacity of threads that start afterwards only.
+    """
+    global _recording, _capacity
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1 event, got {capacity}")
+    _capacity = capacity
+    _recording = True
+    timers._new_thread_timeline = _new_timeline
+    for stack in timers.all_timer_stacks():
+        if stack.timeline is None:
+            stack.timeline = ThreadTimeline(capacity)
+        stack.timeline.recording = True
+    TimerNode.__exit__ = TimerNode._exit_and_record  # type: ignore[method-assign]
+
+
+def stop_recording() -> None:
+    """Stop recording; what was recorded stays until dumped, flushed or reset."""
+    global _recording
+    _recording = False
+    TimerNode.__exit__ = timers._plain_exit  # type: ignore[method-assign]
+    timers._new_thread_timeline = None
+    for stack in timers.all_timer_stacks():
+        if stack.timeline is not None:
+            stack.timeline.recording = False
+
+
+def is_recording() -> bool:
+    return _recording
+
+
+def _new_timeline() -> ThreadTimeline:
+    return ThreadTimeline(_capacity)
+
+
+def _recording_timeline(timer_stack: TimerStack | None) -> ThreadTimeline | None:
+    timeline = timers._resolve(timer_stack).timeline
+    return timeline if timeline is not None and timeline.recording else None
+
+
+def mark(name: str, timer_stack: TimerStack | None = None) -> None:
+    """Record an instant event (e.g. ``"restart worker 2"``) on this thread's track, if recording."""
+    timeline = _recording_timeline(timer_stack)
+    if timeline is not None:
+        timeline.add_instant(name, timers.now())
+
+
+def record_counter(name: str, value: float, timer_stack: TimerStack | None = None) -> None:
+    """Record a counter sample (a resource reading, a queue length) at this moment, if recording.
+
+    ``set_gauge`` records one too, so gauges need no second call.
+    """
+    timeline = _recording_timeline(timer_stack)
+    if timeline is not None:
+        timeline.add_counter(name, timers.now(), value)
+
+
+def clock_origin() -> float:
+    """Wall-clock seconds at which this process's timer clock read zero.
+
+    Two machines' monotonic clocks share nothing, but their wall clocks roughly agree, so the
+    difference of origins aligns them (to NTP precision). Within one machine it is not needed.
+    """
+    return time.time() - timers.now()
+
+
+def drain_timeline(stack: TimerStack) -> tuple[Any, ...] | None:
+    """The events a stack recorded since the last drain, as the plain-data timeline of a payload:
+    ``(host, clock_origin, thread_name, spans, instants, counters, dropped)``; None when the
+    stack has recorded nothing and is not recording."""
+    timeline = stack.timeline
+    if timeline is None:
+        return None
+    spans, instants, counters, dropped = timeline.drain()
+    return (HOST, clock_origin(), stack.thread_name, spans, instants, counters, dropped)
+
+
+def timeline_section(stack: TimerStack) -> dict[str, Any] | None:
+    """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
+    every merger attached to ``stack``; None when nothing was ever recorded."""
+    stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
+    recorded = [other for other in stacks if other.timeline is not None]
+    # Each merger gives (process entry, events it dropped) per worker it heard from.
+    worker_processes = [
+        entry for merger in list(stack.mergers) for entry in merger.timeline_processes()
+    ]
+    if not recorded and not worker_processes:
+        return None
+    threads = []
+    counters: list[list[Any]] = []
+    dropped = 0
+    for tid, other in enumerate(recorded, start=1):
+        timeline = other.timeline
+        assert timeline is not None
+        # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
+        threads.append(
+            {
+                "tid": tid,
+                "name": other.thread_name,
+                "spans": [list(span) for span in tuple(timeline.spans)],
+                "instants": [list(instant) for instant in tuple(timeline.instants)],
+            }
+        )
+        counters.extend(list(counter) for counter in tuple(timeline.counters))
+        dropped += timeline.dropped_so_far()
+    counters.sort(key=lambda counter: counter[1])
+    trainer = {
+        "pid": os.getpid(),
+        "name": "trainer",
+        "clock_offset": 0.0,
+        "threads": threads,
+        "counters": counters,
+    }
+    dropped += sum(worker_dropped for _, worker_dropped in worker_processes)
+    processes = [trainer, *(process for process, _ in worker_processes)]
+    return {"clock": CLOCK_NAME, "dropped": dropped, "processes": processes}

@@ -1,0 +1,331 @@
+"""The trainer side of multiprocess timing: folding worker payloads into the trainer's tree.
+
+A :class:`TimerMerger` takes each payload a worker sends (see ``profiler.payload``) and
+
+* adds its blocks under the block open in the trainer at that moment, or under an explicit
+  ``anchor``, with ``is_parallel`` set on every merged node: the worker's time ran *beside* the
+  trainer's, so a parent's self time does not subtract it, and merged totals can exceed the
+  parent's wall time (8 workers stepping for 1 s under a 1 s ``vector.step`` add up to 8 s, as
+  ``user`` exceeds ``real`` in ``time``);
+* adds them again into that worker's own tree, dumped in the ``workers`` section, so a slow
+  worker stands out (:meth:`TimerMerger.straggler_summary` computes the gap);
+* merges its gauges into the worker's entry, and into the trainer's gauges under
+  ``workers.<name>`` (one gauge over all workers: latest value, min, max, summed count; the
+  prefix keeps them apart from the trainer's own gauge of the same name);
+* files its timeline events, shifted onto the trainer's clock, on that worker's own track.
+
+A payload is validated completely before anything is touched, so a bad one raises
+:class:`PayloadError` and merges nothing. Each payload carries its stack's stream id and a
+sequence number, so one merged before is ignored (and counted as a duplicate); a gap in the
+sequence is counted as missed payloads.
+
+Merging may run on a receiver thread while the trainer keeps timing. The merger's own state is
+behind its lock, which the trainer's hot path never takes; the only shared structures are child
+dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node atomically.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from profiler import events, timers
+from profiler.payload import PayloadError, validate_payload
+from profiler.timers import GaugeNode, TimerNode, TimerStack
+
+__all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime"]
+
+
+@dataclass(frozen=True)
+class WorkerBlockTime:
+    """One worker's figures for one block name (summed over every place it appears in the tree).
+
+    ``peak_mean`` is the highest mean time per call within a single payload (over every node of
+    that name): with a flush every step it is the slowest single call; with longer intervals, the
+    slowest interval's average.
+    """
+
+    worker_id: int
+    count: int
+    total: float
+    mean: float
+    peak_mean: float
+
+
+@dataclass(frozen=True)
+class StragglerSummary:
+    """How far the slowest worker is behind the others for one block name."""
+
+    block: str
+    workers: tuple[WorkerBlockTime, ...]
+    mean: float  # mean over workers of their mean time per call
+    max: float  # the slowest worker's mean time per call
+    gap: float  # max - mean: what waiting for the slowest worker costs per call
+    slowest_worker: int
+
+
+class _WorkerTrack:
+    """One worker process's recorded events, bounded like a thread's own timeline."""
+
+    __slots__ = ("pid", "clock_offset", "threads", "counters", "dropped")
+
+    def __init__(self, pid: int, clock_offset: float) -> None:
+        self.pid = pid
+        self.clock_offset = clock_offset
+        self.threads: dict[str, tuple[deque[Any], deque[Any]]] = {}
+        self.counters: deque[tuple[str, float, float]] = deque()
+        self.dropped = 0
+
+
+class _WorkerRecord:
+    """Everything merged so far from one worker index (across restarts of its process)."""
+
+    __slots__ = (
+        "worker_id",
+        "pid",
+        "root",
+        "gauges",
+        "payloads",
+        "missed_payloads",
+        "duplicates",
+        "covered",
+        "tracks",
+    )
+
+    def __init__(self, worker_id: int) -> None:
+        self.worker_id = worker_id
+        self.pid = 0
+        self.root = TimerStack(f"worker {worker_id}").root
+        self.gauges: dict[str, GaugeNode] = {}
+        self.payloads = 0
+        self.missed_payloads = 0
+        self.duplicates = 0
+        self.covered = 0.0
+        self.tracks: dict[int, _WorkerTrack] = {}
+
+    def nodes_named(self, block: str) -> list[TimerNode]:
+        return [node for node in self.root.walk() if node.name == block and node is not self.root]
+
+    def block_time(self, block: str) -> WorkerBlockTime | None:
+        nodes = self.nodes_named(block)
+        count = sum(node.count for node in nodes)
+        if not count:
+            return None
+        total = sum(node.total for node in nodes)
+        peak = max(node.peak_mean for node in nodes)
+        return WorkerBlockTime(self.worker_id, count, total, total / count, peak)
+
+    def peak_means(self) -> dict[str, float]:
+        """Block name -> highest mean per call in one payload, over every node of that name."""
+        peaks: dict[str, float] = {}
+        for node in self.root.walk():
+            if node is not self.root and node.peak_mean > peaks.get(node.name, 0.0):
+                peaks[node.name] = node.peak_mean
+        return peaks
+
+    def to_entry(self) -> dict[str, Any]:
+        return {
+            "name": f"worker {self.worker_id}",
+            "worker_id": self.worker_id,
+            "pid": self.pid,
+            "total": self.covered,
+            "count": 1,
+            "self": self.root.self_time_within(self.covered),
+            "children": [child.to_dict() for child in self.root.children.values()],
+            "gauges": {name: gauge.to_dict() for name, gauge in self.gauges.items()},
+            "payloads": self.payloads,
+            "missed_payloads": self.missed_payloads,
+            "duplicates": self.duplicates,
+            "peak_mean": self.peak_means(),
+        }
+
+
+class TimerMerger:
+    """Merges worker payloads into a trainer's timer stack (the constructing thread's by default).
+
+    The merger attaches itself to the stack, so ``get_timer_tree`` / ``write_timing_tree`` of that
+    stack dump every worker's tree (``workers``) and track (``timeline``). Resetting the stack
+    empties the worker trees too; the merger re-attaches on its next merge, still remembering
+    which payloads it has merged.
+    """
+
+    def __init__(
+        self, timer_stack: TimerStack | None = None, *, timeline_capacity: int = events.DEFAULT_CAPACITY
+    ) -> None:
+        self.timer_stack = timers._resolve(timer_stack)
+        self.timeline_capacity = timeline_capacity
+        self._lock = threading.Lock()
+        self._workers: dict[int, _WorkerRecord] = {}
+        self._last_sequence: dict[tuple[int, int], int] = {}
+        self._generation = -1
+        with self._lock:
+            self._follow_stack_resets()
+
+    def merge_payload(self, worker_id: int, payload: Any, anchor: TimerNode | None = None) -> None:
+        """Add a worker's payload to the trainer's tree and to that worker's own tree.
+
+        The blocks land under ``anchor``, or the block open in the trainer at this moment. Raises
+        :class:`PayloadError` (merging nothing) for a malformed, foreign or other-version payload.
+        A payload merged before is ignored.
+        """
+        if type(worker_id) is not int or worker_id < 0:
+            raise PayloadError(f"worker_id must be a whole number >= 0, got {worker_id!r}")
+        validate_payload(payload)
+        _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline = payload
+        if anchor is None:
+            anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
+        with self._lock:
+            self._follow_stack_resets()
+            worker = self._workers.get(worker_id)
+            if worker is None:
+                worker = self._workers[worker_id] = _WorkerRecord(worker_id)
+            last = self._last_sequence.get((worker_id, stream_id), 0)
+            if sequence <= last:
+                worker.duplicates += 1
+                return
+            self._last_sequence[(worker_id, stream_id)] = sequence
+            worker.missed_payloads += sequence - last - 1
+            worker.payloads += 1
+            worker.pid = pid
+            worker.covered += window_end - window_start
+
+            _add_parallel(anchor, blocks)
+            _add_to_worker_tree(worker.root, blocks)
+
+            trainer_gauges = self.timer_stack.gauges
+            for name, value, minimum, maximum, count in gauges:
+                _merge_gauge(worker.gauges, name, value, minimum, maximum, count)
+                _merge_gauge(trainer_gauges, f"workers.{name}", value, minimum, maximum, count)
+
+            if timeline is not None:
+                self._add_timeline(worker, pid, timeline)
+
+    def _follow_stack_resets(self) -> None:
+        """After the stack was reset: forget the worker trees and attach to it again."""
+        stack = self.timer_stack
+        if self._generation != stack.generation:
+            self._generation = stack.generation
+            self._workers.clear()
+        if self not in stack.mergers:
+            stack.mergers.append(self)
+
+    def _add_timeline(self, worker: _WorkerRecord, pid: int, timeline: tuple[Any, ...]) -> None:
+        host, origin, thread_name, spans, instants, counters, dropped = timeline
+        track = worker.tracks.get(pid)
+        if track is None:
+            # One machine shares one monotonic clock; across machines, align by wall clock.
+            offset = 0.0 if host == events.HOST else origin - events.clock_origin()
+            track = worker.tracks[pid] = _WorkerTrack(pid, offset)
+            track.counters = deque(maxlen=self.timeline_capacity)
+        thread = track.threads.get(thread_name)
+        if thread is None:
+            thread = track.threads[thread_name] = (
+                deque(maxlen=self.timeline_capacity),
+                deque(maxlen=self.timeline_capacity),
+            )
+        offset = track.clock_offset
+        if offset:
+            spans = [(name, start + offset, end + offset) for name, start, end in spans]
+            instants = [(name, at + offset) for name, at in instants]
+            counters = [(name, at + offset, value) for name, at, value in counters]
+        for ring, new_events in ((thread[0], spans), (thread[1], instants), (track.counters, counters)):
+            track.dropped += max(0, len(ring) + len(new_events) - self.timeline_capacity)
+            ring.extend(new_events)
+        track.dropped += dropped
+
+    # --- what the dump and the user read --------------------------------------------------------
+
+    def worker_entries(self) -> list[dict[str, Any]]:
+        """The ``workers`` section: one node-like entry per worker, by worker id."""
+        with self._lock:
+            return [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
+
+    def timeline_processes(self) -> list[tuple[dict[str, Any], int]]:
+        """Each worker process's ``timeline`` entry, with the number of events it dropped."""
+        processes = []
+        with self._lock:
+            for worker_id in sorted(self._workers):
+                for track in self._workers[worker_id].tracks.values():
+                    threads = [
+                        {
+                            "tid": tid,
+                            "name": thread_name,
+                            "spans": [list(span) for span in spans],
+                            "instants": [list(instant) for instant in instants],
+                        }
+                        for tid, (thread_name, (spans, instants)) in enumerate(
+                            track.threads.items(), start=1
+                        )
+                    ]
+                    process = {
+                        "pid": track.pid,
+                        "name": f"worker {worker_id}",
+                        "clock_offset": track.clock_offset,
+                        "threads": threads,
+                        "counters": [list(counter) for counter in track.counters],
+                    }
+                    processes.append((process, track.dropped))
+        return processes
+
+    def worker_block_times(self, block: str) -> list[WorkerBlockTime]:
+        """Each worker's count, total, mean and peak mean for ``block``, by worker id."""
+        with self._lock:
+            times = [self._workers[worker_id].block_time(block) for worker_id in sorted(self._workers)]
+        return [time for time in times if time is not None]
+
+    def straggler_summary(self, block: str) -> StragglerSummary | None:
+        """Mean and max over workers of their mean time per ``block`` call, the gap between them,
+        and the slowest worker; None if no worker ran ``block``."""
+        times = self.worker_block_times(block)
+        if not times:
+            return None
+        slowest = max(times, key=lambda time: time.mean)
+        mean = sum(time.mean for time in times) / len(times)
+        return StragglerSummary(
+            block=block,
+            workers=tuple(times),
+            mean=mean,
+            max=slowest.mean,
+            gap=slowest.mean - mean,
+            slowest_worker=slowest.worker_id,
+        )
+
+
+def _add_parallel(node: TimerNode, blocks: tuple[Any, ...]) -> None:
+    """Add payload blocks under a node of the trainer's tree, marking them ``is_parallel``."""
+    for name, total, count, errors, children in blocks:
+        child = node.children.get(name) or node.get_child(name)
+        child.total += total
+        child.count += count
+        child.errors += errors
+        child.is_parallel = True
+        if children:
+            _add_parallel(child, children)
+
+
+def _add_to_worker_tree(node: TimerNode, blocks: tuple[Any, ...]) -> None:
+    """Add payload blocks into a worker's own tree, keeping each node's peak mean per payload."""
+    for name, total, count, errors, children in blocks:
+        child = node.children.get(name) or node.get_child(name)
+        child.total += total
+        child.count += count
+        child.errors += errors
+        if count and total / count > child.peak_mean:
+            child.peak_mean = total / count
+        if children:
+            _add_to_worker_tree(child, children)
+
+
+def _merge_gauge(
+    gauges: dict[str, GaugeNode], name: str, value: float, minimum: float, maximum: float, count: int
+) -> None:
+    gauge = gauges.get(name)
+    if gauge is None:
+        gauge = gauges[name] = GaugeNode(value)
+        gauge.count = 0
+    gauge.value = value
+    gauge.min_value = min(gauge.min_value, minimum)
+    gauge.max_value = max(gauge.max_value, maximum)
+    gauge.count += count

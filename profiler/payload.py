@@ -1,0 +1,278 @@
+"""A worker's timers since its last flush, as a small plain-data payload for the trainer.
+
+A worker process never shares memory with the trainer. Every so often it calls
+:func:`snapshot_and_flush` (or lets a :class:`WorkerTimers` decide when), sends the payload over
+the pipe it already uses, and starts counting afresh. The payload holds only tuples, strings,
+ints, floats and None, so it pickles small and fast and the trainer can validate every field
+before merging anything (see :func:`validate_payload` and ``profiler.merge``).
+
+Layout, version 1 (a tuple; readers unpack it by position)::
+
+    ("rlprof.timers", 1, pid, stream_id, sequence, window_start, window_end,
+     blocks, gauges, timeline)
+
+    blocks   = ((name, total_s, count, errors, blocks), ...)   # the top-level blocks, nested
+    gauges   = ((name, value, min, max, count), ...)
+    timeline = None | (host, clock_origin, thread_name,
+                       ((name, start, end), ...),            # spans, worker clock
+                       ((name, at), ...),                    # instants
+                       ((name, at, value), ...),             # counters
+                       dropped)
+
+``stream_id`` is random per timer stack and ``sequence`` counts its flushes from 1, so a merger
+can refuse a payload it has seen (and notice one that went missing). The window is the interval
+of the worker's clock the payload covers; consecutive payloads' windows touch.
+
+**Blocks open at the moment of a flush are split, not deferred.** The part of the open run that
+lies inside the window goes into this payload's ``total``; the rest goes into a later payload's
+``total``; the run's single ``count`` goes into the payload of the window in which it closes. So
+totals over any run of payloads add up to the real time, counts to the real number of calls, and
+an outer block around a worker's whole loop still reports its time at every flush. An open
+block whose run has not closed yet appears with ``count`` 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from profiler import timers
+from profiler.events import drain_timeline
+from profiler.timers import TimerNode, TimerStack
+
+__all__ = [
+    "DEFAULT_FLUSH_INTERVAL",
+    "PAYLOAD_TAG",
+    "PAYLOAD_VERSION",
+    "PayloadError",
+    "WorkerTimers",
+    "snapshot_and_flush",
+    "validate_payload",
+]
+
+PAYLOAD_TAG = "rlprof.timers"
+PAYLOAD_VERSION = 1
+DEFAULT_FLUSH_INTERVAL = 1.0
+"""Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
+
+_NUMBER_TYPES = (float, int)
+_MAX_DEPTH = 100
+"""Deeper nesting than this is refused: no real program nests blocks so deep, and validating
+without a bound would let a crafted payload exhaust the recursion limit."""
+
+
+class PayloadError(ValueError):
+    """A payload that cannot be merged: malformed, from another program, or another version."""
+
+
+def snapshot_and_flush(timer_stack: TimerStack | None = None) -> tuple[Any, ...]:
+    """Return the stack's timers since its last flush as a payload, then reset them.
+
+    Call it from the thread that times into the stack (the calling thread's stack by default).
+    Nodes are zeroed in place rather than dropped, so the worker's next blocks reuse them and
+    allocate nothing; blocks open now are split at this instant (see the module docstring).
+    """
+    stack = timers._resolve(timer_stack)
+    at = timers.now()
+    open_blocks = stack.open_blocks()
+    blocks = _flush_children(stack.root, open_blocks, at)
+    gauges = tuple(
+        (name, gauge.value, gauge.min_value, gauge.max_value, gauge.count)
+        for name, gauge in stack.gauges.items()
+    )
+    stack.gauges = {}
+    window_start, stack.flushed_at = stack.flushed_at, at
+    stack.flushes += 1
+    return (
+        PAYLOAD_TAG,
+        PAYLOAD_VERSION,
+        os.getpid(),
+        stack.stream_id,
+        stack.flushes,
+        window_start,
+        at,
+        blocks,
+        gauges,
+        drain_timeline(stack),
+    )
+
+
+def _flush_children(
+    node: TimerNode, open_blocks: list[TimerNode], at: float
+) -> tuple[tuple[Any, ...], ...]:
+    encoded = []
+    for child in node.children.values():
+        total = child.total
+        if open_blocks and child in open_blocks:
+            total += child.split_run(at)
+        grandchildren = _flush_children(child, open_blocks, at) if child.children else ()
+        if child.count or total or grandchildren:
+            encoded.append((child.name, total, child.count, child.errors, grandchildren))
+            child.total = 0.0
+            child.count = 0
+            child.errors = 0
+    return tuple(encoded)
+
+
+class WorkerTimers:
+    """Decides, step by step, when a worker loop should ship its timers.
+
+    Call :meth:`step_done` once per step; it returns a payload when one is due (every
+    ``flush_every`` steps and/or once ``flush_interval`` seconds have passed since the last
+    flush, whichever comes first) and None otherwise, so the caller piggy-backs it on the reply it
+    sends anyway. Call :meth:`final_payload` before the worker exits so nothing is left behind.
+    A worker that dies loses at most what it timed since its last flush. With neither option
+    given it flushes every :data:`DEFAULT_FLUSH_INTERVAL` seconds.
+    """
+
+    __slots__ = ("flush_every", "flush_interval", "timer_stack", "_steps_since_flush", "_flushed_at")
+
+    def __init__(
+        self,
+        flush_every: int | None = None,
+        flush_interval: float | None = None,
+        timer_stack: TimerStack | None = None,
+    ) -> None:
+        if flush_every is not None and (
+            isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1
+        ):
+            raise ValueError(f"flush_every must be a whole number of steps >= 1, got {flush_every!r}")
+        if flush_interval is not None and not flush_interval > 0:
+            raise ValueError(f"flush_interval must be a number of seconds > 0, got {flush_interval!r}")
+        if flush_every is None and flush_interval is None:
+            flush_interval = DEFAULT_FLUSH_INTERVAL
+        self.flush_every = flush_every
+        self.flush_interval = flush_interval
+        self.timer_stack = timer_stack
+        self._steps_since_flush = 0
+        self._flushed_at = timers.now()
+
+    def step_done(self) -> tuple[Any, ...] | None:
+        """Count a step; return a payload if a flush is due, else None."""
+        self._steps_since_flush += 1
+        if self.flush_every is not None and self._steps_since_flush >= self.flush_every:
+            return self.final_payload()
+        if self.flush_interval is not None and timers.now() - self._flushed_at >= self.flush_interval:
+            return self.final_payload()
+        return None
+
+    def final_payload(self) -> tuple[Any, ...]:
+        """Flush now, whatever is due: the payload to send before the worker exits."""
+        payload = snapshot_and_flush(self.timer_stack)
+        self._steps_since_flush = 0
+        self._flushed_at = payload[6]
+        return payload
+
+
+# --- validation (the trainer side calls this before merging anything) --------------------------
+
+
+def validate_payload(payload: Any) -> None:
+    """Raise :class:`PayloadError` naming the first field that is wrong; return if all are right."""
+    if not isinstance(payload, (tuple, list)):
+        raise PayloadError(f"not an rlprof timer payload: a {type(payload).__name__}")
+    if len(payload) < 2 or payload[0] != PAYLOAD_TAG:
+        raise PayloadError("not an rlprof timer payload: it does not start with the rlprof tag")
+    if payload[1] != PAYLOAD_VERSION:
+        raise PayloadError(
+            f"timer payload version {payload[1]!r} cannot be merged: this rlprof reads version "
+            f"{PAYLOAD_VERSION} (are the worker and the trainer running different rlprof versions?)"
+        )
+    if len(payload) != 10:
+        raise PayloadError(f"timer payload has {len(payload)} fields, version 1 has 10")
+    _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline = payload
+    _whole(pid, "pid", minimum=1)
+    _whole(stream_id, "stream_id", minimum=0)
+    _whole(sequence, "sequence", minimum=1)
+    _time(window_start, "window start", signed=True)
+    _time(window_end, "window end", signed=True)
+    if window_end < window_start:
+        raise PayloadError("timer payload window ends before it starts")
+    _validate_blocks(blocks, "blocks", 1)
+    _sequence(gauges, "gauges")
+    for index, gauge in enumerate(gauges):
+        where = f"gauges[{index}]"
+        if not isinstance(gauge, (tuple, list)) or len(gauge) != 5:
+            raise PayloadError(f"{where}: a gauge is (name, value, min, max, count)")
+        _name(gauge[0], where)
+        for field, value in zip(("value", "min", "max"), gauge[1:4]):
+            _time(value, f"{where}.{field}", signed=True)
+        _whole(gauge[4], f"{where}.count", minimum=1)
+    if timeline is not None:
+        _validate_timeline(timeline)
+
+
+def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
+    # The hot loop of validation: cheap type tests inline, error messages built only on failure.
+    if depth > _MAX_DEPTH:
+        raise PayloadError(f"{where}: blocks nested deeper than {_MAX_DEPTH} levels")
+    if type(blocks) is not tuple and type(blocks) is not list:
+        _sequence(blocks, where)
+    for block in blocks:
+        if (type(block) is not tuple and type(block) is not list) or len(block) != 5:
+            raise PayloadError(f"{where}: a block is (name, total, count, errors, children), got {block!r:.80}")
+        name, total, count, errors, children = block
+        if not (
+            type(name) is str
+            and name
+            and type(total) in _NUMBER_TYPES
+            and 0 <= total < math.inf
+            and type(count) is int
+            and count >= 0
+            and type(errors) is int
+            and errors >= 0
+        ):
+            _name(name, where)
+            _time(total, f"{where}/{name}.total")
+            _whole(count, f"{where}/{name}.count", minimum=0)
+            _whole(errors, f"{where}/{name}.errors", minimum=0)
+        if children:
+            _validate_blocks(children, f"{where}/{name}", depth + 1)
+        elif type(children) is not tuple and type(children) is not list:
+            _sequence(children, f"{where}/{name}")
+
+
+def _validate_timeline(timeline: Any) -> None:
+    if not isinstance(timeline, (tuple, list)) or len(timeline) != 7:
+        raise PayloadError(
+            "timeline: must be (host, clock_origin, thread, spans, instants, counters, dropped)"
+        )
+    host, origin, thread_name, spans, instants, counters, dropped = timeline
+    _name(host, "timeline.host")
+    _time(origin, "timeline.clock_origin", signed=True)
+    _name(thread_name, "timeline.thread")
+    _whole(dropped, "timeline.dropped", minimum=0)
+    for kind, events, width in (("spans", spans, 3), ("instants", instants, 2), ("counters", counters, 3)):
+        _sequence(events, f"timeline.{kind}")
+        for index, event in enumerate(events):
+            where = f"timeline.{kind}[{index}]"
+            if not isinstance(event, (tuple, list)) or len(event) != width:
+                raise PayloadError(f"{where}: must have {width} fields")
+            _name(event[0], where)
+            for value in event[1:]:
+                _time(value, where, signed=True)
+            if kind == "spans" and event[2] < event[1]:
+                raise PayloadError(f"{where}: a span ends before it starts")
+
+
+def _sequence(value: Any, where: str) -> None:
+    if not isinstance(value, (tuple, list)):
+        raise PayloadError(f"{where}: must be a tuple or list, not {type(value).__name__}")
+
+
+def _name(value: Any, where: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise PayloadError(f"{where}: a name must be a non-empty string, got {value!r}")
+
+
+def _whole(value: Any, where: str, *, minimum: int) -> None:
+    if type(value) is not int or value < minimum:
+        raise PayloadError(f"{where}: must be a whole number >= {minimum}, got {value!r}")
+
+
+def _time(value: Any, where: str, *, signed: bool = False) -> None:
+    if type(value) is not float and type(value) is not int:
+        raise PayloadError(f"{where}: must be a number, got {value!r}")
+    if not math.isfinite(value) or (value < 0 and not signed):
+        raise PayloadError(f"{where}: must be a finite number{'' if signed else ' >= 0'}, got {value!r}")

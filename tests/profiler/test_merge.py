@@ -1,0 +1,276 @@
+"""Specification of the trainer side: merging payloads into the global tree and per-worker trees."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from profiler import get_timer_tree, hierarchical_timer, load_timing_tree, reset_timers, write_timing_tree
+from profiler.merge import PayloadError, TimerMerger
+from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, snapshot_and_flush
+from profiler.timers import TimerStack
+
+
+def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=()):
+    """A hand-written payload: each block is (name, total, count, errors, children)."""
+    return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, tuple(blocks), gauges, None)
+
+
+def step(total=1.0, count=1, children=()):
+    return ("env.step", total, count, 0, children)
+
+
+def find(tree: dict, *path: str) -> dict:
+    node = tree
+    for name in path:
+        node = next(child for child in node["children"] if child["name"] == name)
+    return node
+
+
+def worker_entry(tree: dict, worker_id: int) -> dict:
+    return next(entry for entry in tree["workers"] if entry["worker_id"] == worker_id)
+
+
+# --- where payloads land ------------------------------------------------------------------------
+
+
+def test_a_payload_lands_under_the_block_open_in_the_trainer(fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("vector.step"):
+        merger.merge_payload(0, payload(step(), ("env.reset", 0.5, 1, 0, ())))
+    tree = get_timer_tree()
+    assert [child["name"] for child in find(tree, "vector.step")["children"]] == ["env.step", "env.reset"]
+
+
+def test_a_payload_can_be_anchored_to_a_named_block(fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("collect") as collect:
+        pass
+    merger.merge_payload(0, payload(step()), anchor=collect)
+    assert find(get_timer_tree(), "collect", "env.step")["count"] == 1
+
+
+def test_every_merged_node_is_marked_parallel(fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("vector.step"):
+        merger.merge_payload(0, payload(step(children=(("physics", 0.5, 1, 0, ()),))))
+    tree = get_timer_tree()
+    assert find(tree, "vector.step", "env.step")["is_parallel"] is True
+    assert find(tree, "vector.step", "env.step", "physics")["is_parallel"] is True
+    assert "is_parallel" not in find(tree, "vector.step")
+
+
+def test_parallel_time_does_not_reduce_the_trainers_self_time(fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("vector.step"):
+        fake_clock.advance(1.0)
+        for worker_id in range(4):
+            merger.merge_payload(worker_id, payload(step(total=0.9)))
+    vector_step = find(get_timer_tree(), "vector.step")
+    assert vector_step["self"] == 1.0
+    assert find(vector_step, "env.step")["total"] == pytest.approx(3.6)  # more than its parent
+
+
+def test_totals_counts_and_errors_add_across_workers_and_payloads(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(("env.step", 1.0, 2, 1, ()), sequence=1))
+    merger.merge_payload(0, payload(("env.step", 0.5, 3, 0, ()), sequence=2))
+    merger.merge_payload(1, payload(("env.step", 0.25, 1, 0, ())))
+    merged = find(get_timer_tree(), "env.step")
+    assert (merged["total"], merged["count"], merged["errors"]) == (1.75, 6, 1)
+
+
+# --- validation and duplicates --------------------------------------------------------------------
+
+
+def test_a_malformed_payload_raises_and_merges_nothing(fake_clock):
+    merger = TimerMerger()
+    half_good = payload(step(), ("env.reset", -1.0, 1, 0, ()))
+    with pytest.raises(PayloadError):
+        merger.merge_payload(0, half_good)
+    tree = get_timer_tree()
+    assert tree["children"] == []
+    assert "workers" not in tree
+
+
+def test_a_foreign_object_raises_payload_error(fake_clock):
+    with pytest.raises(PayloadError, match="not an rlprof timer payload"):
+        TimerMerger().merge_payload(0, {"env.step": 1.0})
+
+
+def test_a_bad_worker_id_raises_payload_error(fake_clock):
+    with pytest.raises(PayloadError, match="worker_id"):
+        TimerMerger().merge_payload(-1, payload(step()))
+
+
+def test_a_payload_is_never_merged_twice(fake_clock):
+    merger = TimerMerger()
+    same = payload(step())
+    merger.merge_payload(0, same)
+    merger.merge_payload(0, same)
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 1
+    assert worker_entry(tree, 0)["duplicates"] == 1
+
+
+def test_a_restarted_worker_starts_a_new_sequence(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step(), stream=1, pid=100))
+    merger.merge_payload(0, payload(step(), stream=2, pid=200))
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 2
+    assert worker_entry(tree, 0)["pid"] == 200
+
+
+def test_a_gap_in_sequence_numbers_counts_as_missed_payloads(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step(), sequence=1))
+    merger.merge_payload(0, payload(step(), sequence=4))
+    assert worker_entry(get_timer_tree(), 0)["missed_payloads"] == 2
+
+
+# --- per-worker trees -----------------------------------------------------------------------------
+
+
+def test_each_worker_keeps_its_own_tree(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step(total=1.0)))
+    merger.merge_payload(1, payload(step(total=3.0)))
+    tree = get_timer_tree()
+    assert [entry["name"] for entry in tree["workers"]] == ["worker 0", "worker 1"]
+    assert find(worker_entry(tree, 1), "env.step")["total"] == 3.0
+
+
+def test_a_worker_entry_describes_the_worker(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(3, payload(step(total=0.25), pid=999, window=(10.0, 11.0)))
+    merger.merge_payload(3, payload(step(total=0.25), pid=999, window=(11.0, 12.0), sequence=2))
+    entry = worker_entry(get_timer_tree(), 3)
+    assert entry["pid"] == 999
+    assert entry["payloads"] == 2
+    assert entry["total"] == 2.0  # the windows the payloads covered
+    assert entry["self"] == 1.5  # time in no block: the worker was waiting
+    assert "is_parallel" not in find(entry, "env.step")
+
+
+def test_worker_counts_sum_to_the_merged_count(fake_clock):
+    merger = TimerMerger()
+    for worker_id, count in enumerate([3, 5, 8]):
+        merger.merge_payload(worker_id, payload(step(count=count)))
+    tree = get_timer_tree()
+    per_worker = [find(entry, "env.step")["count"] for entry in tree["workers"]]
+    assert sum(per_worker) == find(tree, "env.step")["count"] == 16
+
+
+def test_straggler_summary_names_the_slowest_worker(fake_clock):
+    merger = TimerMerger()
+    for worker_id, total in enumerate([1.0, 1.0, 4.0]):
+        merger.merge_payload(worker_id, payload(step(total=total, count=10)))
+    summary = merger.straggler_summary("env.step")
+    assert summary.slowest_worker == 2
+    assert summary.max == pytest.approx(0.4)
+    assert summary.mean == pytest.approx(0.2)
+    assert summary.gap == pytest.approx(0.2)
+
+
+def test_peak_mean_is_the_slowest_payload_interval(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step(total=1.0, count=10), sequence=1))
+    merger.merge_payload(0, payload(step(total=5.0, count=10), sequence=2))
+    (times,) = merger.worker_block_times("env.step")
+    assert (times.mean, times.peak_mean) == (0.3, 0.5)
+    assert worker_entry(get_timer_tree(), 0)["peak_mean"] == {"env.step": 0.5}
+
+
+def test_straggler_summary_of_an_unknown_block_is_none(fake_clock):
+    assert TimerMerger().straggler_summary("env.step") is None
+
+
+# --- gauges ---------------------------------------------------------------------------------------
+
+
+def test_worker_gauges_merge_into_the_worker_entry_and_under_a_prefix_in_the_trainer(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(gauges=(("reward", 2.0, 1.0, 3.0, 4),)))
+    merger.merge_payload(1, payload(gauges=(("reward", 5.0, 0.5, 5.0, 2),)))
+    tree = get_timer_tree()
+    assert worker_entry(tree, 0)["gauges"]["reward"] == {"value": 2.0, "min": 1.0, "max": 3.0, "count": 4}
+    assert tree["gauges"]["workers.reward"] == {"value": 5.0, "min": 0.5, "max": 5.0, "count": 6}
+    assert "reward" not in tree["gauges"]
+
+
+# --- the dump ---------------------------------------------------------------------------------------
+
+
+def test_the_workers_section_survives_a_write_and_load(tmp_path, fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("vector.step"):
+        merger.merge_payload(2, payload(step(), gauges=(("fps", 60.0, 60.0, 60.0, 1),)))
+    path = write_timing_tree(tmp_path / "run_timers.json")
+    written = json.loads(path.read_text())
+    loaded = load_timing_tree(path)
+    assert loaded["workers"] == written["workers"]
+    assert loaded["workers"][0]["worker_id"] == 2
+
+
+def test_resetting_the_trainer_forgets_the_worker_trees(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step(), sequence=1))
+    reset_timers()
+    assert "workers" not in get_timer_tree()
+    merger.merge_payload(0, payload(step(), sequence=2))
+    assert worker_entry(get_timer_tree(), 0)["payloads"] == 1
+
+
+def test_a_merger_dumps_with_the_stack_it_merges_into(fake_clock):
+    trainer = TimerStack("trainer")
+    TimerMerger(trainer).merge_payload(0, payload(step()))
+    assert "workers" in get_timer_tree(trainer)
+    assert "workers" not in get_timer_tree()
+
+
+def test_a_real_snapshot_merges_back_to_the_same_tree(fake_clock):
+    worker = TimerStack("worker")
+    with hierarchical_timer("env.step", worker):
+        fake_clock.advance(1.0)
+        with hierarchical_timer("physics", worker):
+            fake_clock.advance(0.5)
+    TimerMerger().merge_payload(0, snapshot_and_flush(worker))
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["total"] == 1.5
+    assert find(tree, "env.step", "physics")["count"] == 1
+
+
+# --- threads ----------------------------------------------------------------------------------------
+
+
+def test_merging_from_a_receiver_thread_while_the_trainer_times_loses_nothing():
+    merger = TimerMerger()
+    payloads_per_worker = 300
+
+    def receive(worker_id):
+        for sequence in range(1, payloads_per_worker + 1):
+            merger.merge_payload(worker_id, payload(step(count=2), sequence=sequence))
+
+    receivers = [threading.Thread(target=receive, args=(worker_id,)) for worker_id in range(3)]
+    for receiver in receivers:
+        receiver.start()
+    trainer_steps = 0
+    while any(receiver.is_alive() for receiver in receivers) or trainer_steps < 1000:
+        with hierarchical_timer("train"):
+            with hierarchical_timer("policy"):
+                pass
+        trainer_steps += 1
+    for receiver in receivers:
+        receiver.join()
+    tree = get_timer_tree()
+    # Each payload landed under whichever block the trainer had open: root, train or policy.
+    assert count_of_every("env.step", tree) == 3 * payloads_per_worker * 2
+    assert find(tree, "train")["count"] == trainer_steps
+
+
+def count_of_every(name: str, node: dict) -> int:
+    own = node["count"] if node["name"] == name else 0
+    return own + sum(count_of_every(name, child) for child in node["children"])

@@ -1,0 +1,249 @@
+"""Specification of the worker side: snapshots into plain-data payloads, flushing, WorkerTimers."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+
+from profiler import hierarchical_timer, set_gauge
+from profiler.payload import (
+    PAYLOAD_TAG,
+    PAYLOAD_VERSION,
+    PayloadError,
+    WorkerTimers,
+    snapshot_and_flush,
+    validate_payload,
+)
+
+
+def blocks_of(payload) -> dict:
+    """The payload's blocks as {path: (total, count, errors)}, for readable assertions."""
+    found = {}
+
+    def walk(blocks, prefix):
+        for name, total, count, errors, children in blocks:
+            found[prefix + name] = (total, count, errors)
+            walk(children, prefix + name + "/")
+
+    walk(payload[7], "")
+    return found
+
+
+def only_plain_data(value) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(only_plain_data(item) for item in value)
+    return value is None or type(value) in (str, int, float)
+
+
+def test_a_payload_holds_the_tree_since_the_last_flush(fake_clock):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(2.0)
+        with hierarchical_timer("physics"):
+            fake_clock.advance(1.0)
+    payload = snapshot_and_flush()
+    assert blocks_of(payload) == {"env.step": (3.0, 1, 0), "env.step/physics": (1.0, 1, 0)}
+
+
+def test_a_payload_is_plain_data_that_pickles(fake_clock):
+    with hierarchical_timer("env.step"):
+        set_gauge("reward", 1.5)
+    payload = snapshot_and_flush()
+    assert only_plain_data(payload)
+    assert pickle.loads(pickle.dumps(payload)) == payload
+
+
+def test_a_payload_is_tagged_versioned_and_names_its_process(fake_clock):
+    payload = snapshot_and_flush()
+    assert payload[:3] == (PAYLOAD_TAG, PAYLOAD_VERSION, os.getpid())
+
+
+def test_a_payload_covers_the_window_since_the_previous_flush(fake_clock):
+    fake_clock.advance(5.0)
+    first = snapshot_and_flush()
+    fake_clock.advance(3.0)
+    second = snapshot_and_flush()
+    assert first[5:7] == (1000.0, 1005.0)
+    assert second[5:7] == (1005.0, 1008.0)
+
+
+def test_sequence_numbers_count_flushes_of_one_stream(fake_clock):
+    first, second = snapshot_and_flush(), snapshot_and_flush()
+    assert first[3] == second[3]
+    assert second[4] == first[4] + 1
+
+
+def test_flushing_resets_the_timers(fake_clock):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(1.0)
+    snapshot_and_flush()
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(0.5)
+    assert blocks_of(snapshot_and_flush()) == {"env.step": (0.5, 1, 0)}
+
+
+def test_blocks_unused_since_the_last_flush_are_left_out(fake_clock):
+    with hierarchical_timer("env.reset"):
+        fake_clock.advance(1.0)
+    snapshot_and_flush()
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(1.0)
+    assert list(blocks_of(snapshot_and_flush())) == ["env.step"]
+
+
+def test_errors_travel_in_the_payload(fake_clock):
+    with pytest.raises(RuntimeError):
+        with hierarchical_timer("env.step"):
+            raise RuntimeError("boom")
+    assert blocks_of(snapshot_and_flush())["env.step"] == (0.0, 1, 1)
+
+
+def test_gauges_travel_once_then_reset(fake_clock):
+    set_gauge("reward", 1.0)
+    set_gauge("reward", 3.0)
+    first = snapshot_and_flush()
+    second = snapshot_and_flush()
+    assert first[8] == (("reward", 3.0, 1.0, 3.0, 2),)
+    assert second[8] == ()
+
+
+def test_an_open_block_is_split_at_the_flush_and_counted_once_when_it_closes(fake_clock):
+    with hierarchical_timer("worker.loop"):
+        fake_clock.advance(2.0)
+        during = snapshot_and_flush()
+        fake_clock.advance(3.0)
+    after = snapshot_and_flush()
+    assert blocks_of(during)["worker.loop"] == (2.0, 0, 0)
+    assert blocks_of(after)["worker.loop"] == (3.0, 1, 0)
+
+
+def test_closed_children_of_an_open_block_are_flushed_under_it(fake_clock):
+    with hierarchical_timer("worker.loop"):
+        with hierarchical_timer("env.step"):
+            fake_clock.advance(1.0)
+        payload = snapshot_and_flush()
+    assert blocks_of(payload) == {"worker.loop": (1.0, 0, 0), "worker.loop/env.step": (1.0, 1, 0)}
+
+
+def test_a_block_open_across_several_flushes_adds_up_to_its_real_time(fake_clock):
+    payloads = []
+    with hierarchical_timer("worker.loop"):
+        for _ in range(3):
+            fake_clock.advance(1.0)
+            payloads.append(snapshot_and_flush())
+        fake_clock.advance(1.0)
+    payloads.append(snapshot_and_flush())
+    totals = [blocks_of(payload)["worker.loop"] for payload in payloads]
+    assert sum(total for total, _, _ in totals) == 4.0
+    assert sum(count for _, count, _ in totals) == 1
+
+
+def test_a_50_node_payload_pickles_under_2_kb(fake_clock):
+    for group in range(5):
+        with hierarchical_timer(f"env.block{group:02d}"):
+            for child in range(9):
+                with hierarchical_timer(f"env.child{child:02d}"):
+                    fake_clock.advance(0.001)
+    payload = snapshot_and_flush()
+    assert len(blocks_of(payload)) == 50
+    assert len(pickle.dumps(payload)) < 2048
+
+
+# --- WorkerTimers -----------------------------------------------------------------------------
+
+
+def test_worker_timers_flush_every_n_steps(fake_clock):
+    reporter = WorkerTimers(flush_every=3)
+    due = [reporter.step_done() is not None for _ in range(7)]
+    assert due == [False, False, True, False, False, True, False]
+
+
+def test_worker_timers_flush_after_an_interval(fake_clock):
+    reporter = WorkerTimers(flush_interval=1.0)
+    due = []
+    for _ in range(5):
+        fake_clock.advance(0.5)
+        due.append(reporter.step_done() is not None)
+    assert due == [False, True, False, True, False]
+
+
+def test_worker_timers_flush_on_whichever_comes_first(fake_clock):
+    reporter = WorkerTimers(flush_every=100, flush_interval=1.0)
+    fake_clock.advance(1.0)
+    assert reporter.step_done() is not None
+
+
+def test_worker_timers_default_to_a_one_second_interval(fake_clock):
+    reporter = WorkerTimers()
+    assert reporter.step_done() is None
+    fake_clock.advance(1.0)
+    assert reporter.step_done() is not None
+
+
+def test_the_final_payload_holds_what_no_step_flushed(fake_clock):
+    reporter = WorkerTimers(flush_every=1000)
+    for _ in range(5):
+        with hierarchical_timer("env.step"):
+            fake_clock.advance(0.1)
+        assert reporter.step_done() is None
+    assert blocks_of(reporter.final_payload())["env.step"][1] == 5
+
+
+@pytest.mark.parametrize("options", [{"flush_every": 0}, {"flush_every": 1.5}, {"flush_interval": 0}])
+def test_worker_timers_refuse_meaningless_options(options):
+    with pytest.raises(ValueError):
+        WorkerTimers(**options)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def good_payload():
+    return (PAYLOAD_TAG, PAYLOAD_VERSION, 1234, 7, 1, 10.0, 11.0,
+            (("env.step", 0.5, 2, 0, (("physics", 0.25, 2, 0, ()),)),),
+            (("reward", 1.0, 0.0, 2.0, 3),), None)
+
+
+def replace(payload, index, value):
+    return payload[:index] + (value,) + payload[index + 1:]
+
+
+def test_a_well_formed_payload_validates():
+    validate_payload(good_payload())
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("not a payload", "not an rlprof timer payload"),
+        (("someone.else", 1), "not an rlprof timer payload"),
+        (replace(good_payload(), 1, 99), "version 99"),
+        (good_payload()[:9], "has 9 fields"),
+        (replace(good_payload(), 4, 0), "sequence"),
+        (replace(good_payload(), 6, 9.0), "ends before it starts"),
+        (replace(good_payload(), 7, (("env.step", -1.0, 1, 0, ()),)), "env.step.total"),
+        (replace(good_payload(), 7, (("env.step", float("nan"), 1, 0, ()),)), "env.step.total"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 1.5, 0, ()),)), "env.step.count"),
+        (replace(good_payload(), 7, (("", 1.0, 1, 0, ()),)), "name"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 1),)), "a block is"),
+        (replace(good_payload(), 7, (("a", 1.0, 1, 0, (("b", 1.0, 1, 0, "x"),)),)), "a/b"),
+        (replace(good_payload(), 8, (("reward", 1.0),)), r"gauges\[0\]"),
+        (replace(good_payload(), 9, ("host",)), "timeline"),
+    ],
+)
+def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
+    with pytest.raises(PayloadError, match=message):
+        validate_payload(bad)
+
+
+def test_absurdly_deep_nesting_is_refused():
+    blocks: tuple = ()
+    for _ in range(150):
+        blocks = (("deep", 0.0, 1, 0, blocks),)
+    with pytest.raises(PayloadError, match="deeper"):
+        validate_payload(replace(good_payload(), 7, blocks))
+
+
+def test_payload_error_is_a_value_error():
+    assert issubclass(PayloadError, ValueError)

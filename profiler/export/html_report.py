@@ -234,20 +234,24 @@ def _counter_chart(
 
 
 def _top_blocks_section(tree: dict[str, Any]) -> str:
-    """Blocks summed by name over the whole merged tree, most self time first."""
-    by_name: dict[str, dict[str, Any]] = {}
+    """Blocks summed by name over the whole merged tree, most self time first.
+
+    A trainer block and a parallel block of the same name (``send`` on both ends of a pipe) stay
+    apart: they ran in different processes.
+    """
+    by_name: dict[tuple[str, bool], dict[str, Any]] = {}
     for node in list(_walk(tree))[1:]:
-        entry = by_name.setdefault(node["name"], {"total": 0.0, "self": 0.0, "count": 0, "parallel": False})
+        key = (node["name"], bool(node.get("is_parallel")))
+        entry = by_name.setdefault(key, {"total": 0.0, "self": 0.0, "count": 0})
         entry["total"] += node["total"]
         entry["self"] += node["self"]
         entry["count"] += node["count"]
-        entry["parallel"] = entry["parallel"] or bool(node.get("is_parallel"))
     wall = tree["total"] or 1.0
     ranked = sorted(by_name.items(), key=lambda item: item[1]["self"], reverse=True)[:TOP_BLOCKS]
     rows = []
-    for name, entry in ranked:
+    for (name, is_parallel), entry in ranked:
         mean = entry["total"] / entry["count"] if entry["count"] else 0.0
-        tag = '<span class="tag">parallel</span>' if entry["parallel"] else ""
+        tag = '<span class="tag">parallel</span>' if is_parallel else ""
         cells = [
             (entry["self"], _seconds(entry["self"])),
             (entry["total"], _seconds(entry["total"])),

@@ -96,3 +96,12 @@ def test_the_top_blocks_table_puts_the_most_self_time_first(trainer_tree):
 def test_the_run_metadata_is_shown(trainer_tree):
     page = to_html_report(trainer_tree)
     assert f"<th>python_version</th><td class=\"name\">{trainer_tree['metadata']['python_version']}</td>" in page
+
+
+def test_a_trainer_block_and_a_parallel_block_of_the_same_name_get_separate_rows(run_with_workers):
+    vector_step = run_with_workers["children"][0]["children"][0]
+    vector_step["children"].insert(0, {"name": "send", "total": 0.001, "count": 4, "self": 0.001, "children": []})
+    page = to_html_report(run_with_workers)
+    table = page[page.index('id="top-blocks"') :]
+    assert table.count('data-value="send">send</td>') == 1
+    assert table.count('data-value="send">send<span class="tag">parallel</span></td>') == 1

@@ -126,3 +126,35 @@ def test_the_slowest_step_is_the_per_call_max_when_nodes_record_it(vector_tree):
 
 def test_no_workers_section_means_no_worker_report(tmp_path, fake_clock):
     assert worker_report(load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock))) is None
+
+
+def test_a_run_merged_by_the_real_merger_names_the_same_straggler(tmp_path, fake_clock):
+    """Worker stacks flushed into payloads and merged by ``TimerMerger``, as the env manager does.
+
+    With one clock the workers here run one after another inside the trainer's wait, so the
+    trainer waits for the sum of their steps: 22 ms for a mean worker compute of 5.5 ms.
+    """
+    from profiler import TimerStack, hierarchical_timer, write_timing_tree
+    from profiler.merge import TimerMerger
+    from profiler.payload import snapshot_and_flush
+
+    merger = TimerMerger()
+    workers = [TimerStack(f"worker {index}") for index in range(4)]
+    for _ in range(STEPS):
+        with hierarchical_timer("vector.step"):
+            with hierarchical_timer("vector.wait_for_workers"):
+                for stack, seconds in zip(workers, (0.004, 0.004, 0.004, 0.010)):
+                    with hierarchical_timer("env.step", stack):
+                        fake_clock.advance(seconds)
+            for index, stack in enumerate(workers):
+                merger.merge_payload(index, snapshot_and_flush(stack))
+    tree = load_timing_tree(write_timing_tree(tmp_path / "merged.json"))
+
+    report = worker_report(tree)
+    summary = merger.straggler_summary("env.step")
+    assert report.straggler.worker_id == summary.slowest_worker == 3
+    assert report.straggler_gap == pytest.approx(summary.gap)
+    assert report.straggler.max_kind == PEAK_INTERVAL_MEAN
+    (breakdown,) = step_breakdowns(tree)
+    assert parts_of(breakdown)["env compute (mean worker)"] == pytest.approx(0.055)
+    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.165)

@@ -3,12 +3,12 @@
 This module knows nothing of Gymnasium semantics; it moves requests and replies and makes
 sure no wait is endless.  Every wait watches, besides the reply pipes, each worker's
 ``process.sentinel`` (readable once the process has exited), so a worker that is killed or
-crashes is noticed at once and reported as :class:`~envmanager.errors.WorkerDiedError`, never
-as a bare ``EOFError`` nor as a hang.
+crashes is noticed at once and reported (the caller raises
+:class:`~envmanager.errors.WorkerDiedError`), never as a bare ``EOFError`` nor as a hang.
 
-One ``select.poll`` object is kept for the whole life of the pool, so a wait costs a single
-system call instead of re-registering every pipe each time, as ``multiprocessing.connection.wait``
-does.
+Collecting replies is two phases, :meth:`WorkerPool.wait` then :meth:`WorkerPool.collect`,
+so that the time spent waiting for the slowest worker and the time spent reading and
+decoding replies can be measured apart.
 """
 
 from __future__ import annotations
@@ -85,8 +85,6 @@ class WorkerPool:
         self.workers = [WorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
         self.timers_sink: TimersSink | None = None
         self._sequence = 0
-        self._poller = select.poll()
-        self._fd_owner: dict[int, tuple[WorkerHandle, bool]] = {}
         for handle in self.workers:
             self._start(handle)
 
@@ -107,20 +105,9 @@ class WorkerPool:
         handle.process, handle.conn = process, parent_end
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
         handle.exitcode, handle.shut_down_after = None, None
-        self._watch(parent_end.fileno(), handle, False)
-        self._watch(process.sentinel, handle, True)
-
-    def _watch(self, fd: int, handle: WorkerHandle, is_sentinel: bool) -> None:
-        self._poller.register(fd, select.POLLIN)
-        self._fd_owner[fd] = (handle, is_sentinel)
-
-    def _unwatch(self, handle: WorkerHandle) -> None:
-        for fd in (handle.conn.fileno(), handle.process.sentinel):
-            if self._fd_owner.pop(fd, None) is not None:
-                self._poller.unregister(fd)
 
     def restart(self, handle: WorkerHandle) -> None:
-        """Replace a dead worker by a fresh process running freshly built envs."""
+        """Replace a gone worker by a fresh process running freshly built envs."""
         handle.restarts += 1
         self._start(handle)
 
@@ -134,25 +121,19 @@ class WorkerPool:
             self.gather([handle], CLOSE_GRACE_SECONDS, "close", _ignore_reply)
         except multiprocessing.TimeoutError:
             pass
-        if handle.alive:
-            self._unwatch(handle)
-            handle.conn.close()
-            handle.conn = None
-        handle.process.join(TERMINATE_GRACE_SECONDS)  # it exits by itself after CLOSE
-        _terminate([handle.process])
-        handle.exitcode = handle.process.exitcode
+        self._bury(handle)
         handle.shut_down_after = reason
 
-    def _mark_dead(self, handle: WorkerHandle) -> None:
-        self._unwatch(handle)
-        handle.conn.close()
-        handle.conn = None
-        # The sentinel fired or the pipe hit EOF, so the process is ending: reaping is quick.
-        handle.process.join(TERMINATE_GRACE_SECONDS)
-        if handle.process.is_alive():  # closed its pipe but lingers: make the death real
-            _terminate([handle.process])
-        handle.exitcode = handle.process.exitcode
+    def _bury(self, handle: WorkerHandle) -> None:
+        """Forget a worker that has exited or must go; reap its process."""
+        if handle.conn is not None:
+            handle.conn.close()
+            handle.conn = None
         handle.awaiting = _NOTHING_AWAITED
+        # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
+        handle.process.join(TERMINATE_GRACE_SECONDS)
+        _terminate([handle.process])
+        handle.exitcode = handle.process.exitcode
 
     # -- requests and replies --------------------------------------------------------------
 
@@ -165,57 +146,77 @@ class WorkerPool:
             try:
                 protocol.send(handle.conn, (sequence, command, body))
             except (BrokenPipeError, ConnectionResetError):
-                self._mark_dead(handle)
+                self._bury(handle)
                 continue
             handle.awaiting = sequence
             handle.outstanding += 1
 
-    def gather(self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler) -> list[WorkerHandle]:
-        """Wait until every target has replied or died; return the targets that died.
+    def wait(self, targets: list[WorkerHandle], timeout: float | None, what: str) -> None:
+        """Block until every target's reply can be read or the target has died.
 
-        ``on_reply(handle, ok, body)`` is called as each reply arrives, so decoding one
-        worker's results overlaps with waiting for the slower ones.
+        Late answers to abandoned requests met on the way are read and dropped (their timer
+        data goes to ``timers_sink``).
 
         Raises:
-            multiprocessing.TimeoutError: ``timeout`` seconds passed first.  The late replies
-                are dropped when they arrive (their timer data is kept).
+            multiprocessing.TimeoutError: ``timeout`` seconds passed first.
         """
-        waiting = sum(1 for h in targets if h.awaiting != _NOTHING_AWAITED)
-        if not waiting:
-            return [h for h in targets if not h.alive]
+        poller = select.poll()
+        owners: dict[int, tuple[WorkerHandle, bool]] = {}
+        for handle in targets:
+            if handle.awaiting != _NOTHING_AWAITED:
+                for fd, is_sentinel in ((handle.conn.fileno(), False), (handle.process.sentinel, True)):
+                    poller.register(fd, select.POLLIN)
+                    owners[fd] = (handle, is_sentinel)
+        waiting = len(owners) // 2
         deadline = None if timeout is None else time.monotonic() + timeout
-        poll = self._poller.poll
-        fd_owner = self._fd_owner
         while waiting:
             if deadline is None:
-                events = poll()
+                events = poller.poll()
             else:
-                events = poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+                events = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
                 if not events and time.monotonic() >= deadline:
                     raise multiprocessing.TimeoutError(f"The call to `{what}` has timed out after {timeout} second(s).")
             for fd, _ in events:
-                owner = fd_owner.get(fd)
+                owner = owners.get(fd)
                 if owner is None:
-                    continue  # its worker died earlier in this batch of events
+                    continue  # its worker was settled earlier in this batch of events
                 handle, is_sentinel = owner
-                was_awaited = handle.awaiting != _NOTHING_AWAITED
-                if is_sentinel:
-                    # The process ended; take whatever it sent before dying, then bury it.
-                    while handle.alive and handle.conn.poll(0):
-                        self._receive(handle, on_reply)
+                if not is_sentinel and handle.outstanding > 1:
+                    self._receive(handle, _ignore_reply)  # a stale reply: read it, keep waiting
                     if handle.alive:
-                        self._mark_dead(handle)
-                else:
-                    self._receive(handle, on_reply)
-                if was_awaited and handle.awaiting == _NOTHING_AWAITED:
-                    waiting -= 1
+                        continue
+                elif is_sentinel:
+                    # It exited; a reply it sent before dying still counts (collect reads it).
+                    while handle.alive and handle.outstanding > 1 and handle.conn.poll(0):
+                        self._receive(handle, _ignore_reply)
+                    if handle.alive and not (handle.outstanding == 1 and handle.conn.poll(0)):
+                        self._bury(handle)
+                # Settled: its reply is ready, or it is dead.  Stop watching it.
+                for settled_fd in [k for k, (h, _) in owners.items() if h is handle]:
+                    del owners[settled_fd]
+                    poller.unregister(settled_fd)
+                waiting -= 1
+
+    def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
+        """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.
+
+        ``on_reply(handle, ok, body)`` decodes each reply.
+        """
+        for handle in targets:
+            if handle.awaiting != _NOTHING_AWAITED:
+                self._receive(handle, on_reply)
         return [h for h in targets if not h.alive]
+
+    def gather(self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler) -> list[WorkerHandle]:
+        """:meth:`wait` then :meth:`collect`, for the calls off the step path."""
+        self.wait(targets, timeout, what)
+        return self.collect(targets, on_reply)
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
             sequence, ok, body, timers = protocol.receive(handle.conn)
         except (EOFError, OSError):
-            self._mark_dead(handle)
+            self._bury(handle)
             return
         handle.outstanding -= 1
         if timers is not None and self.timers_sink is not None:
@@ -224,6 +225,12 @@ class WorkerPool:
             return  # the answer to a request the trainer gave up on after a timeout
         handle.awaiting = _NOTHING_AWAITED
         on_reply(handle, ok, body)
+
+    def flush_stale_replies(self) -> None:
+        """Read any late replies already waiting, so their timer data is not lost."""
+        for handle in self.workers:
+            while handle.alive and handle.outstanding > 0 and handle.conn.poll(0):
+                self._receive(handle, _ignore_reply)
 
     # -- shutdown ---------------------------------------------------------------------------
 
@@ -235,9 +242,9 @@ class WorkerPool:
         worker still busy with a request the trainer abandoned is not waited for.  Whatever
         is left is terminated, then killed.
         """
-        live = [h for h in self.workers if h.alive]
         if graceful:
-            idle = [h for h in live if h.outstanding == 0]
+            self.flush_stale_replies()
+            idle = [h for h in self.workers if h.alive and h.outstanding == 0]
             self.send(idle, protocol.CLOSE, None)
             try:
                 self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
@@ -248,11 +255,11 @@ class WorkerPool:
             for handle in idle:
                 handle.process.join(max(0.0, deadline - time.monotonic()))
         _terminate([h.process for h in self.workers if h.process is not None])
-        for handle in live:
-            if handle.alive:
-                self._unwatch(handle)
+        for handle in self.workers:
+            if handle.conn is not None:
                 handle.conn.close()
                 handle.conn = None
+            if handle.process is not None:
                 handle.exitcode = handle.process.exitcode
 
 
@@ -262,13 +269,13 @@ def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
 
 def _terminate(processes: list[Any]) -> None:
     """SIGTERM every live process, then SIGKILL those still alive after a grace period."""
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
+    alive = [p for p in processes if p.is_alive()]
+    for process in alive:
+        process.terminate()
     deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
-    for process in processes:
+    for process in alive:
         process.join(max(0.0, deadline - time.monotonic()))
-    for process in processes:
+    for process in alive:
         if process.is_alive():
             process.kill()
             process.join(TERMINATE_GRACE_SECONDS)

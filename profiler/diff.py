@@ -147,7 +147,7 @@ def _as_table(diff: RunDiff, *, top: int | None, show_same: bool) -> str:
     if not shown:
         lines.append("no block changed beyond the threshold")
         return "\n".join(lines)
-    headers = ("total +/-", "(%)", "base/call", "new/call", "per call", "")
+    headers = ("total +/-", "(%)", "base/call", "new/call", "per call", "status")
     widths = (10, 8, 10, 10, 8, 6)
     name_width = TABLE_WIDTH - sum(widths) - len(widths) - 1
     lines.append(" ".join(h.rjust(w) for h, w in zip(headers, widths)) + "  block")

@@ -140,9 +140,9 @@ def _frame_color(box: FlameBox) -> str:
 def _workers_section(workers: list[dict[str, Any]]) -> str:
     heading = '<section id="workers"><h2>Workers</h2>\n'
     block_name = main_worker_block(workers)
-    if block_name is None:
+    rows = worker_block_times(workers, block_name) if block_name is not None else []
+    if not rows:
         return heading + '<p class="note">This run has no per-worker trees.</p></section>\n'
-    rows = worker_block_times(workers, block_name)
     longest = max((row.max if row.max is not None else row.mean) for row in rows) or 1.0
     lines = []
     for row in rows:

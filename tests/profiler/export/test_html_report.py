@@ -105,3 +105,9 @@ def test_a_trainer_block_and_a_parallel_block_of_the_same_name_get_separate_rows
     table = page[page.index('id="top-blocks"') :]
     assert table.count('data-value="send">send</td>') == 1
     assert table.count('data-value="send">send<span class="tag">parallel</span></td>') == 1
+
+
+def test_workers_that_never_ran_a_block_count_as_no_worker_trees(trainer_tree):
+    trainer_tree["workers"] = [{"name": "worker 0", "total": 0.0, "count": 0, "self": 0.0, "children": [
+        {"name": "env.step", "total": 0.0, "count": 0, "self": 0.0, "children": []}]}]
+    assert "This run has no per-worker trees." in to_html_report(trainer_tree)

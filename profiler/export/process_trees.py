@@ -50,15 +50,22 @@ def nested_children(node: Node) -> list[Node]:
 def split_into_process_trees(tree: Node) -> list[ProcessTree]:
     """The trainer's tree, then each parallel subtree in depth-first order, then each worker's."""
     used_pids: set[int] = set()
+    # Real pids are claimed first, so a made-up one never takes a worker's.
     trainer_pid = _claim_pid(_as_int(tree.get("metadata", {}).get("pid")), used_pids)
+    workers = [
+        ProcessTree(
+            str(worker.get("name") or f"worker {worker.get('worker_id', index)}"),
+            _claim_pid(_as_int(worker.get("pid")), used_pids),
+            worker,
+            gauges=worker.get("gauges") or {},
+        )
+        for index, worker in enumerate(tree.get("workers") or [])
+    ]
     result = [ProcessTree("trainer", trainer_pid, tree, gauges=tree.get("gauges") or {})]
     for anchor, subtree, path in _parallel_subtrees(tree, ()):
         label = "parallel: " + " › ".join(path + (subtree["name"],))
         result.append(ProcessTree(label, _claim_pid(None, used_pids), subtree, anchor=anchor))
-    for index, worker in enumerate(tree.get("workers") or []):
-        pid = _claim_pid(_as_int(worker.get("pid")), used_pids)
-        name = str(worker.get("name") or f"worker {worker.get('worker_id', index)}")
-        result.append(ProcessTree(name, pid, worker, gauges=worker.get("gauges") or {}))
+    result.extend(workers)
     return result
 
 

@@ -202,3 +202,11 @@ def test_a_process_clock_offset_moves_its_events_onto_the_trainer_clock(run_with
     trace = to_chrome_trace(run_with_timeline)
     env_step = next(event for event in events_of(trace, "X") if event["name"] == "env.step")
     assert env_step["ts"] == pytest.approx(1020.0)
+
+
+def test_made_up_process_ids_never_take_a_worker_s_real_pid(run_with_workers):
+    run_with_workers["metadata"].pop("pid")
+    run_with_workers["workers"][0]["pid"] = 2  # the first id a parallel subtree would get
+    names = process_names(to_chrome_trace(run_with_workers))
+    assert names[2] == "worker 0"
+    assert len(names) == 5

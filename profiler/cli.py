@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parsed = parser.parse_args(arguments)
         return int(parsed.run(parsed))
     except (CommandError, TimerFileError) as error:
-        print(f"rlprof: error: {error}", file=sys.stderr)
+        one_line = " ".join(str(error).split())  # a message quoting the input could hold newlines
+        print(f"rlprof: error: {one_line}", file=sys.stderr)
         return USAGE_ERROR
     except SystemExit as exit_request:  # --help and --version end through argparse's exit()
         code = exit_request.code
@@ -89,8 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _asks_for_a_plugin(arguments: list[str]) -> bool:
-    """Whether the command line names something other than a built-in command (or asks for help)."""
+    """Whether the command line names something other than a built-in command, or asks for help.
+
+    Plugins import their own packages (the demo imports Gymnasium), so the built-in commands and
+    ``--version`` skip them: faster, and a broken plugin cannot get in their way.
+    """
     command = next((argument for argument in arguments if not argument.startswith("-")), None)
+    if command is None:
+        return "-h" in arguments or "--help" in arguments
     return command not in BUILTIN_COMMANDS
 
 

@@ -2,7 +2,8 @@
 
 The floor is ``contextlib.nullcontext()``: the cheapest context manager Python offers. Goals
 (issue 2): enabled rlprof within 1.3x of the floor, disabled below it, and at least 4x faster than
-ML-Agents' ``hierarchical_timer``. Cases run in turn, round after round; each figure is a
+ML-Agents' ``hierarchical_timer``. The "recording on" row is the price of timeline recording
+(issue 5); recording off leaves the plain rows unchanged, as no flag is tested per block. Cases run in turn, round after round; each figure is a
 median over rounds, and each ratio the median of per-round ratios, so machine noise cancels.
 
     python benchmarks/timer_overhead.py [--rounds 25] [--number 20000]
@@ -21,7 +22,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import profiler  # noqa: E402
-from profiler import hierarchical_timer, timed  # noqa: E402
+from profiler import events, hierarchical_timer, timed  # noqa: E402
 from reference_timers import load_mlagents_timers  # noqa: E402
 
 
@@ -100,6 +101,14 @@ def main() -> None:
         {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
     )
     profiler.enable()
+    # Timeline recording swaps in a recording exit; the plain "flat" row above is what recording
+    # off costs, so comparing the two shows the price of each recorded span.
+    events.start_recording()
+    recording = measure_side_by_side(
+        {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
+    )
+    events.stop_recording()
+    events.clear_recording()
 
     decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
     rows = [
@@ -108,6 +117,7 @@ def main() -> None:
         ("hierarchical_timer, 3-deep (per block)", enabled["three_deep"][0] / 3, enabled["three_deep"][1] / 3),
         ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
         ("hierarchical_timer, disabled", *disabled["flat"]),
+        ("hierarchical_timer, timeline recording on", *recording["flat"]),
     ]
     if mlagents is not None:
         rows.append(("ML-Agents hierarchical_timer, flat", *enabled["mlagents"]))

@@ -29,6 +29,7 @@ from profiler.timers import TimerNode, TimerStack
 __all__ = [
     "DEFAULT_CAPACITY",
     "ThreadTimeline",
+    "clear_recording",
     "clock_origin",
     "drain_timeline",
     "is_recording",
@@ -130,6 +131,12 @@ def stop_recording() -> None:
 
 def is_recording() -> bool:
     return _recording
+
+
+def clear_recording() -> None:
+    """Forget every thread's recorded events (buffers are made afresh if recording is on)."""
+    for stack in timers.all_timer_stacks():
+        stack.timeline = ThreadTimeline(_capacity) if _recording else None
 
 
 def _new_timeline() -> ThreadTimeline:

@@ -1,0 +1,172 @@
+"""Specification of timeline recording: spans, instants, counters, bounds, payloads, the dump."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from profiler import events, get_timer_stack_for_thread, get_timer_tree, hierarchical_timer, load_timing_tree, set_gauge, write_timing_tree
+from profiler.merge import TimerMerger
+from profiler.payload import snapshot_and_flush
+from profiler.timers import TimerNode, TimerStack
+
+
+@pytest.fixture
+def recording(fake_clock) -> Iterator[None]:
+    events.clear_recording()
+    events.start_recording(capacity=1000)
+    try:
+        yield
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+
+
+def trainer_thread(tree: dict) -> dict:
+    trainer = tree["timeline"]["processes"][0]
+    return next(thread for thread in trainer["threads"] if thread["name"] == threading.current_thread().name)
+
+
+def test_nothing_is_recorded_while_recording_is_off(fake_clock):
+    events.clear_recording()
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(1.0)
+    assert "timeline" not in get_timer_tree()
+
+
+def test_recording_off_leaves_the_plain_exit_in_place():
+    assert TimerNode.__exit__ is not TimerNode._exit_and_record
+
+
+def test_each_block_records_its_span(recording, fake_clock):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(0.25)
+    assert trainer_thread(get_timer_tree())["spans"] == [["env.step", 1000.0, 1000.25]]
+
+
+def test_spans_of_nested_blocks_nest(recording, fake_clock):
+    with hierarchical_timer("outer"):
+        fake_clock.advance(1.0)
+        with hierarchical_timer("inner"):
+            fake_clock.advance(1.0)
+        fake_clock.advance(1.0)
+    spans = {name: (start, end) for name, start, end in trainer_thread(get_timer_tree())["spans"]}
+    assert spans["outer"][0] <= spans["inner"][0] <= spans["inner"][1] <= spans["outer"][1]
+
+
+def test_markers_are_instant_events(recording, fake_clock):
+    fake_clock.advance(2.0)
+    events.mark("restart worker 2")
+    assert trainer_thread(get_timer_tree())["instants"] == [["restart worker 2", 1002.0]]
+
+
+def test_gauges_and_counters_become_counter_samples(recording, fake_clock):
+    set_gauge("reward", 3.0)
+    fake_clock.advance(1.0)
+    events.record_counter("cpu_percent", 85.0)
+    trainer = get_timer_tree()["timeline"]["processes"][0]
+    assert trainer["counters"] == [["reward", 1000.0, 3.0], ["cpu_percent", 1001.0, 85.0]]
+
+
+def test_the_buffers_are_bounded_and_count_what_they_drop(fake_clock):
+    events.clear_recording()
+    events.start_recording(capacity=3)
+    try:
+        for _ in range(5):
+            with hierarchical_timer("env.step"):
+                fake_clock.advance(1.0)
+        timeline = get_timer_tree()["timeline"]
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    assert [start for _, start, _ in trainer_thread({"timeline": timeline})["spans"]] == [1002.0, 1003.0, 1004.0]
+    assert timeline["dropped"] == 2
+
+
+def test_stopping_keeps_what_was_recorded_and_records_no_more(recording, fake_clock):
+    with hierarchical_timer("before"):
+        pass
+    events.stop_recording()
+    with hierarchical_timer("after"):
+        pass
+    events.mark("ignored")
+    thread = trainer_thread(get_timer_tree())
+    assert [span[0] for span in thread["spans"]] == ["before"]
+    assert thread["instants"] == []
+
+
+def test_each_thread_has_its_own_track(recording):
+    def work():
+        with hierarchical_timer("background"):
+            pass
+
+    worker = threading.Thread(target=work, name="loader")
+    worker.start()
+    worker.join()
+    threads = get_timer_tree()["timeline"]["processes"][0]["threads"]
+    get_timer_stack_for_thread(worker).reset()  # keep its block out of later tests' trees
+    loader = next(thread for thread in threads if thread["name"] == "loader")
+    assert [span[0] for span in loader["spans"]] == ["background"]
+    assert len({thread["tid"] for thread in threads}) == len(threads)
+
+
+def test_recorded_events_travel_in_the_payload_and_are_drained(recording, fake_clock):
+    worker = TimerStack("worker main")
+    with hierarchical_timer("env.step", worker):
+        fake_clock.advance(1.0)
+    events.mark("reset", worker)
+    first = snapshot_and_flush(worker)
+    second = snapshot_and_flush(worker)
+    host, _, thread_name, spans, instants, counters, dropped = first[9]
+    assert (host, thread_name) == (events.HOST, "worker main")
+    assert spans == (("env.step", 1000.0, 1001.0),)
+    assert instants == (("reset", 1001.0),)
+    assert second[9][3:6] == ((), (), ())
+
+
+def test_a_payload_carries_no_timeline_when_nothing_was_recorded(fake_clock):
+    events.clear_recording()
+    assert snapshot_and_flush(TimerStack("worker"))[9] is None
+
+
+def test_worker_events_land_on_the_workers_own_track(recording, fake_clock):
+    worker = TimerStack("worker main")
+    with hierarchical_timer("env.step", worker):
+        fake_clock.advance(1.0)
+    TimerMerger().merge_payload(3, snapshot_and_flush(worker))
+    processes = get_timer_tree()["timeline"]["processes"]
+    assert [process["name"] for process in processes] == ["trainer", "worker 3"]
+    worker_process = processes[1]
+    assert worker_process["clock_offset"] == 0.0
+    assert worker_process["threads"] == [
+        {"tid": 1, "name": "worker main", "spans": [["env.step", 1000.0, 1001.0]], "instants": []}
+    ]
+
+
+def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recording, fake_clock):
+    remote_origin = events.clock_origin() + 50.0  # its clock reads 50 s less than ours
+    payload = snapshot_and_flush(TimerStack("remote"))
+    timeline = ("other-host", remote_origin, "main", (("env.step", 1.0, 2.0),), (), (), 0)
+    TimerMerger().merge_payload(0, payload[:9] + (timeline,))
+    remote = get_timer_tree()["timeline"]["processes"][1]
+    assert remote["clock_offset"] == pytest.approx(50.0, abs=0.01)  # wall clock moves meanwhile
+    assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(51.0, abs=0.01), pytest.approx(52.0, abs=0.01)]]
+
+
+def test_the_timeline_survives_a_write_and_load(recording, fake_clock, tmp_path):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(1.0)
+    events.mark("checkpoint")
+    set_gauge("reward", 1.0)
+    path = write_timing_tree(tmp_path / "run_timers.json")
+    timeline = load_timing_tree(path)["timeline"]
+    assert timeline["clock"] == "perf_counter"
+    assert timeline["processes"][0]["name"] == "trainer"
+    assert trainer_thread({"timeline": timeline})["spans"] == [["env.step", 1000.0, 1001.0]]
+
+
+def test_a_capacity_below_one_is_refused():
+    with pytest.raises(ValueError):
+        events.start_recording(capacity=0)

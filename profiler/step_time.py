@@ -35,7 +35,10 @@ from profiler.block_stats import walk_nodes
 __all__ = [
     "MAX_PER_CALL",
     "PEAK_INTERVAL_MEAN",
+    "ENV_COMPUTE",
     "STEP_LAYOUTS",
+    "TRANSPORT",
+    "WAITING",
     "StepBreakdown",
     "StepLayout",
     "StepPart",
@@ -70,7 +73,11 @@ STEP_LAYOUTS = (
 IMBALANCED_WAIT_ABOVE = 0.25
 """The step verdict calls workers imbalanced when waiting on the slowest adds over 25% to compute."""
 
-IMBALANCE_NOTE_BELOW = 0.05
+ENV_COMPUTE = "env compute (mean worker)"
+WAITING = "waiting on the slowest worker"
+TRANSPORT = "transport (send/receive/decode)"
+
+BALANCED_BELOW = 0.05
 """A slowest worker within 5% of the mean is called balanced rather than a straggler."""
 
 
@@ -147,7 +154,7 @@ class WorkerReport:
     @property
     def balanced(self) -> bool:
         share = self.straggler_gap_share
-        return share is not None and share < IMBALANCE_NOTE_BELOW
+        return share is not None and share < BALANCED_BELOW
 
 
 def step_breakdowns(tree: dict[str, Any]) -> list[StepBreakdown]:
@@ -181,13 +188,12 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
     if layout.wait is not None:
         waited = children.get(layout.wait, {"total": 0.0})["total"]
         compute = min(waited, mean_compute)
-        parts = [StepPart("env compute (mean worker)", compute),
-                 StepPart("waiting on the slowest worker", waited - compute)]
+        parts = [StepPart(ENV_COMPUTE, compute), StepPart(WAITING, waited - compute)]
     else:
         compute = min(max(0.0, total - transport), mean_compute)
-        parts = [StepPart("env compute (mean worker)", compute)]
+        parts = [StepPart(ENV_COMPUTE, compute)]
     if layout.transport:
-        parts.append(StepPart("transport (send/receive/decode)", transport))
+        parts.append(StepPart(TRANSPORT, transport))
     parts.append(StepPart(layout.rest_label, max(0.0, total - sum(part.seconds for part in parts))))
     return StepBreakdown(
         block=layout.step,
@@ -219,9 +225,9 @@ def _worker_count(tree: dict[str, Any], worker_block: str, worker_calls: int, ca
 
 def _verdict(parts: list[StepPart], *, has_workers: bool) -> str:
     by_label = {part.label: part.seconds for part in parts}
-    compute = by_label.get("env compute (mean worker)", 0.0)
-    waiting = by_label.get("waiting on the slowest worker", 0.0)
-    transport = by_label.get("transport (send/receive/decode)", 0.0)
+    compute = by_label.get(ENV_COMPUTE, 0.0)
+    waiting = by_label.get(WAITING, 0.0)
+    transport = by_label.get(TRANSPORT, 0.0)
     if not has_workers:
         return "no merged worker time under this block: env compute cannot be told apart"
     if transport > compute:

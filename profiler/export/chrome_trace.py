@@ -35,7 +35,7 @@ def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
     Uses ``tree["timeline"]`` when the run recorded one, else a timeline synthesized from totals.
     """
     recorded = tree.get("timeline")
-    timeline = recorded if recorded is not None else synthesize_timeline(tree)
+    timeline = _with_distinct_pids(recorded) if recorded is not None else synthesize_timeline(tree)
     clock = _TraceClock(timeline)
     events: list[Event] = []
     for sort_index, process in enumerate(timeline["processes"]):
@@ -52,6 +52,24 @@ def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
             "sized by its total time, children packed one after another inside their parent"
         )
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other_data}
+
+
+def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
+    """The timeline with a fresh pid for any process whose pid an earlier one already has.
+
+    Workers run in threads (or a test's in-process pool) share the trainer's pid; on one pid
+    their threads would land on the trainer's tracks and their spans overlap the trainer's.
+    """
+    used: set[int] = set()
+    processes = []
+    for process in timeline["processes"]:
+        pid = process["pid"]
+        if pid in used:
+            pid = max(used) + 1
+            process = dict(process, pid=pid)
+        used.add(pid)
+        processes.append(process)
+    return dict(timeline, processes=processes)
 
 
 class _TraceClock:

@@ -210,3 +210,11 @@ def test_made_up_process_ids_never_take_a_worker_s_real_pid(run_with_workers):
     names = process_names(to_chrome_trace(run_with_workers))
     assert names[2] == "worker 0"
     assert len(names) == 5
+
+
+def test_processes_sharing_a_pid_still_get_a_track_each(run_with_timeline):
+    processes = run_with_timeline["timeline"]["processes"]
+    processes[1]["pid"] = processes[0]["pid"]  # workers in threads of the trainer's process
+    trace = to_chrome_trace(run_with_timeline)
+    assert sorted(process_names(trace).values()) == ["trainer", "worker 0"]
+    assert_spans_nest_per_thread(trace)

@@ -28,7 +28,7 @@ from profiler.step_time import (
     step_breakdowns,
     worker_report,
 )
-from profiler.text_format import fit_left, format_percent, format_seconds
+from profiler.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
            "render_analysis"]
@@ -96,11 +96,11 @@ def render_analysis(analysis: RunAnalysis, format_name: str = "table", *, title:
 
 def _blocks_text(analysis: RunAnalysis, title: str) -> str:
     options = analysis.options
-    kind = "block names (summed across the tree)" if options.aggregate_by else "blocks"
+    kind = "block names, summed across the tree" if options.aggregate_by else "blocks"
     shown = f"{len(analysis.blocks)} of {analysis.blocks_matched}"
     if analysis.blocks_matched != analysis.blocks_in_run:
         shown += f" matching (of {analysis.blocks_in_run})"
-    header = (f"{fit_left(title, 40)}: wall time {format_seconds(analysis.wall_time)}; "
+    header = (f"{fit_left(title, TABLE_WIDTH - 35)}: wall time {format_seconds(analysis.wall_time)}\n"
               f"{shown} {kind}, by {options.order_by}")
     if not analysis.blocks:
         return f"{header}\n(no block matches)"

@@ -138,8 +138,9 @@ def _as_table(diff: RunDiff, *, top: int | None, show_same: bool) -> str:
               for status in ("slower", "faster", "new", "gone", "same")}
     lines = [
         f"wall time {format_seconds(diff.base_wall_time)} -> {format_seconds(diff.new_wall_time)} "
-        f"({format_percent(wall_change, signed=True)}); per call beyond +/-{diff.threshold_percent:g}%: "
-        f"{counts['slower']} slower, {counts['faster']} faster; {counts['new']} new, {counts['gone']} gone",
+        f"({format_percent(wall_change, signed=True)})",
+        f"per call beyond +/-{diff.threshold_percent:g}%: {counts['slower']} slower, "
+        f"{counts['faster']} faster; {counts['new']} new, {counts['gone']} gone",
     ]
     shown = [change for change in diff.changes if show_same or change.status != "same"]
     if top is not None:

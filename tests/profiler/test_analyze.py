@@ -56,8 +56,13 @@ def test_the_table_shows_the_blocks_step_split_and_straggler(vector_tree):
     assert "=> straggler: worker 3, 4.50 ms per step (+81.8%) above the mean" in text
 
 
-def test_the_table_fits_a_100_column_terminal(vector_tree):
-    text = render_analysis(analyze_run(vector_tree, AnalyzeOptions(top=None)), title="x" * 200)
+@pytest.mark.parametrize(
+    "options",
+    [AnalyzeOptions(top=None), AnalyzeOptions(aggregate_by="name", pattern=re.compile("vector"))],
+    ids=["every block", "aggregated and filtered"],
+)
+def test_the_table_fits_a_100_column_terminal(vector_tree, options):
+    text = render_analysis(analyze_run(vector_tree, options), title="x" * 200)
     assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH
 
 

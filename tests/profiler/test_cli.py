@@ -34,8 +34,8 @@ def plain_run(tmp_path, fake_clock):
 
 
 def block_lines(text):
-    """The block rows of an analyze table: between its header line and the first blank line."""
-    lines = text.split("\n\n")[0].splitlines()[2:]
+    """The block rows of an analyze table: below its three header lines, above the first blank line."""
+    lines = text.split("\n\n")[0].splitlines()[3:]
     return [line for line in lines if not line.startswith("*")]
 
 
@@ -170,7 +170,7 @@ def test_diff_of_a_run_with_itself_finds_no_change(vector_run, capsys):
 
 def test_diff_lists_the_biggest_change_first(base_and_slower, capsys):
     main(["diff", *base_and_slower])
-    first_row = capsys.readouterr().out.splitlines()[2]
+    first_row = capsys.readouterr().out.splitlines()[3]
     assert first_row.endswith("train/vector.step/env.step")
     assert "slower" in first_row
 

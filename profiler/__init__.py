@@ -3,6 +3,9 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
+from profiler.events import mark, record_counter, start_recording, stop_recording
+from profiler.merge import PayloadError, TimerMerger
+from profiler.payload import WorkerTimers, snapshot_and_flush
 from profiler.stats import dumps
 from profiler.timer_json import (
     TimerFileError,
@@ -31,9 +34,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GaugeNode",
+    "PayloadError",
     "TimerFileError",
+    "TimerMerger",
     "TimerNode",
     "TimerStack",
+    "WorkerTimers",
     "__version__",
     "add_metadata",
     "disable",
@@ -45,8 +51,13 @@ __all__ = [
     "hierarchical_timer",
     "is_enabled",
     "load_timing_tree",
+    "mark",
+    "record_counter",
     "reset_timers",
     "set_gauge",
+    "snapshot_and_flush",
+    "start_recording",
+    "stop_recording",
     "timed",
     "timers_json_path",
     "write_timing_tree",

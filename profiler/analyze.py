@@ -128,8 +128,9 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
                      f"{format_seconds(part.seconds):>10} "
                      f"{format_percent(breakdown.share(part)):>7}  {part.label}")
     if breakdown.worker_calls:
+        workers = _plural(breakdown.workers, "worker")
         lines.append(f"merged worker time ({breakdown.worker_block}, parallel): "
-                     f"{format_seconds(breakdown.worker_time)} over {_plural(breakdown.workers, 'worker')}, "
+                     f"{format_seconds(breakdown.worker_time)} over {workers}, "
                      f"{breakdown.worker_calls} calls")
     lines.append(f"=> {breakdown.verdict}")
     return "\n".join(lines)

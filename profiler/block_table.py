@@ -15,7 +15,9 @@ from profiler.text_format import TABLE_WIDTH, csv_text, fit_left, format_percent
 __all__ = ["PARALLEL_NOTE", "block_columns", "blocks_as_csv", "blocks_as_dicts", "blocks_as_table"]
 
 PARALLEL_MARK = " *"
-PARALLEL_NOTE = "* ran beside the trainer (in workers or threads): summed over them, may exceed wall time"
+PARALLEL_NOTE = (
+    "* ran beside the trainer (in workers or threads): summed over them, may exceed wall time"
+)
 _NUMBER_WIDTH = 10
 
 

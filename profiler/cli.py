@@ -44,11 +44,24 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from profiler import __version__
-from profiler.analyze import ANALYZE_FORMATS, ANALYZE_ORDER_KEYS, AnalyzeOptions, analyze_run, render_analysis
+from profiler.analyze import (
+    ANALYZE_FORMATS,
+    ANALYZE_ORDER_KEYS,
+    AnalyzeOptions,
+    analyze_run,
+    render_analysis,
+)
 from profiler.diff import DIFF_FORMATS, diff_runs, render_diff
 from profiler.timer_json import TimerFileError, load_timing_tree
 
-__all__ = ["BUILTIN_COMMANDS", "PLUGIN_GROUP", "CommandError", "build_parser", "load_plugin_commands", "main"]
+__all__ = [
+    "BUILTIN_COMMANDS",
+    "PLUGIN_GROUP",
+    "CommandError",
+    "build_parser",
+    "load_plugin_commands",
+    "main",
+]
 
 PLUGIN_GROUP = "rlprof.commands"
 BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report")
@@ -262,7 +275,8 @@ def _run_convert(arguments: argparse.Namespace) -> int:
     export = _exporters()
     if arguments.to not in export.EXPORT_FORMATS:
         raise CommandError(
-            f"argument --to: unknown format {arguments.to!r} (choose from {', '.join(export.EXPORT_FORMATS)})"
+            f"argument --to: unknown format {arguments.to!r} "
+            f"(choose from {', '.join(export.EXPORT_FORMATS)})"
         )
     tree = load_timing_tree(arguments.run_path)
     try:
@@ -279,7 +293,9 @@ def _exporters() -> ModuleType:
     import profiler.export as export
 
     if not hasattr(export, "write_export"):
-        raise CommandError("the exporters are missing from this installation (profiler.export.write_export)")
+        raise CommandError(
+            "the exporters are missing from this installation (profiler.export.write_export)"
+        )
     return export
 
 

@@ -209,7 +209,8 @@ def test_convert_to_an_unknown_format_fails_without_writing(vector_run, tmp_path
 
 def test_convert_of_a_bad_file_leaves_no_output(tmp_path, capsys):
     output = tmp_path / "trace.json"
-    assert main(["convert", write(tmp_path / "bad.json", "[]"), "--to", "chrome", "-o", str(output)]) == 2
+    bad = write(tmp_path / "bad.json", "[]")
+    assert main(["convert", bad, "--to", "chrome", "-o", str(output)]) == 2
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.json"]
 
 

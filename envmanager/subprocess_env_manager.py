@@ -9,7 +9,11 @@ for the same seeds and actions), with these additions:
 * ``restart_on_failure``: a worker that dies is replaced and training goes on;
 * faults are reported clearly: an env's exception is re-raised with its own type and
   message (worker index and remote traceback attached), a dead worker raises
-  :class:`~envmanager.errors.WorkerDiedError` naming it and its exit signal.
+  :class:`~envmanager.errors.WorkerDiedError` naming it and its exit signal;
+* profiling built in: the trainer-side step is split into sending, waiting and receiving
+  blocks, and each worker's timers (``env.step``, ``env.reset`` and the user's own blocks in
+  env code) are merged under it (see :mod:`envmanager.profiling`); timer data travels apart
+  from the infos, which stay exactly Gymnasium's.
 
 Processes and pipes live in :mod:`envmanager.pool`, the loop of a worker in
 :mod:`envmanager.worker`, the messages in :mod:`envmanager.protocol`.
@@ -18,9 +22,11 @@ Processes and pipes live in :mod:`envmanager.pool`, the loop of a worker in
 from __future__ import annotations
 
 import multiprocessing
+import os
 import warnings
 from enum import Enum
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 from gymnasium import Env, Space, logger
@@ -31,15 +37,21 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
+from profiler import events
+from profiler.merge import TimerMerger
+
 from envmanager import protocol
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.pool import CLOSE_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.profiling import ManagerProfiling
 from envmanager.protocol import RemoteFailure, pack_array
 from envmanager.restart import RestartPolicy
 from envmanager.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
+
+_T = TypeVar("_T")
 
 
 class _State(Enum):
@@ -79,6 +91,14 @@ class SubprocessEnvManager(VectorEnv):
             as the workers live.
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
             A restarted worker's envs are reset and report ``truncated=True`` for that step.
+        profiling: time the manager and its workers (also off when ``profiler.disable()`` was
+            called before construction).
+        flush_every: a worker ships its timers every this many requests (vector steps).
+        flush_interval: ... and/or every this many seconds; with neither, every second.
+        resource_interval: seconds between samples of CPU % and RSS of the trainer and each
+            worker, recorded as gauges; None (default) records none.
+        summaries_dir: if given, ``close()`` writes ``{summaries_dir}/{run_id}_timers.json``.
+        run_id: the run's name in that file name.
 
     Raises:
         RuntimeError: the sub-environments' observation or action spaces differ.
@@ -100,6 +120,12 @@ class SubprocessEnvManager(VectorEnv):
         envs_per_worker: int = 1,
         timeout: float | None = None,
         restart_on_failure: bool | int = False,
+        profiling: bool = True,
+        flush_every: int | None = None,
+        flush_interval: float | None = None,
+        resource_interval: float | None = None,
+        summaries_dir: str | os.PathLike[str] | None = None,
+        run_id: str = "envmanager",
     ) -> None:
         self.env_fns = list(env_fns)
         self.shared_memory = shared_memory
@@ -113,6 +139,10 @@ class SubprocessEnvManager(VectorEnv):
         self.envs_per_worker = _checked_positive_int("envs_per_worker", envs_per_worker)
         self.timeout = timeout
         self._restart_policy = RestartPolicy(restart_on_failure)
+        _check_flush_options(flush_every, flush_interval)
+        self.flush_every, self.flush_interval = flush_every, flush_interval
+        self.summaries_dir, self.run_id = summaries_dir, run_id
+        self._profiling = ManagerProfiling(profiling, resource_interval)
         if worker is not None:
             raise ValueError(
                 "SubprocessEnvManager does not support a custom `worker`: its workers speak the "
@@ -129,6 +159,7 @@ class SubprocessEnvManager(VectorEnv):
         semaphore = ctx.BoundedSemaphore(self.max_concurrency) if self.max_concurrency is not None else None
         self._state = _State.DEFAULT
         self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
+        self._pool.timers_sink = self._profiling.merge
         try:
             self._check_worker_spaces()
         except BaseException:
@@ -191,6 +222,10 @@ class SubprocessEnvManager(VectorEnv):
                     observation_space=self.single_observation_space,
                     shared_buffer=shared_buffer,
                     semaphore=semaphore,
+                    profiling=self._profiling.enabled,
+                    flush_every=self.flush_every,
+                    flush_interval=self.flush_interval,
+                    record_timeline=events.is_recording(),
                     inherited_connections=[],
                 )
             )
@@ -248,8 +283,9 @@ class SubprocessEnvManager(VectorEnv):
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[ObsType, dict[str, Any]]:
         """Reset all sub-envs (or those in ``options["reset_mask"]``) and batch the results."""
-        self.reset_async(seed=seed, options=options)
-        return self.reset_wait()
+        with self._profiling.block("env_manager.reset"):
+            self.reset_async(seed=seed, options=options)
+            return self.reset_wait()
 
     def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
         """Send the reset requests; collect the results with :meth:`reset_wait`."""
@@ -271,12 +307,14 @@ class SubprocessEnvManager(VectorEnv):
         if options is not None and "reset_mask" in options:
             mask = self._checked_reset_mask(options["reset_mask"])
             options = {key: value for key, value in options.items() if key != "reset_mask"}
-        workers = self._pool.workers
-        self._reset_bodies = [
-            (seed[h.envs.start : h.envs.stop], options, None if mask is None else mask[h.envs.start : h.envs.stop].tolist())
-            for h in workers
-        ]
-        self._send_to_all(protocol.RESET, self._reset_bodies, "reset")
+        with self._profiling.block("send_resets") as node:
+            if node is not None:
+                self._profiling.reset_anchor = node.parent
+            self._reset_bodies = [
+                (seed[h.envs.start : h.envs.stop], options, None if mask is None else mask[h.envs.start : h.envs.stop].tolist())
+                for h in self._pool.workers
+            ]
+            self._send_to_all(protocol.RESET, self._reset_bodies, "reset")
         self._state = _State.WAITING_RESET
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
@@ -302,7 +340,9 @@ class SubprocessEnvManager(VectorEnv):
         self._assert_is_running()
         if self._state is not _State.WAITING_RESET:
             raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", _State.WAITING_RESET.value)
-        self._gather("reset_wait", self._on_reset_reply, timeout)
+        return self._gather("reset_wait", self._on_reset_reply, timeout, self._reset_results)
+
+    def _reset_results(self) -> tuple[ObsType, dict[str, Any]]:
         return self._observations.result(), self._collect_infos()
 
     def _on_reset_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
@@ -317,8 +357,9 @@ class SubprocessEnvManager(VectorEnv):
 
     def step(self, actions: ActType) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env with its action and batch the results."""
-        self.step_async(actions)
-        return self.step_wait()
+        with self._profiling.block("env_manager.step"):
+            self.step_async(actions)
+            return self.step_wait()
 
     def step_async(self, actions: ActType) -> None:
         """Send each worker the actions of its envs; collect the results with :meth:`step_wait`."""
@@ -328,7 +369,10 @@ class SubprocessEnvManager(VectorEnv):
                 f"Calling `step_async` while waiting for a pending call to `{self._state.value}` to complete.",
                 str(self._state.value),
             )
-        self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
+        with self._profiling.block("send_actions") as node:
+            if node is not None:
+                self._profiling.step_anchor = node.parent
+            self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
         self._state = _State.WAITING_STEP
 
     def _split_actions(self, actions: ActType) -> list[Any]:
@@ -355,7 +399,11 @@ class SubprocessEnvManager(VectorEnv):
         self._assert_is_running()
         if self._state is not _State.WAITING_STEP:
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", _State.WAITING_STEP.value)
-        self._gather("step_wait", self._on_step_reply, timeout)
+        results = self._gather("step_wait", self._on_step_reply, timeout, self._step_results)
+        self._profiling.sample_resources(self._pool.workers)
+        return results
+
+    def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         return (
             self._observations.result(),
             self._rewards.copy(),
@@ -399,7 +447,9 @@ class SubprocessEnvManager(VectorEnv):
         self._assert_is_running()
         if self._state is not _State.WAITING_CALL:
             raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", _State.WAITING_CALL.value)
-        self._gather("call_wait", self._on_call_reply, timeout)
+        return self._gather("call_wait", self._on_call_reply, timeout, self._call_results_in_env_order)
+
+    def _call_results_in_env_order(self) -> tuple[Any, ...]:
         return tuple(result for results in self._call_results for result in results)
 
     def _on_call_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
@@ -458,27 +508,32 @@ class SubprocessEnvManager(VectorEnv):
         if dead:
             raise self._died_error(dead[0], what)
 
-    def _gather(self, what: str, on_reply: Callable, timeout: float | None) -> None:
-        """Collect the replies of the pending split call, then settle its faults.
+    def _gather(self, what: str, on_reply: Callable, timeout: float | None, results: Callable[[], _T]) -> _T:
+        """Wait for and decode the replies of the pending split call, settle its faults and
+        return ``results()``.
 
         The state machine is back to idle whatever happens, as in Gymnasium: after a timeout
         or an error the user may issue a new call (late replies are recognised and dropped).
         """
         call = what.removesuffix("_wait")
+        workers = self._pool.workers
         try:
-            dead = self._pool.gather(self._pool.workers, self.timeout if timeout is None else timeout, what, on_reply)
-            for handle in dead:
-                self._restart_or_raise(handle, call)
-                self._reset_restarted(handle, self._reset_bodies[handle.index] if call == "reset" else None)
-                if call == "step":
-                    # Their episode was cut short: say so, as a time limit would.
-                    envs = handle.envs
-                    self._rewards[envs.start : envs.stop] = 0.0
-                    self._terminations[envs.start : envs.stop] = False
-                    self._truncations[envs.start : envs.stop] = True
+            with self._profiling.block("wait_for_workers"):
+                self._pool.wait(workers, self.timeout if timeout is None else timeout, what)
+            with self._profiling.block("receive_results"):
+                for handle in self._pool.collect(workers, on_reply):
+                    self._restart_or_raise(handle, call)
+                    self._reset_restarted(handle, self._reset_bodies[handle.index] if call == "reset" else None)
+                    if call == "step":
+                        # Their episode was cut short: say so, as a time limit would.
+                        envs = handle.envs
+                        self._rewards[envs.start : envs.stop] = 0.0
+                        self._terminations[envs.start : envs.stop] = False
+                        self._truncations[envs.start : envs.stop] = True
+                self._raise_failures(shut_down=call in ("step", "reset"))
+                return results()
         finally:
             self._state = _State.DEFAULT
-        self._raise_failures(shut_down=call in ("step", "reset"))
 
     def _revive_workers(self, what: str) -> None:
         """Before a call: restart (and reset) any worker that is gone, or raise for it."""
@@ -495,6 +550,7 @@ class SubprocessEnvManager(VectorEnv):
         policy = self._restart_policy
         warnings.warn(f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).", RuntimeWarning, stacklevel=5)
         self._pool.restart(handle)
+        self._profiling.record_restart(handle.index, policy.restarts)
 
     def _reset_restarted(self, handle: WorkerHandle, reset_body: Any) -> None:
         """Reset the fresh envs of a restarted worker (with ``reset_body`` if given)."""
@@ -558,6 +614,9 @@ class SubprocessEnvManager(VectorEnv):
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Stop the workers; no child process outlives this call.
 
+        Their last timer data is merged first (unless ``terminate``), and the timers are
+        dumped if the manager was given a ``summaries_dir``.
+
         Args:
             timeout: seconds to wait for a pending call and for the workers to close their
                 envs before they are terminated.
@@ -566,13 +625,37 @@ class SubprocessEnvManager(VectorEnv):
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
-        if self._state is not _State.DEFAULT:
-            logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
-            try:
-                getattr(self, f"{self._state.value}_wait")(0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout))
-            except Exception:
-                pass  # closing anyway; whatever went wrong with that call no longer matters
-        pool.shutdown(graceful=not terminate, timeout=timeout)
+        with self._profiling.block("env_manager.close"):
+            if self._state is not _State.DEFAULT:
+                logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+                try:
+                    getattr(self, f"{self._state.value}_wait")(0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout))
+                except Exception:
+                    pass  # closing anyway; whatever went wrong with that call no longer matters
+            pool.shutdown(graceful=not terminate, timeout=timeout)
+        if self.summaries_dir is not None:
+            self._profiling.dump(self.summaries_dir, self.run_id)
+
+    # -- timers ----------------------------------------------------------------------------
+
+    def dump_timers(self, summaries_dir: str | os.PathLike[str] | None = None, run_id: str | None = None) -> Path:
+        """Write the timer tree, worker blocks merged, to ``{summaries_dir}/{run_id}_timers.json``.
+
+        While the workers run, they are first asked for the timer data they have not shipped
+        yet, so the file is complete up to now.  Defaults: the constructor's ``summaries_dir``
+        (else the current directory) and ``run_id``.  Returns the path written.
+        """
+        if not self.closed and self._state is _State.DEFAULT and self._profiling.enabled:
+            live = [h for h in self._pool.workers if h.alive]
+            self._pool.send(live, protocol.FLUSH, None)
+            self._pool.gather(live, CLOSE_GRACE_SECONDS if self.timeout is None else self.timeout, "dump_timers", _ignore_reply)
+        directory = summaries_dir if summaries_dir is not None else (self.summaries_dir or ".")
+        return self._profiling.dump(directory, run_id or self.run_id)
+
+    @property
+    def timer_merger(self) -> TimerMerger | None:
+        """The merger of the workers' timers (per-worker trees, straggler summaries), if profiling."""
+        return self._profiling.merger
 
     def _assert_is_running(self) -> None:
         if self.closed:
@@ -588,6 +671,17 @@ class SubprocessEnvManager(VectorEnv):
     def __del__(self) -> None:
         if not getattr(self, "closed", True) and hasattr(self, "_pool"):
             self.close(terminate=True)
+
+
+def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+    pass
+
+
+def _check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:
+    if flush_every is not None and (isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1):
+        raise ValueError(f"`flush_every` must be a whole number of steps >= 1 or None, got {flush_every!r}.")
+    if flush_interval is not None and not flush_interval > 0:
+        raise ValueError(f"`flush_interval` must be a number of seconds > 0 or None, got {flush_interval!r}.")
 
 
 def _checked_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:

@@ -5,11 +5,19 @@ request, runs it on all of its envs, and sends one reply: one round trip per wor
 step, however many envs it holds.  The message layouts are in :mod:`envmanager.protocol`.
 
 A failing env never kills the worker: the exception goes back in the reply, and the worker
-keeps serving so the trainer can decide what to do (reset, close, ...).
+keeps serving until the trainer decides what to do (it shuts it down after a failed step or
+reset, as Gymnasium does).
+
+Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
+the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
+code.  A :class:`~profiler.payload.WorkerTimers` decides when the tree is due to ship; the
+payload rides on the next step or reset reply, in the reply's own ``timers`` field, and once
+more on the CLOSE reply so nothing is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import signal
 from dataclasses import dataclass
@@ -18,6 +26,9 @@ from typing import Any, Callable, Sequence
 
 from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
+
+from profiler import events, timers
+from profiler.payload import WorkerTimers
 
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
@@ -60,6 +71,10 @@ class WorkerConfig:
     observation_space: Space
     shared_buffer: Any
     semaphore: Any
+    profiling: bool
+    flush_every: int | None
+    flush_interval: float | None
+    record_timeline: bool
     # Under fork the child inherits the trainer's end of every pipe made so far; holding them
     # would keep those pipes open, so a worker would never see EOF if the trainer died.
     inherited_connections: list[Connection]
@@ -71,6 +86,10 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
         inherited.close()
     # Ctrl-C reaches the whole process group; the trainer handles it and closes us cleanly.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not config.profiling:
+        timers.disable()  # this process only: user blocks in env code cost nothing either
+    elif config.record_timeline and not events.is_recording():
+        events.start_recording()  # a spawned process does not inherit the trainer's recording
     _WorkerLoop(config, conn).serve()
 
 
@@ -83,7 +102,8 @@ class _WorkerLoop:
         self.envs: list[SubEnv] = []
         self.creation_failure: RemoteFailure | None = None
         self._failing_env: int | None = None  # the env being run, named in a failure reply
-        guard_reset, guard_step = _make_guards(config.semaphore)
+        self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
+        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling)
         for j, factory in enumerate(config.factories.factories):
             try:
                 env = factory()
@@ -104,21 +124,35 @@ class _WorkerLoop:
                 if command == protocol.CLOSE:
                     self._close_envs()
                     try:
-                        self._send(sequence, True, None)
+                        self._send(sequence, True, None, self._all_timers())
                     except OSError:
                         pass  # the trainer stopped listening; nothing left to tell it
                     return
                 if self.creation_failure is not None:
-                    self._send(sequence, False, self.creation_failure)
+                    self._send(sequence, False, self.creation_failure, None)
                     continue
                 try:
                     reply = self._handle(command, body)
                 except Exception as exc:
-                    self._send(sequence, False, RemoteFailure(exc, self._failing_env))
+                    ok, reply = False, RemoteFailure(exc, self._failing_env)
                 else:
-                    self._send(sequence, True, reply)
+                    ok = True
+                self._send(sequence, ok, reply, self._timers_due(command))
         finally:
             self._close_envs()
+
+    def _timers_due(self, command: int) -> Any:
+        """The timer payload to piggy-back on this reply, if one is due."""
+        if self.timers is None:
+            return None
+        if command == protocol.STEP or command == protocol.RESET:
+            return self.timers.step_done()
+        if command == protocol.FLUSH:
+            return self.timers.final_payload()
+        return None
+
+    def _all_timers(self) -> Any:
+        return None if self.timers is None else self.timers.final_payload()
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None
@@ -188,12 +222,12 @@ class _WorkerLoop:
             self._failing_env = self.first_env + j
             env.env.set_wrapper_attr(name, values[j])
 
-    def _send(self, sequence: int, ok: bool, body: Any) -> None:
+    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any) -> None:
         try:
-            protocol.send(self.conn, (sequence, ok, body, None))
+            protocol.send(self.conn, (sequence, ok, body, timer_payload))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             # Nothing was written (the message is pickled before it is sent): report instead.
-            protocol.send(self.conn, (sequence, False, RemoteFailure(exc, None), None))
+            protocol.send(self.conn, (sequence, False, RemoteFailure(exc, None), timer_payload))
 
     def _close_envs(self) -> None:
         envs, self.envs = self.envs, []
@@ -204,24 +238,33 @@ class _WorkerLoop:
                 pass  # closing is best effort; the process is about to end anyway
 
 
-def _make_guards(semaphore: Any) -> tuple[Callable, Callable]:
-    """The functions through which every env reset/step goes, built once per worker."""
-    if semaphore is None:
+def _make_guards(semaphore: Any, profiling: bool) -> tuple[Callable, Callable]:
+    """The functions through which every env reset/step goes, built once per worker.
+
+    They hold the ``max_concurrency`` permit while the env runs, and time the env's own
+    work (not the wait for a permit) as ``env.reset`` / ``env.step``.
+    """
+    permit = semaphore if semaphore is not None else contextlib.nullcontext()
+    if not profiling:
 
         def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-            return env.reset(seed=seed, options=options)
-
-        def guard_step(env: Env, action: Any) -> tuple:
-            return env.step(action)
-
-    else:
-
-        def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-            with semaphore:
+            with permit:
                 return env.reset(seed=seed, options=options)
 
         def guard_step(env: Env, action: Any) -> tuple:
-            with semaphore:
+            with permit:
                 return env.step(action)
 
-    return guard_reset, guard_step
+        return guard_reset, guard_step
+
+    hierarchical_timer = timers.hierarchical_timer
+
+    def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+        with permit, hierarchical_timer("env.reset"):
+            return env.reset(seed=seed, options=options)
+
+    def timed_step(env: Env, action: Any) -> tuple:
+        with permit, hierarchical_timer("env.step"):
+            return env.step(action)
+
+    return timed_reset, timed_step

@@ -1,0 +1,200 @@
+"""Profiling built in: worker timers merged under the step block, nothing lost, never in infos."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from envmanager_testenvs import CountingEnv, SuicidalEnv
+
+import profiler
+from envmanager import SubprocessEnvManager, WorkerDiedError
+from profiler import hierarchical_timer, timed
+
+
+class TimedEnv(CountingEnv):
+    """An env whose author timed a part of its step themselves."""
+
+    @timed(name="physics")
+    def _physics(self) -> None:
+        time.sleep(0)
+
+    def step(self, action):
+        self._physics()
+        with hierarchical_timer("reward"):
+            return super().step(action)
+
+
+def nodes_named(node: dict, name: str) -> list[dict]:
+    found = [node] if node.get("name") == name else []
+    for child in node.get("children", []):
+        found += nodes_named(child, name)
+    return found
+
+
+def count_of(tree: dict, name: str) -> int:
+    return sum(node["count"] for node in nodes_named(tree, name))
+
+
+def cartpole_steps(envs: SubprocessEnvManager, steps: int) -> int:
+    """Step with random actions; return how many env.step calls the workers really made.
+
+    Under NEXT_STEP a step right after an episode ended resets instead of stepping.
+    """
+    envs.action_space.seed(0)
+    ended = np.zeros(envs.num_envs, dtype=bool)
+    real_steps = 0
+    for _ in range(steps):
+        real_steps += int((~ended).sum())
+        _, _, terminations, truncations, _ = envs.step(envs.action_space.sample())
+        ended = terminations | truncations
+    return real_steps
+
+
+@pytest.mark.parametrize("flush_every", [1, 3, 7, 1000])
+def test_after_close_the_merged_env_step_count_equals_the_env_steps_taken(tmp_path, flush_every):
+    envs = SubprocessEnvManager(
+        [lambda: gym.make("CartPole-v1")] * 3, context="fork", envs_per_worker=2, flush_every=flush_every,
+        summaries_dir=tmp_path, run_id="run",
+    )
+    envs.reset(seed=0)
+    with hierarchical_timer("train"):
+        real_steps = cartpole_steps(envs, 60)
+    envs.close()
+    tree = json.loads((tmp_path / "run_timers.json").read_text())
+    assert count_of(tree, "env.step") == real_steps
+    workers = tree["workers"]
+    assert [w["worker_id"] for w in workers] == [0, 1]
+    assert sum(count_of(w, "env.step") for w in workers) == real_steps
+    assert count_of(tree, "env.reset") == 3 + (3 * 60 - real_steps)
+
+
+def test_worker_blocks_are_merged_as_parallel_under_the_step_block():
+    envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1)
+    envs.reset(seed=0)
+    for _ in range(5):
+        envs.step(np.array([0, 1]))
+    envs.close()
+    tree = profiler.get_timer_tree()
+    (step,) = nodes_named(tree, "env_manager.step")
+    children = {child["name"]: child for child in step["children"]}
+    assert {"send_actions", "wait_for_workers", "receive_results", "env.step"} <= children.keys()
+    assert children["env.step"]["is_parallel"] is True
+    assert "is_parallel" not in children["wait_for_workers"]
+    assert children["send_actions"]["count"] == children["wait_for_workers"]["count"] == 5
+
+
+def test_user_timer_blocks_in_env_code_land_in_that_workers_tree():
+    envs = SubprocessEnvManager([TimedEnv] * 2, context="fork", flush_every=2)
+    envs.reset(seed=0)
+    for _ in range(4):
+        envs.step(np.array([1, 1]))
+    envs.close()
+    workers = {w["worker_id"]: w for w in profiler.get_timer_tree()["workers"]}
+    for worker in workers.values():
+        (step,) = nodes_named(worker, "env.step")
+        assert {c["name"]: c["count"] for c in step["children"]} == {"physics": 4, "reward": 4}
+
+
+def test_timer_payloads_never_appear_in_infos():
+    envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1)
+    _, infos = envs.reset(seed=0)
+    assert infos == {}
+    for _ in range(5):
+        *_, infos = envs.step(np.array([0, 1]))
+        assert infos == {}
+    envs.close()
+
+
+def test_profiling_emits_no_warnings_on_a_normal_reset_and_step():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1, resource_interval=0.001)
+        envs.reset(seed=0)
+        envs.step(np.array([0, 1]))
+        envs.close()
+    assert caught == []
+
+
+def test_timers_merged_before_a_worker_crash_are_still_dumped(tmp_path):
+    envs = SubprocessEnvManager([SuicidalEnv] * 2, context="fork", flush_every=1, summaries_dir=tmp_path, run_id="crash")
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(np.array([1, 1]))
+    with pytest.raises(WorkerDiedError):
+        envs.step(np.array([1, 2]))
+    envs.close()
+    tree = json.loads((tmp_path / "crash_timers.json").read_text())
+    assert count_of(tree, "env.step") >= 6
+
+
+def test_dump_timers_while_running_includes_what_workers_had_not_shipped_yet(tmp_path):
+    envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1000)
+    envs.reset(seed=0)
+    real_steps = cartpole_steps(envs, 10)
+    path = envs.dump_timers(tmp_path, "live")
+    assert path == tmp_path / "live_timers.json"
+    assert count_of(json.loads(path.read_text()), "env.step") == real_steps
+    envs.step(np.array([0, 0]))  # still usable afterwards
+    envs.close()
+
+
+def test_flush_interval_ships_timers_without_waiting_for_close():
+    envs = SubprocessEnvManager([lambda: CountingEnv(episode_length=1000)] * 2, context="fork", flush_interval=0.01)
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(np.array([1, 1]))
+        time.sleep(0.02)
+    envs.step(np.array([1, 1]))
+    assert count_of(profiler.get_timer_tree(), "env.step") >= 6
+    envs.close()
+
+
+def test_resource_interval_records_cpu_and_rss_gauges_of_trainer_and_workers():
+    envs = SubprocessEnvManager([CountingEnv] * 2, context="fork", resource_interval=0.001)
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(np.array([1, 1]))
+        time.sleep(0.005)
+    envs.close()
+    gauges = profiler.get_timer_tree()["gauges"]
+    for process in ("trainer", "worker_0", "worker_1"):
+        assert gauges[f"resources.{process}.rss_mb"]["value"] > 0
+        assert f"resources.{process}.cpu_percent" in gauges
+
+
+def test_profiling_off_records_no_blocks_at_all():
+    envs = SubprocessEnvManager([TimedEnv] * 2, context="fork", profiling=False, flush_every=1)
+    envs.reset(seed=0)
+    envs.step(np.array([1, 1]))
+    envs.close()
+    tree = profiler.get_timer_tree()
+    assert tree["children"] == [] and "workers" not in tree
+    assert envs.timer_merger is None
+
+
+@pytest.mark.parametrize("options", [{"flush_every": 0}, {"flush_every": 1.5}, {"flush_interval": 0}, {"resource_interval": -1}])
+def test_invalid_profiling_options_raise_value_error(options):
+    with pytest.raises(ValueError):
+        SubprocessEnvManager([CountingEnv], context="fork", **options)
+
+
+def test_spawned_workers_are_profiled_too():
+    envs = SubprocessEnvManager([lambda: TimedEnv()] * 2, context="spawn", flush_every=1)
+    envs.reset(seed=0)
+    envs.step(np.array([1, 1]))
+    envs.close()
+    assert count_of(profiler.get_timer_tree(), "physics") == 2
+
+
+def test_a_restart_is_recorded_as_a_gauge():
+    envs = SubprocessEnvManager([SuicidalEnv] * 2, context="fork", restart_on_failure=True)
+    envs.reset(seed=0)
+    with pytest.warns(RuntimeWarning, match="restarting"):
+        envs.step(np.array([2, 1]))
+    envs.close()
+    assert profiler.get_timer_tree()["gauges"]["env_manager.restarts"]["value"] == 1

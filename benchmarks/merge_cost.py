@@ -8,16 +8,22 @@ included). Then the trainer-side merge cost per step for 1, 4, 16 and 64 workers
 payloads, not with the run's length. Goal (issue 3): a 50-node payload under 2 KB and under
 20 us from snapshot to merged.
 
+Microseconds depend on the machine, so the script also prints the cost of the cheapest Python
+``with`` block (``contextlib.nullcontext()``) measured in the same run: divide by it to compare
+figures taken on different machines or under different load.
+
     python benchmarks/merge_cost.py [--repeats 300] [--steps 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import pickle
 import statistics
 import time
+import timeit
 from typing import Any
 
 from profiler import hierarchical_timer
@@ -93,6 +99,17 @@ def merge_cost_per_step(workers: int, steps: int) -> tuple[float, float]:
     return median_us(per_step[:tenth]), median_us(per_step[-tenth:])
 
 
+def nullcontext_ns() -> float:
+    """Nanoseconds per ``with nullcontext():`` block, the floor benchmarks/timer_overhead.py uses."""
+    floor = contextlib.nullcontext()
+
+    def block() -> None:
+        with floor:
+            pass
+
+    return min(timeit.repeat(block, number=100_000, repeat=5)) / 100_000 * 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -101,13 +118,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=400, help="steps per worker count")
     arguments = parser.parse_args()
 
-    print(f"{'nodes':>5} {'bytes':>6} {'snapshot us':>12} {'pipe us':>8} {'merge us':>9} {'total us':>9}")
+    floor_ns = nullcontext_ns()
+    print(f"machine speed: `with nullcontext()` costs {floor_ns:.0f} ns here\n")
+    print(f"{'nodes':>5} {'bytes':>6} {'snapshot us':>12} {'pipe us':>8} {'merge us':>9} {'total us':>9} {'w/o pipe':>9}")
     for nodes in (10, 50, 200):
         costs = stage_costs(nodes, arguments.repeats)
         total = costs["snapshot"] + costs["transport"] + costs["merge"]
         print(
             f"{nodes:5d} {costs['bytes']:6.0f} {costs['snapshot']:12.1f} {costs['transport']:8.1f}"
-            f" {costs['merge']:9.1f} {total:9.1f}"
+            f" {costs['merge']:9.1f} {total:9.1f} {costs['snapshot'] + costs['merge']:9.1f}"
         )
 
     print(f"\n{'workers':>7} {'merge us/step early':>20} {'late':>8} {'us per payload':>15}")

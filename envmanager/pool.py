@@ -43,6 +43,7 @@ class WorkerHandle:
         "config",
         "process",
         "conn",
+        "fds",
         "awaiting",
         "outstanding",
         "exitcode",
@@ -56,6 +57,7 @@ class WorkerHandle:
         self.config = config
         self.process: Any = None
         self.conn: Connection | None = None
+        self.fds = (-1, -1)  # (pipe, process sentinel): what a wait polls, kept past close
         self.awaiting = _NOTHING_AWAITED  # sequence number of the reply we are waiting for
         self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
         self.exitcode: int | None = None
@@ -103,6 +105,7 @@ class WorkerPool:
         process.start()
         child_end.close()  # only the worker holds it now, so its exit shows up as EOF here
         handle.process, handle.conn = process, parent_end
+        handle.fds = (parent_end.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
         handle.exitcode, handle.shut_down_after = None, None
 
@@ -164,9 +167,11 @@ class WorkerPool:
         owners: dict[int, tuple[WorkerHandle, bool]] = {}
         for handle in targets:
             if handle.awaiting != _NOTHING_AWAITED:
-                for fd, is_sentinel in ((handle.conn.fileno(), False), (handle.process.sentinel, True)):
-                    poller.register(fd, select.POLLIN)
-                    owners[fd] = (handle, is_sentinel)
+                pipe_fd, sentinel_fd = handle.fds
+                poller.register(pipe_fd, select.POLLIN)
+                poller.register(sentinel_fd, select.POLLIN)
+                owners[pipe_fd] = (handle, False)
+                owners[sentinel_fd] = (handle, True)
         waiting = len(owners) // 2
         deadline = None if timeout is None else time.monotonic() + timeout
         while waiting:
@@ -192,7 +197,7 @@ class WorkerPool:
                     if handle.alive and not (handle.outstanding == 1 and handle.conn.poll(0)):
                         self._bury(handle)
                 # Settled: its reply is ready, or it is dead.  Stop watching it.
-                for settled_fd in [k for k, (h, _) in owners.items() if h is handle]:
+                for settled_fd in handle.fds:
                     del owners[settled_fd]
                     poller.unregister(settled_fd)
                 waiting -= 1

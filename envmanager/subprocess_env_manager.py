@@ -168,9 +168,11 @@ class SubprocessEnvManager(VectorEnv):
             raise
 
         self._observations = ObservationBatch(self.single_observation_space, self.num_envs, copy, shared_buffer)
-        self._rewards = np.zeros((self.num_envs,), dtype=np.float64)
-        self._terminations = np.zeros((self.num_envs,), dtype=np.bool_)
-        self._truncations = np.zeros((self.num_envs,), dtype=np.bool_)
+        # Plain lists, filled slice by slice as replies arrive and made arrays once per step:
+        # cheaper than a numpy conversion per worker.
+        self._rewards: list[float] = [0.0] * self.num_envs
+        self._terminations: list[bool] = [False] * self.num_envs
+        self._truncations: list[bool] = [False] * self.num_envs
         self._array_actions = type(self.action_space) in _ARRAY_ACTION_SPACES
         # Per-call scratch, filled by the reply handlers as replies arrive.
         self._worker_infos: list[list | None] = [None] * len(self._pool.workers)
@@ -406,9 +408,9 @@ class SubprocessEnvManager(VectorEnv):
     def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         return (
             self._observations.result(),
-            self._rewards.copy(),
-            self._terminations.copy(),
-            self._truncations.copy(),
+            np.array(self._rewards, dtype=np.float64),
+            np.array(self._terminations, dtype=np.bool_),
+            np.array(self._truncations, dtype=np.bool_),
             self._collect_infos(),
         )
 
@@ -526,10 +528,10 @@ class SubprocessEnvManager(VectorEnv):
                     self._reset_restarted(handle, self._reset_bodies[handle.index] if call == "reset" else None)
                     if call == "step":
                         # Their episode was cut short: say so, as a time limit would.
-                        envs = handle.envs
-                        self._rewards[envs.start : envs.stop] = 0.0
-                        self._terminations[envs.start : envs.stop] = False
-                        self._truncations[envs.start : envs.stop] = True
+                        count = len(handle.envs)
+                        self._rewards[handle.envs.start : handle.envs.stop] = [0.0] * count
+                        self._terminations[handle.envs.start : handle.envs.stop] = [False] * count
+                        self._truncations[handle.envs.start : handle.envs.stop] = [True] * count
                 self._raise_failures(shut_down=call in ("step", "reset"))
                 return results()
         finally:

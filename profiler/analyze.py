@@ -109,8 +109,8 @@ def _blocks_text(analysis: RunAnalysis, title: str) -> str:
 
 def _breakdowns_text(analysis: RunAnalysis) -> str:
     if not analysis.breakdowns:
-        return ("Where the step time went: no vector.step block in this run "
-                "(not a vectorized-env run, or its env manager is not instrumented).")
+        return ("Where the step time went: no env_manager.step or vector.step block "
+                "(not a vectorized-env run).")
     return "\n\n".join(_breakdown_text(breakdown, analysis.wall_time)
                        for breakdown in analysis.breakdowns)
 
@@ -118,7 +118,7 @@ def _breakdowns_text(analysis: RunAnalysis) -> str:
 def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
     share = format_percent(breakdown.total / wall_time if wall_time > 0 else None)
     lines = [
-        f"Where the {breakdown.block} time went: {breakdown.calls} calls, "
+        f"Where the {breakdown.block} time went: {_plural(breakdown.calls, 'call')}, "
         f"{format_seconds(breakdown.total)} ({share} of wall time), "
         f"{format_seconds(breakdown.total / breakdown.calls)} per call",
         f"{'per call':>10} {'total':>10} {'share':>7}  part",
@@ -129,7 +129,7 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
                      f"{format_percent(breakdown.share(part)):>7}  {part.label}")
     if breakdown.worker_calls:
         workers = _plural(breakdown.workers, "worker")
-        lines.append(f"merged worker time ({breakdown.worker_block}, parallel): "
+        lines.append(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
                      f"{format_seconds(breakdown.worker_time)} over {workers}, "
                      f"{breakdown.worker_calls} calls")
     lines.append(f"=> {breakdown.verdict}")
@@ -155,8 +155,8 @@ def _workers_text(analysis: RunAnalysis) -> str:
     if not any_max:
         lines.append("(max per step: not recorded in this file)")
     elif PEAK_INTERVAL_MEAN in kinds:
-        lines.append("(max: the slowest flush interval's mean per step; "
-                     "the slowest single step when workers flush every step)")
+        lines.append("(max: mean of the slowest flush interval; "
+                     "the slowest single step when flushing every step)")
     straggler = report.straggler
     if straggler is not None:
         gap = (f"{format_seconds(report.straggler_gap)} per step "
@@ -191,7 +191,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                      "share": breakdown.share(part)}
                     for part in breakdown.parts
                 ],
-                "worker_block": breakdown.worker_block,
+                "worker_blocks": list(breakdown.worker_blocks),
                 "worker_time": breakdown.worker_time,
                 "worker_calls": breakdown.worker_calls,
                 "workers": breakdown.workers,

@@ -1,19 +1,24 @@
 """Where a vectorized environment step's time went, and which worker is the straggler.
 
-The env manager names its blocks by a fixed convention (documented in docs/cli.md), and this
-module finds them wherever they sit in the tree:
+Env managers name their blocks by a convention (documented in docs/cli.md), and this module finds
+them wherever they sit in the tree. Three layouts are known:
 
-* ``vector.step`` — the trainer's whole vectorized step; its children ``vector.send_actions``,
-  ``vector.wait_for_workers`` and ``vector.receive_results`` (decoding included), and the merged
-  worker block ``env.step`` (``is_parallel``: the workers' own time, summed over them);
-* ``vector.reset`` — the same with ``env.reset``;
+* rlprof's ``SubprocessEnvManager``: ``env_manager.step`` with children ``send_actions``,
+  ``wait_for_workers``, ``receive_results`` (decoding included) and the workers' merged
+  ``env.step``/``env.reset`` blocks (``is_parallel``: their own time, summed over workers);
+  ``env_manager.reset`` likewise, sending with ``send_resets``;
+* the generic names: ``vector.step`` / ``vector.reset`` with ``vector.send_actions``,
+  ``vector.wait_for_workers``, ``vector.receive_results`` and the merged worker blocks;
 * Unity ML-Agents files: ``env_step`` with the merged ``worker_root`` (no send/wait split).
 
-The trainer's step is split into four parts that add up to its total:
+The trainer's step is split into parts that add up to its total:
 
 * **env compute** — the mean worker's compute (merged worker time / number of workers), which the
   trainer spends waiting (it cannot be longer than the wait);
-* **waiting on the slowest worker** — the rest of the wait: what imbalance between workers costs;
+* **waiting on the slowest worker** — how much longer the slowest worker computed than the mean
+  one (from the ``workers`` section), as far as the wait covers it;
+* **rest of the wait** — the wait left over: pipe latency, waking up, scheduling. Without a
+  ``workers`` section it cannot be told apart from the straggler and the two are one part;
 * **transport** — sending actions and receiving (and decoding) results;
 * **other** — the trainer's own work inside the step.
 
@@ -33,12 +38,15 @@ from typing import Any
 from profiler.block_stats import walk_nodes
 
 __all__ = [
+    "ENV_COMPUTE",
     "MAX_PER_CALL",
     "PEAK_INTERVAL_MEAN",
-    "ENV_COMPUTE",
     "STEP_LAYOUTS",
     "TRANSPORT",
+    "WAIT_LATENCY",
     "WAITING",
+    "WAITING_ONLY",
+    "WAITING_UNSPLIT",
     "StepBreakdown",
     "StepLayout",
     "StepPart",
@@ -54,28 +62,37 @@ class StepLayout:
     """The block names of one kind of vectorized step."""
 
     step: str
-    worker_block: str
+    worker_blocks: tuple[str, ...]
     wait: str | None
     transport: tuple[str, ...]
     rest_label: str
 
 
-_RLPROF_TRANSPORT = ("vector.send_actions", "vector.receive_results")
+_WORKER_BLOCKS = ("env.step", "env.reset")  # autoresets run inside a step, so both count
+_MANAGER_TRANSPORT = ("send_actions", "send_resets", "receive_results")
+_VECTOR_TRANSPORT = ("vector.send_actions", "vector.send_resets", "vector.receive_results")
 STEP_LAYOUTS = (
-    StepLayout("vector.step", "env.step", "vector.wait_for_workers", _RLPROF_TRANSPORT,
+    StepLayout("env_manager.step", _WORKER_BLOCKS, "wait_for_workers", _MANAGER_TRANSPORT,
                "other trainer work in the step"),
-    StepLayout("vector.reset", "env.reset", "vector.wait_for_workers", _RLPROF_TRANSPORT,
+    StepLayout("env_manager.reset", _WORKER_BLOCKS, "wait_for_workers", _MANAGER_TRANSPORT,
                "other trainer work in the reset"),
-    StepLayout("env_step", "worker_root", None, (),
+    StepLayout("vector.step", _WORKER_BLOCKS, "vector.wait_for_workers", _VECTOR_TRANSPORT,
+               "other trainer work in the step"),
+    StepLayout("vector.reset", _WORKER_BLOCKS, "vector.wait_for_workers", _VECTOR_TRANSPORT,
+               "other trainer work in the reset"),
+    StepLayout("env_step", ("worker_root",), None, (),
                "send, wait and receive (not split in ML-Agents files)"),
 )
 
-IMBALANCED_WAIT_ABOVE = 0.25
-"""The step verdict calls workers imbalanced when waiting on the slowest adds over 25% to compute."""
-
 ENV_COMPUTE = "env compute (mean worker)"
 WAITING = "waiting on the slowest worker"
+WAIT_LATENCY = "rest of the wait (pipe latency, wake-up)"
+WAITING_UNSPLIT = "waiting beyond the mean compute (straggler or latency)"
+WAITING_ONLY = "waiting for workers (their time is merged elsewhere)"
 TRANSPORT = "transport (send/receive/decode)"
+
+IMBALANCED_WAIT_ABOVE = 0.25
+"""The step verdict calls workers imbalanced when waiting on the slowest adds over 25% to compute."""
 
 BALANCED_BELOW = 0.05
 """A slowest worker within 5% of the mean is called balanced rather than a straggler."""
@@ -97,7 +114,7 @@ class StepBreakdown:
     calls: int
     total: float
     parts: list[StepPart]
-    worker_block: str
+    worker_blocks: tuple[str, ...]
     worker_time: float
     worker_calls: int
     workers: int
@@ -173,25 +190,28 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
     if not calls:
         return None
     total = sum(node["total"] for node in steps)
-    children: dict[str, dict[str, float]] = {}
+    child_totals: dict[str, float] = {}
+    worker_time, worker_calls = 0.0, 0
     for node in steps:
         for child in node["children"]:
-            figures = children.setdefault(child["name"], {"total": 0.0, "count": 0})
-            figures["total"] += child["total"]
-            figures["count"] += child["count"]
-    worker_figures = children.get(layout.worker_block, {"total": 0.0, "count": 0})
-    worker_time, worker_calls = worker_figures["total"], int(worker_figures["count"])
-    workers = _worker_count(tree, layout.worker_block, worker_calls, calls)
+            child_totals[child["name"]] = child_totals.get(child["name"], 0.0) + child["total"]
+            if child["name"] in layout.worker_blocks:
+                worker_time += child["total"]
+                worker_calls += child["count"]
+    per_worker = _per_worker_compute(tree, layout.worker_blocks)
+    workers = len(per_worker) or max(1, round(worker_calls / calls))
     mean_compute = worker_time / workers
 
-    transport = sum(children.get(name, {"total": 0.0})["total"] for name in layout.transport)
-    if layout.wait is not None:
-        waited = children.get(layout.wait, {"total": 0.0})["total"]
+    transport = sum(child_totals.get(name, 0.0) for name in layout.transport)
+    if layout.wait is not None and not worker_calls:
+        # The workers' time landed under another block: nothing to split the wait by.
+        parts = [StepPart(WAITING_ONLY, child_totals.get(layout.wait, 0.0))]
+    elif layout.wait is not None:
+        waited = child_totals.get(layout.wait, 0.0)
         compute = min(waited, mean_compute)
-        parts = [StepPart(ENV_COMPUTE, compute), StepPart(WAITING, waited - compute)]
+        parts = [StepPart(ENV_COMPUTE, compute)] + _split_the_wait(waited - compute, per_worker)
     else:
-        compute = min(max(0.0, total - transport), mean_compute)
-        parts = [StepPart(ENV_COMPUTE, compute)]
+        parts = [StepPart(ENV_COMPUTE, min(max(0.0, total - transport), mean_compute))]
     if layout.transport:
         parts.append(StepPart(TRANSPORT, transport))
     parts.append(StepPart(layout.rest_label, max(0.0, total - sum(part.seconds for part in parts))))
@@ -200,7 +220,7 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
         calls=calls,
         total=total,
         parts=parts,
-        worker_block=layout.worker_block,
+        worker_blocks=tuple(name for name in layout.worker_blocks if name in child_totals),
         worker_time=worker_time,
         worker_calls=worker_calls,
         workers=workers,
@@ -208,34 +228,43 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
     )
 
 
-def _worker_count(tree: dict[str, Any], worker_block: str, worker_calls: int, calls: int) -> int:
-    """How many workers shared the merged time: from the per-worker trees, else from the counts.
+def _per_worker_compute(tree: dict[str, Any], worker_blocks: tuple[str, ...]) -> list[float]:
+    """Each worker's total time in ``worker_blocks``, from the ``workers`` section (if any)."""
+    totals = []
+    for worker in tree.get("workers", []):
+        nodes = [node for _, node in walk_nodes(worker) if node["name"] in worker_blocks]
+        if any(node["count"] for node in nodes):
+            totals.append(sum(node["total"] for node in nodes))
+    return totals
 
-    Without a ``workers`` section, merged calls per trainer call is the number of workers that
-    stepped each time (exact when each worker hosts one environment).
+
+def _split_the_wait(beyond_compute: float, per_worker: list[float]) -> list[StepPart]:
+    """Split the wait beyond the mean compute into straggling and the rest (latency).
+
+    The slowest worker computing longer than the mean one accounts for at most its excess; what
+    the wait holds beyond that is the pipe's round trip and waking up. Without per-worker trees
+    the two cannot be told apart, and are reported as one part.
     """
-    per_worker = [
-        worker for worker in tree.get("workers", [])
-        if any(node["name"] == worker_block and node["count"] for _, node in walk_nodes(worker))
-    ]
-    if per_worker:
-        return len(per_worker)
-    return max(1, round(worker_calls / calls))
+    if not per_worker:
+        return [StepPart(WAITING_UNSPLIT, beyond_compute)]
+    excess = max(per_worker) - sum(per_worker) / len(per_worker)
+    straggling = min(beyond_compute, excess)
+    return [StepPart(WAITING, straggling), StepPart(WAIT_LATENCY, beyond_compute - straggling)]
 
 
 def _verdict(parts: list[StepPart], *, has_workers: bool) -> str:
-    by_label = {part.label: part.seconds for part in parts}
-    compute = by_label.get(ENV_COMPUTE, 0.0)
-    waiting = by_label.get(WAITING, 0.0)
-    transport = by_label.get(TRANSPORT, 0.0)
+    seconds = {part.label: part.seconds for part in parts}
+    compute = seconds.get(ENV_COMPUTE, 0.0)
+    waiting = seconds.get(WAITING, 0.0)
+    pipe = seconds.get(TRANSPORT, 0.0) + seconds.get(WAIT_LATENCY, 0.0)
     if not has_workers:
-        return "no merged worker time under this block: env compute cannot be told apart"
-    if transport > compute:
-        return "the pipe costs more than the environments: transport exceeds env compute"
+        return "no worker time merged under this block: env compute cannot be told apart"
+    if pipe > compute:
+        return ("the pipe costs more than the environments: transport and wait latency "
+                "exceed env compute")
     if waiting > IMBALANCED_WAIT_ABOVE * compute:
         return (f"workers are imbalanced: waiting on the slowest worker adds "
-                f"{waiting / compute:.0%} to the mean worker's compute" if compute > 0 else
-                "workers are imbalanced: the trainer waits with no worker compute to show for it")
+                f"{waiting / compute:.0%} to the mean worker's compute")
     largest = max(parts, key=lambda part: part.seconds)
     return f"largest part: {largest.label}"
 

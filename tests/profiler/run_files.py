@@ -1,9 +1,10 @@
 """Real timer files for the analysis and CLI tests, timed with the fake clock so figures are exact.
 
-``write_vector_run`` plays a trainer over a vectorized env by the env manager's naming convention:
-per step, ``policy.act`` then ``vector.step`` (send, wait for the slowest worker, receive, a little
+``write_vector_run`` plays a trainer over a vectorized env by the generic naming convention: per
+step, ``policy.act`` then ``vector.step`` (send, wait for the slowest worker, receive, a little
 bookkeeping), with each worker's ``env.step`` merged under ``vector.step`` as a parallel block and
-kept per worker in the ``workers`` section, as the merger writes it.
+kept per worker in the ``workers`` section, as the merger writes it. ``names=MANAGER_NAMES`` uses
+the block names of rlprof's ``SubprocessEnvManager`` instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ SEND_SECONDS = 0.001
 RECEIVE_SECONDS = 0.002
 BOOKKEEPING_SECONDS = 0.0005
 
+VECTOR_NAMES = {"step": "vector.step", "send": "vector.send_actions",
+                "wait": "vector.wait_for_workers", "receive": "vector.receive_results"}
+MANAGER_NAMES = {"step": "env_manager.step", "send": "send_actions",
+                 "wait": "wait_for_workers", "receive": "receive_results"}
+
 
 def write_vector_run(
     path: Path,
@@ -29,25 +35,30 @@ def write_vector_run(
     worker_step_seconds: tuple[float, ...] = WORKER_STEP_SECONDS,
     steps: int = STEPS,
     policy_seconds: float = POLICY_SECONDS,
+    latency_seconds: float = 0.0,
     with_workers_section: bool = True,
+    names: dict[str, str] = VECTOR_NAMES,
 ) -> Path:
-    """Write a run of ``steps`` vector steps; worker ``i`` takes ``worker_step_seconds[i]`` per step."""
+    """Write a run of ``steps`` vector steps; worker ``i`` takes ``worker_step_seconds[i]`` per step.
+
+    ``latency_seconds`` is added to every wait beyond the slowest worker (the pipe's round trip).
+    """
     workers = [TimerStack(f"worker {index}") for index in range(len(worker_step_seconds))]
     for _ in range(steps):
         with hierarchical_timer("train"):
             with hierarchical_timer("policy.act"):
                 clock.advance(policy_seconds)
-            with hierarchical_timer("vector.step") as vector_step:
-                with hierarchical_timer("vector.send_actions"):
+            with hierarchical_timer(names["step"]) as vector_step:
+                with hierarchical_timer(names["send"]):
                     clock.advance(SEND_SECONDS)
-                with hierarchical_timer("vector.wait_for_workers"):
+                with hierarchical_timer(names["wait"]):
                     # The workers run at once, so the trainer waits as long as the slowest.
                     for stack, seconds in zip(workers, worker_step_seconds):
                         env_step = stack.root.get_child("env.step")
                         env_step.total += seconds
                         env_step.count += 1
-                    clock.advance(max(worker_step_seconds))
-                with hierarchical_timer("vector.receive_results"):
+                    clock.advance(max(worker_step_seconds) + latency_seconds)
+                with hierarchical_timer(names["receive"]):
                     clock.advance(RECEIVE_SECONDS)
                 clock.advance(BOOKKEEPING_SECONDS)
     for stack in workers:

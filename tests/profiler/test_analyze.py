@@ -74,7 +74,8 @@ def test_parallel_blocks_are_marked_and_explained(vector_tree):
 
 def test_a_single_process_run_says_so_in_one_line_per_section(plain_tree):
     text = render_analysis(analyze_run(plain_tree))
-    assert "Where the step time went: no vector.step block in this run" in text
+    assert "Where the step time went: no env_manager.step or vector.step block" in text
+    assert len(text.split("\n\n")[1].splitlines()) == 1
     assert "Per worker: no per-worker trees in this run" in text
 
 

@@ -97,7 +97,7 @@ def test_analyze_csv_is_the_block_rows(plain_run, capsys):
 
 def test_analyze_of_a_single_process_run_says_there_is_no_vector_step(plain_run, capsys):
     assert main(["analyze", plain_run]) == 0
-    assert "no vector.step block in this run" in capsys.readouterr().out
+    assert "no env_manager.step or vector.step block" in capsys.readouterr().out
 
 
 def test_analyze_reads_the_mlagents_file(capsys):

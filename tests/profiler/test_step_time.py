@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from run_files import STEPS, write_plain_run, write_vector_run
+from run_files import MANAGER_NAMES, STEPS, write_plain_run, write_vector_run
 
 from profiler import load_timing_tree
 from profiler.step_time import (
@@ -35,9 +35,45 @@ def test_the_vector_step_splits_into_compute_waiting_transport_and_the_rest(vect
     assert parts_of(breakdown) == pytest.approx({
         "env compute (mean worker)": 0.055,
         "waiting on the slowest worker": 0.045,
+        "rest of the wait (pipe latency, wake-up)": 0.0,
         "transport (send/receive/decode)": 0.030,
         "other trainer work in the step": 0.005,
     })
+
+
+def test_the_env_managers_own_block_names_get_the_same_breakdown(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, names=MANAGER_NAMES))
+    (breakdown,) = step_breakdowns(tree)
+    assert breakdown.block == "env_manager.step"
+    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.045)
+    assert parts_of(breakdown)["transport (send/receive/decode)"] == pytest.approx(0.030)
+
+
+def test_a_wait_longer_than_the_slowest_worker_is_latency_not_straggling(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock,
+                                             worker_step_seconds=(0.001, 0.001),
+                                             latency_seconds=0.002))
+    (breakdown,) = step_breakdowns(tree)
+    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.0)
+    assert parts_of(breakdown)["rest of the wait (pipe latency, wake-up)"] == pytest.approx(0.020)
+    assert "pipe costs more than the environments" in breakdown.verdict
+
+
+def test_without_per_worker_trees_the_wait_beyond_compute_stays_one_part(tmp_path, fake_clock):
+    tree = load_timing_tree(
+        write_vector_run(tmp_path / "run.json", fake_clock, with_workers_section=False))
+    assert parts_of(step_breakdowns(tree)[0])[
+        "waiting beyond the mean compute (straggler or latency)"] == pytest.approx(0.045)
+
+
+def test_a_step_without_merged_worker_time_reports_its_wait_whole(vector_tree):
+    vector_step = vector_tree["children"][0]["children"][1]
+    vector_step["children"] = [child for child in vector_step["children"]
+                               if child["name"] != "env.step"]
+    (breakdown,) = step_breakdowns(vector_tree)
+    assert parts_of(breakdown)["waiting for workers (their time is merged elsewhere)"] == (
+        pytest.approx(0.1))
+    assert "no worker time merged" in breakdown.verdict
 
 
 def test_the_parts_add_up_to_the_step_total(vector_tree):
@@ -74,7 +110,8 @@ def test_a_single_process_run_has_no_breakdown(tmp_path, fake_clock):
 
 def test_an_mlagents_env_step_is_split_into_worker_time_and_the_rest():
     (breakdown,) = step_breakdowns(load_timing_tree(MLAGENTS_FILE))
-    assert (breakdown.block, breakdown.worker_block, breakdown.calls) == ("env_step", "worker_root", 3)
+    assert (breakdown.block, breakdown.worker_blocks, breakdown.calls) == (
+        "env_step", ("worker_root",), 3)
     compute = parts_of(breakdown)["env compute (mean worker)"]
     assert compute == pytest.approx(0.0033969890000093983)
     assert sum(parts_of(breakdown).values()) == pytest.approx(0.009747153999967395)
@@ -157,4 +194,7 @@ def test_a_run_merged_by_the_real_merger_names_the_same_straggler(tmp_path, fake
     assert report.straggler.max_kind == PEAK_INTERVAL_MEAN
     (breakdown,) = step_breakdowns(tree)
     assert parts_of(breakdown)["env compute (mean worker)"] == pytest.approx(0.055)
-    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.165)
+    # The slowest worker computes 45 ms more than the mean one; the rest of the wait is the
+    # other workers' turns, which the breakdown sees as latency.
+    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.045)
+    assert parts_of(breakdown)["rest of the wait (pipe latency, wake-up)"] == pytest.approx(0.120)

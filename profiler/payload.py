@@ -104,12 +104,17 @@ def _flush_children(
     encoded = []
     for child in node.children.values():
         total = child.total
+        flushed_part_of_open_run = 0.0
         if open_blocks and child in open_blocks:
-            total += child.split_run(at)
+            flushed_part_of_open_run = child.running_for(at)
+            total += flushed_part_of_open_run
         grandchildren = _flush_children(child, open_blocks, at) if child.children else ()
         if child.count or total or grandchildren:
             encoded.append((child.name, total, child.count, child.errors, grandchildren))
-            child.total = 0.0
+            # An open block will add its whole run when it closes; starting from minus the part
+            # reported now, it ends up with only the part after this flush. Its start time stays
+            # untouched, so a recorded span still covers the whole run and nests correctly.
+            child.total = -flushed_part_of_open_run
             child.count = 0
             child.errors = 0
     return tuple(encoded)

@@ -133,15 +133,9 @@ class TimerNode:
             timeline.spans.append((self.name, self._start, end))
             timeline.spans_recorded += 1
 
-    def split_run(self, at: float) -> float:
-        """For a block open right now: the seconds its current run has lasted up to ``at``.
-
-        The run then counts as restarted at ``at``, so the time before is reported once (by the
-        caller, e.g. a payload flushed mid-block) and the time after once (when the block closes).
-        """
-        elapsed = at - self._start
-        self._start = at
-        return elapsed
+    def running_for(self, at: float) -> float:
+        """For a block open right now: how long its current run has lasted at time ``at``."""
+        return at - self._start
 
     def get_child(self, name: str) -> TimerNode:
         """Return the child called ``name``, creating it on first use.
@@ -168,7 +162,7 @@ class TimerNode:
     def self_time_within(self, total: float) -> float:
         """Like :attr:`self_time`, for this node's children under a given ``total``."""
         nested = sum(
-            child.total
+            max(0.0, child.total)
             for child in list(self.children.values())
             if self.is_parallel or not child.is_parallel
         )
@@ -196,7 +190,9 @@ class TimerNode:
         """The JSON-ready form of this subtree (see docs/formats.md)."""
         result: dict[str, Any] = {
             "name": self.name,
-            "total": self.total,
+            # Negative only while a block flushed mid-run is still open (see profiler.payload):
+            # it has no closed time since the flush, so 0 is what it shows.
+            "total": max(0.0, self.total),
             "count": self.count,
             "self": self.self_time,
         }

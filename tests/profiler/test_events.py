@@ -170,3 +170,15 @@ def test_the_timeline_survives_a_write_and_load(recording, fake_clock, tmp_path)
 def test_a_capacity_below_one_is_refused():
     with pytest.raises(ValueError):
         events.start_recording(capacity=0)
+
+
+def test_a_span_open_across_a_flush_keeps_its_real_start_and_nests(recording, fake_clock):
+    worker = TimerStack("worker main")
+    with hierarchical_timer("worker.loop", worker):
+        with hierarchical_timer("env.step", worker):
+            fake_clock.advance(1.0)
+        first = snapshot_and_flush(worker)
+        fake_clock.advance(1.0)
+    second = snapshot_and_flush(worker)
+    assert first[9][3] == (("env.step", 1000.0, 1001.0),)
+    assert second[9][3] == (("worker.loop", 1000.0, 1002.0),)

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from profiler import hierarchical_timer, set_gauge
+from profiler import get_timer_tree, hierarchical_timer, set_gauge
 from profiler.payload import (
     PAYLOAD_TAG,
     PAYLOAD_VERSION,
@@ -247,3 +247,10 @@ def test_absurdly_deep_nesting_is_refused():
 
 def test_payload_error_is_a_value_error():
     assert issubclass(PayloadError, ValueError)
+
+
+def test_a_block_flushed_mid_run_shows_no_closed_time_until_it_closes(fake_clock):
+    with hierarchical_timer("worker.loop"):
+        fake_clock.advance(2.0)
+        snapshot_and_flush()
+        assert get_timer_tree()["children"][0]["total"] == 0.0

@@ -114,7 +114,10 @@ def main() -> None:
             row = measure_row(env_name, num_envs, steps, rounds)
             rows.append((env_name, num_envs, row))
             for label, rate in row.items():
-                print(f"{env_name:<12} {num_envs:>2}  {label:<20} {rate:>9.0f}  {rate / row[ASYNC]:>8.2f}", flush=True)
+                print(
+                    f"{env_name:<12} {num_envs:>2}  {label:<20} {rate:>9.0f}  {rate / row[ASYNC]:>8.2f}",
+                    flush=True,
+                )
     print_goals(rows)
 
 

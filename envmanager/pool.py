@@ -180,7 +180,9 @@ class WorkerPool:
             else:
                 events = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
                 if not events and time.monotonic() >= deadline:
-                    raise multiprocessing.TimeoutError(f"The call to `{what}` has timed out after {timeout} second(s).")
+                    raise multiprocessing.TimeoutError(
+                        f"The call to `{what}` has timed out after {timeout} second(s)."
+                    )
             for fd, _ in events:
                 owner = owners.get(fd)
                 if owner is None:
@@ -212,7 +214,9 @@ class WorkerPool:
                 self._receive(handle, on_reply)
         return [h for h in targets if not h.alive]
 
-    def gather(self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler) -> list[WorkerHandle]:
+    def gather(
+        self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler
+    ) -> list[WorkerHandle]:
         """:meth:`wait` then :meth:`collect`, for the calls off the step path."""
         self.wait(targets, timeout, what)
         return self.collect(targets, on_reply)

@@ -42,7 +42,15 @@ class ManagerProfiling:
     built), every method is a no-op and :meth:`block` returns a shared null context.
     """
 
-    __slots__ = ("enabled", "timer_stack", "merger", "step_anchor", "reset_anchor", "resources", "bad_payloads")
+    __slots__ = (
+        "enabled",
+        "timer_stack",
+        "merger",
+        "step_anchor",
+        "reset_anchor",
+        "resources",
+        "bad_payloads",
+    )
 
     def __init__(self, enabled: bool, resource_interval: float | None) -> None:
         self.enabled = enabled and timers.is_enabled()
@@ -51,7 +59,11 @@ class ManagerProfiling:
         self.merger = TimerMerger(self.timer_stack) if self.enabled else None
         self.step_anchor: TimerNode | None = None
         self.reset_anchor: TimerNode | None = None
-        self.resources = ResourceGauges(resource_interval, self.timer_stack) if self.enabled and resource_interval else None
+        self.resources = (
+            ResourceGauges(resource_interval, self.timer_stack)
+            if self.enabled and resource_interval
+            else None
+        )
         self.bad_payloads = 0
 
     def block(self, name: str) -> Any:
@@ -69,7 +81,11 @@ class ManagerProfiling:
             # Timing data must never break training: count it, say it once, go on.
             self.bad_payloads += 1
             if self.bad_payloads == 1:
-                warnings.warn(f"rlprof: dropped a malformed timer payload from worker {worker_index}: {exc}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"rlprof: dropped a malformed timer payload from worker {worker_index}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
 
     def record_restart(self, worker_index: int, restarts: int) -> None:
         if self.enabled:

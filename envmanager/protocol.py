@@ -154,4 +154,4 @@ class RemoteFailure:
         return (exc, self.type_name, self.message, self.traceback, self.env_index)
 
     def __setstate__(self, state: tuple) -> None:
-        (self.exception, self.type_name, self.message, self.traceback, self.env_index) = state
+        self.exception, self.type_name, self.message, self.traceback, self.env_index = state

@@ -25,7 +25,9 @@ class RestartPolicy:
         elif isinstance(restart_on_failure, int) and restart_on_failure >= 0:
             max_restarts = restart_on_failure
         else:
-            raise ValueError(f"`restart_on_failure` must be a bool or an int >= 0, got {restart_on_failure!r}.")
+            raise ValueError(
+                f"`restart_on_failure` must be a bool or an int >= 0, got {restart_on_failure!r}."
+            )
         self.max_restarts = max_restarts
         self.restarts = 0
 

@@ -155,7 +155,11 @@ class SubprocessEnvManager(VectorEnv):
         self._describe_first_env()
 
         ctx = multiprocessing.get_context(context)
-        shared_buffer = allocate_shared_buffer(self.single_observation_space, self.num_envs, ctx) if shared_memory else None
+        shared_buffer = (
+            allocate_shared_buffer(self.single_observation_space, self.num_envs, ctx)
+            if shared_memory
+            else None
+        )
         semaphore = ctx.BoundedSemaphore(self.max_concurrency) if self.max_concurrency is not None else None
         self._state = _State.DEFAULT
         self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
@@ -167,7 +171,9 @@ class SubprocessEnvManager(VectorEnv):
             self.closed = True
             raise
 
-        self._observations = ObservationBatch(self.single_observation_space, self.num_envs, copy, shared_buffer)
+        self._observations = ObservationBatch(
+            self.single_observation_space, self.num_envs, copy, shared_buffer
+        )
         # Plain lists, filled slice by slice as replies arrive and made arrays once per step:
         # cheaper than a numpy conversion per worker.
         self._rewards: list[float] = [0.0] * self.num_envs
@@ -195,7 +201,9 @@ class SubprocessEnvManager(VectorEnv):
             mode = self.observation_mode
             if isinstance(mode, tuple) and len(mode) == 2:
                 if not isinstance(mode[0], Space) or not isinstance(mode[1], Space):
-                    raise TypeError(f"Expected both elements of observation_mode to be Spaces, got {type(mode[0])} and {type(mode[1])}")
+                    raise TypeError(
+                        f"Expected both elements of observation_mode to be Spaces, got {type(mode[0])} and {type(mode[1])}"
+                    )
                 self.observation_space, self.single_observation_space = mode
             elif mode == "same":
                 self.single_observation_space = first_env.observation_space
@@ -283,13 +291,17 @@ class SubprocessEnvManager(VectorEnv):
 
     # -- reset -----------------------------------------------------------------------------
 
-    def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[ObsType, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsType, dict[str, Any]]:
         """Reset all sub-envs (or those in ``options["reset_mask"]``) and batch the results."""
         with self._profiling.block("env_manager.reset"):
             self.reset_async(seed=seed, options=options)
             return self.reset_wait()
 
-    def reset_async(self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None) -> None:
+    def reset_async(
+        self, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> None:
         """Send the reset requests; collect the results with :meth:`reset_wait`."""
         self._assert_is_running()
         if seed is None:
@@ -313,7 +325,11 @@ class SubprocessEnvManager(VectorEnv):
             if node is not None:
                 self._profiling.reset_anchor = node.parent
             self._reset_bodies = [
-                (seed[h.envs.start : h.envs.stop], options, None if mask is None else mask[h.envs.start : h.envs.stop].tolist())
+                (
+                    seed[h.envs.start : h.envs.stop],
+                    options,
+                    None if mask is None else mask[h.envs.start : h.envs.stop].tolist(),
+                )
                 for h in self._pool.workers
             ]
             self._send_to_all(protocol.RESET, self._reset_bodies, "reset")
@@ -323,7 +339,9 @@ class SubprocessEnvManager(VectorEnv):
         if not isinstance(reset_mask, np.ndarray):
             raise TypeError(f"`options['reset_mask']` must be a numpy array, got {type(reset_mask)}")
         if reset_mask.shape != (self.num_envs,):
-            raise ValueError(f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {reset_mask.shape}")
+            raise ValueError(
+                f"`options['reset_mask']` must have shape `({self.num_envs},)`, got {reset_mask.shape}"
+            )
         if reset_mask.dtype != np.bool_:
             raise TypeError(f"`options['reset_mask']` must have `dtype=np.bool_`, got {reset_mask.dtype}")
         if not np.any(reset_mask):
@@ -341,7 +359,9 @@ class SubprocessEnvManager(VectorEnv):
         """
         self._assert_is_running()
         if self._state is not _State.WAITING_RESET:
-            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", _State.WAITING_RESET.value)
+            raise NoAsyncCallError(
+                "Calling `reset_wait` without any prior call to `reset_async`.", _State.WAITING_RESET.value
+            )
         return self._gather("reset_wait", self._on_reset_reply, timeout, self._reset_results)
 
     def _reset_results(self) -> tuple[ObsType, dict[str, Any]]:
@@ -384,14 +404,20 @@ class SubprocessEnvManager(VectorEnv):
             if actions.ndim == 0:
                 raise TypeError(f"Expected a batch of {self.num_envs} actions, got a scalar {actions!r}.")
             if len(actions) != self.num_envs:
-                raise ValueError(f"Expected {self.num_envs} actions, one per sub-environment, got {len(actions)}.")
+                raise ValueError(
+                    f"Expected {self.num_envs} actions, one per sub-environment, got {len(actions)}."
+                )
             return [pack_array(actions[h.envs.start : h.envs.stop]) for h in workers]
         per_env = list(iterate(self.action_space, actions))
         if len(per_env) != self.num_envs:
-            raise ValueError(f"Expected {self.num_envs} actions, one per sub-environment, got {len(per_env)}.")
+            raise ValueError(
+                f"Expected {self.num_envs} actions, one per sub-environment, got {len(per_env)}."
+            )
         return [per_env[h.envs.start : h.envs.stop] for h in workers]
 
-    def step_wait(self, timeout: float | None = None) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step_wait(
+        self, timeout: float | None = None
+    ) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Wait for the steps sent by :meth:`step_async` and return the batched results.
 
         Raises:
@@ -400,7 +426,9 @@ class SubprocessEnvManager(VectorEnv):
         """
         self._assert_is_running()
         if self._state is not _State.WAITING_STEP:
-            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", _State.WAITING_STEP.value)
+            raise NoAsyncCallError(
+                "Calling `step_wait` without any prior call to `step_async`.", _State.WAITING_STEP.value
+            )
         results = self._gather("step_wait", self._on_step_reply, timeout, self._step_results)
         self._profiling.sample_resources(self._pool.workers)
         return results
@@ -448,7 +476,9 @@ class SubprocessEnvManager(VectorEnv):
         """Wait for the calls sent by :meth:`call_async`; a tuple of one result per env."""
         self._assert_is_running()
         if self._state is not _State.WAITING_CALL:
-            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", _State.WAITING_CALL.value)
+            raise NoAsyncCallError(
+                "Calling `call_wait` without any prior call to `call_async`.", _State.WAITING_CALL.value
+            )
         return self._gather("call_wait", self._on_call_reply, timeout, self._call_results_in_env_order)
 
     def _call_results_in_env_order(self) -> tuple[Any, ...]:
@@ -503,7 +533,9 @@ class SubprocessEnvManager(VectorEnv):
         self._failures = []
         self._pool.send(self._pool.workers, command, bodies)
 
-    def _run_on_all(self, command: int, bodies: list[Any] | None, what: str, on_reply: Callable, timeout: float | None) -> None:
+    def _run_on_all(
+        self, command: int, bodies: list[Any] | None, what: str, on_reply: Callable, timeout: float | None
+    ) -> None:
         """Send and wait in one go, for the calls that are not split in two."""
         self._send_to_all(command, bodies, what)
         dead = self._pool.gather(self._pool.workers, timeout, what, on_reply)
@@ -525,7 +557,9 @@ class SubprocessEnvManager(VectorEnv):
             with self._profiling.block("receive_results"):
                 for handle in self._pool.collect(workers, on_reply):
                     self._restart_or_raise(handle, call)
-                    self._reset_restarted(handle, self._reset_bodies[handle.index] if call == "reset" else None)
+                    self._reset_restarted(
+                        handle, self._reset_bodies[handle.index] if call == "reset" else None
+                    )
                     if call == "step":
                         # Their episode was cut short: say so, as a time limit would.
                         count = len(handle.envs)
@@ -550,7 +584,11 @@ class SubprocessEnvManager(VectorEnv):
         if not self._restart_policy.allow():
             raise error
         policy = self._restart_policy
-        warnings.warn(f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).", RuntimeWarning, stacklevel=5)
+        warnings.warn(
+            f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).",
+            RuntimeWarning,
+            stacklevel=5,
+        )
         self._pool.restart(handle)
         self._profiling.record_restart(handle.index, policy.restarts)
 
@@ -629,9 +667,13 @@ class SubprocessEnvManager(VectorEnv):
             return
         with self._profiling.block("env_manager.close"):
             if self._state is not _State.DEFAULT:
-                logger.warn(f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete.")
+                logger.warn(
+                    f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
+                )
                 try:
-                    getattr(self, f"{self._state.value}_wait")(0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout))
+                    getattr(self, f"{self._state.value}_wait")(
+                        0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout)
+                    )
                 except Exception:
                     pass  # closing anyway; whatever went wrong with that call no longer matters
             pool.shutdown(graceful=not terminate, timeout=timeout)
@@ -640,7 +682,9 @@ class SubprocessEnvManager(VectorEnv):
 
     # -- timers ----------------------------------------------------------------------------
 
-    def dump_timers(self, summaries_dir: str | os.PathLike[str] | None = None, run_id: str | None = None) -> Path:
+    def dump_timers(
+        self, summaries_dir: str | os.PathLike[str] | None = None, run_id: str | None = None
+    ) -> Path:
         """Write the timer tree, worker blocks merged, to ``{summaries_dir}/{run_id}_timers.json``.
 
         While the workers run, they are first asked for the timer data they have not shipped
@@ -650,7 +694,12 @@ class SubprocessEnvManager(VectorEnv):
         if not self.closed and self._state is _State.DEFAULT and self._profiling.enabled:
             live = [h for h in self._pool.workers if h.alive]
             self._pool.send(live, protocol.FLUSH, None)
-            self._pool.gather(live, CLOSE_GRACE_SECONDS if self.timeout is None else self.timeout, "dump_timers", _ignore_reply)
+            self._pool.gather(
+                live,
+                CLOSE_GRACE_SECONDS if self.timeout is None else self.timeout,
+                "dump_timers",
+                _ignore_reply,
+            )
         directory = summaries_dir if summaries_dir is not None else (self.summaries_dir or ".")
         return self._profiling.dump(directory, run_id or self.run_id)
 
@@ -661,7 +710,9 @@ class SubprocessEnvManager(VectorEnv):
 
     def _assert_is_running(self) -> None:
         if self.closed:
-            raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
+            raise ClosedEnvironmentError(
+                f"Trying to operate on `{type(self).__name__}`, after a call to `close()`."
+            )
 
     def __enter__(self) -> SubprocessEnvManager:
         """``with SubprocessEnvManager(...) as envs:`` closes the workers on the way out."""
@@ -680,7 +731,9 @@ def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
 
 
 def _check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:
-    if flush_every is not None and (isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1):
+    if flush_every is not None and (
+        isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1
+    ):
         raise ValueError(f"`flush_every` must be a whole number of steps >= 1 or None, got {flush_every!r}.")
     if flush_interval is not None and not flush_interval > 0:
         raise ValueError(f"`flush_interval` must be a number of seconds > 0 or None, got {flush_interval!r}.")
@@ -696,7 +749,9 @@ def _checked_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
         if isinstance(value, str) and value.upper() in AutoresetMode.__members__:
             return AutoresetMode[value.upper()]
         allowed = ", ".join(f"{m.value!r}/{m.name.lower()!r}" for m in AutoresetMode)
-        raise ValueError(f"Invalid `autoreset_mode` {value!r}, expected an AutoresetMode or one of {allowed}.") from None
+        raise ValueError(
+            f"Invalid `autoreset_mode` {value!r}, expected an AutoresetMode or one of {allowed}."
+        ) from None
 
 
 def _checked_max_concurrency(value: int | None) -> int | None:

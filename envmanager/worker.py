@@ -187,7 +187,13 @@ class _WorkerLoop:
                 if infos is None:
                     infos = [None] * len(envs)
                 infos[j] = info
-        return (self.packer.pack(observations), tuple(rewards), tuple(terminations), tuple(truncations), infos)
+        return (
+            self.packer.pack(observations),
+            tuple(rewards),
+            tuple(terminations),
+            tuple(truncations),
+            infos,
+        )
 
     def _reset(self, seeds: Sequence[int | None], options: dict | None, mask: Sequence[bool] | None) -> tuple:
         envs = self.envs

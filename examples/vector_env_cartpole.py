@@ -1,6 +1,6 @@
 """Run CartPole in 4 subprocesses with SubprocessEnvManager, a drop-in for AsyncVectorEnv.
 
-    python examples/vector_env_cartpole.py
+python examples/vector_env_cartpole.py
 """
 
 import gymnasium as gym

@@ -22,7 +22,9 @@ class CountingEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
 
-    def __init__(self, episode_length: int = 5, info_every: int = 0, delay: float = 0.0, render_mode: str | None = None) -> None:
+    def __init__(
+        self, episode_length: int = 5, info_every: int = 0, delay: float = 0.0, render_mode: str | None = None
+    ) -> None:
         self.observation_space = spaces.Box(0, 1000, shape=(2,), dtype=np.float32)
         self.action_space = spaces.Discrete(3)
         self.episode_length = episode_length
@@ -48,7 +50,13 @@ class CountingEnv(gym.Env):
         self.t += 1
         info: dict = {}
         if self.info_every and self.t % self.info_every == 0:
-            info = {"count": self.t, "ratio": self.t / 7, "vec": np.full(3, self.t), "nested": {"a": int(action)}, "tag": f"t{self.t}"}
+            info = {
+                "count": self.t,
+                "ratio": self.t / 7,
+                "vec": np.full(3, self.t),
+                "nested": {"a": int(action)},
+                "tag": f"t{self.t}",
+            }
         terminated = self.t >= self.episode_length and action == 0
         truncated = self.t >= self.episode_length + 2
         return self._obs(), float(action) + 0.5, terminated, truncated, info
@@ -137,7 +145,9 @@ class DictObsEnv(CountingEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.observation_space = spaces.Dict({"pos": spaces.Box(0, 1000, shape=(2,), dtype=np.float32), "t": spaces.Discrete(1000)})
+        self.observation_space = spaces.Dict(
+            {"pos": spaces.Box(0, 1000, shape=(2,), dtype=np.float32), "t": spaces.Discrete(1000)}
+        )
 
     def _obs(self) -> dict:
         return {"pos": super()._obs(), "t": self.t}

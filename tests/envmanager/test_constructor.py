@@ -85,7 +85,9 @@ def test_observation_mode_different_batches_differing_spaces():
 def test_observation_mode_tuple_is_batched_then_single_space():
     single = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
     batched = spaces.Box(-np.inf, np.inf, shape=(2, 4), dtype=np.float32)
-    envs = SubprocessEnvManager([cartpole] * 2, context="fork", observation_mode=(batched, single), shared_memory=False)
+    envs = SubprocessEnvManager(
+        [cartpole] * 2, context="fork", observation_mode=(batched, single), shared_memory=False
+    )
     assert envs.observation_space is batched
     assert envs.single_observation_space is single
     envs.close()
@@ -167,7 +169,9 @@ def test_custom_space_without_shared_memory_batches_observations_in_a_tuple():
 
 
 def test_shared_memory_with_a_dynamic_shape_space_raises_gymnasiums_type_error():
-    with pytest.raises(TypeError, match="has a dynamic shape so its not possible to make a static shared memory."):
+    with pytest.raises(
+        TypeError, match="has a dynamic shape so its not possible to make a static shared memory."
+    ):
         SubprocessEnvManager([SequenceSpaceEnv] * 2, context="fork", shared_memory=True)
 
 

@@ -45,7 +45,10 @@ def test_when_two_workers_raise_in_step_the_last_exception_is_raised_and_both_ar
             envs.step(np.array([0, 1, 2]))
         envs.close()
     assert len(caught) == 5
-    assert re.search(r"Traceback \(most recent call last\):(?s:.)*ValueError: Error in step with [12]", str(caught[1].message))
+    assert re.search(
+        r"Traceback \(most recent call last\):(?s:.)*ValueError: Error in step with [12]",
+        str(caught[1].message),
+    )
 
 
 def test_other_workers_are_unaffected_and_the_failed_one_is_reported_when_used_again():
@@ -56,7 +59,9 @@ def test_other_workers_are_unaffected_and_the_failed_one_is_reported_when_used_a
         with pytest.raises(ValueError):
             envs.step(np.array([0, 1]))
     assert len(worker_children()) == 1  # the failing worker was shut down, as Gymnasium does
-    with pytest.raises(WorkerDiedError, match="worker 1 .*shut down after its env raised ValueError: Error in step with 1"):
+    with pytest.raises(
+        WorkerDiedError, match="worker 1 .*shut down after its env raised ValueError: Error in step with 1"
+    ):
         envs.step(np.array([0, 0]))
     envs.close()
 

@@ -17,7 +17,7 @@ from envmanager import SubprocessEnvManager
 
 def counting_envs(n: int = 4, **kwargs) -> SubprocessEnvManager:
     kwargs.setdefault("context", "fork")
-    return SubprocessEnvManager([lambda i=i: CountingEnv(episode_length=5)  for i in range(n)], **kwargs)
+    return SubprocessEnvManager([lambda i=i: CountingEnv(episode_length=5) for i in range(n)], **kwargs)
 
 
 @pytest.fixture
@@ -181,7 +181,11 @@ def test_a_normal_reset_and_step_emit_no_warnings():
 
 def test_any_use_after_close_raises_closed_environment_error(envs):
     envs.close()
-    for use in (lambda: envs.reset(), lambda: envs.step(np.zeros(4, dtype=np.int64)), lambda: envs.get_attr("t")):
+    for use in (
+        lambda: envs.reset(),
+        lambda: envs.step(np.zeros(4, dtype=np.int64)),
+        lambda: envs.get_attr("t"),
+    ):
         with pytest.raises(ClosedEnvironmentError):
             use()
 
@@ -196,7 +200,9 @@ def test_close_is_idempotent(envs):
 def test_close_with_a_pending_call_warns_and_still_closes(envs):
     envs.reset()
     envs.step_async(np.zeros(4, dtype=np.int64))
-    with pytest.warns(UserWarning, match="Calling `close` while waiting for a pending call to `step` to complete."):
+    with pytest.warns(
+        UserWarning, match="Calling `close` while waiting for a pending call to `step` to complete."
+    ):
         envs.close()
     assert envs.closed
 

@@ -58,8 +58,12 @@ def cartpole_steps(envs: SubprocessEnvManager, steps: int) -> int:
 @pytest.mark.parametrize("flush_every", [1, 3, 7, 1000])
 def test_after_close_the_merged_env_step_count_equals_the_env_steps_taken(tmp_path, flush_every):
     envs = SubprocessEnvManager(
-        [lambda: gym.make("CartPole-v1")] * 3, context="fork", envs_per_worker=2, flush_every=flush_every,
-        summaries_dir=tmp_path, run_id="run",
+        [lambda: gym.make("CartPole-v1")] * 3,
+        context="fork",
+        envs_per_worker=2,
+        flush_every=flush_every,
+        summaries_dir=tmp_path,
+        run_id="run",
     )
     envs.reset(seed=0)
     with hierarchical_timer("train"):
@@ -113,7 +117,9 @@ def test_timer_payloads_never_appear_in_infos():
 def test_profiling_emits_no_warnings_on_a_normal_reset_and_step():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1, resource_interval=0.001)
+        envs = SubprocessEnvManager(
+            [lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1, resource_interval=0.001
+        )
         envs.reset(seed=0)
         envs.step(np.array([0, 1]))
         envs.close()
@@ -121,7 +127,9 @@ def test_profiling_emits_no_warnings_on_a_normal_reset_and_step():
 
 
 def test_timers_merged_before_a_worker_crash_are_still_dumped(tmp_path):
-    envs = SubprocessEnvManager([SuicidalEnv] * 2, context="fork", flush_every=1, summaries_dir=tmp_path, run_id="crash")
+    envs = SubprocessEnvManager(
+        [SuicidalEnv] * 2, context="fork", flush_every=1, summaries_dir=tmp_path, run_id="crash"
+    )
     envs.reset(seed=0)
     for _ in range(3):
         envs.step(np.array([1, 1]))
@@ -144,7 +152,9 @@ def test_dump_timers_while_running_includes_what_workers_had_not_shipped_yet(tmp
 
 
 def test_flush_interval_ships_timers_without_waiting_for_close():
-    envs = SubprocessEnvManager([lambda: CountingEnv(episode_length=1000)] * 2, context="fork", flush_interval=0.01)
+    envs = SubprocessEnvManager(
+        [lambda: CountingEnv(episode_length=1000)] * 2, context="fork", flush_interval=0.01
+    )
     envs.reset(seed=0)
     for _ in range(3):
         envs.step(np.array([1, 1]))
@@ -177,7 +187,9 @@ def test_profiling_off_records_no_blocks_at_all():
     assert envs.timer_merger is None
 
 
-@pytest.mark.parametrize("options", [{"flush_every": 0}, {"flush_every": 1.5}, {"flush_interval": 0}, {"resource_interval": -1}])
+@pytest.mark.parametrize(
+    "options", [{"flush_every": 0}, {"flush_every": 1.5}, {"flush_interval": 0}, {"resource_interval": -1}]
+)
 def test_invalid_profiling_options_raise_value_error(options):
     with pytest.raises(ValueError):
         SubprocessEnvManager([CountingEnv], context="fork", **options)

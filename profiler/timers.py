@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import platform
+import random
 import sys
 import threading
 import time

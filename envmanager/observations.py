@@ -64,14 +64,19 @@ def allocate_shared_buffer(space: Space, num_envs: int, ctx: Any) -> Any:
 class ObservationPacker:
     """Worker side: turns the observations of a worker's envs into a reply field."""
 
-    __slots__ = ("_space", "_shared_buffer", "_first_env", "_as_array", "_dtype")
+    __slots__ = ("_space", "_shared_buffer", "_shared_rows", "_first_env", "_as_array", "_dtype")
 
-    def __init__(self, space: Space, shared_buffer: Any, first_env: int) -> None:
+    def __init__(self, space: Space, shared_buffer: Any, first_env: int, num_envs: int) -> None:
         self._space = space
         self._shared_buffer = shared_buffer
         self._first_env = first_env
         self._as_array = _is_array_space(space)
         self._dtype = space.dtype if self._as_array else None
+        # For array spaces, a view of the shared buffer made once: writing a row into it costs
+        # a fraction of Gymnasium's write_to_shared_memory, which rebuilds the view every call.
+        self._shared_rows = None
+        if shared_buffer is not None and self._as_array:
+            self._shared_rows = read_from_shared_memory(space, shared_buffer, n=num_envs)
 
     def pack(self, observations: list, written: list[bool] | None = None) -> Any:
         """Return what to send for ``observations`` (None when shared memory carried them).
@@ -80,9 +85,13 @@ class ObservationPacker:
         are left untouched in the buffer, which is what ``reset_mask`` needs.
         """
         if self._shared_buffer is not None:
+            rows = self._shared_rows
             for j, obs in enumerate(observations):
                 if written is None or written[j]:
-                    write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
+                    if rows is not None:
+                        rows[self._first_env + j] = obs
+                    else:
+                        write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
             return None
         if self._as_array:
             # Cast here, as concatenating into the batch would, so the bytes match its dtype.

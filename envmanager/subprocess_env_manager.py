@@ -227,6 +227,7 @@ class SubprocessEnvManager(VectorEnv):
                 WorkerConfig(
                     worker_index=len(configs),
                     first_env=first,
+                    num_envs=self.num_envs,
                     factories=EnvFactories(self.env_fns[envs.start : envs.stop]),
                     autoreset_mode=self.autoreset_mode,
                     observation_space=self.single_observation_space,

@@ -66,6 +66,7 @@ class WorkerConfig:
 
     worker_index: int
     first_env: int
+    num_envs: int  # in the whole manager, to lay out the shared observation buffer
     factories: EnvFactories
     autoreset_mode: AutoresetMode
     observation_space: Space
@@ -111,7 +112,9 @@ class _WorkerLoop:
                 self.creation_failure = RemoteFailure(exc, self.first_env + j)
                 break
             self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
-        self.packer = ObservationPacker(config.observation_space, config.shared_buffer, self.first_env)
+        self.packer = ObservationPacker(
+            config.observation_space, config.shared_buffer, self.first_env, config.num_envs
+        )
 
     def serve(self) -> None:
         conn = self.conn

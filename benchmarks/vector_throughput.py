@@ -90,9 +90,12 @@ def measure_row(env_name: str, num_envs: int, steps: int, rounds: int) -> dict[s
         for envs in built.values():
             envs.reset(seed=0)
             steps_per_second(envs, num_envs, max(10, steps // 10))  # warm up
-        for _ in range(rounds):
-            for label, envs in built.items():
-                samples[label].append(steps_per_second(envs, num_envs, steps))
+        labels = list(built)
+        for round_index in range(rounds):
+            # Rotate who goes first, so no variant always runs right after the same neighbour.
+            shift = round_index % len(labels)
+            for label in labels[shift:] + labels[:shift]:
+                samples[label].append(steps_per_second(built[label], num_envs, steps))
     finally:
         for envs in built.values():
             envs.close()

@@ -253,7 +253,6 @@ class SubprocessEnvManager(VectorEnv):
             else:
                 self._failures.append((handle, body))
 
-        self._failures = []
         self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
         self._raise_failures(shut_down=False)
         observation_spaces = [obs for obs, _ in spaces]
@@ -457,12 +456,12 @@ class SubprocessEnvManager(VectorEnv):
 
     # -- call, attributes, render ----------------------------------------------------------
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    def call(self, name: str, /, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` (or read attribute ``name``) on every sub-env; one result each."""
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
-    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+    def call_async(self, name: str, /, *args: Any, **kwargs: Any) -> None:
         """Send the call requests; collect the results with :meth:`call_wait`."""
         self._assert_is_running()
         if self._state is not _State.DEFAULT:
@@ -515,7 +514,6 @@ class SubprocessEnvManager(VectorEnv):
                 str(self._state.value),
             )
         bodies = [(name, list(values[h.envs.start : h.envs.stop])) for h in self._pool.workers]
-        self._failures = []
         self._run_on_all(protocol.SET_ATTR, bodies, "set_attr", self._on_set_attr_reply, self.timeout)
         self._raise_failures(shut_down=False)
 

@@ -212,3 +212,17 @@ def test_daemon_and_copy_are_accepted():
     again, *_ = envs.step(np.array([0]))
     assert again is observations  # copy=False hands out the manager's own buffer
     envs.close()
+
+
+def test_copy_true_returns_observations_the_manager_never_overwrites():
+    with SubprocessEnvManager([cartpole] * 2, context="fork", copy=True) as envs:
+        first, _ = envs.reset(seed=0)
+        kept = first.copy()
+        envs.step(np.array([0, 1]))
+        np.testing.assert_array_equal(first, kept)
+
+
+def test_mixed_space_types_raise_in_different_mode():
+    env_fns = [cartpole, lambda: gym.make("FrozenLake-v1")]
+    with pytest.raises((AssertionError, RuntimeError, TypeError)):
+        SubprocessEnvManager(env_fns, context="fork", observation_mode="different")

@@ -1,8 +1,8 @@
 """``rlprof demo``: a real, profiled training run over a :class:`SubprocessEnvManager`.
 
 It trains :class:`~envmanager.reinforce.LinearSoftmaxPolicy` on a Gymnasium environment in worker
-subprocesses, then writes what a user of rlprof gets from any run — the timer JSON, the timeline
-and the HTML report under ``runs/<run_id>/`` — and prints where the time went.
+subprocesses, then writes what a user of rlprof gets from any run — the timer JSON, the Chrome /
+Perfetto trace and the HTML report under ``runs/<run_id>/`` — and prints where the time went.
 
 The ``rlprof`` command lives in :mod:`profiler.cli`, which must not import ``envmanager``; this
 module joins it as a plugin through the ``rlprof.commands`` entry-point group (see
@@ -25,7 +25,9 @@ from tqdm import tqdm
 import profiler
 from envmanager.reinforce import EpisodeBuffers, LinearSoftmaxPolicy
 from envmanager.subprocess_env_manager import SubprocessEnvManager
-from profiler import hierarchical_timer, set_gauge, timers_json_path
+from profiler import events, hierarchical_timer, set_gauge, timers_json_path
+from profiler.analyze import AnalyzeOptions, analyze_run, render_analysis
+from profiler.export import write_export
 
 __all__ = ["DemoResult", "register", "run_demo", "train"]
 
@@ -34,6 +36,7 @@ __all__ = ["DemoResult", "register", "run_demo", "train"]
 class DemoResult:
     """What a demo run produced: its files and how well the agent learned."""
 
+    run_id: str
     output_dir: Path
     timers_path: Path
     trace_path: Path
@@ -57,17 +60,23 @@ def train(
     run_id: str | None = None,
     seed: int = 0,
     show_progress: bool = True,
+    flush_every: int = 100,
 ) -> DemoResult:
-    """Train for ``vector_steps`` steps of ``num_envs`` environments and write the run's files."""
+    """Train for ``vector_steps`` steps of ``num_envs`` environments and write the run's files.
+
+    The timeline is recorded from the start, so the trace shows every block of the trainer and
+    of each worker; workers ship their timers every ``flush_every`` steps.
+    """
     run_id = run_id or time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir = Path(output_dir) / run_id
     profiler.reset_timers()
+    events.start_recording()
     profiler.add_metadata("run_id", run_id)
     profiler.add_metadata("env_id", env_id)
     profiler.add_metadata("num_envs", num_envs)
 
     envs = SubprocessEnvManager(
-        [make_env_factory(env_id)] * num_envs, autoreset_mode="same_step"
+        [make_env_factory(env_id)] * num_envs, autoreset_mode="same_step", flush_every=flush_every
     )
     episode_returns: list[float] = []
     try:
@@ -94,13 +103,18 @@ def train(
                     finished_episodes.clear()
     finally:
         envs.close()
+        events.stop_recording()
+    tree = profiler.get_timer_tree(include_threads=True)
     timers_path = profiler.write_timing_tree(timers_json_path(run_dir, run_id))
+    trace_path = write_export(tree, "chrome", run_dir / f"{run_id}_trace.json.gz")
+    report_path = write_export(tree, "html", run_dir / f"{run_id}_report.html")
     window = max(1, len(episode_returns) // 10)
     return DemoResult(
+        run_id=run_id,
         output_dir=run_dir,
         timers_path=timers_path,
-        trace_path=run_dir / f"{run_id}_trace.json.gz",
-        report_path=run_dir / f"{run_id}_report.html",
+        trace_path=trace_path,
+        report_path=report_path,
         env_steps=vector_steps * num_envs,
         episodes=len(episode_returns),
         first_returns=float(np.mean(episode_returns[:window])) if episode_returns else 0.0,
@@ -118,12 +132,19 @@ def run_demo(arguments: argparse.Namespace) -> int:
         run_id=arguments.run_id,
         seed=arguments.seed,
         show_progress=not arguments.no_progress,
+        flush_every=arguments.flush_every,
     )
+    analysis = analyze_run(profiler.load_timing_tree(result.timers_path), AnalyzeOptions(top=8))
+    print()
+    print(render_analysis(analysis, title=result.run_id))
     print(
         f"\n{result.env_steps} env steps, {result.episodes} episodes; "
         f"mean return {result.first_returns:.1f} (first tenth) -> {result.last_returns:.1f} (last tenth)"
     )
-    print(f"timers:   {result.timers_path}")
+    print(f"timers:  {result.timers_path}")
+    print(f"trace:   {result.trace_path}  (open in https://ui.perfetto.dev or chrome://tracing)")
+    print(f"report:  {result.report_path}  (open in a browser)")
+    print(f"compare: rlprof diff {result.timers_path} <another run's timers.json>")
     return 0
 
 
@@ -140,6 +161,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--output", default="runs", help="folder for runs/<run_id>/ (default runs)")
     parser.add_argument("--run-id", default=None, help="name of the run (default demo-<date>-<time>)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--flush-every", type=_positive_int, default=100, help="steps between worker flushes (default 100)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(run=run_demo)
 

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from example_runner import run_example
 
 from profiler import load_timing_tree
 
-REPOSITORY = Path(__file__).parents[2]
-EXAMPLE = REPOSITORY / "examples" / "multiprocessing_pool.py"
-
-
-def run_example(*arguments: str) -> str:
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLE), *arguments],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return completed.stdout
+def run_pool_example(*arguments: str) -> str:
+    return run_example("multiprocessing_pool.py", *arguments).stdout
 
 
 def child(node: dict, name: str) -> dict:
@@ -30,7 +18,7 @@ def child(node: dict, name: str) -> dict:
 
 def test_the_pool_example_dumps_every_task_merged_under_the_map(tmp_path):
     path = tmp_path / "pool_timers.json"
-    output = run_example("--workers", "2", "--tasks", "12", "--out", str(path))
+    output = run_pool_example("--workers", "2", "--tasks", "12", "--out", str(path))
     tree = load_timing_tree(path)
     task = child(child(tree, "pool.map"), "task")
     assert task["count"] == 12
@@ -41,7 +29,7 @@ def test_the_pool_example_dumps_every_task_merged_under_the_map(tmp_path):
 
 def test_the_pool_example_records_a_timeline_per_worker(tmp_path):
     path = tmp_path / "pool_timers.json"
-    run_example("--workers", "2", "--tasks", "6", "--out", str(path), "--timeline")
+    run_pool_example("--workers", "2", "--tasks", "6", "--out", str(path), "--timeline")
     processes = load_timing_tree(path)["timeline"]["processes"]
     spans = [span for process in processes[1:] for thread in process["threads"] for span in thread["spans"]]
     assert processes[0]["name"] == "trainer"

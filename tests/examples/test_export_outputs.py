@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-REPOSITORY = Path(__file__).parents[3]
-EXAMPLE = REPOSITORY / "examples" / "export_outputs.py"
+from example_runner import REPOSITORY, run_example
+
 MLAGENTS_FILE = REPOSITORY / "tests" / "data" / "mlagents_timers.json"
 
 
-def run_example(*arguments):
-    completed = subprocess.run(
-        [sys.executable, str(EXAMPLE), *arguments],
-        cwd=REPOSITORY,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert completed.returncode == 0, completed.stderr
+def written_paths(*arguments: str) -> list[Path]:
+    completed = run_example("export_outputs.py", *arguments)
     return [Path(line) for line in completed.stdout.splitlines()]
 
 
 def test_the_example_times_a_loop_and_writes_every_format(tmp_path):
-    written = run_example("--out", str(tmp_path))
+    written = written_paths("--out", str(tmp_path))
     assert sorted(path.name for path in written) == [
         "profile.speedscope.json",
         "report.html",
@@ -39,5 +30,5 @@ def test_the_example_times_a_loop_and_writes_every_format(tmp_path):
 
 
 def test_the_example_exports_an_mlagents_run(tmp_path):
-    run_example("--out", str(tmp_path), str(MLAGENTS_FILE))
+    written_paths("--out", str(tmp_path), str(MLAGENTS_FILE))
     assert "root;TrainerController.start_learning;env_step" in (tmp_path / "stacks.collapsed.txt").read_text()

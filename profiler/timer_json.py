@@ -216,9 +216,7 @@ def _normalize_node(node: Any, name: Any, where: str) -> dict[str, Any]:
     if not isinstance(name, str):
         raise TimerFileError(f"{where}: 'name' must be a string")
     total = _seconds(node.get("total", 0.0), f"{where}.total")
-    count = node.get("count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise TimerFileError(f"{where}.count: must be a whole number >= 0, got {count!r}")
+    count = _whole(node.get("count", 0), f"{where}.count")
     is_parallel = node.get("is_parallel", False)
     if not isinstance(is_parallel, bool):
         raise TimerFileError(f"{where}.is_parallel: must be true or false")
@@ -235,9 +233,7 @@ def _normalize_node(node: Any, name: Any, where: str) -> dict[str, Any]:
     }
     errors = node.get("errors", 0)
     if errors:
-        if isinstance(errors, bool) or not isinstance(errors, int) or errors < 0:
-            raise TimerFileError(f"{where}.errors: must be a whole number >= 0")
-        normalized["errors"] = errors
+        normalized["errors"] = _whole(errors, f"{where}.errors")
     if is_parallel:
         normalized["is_parallel"] = True
     normalized["children"] = children

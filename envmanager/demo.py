@@ -104,8 +104,9 @@ def train(
     finally:
         envs.close()
         events.stop_recording()
-    tree = profiler.get_timer_tree(include_threads=True)
     timers_path = profiler.write_timing_tree(timers_json_path(run_dir, run_id))
+    # The trace and the report are made from the file just written, so all three agree.
+    tree = profiler.load_timing_tree(timers_path)
     trace_path = write_export(tree, "chrome", run_dir / f"{run_id}_trace.json.gz")
     report_path = write_export(tree, "html", run_dir / f"{run_id}_report.html")
     window = max(1, len(episode_returns) // 10)

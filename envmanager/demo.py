@@ -26,7 +26,7 @@ import profiler
 from envmanager.reinforce import EpisodeBuffers, LinearSoftmaxPolicy
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from profiler import events, hierarchical_timer, set_gauge, timers_json_path
-from profiler.analyze import AnalyzeOptions, analyze_run, render_analysis
+from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
 from profiler.export import write_export
 
 __all__ = ["DemoResult", "register", "run_demo", "train"]

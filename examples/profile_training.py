@@ -13,7 +13,7 @@ import numpy as np
 
 from envmanager import SubprocessEnvManager
 from profiler import events, hierarchical_timer, load_timing_tree, timed, write_timing_tree
-from profiler.analyze import analyze_run, render_analysis
+from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.export import write_export
 
 

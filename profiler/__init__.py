@@ -3,16 +3,20 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
+# Set before the imports below: profiler.timer_tree reads it while this package initialises.
+__version__ = "0.1.0"
+
 from profiler.events import mark, record_counter, start_recording, stop_recording
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import WorkerTimers, snapshot_and_flush
-from profiler.stats import dumps
+from profiler.analysis import dumps
 from profiler.timer_json import (
     TimerFileError,
     load_timing_tree,
     timers_json_path,
     write_timing_tree,
 )
+from profiler.timer_tree import get_timer_tree
 from profiler.timers import (
     GaugeNode,
     TimerNode,
@@ -22,15 +26,12 @@ from profiler.timers import (
     enable,
     get_timer_root,
     get_timer_stack_for_thread,
-    get_timer_tree,
     hierarchical_timer,
     is_enabled,
     reset_timers,
     set_gauge,
     timed,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "GaugeNode",

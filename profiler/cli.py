@@ -44,14 +44,14 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from profiler import __version__
-from profiler.analyze import (
+from profiler.analysis.analyze import (
     ANALYZE_FORMATS,
     ANALYZE_ORDER_KEYS,
     AnalyzeOptions,
     analyze_run,
     render_analysis,
 )
-from profiler.diff import DIFF_FORMATS, diff_runs, render_diff
+from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
 from profiler.timer_json import TimerFileError, load_timing_tree
 
 __all__ = [

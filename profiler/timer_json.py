@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from profiler.atomic_file import write_atomically
-from profiler.timers import TimerStack, get_timer_tree
+from profiler.timer_tree import get_timer_tree
+from profiler.timers import TimerStack
 
 __all__ = [
     "TimerFileError",

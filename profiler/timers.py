@@ -14,16 +14,15 @@ it ports by changing the import. The design differs where ML-Agents is slow or w
 Two optional companions hook in here without costing the hot path anything while unused: timeline
 recording (``profiler.events`` swaps ``TimerNode.__exit__`` for :meth:`TimerNode._exit_and_record`)
 and worker trees merged from other processes (``profiler.merge`` attaches its merger to a stack,
-and :func:`get_timer_tree` then dumps them in a ``workers`` section).
+and :func:`profiler.timer_tree.get_timer_tree` then dumps them in a ``workers`` section). This
+module imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree``, above it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import platform
 import random
-import sys
 import threading
 import time
 from typing import Any, Callable, Iterator, TypeVar, overload
@@ -39,7 +38,6 @@ __all__ = [
     "enable",
     "get_timer_root",
     "get_timer_stack_for_thread",
-    "get_timer_tree",
     "hierarchical_timer",
     "is_enabled",
     "now",
@@ -469,68 +467,6 @@ def get_timer_root(timer_stack: TimerStack | None = None) -> TimerNode:
 def reset_timers(timer_stack: TimerStack | None = None) -> None:
     """Forget everything a stack recorded (the calling thread's by default)."""
     _resolve(timer_stack).reset()
-
-
-def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
-    from profiler import __version__
-
-    metadata = {
-        "timer_format_version": TIMER_FORMAT_VERSION,
-        "start_time_seconds": str(int(stack.start_wall_time)),
-        "end_time_seconds": str(int(end_wall_time)),
-        "python_version": platform.python_version(),
-        "command_line_arguments": " ".join(sys.argv),
-        "rlprof_version": __version__,
-        "pid": str(os.getpid()),
-    }
-    metadata.update(stack.metadata)
-    return metadata
-
-
-def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
-    """Each other thread's blocks, as an ``is_parallel`` node named ``thread:<name>``."""
-    nodes = []
-    for other in _registry.all_stacks():
-        if other is stack or not other.root.children:
-            continue
-        thread_node = TimerNode(f"thread:{other.thread_name}", None, other)
-        thread_node.add(other.root, parallel=True)
-        thread_node.count = 1
-        thread_node.total = sum(child.total for child in other.root.children.values())
-        nodes.append(thread_node.to_dict())
-    return nodes
-
-
-def get_timer_tree(
-    timer_stack: TimerStack | None = None, *, include_threads: bool = False
-) -> dict[str, Any]:
-    """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
-
-    The root's ``total`` is the wall time since the stack started. With ``include_threads``, the
-    trees of every other thread that timed anything are appended to the root's children, each
-    under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
-    """
-    stack = _resolve(timer_stack)
-    end_wall_time = time.time()
-    root = stack.root
-    tree = root.to_dict()
-    tree["total"] = stack.elapsed()
-    tree["count"] = 1
-    tree["self"] = root.self_time_within(tree["total"])
-    if include_threads:
-        tree["children"].extend(_other_thread_nodes(stack))
-    # list() because a merger may add worker gauges from its receiver thread meanwhile.
-    tree["gauges"] = {name: gauge.to_dict() for name, gauge in list(stack.gauges.items())}
-    tree["metadata"] = _base_metadata(stack, end_wall_time)
-    workers = [entry for merger in list(stack.mergers) for entry in merger.worker_entries()]
-    if workers:
-        tree["workers"] = workers
-    from profiler.events import timeline_section  # events builds on this module
-
-    timeline = timeline_section(stack)
-    if timeline is not None:
-        tree["timeline"] = timeline
-    return tree
 
 
 def all_timer_stacks() -> list[TimerStack]:

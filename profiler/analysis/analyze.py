@@ -3,9 +3,9 @@
 The report has three sections, each answering one question without opening the JSON:
 
 1. **Blocks** — the slowest blocks (or the same block summed across the tree with
-   ``aggregate_by="name"``) and their share of the wall time (:mod:`profiler.block_stats`);
+   ``aggregate_by="name"``) and their share of the wall time (:mod:`profiler.analysis.block_stats`);
 2. **Where the step time went** — the trainer's vectorized step split into env compute, waiting
-   on the slowest worker, transport and the rest (:mod:`profiler.step_time`);
+   on the slowest worker, transport and the rest (:mod:`profiler.analysis.step_time`);
 3. **Per worker** — each worker's mean and max step time, with the straggler named.
 
 Sections 2 and 3 say in one line when the run has no such blocks (a single-process run). The
@@ -19,16 +19,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiler.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
-from profiler.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
-from profiler.step_time import (
+from profiler.analysis.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
+from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
+from profiler.analysis.step_time import (
     PEAK_INTERVAL_MEAN,
     StepBreakdown,
     WorkerReport,
     step_breakdowns,
     worker_report,
 )
-from profiler.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
+from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
            "render_analysis"]

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.block_stats import walk_nodes
+from profiler.analysis.block_stats import walk_nodes
 
 __all__ = [
     "ENV_COMPUTE",

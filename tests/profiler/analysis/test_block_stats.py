@@ -8,7 +8,7 @@ import pytest
 from run_files import write_plain_run
 
 from profiler import load_timing_tree
-from profiler.block_stats import aggregate_by_name, block_rows, has_min_max, select_blocks
+from profiler.analysis.block_stats import aggregate_by_name, block_rows, has_min_max, select_blocks
 
 
 @pytest.fixture

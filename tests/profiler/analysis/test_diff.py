@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from profiler.diff import diff_runs, render_diff
+from profiler.analysis.diff import diff_runs, render_diff
 
 
 def run(wall, **blocks):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 
-from profiler.block_stats import block_rows, select_blocks
-from profiler.block_table import block_columns, blocks_as_csv, blocks_as_dicts, blocks_as_table
-from profiler.text_format import format_seconds
-from profiler.timers import get_timer_tree, reset_timers
+from profiler.analysis.block_stats import block_rows, select_blocks
+from profiler.analysis.block_table import block_columns, blocks_as_csv, blocks_as_dicts, blocks_as_table
+from profiler.analysis.text_format import format_seconds
+from profiler.timer_tree import get_timer_tree
+from profiler.timers import reset_timers
 
 __all__ = ["DUMPS_FORMATS", "DUMPS_SORT_KEYS", "dumps"]
 

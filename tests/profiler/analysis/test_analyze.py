@@ -12,10 +12,10 @@ import pytest
 from run_files import write_plain_run, write_vector_run
 
 from profiler import load_timing_tree
-from profiler.analyze import AnalyzeOptions, analyze_run, render_analysis
-from profiler.text_format import TABLE_WIDTH
+from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
+from profiler.analysis.text_format import TABLE_WIDTH
 
-MLAGENTS_FILE = Path(__file__).parent.parent / "data" / "mlagents_timers.json"
+MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ import pytest
 from run_files import MANAGER_NAMES, STEPS, write_plain_run, write_vector_run
 
 from profiler import load_timing_tree
-from profiler.step_time import (
+from profiler.analysis.step_time import (
     MAX_PER_CALL,
     PEAK_INTERVAL_MEAN,
     step_breakdowns,
     worker_report,
 )
 
-MLAGENTS_FILE = Path(__file__).parent.parent / "data" / "mlagents_timers.json"
+MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
 
 
 @pytest.fixture

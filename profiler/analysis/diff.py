@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.block_stats import BlockStat, block_rows
-from profiler.text_format import (
+from profiler.analysis.block_stats import BlockStat, block_rows
+from profiler.analysis.text_format import (
     TABLE_WIDTH,
     csv_text,
     fit_left,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.text_format import fit_left, format_percent, format_seconds, signed_seconds
+from profiler.analysis.text_format import fit_left, format_percent, format_seconds, signed_seconds
 
 
 @pytest.mark.parametrize(

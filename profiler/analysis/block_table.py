@@ -1,4 +1,4 @@
-"""Block rows (:class:`profiler.block_stats.BlockStat`) as a text table, JSON-ready dicts or CSV.
+"""Block rows (:class:`profiler.analysis.block_stats.BlockStat`) as a text table, JSON-ready dicts or CSV.
 
 Shared by ``rlprof analyze`` and ``profiler.dumps`` so both print the same columns. The per-call
 ``min``/``max`` columns appear only when every row records them: the tables never print a
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.block_stats import BlockStat, has_min_max
-from profiler.text_format import TABLE_WIDTH, csv_text, fit_left, format_percent, format_seconds
+from profiler.analysis.block_stats import BlockStat, has_min_max
+from profiler.analysis.text_format import TABLE_WIDTH, csv_text, fit_left, format_percent, format_seconds
 
 __all__ = ["PARALLEL_NOTE", "block_columns", "blocks_as_csv", "blocks_as_dicts", "blocks_as_table"]
 

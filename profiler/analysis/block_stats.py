@@ -1,7 +1,7 @@
 """Per-block statistics of a timer tree: one row per block, or per block name, then select and sort.
 
 This is the data behind ``rlprof analyze``'s block table and ``profiler.dumps``. A row is a plain
-record (:class:`BlockStat`); turning rows into text, JSON or CSV is :mod:`profiler.block_table`'s
+record (:class:`BlockStat`); turning rows into text, JSON or CSV is :mod:`profiler.analysis.block_table`'s
 job.
 
 Per-call minimum and maximum exist only when the nodes carry ``min`` and ``max`` fields (per-call

@@ -1,0 +1,78 @@
+"""The dump of one process's timers: the tree, gauges, metadata, merged workers and timeline.
+
+This layer sits above :mod:`profiler.timers` and :mod:`profiler.events` so that neither imports
+the other to build a dump: ``timers`` imports nothing of rlprof, ``events`` builds on ``timers``,
+and this module brings both together into the dict that ``write_timing_tree`` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from typing import Any
+
+from profiler import __version__, timers
+from profiler.events import timeline_section
+from profiler.timers import TIMER_FORMAT_VERSION, TimerNode, TimerStack, all_timer_stacks
+
+__all__ = ["get_timer_tree"]
+
+
+def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
+    metadata = {
+        "timer_format_version": TIMER_FORMAT_VERSION,
+        "start_time_seconds": str(int(stack.start_wall_time)),
+        "end_time_seconds": str(int(end_wall_time)),
+        "python_version": platform.python_version(),
+        "command_line_arguments": " ".join(sys.argv),
+        "rlprof_version": __version__,
+        "pid": str(os.getpid()),
+    }
+    metadata.update(stack.metadata)
+    return metadata
+
+
+def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
+    """Each other thread's blocks, as an ``is_parallel`` node named ``thread:<name>``."""
+    nodes = []
+    for other in all_timer_stacks():
+        if other is stack or not other.root.children:
+            continue
+        thread_node = TimerNode(f"thread:{other.thread_name}", None, other)
+        thread_node.add(other.root, parallel=True)
+        thread_node.count = 1
+        thread_node.total = sum(child.total for child in other.root.children.values())
+        nodes.append(thread_node.to_dict())
+    return nodes
+
+
+def get_timer_tree(
+    timer_stack: TimerStack | None = None, *, include_threads: bool = False
+) -> dict[str, Any]:
+    """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
+
+    The root's ``total`` is the wall time since the stack started. With ``include_threads``, the
+    trees of every other thread that timed anything are appended to the root's children, each
+    under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
+    """
+    stack = timers._resolve(timer_stack)
+    end_wall_time = time.time()
+    root = stack.root
+    tree = root.to_dict()
+    tree["total"] = stack.elapsed()
+    tree["count"] = 1
+    tree["self"] = root.self_time_within(tree["total"])
+    if include_threads:
+        tree["children"].extend(_other_thread_nodes(stack))
+    # list() because a merger may add worker gauges from its receiver thread meanwhile.
+    tree["gauges"] = {name: gauge.to_dict() for name, gauge in list(stack.gauges.items())}
+    tree["metadata"] = _base_metadata(stack, end_wall_time)
+    workers = [entry for merger in list(stack.mergers) for entry in merger.worker_entries()]
+    if workers:
+        tree["workers"] = workers
+    timeline = timeline_section(stack)
+    if timeline is not None:
+        tree["timeline"] = timeline
+    return tree

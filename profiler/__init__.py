@@ -18,6 +18,7 @@ from profiler.timer_json import (
 )
 from profiler.timer_tree import get_timer_tree
 from profiler.timers import (
+    TIMER_FORMAT_VERSION,
     GaugeNode,
     TimerNode,
     TimerStack,
@@ -28,12 +29,14 @@ from profiler.timers import (
     get_timer_stack_for_thread,
     hierarchical_timer,
     is_enabled,
+    merge_gauges,
     reset_timers,
     set_gauge,
     timed,
 )
 
 __all__ = [
+    "TIMER_FORMAT_VERSION",
     "GaugeNode",
     "PayloadError",
     "TimerFileError",
@@ -53,6 +56,7 @@ __all__ = [
     "is_enabled",
     "load_timing_tree",
     "mark",
+    "merge_gauges",
     "record_counter",
     "reset_timers",
     "set_gauge",

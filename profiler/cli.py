@@ -246,13 +246,14 @@ def _run_diff(arguments: argparse.Namespace) -> int:
 def _add_convert(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="write a run as a Chrome trace, speedscope, collapsed stacks or HTML",
+        help="write a run as a Chrome trace, speedscope, collapsed stacks, HTML or ML-Agents' layout",
         description="Convert a timer JSON file for another viewer: chrome (Perfetto, "
-        "chrome://tracing), speedscope, collapsed (flamegraph.pl) or html (the report).",
+        "chrome://tracing), speedscope, collapsed (flamegraph.pl), html (the report) or mlagents "
+        "(the timer JSON in ML-Agents' timers.json layout, children keyed by name).",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
     parser.add_argument("--to", required=True, metavar="FORMAT",
-                        help="chrome, speedscope, collapsed or html")
+                        help="chrome, speedscope, collapsed, html or mlagents")
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
                         help="the file to write (replaced atomically)")
     parser.set_defaults(run=_run_convert)

@@ -45,13 +45,15 @@ def write_timing_tree(
     timer_stack: TimerStack | None = None,
     *,
     include_threads: bool = True,
+    layout: str = "rlprof",
 ) -> Path:
     """Dump a stack's tree (the calling thread's by default) as JSON at ``path``, atomically.
 
     Other threads' trees are included under ``thread:<name>`` nodes unless ``include_threads`` is
-    false. Returns the path written.
+    false. ``layout="mlagents"`` writes the layout of ML-Agents' ``timers.json`` (children keyed
+    by name) for tools that read only that; rlprof reads both. Returns the path written.
     """
-    tree = get_timer_tree(timer_stack, include_threads=include_threads)
+    tree = get_timer_tree(timer_stack, include_threads=include_threads, layout=layout)
     return write_atomically(path, json.dumps(tree, indent=2))
 
 

@@ -8,30 +8,24 @@ and this module brings both together into the dict that ``write_timing_tree`` wr
 from __future__ import annotations
 
 import os
-import platform
-import sys
 import time
 from typing import Any
 
 from profiler import __version__, timers
 from profiler.events import timeline_section
-from profiler.timers import TIMER_FORMAT_VERSION, TimerNode, TimerStack, all_timer_stacks
+from profiler.mlagents_layout import check_layout, to_mlagents_layout
+from profiler.timers import TimerNode, TimerStack, all_timer_stacks
 
 __all__ = ["get_timer_tree"]
 
 
 def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
-    metadata = {
-        "timer_format_version": TIMER_FORMAT_VERSION,
-        "start_time_seconds": str(int(stack.start_wall_time)),
-        "end_time_seconds": str(int(end_wall_time)),
-        "python_version": platform.python_version(),
-        "command_line_arguments": " ".join(sys.argv),
+    return {
+        **stack.default_metadata(end_wall_time),
         "rlprof_version": __version__,
         "pid": str(os.getpid()),
+        **stack.metadata,
     }
-    metadata.update(stack.metadata)
-    return metadata
 
 
 def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
@@ -49,14 +43,20 @@ def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
 
 
 def get_timer_tree(
-    timer_stack: TimerStack | None = None, *, include_threads: bool = False
+    timer_stack: TimerStack | None = None,
+    *,
+    include_threads: bool = False,
+    layout: str = "rlprof",
 ) -> dict[str, Any]:
     """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
 
     The root's ``total`` is the wall time since the stack started. With ``include_threads``, the
     trees of every other thread that timed anything are appended to the root's children, each
     under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
+    ``layout="mlagents"`` keys children by name, as ML-Agents' ``get_timer_tree`` does (see
+    :mod:`profiler.mlagents_layout`).
     """
+    check_layout(layout)
     stack = timers._resolve(timer_stack)
     end_wall_time = time.time()
     root = stack.root
@@ -75,4 +75,4 @@ def get_timer_tree(
     timeline = timeline_section(stack)
     if timeline is not None:
         tree["timeline"] = timeline
-    return tree
+    return to_mlagents_layout(tree) if layout == "mlagents" else tree

@@ -1,7 +1,9 @@
 """Hierarchical timers: a tree of named blocks per thread, cheap enough to leave on.
 
-The API keeps the names of Unity ML-Agents' ``mlagents_envs.timers`` so that code written against
-it ports by changing the import. The design differs where ML-Agents is slow or wrong:
+The API is the whole public API of Unity ML-Agents' ``mlagents_envs.timers`` (mlagents-envs
+1.1.0), names and semantics, so that code written against it ports by changing the import; the
+few deliberate differences are listed in docs/from-mlagents.md. The design differs where ML-Agents
+is slow or wrong:
 
 * A block *is* its tree node. ``hierarchical_timer(name)`` finds (or, the first time, creates)
   the child of the currently open node and returns it; the node is its own context manager. After
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import random
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterator, TypeVar, overload
@@ -40,6 +44,7 @@ __all__ = [
     "get_timer_stack_for_thread",
     "hierarchical_timer",
     "is_enabled",
+    "merge_gauges",
     "now",
     "reset_timers",
     "set_clock",
@@ -76,7 +81,11 @@ class TimerNode:
         "_start",
     )
 
-    def __init__(self, name: str, parent: TimerNode | None, stack: TimerStack) -> None:
+    def __init__(
+        self, name: str = "root", parent: TimerNode | None = None, stack: TimerStack | None = None
+    ) -> None:
+        # With no arguments (as ML-Agents' ``TimerNode()``) the node is detached: a tree to merge
+        # into or read, never entered as a block.
         self.name = name
         self.parent = parent
         self.children: dict[str, TimerNode] = {}
@@ -166,6 +175,48 @@ class TimerNode:
         )
         return max(0.0, total - nested)
 
+    def add_time(self, elapsed: float) -> None:
+        """Count one more call of this block, lasting ``elapsed`` seconds (ML-Agents' API).
+
+        For code that times a block itself, between :meth:`TimerStack.push` and
+        :meth:`TimerStack.pop`; ``with hierarchical_timer(...)`` does this on its own.
+        """
+        self.total += elapsed
+        self.count += 1
+
+    def merge(self, other: TimerNode, root_name: str | None = None, is_parallel: bool = True) -> None:
+        """Add ``other``'s tree into this one, as ML-Agents' ``TimerNode.merge`` does.
+
+        With ``root_name``, ``other`` is added as (or into) this node's child of that name: the
+        way ML-Agents' trainer files each worker's root under ``worker_root``. ``is_parallel``
+        marks every node it touches as having run beside its parent, in another process or
+        thread. Unlike ML-Agents, a node that ``other`` already marks parallel stays parallel, and
+        error counts are added too; ``other`` itself is left unchanged.
+        """
+        target = self.get_child(root_name) if root_name else self
+        target.add(other, parallel=is_parallel)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling keeps: the figures and the children, not the parent, stack or open run.
+
+        ML-Agents' workers send ``get_timer_root()`` to the trainer over a pipe; the stack a node
+        belongs to (its locks, mergers and timeline) has no meaning in another process.
+        """
+        return {
+            slot: getattr(self, slot)
+            for slot in TimerNode.__slots__
+            if slot not in _UNPICKLED_NODE_SLOTS
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for slot, value in state.items():
+            setattr(self, slot, value)
+        self.parent = None
+        self._stack = None  # type: ignore[assignment]
+        self._start = 0.0
+        for child in self.children.values():
+            child.parent = self
+
     def add(self, other: TimerNode, *, parallel: bool = False) -> None:
         """Add ``other``'s totals, counts and children into this subtree (``other`` is unchanged).
 
@@ -206,29 +257,49 @@ class TimerNode:
         return f"TimerNode({self.name!r}, total={self.total:.6f}, count={self.count})"
 
 
-class GaugeNode:
-    """The latest value of a named measurement, with its min, max and how often it was set."""
+_UNPICKLED_NODE_SLOTS = frozenset({"parent", "_stack", "_start"})
 
-    __slots__ = ("value", "min_value", "max_value", "count")
+
+class GaugeNode:
+    """The latest value of a named measurement, with its min, max and how often it was set.
+
+    ``updated_at`` is the wall-clock time (``time.time()``) of the latest value: gauges merged
+    from several processes or threads keep the value set last, as ML-Agents' do.
+    """
+
+    __slots__ = ("value", "min_value", "max_value", "count", "updated_at")
 
     def __init__(self, value: float) -> None:
         self.value = value
         self.min_value = value
         self.max_value = value
         self.count = 1
+        self.updated_at = time.time()
 
     def update(self, new_value: float) -> None:
         self.value = new_value
         self.min_value = min(self.min_value, new_value)
         self.max_value = max(self.max_value, new_value)
         self.count += 1
+        self.updated_at = time.time()
 
     def merge(self, other: GaugeNode) -> None:
-        """Fold in a gauge recorded elsewhere: ``other`` is taken to be the later reading."""
-        self.value = other.value
+        """Fold in a gauge recorded elsewhere; the value set later (by ``updated_at``) is kept."""
+        if other.updated_at > self.updated_at:
+            self.value = other.value
+            self.updated_at = other.updated_at
         self.min_value = min(self.min_value, other.min_value)
         self.max_value = max(self.max_value, other.max_value)
         self.count += other.count
+
+    def copy(self) -> GaugeNode:
+        """An independent gauge with the same figures."""
+        duplicate = GaugeNode(self.value)
+        duplicate.min_value = self.min_value
+        duplicate.max_value = self.max_value
+        duplicate.count = self.count
+        duplicate.updated_at = self.updated_at
+        return duplicate
 
     def to_dict(self) -> dict[str, float]:
         return {
@@ -237,6 +308,9 @@ class GaugeNode:
             "max": self.max_value,
             "count": self.count,
         }
+
+    as_dict = to_dict
+    """ML-Agents' name for :meth:`to_dict`."""
 
     def __repr__(self) -> str:
         return f"GaugeNode(value={self.value!r}, min={self.min_value!r}, max={self.max_value!r})"
@@ -300,6 +374,75 @@ class TimerStack:
         blocks.reverse()
         return blocks
 
+    @property
+    def stack(self) -> list[TimerNode]:
+        """The root, then the blocks open right now, outermost first (ML-Agents' ``stack``).
+
+        A new list each time: the stack itself is the ``current`` pointer, walked through
+        ``parent``, so push and pop with :meth:`push` and :meth:`pop`, not on this list.
+        """
+        return [self.root, *self.open_blocks()]
+
+    def push(self, name: str) -> TimerNode:
+        """Make the child ``name`` of the open block the open block, and return it.
+
+        ML-Agents' low-level API: it moves the stack but times nothing. Pair it with :meth:`pop`
+        and :meth:`TimerNode.add_time`; ``with hierarchical_timer(name)`` does all three.
+        """
+        node = self.current.get_child(name)
+        self.current = node
+        return node
+
+    def pop(self) -> None:
+        """Close the open block (without timing it): its parent becomes the open block again."""
+        node = self.current
+        if node is self.root or node.parent is None:
+            raise RuntimeError(f"pop() on the timer stack of {self.thread_name!r}: no block is open")
+        self.current = node.parent
+
+    def get_root(self) -> TimerNode:
+        """The root, its ``total`` set to the time since the stack started and ``count`` to 1.
+
+        This is what ML-Agents' workers send to the trainer: merged with
+        ``merge(root, root_name="worker_root")``, the root's total is the worker's own run time.
+        """
+        root = self.root
+        root.total = self.elapsed()
+        root.count = 1
+        return root
+
+    def get_timing_tree(self, node: TimerNode | None = None) -> dict[str, Any]:
+        """The tree (or the subtree at ``node``) in ML-Agents' layout, as ML-Agents' method does.
+
+        Children are keyed by name and left out when there are none; the root alone carries its
+        ``name``, the ``gauges`` (when any) and the ``metadata``. ``self`` is rlprof's: blocks
+        that ran in parallel are not taken out of their parent's self time. rlprof's own layout,
+        with merged workers and the timeline, is :func:`profiler.get_timer_tree`.
+        """
+        if node is not None:
+            return _keyed_by_name(node.to_dict())
+        tree: dict[str, Any] = {"name": "root"}
+        if self.gauges:
+            tree["gauges"] = {name: gauge.as_dict() for name, gauge in list(self.gauges.items())}
+        tree["metadata"] = {**self.default_metadata(time.time()), **self.metadata}
+        tree.update(_keyed_by_name(self.get_root().to_dict()))
+        return tree
+
+    def default_metadata(self, end_wall_time: float) -> dict[str, str]:
+        """The metadata every dump carries, as ML-Agents writes it: the timer format version,
+        start and end (wall clock, whole seconds), the Python version and the command line."""
+        return {
+            "timer_format_version": TIMER_FORMAT_VERSION,
+            "start_time_seconds": str(int(self.start_wall_time)),
+            "end_time_seconds": str(int(end_wall_time)),
+            "python_version": platform.python_version(),
+            "command_line_arguments": " ".join(sys.argv),
+        }
+
+    def add_metadata(self, key: str, value: Any) -> None:
+        """Attach ``value`` (kept as a string) to the run's metadata under ``key``."""
+        self.metadata[key] = str(value)
+
     def set_gauge(self, name: str, value: float) -> None:
         gauge = self.gauges.get(name)
         if gauge is None:
@@ -316,6 +459,14 @@ class TimerStack:
 
     def __repr__(self) -> str:
         return f"TimerStack(thread={self.thread_name!r}, blocks={sum(1 for _ in self.root.walk()) - 1})"
+
+
+def _keyed_by_name(node: dict[str, Any]) -> dict[str, Any]:
+    """A node of rlprof's JSON layout in ML-Agents': children keyed by name, without ``name``."""
+    converted = {key: value for key, value in node.items() if key not in ("name", "children")}
+    if node["children"]:
+        converted["children"] = {child["name"]: _keyed_by_name(child) for child in node["children"]}
+    return converted
 
 
 class _StackRegistry:
@@ -386,14 +537,25 @@ def _resolve(timer_stack: TimerStack | None) -> TimerStack:
 
 
 class _DisabledBlock:
-    """What ``hierarchical_timer`` returns while profiling is off: enters and exits, does nothing."""
+    """What ``hierarchical_timer`` returns while profiling is off: enters and exits, does nothing.
+
+    ``as`` gives the block itself, which takes what ML-Agents' trainer code does to the node of
+    an open block (``merge`` worker trees, ``add_time``) and records none of it, so that code
+    runs unchanged with profiling off.
+    """
 
     __slots__ = ()
 
-    def __enter__(self) -> None:
-        return None
+    def __enter__(self) -> _DisabledBlock:
+        return self
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        return None
+
+    def merge(self, other: Any, root_name: str | None = None, is_parallel: bool = True) -> None:
+        return None
+
+    def add_time(self, elapsed: float) -> None:
         return None
 
 
@@ -403,7 +565,8 @@ _DISABLED_BLOCK = _DisabledBlock()
 def hierarchical_timer(name: str, timer_stack: TimerStack | None = None) -> Any:
     """Time the ``with`` block as the child ``name`` of whichever block is open in this thread.
 
-    ``as`` gives the :class:`TimerNode` (``None`` while profiling is disabled). Blocks must nest
+    ``as`` gives the :class:`TimerNode` (while profiling is disabled, a stand-in whose ``merge``
+    and ``add_time`` record nothing). Blocks must nest
     within a thread, as ``with`` statements do. An exception inside the block still closes it,
     counts it in the node's ``errors`` and propagates unchanged.
     """
@@ -454,14 +617,31 @@ def set_gauge(name: str, value: float, timer_stack: TimerStack | None = None) ->
         _resolve(timer_stack).set_gauge(name, value)
 
 
+def merge_gauges(gauges: dict[str, GaugeNode], timer_stack: TimerStack | None = None) -> None:
+    """Fold gauges recorded elsewhere (another thread's or process's) into a stack's gauges.
+
+    ML-Agents' trainer does this with each trainer thread's gauges after joining it. A gauge
+    the stack already has keeps the value set later (see :meth:`GaugeNode.merge`); a new one is
+    copied in, so that ``gauges`` stays independent of the stack it came from.
+    """
+    own = _resolve(timer_stack).gauges
+    for name, gauge in list(gauges.items()):
+        existing = own.get(name)
+        if existing is None:
+            own[name] = gauge.copy()
+        else:
+            existing.merge(gauge)
+
+
 def add_metadata(key: str, value: Any, timer_stack: TimerStack | None = None) -> None:
     """Attach a string to the run's metadata (kept even while profiling is disabled)."""
-    _resolve(timer_stack).metadata[key] = str(value)
+    _resolve(timer_stack).add_metadata(key, value)
 
 
 def get_timer_root(timer_stack: TimerStack | None = None) -> TimerNode:
-    """The root node of a stack's tree; its children are the outermost blocks."""
-    return _resolve(timer_stack).root
+    """The root node of a stack's tree, its total set to the run time so far (see
+    :meth:`TimerStack.get_root`); its children are the outermost blocks."""
+    return _resolve(timer_stack).get_root()
 
 
 def reset_timers(timer_stack: TimerStack | None = None) -> None:

@@ -9,7 +9,10 @@ them wherever they sit in the tree. Three layouts are known:
   ``env_manager.reset`` likewise, sending with ``send_resets``;
 * the generic names: ``vector.step`` / ``vector.reset`` with ``vector.send_actions``,
   ``vector.wait_for_workers``, ``vector.receive_results`` and the merged worker blocks;
-* Unity ML-Agents files: ``env_step`` with the merged ``worker_root`` (no send/wait split).
+* Unity ML-Agents files: ``env_step`` with the merged ``worker_root`` (no send/wait split),
+  directly or inside the ``workers`` block ML-Agents' trainer merges it in. A ``worker_root`` is
+  a worker's whole tree since its last reset, idle time included, so its timed children are the
+  workers' compute.
 
 The trainer's step is split into parts that add up to its total:
 
@@ -66,6 +69,8 @@ class StepLayout:
     wait: str | None
     transport: tuple[str, ...]
     rest_label: str
+    worker_blocks_are_roots: bool = False
+    """Whether the worker blocks are whole worker trees, whose own total includes idle time."""
 
 
 _WORKER_BLOCKS = ("env.step", "env.reset")  # autoresets run inside a step, so both count
@@ -81,7 +86,8 @@ STEP_LAYOUTS = (
     StepLayout("vector.reset", _WORKER_BLOCKS, "vector.wait_for_workers", _VECTOR_TRANSPORT,
                "other trainer work in the reset"),
     StepLayout("env_step", ("worker_root",), None, (),
-               "send, wait and receive (not split in ML-Agents files)"),
+               "send, wait and receive (not split in ML-Agents files)",
+               worker_blocks_are_roots=True),
 )
 
 ENV_COMPUTE = "env compute (mean worker)"
@@ -192,12 +198,17 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
     total = sum(node["total"] for node in steps)
     child_totals: dict[str, float] = {}
     worker_time, worker_calls = 0.0, 0
+    worker_blocks_found: set[str] = set()
     for node in steps:
         for child in node["children"]:
             child_totals[child["name"]] = child_totals.get(child["name"], 0.0) + child["total"]
-            if child["name"] in layout.worker_blocks:
-                worker_time += child["total"]
-                worker_calls += child["count"]
+        for worker_node in _worker_nodes(node, layout.worker_blocks):
+            worker_blocks_found.add(worker_node["name"])
+            worker_calls += worker_node["count"]
+            if layout.worker_blocks_are_roots:
+                worker_time += sum(child["total"] for child in worker_node["children"])
+            else:
+                worker_time += worker_node["total"]
     per_worker = _per_worker_compute(tree, layout.worker_blocks)
     workers = len(per_worker) or max(1, round(worker_calls / calls))
     mean_compute = worker_time / workers
@@ -220,12 +231,23 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None
         calls=calls,
         total=total,
         parts=parts,
-        worker_blocks=tuple(name for name in layout.worker_blocks if name in child_totals),
+        worker_blocks=tuple(name for name in layout.worker_blocks if name in worker_blocks_found),
         worker_time=worker_time,
         worker_calls=worker_calls,
         workers=workers,
         verdict=_verdict(parts, has_workers=worker_calls > 0),
     )
+
+
+def _worker_nodes(node: dict[str, Any], worker_blocks: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The merged worker blocks inside a step, wherever the trainer merged them (not below one)."""
+    found = []
+    for child in node["children"]:
+        if child["name"] in worker_blocks:
+            found.append(child)
+        else:
+            found.extend(_worker_nodes(child, worker_blocks))
+    return found
 
 
 def _per_worker_compute(tree: dict[str, Any], worker_blocks: tuple[str, ...]) -> list[float]:

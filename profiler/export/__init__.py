@@ -23,10 +23,11 @@ from profiler.export.chrome_trace import to_chrome_trace
 from profiler.export.collapsed import to_collapsed
 from profiler.export.html_report import to_html_report
 from profiler.export.speedscope import to_speedscope
+from profiler.mlagents_layout import to_mlagents_layout
 
 __all__ = ["EXPORT_FORMATS", "render", "write_export"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html")
+EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", "mlagents")
 """The format names :func:`render` and :func:`write_export` accept."""
 
 _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -34,6 +35,7 @@ _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "speedscope": lambda tree: json.dumps(to_speedscope(tree), separators=(",", ":")),
     "collapsed": to_collapsed,
     "html": to_html_report,
+    "mlagents": lambda tree: json.dumps(to_mlagents_layout(tree), indent=2),
 }
 
 

@@ -113,7 +113,7 @@ def test_an_mlagents_env_step_is_split_into_worker_time_and_the_rest():
     assert (breakdown.block, breakdown.worker_blocks, breakdown.calls) == (
         "env_step", ("worker_root",), 3)
     compute = parts_of(breakdown)["env compute (mean worker)"]
-    assert compute == pytest.approx(0.0033969890000093983)
+    assert compute == pytest.approx(0.0032420890000253166)  # the workers' timed blocks
     assert sum(parts_of(breakdown).values()) == pytest.approx(0.009747153999967395)
 
 

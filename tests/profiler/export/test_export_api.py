@@ -11,11 +11,11 @@ from profiler.export import EXPORT_FORMATS, render, write_export
 
 
 def test_the_formats_are_named_for_the_cli():
-    assert EXPORT_FORMATS == ("chrome", "speedscope", "collapsed", "html")
+    assert EXPORT_FORMATS == ("chrome", "speedscope", "collapsed", "html", "mlagents")
 
 
 def test_an_unknown_format_is_refused_with_the_valid_names(trainer_tree):
-    with pytest.raises(ValueError, match="unknown export format 'svg'; choose one of: chrome, speedscope, collapsed, html"):
+    with pytest.raises(ValueError, match="unknown export format 'svg'; choose one of: chrome, speedscope, collapsed, html, mlagents"):
         render(trainer_tree, "svg")
 
 

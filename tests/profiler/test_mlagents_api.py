@@ -284,6 +284,13 @@ def test_get_timing_tree_of_a_node_is_that_subtree(fake_clock):
     }
 
 
+def test_metadata_values_are_kept_as_strings():
+    stack = TimerStack()
+    stack.add_metadata("seed", 3)
+    profiler.add_metadata("workers", 4, stack)
+    assert {key: stack.metadata[key] for key in ("seed", "workers")} == {"seed": "3", "workers": "4"}
+
+
 # --- the layout on request ----------------------------------------------------------------------
 
 
@@ -427,10 +434,3 @@ def test_the_mlagents_layout_has_mlagents_keys_at_every_level(trainer_on_mlagent
     assert layout_keys(ours_in_their_layout) == layout_keys(theirs)
     assert set(theirs["metadata"]) <= set(ours_in_their_layout["metadata"])
     assert ours["children"][0]["name"] == "outer"  # rlprof's own layout stays the default
-
-
-def test_metadata_values_are_kept_as_strings():
-    stack = TimerStack()
-    stack.add_metadata("seed", 3)
-    profiler.add_metadata("workers", 4, stack)
-    assert {key: stack.metadata[key] for key in ("seed", "workers")} == {"seed": "3", "workers": "4"}

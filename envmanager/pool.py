@@ -8,7 +8,8 @@ crashes is noticed at once and reported (the caller raises
 
 Collecting replies is two phases, :meth:`WorkerPool.wait` then :meth:`WorkerPool.collect`,
 so that the time spent waiting for the slowest worker and the time spent reading and
-decoding replies can be measured apart.
+decoding replies can be measured apart.  ``WorkerPool.ready_at`` keeps, per worker, when its
+reply to the latest request was ready, so the trainer can tell whom a step waited for last.
 """
 
 from __future__ import annotations
@@ -78,6 +79,11 @@ class WorkerPool:
 
     ``timers_sink`` receives every timer payload that arrives, including those riding on
     replies the trainer had stopped waiting for, so no timer data is dropped.
+
+    ``ready_at[i]`` is when worker ``i``'s reply to its latest request was ready (None until it
+    arrives): the worker's own stamp, as every process of a machine reads the same
+    ``perf_counter`` clock; or, once ``worker_clock_shared`` is set to False because the
+    worker's clock proved to be another, the moment the trainer saw the reply ready.
     """
 
     def __init__(self, ctx: Any, configs: list[WorkerConfig], envs: list[range], daemon: bool) -> None:
@@ -86,6 +92,8 @@ class WorkerPool:
         self._fork = ctx.get_start_method() == "fork"
         self.workers = [WorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
         self.timers_sink: TimersSink | None = None
+        self.ready_at: list[float | None] = [None] * len(self.workers)
+        self.worker_clock_shared = True
         self._sequence = 0
         for handle in self.workers:
             self._start(handle)
@@ -133,6 +141,7 @@ class WorkerPool:
             handle.conn.close()
             handle.conn = None
         handle.awaiting = _NOTHING_AWAITED
+        self.ready_at[handle.index] = None
         # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
         handle.process.join(TERMINATE_GRACE_SECONDS)
         _terminate([handle.process])
@@ -144,8 +153,10 @@ class WorkerPool:
         """Send one request per target; ``bodies[i]`` goes to ``targets[i]`` (None: no body)."""
         self._sequence += 1
         sequence = self._sequence
+        ready_at = self.ready_at
         for i, handle in enumerate(targets):
             body = None if bodies is None else bodies[i]
+            ready_at[handle.index] = None
             try:
                 protocol.send(handle.conn, (sequence, command, body))
             except (BrokenPipeError, ConnectionResetError):
@@ -198,6 +209,8 @@ class WorkerPool:
                         self._receive(handle, _ignore_reply)
                     if handle.alive and not (handle.outstanding == 1 and handle.conn.poll(0)):
                         self._bury(handle)
+                if handle.alive and not self.worker_clock_shared:
+                    self.ready_at[handle.index] = time.perf_counter()
                 # Settled: its reply is ready, or it is dead.  Stop watching it.
                 for settled_fd in handle.fds:
                     del owners[settled_fd]
@@ -223,7 +236,7 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            sequence, ok, body, timers = protocol.receive(handle.conn)
+            sequence, ok, body, timers, finished_at = protocol.receive(handle.conn)
         except (EOFError, OSError):
             self._bury(handle)
             return
@@ -233,6 +246,8 @@ class WorkerPool:
         if sequence != handle.awaiting:
             return  # the answer to a request the trainer gave up on after a timeout
         handle.awaiting = _NOTHING_AWAITED
+        if self.worker_clock_shared:
+            self.ready_at[handle.index] = finished_at
         on_reply(handle, ok, body)
 
     def flush_stale_replies(self) -> None:

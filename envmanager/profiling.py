@@ -12,6 +12,11 @@ The manager's ``step`` is one block with the parts a user needs to tell apart::
 the block of the latest step (or, before the first step, the latest reset), whatever call
 they happen to arrive with, so that a worker's stepping time always sits under the step
 block, where it belongs.
+
+Each worker's entry in the dump's ``workers`` section also gets ``critical_path`` (whom the
+steps waited for last, :mod:`envmanager.critical_path`) and ``env_time`` (wall and CPU time of
+its env calls, :mod:`envmanager.env_time`); the run's metadata gets ``busy_processes``: the
+trainer plus the workers of every manager alive at once, at the most.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import os
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,18 @@ from profiler.merge import PayloadError, TimerMerger
 from profiler.timer_json import timers_json_path, write_timing_tree
 from profiler.timers import TimerNode
 
+from envmanager.critical_path import CriticalPath
+from envmanager.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.resources import ResourceGauges
 
 __all__ = ["ManagerProfiling"]
 
 _NO_BLOCK = contextlib.nullcontext()
+
+# Every manager of this process whose workers are running, profiled or not: they all compete
+# for the same cores, so each profiled one reports them all in ``busy_processes``.
+_live_managers: weakref.WeakSet[ManagerProfiling] = weakref.WeakSet()
+_live_managers_lock = threading.Lock()
 
 
 class ManagerProfiling:
@@ -50,6 +63,12 @@ class ManagerProfiling:
         "reset_anchor",
         "resources",
         "bad_payloads",
+        "workers",
+        "critical_path",
+        "env_times",
+        "busy_processes",
+        "_generation",
+        "__weakref__",
     )
 
     def __init__(self, enabled: bool, resource_interval: float | None) -> None:
@@ -65,19 +84,79 @@ class ManagerProfiling:
             else None
         )
         self.bad_payloads = 0
+        self.workers = 0
+        self.critical_path: CriticalPath | None = None
+        self.env_times: list[EnvTime] = []
+        self.busy_processes = 0
+        self._generation = self.timer_stack.generation
+
+    def workers_started(self, workers: int) -> None:
+        """The manager's ``workers`` processes run from now on: count them and their figures."""
+        self.workers = workers
+        if self.merger is not None:
+            self.critical_path = CriticalPath(workers, self.timer_stack)
+            self.env_times = [EnvTime() for _ in range(workers)]
+            self.merger.add_worker_section("critical_path", self.critical_path.section)
+            self.merger.add_worker_section("env_time", self._env_time_section)
+        with _live_managers_lock:
+            _live_managers.add(self)
+            busy = 1 + sum(manager.workers for manager in _live_managers)
+            for manager in _live_managers:
+                manager._note_busy_processes(busy)
+
+    def workers_stopped(self) -> None:
+        """The workers are gone: they no longer compete for cores with later managers."""
+        with _live_managers_lock:
+            _live_managers.discard(self)
+
+    def _note_busy_processes(self, busy: int) -> None:
+        self.busy_processes = max(self.busy_processes, busy)
+        if self.enabled:
+            timers.add_metadata("busy_processes", self.busy_processes, self.timer_stack)
+
+    def _follow_stack_resets(self) -> None:
+        """After the timer stack was reset: forget the figures counted before, as the tree did."""
+        if self._generation == self.timer_stack.generation:
+            return
+        self._generation = self.timer_stack.generation
+        if self.critical_path is not None:
+            self.critical_path.clear()
+        for env_time in self.env_times:
+            env_time.clear()
+        if self.enabled and self.busy_processes:
+            timers.add_metadata("busy_processes", self.busy_processes, self.timer_stack)
+
+    def record_step(self, ready_at: list[float | None], waiting_since: float) -> None:
+        """Count whom this vector step waited for last (see :class:`CriticalPath`)."""
+        critical_path = self.critical_path
+        if critical_path is not None:
+            if self._generation != self.timer_stack.generation:
+                self._follow_stack_resets()
+            critical_path.record_step(ready_at, waiting_since)
+
+    def _env_time_section(self, worker: int) -> dict[str, Any] | None:
+        return self.env_times[worker].section() if 0 <= worker < len(self.env_times) else None
 
     def block(self, name: str) -> Any:
         """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled)."""
         return timers.hierarchical_timer(name) if self.enabled else _NO_BLOCK
 
-    def merge(self, worker_index: int, payload: Any) -> None:
-        """Fold one worker payload into the trainer's tree (the pool's ``timers_sink``)."""
+    def merge(self, worker_index: int, timers_field: Any) -> None:
+        """Fold one reply's ``timers`` field into the trainer's tree (the pool's ``timers_sink``):
+        a worker payload and the env time measured with it."""
         if self.merger is None:
             return
+        self._follow_stack_resets()
         anchor = self.step_anchor if self.step_anchor is not None else self.reset_anchor
         try:
+            if not isinstance(timers_field, tuple) or len(timers_field) != 4:
+                raise PayloadError("a reply's timers are (payload, env wall, env cpu, env calls)")
+            payload, env_wall, env_cpu, env_calls = timers_field
+            validate_env_time(env_wall, env_cpu, env_calls)
             self.merger.merge_payload(worker_index, payload, anchor)
-        except PayloadError as exc:
+            if 0 <= worker_index < len(self.env_times):
+                self.env_times[worker_index].add(env_wall, env_cpu, env_calls)
+        except (PayloadError, EnvTimeError) as exc:
             # Timing data must never break training: count it, say it once, go on.
             self.bad_payloads += 1
             if self.bad_payloads == 1:

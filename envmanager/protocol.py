@@ -10,14 +10,18 @@ Request (manager -> worker)::
 
 Reply (worker -> manager)::
 
-    (sequence, ok, body, timers)
+    (sequence, ok, body, timers, finished_at)
 
 ``sequence`` is echoed back so the manager can recognise and drop a late reply to a request
 it already gave up on (after a timeout) instead of mistaking it for the current answer.
 ``ok`` is False when the command raised; ``body`` is then a :class:`RemoteFailure`.
-``timers`` is a profiler payload or None; it rides on the reply so that shipping timer data
-never costs an extra round trip, and it is kept apart from ``body`` so it can never leak
-into the infos a user sees.
+``timers`` is None, or ``(payload, env_wall_seconds, env_cpu_seconds, env_calls)``: a profiler
+payload and the wall time, CPU time and number of the worker's env calls since its previous
+payload (:mod:`envmanager.env_time`).  It rides on the reply so that shipping timer data never
+costs an extra round trip, and it is kept apart from ``body`` so it can never leak into the
+infos a user sees.  ``finished_at`` is the worker's ``time.perf_counter()`` when it finished
+the request, one clock for every process of a machine: the trainer orders a step's replies by
+it (:mod:`envmanager.critical_path`).
 
 Bodies, per command (``k`` is the number of envs the worker runs):
 
@@ -92,7 +96,7 @@ COMMAND_NAMES = {
 }
 
 Request = tuple[int, int, Any]
-Reply = tuple[int, bool, Any, Any]
+Reply = tuple[int, bool, Any, Any, float]
 PackedArray = tuple[bytes, str, tuple[int, ...]]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 import warnings
 from enum import Enum
 from pathlib import Path
@@ -41,6 +42,7 @@ from profiler import events
 from profiler.merge import TimerMerger
 
 from envmanager import protocol
+from envmanager.critical_path import stamps_within
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.pool import CLOSE_GRACE_SECONDS, WorkerHandle, WorkerPool
@@ -164,10 +166,17 @@ class SubprocessEnvManager(VectorEnv):
         self._state = _State.DEFAULT
         self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
         self._pool.timers_sink = self._profiling.merge
+        self._profiling.workers_started(len(self._pool.workers))
         try:
+            describe_sent_at = time.perf_counter()
             self._check_worker_spaces()
+            # Every reply was stamped during this round trip, unless the workers' clock is not ours.
+            self._pool.worker_clock_shared = stamps_within(
+                self._pool.ready_at, describe_sent_at, time.perf_counter()
+            )
         except BaseException:
             self._pool.shutdown(graceful=False, timeout=None)
+            self._profiling.workers_stopped()
             self.closed = True
             raise
 
@@ -429,8 +438,11 @@ class SubprocessEnvManager(VectorEnv):
             raise NoAsyncCallError(
                 "Calling `step_wait` without any prior call to `step_async`.", _State.WAITING_STEP.value
             )
+        profiling = self._profiling
+        waiting_since = time.perf_counter() if profiling.enabled else 0.0
         results = self._gather("step_wait", self._on_step_reply, timeout, self._step_results)
-        self._profiling.sample_resources(self._pool.workers)
+        profiling.record_step(self._pool.ready_at, waiting_since)
+        profiling.sample_resources(self._pool.workers)
         return results
 
     def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -676,6 +688,7 @@ class SubprocessEnvManager(VectorEnv):
                 except Exception:
                     pass  # closing anyway; whatever went wrong with that call no longer matters
             pool.shutdown(graceful=not terminate, timeout=timeout)
+        self._profiling.workers_stopped()
         if self.summaries_dir is not None:
             self._profiling.dump(self.summaries_dir, self.run_id)
 

@@ -12,7 +12,10 @@ Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``e
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
 code.  A :class:`~profiler.payload.WorkerTimers` decides when the tree is due to ship; the
 payload rides on the next step or reset reply, in the reply's own ``timers`` field, and once
-more on the CLOSE reply so nothing is lost.
+more on the CLOSE reply so nothing is lost.  Beside it travel the wall and CPU time of the env
+calls since the previous payload (:mod:`envmanager.env_time`), and every reply is stamped with
+the moment the worker finished it, from which the trainer learns whom each step waited for
+last (:mod:`envmanager.critical_path`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import signal
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
@@ -32,6 +36,7 @@ from profiler.payload import WorkerTimers
 
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
+from envmanager.env_time import EnvTimeMeter
 from envmanager.observations import ObservationPacker
 from envmanager.protocol import RemoteFailure
 
@@ -104,7 +109,8 @@ class _WorkerLoop:
         self.creation_failure: RemoteFailure | None = None
         self._failing_env: int | None = None  # the env being run, named in a failure reply
         self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
-        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling)
+        self.env_time = EnvTimeMeter()
+        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.env_time)
         for j, factory in enumerate(config.factories.factories):
             try:
                 env = factory()
@@ -145,17 +151,22 @@ class _WorkerLoop:
             self._close_envs()
 
     def _timers_due(self, command: int) -> Any:
-        """The timer payload to piggy-back on this reply, if one is due."""
+        """The timer payload to piggy-back on this reply, if one is due, with the env time
+        measured since the previous one."""
         if self.timers is None:
             return None
         if command == protocol.STEP or command == protocol.RESET:
-            return self.timers.step_done()
-        if command == protocol.FLUSH:
-            return self.timers.final_payload()
-        return None
+            payload = self.timers.step_done()
+        elif command == protocol.FLUSH:
+            payload = self.timers.final_payload()
+        else:
+            return None
+        return None if payload is None else (payload, *self.env_time.take())
 
     def _all_timers(self) -> Any:
-        return None if self.timers is None else self.timers.final_payload()
+        if self.timers is None:
+            return None
+        return (self.timers.final_payload(), *self.env_time.take())
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None
@@ -232,11 +243,13 @@ class _WorkerLoop:
             env.env.set_wrapper_attr(name, values[j])
 
     def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any) -> None:
+        finished_at = time.perf_counter()
         try:
-            protocol.send(self.conn, (sequence, ok, body, timer_payload))
+            protocol.send(self.conn, (sequence, ok, body, timer_payload, finished_at))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             # Nothing was written (the message is pickled before it is sent): report instead.
-            protocol.send(self.conn, (sequence, False, RemoteFailure(exc, None), timer_payload))
+            failure = RemoteFailure(exc, None)
+            protocol.send(self.conn, (sequence, False, failure, timer_payload, finished_at))
 
     def _close_envs(self) -> None:
         envs, self.envs = self.envs, []
@@ -247,11 +260,12 @@ class _WorkerLoop:
                 pass  # closing is best effort; the process is about to end anyway
 
 
-def _make_guards(semaphore: Any, profiling: bool) -> tuple[Callable, Callable]:
+def _make_guards(semaphore: Any, profiling: bool, env_time: EnvTimeMeter) -> tuple[Callable, Callable]:
     """The functions through which every env reset/step goes, built once per worker.
 
     They hold the ``max_concurrency`` permit while the env runs, and time the env's own
-    work (not the wait for a permit) as ``env.reset`` / ``env.step``.
+    work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
+    in ``env_time``, on the CPU clock too.
     """
     permit = semaphore if semaphore is not None else contextlib.nullcontext()
     if not profiling:
@@ -269,11 +283,11 @@ def _make_guards(semaphore: Any, profiling: bool) -> tuple[Callable, Callable]:
     hierarchical_timer = timers.hierarchical_timer
 
     def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-        with permit, hierarchical_timer("env.reset"):
+        with permit, hierarchical_timer("env.reset"), env_time:
             return env.reset(seed=seed, options=options)
 
     def timed_step(env: Env, action: Any) -> tuple:
-        with permit, hierarchical_timer("env.step"):
+        with permit, hierarchical_timer("env.step"), env_time:
             return env.step(action)
 
     return timed_reset, timed_step

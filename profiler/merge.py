@@ -14,6 +14,10 @@ A :class:`TimerMerger` takes each payload a worker sends (see ``profiler.payload
   prefix keeps them apart from the trainer's own gauge of the same name);
 * files its timeline events, shifted onto the trainer's clock, on that worker's own track.
 
+The code that drives the workers may know more about them than their payloads say (whom a step
+waited for, how much CPU their envs used); it adds that to each worker's entry in the dump with
+:meth:`TimerMerger.add_worker_section`, so ``profiler`` stays ignorant of what a worker does.
+
 A payload is validated completely before anything is touched, so a bad one raises
 :class:`PayloadError` and merges nothing. Each payload carries its stack's stream id and a
 sequence number, so one merged before is ignored (and counted as a duplicate); a gap in the
@@ -29,13 +33,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.payload import PayloadError, validate_payload
 from profiler.timers import GaugeNode, TimerNode, TimerStack
 
-__all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime"]
+__all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime", "WorkerSection"]
+
+WorkerSection = Callable[[int], "dict[str, Any] | None"]
+"""Gives a worker's extra section in the dump from its worker id (None: no section for it)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,7 @@ class TimerMerger:
         self._lock = threading.Lock()
         self._workers: dict[int, _WorkerRecord] = {}
         self._last_sequence: dict[tuple[int, int], int] = {}
+        self._sections: dict[str, WorkerSection] = {}
         self._generation = -1
         with self._lock:
             self._follow_stack_resets()
@@ -234,12 +242,28 @@ class TimerMerger:
             ring.extend(new_events)
         track.dropped += dropped
 
+    def add_worker_section(self, name: str, section: WorkerSection) -> None:
+        """Dump ``name: section(worker_id)`` in every worker's entry (left out where it gives None).
+
+        Raises ``ValueError`` for a name the entry already uses for its own fields.
+        """
+        if name in _ENTRY_FIELDS:
+            raise ValueError(f"worker section {name!r} would replace the worker entry's own field")
+        with self._lock:
+            self._sections[name] = section
+
     # --- what the dump and the user read --------------------------------------------------------
 
     def worker_entries(self) -> list[dict[str, Any]]:
         """The ``workers`` section: one node-like entry per worker, by worker id."""
         with self._lock:
-            return [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
+            entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
+            for entry in entries:
+                for name, section in self._sections.items():
+                    value = section(entry["worker_id"])
+                    if value is not None:
+                        entry[name] = value
+            return entries
 
     def timeline_processes(self) -> list[tuple[dict[str, Any], int]]:
         """Each worker process's ``timeline`` entry, with the number of events it dropped."""
@@ -290,6 +314,9 @@ class TimerMerger:
             gap=slowest.mean - mean,
             slowest_worker=slowest.worker_id,
         )
+
+
+_ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry())
 
 
 def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ...]) -> None:

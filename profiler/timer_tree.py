@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from profiler import __version__, timers
+from profiler.cpu_cores import cores_available
 from profiler.events import timeline_section
 from profiler.mlagents_layout import check_layout, to_mlagents_layout
 from profiler.timers import TimerNode, TimerStack, all_timer_stacks
@@ -24,6 +25,8 @@ def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
         **stack.default_metadata(end_wall_time),
         "rlprof_version": __version__,
         "pid": str(os.getpid()),
+        # What the run's busy processes competed for: tells CPU oversubscription from slow code.
+        "cores_available": str(cores_available()),
         **stack.metadata,
     }
 

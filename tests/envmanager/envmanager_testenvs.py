@@ -168,3 +168,31 @@ def worker_children() -> list[psutil.Process]:
         if not any(helper in cmdline for helper in _HELPERS):
             children.append(child)
     return children
+
+
+class CpuBurningEnv(CountingEnv):
+    """Burns ``cpu_seconds`` of its process's CPU time per step: it can never finish sooner, and
+    takes longer on the wall clock whenever it has to share a core."""
+
+    def __init__(self, cpu_seconds: float, episode_length: int = 1000) -> None:
+        super().__init__(episode_length=episode_length)
+        self.cpu_seconds = cpu_seconds
+
+    def step(self, action: Any) -> tuple:
+        end = time.process_time() + self.cpu_seconds
+        while time.process_time() < end:
+            pass
+        return super().step(action)
+
+
+class JitteryEnv(CountingEnv):
+    """Sleeps a random 0 to ``max_delay`` seconds per step, drawn from its own seeded generator:
+    identical envs whose slowest one changes from step to step."""
+
+    def __init__(self, max_delay: float, episode_length: int = 1000) -> None:
+        super().__init__(episode_length=episode_length)
+        self.max_delay = max_delay
+
+    def step(self, action: Any) -> tuple:
+        time.sleep(self.np_random.uniform(0.0, self.max_delay))
+        return super().step(action)

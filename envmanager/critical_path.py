@@ -1,0 +1,123 @@
+"""Which worker the trainer waited for last in each vector step, and what that wait cost.
+
+A vector step is over when the *last* worker's reply is ready, so that worker alone decides
+how long the step waits after the second-to-last reply.  Summed over a run, that extra wait
+is what the worker cost the trainer; a worker with the highest mean ``env.step`` is not
+necessarily the one the trainer waits for (a slow worker that replies early costs nothing).
+
+Each reply carries the moment the worker finished it (``time.perf_counter`` in the worker:
+``CLOCK_MONOTONIC`` on Linux, one clock for every process of a machine), so the order of
+replies is the order in which the workers finished, not the order in which the trainer
+happened to read them.  Per step, the extra wait is::
+
+    last reply - max(second-to-last reply, moment the trainer began waiting)
+
+clamped at 0: if every reply was ready before the trainer began to wait, nobody cost it
+anything.  With a single worker there is no second-to-last reply, so its extra wait is the
+whole wait.
+
+Recording a step allocates nothing: the counters are lists made once, per worker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any, Sequence
+
+from profiler.timers import TimerStack
+
+__all__ = ["WAIT_BOUNDS_SECONDS", "CriticalPath", "stamps_within"]
+
+WAIT_BOUNDS_SECONDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
+"""Bucket bounds of the extra-wait histogram, about two per decade from 10 us to 3 s.
+
+Bucket ``i`` counts waits in ``[bounds[i-1], bounds[i])``; the first bucket starts at 0 and
+the last one (``len(bounds)``) holds everything from 3 s up.
+"""
+
+
+class CriticalPath:
+    """Per worker: steps it replied in, how often it was last, and the extra wait it cost.
+
+    While the timer stack records a timeline, each step also leaves an instant
+    ``env_manager.last_to_reply: worker <i>`` at the moment the last reply was ready and a
+    sample of the counter ``env_manager.wait_as_last`` (the step's extra wait, in seconds).
+    """
+
+    __slots__ = (
+        "timer_stack",
+        "vector_steps",
+        "last_to_reply",
+        "wait_as_last",
+        "histograms",
+        "_instant_names",
+    )
+
+    def __init__(self, workers: int, timer_stack: TimerStack) -> None:
+        self.timer_stack = timer_stack
+        self.vector_steps = [0] * workers
+        self.last_to_reply = [0] * workers
+        self.wait_as_last = [0.0] * workers
+        self.histograms = [[0] * (len(WAIT_BOUNDS_SECONDS) + 1) for _ in range(workers)]
+        self._instant_names = [f"env_manager.last_to_reply: worker {index}" for index in range(workers)]
+
+    def record_step(self, ready_at: Sequence[float | None], waiting_since: float) -> None:
+        """Count one vector step from each worker's reply time (None: no reply this step).
+
+        ``waiting_since`` is when the trainer began waiting for the replies, on the same clock.
+        """
+        last = second = -math.inf
+        last_worker = -1
+        vector_steps = self.vector_steps
+        for worker, at in enumerate(ready_at):
+            if at is None:
+                continue  # it died or was shut down during the step: it did not reply
+            vector_steps[worker] += 1
+            if at > last:
+                second = last
+                last = at
+                last_worker = worker
+            elif at > second:
+                second = at
+        if last_worker < 0:
+            return
+        extra_wait = last - (second if second > waiting_since else waiting_since)
+        if extra_wait < 0.0:
+            extra_wait = 0.0
+        self.last_to_reply[last_worker] += 1
+        self.wait_as_last[last_worker] += extra_wait
+        self.histograms[last_worker][bisect.bisect_right(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
+        timeline = self.timer_stack.timeline
+        if timeline is not None and timeline.recording:
+            timeline.add_instant(self._instant_names[last_worker], last)
+            timeline.add_counter("env_manager.wait_as_last", last, extra_wait)
+
+    def clear(self) -> None:
+        """Forget every step counted so far (the timer stack was reset)."""
+        workers = len(self.vector_steps)
+        self.vector_steps[:] = [0] * workers
+        self.last_to_reply[:] = [0] * workers
+        self.wait_as_last[:] = [0.0] * workers
+        for histogram in self.histograms:
+            histogram[:] = [0] * len(histogram)
+
+    def section(self, worker: int) -> dict[str, Any] | None:
+        """The worker's ``critical_path`` entry in the dump (None for an index it never had)."""
+        if not 0 <= worker < len(self.vector_steps):
+            return None
+        return {
+            "vector_steps": self.vector_steps[worker],
+            "last_to_reply": self.last_to_reply[worker],
+            "wait_as_last_seconds": self.wait_as_last[worker],
+            "wait_as_last_histogram": {
+                "bounds_seconds": list(WAIT_BOUNDS_SECONDS),
+                "counts": list(self.histograms[worker]),
+            },
+        }
+
+
+def stamps_within(stamps: Sequence[float | None], start: float, end: float) -> bool:
+    """Whether every stamp lies in ``[start, end]``: replies stamped during a round trip the
+    trainer timed from ``start`` to ``end`` prove the workers read the trainer's clock."""
+    return all(stamp is None or start <= stamp <= end for stamp in stamps)

@@ -210,3 +210,30 @@ def test_a_restart_is_recorded_as_a_gauge():
         envs.step(np.array([2, 1]))
     envs.close()
     assert profiler.get_timer_tree()["gauges"]["env_manager.restarts"]["value"] == 1
+
+
+def test_busy_processes_counts_the_trainer_and_the_workers():
+    with SubprocessEnvManager([lambda: CountingEnv()] * 3, context="fork", envs_per_worker=2):
+        assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"
+
+
+def test_busy_processes_counts_the_workers_of_every_manager_alive_at_once():
+    with SubprocessEnvManager([lambda: CountingEnv()] * 2, context="fork"):
+        with SubprocessEnvManager([lambda: CountingEnv()] * 3, context="fork", profiling=False):
+            pass
+        assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "6"
+
+
+def test_a_manager_closed_before_another_starts_is_not_counted_as_busy():
+    with SubprocessEnvManager([lambda: CountingEnv()] * 3, context="fork", profiling=False):
+        pass
+    with SubprocessEnvManager([lambda: CountingEnv()] * 2, context="fork"):
+        assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"
+
+
+def test_busy_processes_survives_a_reset_of_the_timers():
+    with SubprocessEnvManager([lambda: CountingEnv()] * 2, context="fork") as envs:
+        envs.reset(seed=0)
+        profiler.reset_timers()
+        envs.step(np.zeros(2, dtype=np.int64))
+        assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"

@@ -22,18 +22,21 @@ def new_path(workers: int) -> CriticalPath:
     return CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
 
 
+def moments(clock, *gaps: float) -> list[float]:
+    """Readings of ``clock``, each taken after advancing it by the next gap."""
+    readings = []
+    for gap in gaps:
+        clock.advance(gap)
+        readings.append(clock())
+    return readings
+
+
 # --- the bookkeeping, on a fake clock -----------------------------------------------------------
 
 
 def test_the_last_reply_is_charged_the_wait_after_the_second_to_last(fake_clock):
     path = new_path(3)
-    waiting_since = fake_clock()
-    fake_clock.advance(0.001)
-    first = fake_clock()
-    fake_clock.advance(0.002)
-    second = fake_clock()
-    fake_clock.advance(0.005)
-    last = fake_clock()
+    waiting_since, first, second, last = moments(fake_clock, 0.0, 0.001, 0.002, 0.005)
     path.record_step([second, last, first], waiting_since)
     assert path.vector_steps == [1, 1, 1]
     assert path.last_to_reply == [0, 1, 0]
@@ -43,21 +46,15 @@ def test_the_last_reply_is_charged_the_wait_after_the_second_to_last(fake_clock)
 
 def test_replies_ready_before_the_trainer_waited_cost_only_the_wait_after_it_began(fake_clock):
     path = new_path(2)
-    early = fake_clock()
-    fake_clock.advance(0.003)
-    waiting_since = fake_clock()
-    fake_clock.advance(0.002)
-    path.record_step([early, fake_clock()], waiting_since)
+    early, waiting_since, last = moments(fake_clock, 0.0, 0.003, 0.002)
+    path.record_step([early, last], waiting_since)
     assert path.wait_as_last[1] == pytest.approx(0.002)
 
 
 def test_a_step_whose_replies_were_all_ready_before_the_wait_costs_nothing_but_still_has_a_last(fake_clock):
     path = new_path(2)
-    first = fake_clock()
-    fake_clock.advance(0.001)
-    last = fake_clock()
-    fake_clock.advance(0.010)
-    path.record_step([last, first], fake_clock())
+    first, last, waiting_since = moments(fake_clock, 0.0, 0.001, 0.010)
+    path.record_step([last, first], waiting_since)
     assert path.last_to_reply == [1, 0]
     assert path.wait_as_last == [0.0, 0.0]
     assert path.histograms[0][0] == 1
@@ -65,18 +62,16 @@ def test_a_step_whose_replies_were_all_ready_before_the_wait_costs_nothing_but_s
 
 def test_a_single_worker_is_last_every_step_and_costs_the_whole_wait(fake_clock):
     path = new_path(1)
-    waiting_since = fake_clock()
-    fake_clock.advance(0.004)
-    path.record_step([fake_clock()], waiting_since)
+    waiting_since, reply = moments(fake_clock, 0.0, 0.004)
+    path.record_step([reply], waiting_since)
     assert path.last_to_reply == [1]
     assert path.wait_as_last[0] == pytest.approx(0.004)
 
 
 def test_a_worker_without_a_reply_is_not_counted_in_the_step(fake_clock):
     path = new_path(3)
-    waiting_since = fake_clock()
-    fake_clock.advance(0.001)
-    path.record_step([fake_clock(), None, fake_clock() + 0.002], waiting_since)
+    waiting_since, first, last = moments(fake_clock, 0.0, 0.001, 0.002)
+    path.record_step([first, None, last], waiting_since)
     assert path.vector_steps == [1, 0, 1]
     assert path.last_to_reply == [0, 0, 1]
     assert path.wait_as_last[2] == pytest.approx(0.002)

@@ -11,6 +11,7 @@ from envmanager_testenvs import CountingEnv, CpuBurningEnv
 import profiler
 from envmanager import SubprocessEnvManager
 from envmanager.env_time import EnvTime, EnvTimeError, EnvTimeMeter, validate_env_time
+from profiler.analysis.block_stats import walk_nodes
 from profiler.cpu_cores import cores_available
 
 # Clock granularity and the meter's own clock reads: a single-threaded env's CPU time may
@@ -18,15 +19,13 @@ from profiler.cpu_cores import cores_available
 CLOCK_SLACK_SECONDS = 1e-5
 
 
-def nodes_named(node: dict, name: str) -> list[dict]:
-    found = [node] if node.get("name") == name else []
-    for child in node.get("children", []):
-        found += nodes_named(child, name)
-    return found
+def nodes_named(tree: dict, *names: str) -> list[dict]:
+    """Every node of ``tree`` (the root and ``workers`` left out) called one of ``names``."""
+    return [node for _, node in walk_nodes(tree) if node["name"] in names]
 
 
-def count_of(tree: dict, name: str) -> int:
-    return sum(node["count"] for node in nodes_named(tree, name))
+def env_calls_in(tree: dict) -> int:
+    return sum(node["count"] for node in nodes_named(tree, "env.step", "env.reset"))
 
 
 def run_and_dump(envs: SubprocessEnvManager, steps: int, directory) -> dict:
@@ -103,12 +102,11 @@ def test_every_env_call_the_workers_made_is_metered_once_at_any_flush_interval(t
     envs.close()
     tree = profiler.load_timing_tree(tmp_path / "run_timers.json")
     for worker in tree["workers"]:
-        assert worker["env_time"]["calls"] == count_of(worker, "env.step") + count_of(worker, "env.reset")
+        assert worker["env_time"]["calls"] == env_calls_in(worker)
         # Metered inside the env.step/env.reset blocks, on the same clock.
-        blocks = [node for name in ("env.step", "env.reset") for node in nodes_named(worker, name)]
-        assert 0.0 < worker["env_time"]["wall_seconds"] <= sum(node["total"] for node in blocks)
-    merged_calls = count_of(tree, "env.step") + count_of(tree, "env.reset")
-    assert sum(worker["env_time"]["calls"] for worker in tree["workers"]) == merged_calls
+        blocks_wall = sum(node["total"] for node in nodes_named(worker, "env.step", "env.reset"))
+        assert 0.0 < worker["env_time"]["wall_seconds"] <= blocks_wall
+    assert sum(worker["env_time"]["calls"] for worker in tree["workers"]) == env_calls_in(tree)
 
 
 def test_a_sleeping_env_shows_wall_time_without_cpu_time(tmp_path):

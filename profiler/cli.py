@@ -96,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_request:  # --help and --version end through argparse's exit()
         code = exit_request.code
         return 0 if code is None else code if isinstance(code, int) else USAGE_ERROR
+    except MemoryError:
+        # A file larger than the memory check foresaw; a traceback would add nothing to this.
+        print("rlprof: error: out of memory while reading or converting the run; the file is too "
+              "large for the memory this machine has free", file=sys.stderr)
+        return USAGE_ERROR
     except BrokenPipeError:
         # The reader (``| head``) went away: stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -158,11 +158,12 @@ def mark(name: str, timer_stack: TimerStack | None = None) -> None:
 def record_counter(name: str, value: float, timer_stack: TimerStack | None = None) -> None:
     """Record a counter sample (a resource reading, a queue length) at this moment, if recording.
 
-    ``set_gauge`` records one too, so gauges need no second call.
+    ``set_gauge`` records one too, so gauges need no second call. ``value`` may be any real
+    number type ``set_gauge`` accepts.
     """
     timeline = _recording_timeline(timer_stack)
     if timeline is not None:
-        timeline.add_counter(name, timers.now(), value)
+        timeline.add_counter(name, timers.now(), timers.gauge_value(name, value))
 
 
 def clock_origin() -> float:

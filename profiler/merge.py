@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.payload import PayloadError, validate_payload
-from profiler.timers import GaugeNode, TimerNode, TimerStack
+from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
 __all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime", "WorkerSection"]
 
@@ -140,7 +140,7 @@ class _WorkerRecord:
             "total": self.covered,
             "count": 1,
             "self": self.root.self_time_within(self.covered),
-            "children": [child.to_dict() for child in self.root.children.values()],
+            "children": [child.to_dict(1) for child in self.root.children.values()],
             "gauges": {name: gauge.to_dict() for name, gauge in self.gauges.items()},
             "payloads": self.payloads,
             "missed_payloads": self.missed_payloads,
@@ -236,7 +236,8 @@ class TimerMerger:
         if offset:
             spans = [(name, start + offset, end + offset) for name, start, end in spans]
             instants = [(name, at + offset) for name, at in instants]
-            counters = [(name, at + offset, value) for name, at, value in counters]
+        # Readings may arrive as any real number type the payload check accepts; store floats.
+        counters = [(name, at + offset, gauge_value(name, value)) for name, at, value in counters]
         for ring, new_events in ((thread[0], spans), (thread[1], instants), (track.counters, counters)):
             track.dropped += max(0, len(ring) + len(new_events) - self.timeline_capacity)
             ring.extend(new_events)
@@ -342,11 +343,10 @@ def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ..
 def _merge_gauge(
     gauges: dict[str, GaugeNode], name: str, value: float, minimum: float, maximum: float, count: int
 ) -> None:
+    # The payload check accepted any real number type; the trees hold plain floats.
+    value, minimum, maximum = (gauge_value(name, reading) for reading in (value, minimum, maximum))
     gauge = gauges.get(name)
     if gauge is None:
         gauge = gauges[name] = GaugeNode(value)
         gauge.count = 0
-    gauge.value = value
-    gauge.min_value = min(gauge.min_value, minimum)
-    gauge.max_value = max(gauge.max_value, maximum)
-    gauge.count += count
+    gauge.merge_summary(value, minimum, maximum, count)

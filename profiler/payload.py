@@ -33,16 +33,17 @@ block whose run has not closed yet appears with ``count`` 0.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
 from profiler import timers
 from profiler.events import drain_timeline
-from profiler.timers import TimerNode, TimerStack
+from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
+    "MAX_COUNT",
+    "MAX_SECONDS",
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
     "PayloadError",
@@ -57,9 +58,12 @@ DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
 _NUMBER_TYPES = (float, int)
-_MAX_DEPTH = 100
-"""Deeper nesting than this is refused: no real program nests blocks so deep, and validating
-without a bound would let a crafted payload exhaust the recursion limit."""
+MAX_COUNT = 2**63 - 1
+"""The largest count or error count a payload may carry (what a 64-bit counter holds): bounded so
+that a crafted or corrupt value fails validation instead of overflowing half-way through a merge."""
+MAX_SECONDS = 1e15
+"""The largest block total a payload may carry (30 million years): any number of merged payloads
+then still sums to a finite float, which the strict JSON dump needs."""
 
 
 class PayloadError(ValueError):
@@ -99,25 +103,61 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None) -> tuple[Any, ...]
 
 
 def _flush_children(
-    node: TimerNode, open_blocks: list[TimerNode], at: float
+    node: TimerNode, open_blocks: list[TimerNode], at: float, depth: int = 1
 ) -> tuple[tuple[Any, ...], ...]:
+    """Encode and zero ``node``'s children, which sit at ``depth`` (the top-level blocks at 1)."""
+    if depth == MAX_DEPTH:
+        return _fold_deep_blocks(node, open_blocks, at)
     encoded = []
     for child in node.children.values():
-        total = child.total
-        flushed_part_of_open_run = 0.0
-        if open_blocks and child in open_blocks:
-            flushed_part_of_open_run = child.running_for(at)
-            total += flushed_part_of_open_run
-        grandchildren = _flush_children(child, open_blocks, at) if child.children else ()
+        total = _flush_node(child, open_blocks, at)
+        grandchildren = _flush_children(child, open_blocks, at, depth + 1) if child.children else ()
         if child.count or total or grandchildren:
             encoded.append((child.name, total, child.count, child.errors, grandchildren))
-            # An open block will add its whole run when it closes; starting from minus the part
-            # reported now, it ends up with only the part after this flush. Its start time stays
-            # untouched, so a recorded span still covers the whole run and nests correctly.
-            child.total = -flushed_part_of_open_run
-            child.count = 0
-            child.errors = 0
+        _zero(child, open_blocks, at)
     return tuple(encoded)
+
+
+def _flush_node(node: TimerNode, open_blocks: list[TimerNode], at: float) -> float:
+    """The node's total for this payload: closed runs plus the part of an open run until ``at``."""
+    if open_blocks and node in open_blocks:
+        return node.total + node.running_for(at)
+    return node.total
+
+
+def _zero(node: TimerNode, open_blocks: list[TimerNode], at: float) -> None:
+    # An open block will add its whole run when it closes; starting from minus the part reported
+    # now, it ends up with only the part after this flush. Its start time stays untouched, so a
+    # recorded span still covers the whole run and nests correctly.
+    node.total = -node.running_for(at) if open_blocks and node in open_blocks else 0.0
+    node.count = 0
+    node.errors = 0
+
+
+def _fold_deep_blocks(
+    node: TimerNode, open_blocks: list[TimerNode], at: float
+) -> tuple[tuple[Any, ...], ...]:
+    """``node``'s children and everything below them, as one block named :data:`FOLDED_BLOCK_NAME`.
+
+    The trainer refuses payloads nested deeper than :data:`MAX_DEPTH`, so rather than lose the
+    whole payload, the levels from the limit down are folded: the fold's total, count and errors
+    are those of the blocks at the limit (their time includes everything deeper), so the parent's
+    totals and self time stay right. The walk is iterative: a deep recursion in user code must
+    not make the flush itself hit the recursion limit.
+    """
+    total, count, errors = 0.0, 0, 0
+    for child in node.children.values():
+        total += _flush_node(child, open_blocks, at)
+        count += child.count
+        errors += child.errors
+    pending = list(node.children.values())
+    while pending:
+        deeper = pending.pop()
+        pending.extend(deeper.children.values())
+        _zero(deeper, open_blocks, at)
+    if not (count or total):
+        return ()
+    return ((FOLDED_BLOCK_NAME, total, count, errors, ()),)
 
 
 class WorkerTimers:
@@ -197,21 +237,35 @@ def validate_payload(payload: Any) -> None:
     _validate_blocks(blocks, "blocks", 1)
     _sequence(gauges, "gauges")
     for index, gauge in enumerate(gauges):
-        where = f"gauges[{index}]"
-        if not isinstance(gauge, (tuple, list)) or len(gauge) != 5:
-            raise PayloadError(f"{where}: a gauge is (name, value, min, max, count)")
-        _name(gauge[0], where)
-        for field, value in zip(("value", "min", "max"), gauge[1:4]):
-            _time(value, f"{where}.{field}", signed=True)
-        _whole(gauge[4], f"{where}.count", minimum=1)
+        _validate_gauge(gauge, f"gauges[{index}]")
     if timeline is not None:
         _validate_timeline(timeline)
 
 
+def _validate_gauge(gauge: Any, where: str) -> None:
+    """A gauge is (name, value, min, max, count); readings may be any real number, NaN included.
+
+    Anything ``set_gauge`` accepts is accepted here too (the merger converts it to a float), so
+    a gauge read from a NumPy scalar never costs the worker its payload.
+    """
+    if not isinstance(gauge, (tuple, list)) or len(gauge) != 5:
+        raise PayloadError(f"{where}: a gauge is (name, value, min, max, count)")
+    _name(gauge[0], where)
+    for field, value in zip(("value", "min", "max"), gauge[1:4]):
+        try:
+            gauge_value(gauge[0], value)
+        except (TypeError, ValueError) as error:
+            raise PayloadError(f"{where}.{field}: {error}") from None
+    _whole(gauge[4], f"{where} ({gauge[0]!r}).count", minimum=1)
+
+
 def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
     # The hot loop of validation: cheap type tests inline, error messages built only on failure.
-    if depth > _MAX_DEPTH:
-        raise PayloadError(f"{where}: blocks nested deeper than {_MAX_DEPTH} levels")
+    if depth > MAX_DEPTH:
+        raise PayloadError(
+            f"{where}: blocks nested deeper than {MAX_DEPTH} levels (snapshot_and_flush folds "
+            "deeper blocks, so this payload was not made by it)"
+        )
     if type(blocks) is not tuple and type(blocks) is not list:
         _sequence(blocks, where)
     for block in blocks:
@@ -222,14 +276,16 @@ def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
             type(name) is str
             and name
             and type(total) in _NUMBER_TYPES
-            and 0 <= total < math.inf
+            and 0 <= total <= MAX_SECONDS
             and type(count) is int
-            and count >= 0
+            and 0 <= count <= MAX_COUNT
             and type(errors) is int
-            and errors >= 0
+            and 0 <= errors <= MAX_COUNT
         ):
             _name(name, where)
             _time(total, f"{where}/{name}.total")
+            if total > MAX_SECONDS:
+                raise PayloadError(f"{where}/{name}.total: {total!r} s is more than {MAX_SECONDS:g} s")
             _whole(count, f"{where}/{name}.count", minimum=0)
             _whole(errors, f"{where}/{name}.errors", minimum=0)
         if children:
@@ -255,6 +311,14 @@ def _validate_timeline(timeline: Any) -> None:
             if not isinstance(event, (tuple, list)) or len(event) != width:
                 raise PayloadError(f"{where}: must have {width} fields")
             _name(event[0], where)
+            if kind == "counters":
+                # Times must be finite; a counter's reading may be NaN or infinite, as a gauge's.
+                _time(event[1], where, signed=True)
+                try:
+                    gauge_value(event[0], event[2])
+                except (TypeError, ValueError) as error:
+                    raise PayloadError(f"{where}: {error}") from None
+                continue
             for value in event[1:]:
                 _time(value, where, signed=True)
             if kind == "spans" and event[2] < event[1]:
@@ -272,12 +336,25 @@ def _name(value: Any, where: str) -> None:
 
 
 def _whole(value: Any, where: str, *, minimum: int) -> None:
-    if type(value) is not int or value < minimum:
-        raise PayloadError(f"{where}: must be a whole number >= {minimum}, got {value!r}")
+    if type(value) is not int or not minimum <= value <= MAX_COUNT:
+        raise PayloadError(
+            f"{where}: must be a whole number from {minimum} to 2**63-1, got {_short(value)}"
+        )
+
+
+def _short(value: Any) -> str:
+    """``repr`` cut to a readable length: a crafted value can be a 400-digit number."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit integer"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _time(value: Any, where: str, *, signed: bool = False) -> None:
     if type(value) is not float and type(value) is not int:
-        raise PayloadError(f"{where}: must be a number, got {value!r}")
-    if not math.isfinite(value) or (value < 0 and not signed):
-        raise PayloadError(f"{where}: must be a finite number{'' if signed else ' >= 0'}, got {value!r}")
+        raise PayloadError(f"{where}: must be a number, got {_short(value)}")
+    if not -MAX_SECONDS <= value <= MAX_SECONDS or (value < 0 and not signed):
+        raise PayloadError(
+            f"{where}: must be a finite number{'' if signed else ' >= 0'} of at most "
+            f"{MAX_SECONDS:g} seconds, got {_short(value)}"
+        )

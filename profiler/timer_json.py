@@ -18,11 +18,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from profiler import strict_json
 from profiler.atomic_file import write_atomically
+from profiler.memory_check import memory_shortage
+from profiler.strict_json import named_reading, printable_text, reading_from_json
 from profiler.timer_tree import get_timer_tree
-from profiler.timers import TimerStack
+from profiler.timers import MAX_DEPTH, TimerStack
 
 __all__ = [
+    "MAX_FILE_DEPTH",
     "TimerFileError",
     "load_timing_tree",
     "normalize_timing_tree",
@@ -33,6 +37,16 @@ __all__ = [
 
 class TimerFileError(ValueError):
     """A timer file that cannot be read: missing, not JSON, or JSON of another shape."""
+
+
+MAX_FILE_DEPTH = 2 * MAX_DEPTH
+"""Trees nested deeper than this are refused with a :class:`TimerFileError`. rlprof folds its own
+trees at :data:`profiler.timers.MAX_DEPTH`, so this only stops foreign or crafted files, before
+they can exhaust Python's recursion limit in the parser or the tools that walk the tree."""
+
+MAX_COUNT = 2**63 - 1
+"""The largest count a file may hold (a 64-bit counter): a 400-digit "count" is refused on load
+instead of overflowing in the middle of an analysis."""
 
 
 def timers_json_path(summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
@@ -51,19 +65,64 @@ def write_timing_tree(
 
     Other threads' trees are included under ``thread:<name>`` nodes unless ``include_threads`` is
     false. ``layout="mlagents"`` writes the layout of ML-Agents' ``timers.json`` (children keyed
-    by name) for tools that read only that; rlprof reads both. Returns the path written.
+    by name) for tools that read only that; rlprof reads both. The file is strict JSON: NaN and
+    infinite readings are written by name (see :mod:`profiler.strict_json`). Returns the path
+    written.
     """
     tree = get_timer_tree(timer_stack, include_threads=include_threads, layout=layout)
-    return write_atomically(path, json.dumps(tree, indent=2))
+    return write_atomically(path, strict_json.dumps(_with_named_readings(tree), indent=2))
+
+
+def _with_named_readings(tree: dict[str, Any]) -> dict[str, Any]:
+    """The tree with non-finite gauge and counter readings written by name.
+
+    Only the small gauge sections and the counter rows holding such a reading are copied, so a
+    diverging loss does not make the dump copy a large timeline.
+    """
+    named = dict(tree)
+    named["gauges"] = _named_gauges(tree.get("gauges", {}))
+    if "workers" in tree:
+        named["workers"] = [
+            dict(worker, gauges=_named_gauges(worker.get("gauges", {}))) for worker in tree["workers"]
+        ]
+    timeline = tree.get("timeline")
+    if timeline is not None:
+        processes = []
+        for process in timeline["processes"]:
+            counters = process.get("counters", [])
+            if not all(math.isfinite(counter[2]) for counter in counters):
+                counters = [[name, at, named_reading(value)] for name, at, value in counters]
+                process = dict(process, counters=counters)
+            processes.append(process)
+        named["timeline"] = dict(timeline, processes=processes)
+    return named
+
+
+def _named_gauges(gauges: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        name: {field: named_reading(value) if field != "count" else value for field, value in gauge.items()}
+        for name, gauge in gauges.items()
+    }
 
 
 def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a timer JSON file (rlprof's or ML-Agents') into the normalized shape.
 
     Raises :class:`TimerFileError` with a one-line reason for a missing file, text that is not
-    JSON, or JSON that is not a timer tree (including negative or non-finite times).
+    JSON, JSON that is not a timer tree (including negative or non-finite times, counts beyond
+    64 bits, names that are not valid Unicode, nesting deeper than :data:`MAX_FILE_DEPTH`), and a
+    file too large for the memory available (see :mod:`profiler.memory_check`).
     """
     source = Path(path)
+    try:
+        size = source.stat().st_size
+    except FileNotFoundError:
+        raise TimerFileError(f"{source}: no such file") from None
+    except OSError as error:
+        raise TimerFileError(f"{source}: cannot read: {error}") from None
+    shortage = memory_shortage(size)
+    if shortage is not None:
+        raise TimerFileError(f"{source}: {shortage}")
     try:
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -76,6 +135,11 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise TimerFileError(
             f"{source}: not JSON ({error.msg} at line {error.lineno})"
         ) from None
+    except RecursionError:
+        raise TimerFileError(
+            f"{source}: nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
+        ) from None
+    del text  # the parsed document is several times larger; do not hold both longer than needed
     try:
         return normalize_timing_tree(document)
     except TimerFileError as error:
@@ -83,164 +147,259 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def normalize_timing_tree(document: Any) -> dict[str, Any]:
-    """Validate a decoded timer tree and return it in the normalized shape (a new dict)."""
+    """Validate a decoded timer tree and return it in the normalized shape.
+
+    The tree's nodes and sections are new dicts; the rows of a ``timeline`` (which can hold
+    millions of events) are checked and converted in place and shared with ``document``.
+    """
     if not isinstance(document, dict):
         raise TimerFileError(f"not a timer tree: the top level is a {type(document).__name__}")
     if "total" not in document and "children" not in document:
         raise TimerFileError("not a timer tree: the top level has neither 'total' nor 'children'")
-    tree = _normalize_node(document, document.get("name", "root"), "root")
-    tree["gauges"] = _normalize_gauges(document.get("gauges", {}))
-    tree["metadata"] = _normalize_metadata(document.get("metadata", {}))
-    workers = document.get("workers")
-    if workers is not None:
-        if not isinstance(workers, list):
-            raise TimerFileError("'workers' must be a list of worker trees")
-        tree["workers"] = [
-            _normalize_worker(worker, f"workers[{index}]") for index, worker in enumerate(workers)
-        ]
-    timeline = document.get("timeline")
-    if timeline is not None:
-        tree["timeline"] = _normalize_timeline(timeline)
-    return tree
+    reader = _Reader()
+    try:
+        return reader.tree(document)
+    except RecursionError:
+        raise TimerFileError(
+            f"nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
+        ) from None
 
 
 _WORKER_COUNTS = ("worker_id", "pid", "payloads", "missed_payloads", "duplicates")
 
 
-def _normalize_worker(worker: Any, where: str) -> dict[str, Any]:
-    if not isinstance(worker, dict):
-        raise TimerFileError(f"{where}: a worker tree must be an object")
-    normalized = _normalize_node(worker, worker.get("name", where), where)
-    for field in _WORKER_COUNTS:
-        if field in worker:
-            normalized[field] = _whole(worker[field], f"{where}.{field}")
-    if "worker_id" not in normalized:
-        raise TimerFileError(f"{where}: a worker tree needs a 'worker_id'")
-    normalized["gauges"] = _normalize_gauges(worker.get("gauges", {}), f"{where}.gauges")
-    peaks = worker.get("peak_mean", {})
-    if not isinstance(peaks, dict):
-        raise TimerFileError(f"{where}.peak_mean: must be an object keyed by block name")
-    normalized["peak_mean"] = {
-        str(name): _seconds(peak, f"{where}.peak_mean/{name}") for name, peak in peaks.items()
-    }
-    # Fields a later rlprof may add are kept as they are, so that loading never loses data.
-    for key, value in worker.items():
-        if key not in normalized and key != "children":
-            normalized[key] = value
-    return normalized
+class _Reader:
+    """One file's normalization. It keeps one copy of each distinct name: a timeline repeats a few
+    block names millions of times, and a name is checked for valid Unicode only once."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def tree(self, document: dict[str, Any]) -> dict[str, Any]:
+        tree = self.node(document, document.get("name", "root"), "root", 0)
+        tree["gauges"] = self.gauges(document.get("gauges", {}))
+        tree["metadata"] = self.metadata(document.get("metadata", {}))
+        workers = document.get("workers")
+        if workers is not None:
+            if not isinstance(workers, list):
+                raise TimerFileError("'workers' must be a list of worker trees")
+            tree["workers"] = [
+                self.worker(worker, f"workers[{index}]") for index, worker in enumerate(workers)
+            ]
+        timeline = document.get("timeline")
+        if timeline is not None:
+            tree["timeline"] = self.timeline(timeline)
+        return tree
+
+    def name(self, value: Any, where: str) -> str:
+        """A name: a string of valid Unicode (a lone surrogate cannot be printed or written)."""
+        known = self.names.get(value) if type(value) is str else None
+        if known is not None:
+            return known
+        if not isinstance(value, str):
+            raise TimerFileError(f"{where}: a name must be a string, got {_short(value)}")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise TimerFileError(
+                    f"{where}: name '{printable_text(value)}' is not valid Unicode text "
+                    f"({error.reason} at character {error.start})"
+                ) from None
+        self.names[value] = value
+        return value
+
+    def node(self, node: Any, name: Any, where: str, depth: int) -> dict[str, Any]:
+        if not isinstance(node, dict):
+            raise TimerFileError(f"{where}: a node must be an object, not {type(node).__name__}")
+        if depth > MAX_FILE_DEPTH:
+            raise TimerFileError(
+                f"{where[:60]}...: nested deeper than {MAX_FILE_DEPTH} levels (rlprof folds its "
+                f"own trees at {MAX_DEPTH})"
+            )
+        name = self.name(name, f"{where}.name")
+        total = _seconds(node.get("total", 0.0), f"{where}.total")
+        count = _whole(node.get("count", 0), f"{where}.count")
+        is_parallel = node.get("is_parallel", False)
+        if not isinstance(is_parallel, bool):
+            raise TimerFileError(f"{where}.is_parallel: must be true or false")
+        children = [
+            self.node(child, child_name, f"{where}/{printable_text(str(child_name))}", depth + 1)
+            for child_name, child in _children_of(node, where)
+        ]
+        nested = sum(child["total"] for child in children if is_parallel or not child.get("is_parallel"))
+        normalized: dict[str, Any] = {
+            "name": name,
+            "total": total,
+            "count": count,
+            "self": _seconds(node["self"], f"{where}.self") if "self" in node else max(0.0, total - nested),
+        }
+        errors = node.get("errors", 0)
+        if errors:
+            normalized["errors"] = _whole(errors, f"{where}.errors")
+        if is_parallel:
+            normalized["is_parallel"] = True
+        normalized["children"] = children
+        return normalized
+
+    def worker(self, worker: Any, where: str) -> dict[str, Any]:
+        if not isinstance(worker, dict):
+            raise TimerFileError(f"{where}: a worker tree must be an object")
+        normalized = self.node(worker, worker.get("name", where), where, 0)
+        for field in _WORKER_COUNTS:
+            if field in worker:
+                normalized[field] = _whole(worker[field], f"{where}.{field}")
+        if "worker_id" not in normalized:
+            raise TimerFileError(f"{where}: a worker tree needs a 'worker_id'")
+        normalized["gauges"] = self.gauges(worker.get("gauges", {}), f"{where}.gauges")
+        peaks = worker.get("peak_mean", {})
+        if not isinstance(peaks, dict):
+            raise TimerFileError(f"{where}.peak_mean: must be an object keyed by block name")
+        normalized["peak_mean"] = {
+            self.name(name, f"{where}.peak_mean"): _seconds(peak, f"{where}.peak_mean/{name}")
+            for name, peak in peaks.items()
+        }
+        # Fields a later rlprof may add are kept as they are, so that loading never loses data.
+        for key, value in worker.items():
+            if key not in normalized and key != "children":
+                normalized[key] = value
+        return normalized
+
+    def gauges(self, gauges: Any, where: str = "gauges") -> dict[str, dict[str, Any]]:
+        """Gauges by name: ``value``, ``min`` and ``max`` are readings (NaN and the infinities are
+        written by name, see :mod:`profiler.strict_json`), ``count`` a whole number."""
+        if not isinstance(gauges, dict):
+            raise TimerFileError(f"'{where}' must be an object keyed by gauge name")
+        normalized = {}
+        for name, gauge in gauges.items():
+            name = self.name(name, where)
+            if not isinstance(gauge, dict):
+                raise TimerFileError(f"{where}/{name}: must be an object")
+            fields: dict[str, Any] = {
+                field: _reading(gauge.get(field), f"{where}/{name}.{field}")
+                for field in ("value", "min", "max")
+            }
+            fields["count"] = _whole(gauge.get("count"), f"{where}/{name}.count")
+            normalized[name] = fields
+        return normalized
+
+    def metadata(self, metadata: Any) -> dict[str, str]:
+        if not isinstance(metadata, dict):
+            raise TimerFileError("'metadata' must be an object of strings")
+        return {
+            self.name(key, "metadata"): self.name(str(value), f"metadata.{key}")
+            for key, value in metadata.items()
+        }
+
+    def timeline(self, timeline: Any) -> dict[str, Any]:
+        if not isinstance(timeline, dict):
+            raise TimerFileError("'timeline' must be an object")
+        clock = timeline.get("clock")
+        if not isinstance(clock, str):
+            raise TimerFileError("timeline.clock: must be the name of a clock")
+        processes = timeline.get("processes")
+        if not isinstance(processes, list):
+            raise TimerFileError("timeline.processes: must be a list")
+        return {
+            "clock": self.name(clock, "timeline.clock"),
+            "dropped": _whole(timeline.get("dropped", 0), "timeline.dropped"),
+            "processes": [
+                self.process(process, f"timeline.processes[{index}]")
+                for index, process in enumerate(processes)
+            ],
+        }
+
+    def process(self, process: Any, where: str) -> dict[str, Any]:
+        if not isinstance(process, dict):
+            raise TimerFileError(f"{where}: must be an object")
+        threads = process.get("threads", [])
+        if not isinstance(threads, list):
+            raise TimerFileError(f"{where}.threads: must be a list")
+        return {
+            "pid": _whole(process.get("pid"), f"{where}.pid"),
+            "name": self.name(process.get("name"), f"{where}.name"),
+            "clock_offset": _number(process.get("clock_offset", 0.0), f"{where}.clock_offset"),
+            "threads": [
+                self.thread(thread, f"{where}.threads[{index}]")
+                for index, thread in enumerate(threads)
+            ],
+            "counters": self.events(
+                process.get("counters", []), f"{where}.counters", width=3, last_is_reading=True
+            ),
+        }
+
+    def thread(self, thread: Any, where: str) -> dict[str, Any]:
+        if not isinstance(thread, dict):
+            raise TimerFileError(f"{where}: must be an object")
+        spans = self.events(thread.get("spans", []), f"{where}.spans", width=3)
+        for index, (_, start, end) in enumerate(spans):
+            if end < start:
+                raise TimerFileError(f"{where}.spans[{index}]: ends before it starts")
+        return {
+            "tid": _whole(thread.get("tid"), f"{where}.tid"),
+            "name": self.name(thread.get("name"), f"{where}.name"),
+            "spans": spans,
+            "instants": self.events(thread.get("instants", []), f"{where}.instants", width=2),
+        }
+
+    def events(
+        self, events: Any, where: str, *, width: int, last_is_reading: bool = False
+    ) -> list[list[Any]]:
+        """``[name, number, ...]`` rows: spans ``[name, start, end]``, instants ``[name, t]``,
+        counters ``[name, t, reading]``. Rows are checked and converted in place: this is the bulk
+        of a large file, and a copy would double the memory it takes."""
+        if not isinstance(events, list):
+            raise TimerFileError(f"{where}: must be a list")
+        names = self.names
+        for index, event in enumerate(events):
+            if type(event) is not list or len(event) != width:
+                raise TimerFileError(f"{where}[{index}]: must be [name, {width - 1} numbers]")
+            name = event[0]
+            known = names.get(name) if type(name) is str else None
+            event[0] = known if known is not None else self.name(name, f"{where}[{index}]")
+            moment = event[1]
+            if type(moment) is not float or not -_HUGE < moment < _HUGE:
+                event[1] = _number(moment, f"{where}[{index}]")
+            if width == 3:
+                last = event[2]
+                if last_is_reading:
+                    event[2] = _reading(last, f"{where}[{index}]")
+                elif type(last) is not float or not -_HUGE < last < _HUGE:
+                    event[2] = _number(last, f"{where}[{index}]")
+        return events
 
 
-def _normalize_timeline(timeline: Any) -> dict[str, Any]:
-    if not isinstance(timeline, dict):
-        raise TimerFileError("'timeline' must be an object")
-    clock = timeline.get("clock")
-    if not isinstance(clock, str):
-        raise TimerFileError("timeline.clock: must be the name of a clock")
-    processes = timeline.get("processes")
-    if not isinstance(processes, list):
-        raise TimerFileError("timeline.processes: must be a list")
-    return {
-        "clock": clock,
-        "dropped": _whole(timeline.get("dropped", 0), "timeline.dropped"),
-        "processes": [
-            _normalize_process(process, f"timeline.processes[{index}]")
-            for index, process in enumerate(processes)
-        ],
-    }
+_HUGE = 1e300
+"""Times beyond this are not from any clock; the quick check on event rows uses it as its bound."""
 
 
-def _normalize_process(process: Any, where: str) -> dict[str, Any]:
-    if not isinstance(process, dict):
-        raise TimerFileError(f"{where}: must be an object")
-    name = process.get("name")
-    if not isinstance(name, str):
-        raise TimerFileError(f"{where}.name: must be a string")
-    threads = process.get("threads", [])
-    if not isinstance(threads, list):
-        raise TimerFileError(f"{where}.threads: must be a list")
-    return {
-        "pid": _whole(process.get("pid"), f"{where}.pid"),
-        "name": name,
-        "clock_offset": _number(process.get("clock_offset", 0.0), f"{where}.clock_offset"),
-        "threads": [
-            _normalize_thread(thread, f"{where}.threads[{index}]")
-            for index, thread in enumerate(threads)
-        ],
-        "counters": _events(process.get("counters", []), f"{where}.counters", width=3),
-    }
-
-
-def _normalize_thread(thread: Any, where: str) -> dict[str, Any]:
-    if not isinstance(thread, dict):
-        raise TimerFileError(f"{where}: must be an object")
-    name = thread.get("name")
-    if not isinstance(name, str):
-        raise TimerFileError(f"{where}.name: must be a string")
-    spans = _events(thread.get("spans", []), f"{where}.spans", width=3)
-    for index, (_, start, end) in enumerate(spans):
-        if end < start:
-            raise TimerFileError(f"{where}.spans[{index}]: ends before it starts")
-    return {
-        "tid": _whole(thread.get("tid"), f"{where}.tid"),
-        "name": name,
-        "spans": spans,
-        "instants": _events(thread.get("instants", []), f"{where}.instants", width=2),
-    }
-
-
-def _events(events: Any, where: str, *, width: int) -> list[list[Any]]:
-    """``[name, number, ...]`` rows: spans ``[name, start, end]``, instants ``[name, t]``,
-    counters ``[name, t, value]``."""
-    if not isinstance(events, list):
-        raise TimerFileError(f"{where}: must be a list")
-    rows = []
-    for index, event in enumerate(events):
-        if not isinstance(event, list) or len(event) != width or not isinstance(event[0], str):
-            raise TimerFileError(f"{where}[{index}]: must be [name, {width - 1} numbers]")
-        rows.append([event[0], *(_number(value, f"{where}[{index}]") for value in event[1:])])
-    return rows
+def _short(value: Any) -> str:
+    """``repr`` cut to a readable length: a bad value can be a 400-digit number or a long text."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit integer"
+    text = printable_text(repr(value))
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise TimerFileError(f"{where}: must be a finite number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -_HUGE < value < _HUGE:
+        raise TimerFileError(f"{where}: must be a finite number, got {_short(value)}")
     return float(value)
 
 
+def _reading(value: Any, where: str) -> float:
+    reading = reading_from_json(value)
+    if reading is None:
+        raise TimerFileError(
+            f"{where}: must be a number (or \"NaN\", \"Infinity\", \"-Infinity\"), got {_short(value)}"
+        )
+    return reading
+
+
 def _whole(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TimerFileError(f"{where}: must be a whole number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise TimerFileError(f"{where}: must be a whole number from 0 to 2**63-1, got {_short(value)}")
     return value
-
-
-def _normalize_node(node: Any, name: Any, where: str) -> dict[str, Any]:
-    if not isinstance(node, dict):
-        raise TimerFileError(f"{where}: a node must be an object, not {type(node).__name__}")
-    if not isinstance(name, str):
-        raise TimerFileError(f"{where}: 'name' must be a string")
-    total = _seconds(node.get("total", 0.0), f"{where}.total")
-    count = _whole(node.get("count", 0), f"{where}.count")
-    is_parallel = node.get("is_parallel", False)
-    if not isinstance(is_parallel, bool):
-        raise TimerFileError(f"{where}.is_parallel: must be true or false")
-    children = [
-        _normalize_node(child, child_name, f"{where}/{child_name}")
-        for child_name, child in _children_of(node, where)
-    ]
-    nested = sum(child["total"] for child in children if is_parallel or not child.get("is_parallel"))
-    normalized: dict[str, Any] = {
-        "name": name,
-        "total": total,
-        "count": count,
-        "self": _seconds(node["self"], f"{where}.self") if "self" in node else max(0.0, total - nested),
-    }
-    errors = node.get("errors", 0)
-    if errors:
-        normalized["errors"] = _whole(errors, f"{where}.errors")
-    if is_parallel:
-        normalized["is_parallel"] = True
-    normalized["children"] = children
-    return normalized
 
 
 def _children_of(node: dict[str, Any], where: str) -> list[tuple[Any, Any]]:
@@ -259,30 +418,7 @@ def _children_of(node: dict[str, Any], where: str) -> list[tuple[Any, Any]]:
 
 def _seconds(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TimerFileError(f"{where}: must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise TimerFileError(f"{where}: must be a finite time >= 0, got {value!r}")
+        raise TimerFileError(f"{where}: must be a number of seconds, got {_short(value)}")
+    if not 0 <= value < _HUGE:
+        raise TimerFileError(f"{where}: must be a finite time >= 0, got {_short(value)}")
     return float(value)
-
-
-def _normalize_gauges(gauges: Any, where: str = "gauges") -> dict[str, dict[str, float]]:
-    if not isinstance(gauges, dict):
-        raise TimerFileError(f"'{where}' must be an object keyed by gauge name")
-    normalized = {}
-    for name, gauge in gauges.items():
-        if not isinstance(gauge, dict):
-            raise TimerFileError(f"{where}/{name}: must be an object")
-        fields = {}
-        for field in ("value", "min", "max", "count"):
-            value = gauge.get(field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TimerFileError(f"{where}/{name}.{field}: must be a number, got {value!r}")
-            fields[field] = value
-        normalized[name] = fields
-    return normalized
-
-
-def _normalize_metadata(metadata: Any) -> dict[str, str]:
-    if not isinstance(metadata, dict):
-        raise TimerFileError("'metadata' must be an object of strings")
-    return {str(key): str(value) for key, value in metadata.items()}

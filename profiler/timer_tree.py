@@ -41,7 +41,7 @@ def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
         thread_node.add(other.root, parallel=True)
         thread_node.count = 1
         thread_node.total = sum(child.total for child in other.root.children.values())
-        nodes.append(thread_node.to_dict())
+        nodes.append(thread_node.to_dict(1))
     return nodes
 
 

@@ -23,6 +23,7 @@ module imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import platform
 import random
@@ -32,6 +33,8 @@ import time
 from typing import Any, Callable, Iterator, TypeVar, overload
 
 __all__ = [
+    "FOLDED_BLOCK_NAME",
+    "MAX_DEPTH",
     "TIMER_FORMAT_VERSION",
     "GaugeNode",
     "TimerNode",
@@ -40,6 +43,7 @@ __all__ = [
     "all_timer_stacks",
     "disable",
     "enable",
+    "gauge_value",
     "get_timer_root",
     "get_timer_stack_for_thread",
     "hierarchical_timer",
@@ -54,6 +58,15 @@ __all__ = [
 
 TIMER_FORMAT_VERSION = "0.1.0"
 """Version of the timer-tree JSON layout; bumped on any change a reader must know about."""
+
+MAX_DEPTH = 100
+"""Blocks nested deeper than this are folded, in payloads and dumps, into one node per parent
+named :data:`FOLDED_BLOCK_NAME`. No program needs more to find its time, and a bound keeps every
+reader (the trainer's payload check, JSON parsers, recursive tools) safe from deep recursion."""
+
+FOLDED_BLOCK_NAME = f"[folded: blocks nested deeper than {MAX_DEPTH} levels]"
+"""The node that stands for every block below :data:`MAX_DEPTH`: its total, count and errors are
+those of the blocks at the limit, whose time includes everything deeper."""
 
 _clock = time.perf_counter
 FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
@@ -235,8 +248,11 @@ class TimerNode:
         for child in self.children.values():
             yield from child.walk()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready form of this subtree (see docs/formats.md)."""
+    def to_dict(self, depth: int = 0) -> dict[str, Any]:
+        """The JSON-ready form of this subtree (see docs/formats.md), this node at ``depth``.
+
+        Children that would sit deeper than :data:`MAX_DEPTH` are folded into one node.
+        """
         result: dict[str, Any] = {
             "name": self.name,
             # Negative only while a block flushed mid-run is still open (see profiler.payload):
@@ -250,7 +266,11 @@ class TimerNode:
         if self.is_parallel:
             result["is_parallel"] = True
         # list() snapshots the children in one step: another thread may be adding to them.
-        result["children"] = [child.to_dict() for child in list(self.children.values())]
+        children = list(self.children.values())
+        if depth + 1 >= MAX_DEPTH and children:
+            result["children"] = [_folded_dict(children)]
+        else:
+            result["children"] = [child.to_dict(depth + 1) for child in children]
         return result
 
     def __repr__(self) -> str:
@@ -260,11 +280,82 @@ class TimerNode:
 _UNPICKLED_NODE_SLOTS = frozenset({"parent", "_stack", "_start"})
 
 
+def gauge_value(name: str, value: Any) -> float:
+    """``value`` as the Python float a gauge stores, or an error naming the gauge.
+
+    Training code passes whatever its libraries hand back: NumPy scalars and 0-d arrays, torch
+    scalar tensors, bools, Fractions, Decimals. Converting once, when the gauge is set, keeps the
+    payloads, the merger and the JSON dump working on plain floats only. Python floats and ints
+    take the fast path; anything else must convert through ``__float__`` and be a single real
+    number. NaN and infinities are kept: a diverging loss is worth seeing.
+
+    Raises ``TypeError`` for a non-number (a string, a complex, an array of several values) and
+    ``ValueError`` for an integer too large for a float, each naming the gauge.
+    """
+    value_type = type(value)
+    if value_type is float:
+        return value  # type: ignore[no-any-return]
+    if value_type is not int and value_type is not bool:
+        if getattr(value_type, "__float__", None) is None and getattr(value_type, "__index__", None) is None:
+            raise TypeError(f"gauge {name!r}: expected a real number, got {_describe(value)}")
+        if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+            raise TypeError(f"gauge {name!r}: expected a real number, got {_describe(value)}")
+        shape = getattr(value, "shape", ())
+        if tuple(shape) != ():
+            raise TypeError(
+                f"gauge {name!r}: expected one number, got {value_type.__name__} of shape "
+                f"{tuple(shape)} (reduce it, or pass .item() of a one-element array)"
+            )
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"gauge {name!r}: {_describe(value)} is too large for a float") from None
+    except Exception as error:  # a third-party __float__ can raise anything
+        raise TypeError(f"gauge {name!r}: cannot convert {_describe(value)} to a float: {error}") from None
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _lower(current: float, candidate: float) -> float:
+    """The smaller reading, ignoring NaN unless every reading so far was NaN."""
+    return candidate if candidate < current or current != current else current
+
+
+def _higher(current: float, candidate: float) -> float:
+    """The larger reading, ignoring NaN unless every reading so far was NaN."""
+    return candidate if candidate > current or current != current else current
+
+
+def _folded_dict(nodes: list[TimerNode]) -> dict[str, Any]:
+    """One leaf standing for ``nodes`` and everything below them (see :data:`MAX_DEPTH`)."""
+    total = sum(max(0.0, node.total) for node in nodes)
+    folded: dict[str, Any] = {
+        "name": FOLDED_BLOCK_NAME,
+        "total": total,
+        "count": sum(node.count for node in nodes),
+        "self": total,
+    }
+    errors = sum(node.errors for node in nodes)
+    if errors:
+        folded["errors"] = errors
+    if all(node.is_parallel for node in nodes):
+        folded["is_parallel"] = True
+    folded["children"] = []
+    return folded
+
+
 class GaugeNode:
     """The latest value of a named measurement, with its min, max and how often it was set.
 
     ``updated_at`` is the wall-clock time (``time.time()``) of the latest value: gauges merged
-    from several processes or threads keep the value set last, as ML-Agents' do.
+    from several processes or threads keep the value set last, as ML-Agents' do. ``min`` and
+    ``max`` skip NaN readings (as ``numpy.nanmin`` does): after a loss turns NaN, the gauge shows
+    ``value`` NaN and the range it covered before. They are NaN only while every reading was.
     """
 
     __slots__ = ("value", "min_value", "max_value", "count", "updated_at")
@@ -278,8 +369,8 @@ class GaugeNode:
 
     def update(self, new_value: float) -> None:
         self.value = new_value
-        self.min_value = min(self.min_value, new_value)
-        self.max_value = max(self.max_value, new_value)
+        self.min_value = _lower(self.min_value, new_value)
+        self.max_value = _higher(self.max_value, new_value)
         self.count += 1
         self.updated_at = time.time()
 
@@ -288,9 +379,18 @@ class GaugeNode:
         if other.updated_at > self.updated_at:
             self.value = other.value
             self.updated_at = other.updated_at
-        self.min_value = min(self.min_value, other.min_value)
-        self.max_value = max(self.max_value, other.max_value)
+        self.min_value = _lower(self.min_value, other.min_value)
+        self.max_value = _higher(self.max_value, other.max_value)
         self.count += other.count
+
+    def merge_summary(self, value: float, minimum: float, maximum: float, count: int) -> None:
+        """Fold in ``count`` readings summarized as (latest, min, max), arriving now: a worker's
+        payload, whose latest value is the latest there is."""
+        self.value = value
+        self.updated_at = time.time()
+        self.min_value = _lower(self.min_value, minimum)
+        self.max_value = _higher(self.max_value, maximum)
+        self.count += count
 
     def copy(self) -> GaugeNode:
         """An independent gauge with the same figures."""
@@ -443,7 +543,9 @@ class TimerStack:
         """Attach ``value`` (kept as a string) to the run's metadata under ``key``."""
         self.metadata[key] = str(value)
 
-    def set_gauge(self, name: str, value: float) -> None:
+    def set_gauge(self, name: str, value: Any) -> None:
+        """Record a reading (any real number type; see :func:`gauge_value`)."""
+        value = gauge_value(name, value)
         gauge = self.gauges.get(name)
         if gauge is None:
             self.gauges[name] = GaugeNode(value)
@@ -611,8 +713,13 @@ def timed(function: Any = None, /, *, name: str | None = None) -> Any:
     return decorate(function)
 
 
-def set_gauge(name: str, value: float, timer_stack: TimerStack | None = None) -> None:
-    """Record the latest ``value`` of a measurement, keeping its min, max and count."""
+def set_gauge(name: str, value: Any, timer_stack: TimerStack | None = None) -> None:
+    """Record the latest ``value`` of a measurement, keeping its min, max and count.
+
+    ``value`` may be any real number: a float or int, a NumPy scalar or 0-d array, a torch
+    scalar tensor, a bool, a Fraction or Decimal. It is stored as a Python float; anything else
+    raises ``TypeError`` naming the gauge (see :func:`gauge_value`).
+    """
     if _enabled:
         _resolve(timer_stack).set_gauge(name, value)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -41,3 +43,19 @@ def clean_timers() -> Iterator[None]:
     yield
     timers.enable()
     timers.reset_timers()
+
+
+def parse_strict_json(text: str | bytes) -> Any:
+    """Parse as JavaScript's JSON.parse does (Perfetto, speedscope, browsers): the bare tokens
+    NaN and Infinity, which Python's own parser lets through, are errors."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"not strict JSON: the bare token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture
+def strict_json() -> Callable[[str | bytes], Any]:
+    """:func:`parse_strict_json`, for tests that check every file rlprof writes is strict JSON."""
+    return parse_strict_json

@@ -14,11 +14,11 @@ CSV format holds the block rows only, since the other sections are not tables of
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiler import strict_json
 from profiler.analysis.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.step_time import (
@@ -85,7 +85,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
 def render_analysis(analysis: RunAnalysis, format_name: str = "table", *, title: str = "run") -> str:
     """The analysis as ``table`` (terminal text), ``json`` or ``csv`` (block rows only)."""
     if format_name == "json":
-        return json.dumps(_as_document(analysis), indent=2)
+        return strict_json.dumps(_as_document(analysis), indent=2)
     if format_name == "csv":
         return blocks_as_csv(analysis.blocks, analysis.wall_time)
     if format_name != "table":

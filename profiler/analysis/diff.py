@@ -14,11 +14,11 @@ exit code 1 for CI. ``min_time`` ignores blocks below a noise floor in both runs
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from profiler import strict_json
 from profiler.analysis.block_stats import BlockStat, block_rows
 from profiler.analysis.text_format import (
     TABLE_WIDTH,
@@ -124,7 +124,7 @@ def render_diff(
     ``show_same``; JSON and CSV always hold every compared block.
     """
     if format_name == "json":
-        return json.dumps(_as_document(diff), indent=2)
+        return strict_json.dumps(_as_document(diff), indent=2)
     if format_name == "csv":
         return _as_csv(diff)
     if format_name != "table":

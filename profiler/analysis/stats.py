@@ -11,8 +11,8 @@ than print invented figures.
 
 from __future__ import annotations
 
-import json
 
+from profiler import strict_json
 from profiler.analysis.block_stats import block_rows, select_blocks
 from profiler.analysis.block_table import block_columns, blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.text_format import format_seconds
@@ -53,7 +53,7 @@ def dumps(
             "columns": block_columns(rows),
             "blocks": blocks_as_dicts(rows, wall_time),
         }
-        return json.dumps(document, indent=2)
+        return strict_json.dumps(document, indent=2)
     if format == "csv":
         return blocks_as_csv(rows, wall_time)
     order = "ascending" if ascending else "descending"

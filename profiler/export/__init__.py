@@ -13,11 +13,11 @@ Every exporter takes the normalized tree that :func:`profiler.load_timing_tree` 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
+from profiler import strict_json
 from profiler.atomic_file import write_atomically
 from profiler.export.chrome_trace import to_chrome_trace
 from profiler.export.collapsed import to_collapsed
@@ -31,11 +31,11 @@ EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", 
 """The format names :func:`render` and :func:`write_export` accept."""
 
 _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "chrome": lambda tree: json.dumps(to_chrome_trace(tree), separators=(",", ":")),
-    "speedscope": lambda tree: json.dumps(to_speedscope(tree), separators=(",", ":")),
+    "chrome": lambda tree: strict_json.dumps(to_chrome_trace(tree), separators=(",", ":")),
+    "speedscope": lambda tree: strict_json.dumps(to_speedscope(tree), separators=(",", ":")),
     "collapsed": to_collapsed,
     "html": to_html_report,
-    "mlagents": lambda tree: json.dumps(to_mlagents_layout(tree), indent=2),
+    "mlagents": lambda tree: strict_json.dumps(to_mlagents_layout(tree), indent=2),
 }
 
 

@@ -2,7 +2,8 @@
 
 Each process gets one ``pid`` (named ``trainer``, ``worker 3``… with ``M`` metadata events) and
 each of its threads one ``tid``. Recorded spans become ``X`` complete events, markers ``i``
-instant events, counters and gauges ``C`` counter events. Timestamps are microseconds on one
+instant events, counters and gauges ``C`` counter events (a NaN or infinite reading, which a
+counter cannot draw, becomes an instant event named ``"loss = NaN"``). Timestamps are microseconds on one
 clock, counted from the earliest moment in the run.
 
 When the run recorded no timeline, one is laid out from the aggregate totals instead (see
@@ -18,10 +19,12 @@ https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 from profiler.export.aggregate_timeline import synthesize_timeline
 from profiler.export.process_trees import split_into_process_trees
+from profiler.strict_json import named_reading
 
 __all__ = ["to_chrome_trace"]
 
@@ -196,6 +199,17 @@ def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceC
 
 
 def _counter_event(name: str, nanoseconds: int, value: float, pid: int) -> Event:
+    """A ``C`` sample; for a NaN or infinite reading, which a counter track cannot draw (and
+    strict JSON cannot hold), a process-wide instant event ``"loss = NaN"`` at that moment."""
+    if not math.isfinite(value):
+        return {
+            "name": f"{name} = {named_reading(value)}",
+            "ph": "i",
+            "s": "p",
+            "ts": _microseconds(nanoseconds),
+            "pid": pid,
+            "tid": 0,
+        }
     return {
         "name": name,
         "ph": "C",

@@ -12,12 +12,14 @@ through :func:`html.escape` here, and the script writes names only as text.
 from __future__ import annotations
 
 import html
+import math
 from typing import Any, Iterable
 
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.process_trees import split_into_process_trees
 from profiler.export.worker_blocks import main_worker_block, worker_block_times
+from profiler.strict_json import named_reading
 
 __all__ = ["TOP_BLOCKS", "to_html_report"]
 
@@ -131,7 +133,7 @@ def _flame_frame(box: FlameBox) -> str:
 
 def _frame_color(box: FlameBox) -> str:
     """Warm for the trainer, cool for parallel blocks; the name picks a stable shade."""
-    shade = sum(box.name.encode("utf-8")) % 30
+    shade = sum(box.name.encode("utf-8", "backslashreplace")) % 30
     if box.is_parallel:
         return f"hsl({190 + shade},58%,{68 + shade % 8}%)"
     return f"hsl({12 + shade},78%,{62 + shade % 8}%)"
@@ -179,7 +181,7 @@ def _gauges_section(tree: dict[str, Any]) -> str:
             rows.append(
                 "<tr>"
                 + "".join(f'<td class="name">{_text(cell)}</td>' for cell in cells)
-                + "".join(f'<td class="number">{_text(f"{number:.6g}")}</td>' for number in numbers)
+                + "".join(f'<td class="number">{_text(_reading(number))}</td>' for number in numbers)
                 + "</tr>\n"
             )
     table = (
@@ -211,10 +213,23 @@ def _counter_charts(timeline: dict[str, Any] | None) -> str:
     return "<h3>Counters over time</h3>\n" + "".join(charts)
 
 
+def _reading(number: float) -> str:
+    """A gauge figure: 6 significant digits, and NaN / Infinity spelled as in the JSON file."""
+    return f"{number:.6g}" if math.isfinite(number) else str(named_reading(number))
+
+
 def _counter_chart(
     process: str, name: str, points: list[tuple[float, float]], origin: float, end: float
 ) -> str:
     width, height, margin = 1000.0, 80.0, 6.0
+    # NaN and infinite samples have no place on the line; the caption counts them instead.
+    last = points[-1][1]
+    drawn = [(moment, value) for moment, value in points if math.isfinite(value)]
+    not_drawn = len(points) - len(drawn)
+    if not drawn:
+        caption = f"{process}: {name} (every one of {len(points)} samples is NaN or infinite)"
+        return f'<div class="counter-chart"><div>{_text(caption)}</div></div>\n'
+    points = drawn
     low = min(value for _, value in points)
     high = max(value for _, value in points)
     span = (end - origin) or 1.0
@@ -224,7 +239,9 @@ def _counter_chart(
         f"{height - margin - (value - low) / value_span * (height - 2 * margin):.1f}"
         for moment, value in points
     )
-    caption = f"{process}: {name} (min {low:.4g}, max {high:.4g}, last {points[-1][1]:.4g}; {_seconds(end - origin)} shown)"
+    caption = f"{process}: {name} (min {low:.4g}, max {high:.4g}, last {_reading(last)}; {_seconds(end - origin)} shown)"
+    if not_drawn:
+        caption += f"; {not_drawn} NaN or infinite samples not drawn"
     return (
         f'<div class="counter-chart"><div>{_text(caption)}</div>'
         f'<svg viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="none" role="img" '

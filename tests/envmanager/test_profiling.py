@@ -104,6 +104,35 @@ def test_user_timer_blocks_in_env_code_land_in_that_workers_tree():
         assert {c["name"]: c["count"] for c in step["children"]} == {"physics": 4, "reward": 4}
 
 
+class NumpyGaugeEnv(CountingEnv):
+    """Env code that sets gauges straight from NumPy, as real envs do (and one NaN)."""
+
+    def step(self, action):
+        result = super().step(action)
+        profiler.set_gauge("reward", np.float64(result[1]))
+        profiler.set_gauge("distance", np.float32(self.t))
+        profiler.set_gauge("loss", float("nan"))
+        return result
+
+
+def test_numpy_and_nan_gauges_in_env_code_cost_no_merged_steps(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a rejected payload would warn
+        envs = SubprocessEnvManager(
+            [NumpyGaugeEnv] * 2, context="fork", flush_every=2, summaries_dir=tmp_path, run_id="run"
+        )
+        envs.reset(seed=0)
+        for _ in range(6):
+            envs.step(np.array([1, 1]))
+        envs.close()
+    tree = profiler.load_timing_tree(tmp_path / "run_timers.json")
+    assert count_of(tree, "env.step") == 12
+    for worker in tree["workers"]:
+        assert worker["gauges"]["reward"] == {"value": 1.5, "min": 1.5, "max": 1.5, "count": 6}
+        assert worker["gauges"]["distance"]["max"] == 6.0
+        assert np.isnan(worker["gauges"]["loss"]["value"])
+
+
 def test_timer_payloads_never_appear_in_infos():
     envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork", flush_every=1)
     _, infos = envs.reset(seed=0)

@@ -16,7 +16,7 @@ import pytest
 from run_files import write_plain_run, write_vector_run
 
 import profiler
-from profiler import cli
+from profiler import cli, hierarchical_timer, write_timing_tree
 from profiler.cli import load_plugin_commands, main
 from profiler.export import EXPORT_FORMATS
 
@@ -309,3 +309,42 @@ def test_plugins_come_from_the_rlprof_commands_group(monkeypatch, capsys):
     monkeypatch.setattr(cli, "entry_points", entry_points)
     assert main(["hello"]) == 0
     assert (groups, capsys.readouterr().out) == (["rlprof.commands"], "hello world\n")
+
+
+# --- a run whose loss diverged ------------------------------------------------------------------
+
+
+@pytest.fixture
+def diverged_run(tmp_path, fake_clock):
+    """A recorded run whose loss went NaN, then infinite, as written by write_timing_tree."""
+    profiler.events.start_recording()
+    try:
+        for loss in (0.5, float("nan"), float("inf")):
+            with hierarchical_timer("update"):
+                fake_clock.advance(0.25)
+                profiler.set_gauge("loss", loss)
+        return str(write_timing_tree(tmp_path / "diverged_timers.json"))
+    finally:
+        profiler.events.stop_recording()
+        profiler.events.clear_recording()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["analyze"], ["analyze", "--format", "json"], ["analyze", "--format", "csv"], ["diff", "RUN", "--format", "json"]],
+    ids=["analyze", "analyze json", "analyze csv", "diff json"],
+)
+def test_every_command_reads_a_run_whose_loss_diverged(diverged_run, command, capsys, strict_json):
+    arguments = [command[0], diverged_run, *(diverged_run if part == "RUN" else part for part in command[1:])]
+    assert main(arguments) == 0
+    out = capsys.readouterr().out
+    if "json" in command:
+        strict_json(out)
+
+
+@pytest.mark.parametrize("format_name", EXPORT_FORMATS)
+def test_a_run_whose_loss_diverged_converts_to_strict_outputs(diverged_run, tmp_path, format_name, strict_json):
+    output = tmp_path / f"out.{format_name}"
+    assert main(["convert", diverged_run, "--to", format_name, "-o", str(output)]) == 0
+    if format_name in ("chrome", "speedscope"):
+        strict_json(output.read_text())

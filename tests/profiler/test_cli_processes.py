@@ -59,3 +59,35 @@ def test_an_installed_entry_point_plugin_adds_its_command(tmp_path):
     environment = {**os.environ, "PYTHONPATH": str(tmp_path)}
     result = run([sys.executable, "-m", "profiler", "hello"], env=environment)
     assert (result.returncode, result.stdout) == (0, "hello from a plugin\n")
+
+
+# --- files that used to crash the command line ----------------------------------------------------
+
+DEEP_TREE = '{"total": 1.0, "children": ' + '[{"name": "a", "children": ' * 600 + "[]" + "}]" * 600 + "}"
+LONE_SURROGATE = '{"total": 1.0, "children": [{"name": "load \\udcff.bin", "total": 0.5, "count": 1}]}'
+HUGE_COUNT = '{"total": 1.0, "children": [{"name": "step", "total": 0.5, "count": ' + "9" * 400 + "}]}"
+
+
+@pytest.mark.parametrize(
+    "content, command, message",
+    [
+        (DEEP_TREE, ["analyze"], "nested too deeply to read"),
+        (DEEP_TREE, ["convert", "--to", "chrome", "-o", "out.json"], "nested too deeply to read"),
+        (LONE_SURROGATE, ["report", "-o", "report.html"], "is not valid Unicode text"),
+        (LONE_SURROGATE, ["analyze"], "is not valid Unicode text"),
+        (HUGE_COUNT, ["analyze"], "root/step.count: must be a whole number from 0 to 2**63-1"),
+        (HUGE_COUNT, ["diff", "RUN"], "root/step.count: must be a whole number from 0 to 2**63-1"),
+    ],
+    ids=["deep analyze", "deep convert", "surrogate report", "surrogate analyze", "huge count analyze",
+         "huge count diff"],
+)
+def test_a_hostile_file_is_one_line_on_stderr_and_exit_code_2(tmp_path, content, command, message):
+    run_file = tmp_path / "run.json"
+    run_file.write_text(content)
+    arguments = [command[0], str(run_file), *(str(run_file) if part == "RUN" else part for part in command[1:])]
+    result = run([sys.executable, "-m", "profiler", *arguments], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"rlprof: error: {run_file}: ")
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run.json"]

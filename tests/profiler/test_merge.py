@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from profiler import get_timer_tree, hierarchical_timer, load_timing_tree, reset_timers, write_timing_tree
+from profiler import get_timer_root, get_timer_tree, hierarchical_timer, load_timing_tree, reset_timers, write_timing_tree
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, snapshot_and_flush
 from profiler.timers import TimerStack
@@ -27,6 +27,10 @@ def find(tree: dict, *path: str) -> dict:
     for name in path:
         node = next(child for child in node["children"] if child["name"] == name)
     return node
+
+
+def child_names(node: dict) -> list[str]:
+    return [child["name"] for child in node["children"]]
 
 
 def worker_entry(tree: dict, worker_id: int) -> dict:
@@ -289,3 +293,38 @@ def test_merging_from_a_receiver_thread_while_the_trainer_times_loses_nothing():
 def count_of_every(name: str, node: dict) -> int:
     own = node["count"] if node["name"] == name else 0
     return own + sum(count_of_every(name, child) for child in node["children"])
+
+
+def test_a_payload_with_an_overflowing_count_merges_nothing(fake_clock):
+    merger = TimerMerger()
+    with hierarchical_timer("vector.step"):
+        merger.merge_payload(0, payload(step(total=1.0, count=1)))
+        with pytest.raises(PayloadError, match="count"):
+            merger.merge_payload(0, payload(step(total=1.0, count=1), ("env.reset", 0.5, 10**400, 0, ()), sequence=2))
+    tree = get_timer_tree()
+    assert find(tree, "vector.step", "env.step")["count"] == 1
+    assert child_names(find(tree, "vector.step")) == ["env.step"]
+    assert worker_entry(tree, 0)["payloads"] == 1
+    # The refused payload did not use up its sequence number.
+    merger.merge_payload(0, payload(step(), sequence=2), anchor=get_timer_root().children["vector.step"])
+    assert find(get_timer_tree(), "vector.step", "env.step")["count"] == 2
+
+
+def test_numpy_gauge_readings_merge_as_python_floats(fake_clock):
+    import numpy as np
+
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(gauges=(("reward", np.float32(2.0), np.float64(1.0), 3, 4),)))
+    gauge = worker_entry(get_timer_tree(), 0)["gauges"]["reward"]
+    assert gauge == {"value": 2.0, "min": 1.0, "max": 3.0, "count": 4}
+    assert all(type(gauge[field]) is float for field in ("value", "min", "max"))
+    json.dumps(get_timer_tree(), allow_nan=False)
+
+
+def test_a_nan_reading_merged_from_a_worker_keeps_the_range_of_the_others(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(gauges=(("loss", 0.5, 0.2, 0.9, 3),)))
+    merger.merge_payload(1, payload(gauges=(("loss", float("nan"), float("nan"), float("nan"), 1),)))
+    gauge = get_timer_tree()["gauges"]["workers.loss"]
+    assert gauge["value"] != gauge["value"]
+    assert (gauge["min"], gauge["max"], gauge["count"]) == (0.2, 0.9, 4)

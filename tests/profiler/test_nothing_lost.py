@@ -6,14 +6,17 @@ flush, send payloads over a multiprocessing Pipe, and send a final payload befor
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from multiprocessing.connection import Connection, wait
 
+import numpy as np
 import pytest
 
-from profiler import get_timer_tree, hierarchical_timer, load_timing_tree, write_timing_tree
+from profiler import get_timer_tree, hierarchical_timer, load_timing_tree, set_gauge, write_timing_tree
 from profiler.merge import TimerMerger
 from profiler.payload import WorkerTimers
+from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
 
 RECEIVE_TIMEOUT = 60.0
 
@@ -152,3 +155,83 @@ def test_a_killed_worker_loses_at_most_its_unflushed_interval(tmp_path):
     assert merged == 20  # the four flushes before the kill
     assert ran_before_kill - merged < flush_every
     assert find(dumped["workers"][0], "env.step")["count"] == merged
+
+
+# --- whatever the gauge type ----------------------------------------------------------------------
+
+
+def run_gauge_worker(connection: Connection, reading: object, steps: int) -> None:
+    """A worker whose env code sets a gauge from whatever its libraries return."""
+    reporter = WorkerTimers(flush_every=3)
+    for _ in range(steps):
+        with hierarchical_timer("env.step"):
+            set_gauge("reward", reading)
+        payload = reporter.step_done()
+        if payload is not None:
+            connection.send(("payload", payload))
+    connection.send(("final", reporter.final_payload()))
+    connection.close()
+
+
+@pytest.mark.parametrize(
+    "reading",
+    [np.float64(1.5), np.float32(1.5), np.array(1.5), np.int64(3), float("nan"), float("inf")],
+    ids=["float64", "float32", "0-d array", "int64", "nan", "inf"],
+)
+def test_a_worker_gauge_of_any_real_type_costs_no_step_count(tmp_path, reading):
+    steps, merger = 10, TimerMerger()
+    context = multiprocessing.get_context("fork")
+    trainer_end, worker_end = context.Pipe()
+    process = context.Process(target=run_gauge_worker, args=(worker_end, reading, steps), daemon=True)
+    process.start()
+    worker_end.close()
+    with hierarchical_timer("collect"):
+        receive_all({trainer_end: 0}, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
+    process.join(timeout=RECEIVE_TIMEOUT)
+    dumped = load_timing_tree(write_timing_tree(tmp_path / "run_timers.json"))
+    assert find(dumped, "collect", "env.step")["count"] == steps
+    gauge = dumped["workers"][0]["gauges"]["reward"]
+    assert gauge["count"] == steps
+    assert gauge["value"] == float(reading) or math.isnan(gauge["value"]) and math.isnan(float(reading))
+
+
+# --- blocks nested deeper than a payload may carry -------------------------------------------------
+
+
+def nest(levels: int) -> None:
+    with hierarchical_timer("search"):
+        if levels > 1:
+            nest(levels - 1)
+
+
+def run_deep_worker(connection: Connection, steps: int, levels: int) -> None:
+    """A worker whose env step recurses through more timed levels than a payload may nest."""
+    reporter = WorkerTimers(flush_every=10)
+    for _ in range(steps):
+        with hierarchical_timer("env.step"):
+            nest(levels)
+        payload = reporter.step_done()
+        if payload is not None:
+            connection.send(("payload", payload))
+    connection.send(("final", reporter.final_payload()))
+    connection.close()
+
+
+def test_a_worker_nesting_deeper_than_the_payload_limit_loses_no_step():
+    steps, levels, merger = 100, MAX_DEPTH + 20, TimerMerger()
+    context = multiprocessing.get_context("fork")
+    trainer_end, worker_end = context.Pipe()
+    process = context.Process(target=run_deep_worker, args=(worker_end, steps, levels), daemon=True)
+    process.start()
+    worker_end.close()
+    with hierarchical_timer("collect"):
+        receive_all({trainer_end: 0}, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
+    process.join(timeout=RECEIVE_TIMEOUT)
+    tree = get_timer_tree()
+    assert find(tree, "collect", "env.step")["count"] == steps
+    node = find(tree["workers"][0], "env.step")
+    for _ in range(MAX_DEPTH - 2):
+        (node,) = node["children"]
+        assert (node["name"], node["count"]) == ("search", steps)
+    (folded,) = node["children"]
+    assert (folded["name"], folded["count"]) == (FOLDED_BLOCK_NAME, steps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 
+import numpy as np
 import pytest
 
 from profiler import get_timer_tree, hierarchical_timer, set_gauge
@@ -16,6 +17,7 @@ from profiler.payload import (
     snapshot_and_flush,
     validate_payload,
 )
+from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
 
 
 def blocks_of(payload) -> dict:
@@ -254,3 +256,92 @@ def test_a_block_flushed_mid_run_shows_no_closed_time_until_it_closes(fake_clock
         fake_clock.advance(2.0)
         snapshot_and_flush()
         assert get_timer_tree()["children"][0]["total"] == 0.0
+
+
+# --- what set_gauge accepts, a payload carries ----------------------------------------------------
+
+
+def test_numpy_gauge_readings_travel_as_python_floats(fake_clock):
+    set_gauge("reward", np.float64(1.5))
+    set_gauge("reward", np.float32(0.5))
+    payload = snapshot_and_flush()
+    validate_payload(payload)
+    assert payload[8] == (("reward", 0.5, 0.5, 1.5, 2),)
+    assert only_plain_data(payload)
+
+
+def test_nan_and_infinite_gauge_readings_are_valid(fake_clock):
+    set_gauge("loss", float("nan"))
+    set_gauge("grad_norm", float("inf"))
+    validate_payload(snapshot_and_flush())
+
+
+def test_a_payload_with_a_numpy_reading_validates(fake_clock):
+    validate_payload(replace(good_payload(), 8, (("reward", np.float32(1.0), np.float64(0.0), 2, 3),)))
+
+
+def test_a_gauge_that_is_not_a_number_is_refused_naming_the_gauge():
+    bad = replace(good_payload(), 8, (("reward", "high", 0.0, 2.0, 3),))
+    with pytest.raises(PayloadError, match=r"gauges\[0\].value: gauge 'reward': expected a real number, got str"):
+        validate_payload(bad)
+
+
+@pytest.mark.parametrize(
+    "blocks, field",
+    [
+        ((("env.step", 0.5, 10**400, 0, ()),), "blocks/env.step.count"),
+        ((("env.step", 0.5, 1, 2**63, ()),), "blocks/env.step.errors"),
+        ((("env.step", 10**400, 1, 0, ()),), "blocks/env.step.total"),
+        ((("env.step", 1e300, 1, 0, ()),), "blocks/env.step.total"),
+    ],
+)
+def test_numbers_too_large_for_a_merge_are_refused(blocks, field):
+    with pytest.raises(PayloadError, match=field):
+        validate_payload(replace(good_payload(), 7, blocks))
+
+
+# --- blocks nested deeper than the limit ----------------------------------------------------------
+
+
+def recurse(levels: int, clock) -> None:
+    with hierarchical_timer("recurse"):
+        clock.advance(1.0)
+        if levels > 1:
+            recurse(levels - 1, clock)
+
+
+def test_blocks_deeper_than_the_limit_are_folded_into_one_block(fake_clock):
+    recurse(MAX_DEPTH + 50, fake_clock)
+    payload = snapshot_and_flush()
+    validate_payload(payload)
+    blocks = blocks_of(payload)
+    deepest = max(blocks, key=lambda path: path.count("/"))
+    assert deepest == "recurse/" * (MAX_DEPTH - 1) + FOLDED_BLOCK_NAME
+    # The fold holds the 51 levels from the limit down: their time, and the one call into them.
+    assert blocks[deepest] == (51.0, 1, 0)
+    assert blocks["recurse"] == (150.0, 1, 0)
+
+
+def test_folded_blocks_are_flushed_too(fake_clock):
+    recurse(MAX_DEPTH + 5, fake_clock)
+    snapshot_and_flush()
+    recurse(MAX_DEPTH + 5, fake_clock)
+    blocks = blocks_of(snapshot_and_flush())
+    assert blocks["recurse/" * (MAX_DEPTH - 1) + FOLDED_BLOCK_NAME] == (6.0, 1, 0)
+
+
+def test_a_block_open_below_the_limit_is_split_into_the_fold(fake_clock):
+    def open_deep(levels: int) -> None:
+        with hierarchical_timer("recurse"):
+            if levels > 1:
+                open_deep(levels - 1)
+            else:
+                fake_clock.advance(2.0)
+                payloads.append(snapshot_and_flush())
+                fake_clock.advance(3.0)
+
+    payloads: list = []
+    open_deep(MAX_DEPTH + 3)
+    payloads.append(snapshot_and_flush())
+    fold = "recurse/" * (MAX_DEPTH - 1) + FOLDED_BLOCK_NAME
+    assert [blocks_of(payload)[fold] for payload in payloads] == [(2.0, 0, 0), (3.0, 1, 0)]

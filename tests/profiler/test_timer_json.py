@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from profiler import (
     TimerFileError,
+    events,
     hierarchical_timer,
     load_timing_tree,
     set_gauge,
@@ -16,6 +19,8 @@ from profiler import (
     write_timing_tree,
 )
 from profiler.atomic_file import write_atomically
+from profiler.timer_json import MAX_FILE_DEPTH
+from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
 
 MLAGENTS_FILE = Path(__file__).parent.parent / "data" / "mlagents_timers.json"
 
@@ -127,3 +132,120 @@ def test_a_missing_file_is_refused_by_name(tmp_path):
 
 def test_timer_file_errors_are_value_errors():
     assert issubclass(TimerFileError, ValueError)
+
+
+# --- NaN and infinite readings ------------------------------------------------------------------
+
+
+def test_a_nan_gauge_is_written_as_strict_json_and_loads_back_as_nan(tmp_path, strict_json):
+    set_gauge("loss", 0.5)
+    set_gauge("loss", float("nan"))
+    set_gauge("grad_norm", float("inf"))
+    path = write_timing_tree(tmp_path / "run_timers.json")
+    written = strict_json(path.read_text())
+    assert written["gauges"]["loss"] == {"value": "NaN", "min": 0.5, "max": 0.5, "count": 2}
+    assert written["gauges"]["grad_norm"]["value"] == "Infinity"
+    loaded = load_timing_tree(path)
+    assert math.isnan(loaded["gauges"]["loss"]["value"])
+    assert loaded["gauges"]["grad_norm"]["max"] == math.inf
+
+
+def test_a_recorded_nan_counter_is_written_by_name_and_loads_back(tmp_path, strict_json):
+    events.start_recording()
+    try:
+        with hierarchical_timer("update"):
+            set_gauge("loss", float("nan"))
+        path = write_timing_tree(tmp_path / "run_timers.json")
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    (trainer,) = strict_json(path.read_text())["timeline"]["processes"]
+    assert [counter[2] for counter in trainer["counters"]] == ["NaN"]
+    (loaded,) = load_timing_tree(path)["timeline"]["processes"]
+    assert math.isnan(loaded["counters"][0][2])
+
+
+def test_numpy_gauges_of_the_trainer_are_dumped(tmp_path):
+    set_gauge("loss", np.float32(0.25))
+    path = write_timing_tree(tmp_path / "run_timers.json")
+    assert load_timing_tree(path)["gauges"]["loss"]["value"] == 0.25
+
+
+def test_a_reading_that_is_neither_a_number_nor_a_name_is_refused(tmp_path):
+    path = write_json(tmp_path / "t.json", {"total": 1.0, "gauges": {"g": {"value": "nan", "min": 1, "max": 1, "count": 1}}})
+    with pytest.raises(TimerFileError, match=r'gauges/g.value: must be a number \(or "NaN"'):
+        load_timing_tree(path)
+
+
+# --- names, depth and size limits ---------------------------------------------------------------
+
+
+def test_a_block_name_with_a_lone_surrogate_is_written_as_its_escape_and_loads(tmp_path):
+    with hierarchical_timer("load /data/\udcff.bin"):
+        pass
+    loaded = load_timing_tree(write_timing_tree(tmp_path / "run_timers.json"))
+    assert loaded["children"][0]["name"] == "load /data/\\udcff.bin"
+
+
+def test_a_file_with_a_lone_surrogate_in_a_name_is_refused_naming_the_node(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"total": 1.0, "children": [{"name": "step", "children": [{"name": "bad\\ud800"}]}]}')
+    with pytest.raises(TimerFileError, match=r"root/step/bad\\ud800.name: name 'bad\\ud800' is not valid Unicode"):
+        load_timing_tree(path)
+
+
+def nested(depth: int) -> dict:
+    node: dict = {"name": "leaf", "total": 0.0, "count": 1}
+    for _ in range(depth):
+        node = {"name": "level", "total": 0.0, "count": 1, "children": [node]}
+    return node
+
+
+@pytest.mark.parametrize("depth", [MAX_FILE_DEPTH + 1, 600, 5000])
+def test_a_file_nested_too_deeply_is_refused_in_one_line(tmp_path, depth):
+    path = tmp_path / "deep.json"
+    text = '{"total": 1.0, "children": ' + '[{"name": "a", "children": ' * depth + "[]" + "}]" * depth + "}"
+    path.write_text(text)
+    with pytest.raises(TimerFileError, match="nested") as raised:
+        load_timing_tree(path)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_tree_as_deep_as_rlprof_writes_loads(tmp_path):
+    path = write_json(tmp_path / "t.json", nested(MAX_FILE_DEPTH - 1))
+    assert load_timing_tree(path)["name"] == "level"
+
+
+def test_a_deep_recursion_is_dumped_folded_below_the_depth_limit(tmp_path, fake_clock):
+    def recurse(levels: int) -> None:
+        with hierarchical_timer("recurse"):
+            fake_clock.advance(1.0)
+            if levels > 1:
+                recurse(levels - 1)
+
+    recurse(150)
+    node = load_timing_tree(write_timing_tree(tmp_path / "run_timers.json"))
+    for _ in range(MAX_DEPTH - 1):
+        (node,) = node["children"]
+    assert node["name"] == "recurse"
+    (folded,) = node["children"]
+    assert folded["name"] == FOLDED_BLOCK_NAME
+    # The fold holds the 51 levels below the limit: their total and the calls that entered them.
+    assert (folded["total"], folded["count"], folded["children"]) == (51.0, 1, [])
+    assert node["self"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ('{"total": 1.0, "count": ' + "9" * 400 + "}", "root.count: must be a whole number from 0 to 2\\*\\*63-1, got a 1329-bit integer"),
+        ('{"total": ' + "9" * 400 + "}", "root.total: must be a finite time >= 0, got a 1329-bit integer"),
+        ('{"total": 1.0, "count": 9223372036854775808}', "root.count: must be a whole number from 0 to 2\\*\\*63-1"),
+        ('{"total": 1.0, "gauges": {"g": {"value": ' + "9" * 400 + ', "min": 1, "max": 1, "count": 1}}}', "gauges/g.value: must be a number"),
+    ],
+)
+def test_numbers_too_large_for_their_field_are_refused(tmp_path, content, reason):
+    path = tmp_path / "big.json"
+    path.write_text(content)
+    with pytest.raises(TimerFileError, match=reason):
+        load_timing_tree(path)

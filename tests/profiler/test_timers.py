@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import math
 import multiprocessing
 import os
 import subprocess
 import sys
 import threading
+from decimal import Decimal
+from fractions import Fraction
 
+import numpy as np
 import pytest
 
 import profiler
@@ -240,6 +244,84 @@ def test_gauges_keep_latest_min_max_and_count():
     assert get_timer_tree()["gauges"] == {
         "episode_length": {"value": 2.0, "min": 1.0, "max": 5.0, "count": 4}
     }
+
+
+class TensorLike:
+    """What a torch scalar tensor offers a gauge: a 0-d shape and ``__float__``."""
+
+    shape = ()
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __float__(self) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    "reading, stored",
+    [
+        (np.float64(0.25), 0.25),
+        (np.float32(0.5), 0.5),
+        (np.int64(7), 7.0),
+        (np.array(1.5), 1.5),
+        (np.bool_(True), 1.0),
+        (True, 1.0),
+        (3, 3.0),
+        (Fraction(1, 4), 0.25),
+        (Decimal("2.5"), 2.5),
+        (TensorLike(4.0), 4.0),
+    ],
+)
+def test_a_gauge_accepts_any_real_number_type_and_stores_a_python_float(reading, stored):
+    set_gauge("reward", reading)
+    gauge = get_timer_tree()["gauges"]["reward"]
+    assert gauge == {"value": stored, "min": stored, "max": stored, "count": 1}
+    assert type(gauge["value"]) is float
+
+
+@pytest.mark.parametrize(
+    "reading, reason",
+    [
+        ("1.5", "expected a real number, got str"),
+        (None, "expected a real number, got NoneType"),
+        (1 + 2j, "expected a real number, got complex"),
+        (np.complex128(1 + 2j), "expected a real number, got complex128"),
+        (np.array([1.0, 2.0]), r"expected one number, got ndarray of shape \(2,\)"),
+        (object(), "expected a real number, got object"),
+    ],
+)
+def test_a_gauge_refuses_what_is_not_one_real_number_naming_the_gauge(reading, reason):
+    with pytest.raises(TypeError, match=f"gauge 'loss': {reason}"):
+        set_gauge("loss", reading)
+    assert "loss" not in get_timer_tree()["gauges"]
+
+
+def test_an_integer_too_large_for_a_float_is_refused_naming_the_gauge():
+    with pytest.raises(ValueError, match="gauge 'episodes': int .* too large for a float"):
+        set_gauge("episodes", 10**400)
+
+
+def test_a_nan_reading_becomes_the_value_while_min_and_max_keep_the_range_before_it():
+    for reading in (0.5, 0.2, float("nan")):
+        set_gauge("loss", reading)
+    gauge = get_timer_tree()["gauges"]["loss"]
+    assert math.isnan(gauge["value"])
+    assert (gauge["min"], gauge["max"], gauge["count"]) == (0.2, 0.5, 3)
+
+
+def test_min_and_max_are_nan_only_while_every_reading_was():
+    set_gauge("loss", float("nan"))
+    assert math.isnan(get_timer_tree()["gauges"]["loss"]["min"])
+    set_gauge("loss", 2.0)
+    assert get_timer_tree()["gauges"]["loss"]["min"] == get_timer_tree()["gauges"]["loss"]["max"] == 2.0
+
+
+def test_infinities_take_part_in_min_and_max():
+    for reading in (1.0, float("inf"), float("-inf")):
+        set_gauge("grad_norm", reading)
+    gauge = get_timer_tree()["gauges"]["grad_norm"]
+    assert (gauge["min"], gauge["max"]) == (float("-inf"), float("inf"))
 
 
 def test_metadata_always_has_version_times_python_and_command_line():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,12 @@ def run_with_timeline(run_with_workers, recorded_timeline) -> dict[str, Any]:
 def mlagents_tree() -> dict[str, Any]:
     return load_timing_tree(MLAGENTS_FILE)
 
+
+
+@pytest.fixture
+def run_with_nan_readings(run_with_timeline) -> dict[str, Any]:
+    """A run whose loss diverged: a NaN gauge, and NaN and infinite counter samples."""
+    run_with_timeline["gauges"]["loss"] = {"value": math.nan, "min": 0.1, "max": 0.9, "count": 50}
+    trainer = run_with_timeline["timeline"]["processes"][0]
+    trainer["counters"] += [["loss", 12.0002, 0.5], ["loss", 12.0006, math.nan], ["loss", 12.0007, math.inf]]
+    return run_with_timeline

@@ -218,3 +218,20 @@ def test_processes_sharing_a_pid_still_get_a_track_each(run_with_timeline):
     trace = to_chrome_trace(run_with_timeline)
     assert sorted(process_names(trace).values()) == ["trainer", "worker 0"]
     assert_spans_nest_per_thread(trace)
+
+
+def test_a_nan_or_infinite_counter_sample_becomes_a_process_instant_event(run_with_nan_readings):
+    trace = to_chrome_trace(run_with_nan_readings)
+    loss_samples = [event["args"]["value"] for event in events_of(trace, "C") if event["name"] == "loss"]
+    markers = {event["name"]: (event["s"], event["pid"]) for event in events_of(trace, "i")}
+    assert loss_samples == [0.5]
+    assert markers["loss = NaN"] == ("p", 1234)
+    assert markers["loss = Infinity"] == ("p", 1234)
+    assert_well_formed(trace)
+
+
+def test_a_nan_gauge_becomes_an_instant_event_at_the_end(run_with_nan_readings):
+    trace = to_chrome_trace(run_with_nan_readings)
+    end = max(event["ts"] for event in trace["traceEvents"])
+    (end_marker,) = [event for event in events_of(trace, "i") if event["name"].endswith("loss = NaN") and event["ts"] == end]
+    assert end_marker["s"] == "p"

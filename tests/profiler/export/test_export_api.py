@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from profiler import get_timer_tree, hierarchical_timer
 from profiler.export import EXPORT_FORMATS, render, write_export
 
 
@@ -49,3 +50,18 @@ def test_a_failed_export_keeps_the_previous_file(trainer_tree, tmp_path):
     with pytest.raises(ValueError):
         write_export(trainer_tree, "flamegraph", path)
     assert path.read_text() == before
+
+
+@pytest.mark.parametrize("format_name", ["chrome", "speedscope"])
+def test_json_formats_are_strict_json_even_with_nan_readings(format_name, run_with_nan_readings, strict_json):
+    assert isinstance(strict_json(render(run_with_nan_readings, format_name)), dict)
+
+
+@pytest.mark.parametrize("format_name", EXPORT_FORMATS)
+def test_a_name_with_a_lone_surrogate_is_written_as_its_escape(format_name, fake_clock, tmp_path):
+    with hierarchical_timer("load \udcff.bin"):
+        fake_clock.advance(1.0)
+    path = write_export(get_timer_tree(), format_name, tmp_path / "out")
+    text = path.read_text(encoding="utf-8")
+    # The name holds the six characters of the escape; JSON formats escape its backslash again.
+    assert "load \\udcff.bin" in text.replace("\\\\", "\\")

@@ -111,3 +111,15 @@ def test_workers_that_never_ran_a_block_count_as_no_worker_trees(trainer_tree):
     trainer_tree["workers"] = [{"name": "worker 0", "total": 0.0, "count": 0, "self": 0.0, "children": [
         {"name": "env.step", "total": 0.0, "count": 0, "self": 0.0, "children": []}]}]
     assert "This run has no per-worker trees." in to_html_report(trainer_tree)
+
+
+def test_nan_and_infinite_gauges_are_shown_by_name(run_with_nan_readings):
+    page = to_html_report(run_with_nan_readings)
+    assert '<td class="name">loss</td><td class="number">NaN</td><td class="number">0.1</td>' in page
+
+
+def test_nan_and_infinite_counter_samples_are_left_off_the_chart_and_counted(run_with_nan_readings):
+    page = to_html_report(run_with_nan_readings)
+    assert "trainer: loss (min 0.5, max 0.5, last Infinity" in page
+    assert "2 NaN or infinite samples not drawn" in page
+    assert "nan" not in re.findall(r'points="([^"]*)"', page)[-1].lower()

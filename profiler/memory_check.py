@@ -1,0 +1,89 @@
+"""Say so before reading a file that will not fit in memory, instead of being killed half-way.
+
+A timer file is parsed whole (JSON has no cheap way to skip a section), and the parsed document
+takes several times the file's size. On a laptop, or in a container with a memory limit, a large
+recorded timeline can need more than there is: the out-of-memory killer then ends the process
+with no message at all, or the machine swaps for minutes. :func:`memory_shortage` compares an
+estimate of what reading needs with what this process can still get — the smallest of the
+system's available memory, its cgroup's remaining allowance (containers) and its address-space
+limit (``ulimit -v``) — and describes the shortage in one line.
+
+The estimate is :data:`READ_MEMORY_PER_FILE_BYTE` times the file's size, measured by
+``benchmarks/large_file_memory.py``. Set ``RLPROF_SKIP_MEMORY_CHECK=1`` to read anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+import psutil
+
+__all__ = ["READ_MEMORY_PER_FILE_BYTE", "available_memory", "memory_shortage"]
+
+READ_MEMORY_PER_FILE_BYTE = 6
+"""Bytes of memory that reading (and then analysing or converting) takes per byte of timer file,
+rounded up from the peak measured by benchmarks/large_file_memory.py on a timeline-heavy file."""
+
+_CHECKED_FROM_BYTES = 16 * 1024 * 1024
+"""Files smaller than this are read without asking: they fit anywhere rlprof runs."""
+
+_CGROUP_V2 = Path("/sys/fs/cgroup")
+_CGROUP_V1 = Path("/sys/fs/cgroup/memory")
+
+
+def memory_shortage(file_size: int, per_file_byte: float = READ_MEMORY_PER_FILE_BYTE) -> str | None:
+    """A one-line description of why reading ``file_size`` bytes would run out of memory, or None.
+
+    None also when the file is small, when the check is switched off, or when nothing is known
+    about the memory available.
+    """
+    if file_size < _CHECKED_FROM_BYTES or os.environ.get("RLPROF_SKIP_MEMORY_CHECK", "") not in ("", "0"):
+        return None
+    available = available_memory()
+    needed = int(file_size * per_file_byte)
+    if available is None or needed <= available:
+        return None
+    return (
+        f"reading this {_size(file_size)} file needs about {_size(needed)} of memory and only "
+        f"{_size(available)} is available to this process; free some memory, or set "
+        "RLPROF_SKIP_MEMORY_CHECK=1 to try anyway"
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate: the smallest of every limit that applies."""
+    limits = [psutil.virtual_memory().available]
+    cgroup_room = _cgroup_room()
+    if cgroup_room is not None:
+        limits.append(cgroup_room)
+    address_space, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if address_space != resource.RLIM_INFINITY:
+        limits.append(max(0, address_space - psutil.Process().memory_info().vms))
+    return min(limits)
+
+
+def _cgroup_room() -> int | None:
+    """What the memory cgroup (v2, else v1) still allows, when it sets a limit."""
+    for limit_file, usage_file in (
+        (_CGROUP_V2 / "memory.max", _CGROUP_V2 / "memory.current"),
+        (_CGROUP_V1 / "memory.limit_in_bytes", _CGROUP_V1 / "memory.usage_in_bytes"),
+    ):
+        try:
+            limit_text = limit_file.read_text().strip()
+            usage = int(usage_file.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        # "max" (v2) or a value near 2**63 (v1) means no limit.
+        if limit_text == "max" or int(limit_text) >= 2**60:
+            return None
+        return max(0, int(limit_text) - usage)
+    return None
+
+
+def _size(byte_count: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if byte_count >= scale:
+            return f"{byte_count / scale:.1f} {unit}"
+    return f"{byte_count} bytes"

@@ -2,6 +2,7 @@
 
     python benchmarks/vector_throughput.py            # the full table (a few minutes)
     python benchmarks/vector_throughput.py --quick    # a rough table in well under a minute
+    python benchmarks/vector_throughput.py --overhead # profiling on vs off, CartPole x4 only
 
 For CartPole-v1 and a synthetic env doing ~50 us and ~1 ms of CPU work per step, with 2, 4
 and 8 envs, it measures AsyncVectorEnv and our manager in several settings.  All variants of
@@ -14,13 +15,22 @@ Goals (printed, never asserted, since they depend on the machine):
   * ours with profiling on, default settings: ratio to AsyncVectorEnv >= 1.0
   * profiling overhead (on vs off): <= 3 %
   * ours with envs_per_worker > 1 on CartPole: >= 2x AsyncVectorEnv
+
+``--overhead`` measures the second goal closely on CartPole x4, where the per-step cost of
+profiling shows most (the env itself costs microseconds): the two managers step in many short
+interleaved rounds and the figure is the median of the per-round ratios.  It then breaks the
+cost of knowing whom each step waited for (the critical path) and how much CPU the envs used
+into its parts, each timed in this process and set against the vector step with profiling off.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
+import threading
 import time
+import timeit
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -29,6 +39,9 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv
 
 from envmanager import SubprocessEnvManager
+from envmanager.critical_path import CriticalPath
+from envmanager.env_time import EnvTimeMeter
+from profiler import timers
 
 
 class BusyEnv(gym.Env):
@@ -102,10 +115,119 @@ def measure_row(env_name: str, num_envs: int, steps: int, rounds: int) -> dict[s
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
+def measure_overhead(rounds: int, steps: int) -> None:
+    """Profiling on vs off on CartPole x4 at default settings, and the arrival tracking's parts."""
+    num_envs = 4
+    env_fns = [ENVS["CartPole-v1"]] * num_envs
+    on, off = SubprocessEnvManager(env_fns), SubprocessEnvManager(env_fns, profiling=False)
+    wall_ratios, cpu_ratios, off_rates = [], [], []
+    try:
+        for envs in (on, off):
+            envs.reset(seed=0)
+            steps_per_second(envs, num_envs, steps)  # warm up
+        for round_index in range(rounds):
+            pair = (on, off) if round_index % 2 else (off, on)
+            rates, cpu = {}, {}
+            for envs in pair:
+                cpu_before = _cpu_seconds(envs)
+                rates[id(envs)] = steps_per_second(envs, num_envs, steps)
+                cpu[id(envs)] = _cpu_seconds(envs) - cpu_before
+            wall_ratios.append(rates[id(off)] / rates[id(on)])
+            if cpu[id(off)] > 0:
+                cpu_ratios.append(cpu[id(on)] / cpu[id(off)])
+            off_rates.append(rates[id(off)])
+    finally:
+        on.close()
+        off.close()
+    vector_step = num_envs / statistics.median(off_rates)
+    print(f"CartPole-v1 x{num_envs}, default settings, {rounds} interleaved rounds of {steps} steps")
+    print(f"  vector step, profiling off (median):        {vector_step * 1e6:8.1f} us")
+    print(f"  profiling overhead (off/on - 1), wall:      {_median_and_quartiles(wall_ratios)}   goal <= 3%")
+    if cpu_ratios:
+        print(f"  CPU of trainer + workers per step, on/off:  {_median_and_quartiles(cpu_ratios)}")
+    print("  parts of the arrival tracking and env CPU metering, per vector step:")
+    for label, seconds in arrival_tracking_costs(num_envs).items():
+        print(f"    {label:<52} {seconds * 1e6:6.2f} us  {seconds / vector_step:6.2%} of a step")
+
+
+def _median_and_quartiles(ratios: list[float]) -> str:
+    low, _, high = statistics.quantiles(ratios, n=4)
+    return f"{statistics.median(ratios) - 1:+8.1%}   (quartiles {low - 1:+.1%} .. {high - 1:+.1%})"
+
+
+def _cpu_seconds(envs: SubprocessEnvManager) -> float:
+    """CPU time used so far by this thread and the manager's workers, to the nanosecond.
+
+    ``/proc/<pid>/schedstat`` (Linux) counts nanoseconds on a CPU; elsewhere nothing as fine is
+    at hand (psutil counts clock ticks), so the CPU figure is left out (0.0).
+    """
+    total = time.thread_time()
+    for handle in envs._pool.workers:
+        try:
+            with open(f"/proc/{handle.process.pid}/schedstat") as schedstat:
+                total += int(schedstat.read().split()[0]) / 1e9
+        except OSError:
+            return 0.0
+    return total
+
+
+def arrival_tracking_costs(workers: int) -> dict[str, float]:
+    """Seconds per vector step of each part, measured here (best of several repeats).
+
+    The worker parts run in every worker at once: a step waits for one worker's share while
+    there are cores for all, and the CPU does all of them when the workers outnumber the cores.
+    """
+
+    def best(function: Callable[[], Any], number: int = 100_000) -> float:
+        return min(timeit.repeat(function, number=number, repeat=5)) / number
+
+    critical_path = CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
+    stamps = [1.0 + index * 1e-4 for index in range(workers)]
+    ready_at: list[float | None] = [None] * workers
+    clock = time.perf_counter
+
+    def trainer_part() -> None:
+        # What a step adds in the trainer: clear the reply times when sending, note when the
+        # wait began, keep each reply's stamp, find who was last.
+        for index in range(workers):
+            ready_at[index] = None
+        waiting_since = clock()
+        for index in range(workers):
+            ready_at[index] = stamps[index]
+        critical_path.record_step(ready_at, waiting_since)
+
+    meter = EnvTimeMeter()
+
+    def metered_call() -> None:
+        with meter:
+            pass
+
+    return {
+        f"trainer: reply times, who was last of {workers}": best(trainer_part),
+        "each worker: stamp its reply": best(clock),
+        "each worker: env call metered (wall, sampled CPU)": best(metered_call) - best(_empty_with),
+    }
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def _empty_with() -> None:
+    with _NOTHING:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and rounds: rough figures, fast")
+    parser.add_argument(
+        "--overhead", action="store_true", help="only profiling on vs off on CartPole x4, closely"
+    )
+    parser.add_argument("--rounds", type=int, default=41, help="rounds of --overhead")
     args = parser.parse_args()
+    if args.overhead:
+        measure_overhead(args.rounds, 500)
+        return
     rounds = 3 if args.quick else 7
     rows = []
     print(f"{'env':<12} {'n':>2}  {'variant':<20} {'steps/s':>9}  {'vs async':>8}")

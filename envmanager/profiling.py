@@ -149,13 +149,13 @@ class ManagerProfiling:
         self._follow_stack_resets()
         anchor = self.step_anchor if self.step_anchor is not None else self.reset_anchor
         try:
-            if not isinstance(timers_field, tuple) or len(timers_field) != 4:
-                raise PayloadError("a reply's timers are (payload, env wall, env cpu, env calls)")
-            payload, env_wall, env_cpu, env_calls = timers_field
-            validate_env_time(env_wall, env_cpu, env_calls)
+            if not isinstance(timers_field, tuple) or len(timers_field) != 6:
+                raise PayloadError("a reply's timers are a payload and five env time figures")
+            payload, *env_time = timers_field
+            validate_env_time(*env_time)
             self.merger.merge_payload(worker_index, payload, anchor)
             if 0 <= worker_index < len(self.env_times):
-                self.env_times[worker_index].add(env_wall, env_cpu, env_calls)
+                self.env_times[worker_index].add(*env_time)
         except (PayloadError, EnvTimeError) as exc:
             # Timing data must never break training: count it, say it once, go on.
             self.bad_payloads += 1

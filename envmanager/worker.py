@@ -265,7 +265,7 @@ def _make_guards(semaphore: Any, profiling: bool, env_time: EnvTimeMeter) -> tup
 
     They hold the ``max_concurrency`` permit while the env runs, and time the env's own
     work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
-    in ``env_time``, on the CPU clock too.
+    in ``env_time``, on the CPU clock too (sampled, see :mod:`envmanager.env_time`).
     """
     permit = semaphore if semaphore is not None else contextlib.nullcontext()
     if not profiling:

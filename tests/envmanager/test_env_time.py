@@ -10,7 +10,14 @@ from envmanager_testenvs import CountingEnv, CpuBurningEnv
 
 import profiler
 from envmanager import SubprocessEnvManager
-from envmanager.env_time import EnvTime, EnvTimeError, EnvTimeMeter, validate_env_time
+from envmanager.env_time import (
+    EXACT_ABOVE_SECONDS,
+    MEAN_SAMPLE_SPACING,
+    EnvTime,
+    EnvTimeError,
+    EnvTimeMeter,
+    validate_env_time,
+)
 from profiler.analysis.block_stats import walk_nodes
 from profiler.cpu_cores import cores_available
 
@@ -39,15 +46,45 @@ def run_and_dump(envs: SubprocessEnvManager, steps: int, directory) -> dict:
 # --- the meter and the totals -------------------------------------------------------------------
 
 
-def test_the_meter_counts_each_call_and_its_wall_and_cpu_time():
+def test_the_first_call_is_measured_on_both_clocks():
     meter = EnvTimeMeter()
-    for _ in range(3):
+    with meter:
+        time.sleep(0.002)
+    wall, calls, measured_wall, measured_cpu, measured_calls = meter.take()
+    assert (calls, measured_calls) == (1, 1)
+    assert measured_wall == wall >= 0.002
+    assert 0.0 <= measured_cpu < wall  # sleeping needs no CPU
+
+
+def test_cheap_calls_have_their_cpu_time_measured_on_a_sample_only():
+    meter = EnvTimeMeter(seed=0)
+    for _ in range(800):
         with meter:
-            time.sleep(0.002)
-    wall, cpu, calls = meter.take()
-    assert calls == 3
-    assert wall >= 3 * 0.002
-    assert 0.0 <= cpu < wall  # sleeping needs no CPU
+            pass
+    wall, calls, measured_wall, _, measured_calls = meter.take()
+    assert calls == 800
+    assert 800 / (3 * MEAN_SAMPLE_SPACING) < measured_calls < 400
+    assert 0.0 < measured_wall < wall
+
+
+def test_calls_longer_than_the_exact_threshold_are_all_measured():
+    meter = EnvTimeMeter(seed=0)
+    for _ in range(5):
+        with meter:
+            time.sleep(2 * EXACT_ABOVE_SECONDS)
+    _, calls, _, _, measured_calls = meter.take()
+    assert measured_calls == calls == 5
+
+
+def test_the_envs_of_a_worker_taking_turns_are_sampled_alike():
+    meter = EnvTimeMeter(seed=1)
+    measured = [0, 0]
+    for call in range(1600):
+        before = meter.measured_calls
+        with meter:
+            pass
+        measured[call % 2] += meter.measured_calls - before
+    assert min(measured) > max(measured) / 3, measured
 
 
 def test_a_meter_starts_afresh_after_each_take():
@@ -55,31 +92,39 @@ def test_a_meter_starts_afresh_after_each_take():
     with meter:
         pass
     meter.take()
-    assert meter.take() == (0.0, 0.0, 0)
+    assert meter.take() == (0.0, 0, 0.0, 0.0, 0)
 
 
 def test_a_call_that_raises_is_still_metered():
     meter = EnvTimeMeter()
     with pytest.raises(ValueError), meter:
         raise ValueError("env failed")
-    assert meter.take()[2] == 1
+    assert meter.take()[1] == 1
 
 
-def test_totals_add_up_what_the_workers_sent():
+def test_the_cpu_time_of_all_calls_is_their_wall_time_at_the_measured_calls_cpu_share():
     total = EnvTime()
-    total.add(0.5, 0.25, 10)
-    total.add(0.5, 0.5, 5)
-    assert total.section() == {"wall_seconds": 1.0, "cpu_seconds": 0.75, "calls": 15}
+    total.add(1.0, 10, 0.25, 0.125, 2)
+    total.add(1.0, 6, 0.25, 0.125, 1)
+    assert total.section() == {"wall_seconds": 2.0, "cpu_seconds": 1.0, "calls": 16, "cpu_measured_calls": 3}
 
 
 @pytest.mark.parametrize(
-    "wall, cpu, calls, named",
-    [(-1.0, 0.0, 1, "wall"), (float("nan"), 0.0, 1, "wall"), (1.0, float("inf"), 1, "cpu"),
-     (1.0, 0.5, -1, "calls"), (1.0, 0.5, 1.5, "calls"), ("1", 0.5, 1, "wall")],
+    "figures, named",
+    [
+        ((-1.0, 1, 0.0, 0.0, 0), "wall"),
+        ((float("nan"), 1, 0.0, 0.0, 0), "wall"),
+        ((1.0, 1, 0.5, float("inf"), 1), "measured cpu"),
+        ((1.0, -1, 0.0, 0.0, 0), "calls"),
+        ((1.0, 1.5, 0.0, 0.0, 0), "calls"),
+        (("1", 1, 0.0, 0.0, 0), "wall"),
+        ((1.0, 1, 0.5, 0.5, 2), "more measured"),
+        ((1.0, 2, 1.5, 0.5, 1), "more measured"),
+    ],
 )
-def test_figures_no_worker_sends_are_refused_naming_the_figure(wall, cpu, calls, named):
+def test_figures_no_worker_sends_are_refused_naming_the_figure(figures, named):
     with pytest.raises(EnvTimeError, match=named):
-        validate_env_time(wall, cpu, calls)
+        validate_env_time(*figures)
 
 
 # --- real managers -----------------------------------------------------------------------------

@@ -6,7 +6,9 @@ Sub-commands built in (each reads timer JSON — rlprof's or Unity ML-Agents' �
 * ``rlprof diff BASE.json NEW.json`` — blocks that got slower or faster (exit 1 on regression
   with ``--fail-on-regression``, for CI);
 * ``rlprof convert RUN.json --to FORMAT -o OUT`` and ``rlprof report RUN.json -o report.html`` —
-  through the exporters of :mod:`profiler.export`.
+  through the exporters of :mod:`profiler.export`;
+* ``rlprof run [options] script.py [args...]`` (or ``-m module``) — run a program under rlprof,
+  unedited (:mod:`profiler.run_program`).
 
 Bad input (a missing or foreign file, a bad option or pattern) ends with one line on stderr,
 ``rlprof: error: ...``, and exit code 2: never a traceback, never a partial output file.
@@ -52,6 +54,7 @@ from profiler.analysis.analyze import (
     render_analysis,
 )
 from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
+from profiler.run_program import Program, RunError, exit_like, run_program, split_run_arguments
 from profiler.timer_json import TimerFileError, load_timing_tree
 
 __all__ = [
@@ -64,7 +67,7 @@ __all__ = [
 ]
 
 PLUGIN_GROUP = "rlprof.commands"
-BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report")
+BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report", "run")
 USAGE_ERROR = 2
 
 
@@ -86,8 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``rlprof`` command line; returns the exit code (0 ok, 1 regression, 2 bad input)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
+        arguments, program_arguments = _set_program_arguments_apart(arguments)
         parser = build_parser(with_plugins=_asks_for_a_plugin(arguments))
         parsed = parser.parse_args(arguments)
+        parsed.program_arguments = program_arguments
         return int(parsed.run(parsed))
     except (CommandError, TimerFileError) as error:
         one_line = " ".join(str(error).split())  # a message quoting the input could hold newlines
@@ -119,6 +124,16 @@ def _asks_for_a_plugin(arguments: list[str]) -> bool:
     return command not in BUILTIN_COMMANDS
 
 
+def _set_program_arguments_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """For ``rlprof run``: rlprof's arguments, and the program's (everything after its name)."""
+    command_at = next((index for index, argument in enumerate(arguments)
+                       if not argument.startswith("-")), None)
+    if command_at is None or arguments[command_at] != "run":
+        return arguments, []
+    own, program = split_run_arguments(arguments[command_at + 1:])
+    return [*arguments[: command_at + 1], *own], program
+
+
 def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     """The full ``rlprof`` parser: built-in sub-commands, plus plugins when ``with_plugins``."""
     parser = _OneLineErrorParser(
@@ -131,6 +146,7 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     _add_diff(subparsers)
     _add_convert(subparsers)
     _add_report(subparsers)
+    _add_run(subparsers)
     if with_plugins:
         load_plugin_commands(subparsers)
     return parser
@@ -303,6 +319,50 @@ def _exporters() -> ModuleType:
             "the exporters are missing from this installation (profiler.export.write_export)"
         )
     return export
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+def _add_run(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a Python program under rlprof, unedited, and profile it",
+        usage="rlprof run [options] (script.py | -m module) [args ...]",
+        description="Run a Python program as python would, with rlprof's timers on. However it "
+        "ends (exit, exception, Ctrl-C, SIGTERM), its timers, trace and report are written to "
+        "the summaries folder and the analysis is printed on stderr; rlprof then exits as the "
+        "program did. rlprof's options go before the program: everything after the script (or "
+        "the module) is the program's.",
+    )
+    parser.add_argument("script", nargs="?", help="the program's path")
+    parser.add_argument("-m", dest="module", metavar="module", help="run a module, as python -m")
+    parser.add_argument("--summaries-dir", type=Path, metavar="DIR",
+                        help="where the files go (default runs/<name>-<date>-<time>)")
+    parser.add_argument("--run-id", metavar="ID",
+                        help="names the files, ID_timers.json... (default the script's name)")
+    parser.add_argument("--vector-env", nargs="?", const="async", choices=("async", "all"),
+                        help="build Gymnasium's AsyncVectorEnv as SubprocessEnvManager, so its "
+                        "workers are profiled; =all replaces SyncVectorEnv too")
+    parser.add_argument("--no-timeline", dest="timeline", action="store_false",
+                        help="do not record when each block ran (the trace then shows totals)")
+    parser.set_defaults(run=_run_program)
+
+
+def _run_program(arguments: argparse.Namespace) -> int:
+    if (arguments.script is None) == (arguments.module is None):
+        raise CommandError("run: give the program to run: a script's path, or -m module")
+    program = Program(
+        target=arguments.module or arguments.script,
+        is_module=arguments.module is not None,
+        arguments=tuple(arguments.program_arguments),
+    )
+    try:
+        end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
+                          vector_env=arguments.vector_env, timeline=arguments.timeline)
+    except RunError as error:
+        raise CommandError(f"run: {error}") from None
+    return exit_like(end)
 
 
 # --- argument types: each rejects bad input with a message argparse turns into one line ---------

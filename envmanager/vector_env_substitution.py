@@ -1,0 +1,115 @@
+"""``rlprof run --vector-env``: Gymnasium's vector envs built as ``SubprocessEnvManager`` instead.
+
+A training script that builds ``gymnasium.vector.AsyncVectorEnv(env_fns, ...)`` (directly, through
+``from gymnasium.vector import AsyncVectorEnv`` or through ``gymnasium.make_vec(...,
+vectorization_mode="async")``) gets a :class:`~envmanager.SubprocessEnvManager` built from the
+same arguments, so its workers' timers, stragglers and transport costs are measured without an
+edit to the script. With ``"all"``, ``SyncVectorEnv`` is replaced too (its environments then run
+in subprocesses, which is the point of measuring them).
+
+The replacement is a subclass of Gymnasium's class whose metaclass builds the manager: code that
+checks ``isinstance(envs, AsyncVectorEnv)`` still holds, and a class the script derives from
+``AsyncVectorEnv`` is built as written, not replaced. ``profiler`` finds this module through the
+``rlprof.vector_env`` entry point, so it never imports ``envmanager`` itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import gymnasium.vector
+import gymnasium.vector.async_vector_env
+import gymnasium.vector.sync_vector_env
+
+from envmanager.subprocess_env_manager import SubprocessEnvManager
+
+__all__ = ["VECTOR_ENV_MODES", "VectorEnvSubstitution", "substitute_vector_envs"]
+
+VECTOR_ENV_MODES = ("async", "all")
+"""``async`` replaces ``AsyncVectorEnv``; ``all`` replaces ``SyncVectorEnv`` as well."""
+
+_MANAGER_PARAMETERS = frozenset(inspect.signature(SubprocessEnvManager).parameters)
+
+
+class VectorEnvSubstitution:
+    """Gymnasium's vector env classes replaced until :meth:`restore`; remembers what it built."""
+
+    def __init__(self, mode: str) -> None:
+        if mode not in VECTOR_ENV_MODES:
+            raise ValueError(f"unknown vector env mode {mode!r}; choose one of: {', '.join(VECTOR_ENV_MODES)}")
+        self.managers: weakref.WeakSet[SubprocessEnvManager] = weakref.WeakSet()
+        self._originals: list[tuple[Any, str, type]] = []
+        self._replace(gymnasium.vector.async_vector_env, "AsyncVectorEnv")
+        if mode == "all":
+            self._replace(gymnasium.vector.sync_vector_env, "SyncVectorEnv")
+
+    def _replace(self, defining_module: Any, name: str) -> None:
+        original = getattr(defining_module, name)
+        stand_in = _stand_in_for(original, self.managers)
+        for module in (defining_module, gymnasium.vector):
+            self._originals.append((module, name, getattr(module, name)))
+            setattr(module, name, stand_in)
+
+    def close_managers(self) -> None:
+        """Close every manager built here that the program left open (its workers' timers are
+        merged on close, and no worker process outlives the run)."""
+        for manager in list(self.managers):
+            if not manager.closed:
+                manager.close()
+
+    def restore(self) -> None:
+        """Put Gymnasium's own classes back."""
+        for module, name, original in reversed(self._originals):
+            setattr(module, name, original)
+        self._originals.clear()
+
+
+def substitute_vector_envs(mode: str) -> VectorEnvSubstitution:
+    """Replace Gymnasium's vector env classes (``mode`` is one of :data:`VECTOR_ENV_MODES`)."""
+    return VectorEnvSubstitution(mode)
+
+
+class _BuildsManager(type):
+    """The metaclass of a stand-in: calling the stand-in itself builds a SubprocessEnvManager."""
+
+    replaced: type
+    managers: weakref.WeakSet[SubprocessEnvManager]
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if not cls._is_the_stand_in():
+            return super().__call__(*args, **kwargs)  # a subclass the program wrote
+        arguments = inspect.signature(cls.replaced).bind(*args, **kwargs).arguments
+        unknown = sorted(set(arguments) - _MANAGER_PARAMETERS)
+        if unknown:
+            raise TypeError(
+                f"rlprof run --vector-env: {cls.replaced.__name__} was given "
+                f"{', '.join(unknown)}, which SubprocessEnvManager does not take; run without "
+                "--vector-env, or build a SubprocessEnvManager in the script"
+            )
+        manager = SubprocessEnvManager(**arguments)
+        cls.managers.add(manager)
+        return manager
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if cls._is_the_stand_in() and isinstance(instance, SubprocessEnvManager):
+            return True
+        return super().__instancecheck__(instance)
+
+    def _is_the_stand_in(cls) -> bool:
+        return cls.__dict__.get("_is_stand_in") is True
+
+
+def _stand_in_for(original: type, managers: weakref.WeakSet[SubprocessEnvManager]) -> type:
+    metaclass = type(original)
+    stand_in_metaclass = type(f"BuildsManager_{metaclass.__name__}", (_BuildsManager, metaclass), {})
+    stand_in = stand_in_metaclass(
+        original.__name__,
+        (original,),
+        {"__module__": original.__module__, "__qualname__": original.__qualname__,
+         "__doc__": original.__doc__, "_is_stand_in": True},
+    )
+    stand_in.replaced = original
+    stand_in.managers = managers
+    return stand_in

@@ -1,0 +1,58 @@
+"""Specification: ``profiler`` needs neither Gymnasium nor numpy.
+
+A user who only analyses timer files, or times code that has nothing to do with Gymnasium, can
+install rlprof beside any Gymnasium (or none). Each test runs a new interpreter in which importing
+``gymnasium`` or ``numpy`` fails, as it would where they are not installed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+MLAGENTS_FILE = Path(__file__).resolve().parents[1] / "data" / "mlagents_timers.json"
+
+BLOCK_IMPORTS = """
+    import sys
+
+    class NotInstalled:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("gymnasium", "numpy"):
+                raise ModuleNotFoundError(f"No module named {name!r}")
+            return None
+
+    sys.meta_path.insert(0, NotInstalled())
+"""
+
+
+def run_without_gymnasium_and_numpy(code: str) -> subprocess.CompletedProcess[str]:
+    source = textwrap.dedent(BLOCK_IMPORTS) + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+
+
+def test_every_profiler_module_imports_without_gymnasium_and_numpy():
+    result = run_without_gymnasium_and_numpy("""
+        import pkgutil, importlib
+        import profiler
+        for module in pkgutil.walk_packages(profiler.__path__, "profiler."):
+            if module.name != "profiler.__main__":
+                importlib.import_module(module.name)
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("gymnasium", "numpy")))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n"
+
+
+def test_timers_and_rlprof_analyze_work_without_gymnasium_and_numpy():
+    result = run_without_gymnasium_and_numpy(f"""
+        import profiler
+        from profiler.cli import main
+        with profiler.hierarchical_timer("step"):
+            pass
+        assert profiler.get_timer_tree()["children"][0]["name"] == "step"
+        sys.exit(main(["analyze", {str(MLAGENTS_FILE)!r}]))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "Where the env_step time went" in result.stdout

@@ -259,6 +259,10 @@ class _Reader:
             self.name(name, f"{where}.peak_mean"): _seconds(peak, f"{where}.peak_mean/{name}")
             for name, peak in peaks.items()
         }
+        if "critical_path" in worker:
+            normalized["critical_path"] = _critical_path(worker["critical_path"], f"{where}.critical_path")
+        if "env_time" in worker:
+            normalized["env_time"] = _env_time(worker["env_time"], f"{where}.env_time")
         # Fields a later rlprof may add are kept as they are, so that loading never loses data.
         for key, value in worker.items():
             if key not in normalized and key != "children":
@@ -414,6 +418,43 @@ def _children_of(node: dict[str, Any], where: str) -> list[tuple[Any, Any]]:
             pairs.append((child["name"], child))
         return pairs
     raise TimerFileError(f"{where}.children: must be a list or an object")
+
+
+def _critical_path(section: Any, where: str) -> dict[str, Any]:
+    """A worker's ``critical_path`` (see docs/formats.md): counts, seconds, a bucketed histogram."""
+    if not isinstance(section, dict):
+        raise TimerFileError(f"{where}: must be an object")
+    histogram = section.get("wait_as_last_histogram")
+    if not isinstance(histogram, dict):
+        raise TimerFileError(f"{where}.wait_as_last_histogram: must be an object")
+    bounds, counts = histogram.get("bounds_seconds"), histogram.get("counts")
+    if not isinstance(bounds, list) or not isinstance(counts, list) or len(counts) != len(bounds) + 1:
+        raise TimerFileError(
+            f"{where}.wait_as_last_histogram: needs lists 'bounds_seconds' and 'counts', one count more than bounds"
+        )
+    return {
+        "vector_steps": _whole(section.get("vector_steps"), f"{where}.vector_steps"),
+        "last_to_reply": _whole(section.get("last_to_reply"), f"{where}.last_to_reply"),
+        "wait_as_last_seconds": _seconds(section.get("wait_as_last_seconds"), f"{where}.wait_as_last_seconds"),
+        "wait_as_last_histogram": {
+            "bounds_seconds": [_seconds(bound, f"{where}.wait_as_last_histogram.bounds_seconds") for bound in bounds],
+            "counts": [_whole(count, f"{where}.wait_as_last_histogram.counts") for count in counts],
+        },
+    }
+
+
+def _env_time(section: Any, where: str) -> dict[str, Any]:
+    """A worker's ``env_time`` (see docs/formats.md): wall and CPU seconds, call counts."""
+    if not isinstance(section, dict):
+        raise TimerFileError(f"{where}: must be an object")
+    normalized = {
+        "wall_seconds": _seconds(section.get("wall_seconds"), f"{where}.wall_seconds"),
+        "cpu_seconds": _seconds(section.get("cpu_seconds"), f"{where}.cpu_seconds"),
+        "calls": _whole(section.get("calls"), f"{where}.calls"),
+    }
+    if "cpu_measured_calls" in section:
+        normalized["cpu_measured_calls"] = _whole(section["cpu_measured_calls"], f"{where}.cpu_measured_calls")
+    return normalized
 
 
 def _seconds(value: Any, where: str) -> float:

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from envmanager_testenvs import CountingEnv, JitteryEnv
+from envmanager_testenvs import CountingEnv, JitteryEnv, SuicidalEnv
 
 import profiler
 from envmanager import SubprocessEnvManager
@@ -263,3 +263,18 @@ def test_while_recording_the_dumped_timeline_names_the_last_worker_of_each_step(
     assert last_names.count("env_manager.last_to_reply: worker 2") >= 9
     waits = [counter for counter in trainer["counters"] if counter[0] == "env_manager.wait_as_last"]
     assert len(waits) == 10
+
+
+def test_a_step_in_which_a_worker_died_and_was_restarted_still_has_one_last_reply(tmp_path):
+    steps = 8
+    with SubprocessEnvManager(
+        [lambda: SuicidalEnv(episode_length=1000)] * 3, context="fork", restart_on_failure=True
+    ) as envs:
+        envs.reset(seed=0)
+        with pytest.warns(RuntimeWarning, match="restarting"):
+            for step in range(steps):
+                envs.step(np.array([0, 2 if step == 4 else 0, 0]))
+        workers = profiler.load_timing_tree(envs.dump_timers(tmp_path))["workers"]
+    paths = [worker["critical_path"] for worker in workers]
+    assert sum(path["last_to_reply"] for path in paths) == steps
+    assert [path["vector_steps"] for path in paths] == [steps] * 3

@@ -249,3 +249,42 @@ def test_numbers_too_large_for_their_field_are_refused(tmp_path, content, reason
     path.write_text(content)
     with pytest.raises(TimerFileError, match=reason):
         load_timing_tree(path)
+
+
+def worker_with(**sections) -> dict:
+    return {"total": 1.0, "workers": [{"name": "worker 0", "worker_id": 0, "total": 1.0, **sections}]}
+
+
+CRITICAL_PATH = {
+    "vector_steps": 3,
+    "last_to_reply": 2,
+    "wait_as_last_seconds": 0.004,
+    "wait_as_last_histogram": {"bounds_seconds": [0.001, 0.01], "counts": [0, 2, 0]},
+}
+ENV_TIME = {"wall_seconds": 0.5, "cpu_seconds": 0.25, "calls": 4, "cpu_measured_calls": 2}
+
+
+def test_a_workers_critical_path_and_env_time_load_back_as_written(tmp_path):
+    path = write_json(tmp_path / "run.json", worker_with(critical_path=CRITICAL_PATH, env_time=ENV_TIME))
+    worker = load_timing_tree(path)["workers"][0]
+    assert worker["critical_path"] == CRITICAL_PATH
+    assert worker["env_time"] == ENV_TIME
+
+
+@pytest.mark.parametrize(
+    "sections, reason",
+    [
+        ({"critical_path": []}, "workers[0].critical_path: must be an object"),
+        ({"critical_path": {**CRITICAL_PATH, "last_to_reply": -1}}, "workers[0].critical_path.last_to_reply"),
+        (
+            {"critical_path": {**CRITICAL_PATH, "wait_as_last_histogram": {"bounds_seconds": [1.0], "counts": [1]}}},
+            "one count more than bounds",
+        ),
+        ({"env_time": {**ENV_TIME, "cpu_seconds": -0.1}}, "workers[0].env_time.cpu_seconds"),
+        ({"env_time": {"wall_seconds": 0.5, "cpu_seconds": 0.25}}, "workers[0].env_time.calls"),
+    ],
+)
+def test_a_malformed_critical_path_or_env_time_is_refused_naming_the_field(tmp_path, sections, reason):
+    path = write_json(tmp_path / "bad.json", worker_with(**sections))
+    with pytest.raises(TimerFileError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        load_timing_tree(path)

@@ -190,7 +190,8 @@ def timeline_section(stack: TimerStack) -> dict[str, Any] | None:
     """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
     every merger attached to ``stack``; None when nothing was ever recorded."""
     stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
-    recorded = [other for other in stacks if other.timeline is not None]
+    # The stacks holding ended threads' folded trees record nothing (see timers._StackRegistry).
+    recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
     # Each merger gives (process entry, events it dropped) per worker it heard from.
     worker_processes = [
         entry for merger in list(stack.mergers) for entry in merger.timeline_processes()

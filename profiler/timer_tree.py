@@ -32,14 +32,18 @@ def _base_metadata(stack: TimerStack, end_wall_time: float) -> dict[str, str]:
 
 
 def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
-    """Each other thread's blocks, as an ``is_parallel`` node named ``thread:<name>``."""
+    """Each other thread's blocks, as an ``is_parallel`` node named ``thread:<name>``.
+
+    Threads that have ended are folded by name pattern into nodes ``thread:ended:<pattern>``
+    (``thread:ended:Thread-N (fetch)``) whose ``count`` is the number of threads they hold.
+    """
     nodes = []
     for other in all_timer_stacks():
         if other is stack or not other.root.children:
             continue
         thread_node = TimerNode(f"thread:{other.thread_name}", None, other)
         thread_node.add(other.root, parallel=True)
-        thread_node.count = 1
+        thread_node.count = other.ended_threads or 1
         thread_node.total = sum(child.total for child in other.root.children.values())
         nodes.append(thread_node.to_dict(1))
     return nodes

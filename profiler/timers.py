@@ -27,12 +27,14 @@ import numbers
 import os
 import platform
 import random
+import re
 import sys
 import threading
 import time
 from typing import Any, Callable, Iterator, TypeVar, overload
 
 __all__ = [
+    "ENDED_THREAD_GROUPS",
     "FOLDED_BLOCK_NAME",
     "MAX_DEPTH",
     "TIMER_FORMAT_VERSION",
@@ -439,10 +441,16 @@ class TimerStack:
         "mergers",
         "generation",
         "timeline",
+        "holds_ended_threads",
+        "ended_threads",
     )
 
     def __init__(self, thread_name: str | None = None) -> None:
         self.thread_name = thread_name or threading.current_thread().name
+        # Set on the stacks that hold the folded trees of ended threads (see _StackRegistry),
+        # which count the threads they stand for in ended_threads. Such a stack records no
+        # timeline of its own.
+        self.holds_ended_threads = False
         # Drawn from os.urandom: a forked child must not repeat its parent's stream.
         self.stream_id = random.SystemRandom().getrandbits(62)
         self.flushes = 0
@@ -462,6 +470,7 @@ class TimerStack:
         self.flushed_at = self.start_time
         self.mergers: list[Any] = []
         self.generation += 1
+        self.ended_threads = 0
         self.timeline = _new_thread_timeline() if _new_thread_timeline is not None else None
 
     def open_blocks(self) -> list[TimerNode]:
@@ -571,17 +580,33 @@ def _keyed_by_name(node: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
+ENDED_THREAD_GROUPS = 64
+"""How many groups of ended threads are kept apart (by name pattern); the rest share one."""
+
+
 class _StackRegistry:
-    """Which stack belongs to which thread, so a thread's tree outlives the thread itself.
+    """Which stack belongs to which thread, and the folded trees of threads that have ended.
 
     The hot path never takes the lock: each thread caches its stack in the module's
     ``threading.local`` and consults the registry only on its first timer call.
+
+    A program that starts many short threads (a thread per request, per episode, per download)
+    must not pay for each of them forever. When a thread has ended, its tree and gauges are added
+    into one stack per *group* of threads — its name with every number replaced by ``N``, so
+    ``Thread-7 (fetch)`` and ``Thread-912 (fetch)`` share ``ended:Thread-N (fetch)`` — and its
+    own stack is let go. Totals, counts and errors are added, so nothing is lost; the group's
+    ``ended_threads`` counts the threads it holds. Ended threads are folded when a dump asks for
+    every stack, and, as threads come and go, whenever the number of registered threads has
+    doubled since the last look (so registration stays cheap). A stack a merger is attached to is
+    never folded, and a thread's recorded timeline events are kept on their own track.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.stacks_by_thread: dict[int, tuple[threading.Thread, TimerStack]] = {}
-        self.finished: list[TimerStack] = []
+        self.kept: list[TimerStack] = []
+        self.ended_groups: dict[str, TimerStack] = {}
+        self._fold_when_over = 64
 
     def stack_for_thread(self, thread: threading.Thread) -> TimerStack:
         with self.lock:
@@ -591,16 +616,67 @@ class _StackRegistry:
             entry = self.stacks_by_thread.get(ident)
             if entry is not None and entry[0] is thread:
                 return entry[1]
+            if not thread.is_alive():
+                # An ended thread's timers are in its group's stack, or will be folded there.
+                return self._group_for(thread.name)
             if entry is not None:
-                # The identifier was reused by a new thread: keep the dead thread's timers.
-                self.finished.append(entry[1])
+                # The identifier was reused, so the thread that had it has ended.
+                self._fold(*entry)
             stack = TimerStack(thread.name)
             self.stacks_by_thread[ident] = (thread, stack)
+            if len(self.stacks_by_thread) > self._fold_when_over:
+                self._fold_ended_threads()
+                self._fold_when_over = 2 * len(self.stacks_by_thread) + 64
             return stack
 
     def all_stacks(self) -> list[TimerStack]:
+        """Every live thread's stack, then those kept for their timeline or mergers, then the
+        groups of ended threads."""
         with self.lock:
-            return self.finished + [stack for _, stack in self.stacks_by_thread.values()]
+            self._fold_ended_threads()
+            return [
+                *(stack for _, stack in self.stacks_by_thread.values()),
+                *self.kept,
+                *self.ended_groups.values(),
+            ]
+
+    def _fold_ended_threads(self) -> None:
+        ended = [ident for ident, (thread, _) in self.stacks_by_thread.items() if not thread.is_alive()]
+        for ident in ended:
+            self._fold(*self.stacks_by_thread.pop(ident))
+
+    def _fold(self, thread: threading.Thread, stack: TimerStack) -> None:
+        """Fold the stack of ``thread``, which has ended and is no longer registered."""
+        if stack.mergers:
+            self.kept.append(stack)  # its mergers dump their workers with it
+            return
+        if stack.root.children or stack.gauges:
+            group = self._group_for(stack.thread_name)
+            group.root.add(stack.root)
+            group.ended_threads += 1
+            for name, gauge in stack.gauges.items():
+                existing = group.gauges.get(name)
+                if existing is None:
+                    group.gauges[name] = gauge.copy()
+                else:
+                    existing.merge(gauge)
+        timeline = stack.timeline
+        if timeline is not None and (timeline.spans or timeline.instants or timeline.counters):
+            # The tree is folded; the recorded events keep their thread's own track.
+            stack.root = stack.current = TimerNode("root", None, stack)
+            stack.gauges = {}
+            self.kept.append(stack)
+
+    def _group_for(self, thread_name: str) -> TimerStack:
+        pattern = re.sub(r"\d+", "N", thread_name)
+        if pattern not in self.ended_groups and len(self.ended_groups) >= ENDED_THREAD_GROUPS:
+            pattern = "other"
+        group = self.ended_groups.get(pattern)
+        if group is None:
+            group = self.ended_groups[pattern] = TimerStack(f"ended:{pattern}")
+            group.holds_ended_threads = True
+            group.timeline = None
+        return group
 
 
 _new_thread_timeline: Callable[[], Any] | None = None
@@ -630,7 +706,11 @@ def _current_thread_stack() -> TimerStack:
 
 
 def get_timer_stack_for_thread(thread: threading.Thread) -> TimerStack:
-    """The stack that ``thread`` times into; created empty on first request."""
+    """The stack that ``thread`` times into; created empty on first request.
+
+    For a thread that has ended: the stack its timers are folded into, shared with the ended
+    threads of the same name pattern (see :func:`all_timer_stacks`).
+    """
     return _registry.stack_for_thread(thread)
 
 
@@ -757,7 +837,11 @@ def reset_timers(timer_stack: TimerStack | None = None) -> None:
 
 
 def all_timer_stacks() -> list[TimerStack]:
-    """Every stack of this process: each live thread's, then those of threads that ended."""
+    """Every stack of this process: each live thread's, then those of threads that ended.
+
+    Threads that have ended are folded first, one stack per group of thread names (see
+    :class:`_StackRegistry`); such a stack's ``ended_threads`` says how many threads it holds.
+    """
     return _registry.all_stacks()
 
 

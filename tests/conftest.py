@@ -37,12 +37,19 @@ def fake_clock() -> Iterator[FakeClock]:
 
 @pytest.fixture(autouse=True)
 def clean_timers() -> Iterator[None]:
-    """Every test starts with an empty tree in the calling thread, and profiling enabled."""
+    """Every test starts with empty trees (the calling thread's, and those other threads, ended
+    or not, left behind), and profiling enabled."""
     timers.enable()
-    timers.reset_timers()
+    _reset_every_stack()
     yield
     timers.enable()
+    _reset_every_stack()
+
+
+def _reset_every_stack() -> None:
     timers.reset_timers()
+    for stack in timers.all_timer_stacks():
+        stack.reset()
 
 
 def parse_strict_json(text: str | bytes) -> Any:

@@ -182,3 +182,18 @@ def test_a_span_open_across_a_flush_keeps_its_real_start_and_nests(recording, fa
     second = snapshot_and_flush(worker)
     assert first[9][3] == (("env.step", 1000.0, 1001.0),)
     assert second[9][3] == (("worker.loop", 1000.0, 1002.0),)
+
+
+def test_an_ended_threads_recorded_events_keep_their_track_after_its_tree_is_folded(recording):
+    def work():
+        with hierarchical_timer("fetch"):
+            pass
+
+    for index in range(3):
+        thread = threading.Thread(target=work, name=f"fetcher-{index}")
+        thread.start()
+        thread.join()
+    tree = get_timer_tree(include_threads=True)
+    tracks = [thread["name"] for thread in tree["timeline"]["processes"][0]["threads"]]
+    assert [name for name in tracks if name.startswith("fetcher")] == ["fetcher-0", "fetcher-1", "fetcher-2"]
+    assert next(child for child in tree["children"] if child["name"] == "thread:ended:fetcher-N")["count"] == 3

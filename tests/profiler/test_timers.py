@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
 import math
 import multiprocessing
@@ -24,7 +25,8 @@ from profiler import (
     set_gauge,
     timed,
 )
-from profiler.timers import TimerNode, TimerStack
+from profiler.merge import TimerMerger
+from profiler.timers import TimerNode, TimerStack, all_timer_stacks
 
 
 def child_names(node: dict) -> list[str]:
@@ -409,21 +411,130 @@ def test_include_threads_adds_each_threads_tree_as_a_parallel_node(fake_clock):
 
     run_in_thread(work, name="loader")
     tree = get_timer_tree(include_threads=True)
-    loader = find(tree, "thread:loader")
+    loader = find(tree, "thread:ended:loader")
     assert loader["is_parallel"] is True
     assert loader["total"] == 2.0
     assert find(loader, "download")["is_parallel"] is True
-    assert "thread:loader" not in child_names(get_timer_tree())
+    assert "thread:ended:loader" not in child_names(get_timer_tree())
 
 
-def test_a_threads_timers_outlive_the_thread():
+def test_a_threads_timers_outlive_the_thread(fake_clock):
     def work() -> None:
         with hierarchical_timer("short-lived"):
-            pass
+            fake_clock.advance(1.0)
 
     thread = run_in_thread(work)
     assert not thread.is_alive()
-    assert child_names(get_timer_tree(get_timer_stack_for_thread(thread))) == ["short-lived"]
+    ended = find(get_timer_tree(include_threads=True), "thread:ended:helper")
+    assert child_names(ended) == ["short-lived"]
+    assert find(ended, "short-lived")["total"] == 1.0
+
+
+# --- threads that end ---------------------------------------------------------------------------
+
+
+def run_threads(count: int, work, name: str) -> None:
+    """Start ``count`` threads named ``name.format(index)`` one after another, each to its end."""
+    for index in range(count):
+        run_in_thread(work, name=name.format(index))
+
+
+def test_ended_threads_are_folded_into_one_node_per_name_pattern_losing_nothing(fake_clock):
+    def fetch() -> None:
+        with hierarchical_timer("download"):
+            fake_clock.advance(1.0)
+            with hierarchical_timer("parse"):
+                fake_clock.advance(0.5)
+
+    run_threads(50, fetch, "Thread-{} (fetch)")
+    tree = get_timer_tree(include_threads=True)
+    assert [name for name in child_names(tree) if name.startswith("thread:")] == ["thread:ended:Thread-N (fetch)"]
+    ended = find(tree, "thread:ended:Thread-N (fetch)")
+    assert (ended["count"], ended["total"], ended["is_parallel"]) == (50, 75.0, True)
+    assert (find(ended, "download")["count"], find(ended, "download")["total"]) == (50, 75.0)
+    assert (find(ended, "download", "parse")["count"], find(ended, "download", "parse")["total"]) == (50, 25.0)
+
+
+def test_threads_of_different_names_fold_apart(fake_clock):
+    def work() -> None:
+        with hierarchical_timer("work"):
+            fake_clock.advance(1.0)
+
+    run_threads(3, work, "loader-{}")
+    run_threads(2, work, "writer-{}")
+    tree = get_timer_tree(include_threads=True)
+    assert find(tree, "thread:ended:loader-N")["count"] == 3
+    assert find(tree, "thread:ended:writer-N")["count"] == 2
+
+
+def test_a_thread_still_running_keeps_its_own_node(fake_clock):
+    started, finish = threading.Event(), threading.Event()
+
+    def work() -> None:
+        with hierarchical_timer("poll"):
+            fake_clock.advance(1.0)
+        started.set()
+        finish.wait(timeout=60)
+
+    thread = threading.Thread(target=work, name="monitor")
+    thread.start()
+    try:
+        started.wait(timeout=60)
+        assert find(get_timer_tree(include_threads=True), "thread:monitor")["count"] == 1
+    finally:
+        finish.set()
+        thread.join()
+    assert find(get_timer_tree(include_threads=True), "thread:ended:monitor")["count"] == 1
+
+
+def test_the_stacks_of_many_short_threads_are_let_go():
+    def work() -> None:
+        with hierarchical_timer("task"):
+            pass
+
+    stacks_before = stacks_in_memory()
+    run_threads(2000, work, "Thread-{} (task)")
+    assert len(all_timer_stacks()) < 20
+    assert stacks_in_memory() - stacks_before < 20
+    tree = get_timer_tree(include_threads=True)
+    assert find(tree, "thread:ended:Thread-N (task)", "task")["count"] == 2000
+    assert sum(1 for name in child_names(tree) if name.startswith("thread:")) == 1
+
+
+def stacks_in_memory() -> int:
+    gc.collect()
+    return sum(1 for thing in gc.get_objects() if isinstance(thing, TimerStack))
+
+
+def test_an_ended_threads_stack_is_the_one_its_timers_were_folded_into(fake_clock):
+    def work() -> None:
+        with hierarchical_timer("work"):
+            fake_clock.advance(1.0)
+
+    thread = run_in_thread(work, name="solver")
+    get_timer_tree(include_threads=True)  # a dump folds ended threads
+    stack = get_timer_stack_for_thread(thread)
+    assert (stack.thread_name, stack.ended_threads) == ("ended:solver", 1)
+    assert child_names(get_timer_tree(stack)) == ["work"]
+
+
+def test_the_gauges_of_ended_threads_are_folded_too():
+    def work() -> None:
+        set_gauge("queue_length", 3.0)
+
+    run_threads(4, work, "feeder-{}")
+    (group,) = [stack for stack in all_timer_stacks() if stack.thread_name == "ended:feeder-N"]
+    assert group.gauges["queue_length"].count == 4
+
+
+def test_a_thread_stack_a_merger_dumps_from_is_never_folded():
+    def work() -> None:
+        TimerMerger()  # attaches to this thread's stack
+        with hierarchical_timer("collect"):
+            pass
+
+    run_in_thread(work, name="collector")
+    assert "thread:collector" in child_names(get_timer_tree(include_threads=True))
 
 
 def test_a_thread_that_has_not_started_has_no_stack():

@@ -25,7 +25,6 @@ import contextlib
 import os
 import threading
 import warnings
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +41,14 @@ __all__ = ["ManagerProfiling"]
 
 _NO_BLOCK = contextlib.nullcontext()
 
-# Every manager of this process whose workers are running, profiled or not: they all compete
-# for the same cores, so each profiled one reports them all in ``busy_processes``.
-_live_managers: weakref.WeakSet[ManagerProfiling] = weakref.WeakSet()
+# Every manager of this process whose workers are running, profiled or not, by id: they all
+# compete for the same cores, so each profiled one reports them all in ``busy_processes``.
+# Removal takes no lock: a manager collected as garbage closes itself from ``__del__``, which
+# may run inside the locked section of another manager's start.
+_live_managers: dict[int, ManagerProfiling] = {}
 _live_managers_lock = threading.Lock()
+# A forked child's managers are its own; its parent's workers are not its busy processes.
+os.register_at_fork(after_in_child=_live_managers.clear)
 
 
 class ManagerProfiling:
@@ -68,7 +71,6 @@ class ManagerProfiling:
         "env_times",
         "busy_processes",
         "_generation",
-        "__weakref__",
     )
 
     def __init__(self, enabled: bool, resource_interval: float | None) -> None:
@@ -99,15 +101,15 @@ class ManagerProfiling:
             self.merger.add_worker_section("critical_path", self.critical_path.section)
             self.merger.add_worker_section("env_time", self._env_time_section)
         with _live_managers_lock:
-            _live_managers.add(self)
-            busy = 1 + sum(manager.workers for manager in _live_managers)
-            for manager in _live_managers:
+            _live_managers[id(self)] = self
+            live = list(_live_managers.values())
+            busy = 1 + sum(manager.workers for manager in live)
+            for manager in live:
                 manager._note_busy_processes(busy)
 
     def workers_stopped(self) -> None:
         """The workers are gone: they no longer compete for cores with later managers."""
-        with _live_managers_lock:
-            _live_managers.discard(self)
+        _live_managers.pop(id(self), None)
 
     def _note_busy_processes(self, busy: int) -> None:
         self.busy_processes = max(self.busy_processes, busy)

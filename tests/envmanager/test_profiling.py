@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 import warnings
@@ -265,4 +266,12 @@ def test_busy_processes_survives_a_reset_of_the_timers():
         envs.reset(seed=0)
         profiler.reset_timers()
         envs.step(np.zeros(2, dtype=np.int64))
+        assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"
+
+
+def test_a_manager_collected_without_close_is_no_longer_counted_as_busy():
+    forgotten = SubprocessEnvManager([lambda: CountingEnv()] * 3, context="fork", profiling=False)
+    del forgotten
+    gc.collect()
+    with SubprocessEnvManager([lambda: CountingEnv()] * 2, context="fork"):
         assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"

@@ -34,7 +34,7 @@ from gymnasium.vector.utils import (
 
 from envmanager.protocol import pack_array, unpack_array
 
-__all__ = ["allocate_shared_buffer", "ObservationPacker", "ObservationBatch"]
+__all__ = ["allocate_shared_buffer", "ObservationMismatch", "ObservationPacker", "ObservationBatch"]
 
 _ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
 
@@ -61,10 +61,28 @@ def allocate_shared_buffer(space: Space, num_envs: int, ctx: Any) -> Any:
         ) from e
 
 
+class ObservationMismatch(ValueError):
+    """An env returned an observation that does not fit the observation space.
+
+    A ``ValueError``, as numpy's own error would be, so existing ``except ValueError`` code keeps
+    working; it names the env (``env_index``, in the whole batch) and both shapes or types, which
+    numpy's message cannot.
+    """
+
+    def __init__(self, message: str, env_index: int) -> None:
+        super().__init__(message)
+        self.env_index = env_index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default would call __init__ with the message alone; the worker proves the round
+        # trip before sending, so without this the trainer would get a RuntimeError instead.
+        return (type(self), (str(self), self.env_index))
+
+
 class ObservationPacker:
     """Worker side: turns the observations of a worker's envs into a reply field."""
 
-    __slots__ = ("_space", "_shared_buffer", "_shared_rows", "_first_env", "_as_array", "_dtype")
+    __slots__ = ("_space", "_shared_buffer", "_shared_rows", "_first_env", "_as_array", "_dtype", "_shape")
 
     def __init__(self, space: Space, shared_buffer: Any, first_env: int, num_envs: int) -> None:
         self._space = space
@@ -72,6 +90,7 @@ class ObservationPacker:
         self._first_env = first_env
         self._as_array = _is_array_space(space)
         self._dtype = space.dtype if self._as_array else None
+        self._shape = space.shape if self._as_array else None
         # For array spaces, a view of the shared buffer made once: writing a row into it costs
         # a fraction of Gymnasium's write_to_shared_memory, which rebuilds the view every call.
         self._shared_rows = None
@@ -83,20 +102,66 @@ class ObservationPacker:
 
         ``written`` marks which envs produced a new observation; with shared memory the others
         are left untouched in the buffer, which is what ``reset_mask`` needs.
+
+        Raises:
+            ObservationMismatch: an array observation has the wrong shape or cannot be made an
+                array of the space's dtype (only looked into once numpy has refused the batch,
+                so a fitting batch costs nothing more).
         """
         if self._shared_buffer is not None:
             rows = self._shared_rows
             for j, obs in enumerate(observations):
                 if written is None or written[j]:
-                    if rows is not None:
-                        rows[self._first_env + j] = obs
-                    else:
-                        write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
+                    try:
+                        if rows is not None:
+                            rows[self._first_env + j] = obs
+                        else:
+                            write_to_shared_memory(self._space, self._first_env + j, obs, self._shared_buffer)
+                    except (ValueError, TypeError) as exc:
+                        raise self._mismatch(j, obs, exc) from exc
             return None
         if self._as_array:
             # Cast here, as concatenating into the batch would, so the bytes match its dtype.
-            return pack_array(np.asarray(observations, dtype=self._dtype))
+            try:
+                batch = np.asarray(observations, dtype=self._dtype)
+            except (ValueError, TypeError) as exc:
+                raise self._first_mismatch(observations, exc) from exc
+            if batch.shape[1:] != self._shape:
+                raise self._first_mismatch(observations, None)
+            return pack_array(batch)
         return observations
+
+    def _first_mismatch(self, observations: list, error: Exception | None) -> ObservationMismatch:
+        """The error for the first env whose observation does not fit the space."""
+        for j, obs in enumerate(observations):
+            try:
+                fits = np.asarray(obs, dtype=self._dtype).shape == self._shape
+            except (ValueError, TypeError) as exc:
+                return self._mismatch(j, obs, exc)
+            if not fits:
+                return self._mismatch(j, obs, error)
+        return self._mismatch(0, observations[0], error)
+
+    def _mismatch(self, j: int, obs: Any, error: Exception | None) -> ObservationMismatch:
+        env_index = self._first_env + j
+        shape = getattr(obs, "shape", None)
+        if shape is None:
+            try:
+                shape = np.shape(obs)
+            except (ValueError, TypeError):
+                shape = None
+        if shape is not None and self._space.shape is not None and tuple(shape) != self._space.shape:
+            return ObservationMismatch(
+                f"env {env_index} returned an observation of shape {tuple(shape)}, but its "
+                f"observation space {self._space} has shape {self._space.shape}",
+                env_index,
+            )
+        return ObservationMismatch(
+            f"env {env_index} returned an observation that does not fit its observation space "
+            f"{self._space}: {type(obs).__name__} {obs!r:.80}"
+            + ("" if error is None else f" ({type(error).__name__}: {error})"),
+            env_index,
+        )
 
 
 class ObservationBatch:

@@ -446,13 +446,36 @@ class SubprocessEnvManager(VectorEnv):
         return results
 
     def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        try:
+            rewards = np.array(self._rewards, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise self._reward_error(exc) from exc
         return (
             self._observations.result(),
-            np.array(self._rewards, dtype=np.float64),
+            rewards,
             np.array(self._terminations, dtype=np.bool_),
             np.array(self._truncations, dtype=np.bool_),
             self._collect_infos(),
         )
+
+    def _reward_error(self, error: Exception) -> Exception:
+        """Numpy's error for a reward that is not a number, made to name the env and its worker.
+
+        Looked into only once numpy refused the batch, so the step path pays nothing for it.
+        The exception type stays numpy's (``TypeError`` for None, ``ValueError`` for a string).
+        """
+        for env_index, reward in enumerate(self._rewards):
+            try:
+                fits = np.array(reward, dtype=np.float64).shape == ()
+            except (TypeError, ValueError) as exc:
+                fits, error = False, exc
+            if not fits:
+                worker_index = env_index // self.envs_per_worker
+                return type(error)(
+                    f"env {env_index} (worker {worker_index}) returned a reward of type "
+                    f"{type(reward).__name__} ({reward!r:.80}); a reward must be a real number ({error})"
+                )
+        return error
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         if not ok:

@@ -37,7 +37,7 @@ from profiler.payload import WorkerTimers
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
 from envmanager.env_time import EnvTimeMeter
-from envmanager.observations import ObservationPacker
+from envmanager.observations import ObservationMismatch, ObservationPacker
 from envmanager.protocol import RemoteFailure
 
 __all__ = ["EnvFactories", "WorkerConfig", "run_worker"]
@@ -202,7 +202,7 @@ class _WorkerLoop:
                     infos = [None] * len(envs)
                 infos[j] = info
         return (
-            self.packer.pack(observations),
+            self._pack(observations, None),
             tuple(rewards),
             tuple(terminations),
             tuple(truncations),
@@ -225,7 +225,14 @@ class _WorkerLoop:
                 # Not reset: the env keeps its last observation, as Gymnasium's "reset-noop".
                 obs = env.last_obs
             observations[j] = obs
-        return (self.packer.pack(observations, mask), infos)
+        return (self._pack(observations, mask), infos)
+
+    def _pack(self, observations: list, written: Sequence[bool] | None) -> Any:
+        try:
+            return self.packer.pack(observations, written)
+        except ObservationMismatch as exc:
+            self._failing_env = exc.env_index  # the env that returned it, not the last one run
+            raise
 
     def _call(self, name: str, args: tuple, kwargs: dict) -> list:
         if name in ("reset", "step", "close"):

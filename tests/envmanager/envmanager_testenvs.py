@@ -97,6 +97,25 @@ class HangingEnv(CountingEnv):
         return super().step(action)
 
 
+class MisshapenObservationEnv(CountingEnv):
+    """Returns an observation of shape (3,) instead of (2,) when stepped with action 2."""
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = super().step(action)
+        if action == 2:
+            obs = np.zeros(3, dtype=np.float32)
+        return obs, reward, terminated, truncated, info
+
+
+class BadRewardEnv(CountingEnv):
+    """Returns the reward "abc" when stepped with action 2 and a dict with action 1."""
+
+    def step(self, action: Any) -> tuple:
+        obs, _, terminated, truncated, info = super().step(action)
+        reward = {0: 0.5, 1: {"score": 1}, 2: "abc"}[int(action)]
+        return obs, reward, terminated, truncated, info
+
+
 class CustomSpace(gym.Space):
     """A space Gymnasium knows nothing about (cannot live in shared memory)."""
 

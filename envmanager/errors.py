@@ -45,7 +45,9 @@ class WorkerDiedError(EnvManagerError):
     Either its process ended (killed, crashed, ``os._exit``): ``exitcode`` is then the exit
     code, a negative value ``-N`` meaning signal ``N``, whose name is in ``signal_name``.  Or
     the manager shut it down earlier because one of its envs raised in ``step``/``reset``
-    (as Gymnasium does): ``shut_down_after`` then names that exception.
+    (as Gymnasium does): ``shut_down_after`` then names that exception.  Or an interrupt
+    (Ctrl-C) landed while a message to or from it was crossing the pipe, which may now hold
+    half a message, so the manager never uses that pipe again: ``cut_off`` then says when.
     """
 
     def __init__(
@@ -55,13 +57,17 @@ class WorkerDiedError(EnvManagerError):
         exitcode: int | None,
         during: str,
         shut_down_after: str | None = None,
+        cut_off: str | None = None,
     ) -> None:
         self.worker_index = worker_index
         self.env_indices = env_indices
         self.exitcode = exitcode
         self.signal_name = _signal_name(exitcode)
         self.shut_down_after = shut_down_after
-        if shut_down_after is not None:
+        self.cut_off = cut_off
+        if cut_off is not None:
+            how = f"was cut off by an interrupt {cut_off}"
+        elif shut_down_after is not None:
             how = f"was shut down after its env raised {shut_down_after}"
         elif self.signal_name is not None:
             how = f"was killed by signal {self.signal_name} (exit code {exitcode})"

@@ -10,16 +10,26 @@ Collecting replies is two phases, :meth:`WorkerPool.wait` then :meth:`WorkerPool
 so that the time spent waiting for the slowest worker and the time spent reading and
 decoding replies can be measured apart.  ``WorkerPool.ready_at`` keeps, per worker, when its
 reply to the latest request was ready, so the trainer can tell whom a step waited for last.
+
+A pipe is a byte stream: an interrupt (Ctrl-C's ``KeyboardInterrupt``) that lands while a
+message is half read or half written leaves the rest of that message where the next read
+expects a header.  Such a worker is *cut off*: no request is written to it again, and its side
+of the pipe is shut so that it exits once it has answered.  If the interrupt cut a request
+(the replies are intact), its replies and last timers are still read at shutdown or restart;
+if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
+updated before a write and right after a read, so an interrupt anywhere else leaves it sound.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import select
+import socket
 import time
 from dataclasses import replace
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait as wait_for_ready
 from typing import Any, Callable
 
 from envmanager import protocol
@@ -31,6 +41,9 @@ __all__ = ["WorkerHandle", "WorkerPool", "ReplyHandler", "TimersSink"]
 CLOSE_GRACE_SECONDS = 10.0
 # Between SIGTERM and SIGKILL for a worker that ignores or blocks SIGTERM.
 TERMINATE_GRACE_SECONDS = 1.0
+# How long closing or dumping waits for a reply a worker still owes (a step that Ctrl-C cut
+# short, a request abandoned after a timeout, a flush request): its timer data rides on it.
+REPLY_GRACE_SECONDS = 1.0
 
 _NOTHING_AWAITED = 0
 
@@ -49,6 +62,9 @@ class WorkerHandle:
         "outstanding",
         "exitcode",
         "shut_down_after",
+        "cut_off",
+        "cut_conn",
+        "cut_mid_reply",
         "restarts",
     )
 
@@ -63,6 +79,9 @@ class WorkerHandle:
         self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
         self.exitcode: int | None = None
         self.shut_down_after: str | None = None  # the env exception that made us retire it
+        self.cut_off: str | None = None  # when an interrupt left its pipe unusable
+        self.cut_conn: Connection | None = None  # that pipe, kept only to drain it at the end
+        self.cut_mid_reply = False  # the interrupt cut a reply, so what follows is unreadable
         self.restarts = 0
 
     @property
@@ -71,7 +90,8 @@ class WorkerHandle:
 
 
 ReplyHandler = Callable[[WorkerHandle, bool, Any], None]
-TimersSink = Callable[[int, Any], None]
+TimersSink = Callable[[int, int, Any], None]
+"""Receives ``(worker index, sequence number of the reply, the reply's timers field)``."""
 
 
 class WorkerPool:
@@ -115,10 +135,12 @@ class WorkerPool:
         handle.process, handle.conn = process, parent_end
         handle.fds = (parent_end.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
-        handle.exitcode, handle.shut_down_after = None, None
+        handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
 
     def restart(self, handle: WorkerHandle) -> None:
         """Replace a gone worker by a fresh process running freshly built envs."""
+        if handle.cut_conn is not None:
+            self._end_cut_off([handle], REPLY_GRACE_SECONDS)
         handle.restarts += 1
         self._start(handle)
 
@@ -149,21 +171,33 @@ class WorkerPool:
 
     # -- requests and replies --------------------------------------------------------------
 
-    def send(self, targets: list[WorkerHandle], command: int, bodies: list[Any] | None) -> None:
-        """Send one request per target; ``bodies[i]`` goes to ``targets[i]`` (None: no body)."""
+    def send(self, targets: list[WorkerHandle], command: int, bodies: list[Any] | None) -> int:
+        """Send one request per target; ``bodies[i]`` goes to ``targets[i]`` (None: no body).
+
+        Targets that are gone are skipped (a wait reports them).  Returns the requests'
+        sequence number, which their replies carry.
+        """
         self._sequence += 1
         sequence = self._sequence
         ready_at = self.ready_at
         for i, handle in enumerate(targets):
-            body = None if bodies is None else bodies[i]
+            conn = handle.conn
+            if conn is None:
+                continue
+            # Pickled before the write, so a body that does not pickle leaves the pipe untouched.
+            data = protocol.encode((sequence, command, None if bodies is None else bodies[i]))
             ready_at[handle.index] = None
             try:
-                protocol.send(handle.conn, (sequence, command, body))
+                # Counted before it is written: once a byte is out, the worker may answer.
+                handle.awaiting = sequence
+                handle.outstanding += 1
+                conn.send_bytes(data)
             except (BrokenPipeError, ConnectionResetError):
                 self._bury(handle)
-                continue
-            handle.awaiting = sequence
-            handle.outstanding += 1
+            except BaseException as exc:
+                self._cut_off(handle, exc, mid_reply=False)
+                raise
+        return sequence
 
     def wait(self, targets: list[WorkerHandle], timeout: float | None, what: str) -> None:
         """Block until every target's reply can be read or the target has died.
@@ -236,38 +270,125 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            sequence, ok, body, timers, finished_at = protocol.receive(handle.conn)
+            data = handle.conn.recv_bytes()
+            handle.outstanding -= 1
+            # Replies come in request order and only the latest request is awaited, so the
+            # reply that settles the last one owed is the awaited one; the others answer
+            # requests the trainer gave up on (after a timeout or an interrupt).
+            awaited = handle.outstanding == 0
+            if awaited:
+                handle.awaiting = _NOTHING_AWAITED
         except (EOFError, OSError):
             self._bury(handle)
             return
-        handle.outstanding -= 1
+        except BaseException as exc:
+            self._cut_off(handle, exc, mid_reply=True)
+            raise
+        # An interrupt from here on loses this reply, but the pipe and the bookkeeping are sound.
+        sequence, ok, body, timers, finished_at = protocol.decode(data)
+        if awaited:
+            if self.worker_clock_shared:
+                self.ready_at[handle.index] = finished_at
+            on_reply(handle, ok, body)
+        # After on_reply, so that a step reply is counted before the payload that reports it.
         if timers is not None and self.timers_sink is not None:
-            self.timers_sink(handle.index, timers)
-        if sequence != handle.awaiting:
-            return  # the answer to a request the trainer gave up on after a timeout
-        handle.awaiting = _NOTHING_AWAITED
-        if self.worker_clock_shared:
-            self.ready_at[handle.index] = finished_at
-        on_reply(handle, ok, body)
+            self.timers_sink(handle.index, sequence, timers)
 
-    def flush_stale_replies(self) -> None:
-        """Read any late replies already waiting, so their timer data is not lost."""
-        for handle in self.workers:
-            while handle.alive and handle.outstanding > 0 and handle.conn.poll(0):
-                self._receive(handle, _ignore_reply)
+    def receive_outstanding(self, targets: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
+        """Read every reply ``targets`` still owe, for at most ``timeout`` seconds.
+
+        Their timer data goes to ``timers_sink``; the replies themselves are dropped.  Returns
+        the live targets that still owe a reply then (hung, or busy for longer).
+        """
+        deadline = time.monotonic() + timeout
+        owing = [h for h in targets if h.alive and h.outstanding > 0]
+        while owing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            ready = set(wait_for_ready([h.conn for h in owing] + [h.process.sentinel for h in owing], remaining))
+            for handle in owing:
+                if handle.conn in ready:
+                    self._receive(handle, _ignore_reply)
+                elif handle.process.sentinel in ready:
+                    # It exited: read what it sent before dying, then let it go.
+                    while handle.alive and handle.outstanding > 0 and handle.conn.poll(0):
+                        self._receive(handle, _ignore_reply)
+                    if handle.alive:
+                        self._bury(handle)
+            owing = [h for h in owing if h.alive and h.outstanding > 0]
+        return owing
+
+    def _cut_off(self, handle: WorkerHandle, interrupt: BaseException, mid_reply: bool) -> None:
+        """Never send this worker a request again: ``interrupt`` may have left half a message in
+        its pipe.  Our side is shut at once, so the worker reads end-of-file and exits by itself
+        once it has answered what it holds (see :meth:`_end_cut_off`)."""
+        when = "while its reply was being read" if mid_reply else "while a request to it was being written"
+        handle.cut_off = f"({type(interrupt).__name__}) {when}, so its pipe may hold half a message"
+        handle.cut_conn, handle.conn = handle.conn, None
+        handle.cut_mid_reply = mid_reply
+        handle.awaiting = _NOTHING_AWAITED
+        self.ready_at[handle.index] = None
+        try:
+            with socket.socket(fileno=os.dup(handle.cut_conn.fileno())) as end:
+                end.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # not a socket: the worker is terminated at the end instead
+
+    def _end_cut_off(self, handles: list[WorkerHandle], grace: float) -> None:
+        """Read cut-off workers' pipes to the end, for up to ``grace`` seconds, then end them.
+
+        Reading lets each finish writing, see end-of-file and exit on its own, closing its envs.
+        Replies behind a cut request are intact and their timer data is merged; what follows a
+        cut reply is drained unread.
+        """
+        deadline = time.monotonic() + grace
+        open_ends = {h.cut_conn.fileno(): h for h in handles if h.cut_conn is not None}
+        while open_ends:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for fd in wait_for_ready(list(open_ends), remaining):
+                if not self._read_cut_off(open_ends[fd]):
+                    del open_ends[fd]
+        for handle in handles:
+            if handle.cut_conn is not None:
+                handle.cut_conn.close()
+                handle.cut_conn = None
+                handle.process.join(max(0.0, deadline - time.monotonic()))
+        _terminate([h.process for h in handles])
+        for handle in handles:
+            handle.exitcode = handle.process.exitcode
+
+    def _read_cut_off(self, handle: WorkerHandle) -> bool:
+        """Read what a cut-off worker sent (False once its pipe is at its end)."""
+        conn = handle.cut_conn
+        try:
+            if handle.cut_mid_reply:
+                return bool(os.read(conn.fileno(), 1 << 20))
+            sequence, _, _, timers, _ = protocol.receive(conn)
+        except Exception:  # its end (EOFError, OSError) or a reply that does not unpickle
+            return False
+        if timers is not None and self.timers_sink is not None:
+            self.timers_sink(handle.index, sequence, timers)
+        return True
 
     # -- shutdown ---------------------------------------------------------------------------
 
     def shutdown(self, graceful: bool, timeout: float | None) -> None:
         """Stop every worker; no child process outlives this call.
 
-        Graceful: each idle worker is asked to CLOSE (closing its envs and sending its last
-        timer data) and given ``timeout`` seconds (default ``CLOSE_GRACE_SECONDS``).  A
-        worker still busy with a request the trainer abandoned is not waited for.  Whatever
-        is left is terminated, then killed.
+        Graceful: a worker still busy with a request (one that an interrupt or a timeout made
+        the trainer stop waiting for) gets ``REPLY_GRACE_SECONDS`` (or ``timeout``, if shorter)
+        to answer it, since its timer data rides on the answer.  Then each idle worker is asked
+        to CLOSE (closing its envs and sending its last timer data) and given ``timeout``
+        seconds (default ``CLOSE_GRACE_SECONDS``); a cut-off worker gets the short grace to
+        exit by itself.  Whatever is left is terminated, then killed.
         """
+        cut_off = [h for h in self.workers if h.cut_conn is not None]
+        reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
         if graceful:
-            self.flush_stale_replies()
+            self.receive_outstanding(self.workers, reply_grace)
             idle = [h for h in self.workers if h.alive and h.outstanding == 0]
             self.send(idle, protocol.CLOSE, None)
             try:
@@ -278,6 +399,7 @@ class WorkerPool:
             deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
             for handle in idle:
                 handle.process.join(max(0.0, deadline - time.monotonic()))
+        self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
         _terminate([h.process for h in self.workers if h.process is not None])
         for handle in self.workers:
             if handle.conn is not None:

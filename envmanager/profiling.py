@@ -143,7 +143,7 @@ class ManagerProfiling:
         """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled)."""
         return timers.hierarchical_timer(name) if self.enabled else _NO_BLOCK
 
-    def merge(self, worker_index: int, timers_field: Any) -> None:
+    def merge(self, worker_index: int, sequence: int, timers_field: Any) -> None:
         """Fold one reply's ``timers`` field into the trainer's tree (the pool's ``timers_sink``):
         a worker payload and the env time measured with it."""
         if self.merger is None:

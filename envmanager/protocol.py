@@ -73,6 +73,8 @@ __all__ = [
     "PackedArray",
     "pack_array",
     "unpack_array",
+    "encode",
+    "decode",
     "send",
     "receive",
 ]
@@ -101,19 +103,29 @@ Reply = tuple[int, bool, Any, Any, float]
 PackedArray = tuple[bytes, str, tuple[int, ...]]
 
 
-def send(conn: Any, message: Request | Reply) -> None:
-    """Pickle and send one message.
+def encode(message: Request | Reply) -> bytes:
+    """One message as the bytes :func:`send` writes.
 
     Plain ``pickle`` instead of ``Connection.send``'s ``ForkingPickler``: no message carries a
     pipe or a lock, and building a ``ForkingPickler`` per message costs more than the
     pickling itself on the step path.
     """
-    conn.send_bytes(pickle.dumps(message, pickle.HIGHEST_PROTOCOL))
+    return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+
+
+def decode(data: bytes) -> Any:
+    """The message :func:`encode` made ``data`` from."""
+    return pickle.loads(data)
+
+
+def send(conn: Any, message: Request | Reply) -> None:
+    """Pickle and send one message."""
+    conn.send_bytes(encode(message))
 
 
 def receive(conn: Any) -> Any:
     """Receive and unpickle one message (raises ``EOFError`` when the other end is gone)."""
-    return pickle.loads(conn.recv_bytes())
+    return decode(conn.recv_bytes())
 
 
 def pack_array(array: np.ndarray) -> PackedArray:

@@ -646,7 +646,9 @@ class SubprocessEnvManager(VectorEnv):
             self._raise_failures(shut_down=True)
 
     def _died_error(self, handle: WorkerHandle, what: str) -> WorkerDiedError:
-        return WorkerDiedError(handle.index, handle.envs, handle.exitcode, what, handle.shut_down_after)
+        return WorkerDiedError(
+            handle.index, handle.envs, handle.exitcode, what, handle.shut_down_after, handle.cut_off
+        )
 
     def _raise_failures(self, shut_down: bool) -> None:
         """Re-raise the last env exception of this call, logging each, as Gymnasium does.

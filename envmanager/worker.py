@@ -21,6 +21,7 @@ last (:mod:`envmanager.critical_path`).
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import signal
 import time
@@ -129,7 +130,8 @@ class _WorkerLoop:
                 try:
                     sequence, command, body = protocol.receive(conn)
                 except (EOFError, OSError):
-                    return  # the trainer is gone
+                    self._offer_last_timers()
+                    return  # the trainer is gone, or stopped writing to us
                 if command == protocol.CLOSE:
                     self._close_envs()
                     try:
@@ -149,6 +151,22 @@ class _WorkerLoop:
                 self._send(sequence, ok, reply, self._timers_due(command))
         finally:
             self._close_envs()
+
+    def _offer_last_timers(self) -> None:
+        """Send the last timer data without ever blocking, when the trainer stopped writing.
+
+        Usually the trainer is gone and this fails at once.  But a trainer that an interrupt
+        caught while it was writing to us shuts its side of the pipe and still reads our
+        replies, so these timers are not lost.  Never blocking matters: a pipe end that
+        nobody reads must not keep this process from exiting.
+        """
+        if self.timers is None:
+            return
+        try:
+            os.set_blocking(self.conn.fileno(), False)
+            self._send(0, True, None, self._all_timers())
+        except OSError:
+            pass  # gone, or not reading: nothing to be done about it
 
     def _timers_due(self, command: int) -> Any:
         """The timer payload to piggy-back on this reply, if one is due, with the env time

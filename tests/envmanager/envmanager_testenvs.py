@@ -116,6 +116,55 @@ class BadRewardEnv(CountingEnv):
         return obs, reward, terminated, truncated, info
 
 
+class BigObservationEnv(CountingEnv):
+    """2 MB observations (a 512 x 1024 float32 image): a reply that takes many reads to arrive.
+
+    Every byte is 0x7F, so any 4 of them read as a message header announce a 2 GB message.
+    """
+
+    PIXEL = np.frombuffer(b"\x7f" * 4, dtype=np.float32)[0]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.observation_space = spaces.Box(0, np.inf, shape=(512, 1024), dtype=np.float32)
+
+    def _obs(self) -> np.ndarray:
+        return np.full((512, 1024), self.PIXEL, dtype=np.float32)
+
+
+class BigActionEnv(CountingEnv):
+    """32 KB actions: a request sent as a separate header and body (over 16 KB)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.action_space = spaces.Box(0, 1, shape=(8192,), dtype=np.float32)
+
+    def step(self, action: Any) -> tuple:
+        return super().step(0)
+
+
+class CtrlCEnv(CountingEnv):
+    """At its ``interrupt_at``-th step, once the trainer is blocked waiting for the replies,
+    sends it SIGINT (as Ctrl-C in the terminal would), then works ``after`` seconds more before
+    answering: the trainer is interrupted while this worker is busy."""
+
+    def __init__(self, interrupt_at: int = 0, after: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(episode_length=1000, **kwargs)
+        self.interrupt_at = interrupt_at
+        self.after = after
+
+    def step(self, action: Any) -> tuple:
+        result = super().step(action)
+        if self.t == self.interrupt_at:
+            trainer = psutil.Process(os.getppid())
+            deadline = time.monotonic() + 10
+            while trainer.status() != psutil.STATUS_SLEEPING and time.monotonic() < deadline:
+                time.sleep(0.001)  # still sending the other workers' requests
+            trainer.send_signal(signal.SIGINT)
+            time.sleep(self.after)
+        return result
+
+
 class CustomSpace(gym.Space):
     """A space Gymnasium knows nothing about (cannot live in shared memory)."""
 

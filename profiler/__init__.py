@@ -17,6 +17,7 @@ from profiler.timer_json import (
     write_timing_tree,
 )
 from profiler.timer_tree import get_timer_tree
+from profiler.scalar_figures import scalars
 from profiler.timers import (
     TIMER_FORMAT_VERSION,
     GaugeNode,
@@ -59,6 +60,7 @@ __all__ = [
     "merge_gauges",
     "record_counter",
     "reset_timers",
+    "scalars",
     "set_gauge",
     "snapshot_and_flush",
     "start_recording",

@@ -24,3 +24,7 @@ def test_the_quick_start_has_exactly_two_commands():
 def test_ci_runs_the_readmes_test_command_word_for_word():
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert quick_start_commands()[1] in ci_lines
+
+
+def test_the_test_command_installs_the_extras_whose_tests_would_otherwise_skip():
+    assert "pip install -e '.[test,tensorboard]'" in quick_start_commands()[1]

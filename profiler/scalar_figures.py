@@ -1,0 +1,89 @@
+"""A run's figures as one flat dict of numbers, for the dashboards RL engineers already watch.
+
+(The module is not called ``scalars`` so that ``profiler.scalars`` stays the function.)
+
+``profiler.scalars()`` turns the live timers (or a dumped run) into ``{name: number}``: what
+``wandb.log``, ``mlflow.log_metrics`` or a TensorBoard writer take as they are (see
+:mod:`profiler.integrations.tensorboard`). Logged every few hundred updates, a block that gets
+slower, a worker that starts straggling or env throughput that drops shows up as a curve during
+training, not in a file at the end.
+
+The names, each after ``prefix`` (``"rlprof/"`` by default):
+
+* ``wall_seconds`` — the run's wall time so far;
+* ``block_mean_seconds/<path>`` and ``block_wall_share/<path>`` — per block (its path in the
+  tree, names joined by ``/``), the mean time per call and its total over the wall time (a block
+  that ran in workers, summed over them, can exceed 1); the ``max_blocks`` blocks with the
+  largest totals;
+* ``worker_step_seconds/worker_<id>`` — each environment worker's mean ``env.step`` time;
+* ``vector_steps_per_second`` and ``env_steps_per_second`` — vectorized steps and the
+  environment steps inside them (each worker's step, autoresets included), per second of wall
+  time.
+
+A figure that does not exist in the run (no workers, a zero wall time) is left out, never
+written as 0 or NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiler.analysis.block_stats import block_rows, select_blocks
+from profiler.analysis.step_time import step_breakdowns, worker_report
+from profiler.timer_json import normalize_timing_tree
+from profiler.timer_tree import get_timer_tree
+from profiler.timers import TimerStack
+
+__all__ = ["DEFAULT_MAX_BLOCKS", "DEFAULT_PREFIX", "scalars", "scalars_of_tree"]
+
+DEFAULT_PREFIX = "rlprof/"
+DEFAULT_MAX_BLOCKS = 20
+"""Enough to follow every block of a typical trainer without flooding a dashboard."""
+
+
+def scalars(
+    timer_stack: TimerStack | None = None,
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    max_blocks: int | None = DEFAULT_MAX_BLOCKS,
+) -> dict[str, float]:
+    """The figures of the run so far (the calling thread's timers by default).
+
+    Worker timers count from their latest payload: what the workers have flushed so far.
+    ``max_blocks=None`` keeps every block.
+    """
+    tree = normalize_timing_tree(get_timer_tree(timer_stack, include_threads=True))
+    return scalars_of_tree(tree, prefix=prefix, max_blocks=max_blocks)
+
+
+def scalars_of_tree(
+    tree: dict[str, Any],
+    *,
+    prefix: str = DEFAULT_PREFIX,
+    max_blocks: int | None = DEFAULT_MAX_BLOCKS,
+) -> dict[str, float]:
+    """The figures of a normalized tree (:func:`profiler.load_timing_tree` gives one)."""
+    wall = float(tree["total"])
+    figures: dict[str, float] = {f"{prefix}wall_seconds": wall}
+    for block in select_blocks(block_rows(tree), order_by="total", top=max_blocks):
+        if block.count:
+            figures[f"{prefix}block_mean_seconds/{block.label}"] = block.avg
+        share = block.share_of(wall)
+        if share is not None:
+            figures[f"{prefix}block_wall_share/{block.label}"] = share
+    report = worker_report(tree)
+    for worker in report.workers if report is not None else []:
+        figures[f"{prefix}worker_step_seconds/worker_{worker.worker_id}"] = worker.mean
+    steps = [breakdown for breakdown in step_breakdowns(tree) if _is_a_step(breakdown.block)]
+    if steps and wall > 0:
+        figures[f"{prefix}vector_steps_per_second"] = sum(step.calls for step in steps) / wall
+        env_steps = sum(step.worker_calls for step in steps)
+        if env_steps:
+            figures[f"{prefix}env_steps_per_second"] = env_steps / wall
+    return figures
+
+
+def _is_a_step(block: str) -> bool:
+    """Whether a vectorized block is a step (``env_manager.step``, ``vector.step``, ML-Agents'
+    ``env_step``) rather than a reset: the step layouts name both kinds by that last word."""
+    return block.endswith("step")

@@ -2,7 +2,8 @@
 
 Sub-commands built in (each reads timer JSON — rlprof's or Unity ML-Agents' — never pickle):
 
-* ``rlprof analyze RUN.json`` — slowest blocks, where the vector step's time went, per worker;
+* ``rlprof analyze RUN.json`` — the verdicts (what limits the run, what it costs, what to
+  change), slowest blocks, where the vector step's time went, per worker;
 * ``rlprof diff BASE.json NEW.json`` — blocks that got slower or faster (exit 1 on regression
   with ``--fail-on-regression``, for CI);
 * ``rlprof convert RUN.json --to FORMAT -o OUT`` and ``rlprof report RUN.json -o report.html`` —
@@ -180,9 +181,11 @@ def load_plugin_commands(
 def _add_analyze(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "analyze",
-        help="slowest blocks, where the step time went, per-worker step times",
-        description="Report a run's slowest blocks, the vector step split into env compute, "
-        "waiting and transport, and each worker's step time with the straggler named.",
+        help="verdicts, slowest blocks, where the step time went, per-worker step times",
+        description="Report what limits a run (the verdicts: straggler, CPU oversubscription, "
+        "transport, trainer, env, untimed time; each with its cost, evidence and advice), its "
+        "slowest blocks, the vector step split into env compute, waiting and transport, and "
+        "each worker's figures.",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
     parser.add_argument("--top", type=_top_count, default=20, metavar="N",
@@ -196,7 +199,8 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
                         help="keep blocks whose name or path matches REGEX (Python syntax)")
     parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
-                        help="table (default), json (everything) or csv (block rows only)")
+                        help="table (default), json (everything, verdicts included) or csv "
+                        "(block rows only)")
     parser.set_defaults(run=_run_analyze)
 
 
@@ -284,8 +288,8 @@ def _add_report(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
         help="write a self-contained HTML report of a run",
-        description="Write an HTML report (flame graph, per-worker bars, top blocks) that opens "
-        "in a browser with no server and no network.",
+        description="Write an HTML report (the verdicts, flame graph, per-worker bars, top "
+        "blocks) that opens in a browser with no server and no network.",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",

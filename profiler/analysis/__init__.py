@@ -7,14 +7,18 @@ stacks, so it works the same on a file from yesterday's run as on the tree just 
 from profiler.analysis.analyze import AnalyzeOptions, RunAnalysis, analyze_run, render_analysis
 from profiler.analysis.diff import RunDiff, diff_runs, render_diff
 from profiler.analysis.stats import dumps
+from profiler.analysis.verdicts import RunVerdicts, Verdict, judge_run
 
 __all__ = [
     "AnalyzeOptions",
     "RunAnalysis",
     "RunDiff",
+    "RunVerdicts",
+    "Verdict",
     "analyze_run",
     "diff_runs",
     "dumps",
+    "judge_run",
     "render_analysis",
     "render_diff",
 ]

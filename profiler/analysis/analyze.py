@@ -1,34 +1,39 @@
-"""``rlprof analyze``: what a dumped run says, as one report — blocks, step time, workers.
+"""``rlprof analyze``: what a dumped run says, as one report — verdicts, blocks, step time, workers.
 
-The report has three sections, each answering one question without opening the JSON:
+The report opens with the verdicts and then shows the figures behind them, each section answering
+one question without opening the JSON:
 
-1. **Blocks** — the slowest blocks (or the same block summed across the tree with
-   ``aggregate_by="name"``) and their share of the wall time (:mod:`profiler.analysis.block_stats`);
-2. **Where the step time went** — the trainer's vectorized step split into env compute, waiting
-   on the slowest worker, transport and the rest (:mod:`profiler.analysis.step_time`);
-3. **Per worker** — each worker's mean and max step time, with the straggler named.
+1. **Verdicts** — what limits the run, what it costs, the evidence and what to change, costliest
+   first (:mod:`profiler.analysis.verdicts`, the one source every output prints);
+2. **Blocks** — the slowest blocks (or the same block summed across the tree with
+   ``aggregate_by="name"``) and their share of the wall time, and the time outside any block
+   (:mod:`profiler.analysis.block_stats`);
+3. **Where the step time went** — the trainer's vectorized step split into env compute, waiting
+   on the last worker, transport and the rest, adding up to the step's total
+   (:mod:`profiler.analysis.step_time`);
+4. **Per worker** — each worker's mean and max step time, how often the step waited on it and its
+   env CPU share (:mod:`profiler.analysis.worker_report`).
 
-Sections 2 and 3 say in one line when the run has no such blocks (a single-process run). The
+Sections 3 and 4 say in one line when the run has no such blocks (a single-process run). The
 CSV format holds the block rows only, since the other sections are not tables of the same shape.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 from profiler import strict_json
 from profiler.analysis.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
-from profiler.analysis.step_time import (
-    PEAK_INTERVAL_MEAN,
-    StepBreakdown,
-    WorkerReport,
-    step_breakdowns,
-    worker_report,
-)
+from profiler.analysis.run_measurements import read_measurements
+from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
+from profiler.analysis.verdict_text import verdicts_as_text
+from profiler.analysis.verdicts import RunVerdicts, judge_run
+from profiler.analysis.worker_report import PEAK_INTERVAL_MEAN, WorkerReport, worker_report
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
            "render_analysis"]
@@ -53,12 +58,19 @@ class RunAnalysis:
     """Everything ``rlprof analyze`` prints, before it is turned into text."""
 
     wall_time: float
+    untimed: float
     blocks: list[BlockStat]
     blocks_matched: int
     blocks_in_run: int
     options: AnalyzeOptions
+    verdicts: RunVerdicts
     breakdowns: list[StepBreakdown] = field(default_factory=list)
     workers: WorkerReport | None = None
+
+    @property
+    def untimed_share(self) -> float | None:
+        """The share of the wall time outside any block (the root's self time)."""
+        return self.untimed / self.wall_time if self.wall_time > 0 else None
 
 
 def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> RunAnalysis:
@@ -71,14 +83,18 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         raise ValueError(f"cannot aggregate by {options.aggregate_by!r}; only 'name' is supported")
     matched = select_blocks(rows, order_by=options.order_by, min_time=options.min_time,
                             pattern=options.pattern)
+    measurements = read_measurements(tree)
+    breakdowns = step_breakdowns(tree, measurements)
     return RunAnalysis(
         wall_time=tree["total"],
+        untimed=tree.get("self", 0.0),
         blocks=matched if options.top is None else matched[: options.top],
         blocks_matched=len(matched),
         blocks_in_run=len(rows),
         options=options,
-        breakdowns=step_breakdowns(tree),
-        workers=worker_report(tree),
+        verdicts=judge_run(tree, measurements, breakdowns),
+        breakdowns=breakdowns,
+        workers=worker_report(tree, measurements=measurements),
     )
 
 
@@ -90,7 +106,8 @@ def render_analysis(analysis: RunAnalysis, format_name: str = "table", *, title:
         return blocks_as_csv(analysis.blocks, analysis.wall_time)
     if format_name != "table":
         raise ValueError(f"unknown format {format_name!r}; choose one of {', '.join(ANALYZE_FORMATS)}")
-    sections = [_blocks_text(analysis, title), _breakdowns_text(analysis), _workers_text(analysis)]
+    sections = [verdicts_as_text(analysis.verdicts), _blocks_text(analysis, title),
+                _breakdowns_text(analysis), _workers_text(analysis)]
     return "\n\n".join(sections)
 
 
@@ -101,6 +118,8 @@ def _blocks_text(analysis: RunAnalysis, title: str) -> str:
     if analysis.blocks_matched != analysis.blocks_in_run:
         shown += f" matching (of {analysis.blocks_in_run})"
     header = (f"{fit_left(title, TABLE_WIDTH - 35)}: wall time {format_seconds(analysis.wall_time)}\n"
+              f"untimed (outside any block): {format_seconds(analysis.untimed)} "
+              f"({format_percent(analysis.untimed_share)} of wall time)\n"
               f"{shown} {kind}, by {options.order_by}")
     if not analysis.blocks:
         return f"{header}\n(no block matches)"
@@ -129,10 +148,11 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
                      f"{format_percent(breakdown.share(part)):>7}  {part.label}")
     if breakdown.worker_calls:
         workers = _plural(breakdown.workers, "worker")
-        lines.append(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
-                     f"{format_seconds(breakdown.worker_time)} over {workers}, "
-                     f"{breakdown.worker_calls} calls")
-    lines.append(f"=> {breakdown.verdict}")
+        lines.append(fit_left(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
+                              f"{format_seconds(breakdown.worker_time)} over {workers}, "
+                              f"{breakdown.worker_calls} calls", TABLE_WIDTH))
+    for note in breakdown.notes:
+        lines.extend(textwrap.wrap(f"note: {note}", TABLE_WIDTH, subsequent_indent="  "))
     return "\n".join(lines)
 
 
@@ -143,28 +163,34 @@ def _workers_text(analysis: RunAnalysis) -> str:
     if not report.workers:
         return f"Per worker: no worker ran {report.block}."
     any_max = any(worker.max_time is not None for worker in report.workers)
-    lines = [f"Per worker ({report.block}): mean {format_seconds(report.mean)} per step "
+    lines = [f"Per worker ({report.block}): mean {format_seconds(report.mean)} per call "
              f"over {_plural(len(report.workers), 'worker')}",
-             f"{'steps':>10} {'mean':>10} {'max':>10} {'vs mean':>8}  worker"]
+             f"{'calls':>10} {'mean':>10} {'max':>10} {'vs mean':>8} {'last':>7} "
+             f"{'waited on':>10} {'env cpu':>8}  worker"]
     for worker in report.workers:
         against = worker.mean / report.mean - 1 if report.mean > 0 else None
         maximum = format_seconds(worker.max_time) if worker.max_time is not None else "-"
+        waited = format_seconds(worker.wait_as_last) if worker.wait_as_last is not None else "-"
         lines.append(f"{worker.steps:>10} {format_seconds(worker.mean):>10} {maximum:>10} "
-                     f"{format_percent(against, signed=True):>8}  {worker.label}")
+                     f"{format_percent(against, signed=True):>8} "
+                     f"{format_percent(worker.last_share):>7} {waited:>10} "
+                     f"{format_percent(worker.cpu_share):>8}  {worker.label}")
     kinds = {worker.max_kind for worker in report.workers if worker.max_kind}
     if not any_max:
-        lines.append("(max per step: not recorded in this file)")
+        lines.append("(max per call: not recorded in this file)")
     elif PEAK_INTERVAL_MEAN in kinds:
         lines.append("(max: mean of the slowest flush interval; "
-                     "the slowest single step when flushing every step)")
-    straggler = report.straggler
-    if straggler is not None:
-        gap = (f"{format_seconds(report.straggler_gap)} per step "
-               f"({format_percent(report.straggler_gap_share, signed=True)}) above the mean")
-        if report.balanced:
-            lines.append(f"=> workers are balanced: the slowest, {straggler.label}, is {gap}")
-        else:
-            lines.append(f"=> straggler: {straggler.label}, {gap}")
+                     "the slowest single call when flushing every step)")
+    if report.has_critical_path:
+        lines.append("(last: share of vector steps whose last reply was this worker's; waited on: "
+                     "time those steps waited after the second-to-last reply)")
+    else:
+        lines.append("(last, waited on: this file does not record the critical path)")
+    if report.has_cpu_time:
+        lines.append("(env cpu: CPU time of its env work over its wall time; "
+                     "the rest was off the CPU, waiting for a core or sleeping)")
+    else:
+        lines.append("(env cpu: this file does not record the workers' CPU time)")
     return "\n".join(lines)
 
 
@@ -176,6 +202,9 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
     report = analysis.workers
     return {
         "wall_time": analysis.wall_time,
+        "untimed": {"seconds": analysis.untimed, "share": analysis.untimed_share},
+        "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
+        "cannot_tell": list(analysis.verdicts.cannot_tell),
         "order_by": analysis.options.order_by,
         "aggregate_by": analysis.options.aggregate_by,
         "blocks_matched": analysis.blocks_matched,
@@ -195,7 +224,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                 "worker_time": breakdown.worker_time,
                 "worker_calls": breakdown.worker_calls,
                 "workers": breakdown.workers,
-                "verdict": breakdown.verdict,
+                "notes": list(breakdown.notes),
             }
             for breakdown in analysis.breakdowns
         ],
@@ -205,14 +234,9 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             "workers": [
                 {"worker": worker.label, "worker_id": worker.worker_id, "steps": worker.steps,
                  "total": worker.total, "mean": worker.mean, "max": worker.max_time,
-                 "max_kind": worker.max_kind}
+                 "max_kind": worker.max_kind, "last_share": worker.last_share,
+                 "wait_as_last": worker.wait_as_last, "env_cpu_share": worker.cpu_share}
                 for worker in report.workers
             ],
-            "straggler": None if report.straggler is None else {
-                "worker": report.straggler.label,
-                "worker_id": report.straggler.worker_id,
-                "gap": report.straggler_gap,
-                "gap_share": report.straggler_gap_share,
-            },
         },
     }

@@ -1,107 +1,109 @@
-"""Where a vectorized environment step's time went, and which worker is the straggler.
+"""Where a vectorized environment step's time went: parts that add up to the step's total.
 
 Env managers name their blocks by a convention (documented in docs/cli.md), and this module finds
 them wherever they sit in the tree. Three layouts are known:
 
 * rlprof's ``SubprocessEnvManager``: ``env_manager.step`` with children ``send_actions``,
-  ``wait_for_workers``, ``receive_results`` (decoding included) and the workers' merged
-  ``env.step``/``env.reset`` blocks (``is_parallel``: their own time, summed over workers);
+  ``wait_for_workers``, ``receive_results`` (decoding included) and the workers' merged blocks;
   ``env_manager.reset`` likewise, sending with ``send_resets``;
 * the generic names: ``vector.step`` / ``vector.reset`` with ``vector.send_actions``,
   ``vector.wait_for_workers``, ``vector.receive_results`` and the merged worker blocks;
-* Unity ML-Agents files: ``env_step`` with the merged ``worker_root`` (no send/wait split),
-  directly or inside the ``workers`` block ML-Agents' trainer merges it in. A ``worker_root`` is
-  a worker's whole tree since its last reset, idle time included, so its timed children are the
-  workers' compute.
+* Unity ML-Agents files: ``env_step``, with the workers' trees merged as ``worker_root`` under
+  the trainer's ``workers`` block (``env_step/workers/worker_root``); ML-Agents does not time
+  send, wait and receive apart, and steps its workers asynchronously.
 
-The trainer's step is split into parts that add up to its total:
+**Worker time** is every block that ran in a worker (``is_parallel``) anywhere under the step
+block, outermost ones only (``env.step``, ``env.reset``, ``worker_root``, whatever the layout).
+The **number of workers** comes from the ``workers`` section; without it, from merged calls per
+step (which counts envs, not processes, when a worker hosts several envs: the note says so).
 
-* **env compute** — the mean worker's compute (merged worker time / number of workers), which the
-  trainer spends waiting (it cannot be longer than the wait);
-* **waiting on the slowest worker** — how much longer the slowest worker computed than the mean
-  one (from the ``workers`` section), as far as the wait covers it;
-* **rest of the wait** — the wait left over: pipe latency, waking up, scheduling. Without a
-  ``workers`` section it cannot be told apart from the straggler and the two are one part;
+The trainer's step is split into parts that add up to its total, in this order:
+
+* **env compute** — the mean worker's compute: worker time / workers. With several envs per worker
+  that is the worker's whole measured time for its envs. It is never relabelled as transport:
+  when it exceeds the wait (compute overlapping the trainer's sending and receiving), the excess
+  is taken from transport, then from the trainer's other work, and a note says so;
+* **waiting on the last worker** — when the file records the critical path: the time steps waited
+  after the second-to-last reply, measured. Without it, **waiting on the slowest worker** is
+  estimated as how much longer the slowest worker computed than the others' mean. Either comes
+  first: env compute is then what fits in the rest of the wait (a step waits for the others'
+  compute, then for the last worker alone). Without a ``workers`` section, straggling and pipe
+  latency cannot be told apart and are one part;
+* **rest of the wait** — pipe latency, waking up, scheduling;
 * **transport** — sending actions and receiving (and decoding) results;
 * **other** — the trainer's own work inside the step.
 
-The per-worker report reads the ``workers`` section (one tree per worker): each worker's mean step
-time, its slowest step, and the straggler — the worker with the highest mean — with how far it is
-above the mean of all workers (the same figures as ``TimerMerger.straggler_summary``). The slowest
-step is the nodes' per-call ``max`` when the timers record it; otherwise the merger's ``peak_mean``
-(the slowest flush interval's mean per step: the slowest single step when workers flush every
-step); otherwise it is left out, never guessed.
+The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decides what limits the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.run_measurements import RunMeasurements, read_measurements
+from profiler.analysis.text_format import format_seconds
 
 __all__ = [
     "ENV_COMPUTE",
-    "MAX_PER_CALL",
-    "PEAK_INTERVAL_MEAN",
+    "PAYLOAD_ROOTS",
+    "EXCHANGE_UNSPLIT",
     "STEP_LAYOUTS",
     "TRANSPORT",
-    "WAIT_LATENCY",
-    "WAITING",
+    "WAITING_ON_LAST",
+    "WAITING_ON_SLOWEST",
     "WAITING_ONLY",
     "WAITING_UNSPLIT",
+    "WAIT_LATENCY",
     "StepBreakdown",
     "StepLayout",
     "StepPart",
-    "WorkerReport",
-    "WorkerSteps",
     "step_breakdowns",
-    "worker_report",
 ]
 
 
 @dataclass(frozen=True)
 class StepLayout:
-    """The block names of one kind of vectorized step."""
+    """The block names of one kind of vectorized step.
+
+    ``wait`` is ``None`` for layouts that do not time the wait apart (ML-Agents); there the step's
+    own child blocks are the trainer's work. ``is_vector_step`` marks steps (not resets): the
+    critical-path counters count vector steps.
+    """
 
     step: str
-    worker_blocks: tuple[str, ...]
     wait: str | None
     transport: tuple[str, ...]
     rest_label: str
-    worker_blocks_are_roots: bool = False
-    """Whether the worker blocks are whole worker trees, whose own total includes idle time."""
+    is_vector_step: bool
 
 
-_WORKER_BLOCKS = ("env.step", "env.reset")  # autoresets run inside a step, so both count
 _MANAGER_TRANSPORT = ("send_actions", "send_resets", "receive_results")
 _VECTOR_TRANSPORT = ("vector.send_actions", "vector.send_resets", "vector.receive_results")
 STEP_LAYOUTS = (
-    StepLayout("env_manager.step", _WORKER_BLOCKS, "wait_for_workers", _MANAGER_TRANSPORT,
-               "other trainer work in the step"),
-    StepLayout("env_manager.reset", _WORKER_BLOCKS, "wait_for_workers", _MANAGER_TRANSPORT,
-               "other trainer work in the reset"),
-    StepLayout("vector.step", _WORKER_BLOCKS, "vector.wait_for_workers", _VECTOR_TRANSPORT,
-               "other trainer work in the step"),
-    StepLayout("vector.reset", _WORKER_BLOCKS, "vector.wait_for_workers", _VECTOR_TRANSPORT,
-               "other trainer work in the reset"),
-    StepLayout("env_step", ("worker_root",), None, (),
-               "send, wait and receive (not split in ML-Agents files)",
-               worker_blocks_are_roots=True),
+    StepLayout("env_manager.step", "wait_for_workers", _MANAGER_TRANSPORT,
+               "other trainer work in the step", True),
+    StepLayout("env_manager.reset", "wait_for_workers", _MANAGER_TRANSPORT,
+               "other trainer work in the reset", False),
+    StepLayout("vector.step", "vector.wait_for_workers", _VECTOR_TRANSPORT,
+               "other trainer work in the step", True),
+    StepLayout("vector.reset", "vector.wait_for_workers", _VECTOR_TRANSPORT,
+               "other trainer work in the reset", False),
+    StepLayout("env_step", None, (), "trainer blocks inside the step (policy, merging timers)", True),
 )
 
+PAYLOAD_ROOTS = ("worker_root",)
+"""Merged worker roots whose own total includes the worker's idle time (ML-Agents' payloads)."""
+
 ENV_COMPUTE = "env compute (mean worker)"
-WAITING = "waiting on the slowest worker"
+WAITING_ON_LAST = "waiting on the last worker (after the others replied)"
+WAITING_ON_SLOWEST = "waiting on the slowest worker (estimated from its compute)"
 WAIT_LATENCY = "rest of the wait (pipe latency, wake-up)"
-WAITING_UNSPLIT = "waiting beyond the mean compute (straggler or latency)"
+WAITING_UNSPLIT = "waiting beyond the mean compute (straggler or latency, not told apart)"
 WAITING_ONLY = "waiting for workers (their time is merged elsewhere)"
 TRANSPORT = "transport (send/receive/decode)"
-
-IMBALANCED_WAIT_ABOVE = 0.25
-"""The step verdict calls workers imbalanced when waiting on the slowest adds over 25% to compute."""
-
-BALANCED_BELOW = 0.05
-"""A slowest worker within 5% of the mean is called balanced rather than a straggler."""
+EXCHANGE_UNSPLIT = "send, wait and receive (not timed apart)"
 
 
 @dataclass
@@ -114,7 +116,11 @@ class StepPart:
 
 @dataclass
 class StepBreakdown:
-    """The trainer's time in one kind of vectorized step, split into parts that sum to ``total``."""
+    """The trainer's time in one kind of vectorized step, split into parts that sum to ``total``.
+
+    ``transport_blocks`` holds each transport block's seconds (send apart from receive, for the
+    advice); ``notes`` say, in plain words, what this file cannot tell apart and what was assumed.
+    """
 
     block: str
     calls: int
@@ -124,7 +130,9 @@ class StepBreakdown:
     worker_time: float
     worker_calls: int
     workers: int
-    verdict: str
+    is_vector_step: bool
+    transport_blocks: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def share(self, part: StepPart) -> float | None:
         return part.seconds / self.total if self.total > 0 else None
@@ -132,202 +140,205 @@ class StepBreakdown:
     def per_call(self, part: StepPart) -> float:
         return part.seconds / self.calls if self.calls else 0.0
 
-
-MAX_PER_CALL = "max per call"
-PEAK_INTERVAL_MEAN = "peak interval mean"
-
-
-@dataclass
-class WorkerSteps:
-    """One worker's steps: how many, their total, mean and (when recorded) slowest.
-
-    ``max_kind`` says what ``max_time`` is: :data:`MAX_PER_CALL` or :data:`PEAK_INTERVAL_MEAN`.
-    """
-
-    label: str
-    worker_id: Any
-    steps: int
-    total: float
-    max_time: float | None = None
-    max_kind: str | None = None
-
-    @property
-    def mean(self) -> float:
-        return self.total / self.steps if self.steps else 0.0
+    def seconds_of(self, *labels: str) -> float:
+        """The summed seconds of the parts with these labels (0 for labels not present)."""
+        return sum(part.seconds for part in self.parts if part.label in labels)
 
 
-@dataclass
-class WorkerReport:
-    """The workers' step times side by side, with the straggler named."""
-
-    block: str
-    workers: list[WorkerSteps]
-    mean: float
-    straggler: WorkerSteps | None
-
-    @property
-    def straggler_gap(self) -> float:
-        """Seconds per step the straggler is above the mean of all workers."""
-        return self.straggler.mean - self.mean if self.straggler else 0.0
-
-    @property
-    def straggler_gap_share(self) -> float | None:
-        return self.straggler_gap / self.mean if self.straggler and self.mean > 0 else None
-
-    @property
-    def balanced(self) -> bool:
-        share = self.straggler_gap_share
-        return share is not None and share < BALANCED_BELOW
-
-
-def step_breakdowns(tree: dict[str, Any]) -> list[StepBreakdown]:
+def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None = None) -> list[StepBreakdown]:
     """The breakdown of every kind of vectorized step found in ``tree`` (empty when none ran)."""
+    measurements = measurements or read_measurements(tree)
     breakdowns = []
     for layout in STEP_LAYOUTS:
-        breakdown = _breakdown(tree, layout)
+        breakdown = _breakdown(tree, layout, measurements)
         if breakdown is not None:
             breakdowns.append(breakdown)
     return breakdowns
 
 
-def _breakdown(tree: dict[str, Any], layout: StepLayout) -> StepBreakdown | None:
-    steps = [node for _, node in walk_nodes(tree) if node["name"] == layout.step]
-    calls = sum(node["count"] for node in steps)
-    if not calls:
-        return None
-    total = sum(node["total"] for node in steps)
-    child_totals: dict[str, float] = {}
-    worker_time, worker_calls = 0.0, 0
-    worker_blocks_found: set[str] = set()
-    for node in steps:
-        for child in node["children"]:
-            child_totals[child["name"]] = child_totals.get(child["name"], 0.0) + child["total"]
-        for worker_node in _worker_nodes(node, layout.worker_blocks):
-            worker_blocks_found.add(worker_node["name"])
-            worker_calls += worker_node["count"]
-            if layout.worker_blocks_are_roots:
-                worker_time += sum(child["total"] for child in worker_node["children"])
-            else:
-                worker_time += worker_node["total"]
-    per_worker = _per_worker_compute(tree, layout.worker_blocks)
-    workers = len(per_worker) or max(1, round(worker_calls / calls))
-    mean_compute = worker_time / workers
+@dataclass
+class _StepBlocks:
+    """The figures of every step node of one layout, summed."""
 
-    transport = sum(child_totals.get(name, 0.0) for name in layout.transport)
-    if layout.wait is not None and not worker_calls:
-        # The workers' time landed under another block: nothing to split the wait by.
-        parts = [StepPart(WAITING_ONLY, child_totals.get(layout.wait, 0.0))]
-    elif layout.wait is not None:
-        waited = child_totals.get(layout.wait, 0.0)
-        compute = min(waited, mean_compute)
-        parts = [StepPart(ENV_COMPUTE, compute)] + _split_the_wait(waited - compute, per_worker)
+    calls: int = 0
+    total: float = 0.0
+    child_totals: dict[str, float] = field(default_factory=dict)
+    worker_time: float = 0.0
+    worker_calls: int = 0
+    worker_blocks: list[str] = field(default_factory=list)
+
+
+def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasurements) -> StepBreakdown | None:
+    blocks = _step_blocks(tree, layout.step)
+    if not blocks.calls:
+        return None
+    workers, notes = _worker_count(blocks, layout, measurements)
+    mean_compute = blocks.worker_time / workers
+    transport_blocks = {name: blocks.child_totals[name] for name in layout.transport
+                        if name in blocks.child_totals}
+    if layout.wait is None:
+        parts = _unsplit_parts(blocks, layout, mean_compute, notes)
+    elif layout.wait not in blocks.child_totals:
+        notes.append(f"no {layout.wait} block under {layout.step}: sending, waiting, receiving "
+                     "and the trainer's other work in the step are one part")
+        compute = min(mean_compute, blocks.total)
+        parts = [StepPart(ENV_COMPUTE, compute), StepPart(EXCHANGE_UNSPLIT, blocks.total - compute)]
+    elif not blocks.worker_calls:
+        notes.append("no worker time merged under this block (workers' payloads landed "
+                     "elsewhere): env compute cannot be told apart from the wait")
+        parts = _lockstep_parts(blocks, layout, sum(transport_blocks.values()), None, None)
     else:
-        parts = [StepPart(ENV_COMPUTE, min(max(0.0, total - transport), mean_compute))]
-    if layout.transport:
-        parts.append(StepPart(TRANSPORT, transport))
-    parts.append(StepPart(layout.rest_label, max(0.0, total - sum(part.seconds for part in parts))))
+        straggle = _straggle(blocks, layout, measurements, workers, notes)
+        parts = _lockstep_parts(blocks, layout, sum(transport_blocks.values()), mean_compute, straggle)
+        overlap = mean_compute - blocks.child_totals[layout.wait]
+        if overlap > 0:
+            notes.append(
+                f"the mean worker computed {format_seconds(overlap)} longer than the trainer "
+                "waited: that compute overlapped sending and receiving, and is counted as "
+                "env compute, not transport")
     return StepBreakdown(
         block=layout.step,
-        calls=calls,
-        total=total,
+        calls=blocks.calls,
+        total=blocks.total,
         parts=parts,
-        worker_blocks=tuple(name for name in layout.worker_blocks if name in worker_blocks_found),
-        worker_time=worker_time,
-        worker_calls=worker_calls,
+        worker_blocks=tuple(blocks.worker_blocks),
+        worker_time=blocks.worker_time,
+        worker_calls=blocks.worker_calls,
         workers=workers,
-        verdict=_verdict(parts, has_workers=worker_calls > 0),
+        is_vector_step=layout.is_vector_step,
+        transport_blocks=transport_blocks,
+        notes=notes,
     )
 
 
-def _worker_nodes(node: dict[str, Any], worker_blocks: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The merged worker blocks inside a step, wherever the trainer merged them (not below one)."""
+def _step_blocks(tree: dict[str, Any], step_name: str) -> _StepBlocks:
+    blocks = _StepBlocks()
+    for _, node in walk_nodes(tree):
+        if node["name"] != step_name or node.get("is_parallel"):
+            continue
+        blocks.calls += node["count"]
+        blocks.total += node["total"]
+        for child in node["children"]:
+            if not child.get("is_parallel"):
+                blocks.child_totals[child["name"]] = (
+                    blocks.child_totals.get(child["name"], 0.0) + child["total"])
+        for worker_node in _outermost_parallel(node):
+            blocks.worker_time += _worker_seconds(worker_node)
+            blocks.worker_calls += worker_node["count"]
+            if worker_node["name"] not in blocks.worker_blocks:
+                blocks.worker_blocks.append(worker_node["name"])
+    return blocks
+
+
+def _outermost_parallel(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """The blocks under ``node`` that ran in workers, without those nested in another such block.
+
+    ML-Agents nests them under a trainer block (``env_step/workers/worker_root``), so the search
+    goes through the trainer's own blocks, at any depth.
+    """
     found = []
     for child in node["children"]:
-        if child["name"] in worker_blocks:
+        if child.get("is_parallel"):
             found.append(child)
         else:
-            found.extend(_worker_nodes(child, worker_blocks))
+            found.extend(_outermost_parallel(child))
     return found
 
 
-def _per_worker_compute(tree: dict[str, Any], worker_blocks: tuple[str, ...]) -> list[float]:
-    """Each worker's total time in ``worker_blocks``, from the ``workers`` section (if any)."""
-    totals = []
-    for worker in tree.get("workers", []):
-        nodes = [node for _, node in walk_nodes(worker) if node["name"] in worker_blocks]
-        if any(node["count"] for node in nodes):
-            totals.append(sum(node["total"] for node in nodes))
-    return totals
+def _worker_seconds(worker_node: dict[str, Any]) -> float:
+    """A merged worker block's time; for a payload root, the time of the blocks under it.
 
-
-def _split_the_wait(beyond_compute: float, per_worker: list[float]) -> list[StepPart]:
-    """Split the wait beyond the mean compute into straggling and the rest (latency).
-
-    The slowest worker computing longer than the mean one accounts for at most its excess; what
-    the wait holds beyond that is the pipe's round trip and waking up. Without per-worker trees
-    the two cannot be told apart, and are reported as one part.
+    ML-Agents merges each worker's whole timer root as ``worker_root``, whose total is the worker's
+    interval since its previous reply, idle time included: only its child blocks are work.
     """
-    if not per_worker:
-        return [StepPart(WAITING_UNSPLIT, beyond_compute)]
-    excess = max(per_worker) - sum(per_worker) / len(per_worker)
-    straggling = min(beyond_compute, excess)
-    return [StepPart(WAITING, straggling), StepPart(WAIT_LATENCY, beyond_compute - straggling)]
+    if worker_node["name"] in PAYLOAD_ROOTS:
+        return sum(child["total"] for child in worker_node["children"])
+    return worker_node["total"]
 
 
-def _verdict(parts: list[StepPart], *, has_workers: bool) -> str:
-    seconds = {part.label: part.seconds for part in parts}
-    compute = seconds.get(ENV_COMPUTE, 0.0)
-    waiting = seconds.get(WAITING, 0.0)
-    pipe = seconds.get(TRANSPORT, 0.0) + seconds.get(WAIT_LATENCY, 0.0)
-    if not has_workers:
-        return "no worker time merged under this block: env compute cannot be told apart"
-    if pipe > compute:
-        return ("the pipe costs more than the environments: transport and wait latency "
-                "exceed env compute")
-    if waiting > IMBALANCED_WAIT_ABOVE * compute:
-        return (f"workers are imbalanced: waiting on the slowest worker adds "
-                f"{waiting / compute:.0%} to the mean worker's compute")
-    largest = max(parts, key=lambda part: part.seconds)
-    return f"largest part: {largest.label}"
+def _worker_count(blocks: _StepBlocks, layout: StepLayout, measurements: RunMeasurements) -> tuple[int, list[str]]:
+    """How many worker processes shared the merged worker time, and how that was found out."""
+    busy = [worker for worker in measurements.workers if worker.busy_seconds > 0]
+    if busy:
+        return len(busy), []
+    per_call = max(1, round(blocks.worker_calls / blocks.calls)) if blocks.worker_calls else 1
+    if not blocks.worker_calls:
+        return 1, []
+    if layout.wait is None:
+        return per_call, [f"no workers section: the workers are counted as merged "
+                          f"{'/'.join(blocks.worker_blocks)} calls per step ({per_call})"]
+    return per_call, [f"no workers section: the workers are counted as merged calls per step "
+                      f"({per_call}), which counts envs, not processes, when a worker hosts "
+                      f"several envs; env compute is then underestimated"]
 
 
-def worker_report(tree: dict[str, Any], block: str = "env.step") -> WorkerReport | None:
-    """Each worker's ``block`` times from the ``workers`` section; ``None`` when it is absent."""
-    trees = tree.get("workers")
-    if not trees:
+def _straggle(
+    blocks: _StepBlocks, layout: StepLayout, measurements: RunMeasurements, workers: int,
+    notes: list[str],
+) -> StepPart | None:
+    """The straggling part of the wait: measured, estimated, or not told apart from latency."""
+    if workers < 2:
         return None
-    workers = []
-    for index, worker in enumerate(trees):
-        nodes = [node for _, node in walk_nodes(worker) if node["name"] == block]
-        steps = sum(node["count"] for node in nodes)
-        if not steps:
-            continue
-        workers.append(WorkerSteps(
-            label=str(worker.get("name") or f"worker {worker.get('worker_id', index)}"),
-            worker_id=worker.get("worker_id", index),
-            steps=steps,
-            total=sum(node["total"] for node in nodes),
-        ))
-        workers[-1].max_time, workers[-1].max_kind = _slowest_step(worker, nodes, block)
-    if not workers:
-        return WorkerReport(block=block, workers=[], mean=0.0, straggler=None)
-    mean = sum(worker.mean for worker in workers) / len(workers)
-    straggler = max(workers, key=lambda worker: worker.mean) if len(workers) > 1 else None
-    return WorkerReport(block=block, workers=workers, mean=mean, straggler=straggler)
+    if layout.is_vector_step and measurements.every_worker_has_critical_path:
+        waited = sum(path.wait_as_last_seconds for _, path in measurements.critical_paths)
+        return StepPart(WAITING_ON_LAST, waited)
+    busy = [worker.busy_seconds for worker in measurements.workers if worker.busy_seconds > 0]
+    if len(busy) >= 2:
+        notes.append("this file does not record which worker each step waited on: waiting on "
+                     "the slowest worker is estimated from how much longer it computed than "
+                     "the others")
+        slowest = max(busy)
+        others_mean = (sum(busy) - slowest) / (len(busy) - 1)
+        # Busy times cover the whole run; scale their gap to the compute merged under this step.
+        mean_compute = blocks.worker_time / workers
+        return StepPart(WAITING_ON_SLOWEST,
+                        (slowest - others_mean) / (sum(busy) / len(busy)) * mean_compute)
+    notes.append("without per-worker trees, waiting on the slowest worker and pipe latency "
+                 "cannot be told apart")
+    return StepPart(WAITING_UNSPLIT, 0.0)
 
 
-def _slowest_step(
-    worker: dict[str, Any], nodes: list[dict[str, Any]], block: str
-) -> tuple[float | None, str | None]:
-    """The worker's slowest ``block`` call, and what kind of figure it is (see module docstring)."""
-    maxima = [node.get("max") for node in nodes]
-    if all(_is_number(value) for value in maxima):
-        return float(max(maxima)), MAX_PER_CALL  # type: ignore[type-var]
-    peaks = worker.get("peak_mean")
-    if isinstance(peaks, dict) and _is_number(peaks.get(block)):
-        return float(peaks[block]), PEAK_INTERVAL_MEAN
-    return None, None
+def _lockstep_parts(
+    blocks: _StepBlocks, layout: StepLayout, transport: float,
+    mean_compute: float | None, straggle: StepPart | None,
+) -> list[StepPart]:
+    """Split a step whose trainer times send, wait and receive (see the module docstring)."""
+    assert layout.wait is not None
+    waited = blocks.child_totals[layout.wait]
+    other = max(0.0, blocks.total - waited - transport)
+    if mean_compute is None:
+        parts = [StepPart(WAITING_ONLY, waited)]
+        return parts + _transport_and_other(layout, transport, other)
+    # The wait on the last worker alone comes first; the others' compute fills the rest.
+    straggling = min(straggle.seconds, waited) if straggle is not None else 0.0
+    compute_in_wait = min(mean_compute, waited - straggling)
+    # Compute beyond the whole wait overlapped the trainer's sending and receiving.
+    overflow = min(max(0.0, mean_compute - waited), transport + other)
+    from_transport = min(overflow, transport)
+    parts = [StepPart(ENV_COMPUTE, compute_in_wait + overflow)]
+    rest_of_wait = max(0.0, waited - compute_in_wait - straggling)
+    if straggle is not None and straggle.label == WAITING_UNSPLIT:
+        parts.append(StepPart(WAITING_UNSPLIT, rest_of_wait))
+    else:
+        if straggle is not None:
+            parts.append(StepPart(straggle.label, straggling))
+        parts.append(StepPart(WAIT_LATENCY, rest_of_wait))
+    return parts + _transport_and_other(layout, transport - from_transport,
+                                        other - (overflow - from_transport))
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _transport_and_other(layout: StepLayout, transport: float, other: float) -> list[StepPart]:
+    return [StepPart(TRANSPORT, transport), StepPart(layout.rest_label, other)]
+
+
+def _unsplit_parts(blocks: _StepBlocks, layout: StepLayout, mean_compute: float,
+                   notes: list[str]) -> list[StepPart]:
+    """ML-Agents' ``env_step``: the trainer's child blocks are its own work; the rest is unsplit."""
+    trainer_work = sum(blocks.child_totals.values())
+    exchange = max(0.0, blocks.total - trainer_work)
+    compute = min(mean_compute, exchange)
+    notes.append("ML-Agents does not time sending, waiting and receiving apart, and steps its "
+                 "workers asynchronously: env compute is the mean worker's merged time, as far "
+                 "as the step's own time covers it")
+    return [StepPart(ENV_COMPUTE, compute), StepPart(EXCHANGE_UNSPLIT, exchange - compute),
+            StepPart(layout.rest_label, blocks.total - exchange)]

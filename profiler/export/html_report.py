@@ -1,7 +1,9 @@
 """A self-contained HTML report of a run: one file a user opens in a browser, no server needed.
 
-It shows, top to bottom: a summary, an icicle flame graph of the merged tree (hover for the
-numbers, click to zoom), per-worker bars for the block workers spend their time in (the straggler
+It shows, top to bottom: the verdicts (what limits the run, what it costs, the evidence and what
+to change — the same ones ``rlprof analyze`` prints, from :mod:`profiler.analysis.verdicts`), a
+summary, an icicle flame graph of the merged tree (hover for the numbers, click to zoom),
+per-worker bars for the block workers spend their time in (a worker the verdicts name a straggler
 in red), gauges and recorded counters over time, the top blocks, and the run's metadata.
 
 Everything is inline (style, script, SVG) and a Content-Security-Policy forbids fetching anything,
@@ -15,6 +17,9 @@ import html
 import math
 from typing import Any, Iterable
 
+from profiler.analysis.run_measurements import RunMeasurements, read_measurements
+from profiler.analysis.verdict_text import format_evidence_value
+from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.process_trees import split_into_process_trees
@@ -36,10 +41,13 @@ def to_html_report(tree: dict[str, Any]) -> str:
     """The whole report page for a normalized timer tree, as one HTML string."""
     metadata = tree.get("metadata") or {}
     run_name = metadata.get("run_id") or "rlprof run"
+    measurements = read_measurements(tree)
+    verdicts = judge_run(tree, measurements)
     sections = [
+        _verdicts_section(verdicts),
         _summary_section(tree),
         _flame_graph_section(tree),
-        _workers_section(tree.get("workers") or []),
+        _workers_section(tree.get("workers") or [], verdicts, measurements),
         _gauges_section(tree),
         _top_blocks_section(tree),
         _metadata_section(metadata),
@@ -139,25 +147,63 @@ def _frame_color(box: FlameBox) -> str:
     return f"hsl({12 + shade},78%,{62 + shade % 8}%)"
 
 
-def _workers_section(workers: list[dict[str, Any]]) -> str:
+def _verdicts_section(run_verdicts: RunVerdicts) -> str:
+    """The verdicts, costliest first, each with its cost, evidence and suggestion."""
+    items = []
+    for verdict in run_verdicts.verdicts:
+        cost = (f'<span class="cost">costs {_text(_seconds(verdict.cost_seconds))} '
+                f"({_text(_percent(verdict.share or 0.0))} of the wall time)</span>"
+                if verdict.cost_seconds > 0 else '<span class="cost">a finding, no cost</span>')
+        evidence = "".join(
+            f"<tr><th>{_text(key)}</th><td>{_text(format_evidence_value(key, value))}</td></tr>"
+            for key, value in verdict.evidence.items())
+        finding = " finding" if verdict.cost_seconds <= 0 else ""
+        items.append(
+            f'<li class="verdict{finding}" data-kind="{_text(verdict.kind)}">'
+            f'<div><span class="tag">{_text(verdict.kind)}</span> {_text(verdict.title)}</div>'
+            f"<div>{cost}</div><p class=\"suggestion\">{_text(verdict.suggestion)}</p>"
+            f"<details><summary>evidence</summary><table>{evidence}</table></details></li>\n")
+    if not items:
+        items.append('<li class="verdict finding">Nothing stands out: no part of the run crosses '
+                     "a verdict's threshold.</li>\n")
+    unknown = "".join(f"<li>{_text(line)}</li>" for line in run_verdicts.cannot_tell)
+    cannot_tell = (f'<p class="note">Cannot tell from this file:</p><ul class="note">{unknown}</ul>\n'
+                   if unknown else "")
+    return (
+        '<section id="verdicts"><h2>Verdicts</h2>\n'
+        '<p class="note">What limits this run, costliest first: the same verdicts '
+        "<code>rlprof analyze</code> prints.</p>\n"
+        f'<ol class="verdicts">{"".join(items)}</ol>\n{cannot_tell}</section>\n'
+    )
+
+
+def _workers_section(
+    workers: list[dict[str, Any]], run_verdicts: RunVerdicts, measurements: RunMeasurements
+) -> str:
     heading = '<section id="workers"><h2>Workers</h2>\n'
     block_name = main_worker_block(workers)
     rows = worker_block_times(workers, block_name) if block_name is not None else []
     if not rows:
         return heading + '<p class="note">This run has no per-worker trees.</p></section>\n'
+    stragglers = {verdict.evidence.get("worker_id") for verdict in run_verdicts.of_kind(STRAGGLER)}
+    last_shares = {worker.worker_id: worker.critical_path.last_share
+                   for worker in measurements.workers if worker.critical_path is not None}
     longest = max((row.max if row.max is not None else row.mean) for row in rows) or 1.0
     lines = []
     for row in rows:
         detail = f"mean {_seconds(row.mean)} × {row.count:,}"
         if row.max is not None:
             detail += f", max {_seconds(row.max)}"
-        if row.is_straggler:
-            detail += f" · straggler: +{row.above_others * 100:.0f} % vs the others"
+        if row.worker_id in last_shares:
+            detail += f", last in {_percent(last_shares[row.worker_id])} of steps"
+        is_straggler = row.worker_id in stragglers
+        if is_straggler:
+            detail += " · straggler (see the verdicts)"
         max_marker = (
             f'<div class="max" style="left:{row.max / longest * 100:.3f}%"></div>' if row.max is not None else ""
         )
         lines.append(
-            f'<div class="worker-row{" straggler" if row.is_straggler else ""}">'
+            f'<div class="worker-row{" straggler" if is_straggler else ""}">'
             f'<span class="worker-name">{_text(row.worker)}</span>'
             f'<div class="worker-bar"><div class="mean" style="width:{row.mean / longest * 100:.3f}%"></div>'
             f"{max_marker}</div><span>{_text(detail)}</span></div>\n"
@@ -166,7 +212,8 @@ def _workers_section(workers: list[dict[str, Any]]) -> str:
         heading
         + f'<p class="note">Mean time per call of <code>{_text(block_name)}</code>, the block the '
         "workers spend the most time in (the grey tick is the longest call, where recorded). A vector "
-        "step waits for its slowest worker.</p>\n"
+        "step waits for its slowest worker; a worker is marked a straggler only when the verdicts "
+        "name it.</p>\n"
         + "".join(lines)
         + "</section>\n"
     )

@@ -46,6 +46,12 @@ td.name { word-break: break-all; }
 .worker-bar .max { position: absolute; top: -2px; bottom: -2px; width: 2px; background: #5c6670; }
 .worker-row.straggler .mean { background: var(--straggler); }
 .worker-row.straggler .worker-name { color: var(--straggler); font-weight: 600; }
+ol.verdicts { padding-left: 22px; margin: 8px 0; }
+.verdict { border-left: 4px solid var(--accent); background: #fbf6f2; padding: 8px 12px; margin: 8px 0; }
+.verdict.finding { border-left-color: #9cc3de; background: #f5f9fc; }
+.verdict .cost { font-weight: 600; }
+.verdict p.suggestion { margin: 4px 0; }
+.verdict details table { margin-top: 4px; }
 .counter-chart { margin: 8px 0 14px; }
 .counter-chart svg { width: 100%; height: 80px; background: #fafafa; border: 1px solid var(--line); }
 button { font: inherit; padding: 2px 10px; }

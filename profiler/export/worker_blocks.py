@@ -1,7 +1,9 @@
-"""Per-worker timing of the block workers spend their time in, and which worker lags behind.
+"""Per-worker timing of the block workers spend their time in, for the report's worker bars.
 
 A vector step waits for its slowest environment, so one slow worker slows every step. Comparing
 the workers' own trees (the ``workers`` section) on the same block makes that worker stand out.
+Whether it is a straggler is not decided here: the verdict comes from
+:mod:`profiler.analysis.verdicts`, which every output shares.
 """
 
 from __future__ import annotations
@@ -9,10 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STRAGGLER_MARGIN", "WorkerBlockTime", "main_worker_block", "worker_block_times"]
-
-STRAGGLER_MARGIN = 0.10
-"""A worker is a straggler when its mean time per call is this much above the others' mean."""
+__all__ = ["WorkerBlockTime", "main_worker_block", "worker_block_times"]
 
 
 @dataclass(frozen=True)
@@ -20,14 +19,12 @@ class WorkerBlockTime:
     """One worker's calls of the main block."""
 
     worker: str
+    worker_id: Any
     count: int
     total: float
     mean: float
     max: float | None
     """Longest single call, when the tree tracked it (nodes with a ``max`` field)."""
-    is_straggler: bool
-    above_others: float
-    """How far the mean is above the other workers' mean, as a fraction (0.25 is 25 % slower)."""
 
 
 def main_worker_block(workers: list[dict[str, Any]]) -> str | None:
@@ -40,34 +37,23 @@ def main_worker_block(workers: list[dict[str, Any]]) -> str | None:
 
 
 def worker_block_times(workers: list[dict[str, Any]], block_name: str) -> list[WorkerBlockTime]:
-    """Each worker's mean (and max) time per call of ``block_name``, with the straggler flagged.
-
-    Workers that never ran the block are left out. Only the slowest worker can be the straggler.
-    """
-    rows = []
+    """Each worker's mean (and max) time per call of ``block_name``; workers that never ran it are
+    left out."""
+    result = []
     for index, worker in enumerate(workers):
         block = next((child for child in worker["children"] if child["name"] == block_name), None)
         if block is None or block["count"] == 0:
             continue
-        label = str(worker.get("name") or f"worker {worker.get('worker_id', index)}")
-        rows.append((label, block))
-    means = [block["total"] / block["count"] for _, block in rows]
-    slowest = max(range(len(rows)), key=lambda position: means[position], default=None)
-    result = []
-    for position, (label, block) in enumerate(rows):
-        others = means[:position] + means[position + 1 :]
-        others_mean = sum(others) / len(others) if others else means[position]
-        above = means[position] / others_mean - 1.0 if others_mean > 0 else 0.0
+        worker_id = worker.get("worker_id", index)
         maximum = block.get("max")
         result.append(
             WorkerBlockTime(
-                worker=label,
+                worker=str(worker.get("name") or f"worker {worker_id}"),
+                worker_id=worker_id,
                 count=block["count"],
                 total=block["total"],
-                mean=means[position],
+                mean=block["total"] / block["count"],
                 max=float(maximum) if isinstance(maximum, (int, float)) else None,
-                is_straggler=position == slowest and above >= STRAGGLER_MARGIN,
-                above_others=above,
             )
         )
     return result

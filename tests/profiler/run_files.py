@@ -4,13 +4,16 @@
 step, ``policy.act`` then ``vector.step`` (send, wait for the slowest worker, receive, a little
 bookkeeping), with each worker's ``env.step`` merged under ``vector.step`` as a parallel block and
 kept per worker in the ``workers`` section, as the merger writes it. ``names=MANAGER_NAMES`` uses
-the block names of rlprof's ``SubprocessEnvManager`` instead.
+the block names of rlprof's ``SubprocessEnvManager`` instead. With ``measured=True`` each worker
+entry also carries the critical path and env CPU time, and the metadata the cores and busy
+processes, in the layout the env manager writes them.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from profiler import TimerStack, hierarchical_timer, write_timing_tree
@@ -32,19 +35,35 @@ def write_vector_run(
     path: Path,
     clock: Any,
     *,
-    worker_step_seconds: tuple[float, ...] = WORKER_STEP_SECONDS,
+    worker_step_seconds: Sequence[float] | Sequence[Sequence[float]] = WORKER_STEP_SECONDS,
     steps: int = STEPS,
     policy_seconds: float = POLICY_SECONDS,
     latency_seconds: float = 0.0,
+    reply_delays: Sequence[float] | None = None,
     with_workers_section: bool = True,
     names: dict[str, str] = VECTOR_NAMES,
+    measured: bool = False,
+    env_cpu_fraction: float = 1.0,
+    cores: int | None = None,
+    busy_processes: int | None = None,
+    untimed_seconds: float = 0.0,
 ) -> Path:
     """Write a run of ``steps`` vector steps; worker ``i`` takes ``worker_step_seconds[i]`` per step.
 
-    ``latency_seconds`` is added to every wait beyond the slowest worker (the pipe's round trip).
+    ``worker_step_seconds`` may instead hold one tuple per step, for workers whose times vary.
+    ``reply_delays[i]`` makes worker ``i``'s reply ready that much after its compute (sent last,
+    woken late) without computing longer. ``latency_seconds`` is added to every wait beyond the
+    last reply (the pipe's round trip). ``env_cpu_fraction`` is the share of env compute spent on
+    a CPU (the rest descheduled or sleeping). ``untimed_seconds`` passes outside any block.
     """
-    workers = [TimerStack(f"worker {index}") for index in range(len(worker_step_seconds))]
-    for _ in range(steps):
+    plan = _per_step_seconds(worker_step_seconds, steps)
+    count = len(plan[0])
+    delays = tuple(reply_delays) if reply_delays is not None else (0.0,) * count
+    workers = [TimerStack(f"worker {index}") for index in range(count)]
+    last_to_reply = [0] * count
+    wait_as_last = [0.0] * count
+    clock.advance(untimed_seconds)
+    for step_seconds in plan:
         with hierarchical_timer("train"):
             with hierarchical_timer("policy.act"):
                 clock.advance(policy_seconds)
@@ -52,23 +71,51 @@ def write_vector_run(
                 with hierarchical_timer(names["send"]):
                     clock.advance(SEND_SECONDS)
                 with hierarchical_timer(names["wait"]):
-                    # The workers run at once, so the trainer waits as long as the slowest.
-                    for stack, seconds in zip(workers, worker_step_seconds):
+                    # The workers run at once, so the trainer waits for the last reply.
+                    for stack, seconds in zip(workers, step_seconds):
                         env_step = stack.root.get_child("env.step")
                         env_step.total += seconds
                         env_step.count += 1
-                    clock.advance(max(worker_step_seconds) + latency_seconds)
+                    replies = [seconds + delay for seconds, delay in zip(step_seconds, delays)]
+                    last = max(range(count), key=lambda index: replies[index])
+                    last_to_reply[last] += 1
+                    wait_as_last[last] += replies[last] - max(
+                        (reply for index, reply in enumerate(replies) if index != last), default=0.0)
+                    clock.advance(max(replies) + latency_seconds)
                 with hierarchical_timer(names["receive"]):
                     clock.advance(RECEIVE_SECONDS)
                 clock.advance(BOOKKEEPING_SECONDS)
     for stack in workers:
         vector_step.get_child("env.step").add(stack.root.children["env.step"], parallel=True)
     write_timing_tree(path)
+    document = json.loads(path.read_text())
     if with_workers_section:
-        document = json.loads(path.read_text())
         document["workers"] = [_worker_entry(index, stack) for index, stack in enumerate(workers)]
-        path.write_text(json.dumps(document))
+        if measured:
+            for index, entry in enumerate(document["workers"]):
+                wall = entry["children"][0]["total"]
+                entry["critical_path"] = {
+                    "vector_steps": steps, "last_to_reply": last_to_reply[index],
+                    "wait_as_last_seconds": wait_as_last[index],
+                    "wait_as_last_histogram": {"bounds_seconds": [0.001, 0.01], "counts": [0, 0, 0]},
+                }
+                entry["env_time"] = {"wall_seconds": wall, "cpu_seconds": wall * env_cpu_fraction,
+                                     "calls": steps}
+    if cores is not None:
+        document["metadata"]["cores_available"] = str(cores)
+    if busy_processes is not None:
+        document["metadata"]["busy_processes"] = str(busy_processes)
+    path.write_text(json.dumps(document))
     return path
+
+
+def _per_step_seconds(
+    worker_step_seconds: Sequence[float] | Sequence[Sequence[float]], steps: int
+) -> list[tuple[float, ...]]:
+    if isinstance(worker_step_seconds[0], (int, float)):
+        return [tuple(worker_step_seconds)] * steps  # type: ignore[arg-type]
+    assert len(worker_step_seconds) == steps, "one tuple of worker times per step"
+    return [tuple(seconds) for seconds in worker_step_seconds]  # type: ignore[union-attr]
 
 
 def _worker_entry(index: int, stack: TimerStack) -> dict[str, Any]:

@@ -34,20 +34,32 @@ def plain_run(tmp_path, fake_clock):
 
 
 def block_lines(text):
-    """The block rows of an analyze table: below its three header lines, above the first blank line."""
-    lines = text.split("\n\n")[0].splitlines()[3:]
+    """The block rows of an analyze table: below its column headings, above the next blank line."""
+    section = next(part for part in text.split("\n\n") if "% wall  block" in part)
+    lines = section.split("% wall  block\n", 1)[1].splitlines()
     return [line for line in lines if not line.startswith("*")]
 
 
 # --- analyze ------------------------------------------------------------------------------------
 
 
-def test_analyze_prints_blocks_step_split_and_workers(vector_run, capsys):
+def test_analyze_prints_verdicts_blocks_step_split_and_workers(vector_run, capsys):
     assert main(["analyze", vector_run]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("Verdicts (what limits this run")
+    assert "[straggler] worker 3 likely holds up the vector step" in out
     assert "train/vector.step/vector.wait_for_workers" in out
     assert "Where the vector.step time went" in out
-    assert "=> straggler: worker 3" in out
+    assert "Per worker (env.step)" in out
+
+
+def test_analyze_json_carries_the_verdicts(vector_run, capsys):
+    main(["analyze", vector_run, "--format", "json"])
+    (straggler,) = [verdict for verdict in json.loads(capsys.readouterr().out)["verdicts"]
+                    if verdict["kind"] == "straggler"]
+    assert straggler["cost_seconds"] == pytest.approx(0.060)
+    assert straggler["evidence"]["worker_id"] == 3
+    assert set(straggler) == {"kind", "title", "cost_seconds", "share", "evidence", "suggestion"}
 
 
 def test_analyze_top_limits_the_block_rows(plain_run, capsys):

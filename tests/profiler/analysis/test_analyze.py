@@ -14,6 +14,7 @@ from run_files import write_plain_run, write_vector_run
 from profiler import load_timing_tree
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
 from profiler.analysis.text_format import TABLE_WIDTH
+from profiler.analysis.verdicts import judge_run
 
 MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
 
@@ -48,12 +49,31 @@ def test_an_unknown_aggregation_is_refused(plain_tree):
         analyze_run(plain_tree, AnalyzeOptions(aggregate_by="thread"))
 
 
-def test_the_table_shows_the_blocks_step_split_and_straggler(vector_tree):
+def test_the_table_opens_with_the_verdicts(vector_tree):
+    text = render_analysis(analyze_run(vector_tree), title="run.json")
+    first_section = text.split("\n\n")[0]
+    assert first_section.startswith("Verdicts (what limits this run, costliest first")
+    assert " 1. [straggler] worker 3 likely holds up the vector step" in first_section
+    assert "costs 60.00 ms (36.4% of the wall time)" in first_section
+    assert "Cannot tell from this file:" in first_section
+
+
+def test_the_table_shows_the_blocks_step_split_and_workers(vector_tree):
     text = render_analysis(analyze_run(vector_tree), title="run.json")
     assert "train/vector.step/vector.wait_for_workers" in text
     assert "Where the vector.step time went: 10 calls" in text
-    assert re.search(r"4\.50 ms\s+45\.00 ms\s+33\.3%  waiting on the slowest worker", text)
-    assert "=> straggler: worker 3, 4.50 ms per step (+81.8%) above the mean" in text
+    assert re.search(r"6\.00 ms\s+60\.00 ms\s+44\.4%  waiting on the slowest worker", text)
+    assert re.search(r"10\s+10\.00 ms\s+-\s+\+81\.8%\s+-\s+-\s+-  worker 3", text)
+
+
+def test_the_time_outside_any_block_is_shown_with_its_share(plain_tree):
+    analysis = analyze_run(plain_tree)
+    assert (analysis.untimed, analysis.untimed_share) == pytest.approx((0.25, 0.25 / 5.25))
+    assert "untimed (outside any block): 250.00 ms (4.8% of wall time)" in render_analysis(analysis)
+
+
+def test_analysis_and_verdicts_come_from_one_engine(vector_tree):
+    assert analyze_run(vector_tree).verdicts == judge_run(vector_tree)
 
 
 @pytest.mark.parametrize(
@@ -75,7 +95,7 @@ def test_parallel_blocks_are_marked_and_explained(vector_tree):
 def test_a_single_process_run_says_so_in_one_line_per_section(plain_tree):
     text = render_analysis(analyze_run(plain_tree))
     assert "Where the step time went: no env_manager.step or vector.step block" in text
-    assert len(text.split("\n\n")[1].splitlines()) == 1
+    assert len(text.split("\n\n")[2].splitlines()) == 1
     assert "Per worker: no per-worker trees in this run" in text
 
 
@@ -88,7 +108,8 @@ def test_the_mlagents_file_is_analysed_with_its_own_names():
     text = render_analysis(analyze_run(load_timing_tree(MLAGENTS_FILE)))
     assert "/env_step/worker_root *" in text
     assert "Where the env_step time went: 3 calls" in text
-    assert "not split in ML-Agents files" in text
+    assert "send, wait and receive (not timed apart)" in text
+    assert "note: ML-Agents does not time sending, waiting and receiving apart" in text
 
 
 def test_json_holds_blocks_breakdown_and_workers(vector_tree):
@@ -96,9 +117,11 @@ def test_json_holds_blocks_breakdown_and_workers(vector_tree):
     blocks = {block["block"]: block for block in document["blocks"]}
     assert blocks["train/vector.step/env.step"]["is_parallel"] is True
     assert blocks["train"]["share"] == pytest.approx(1.0)
-    assert document["step_breakdowns"][0]["parts"][1]["total"] == pytest.approx(0.045)
-    assert document["workers"]["straggler"]["worker_id"] == 3
-    assert document["workers"]["straggler"]["gap"] == pytest.approx(0.0045)
+    assert document["step_breakdowns"][0]["parts"][1]["total"] == pytest.approx(0.060)
+    assert document["workers"]["workers"][3]["mean"] == pytest.approx(0.010)
+    assert document["verdicts"][0]["kind"] == "straggler"
+    assert document["untimed"]["seconds"] == pytest.approx(0.0)
+    assert any("critical-path" in line for line in document["cannot_tell"])
 
 
 def test_json_of_a_single_process_run_has_no_breakdown_and_no_workers(plain_tree):

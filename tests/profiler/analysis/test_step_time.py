@@ -1,21 +1,30 @@
-"""Specification of the vector-step breakdown and the per-worker step report."""
+"""Specification of the vector-step breakdown: parts that add up, read from every layout."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from run_files import MANAGER_NAMES, STEPS, write_plain_run, write_vector_run
 
-from profiler import load_timing_tree
+from profiler import TimerStack, hierarchical_timer, load_timing_tree, write_timing_tree
 from profiler.analysis.step_time import (
-    MAX_PER_CALL,
-    PEAK_INTERVAL_MEAN,
+    ENV_COMPUTE,
+    EXCHANGE_UNSPLIT,
+    TRANSPORT,
+    WAIT_LATENCY,
+    WAITING_ON_LAST,
+    WAITING_ON_SLOWEST,
+    WAITING_ONLY,
+    WAITING_UNSPLIT,
     step_breakdowns,
-    worker_report,
 )
 
-MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
+DATA = Path(__file__).parents[2] / "data"
+MLAGENTS_FILE = DATA / "mlagents_timers.json"
+MLAGENTS_NESTED_FILE = DATA / "mlagents_nested_timers.json"
+OTHER = "other trainer work in the step"
 
 
 @pytest.fixture
@@ -31,39 +40,58 @@ def test_the_vector_step_splits_into_compute_waiting_transport_and_the_rest(vect
     (breakdown,) = step_breakdowns(vector_tree)
     assert breakdown.block == "vector.step"
     assert breakdown.calls == STEPS
-    # Workers take 4, 4, 4 and 10 ms: the mean worker computes 5.5 ms, the trainer waits 10 ms.
+    # Workers take 4, 4, 4 and 10 ms: the trainer waits 4 ms for all, then 6 ms for worker 3.
     assert parts_of(breakdown) == pytest.approx({
-        "env compute (mean worker)": 0.055,
-        "waiting on the slowest worker": 0.045,
-        "rest of the wait (pipe latency, wake-up)": 0.0,
-        "transport (send/receive/decode)": 0.030,
-        "other trainer work in the step": 0.005,
+        ENV_COMPUTE: 0.040,
+        WAITING_ON_SLOWEST: 0.060,
+        WAIT_LATENCY: 0.0,
+        TRANSPORT: 0.030,
+        OTHER: 0.005,
     })
+
+
+def test_without_the_critical_path_a_note_says_the_straggling_is_estimated(vector_tree):
+    (breakdown,) = step_breakdowns(vector_tree)
+    assert any("does not record which worker each step waited on" in note for note in breakdown.notes)
+
+
+def test_a_measured_critical_path_gives_the_same_split_measured(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True))
+    (breakdown,) = step_breakdowns(tree)
+    # Each step: 4 ms with every worker computing, then 6 ms waiting on worker 3 alone.
+    assert parts_of(breakdown) == pytest.approx({
+        ENV_COMPUTE: 0.040,
+        WAITING_ON_LAST: 0.060,
+        WAIT_LATENCY: 0.0,
+        TRANSPORT: 0.030,
+        OTHER: 0.005,
+    })
+    assert breakdown.notes == []
 
 
 def test_the_env_managers_own_block_names_get_the_same_breakdown(tmp_path, fake_clock):
     tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, names=MANAGER_NAMES))
     (breakdown,) = step_breakdowns(tree)
     assert breakdown.block == "env_manager.step"
-    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.045)
-    assert parts_of(breakdown)["transport (send/receive/decode)"] == pytest.approx(0.030)
+    assert parts_of(breakdown)[WAITING_ON_SLOWEST] == pytest.approx(0.060)
+    assert parts_of(breakdown)[TRANSPORT] == pytest.approx(0.030)
 
 
-def test_a_wait_longer_than_the_slowest_worker_is_latency_not_straggling(tmp_path, fake_clock):
-    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock,
+def test_a_wait_longer_than_the_last_reply_is_latency_not_straggling(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True,
                                              worker_step_seconds=(0.001, 0.001),
                                              latency_seconds=0.002))
     (breakdown,) = step_breakdowns(tree)
-    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.0)
-    assert parts_of(breakdown)["rest of the wait (pipe latency, wake-up)"] == pytest.approx(0.020)
-    assert "pipe costs more than the environments" in breakdown.verdict
+    assert parts_of(breakdown)[WAITING_ON_LAST] == pytest.approx(0.0)
+    assert parts_of(breakdown)[WAIT_LATENCY] == pytest.approx(0.020)
 
 
-def test_without_per_worker_trees_the_wait_beyond_compute_stays_one_part(tmp_path, fake_clock):
+def test_without_per_worker_trees_straggling_and_latency_are_one_part(tmp_path, fake_clock):
     tree = load_timing_tree(
         write_vector_run(tmp_path / "run.json", fake_clock, with_workers_section=False))
-    assert parts_of(step_breakdowns(tree)[0])[
-        "waiting beyond the mean compute (straggler or latency)"] == pytest.approx(0.045)
+    (breakdown,) = step_breakdowns(tree)
+    assert parts_of(breakdown)[WAITING_UNSPLIT] == pytest.approx(0.045)
+    assert any("cannot be told apart" in note for note in breakdown.notes)
 
 
 def test_a_step_without_merged_worker_time_reports_its_wait_whole(vector_tree):
@@ -71,14 +99,8 @@ def test_a_step_without_merged_worker_time_reports_its_wait_whole(vector_tree):
     vector_step["children"] = [child for child in vector_step["children"]
                                if child["name"] != "env.step"]
     (breakdown,) = step_breakdowns(vector_tree)
-    assert parts_of(breakdown)["waiting for workers (their time is merged elsewhere)"] == (
-        pytest.approx(0.1))
-    assert "no worker time merged" in breakdown.verdict
-
-
-def test_the_parts_add_up_to_the_step_total(vector_tree):
-    (breakdown,) = step_breakdowns(vector_tree)
-    assert sum(part.seconds for part in breakdown.parts) == pytest.approx(breakdown.total)
+    assert parts_of(breakdown)[WAITING_ONLY] == pytest.approx(0.1)
+    assert any("no worker time merged" in note for note in breakdown.notes)
 
 
 def test_the_breakdown_counts_workers_from_the_workers_section(vector_tree):
@@ -87,21 +109,69 @@ def test_the_breakdown_counts_workers_from_the_workers_section(vector_tree):
     assert breakdown.worker_time == pytest.approx(0.22)
 
 
-def test_without_a_workers_section_the_worker_count_comes_from_the_call_counts(tmp_path, fake_clock):
+def test_without_a_workers_section_the_workers_are_counted_from_calls_and_the_note_says_so(
+        tmp_path, fake_clock):
     tree = load_timing_tree(
         write_vector_run(tmp_path / "run.json", fake_clock, with_workers_section=False))
-    assert step_breakdowns(tree)[0].workers == 4
+    (breakdown,) = step_breakdowns(tree)
+    assert breakdown.workers == 4
+    assert any("counts envs, not processes" in note for note in breakdown.notes)
 
 
-def test_imbalanced_workers_are_called_out(vector_tree):
-    assert "workers are imbalanced" in step_breakdowns(vector_tree)[0].verdict
-    assert "82%" in step_breakdowns(vector_tree)[0].verdict
+def write_one_worker_of_four_envs(path: Path, clock) -> Path:
+    """One worker stepping 4 envs (envs_per_worker=4): 1.5 ms each, 6 ms a vector step.
+
+    The worker starts on its actions while the trainer is still in ``send_actions`` (2 ms), so the
+    trainer waits only 4 ms of the worker's 6: the last 2 ms overlap the sending.
+    """
+    worker = TimerStack("worker 0")
+    for _ in range(STEPS):
+        with hierarchical_timer("train"):
+            with hierarchical_timer("env_manager.step") as step:
+                with hierarchical_timer("send_actions"):
+                    clock.advance(0.002)
+                with hierarchical_timer("wait_for_workers"):
+                    clock.advance(0.004)
+                with hierarchical_timer("receive_results"):
+                    clock.advance(0.001)
+        env_step = worker.root.get_child("env.step")
+        env_step.total += 4 * 0.0015
+        env_step.count += 4
+    step.get_child("env.step").add(worker.root.children["env.step"], parallel=True)
+    write_timing_tree(path)
+    document = json.loads(path.read_text())
+    document["workers"] = [{**worker.root.to_dict(), "name": "worker 0", "worker_id": 0,
+                            "total": 0.06, "count": 1, "self": 0.0}]
+    path.write_text(json.dumps(document))
+    return path
 
 
-def test_a_pipe_slower_than_the_envs_is_called_out(tmp_path, fake_clock):
-    tree = load_timing_tree(write_vector_run(
-        tmp_path / "run.json", fake_clock, worker_step_seconds=(0.0005, 0.0005)))
-    assert "pipe costs more than the environments" in step_breakdowns(tree)[0].verdict
+def test_one_worker_of_many_envs_computes_its_whole_measured_time(tmp_path, fake_clock):
+    tree = load_timing_tree(write_one_worker_of_four_envs(tmp_path / "run.json", fake_clock))
+    (breakdown,) = step_breakdowns(tree)
+    assert breakdown.workers == 1
+    assert parts_of(breakdown)[ENV_COMPUTE] == pytest.approx(0.060)
+
+
+def test_compute_overlapping_the_send_is_never_relabelled_as_transport(tmp_path, fake_clock):
+    tree = load_timing_tree(write_one_worker_of_four_envs(tmp_path / "run.json", fake_clock))
+    (breakdown,) = step_breakdowns(tree)
+    # 30 ms of send and receive, 20 ms of which the worker spent computing.
+    assert parts_of(breakdown)[TRANSPORT] == pytest.approx(0.010)
+    assert any("overlapped sending and receiving" in note for note in breakdown.notes)
+
+
+@pytest.mark.parametrize("layout", ["estimated", "measured", "no workers section", "overlap"])
+def test_the_parts_add_up_to_the_step_total(layout, tmp_path, fake_clock):
+    path = tmp_path / "run.json"
+    if layout == "overlap":
+        write_one_worker_of_four_envs(path, fake_clock)
+    else:
+        write_vector_run(path, fake_clock, measured=layout == "measured", latency_seconds=0.0007,
+                         with_workers_section=layout != "no workers section")
+    (breakdown,) = step_breakdowns(load_timing_tree(path))
+    assert sum(parts_of(breakdown).values()) == pytest.approx(breakdown.total)
+    assert min(parts_of(breakdown).values()) >= 0.0
 
 
 def test_a_single_process_run_has_no_breakdown(tmp_path, fake_clock):
@@ -109,92 +179,37 @@ def test_a_single_process_run_has_no_breakdown(tmp_path, fake_clock):
 
 
 def test_an_mlagents_env_step_is_split_into_worker_time_and_the_rest():
-    (breakdown,) = step_breakdowns(load_timing_tree(MLAGENTS_FILE))
+    tree = load_timing_tree(MLAGENTS_FILE)
+    (breakdown,) = step_breakdowns(tree)
     assert (breakdown.block, breakdown.worker_blocks, breakdown.calls) == (
         "env_step", ("worker_root",), 3)
-    compute = parts_of(breakdown)["env compute (mean worker)"]
-    assert compute == pytest.approx(0.0032420890000253166)  # the workers' timed blocks
-    assert sum(parts_of(breakdown).values()) == pytest.approx(0.009747153999967395)
+    # worker_root's own total holds the worker's idle time: its work is the blocks under it.
+    unity_step = tree["children"][0]["children"][0]["children"][0]["children"][0]
+    assert unity_step["name"] == "UnityEnvironment.step"
+    assert parts_of(breakdown)[ENV_COMPUTE] == pytest.approx(unity_step["total"])
+    assert sum(parts_of(breakdown).values()) == pytest.approx(breakdown.total)
+    assert any("ML-Agents does not time sending" in note for note in breakdown.notes)
 
 
-def test_each_worker_reports_its_mean_step_time(vector_tree):
-    report = worker_report(vector_tree)
-    assert [worker.label for worker in report.workers] == [f"worker {i}" for i in range(4)]
-    assert [worker.mean for worker in report.workers] == pytest.approx([0.004, 0.004, 0.004, 0.010])
-    assert [worker.steps for worker in report.workers] == [STEPS] * 4
-
-
-def test_the_straggler_is_the_worker_with_the_highest_mean(vector_tree):
-    report = worker_report(vector_tree)
-    assert report.straggler.worker_id == 3
-    assert report.mean == pytest.approx(0.0055)
-    assert report.straggler_gap == pytest.approx(0.0045)
-    assert report.straggler_gap_share == pytest.approx(0.0045 / 0.0055)
-    assert not report.balanced
-
-
-def test_workers_within_five_percent_are_balanced(tmp_path, fake_clock):
-    tree = load_timing_tree(write_vector_run(
-        tmp_path / "run.json", fake_clock, worker_step_seconds=(0.0100, 0.0101)))
-    assert worker_report(tree).balanced
-
-
-def test_a_lone_worker_has_no_straggler(tmp_path, fake_clock):
-    tree = load_timing_tree(write_vector_run(
-        tmp_path / "run.json", fake_clock, worker_step_seconds=(0.01,)))
-    assert worker_report(tree).straggler is None
-
-
-def test_the_slowest_step_is_unknown_unless_recorded(vector_tree):
-    assert {(w.max_time, w.max_kind) for w in worker_report(vector_tree).workers} == {(None, None)}
-
-
-def test_the_slowest_step_is_the_merger_peak_mean_when_given(vector_tree):
-    vector_tree["workers"][3]["peak_mean"] = {"env.step": 0.02}
-    straggler = worker_report(vector_tree).workers[3]
-    assert (straggler.max_time, straggler.max_kind) == (0.02, PEAK_INTERVAL_MEAN)
-
-
-def test_the_slowest_step_is_the_per_call_max_when_nodes_record_it(vector_tree):
-    vector_tree["workers"][0]["children"][0]["max"] = 0.005
-    first = worker_report(vector_tree).workers[0]
-    assert (first.max_time, first.max_kind) == (0.005, MAX_PER_CALL)
-
-
-def test_no_workers_section_means_no_worker_report(tmp_path, fake_clock):
-    assert worker_report(load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock))) is None
-
-
-def test_a_run_merged_by_the_real_merger_names_the_same_straggler(tmp_path, fake_clock):
-    """Worker stacks flushed into payloads and merged by ``TimerMerger``, as the env manager does.
-
-    With one clock the workers here run one after another inside the trainer's wait, so the
-    trainer waits for the sum of their steps: 22 ms for a mean worker compute of 5.5 ms.
-    """
-    from profiler import TimerStack, hierarchical_timer, write_timing_tree
-    from profiler.merge import TimerMerger
-    from profiler.payload import snapshot_and_flush
-
-    merger = TimerMerger()
-    workers = [TimerStack(f"worker {index}") for index in range(4)]
-    for _ in range(STEPS):
-        with hierarchical_timer("vector.step"):
-            with hierarchical_timer("vector.wait_for_workers"):
-                for stack, seconds in zip(workers, (0.004, 0.004, 0.004, 0.010)):
-                    with hierarchical_timer("env.step", stack):
-                        fake_clock.advance(seconds)
-            for index, stack in enumerate(workers):
-                merger.merge_payload(index, snapshot_and_flush(stack))
-    tree = load_timing_tree(write_timing_tree(tmp_path / "merged.json"))
-
-    report = worker_report(tree)
-    summary = merger.straggler_summary("env.step")
-    assert report.straggler.worker_id == summary.slowest_worker == 3
-    assert report.straggler_gap == pytest.approx(summary.gap)
-    assert report.straggler.max_kind == PEAK_INTERVAL_MEAN
+def test_mlagents_real_nesting_finds_the_workers_under_the_trainers_workers_block():
+    """ML-Agents merges payloads inside a ``workers`` block: ``env_step/workers/worker_root``."""
+    tree = load_timing_tree(MLAGENTS_NESTED_FILE)
     (breakdown,) = step_breakdowns(tree)
-    assert parts_of(breakdown)["env compute (mean worker)"] == pytest.approx(0.055)
-    # The slowest worker computes 45 ms more than the mean one; the rest of the wait is the
-    # other workers' turns, which the breakdown sees as latency.
-    assert parts_of(breakdown)["waiting on the slowest worker"] == pytest.approx(0.045)
-    assert parts_of(breakdown)["rest of the wait (pipe latency, wake-up)"] == pytest.approx(0.120)
+    assert breakdown.worker_blocks == ("worker_root",)
+    assert breakdown.workers == 2  # two replies merged per step, no workers section
+    env_step = tree["children"][0]["children"][0]["children"][0]
+    worker_root = env_step["children"][1]["children"][0]
+    unity_step = worker_root["children"][0]
+    assert parts_of(breakdown)[ENV_COMPUTE] == pytest.approx(unity_step["total"] / 2)
+
+
+def test_mlagents_policy_blocks_inside_the_step_are_trainer_work_not_exchange():
+    tree = load_timing_tree(MLAGENTS_NESTED_FILE)
+    (breakdown,) = step_breakdowns(tree)
+    env_step = tree["children"][0]["children"][0]["children"][0]
+    trainer_children = sum(child["total"] for child in env_step["children"])
+    parts = parts_of(breakdown)
+    assert parts["trainer blocks inside the step (policy, merging timers)"] == pytest.approx(
+        trainer_children)
+    assert parts[EXCHANGE_UNSPLIT] == pytest.approx(
+        breakdown.total - trainer_children - parts[ENV_COMPUTE])

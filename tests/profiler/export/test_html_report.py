@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
 
 from profiler import get_timer_tree, hierarchical_timer
+from profiler.analysis.verdicts import judge_run
 from profiler.export.html_report import to_html_report
 
 HOSTILE_NAME = "<script>document.documentElement.setAttribute('data-pwned','1')</script>"
@@ -62,12 +64,36 @@ def test_parallel_blocks_are_marked_in_the_flame_graph(run_with_workers):
     assert 'data-parallel="true"' in bar
 
 
-def test_the_straggling_worker_is_highlighted(run_with_workers):
+def test_the_report_opens_with_the_verdicts_of_the_verdict_engine(run_with_workers):
+    page = to_html_report(run_with_workers)
+    assert page.index('<section id="verdicts">') < page.index('<section id="summary">')
+    titles = re.findall(r'<li class="verdict[^"]*" data-kind="[^"]+"><div><span class="tag">[^<]+</span> '
+                        r"([^<]+)</div>", page)
+    assert titles == [html.escape(verdict.title) for verdict in judge_run(run_with_workers).verdicts]
+
+
+def test_each_verdict_shows_its_cost_evidence_and_suggestion(run_with_workers):
+    page = to_html_report(run_with_workers)
+    straggler = re.search(r'<li class="verdict" data-kind="straggler">.*?</li>', page, re.DOTALL).group(0)
+    assert "costs 24 ms (" in straggler
+    assert "<th>worker</th><td>worker 2</td>" in straggler
+    assert "Find what makes worker 2" in straggler
+
+
+def test_the_worker_the_verdicts_name_a_straggler_is_highlighted(run_with_workers):
     page = to_html_report(run_with_workers)
     straggler_rows = re.findall(r'<div class="worker-row straggler">.*?</div>\n', page)
     assert len(straggler_rows) == 1
     assert "worker 2" in straggler_rows[0]
-    assert "straggler: +200 % vs the others" in straggler_rows[0]
+    assert "straggler (see the verdicts)" in straggler_rows[0]
+
+
+def test_balanced_workers_are_not_highlighted(run_with_workers):
+    for worker in run_with_workers["workers"]:
+        worker["children"][0]["total"] = 0.012  # every worker's env.step: 3 ms a call
+    page = to_html_report(run_with_workers)
+    assert '<div class="worker-row straggler">' not in page
+    assert 'data-kind="workers_balanced"' in page
 
 
 def test_a_run_without_workers_says_so(trainer_tree):

@@ -1,0 +1,600 @@
+"""The verdict engine: what limits a dumped run, what it costs, the evidence, and what to change.
+
+Figures are not the product; the verdict is. :func:`judge_run` turns a dumped run (the JSON-ready
+tree, rlprof's or ML-Agents') into verdicts ranked by the wall time they cost. ``rlprof analyze``
+(text and JSON), ``rlprof report`` and ``rlprof demo`` all print these, from this module only, so
+they never disagree; every threshold is a named constant below, defined once.
+
+A verdict must be supported by its evidence. The rules, each with its thresholds:
+
+``straggler``
+    A worker whose reply is the last one ready in far more than its fair share (1/N) of vector
+    steps (:data:`STRAGGLER_LAST_SHARE_BEYOND_FAIR`), whose waits as last cost a meaningful share of
+    the wall time (:data:`STRAGGLER_MIN_COST_SHARE`), and whose own env compute, beyond the other
+    workers', explains that wait (:data:`STRAGGLER_MIN_COMPUTE_EXPLAINED`) — a worker that is late
+    because it is sent its actions last or wakes up late is not slow. Cost: the time the steps
+    waited on it after every other worker had replied. Files without critical-path counters get a
+    straggler inferred from env compute (:data:`INFERRED_STRAGGLER_MIN_EXCESS`), said so plainly.
+    Otherwise a ``workers_balanced`` finding says so, with the figures. A mean ``env.step`` a few
+    percent above the others' never makes a straggler.
+``cpu_oversubscription``
+    The envs need more CPU per vector step than the cores can give in the time the slowest worker
+    alone would take: the env CPU per step summed over workers, over the cores available, exceeds
+    the busiest worker's own CPU per step. That excess, over every step, is the cost (a lower
+    bound), and it must reach :data:`CPU_MIN_COST_SHARE` of the wall time.
+``transport_bound``
+    The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
+    wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
+    time, and the CPU is not the limit (with CPU oversubscribed the pipe looks slow too, because
+    every process waits for a core).
+``trainer_bound``
+    The trainer's own blocks (their self time, outside the env manager's blocks) take at least
+    :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
+``env_bound``
+    The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the wall time and
+    the CPU is not oversubscribed.
+``untimed``
+    The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
+
+What a file cannot tell (no critical path, no CPU time, no cores, no per-worker trees) is listed
+in :attr:`RunVerdicts.cannot_tell`, in plain words, rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
+from profiler.analysis.step_time import (
+    ENV_COMPUTE,
+    STEP_LAYOUTS,
+    TRANSPORT,
+    WAIT_LATENCY,
+    StepBreakdown,
+    step_breakdowns,
+)
+from profiler.analysis.text_format import format_percent, format_seconds
+
+__all__ = [
+    "CPU_MIN_COST_SHARE",
+    "CPU_OVERSUBSCRIPTION",
+    "ENV_BOUND",
+    "ENV_MIN_SHARE",
+    "INFERRED_STRAGGLER_MIN_EXCESS",
+    "KINDS",
+    "STRAGGLER",
+    "STRAGGLER_LAST_SHARE_BEYOND_FAIR",
+    "STRAGGLER_MIN_COMPUTE_EXPLAINED",
+    "STRAGGLER_MIN_COST_SHARE",
+    "TRAINER_BOUND",
+    "TRAINER_MIN_SHARE",
+    "TRAINER_TOP_BLOCKS",
+    "TRANSPORT_BOUND",
+    "TRANSPORT_MIN_SHARE",
+    "UNTIMED",
+    "UNTIMED_MIN_SHARE",
+    "WORKERS_BALANCED",
+    "RunVerdicts",
+    "Verdict",
+    "judge_run",
+]
+
+# --- thresholds: each defined once, here ----------------------------------------------------------
+
+STRAGGLER_LAST_SHARE_BEYOND_FAIR = 0.5
+"""A straggler replies last in at least its fair share 1/N of the steps plus this fraction of the
+rest: 75% of steps with 2 workers, 62.5% with 4, 56.25% with 8. Identical workers spread "last"
+around 1/N; one slow worker is last in nearly every step."""
+
+STRAGGLER_MIN_COST_SHARE = 0.05
+"""A straggler's waits as last (after every other reply was in) add up to at least 5% of the wall
+time; a worker that is often last by microseconds costs nothing worth naming."""
+
+STRAGGLER_MIN_COMPUTE_EXPLAINED = 0.5
+"""A straggler's env compute exceeds the other workers' mean by at least half of its waits as
+last: its env is slow. A worker that is last by send order or wake-up computes no longer."""
+
+INFERRED_STRAGGLER_MIN_EXCESS = 0.5
+"""Without critical-path counters, a worker is inferred to be a straggler when it computed at
+least 50% longer than the other workers' mean (and the extra costs STRAGGLER_MIN_COST_SHARE)."""
+
+CPU_MIN_COST_SHARE = 0.10
+"""CPU oversubscription is a verdict when the steps' wait for a free core costs 10% of the wall."""
+
+TRANSPORT_MIN_SHARE = 0.10
+"""The pipe is a verdict when it costs 10% of the wall time (and more than the env compute)."""
+
+TRAINER_MIN_SHARE = 0.40
+"""The trainer's own blocks are a verdict when they take 40% of the wall (and more than the steps)."""
+
+TRAINER_TOP_BLOCKS = 3
+"""How many of the trainer's blocks a trainer_bound verdict names."""
+
+ENV_MIN_SHARE = 0.30
+"""Env compute is a verdict when it takes 30% of the wall time."""
+
+UNTIMED_MIN_SHARE = 0.10
+"""Time outside any block is a verdict from 10% of the wall time."""
+
+# --- kinds ------------------------------------------------------------------------------------------
+
+STRAGGLER = "straggler"
+WORKERS_BALANCED = "workers_balanced"
+CPU_OVERSUBSCRIPTION = "cpu_oversubscription"
+TRANSPORT_BOUND = "transport_bound"
+TRAINER_BOUND = "trainer_bound"
+ENV_BOUND = "env_bound"
+UNTIMED = "untimed"
+KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, TRANSPORT_BOUND, TRAINER_BOUND, ENV_BOUND, UNTIMED,
+         WORKERS_BALANCED)
+"""Every kind of verdict, in the order used to break ties of cost."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One finding: what it is, the wall time it costs, the figures behind it, what to change.
+
+    ``share`` is ``cost_seconds`` over the run's wall time (``None`` for a run of zero wall time).
+    ``evidence`` holds plain JSON values (numbers, strings, lists, dicts), so it can be printed and
+    dumped as it is.
+    """
+
+    kind: str
+    title: str
+    cost_seconds: float
+    share: float | None
+    evidence: dict[str, Any]
+    suggestion: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The verdict as a JSON-ready dict (the shape ``rlprof analyze --format json`` prints)."""
+        return {"kind": self.kind, "title": self.title, "cost_seconds": self.cost_seconds,
+                "share": self.share, "evidence": self.evidence, "suggestion": self.suggestion}
+
+
+@dataclass(frozen=True)
+class RunVerdicts:
+    """A run's verdicts, costliest first, and what its file cannot tell."""
+
+    wall_seconds: float
+    verdicts: tuple[Verdict, ...]
+    cannot_tell: tuple[str, ...] = ()
+
+    def of_kind(self, kind: str) -> list[Verdict]:
+        return [verdict for verdict in self.verdicts if verdict.kind == kind]
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds present, in rank order."""
+        return [verdict.kind for verdict in self.verdicts]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"wall_seconds": self.wall_seconds,
+                "verdicts": [verdict.as_dict() for verdict in self.verdicts],
+                "cannot_tell": list(self.cannot_tell)}
+
+
+def judge_run(
+    tree: dict[str, Any],
+    measurements: RunMeasurements | None = None,
+    breakdowns: list[StepBreakdown] | None = None,
+) -> RunVerdicts:
+    """The verdicts on a normalized timer tree (see :func:`profiler.load_timing_tree`).
+
+    ``measurements`` and ``breakdowns`` may be passed when the caller has them already; they are
+    read from ``tree`` otherwise.
+    """
+    measurements = measurements or read_measurements(tree)
+    if breakdowns is None:
+        breakdowns = step_breakdowns(tree, measurements)
+    run = _Run(tree, measurements, breakdowns)
+    cpu = _cpu_oversubscription(run)
+    verdicts = [*_workers(run), *cpu, *_transport_bound(run, cpu_limited=bool(cpu)),
+                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run)]
+    verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
+    return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + measurements.problems))
+
+
+@dataclass
+class _Run:
+    """What every rule reads: the tree, its measurements, the vector step, and notes of the unknown."""
+
+    tree: dict[str, Any]
+    measurements: RunMeasurements
+    breakdowns: list[StepBreakdown]
+    cannot_tell: list[str] = field(default_factory=list)
+
+    @property
+    def wall(self) -> float:
+        return float(self.tree["total"])
+
+    @property
+    def step(self) -> StepBreakdown | None:
+        """The vectorized step the run spends most time in (resets are not steps)."""
+        steps = [breakdown for breakdown in self.breakdowns if breakdown.is_vector_step]
+        return max(steps, key=lambda breakdown: breakdown.total, default=None)
+
+    @property
+    def vector_steps(self) -> int:
+        """Vector steps taken: from the critical-path counters, else the step block's calls."""
+        counted = [path.vector_steps for _, path in self.measurements.critical_paths]
+        if counted:
+            return max(counted)
+        return self.step.calls if self.step else 0
+
+    def share(self, seconds: float) -> float | None:
+        return seconds / self.wall if self.wall > 0 else None
+
+    def verdict(self, kind: str, title: str, cost: float, evidence: dict[str, Any],
+                suggestion: str) -> Verdict:
+        return Verdict(kind, title, cost, self.share(cost), _json_ready(evidence), suggestion)
+
+
+# --- straggler or balanced --------------------------------------------------------------------------
+
+
+def _workers(run: _Run) -> list[Verdict]:
+    workers = run.measurements.workers
+    if run.step is None or len(workers) < 2:
+        if run.step is not None and not run.measurements.has_workers_section:
+            run.cannot_tell.append(
+                "which worker holds up the step: this file has no workers section (no per-worker "
+                "trees), so a straggler cannot be told from pipe latency")
+        return []
+    if run.measurements.every_worker_has_critical_path:
+        return [_straggler_from_critical_path(run, workers)]
+    run.cannot_tell.append(
+        "which worker each step waited on: this file has no critical-path counters (written by "
+        "ML-Agents or an older rlprof); a straggler is inferred from env compute alone")
+    return [_straggler_from_compute(run, workers)]
+
+
+def _compute_seconds(worker: WorkerMeasurements) -> float:
+    """A worker's env compute (wall): its measured env time, else its busy time in its tree."""
+    return worker.env_time.wall_seconds if worker.env_time is not None else worker.busy_seconds
+
+
+def _excess_over_others(workers: list[WorkerMeasurements], worker: WorkerMeasurements) -> float:
+    """Seconds ``worker`` computed beyond the mean of the other workers."""
+    others = [_compute_seconds(other) for other in workers if other is not worker]
+    return _compute_seconds(worker) - sum(others) / len(others)
+
+
+def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) -> Verdict:
+    count = len(workers)
+    fair = 1.0 / count
+    needed = fair + STRAGGLER_LAST_SHARE_BEYOND_FAIR * (1.0 - fair)
+    most_last = max(workers, key=lambda worker: worker.critical_path.last_to_reply)  # type: ignore[union-attr]
+    path = most_last.critical_path
+    assert path is not None
+    cost = path.wait_as_last_seconds
+    excess = _excess_over_others(workers, most_last)
+    evidence = {
+        "worker": most_last.label,
+        "worker_id": most_last.worker_id,
+        "workers": count,
+        "vector_steps": path.vector_steps,
+        "last_to_reply": path.last_to_reply,
+        "last_share": path.last_share,
+        "fair_share": fair,
+        "straggler_last_share_from": needed,
+        "wait_as_last_seconds": cost,
+        "wait_as_last_per_step_seconds": cost / path.last_to_reply if path.last_to_reply else 0.0,
+        "env_compute_beyond_others_seconds": excess,
+        "last_share_by_worker": {worker.label: worker.critical_path.last_share  # type: ignore[union-attr]
+                                 for worker in workers},
+    }
+    if path.histogram_counts:
+        evidence["wait_as_last_histogram"] = {"bounds_seconds": list(path.histogram_bounds_seconds),
+                                              "counts": list(path.histogram_counts)}
+    often = path.last_share >= needed
+    costly = (run.share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
+    explained = excess >= STRAGGLER_MIN_COMPUTE_EXPLAINED * cost
+    if often and costly and explained:
+        return run.verdict(
+            STRAGGLER,
+            f"{most_last.label} holds up the vector step: its reply came last in "
+            f"{format_percent(path.last_share)} of {path.vector_steps} steps (fair share "
+            f"{format_percent(fair)}), and the steps waited {format_seconds(cost)} on it alone",
+            cost, evidence, _straggler_advice(most_last))
+    if often and costly:
+        reason = (f"{most_last.label} replies last in {format_percent(path.last_share)} of steps, "
+                  f"costing {format_seconds(cost)}, but its env computes no longer than the "
+                  "others': it is late by send order, wake-up or the pipe, not by its env")
+    else:
+        reason = (f"the worker most often last, {most_last.label}, is last in "
+                  f"{format_percent(path.last_share)} of steps (fair share {format_percent(fair)}) "
+                  f"and the steps waited {format_seconds(cost)} on it alone")
+    return run.verdict(WORKERS_BALANCED, f"workers are balanced: {reason}", 0.0, evidence,
+                       "Nothing to fix between workers.")
+
+
+def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Verdict:
+    slowest = max(workers, key=_compute_seconds)
+    excess = _excess_over_others(workers, slowest)
+    others_mean = _compute_seconds(slowest) - excess
+    ratio = excess / others_mean if others_mean > 0 else 0.0
+    # In lockstep every step waits for the slowest worker: what it computes beyond the others.
+    cost = max(0.0, min(excess, run.step.total if run.step else 0.0))
+    evidence = {
+        "worker": slowest.label,
+        "worker_id": slowest.worker_id,
+        "workers": len(workers),
+        "env_compute_seconds": _compute_seconds(slowest),
+        "others_mean_env_compute_seconds": others_mean,
+        "above_others": ratio,
+        "straggler_above_others_from": INFERRED_STRAGGLER_MIN_EXCESS,
+        "estimated_wait_seconds": cost,
+        "critical_path": "not recorded in this file",
+    }
+    if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (run.share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
+        return run.verdict(
+            STRAGGLER,
+            f"{slowest.label} likely holds up the vector step: it computed "
+            f"{format_percent(ratio)} longer than the other workers (inferred from env compute; "
+            "this file does not record which worker each step waited on)",
+            cost, evidence, _straggler_advice(slowest))
+    return run.verdict(
+        WORKERS_BALANCED,
+        f"workers are balanced by env compute: the slowest, {slowest.label}, computed "
+        f"{format_percent(ratio)} longer than the others (a straggler from "
+        f"{format_percent(INFERRED_STRAGGLER_MIN_EXCESS)}; this file does not record which worker "
+        "each step waited on)",
+        0.0, evidence, "Nothing to fix between workers.")
+
+
+def _straggler_advice(worker: WorkerMeasurements) -> str:
+    return (f"Find what makes {worker.label}'s env slower than the others' (its seed or level, "
+            f"longer episodes, a slow resource; `rlprof report` shows {worker.label}'s own blocks). "
+            "Until it is fixed every vector step waits for it; spreading its envs over other "
+            "workers (envs_per_worker) evens the load.")
+
+
+# --- CPU oversubscription ---------------------------------------------------------------------------
+
+
+def _cpu_oversubscription(run: _Run) -> list[Verdict]:
+    measurements = run.measurements
+    step = run.step
+    if step is None or not measurements.workers:
+        return []
+    if not measurements.every_worker_has_env_time:
+        run.cannot_tell.append(
+            "CPU contention: this file does not record the workers' env CPU time, so a CPU with "
+            "more busy processes than cores cannot be told from slow envs or a slow pipe")
+        return []
+    cores = measurements.cores_available
+    if cores is None:
+        run.cannot_tell.append(
+            "CPU contention: this file does not record the cores the run could use")
+        return []
+    steps = run.vector_steps
+    if not steps:
+        return []
+    cpu_times = [worker.env_time.cpu_seconds for worker in measurements.workers]  # type: ignore[union-attr]
+    cpu_per_step = sum(cpu_times) / steps
+    busiest_per_step = max(cpu_times) / steps
+    floor_per_step = cpu_per_step / cores
+    waiting_per_step = floor_per_step - busiest_per_step
+    cost = min(max(0.0, waiting_per_step) * steps, step.total)
+    off_cpu = [worker.env_time.off_cpu_seconds for worker in measurements.workers]  # type: ignore[union-attr]
+    busy = measurements.busy_processes
+    evidence = {
+        "cores_available": cores,
+        "busy_processes": busy,
+        "workers": len(measurements.workers),
+        "vector_steps": steps,
+        "env_cpu_per_step_seconds": cpu_per_step,
+        "busiest_worker_cpu_per_step_seconds": busiest_per_step,
+        "cores_floor_per_step_seconds": floor_per_step,
+        "step_wall_per_step_seconds": step.total / step.calls,
+        "env_off_cpu_seconds_mean_worker": sum(off_cpu) / len(off_cpu),
+        "env_cpu_share_of_env_wall": _cpu_share(measurements.workers),
+    }
+    if (run.share(cost) or 0.0) < CPU_MIN_COST_SHARE:
+        return []
+    workers = len(measurements.workers)
+    envs = max(workers, round(sum(worker.env_step_calls for worker in measurements.workers) / steps))
+    per_worker = math.ceil(envs / cores)
+    crowd = (f"{busy} busy processes (workers and trainer) share {cores} cores"
+             if busy is not None else f"{workers} workers share {cores} cores")
+    return [run.verdict(
+        CPU_OVERSUBSCRIPTION,
+        f"the CPU is the limit: the envs need {format_seconds(cpu_per_step)} of CPU per vector "
+        f"step, {crowd}, so a step takes at least {format_seconds(floor_per_step)} where the "
+        f"busiest worker alone needs {format_seconds(busiest_per_step)}",
+        cost, evidence,
+        f"More workers will not help, and the pipe is not the problem. Run as many worker "
+        f"processes as cores: {min(workers, cores)} workers with envs_per_worker={per_worker} "
+        f"for {envs} envs; or give the run more cores, or make env.step cheaper.")]
+
+
+def _cpu_share(workers: list[WorkerMeasurements]) -> float | None:
+    wall = sum(worker.env_time.wall_seconds for worker in workers if worker.env_time)
+    cpu = sum(worker.env_time.cpu_seconds for worker in workers if worker.env_time)
+    return cpu / wall if wall > 0 else None
+
+
+# --- the pipe ---------------------------------------------------------------------------------------
+
+
+def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
+    step = run.step
+    if step is None or cpu_limited or not step.worker_time:
+        return []
+    transport = step.seconds_of(TRANSPORT)
+    latency = step.seconds_of(WAIT_LATENCY)
+    pipe = transport + latency
+    compute = step.seconds_of(ENV_COMPUTE)
+    if pipe <= compute or (run.share(pipe) or 0.0) < TRANSPORT_MIN_SHARE:
+        return []
+    receive = sum(seconds for name, seconds in step.transport_blocks.items() if "receive" in name)
+    send = transport - receive
+    cores = run.measurements.cores_available
+    cpu_measured = run.measurements.every_worker_has_env_time and cores is not None
+    envs = _envs(run, step)
+    evidence = {
+        "block": step.block,
+        "vector_steps": step.calls,
+        "send_seconds": send,
+        "receive_and_decode_seconds": receive,
+        "wait_beyond_compute_seconds": latency,
+        "env_compute_seconds": compute,
+        "pipe_per_step_seconds": pipe / step.calls,
+        "env_compute_per_step_seconds": compute / step.calls,
+        "workers": step.workers,
+        "envs": envs,
+        "cpu_contention": "not the limit" if cpu_measured else "not measured in this file",
+    }
+    caveat = ("" if cpu_measured else " (this file does not record env CPU time: an oversubscribed "
+              "CPU looks the same from the trainer)")
+    if cores is not None:
+        per_worker = max(2, math.ceil(envs / cores))
+        advice = [f"envs_per_worker={per_worker} (one round trip then carries {per_worker} envs; "
+                  f"{math.ceil(envs / per_worker)} processes for {envs} envs on {cores} cores)"]
+    else:
+        advice = ["envs_per_worker=k, about envs / cores (one round trip then carries k envs)"]
+    if receive >= send:
+        advice.append("shared_memory=True if it is off (array observations then skip the pipe)")
+        advice.append("smaller observations (crop, downsample, uint8) since receiving and "
+                      "decoding them is most of the transport")
+    return [run.verdict(
+        TRANSPORT_BOUND,
+        f"the pipe is the limit: sending, receiving and the wait beyond the workers' compute take "
+        f"{format_seconds(pipe / step.calls)} per step against {format_seconds(compute / step.calls)} "
+        f"of env compute{caveat}",
+        pipe, evidence, "Cut round trips and bytes: " + "; ".join(advice) + ".")]
+
+
+def _envs(run: _Run, step: StepBreakdown) -> int:
+    """Envs stepped per vector step: merged env.step calls per step, at least one per worker."""
+    calls = sum(worker.env_step_calls for worker in run.measurements.workers)
+    per_step = round(calls / step.calls) if calls else 0
+    return max(step.workers, per_step)
+
+
+# --- the trainer ------------------------------------------------------------------------------------
+
+_ENV_SIDE_BLOCKS = frozenset(
+    name for layout in STEP_LAYOUTS if layout.wait is not None
+    for name in (layout.step, layout.wait, *layout.transport))
+"""Blocks of a lockstep env manager: their subtrees are env-side time, not the trainer's code."""
+
+
+def _trainer_blocks(tree: dict[str, Any]) -> dict[str, float]:
+    """Self time of the trainer's own blocks, summed by name, outside the env manager's blocks.
+
+    ML-Agents times its policy inside ``env_step``; the blocks under it are the trainer's, its own
+    self time (sending, waiting, receiving) is not.
+    """
+    self_times: dict[str, float] = {}
+
+    def visit(node: dict[str, Any]) -> None:
+        for child in node["children"]:
+            name = child["name"]
+            if child.get("is_parallel") or name in _ENV_SIDE_BLOCKS or name.startswith("env_manager."):
+                continue
+            if name != "env_step":
+                self_times[name] = self_times.get(name, 0.0) + child["self"]
+            visit(child)
+
+    visit(tree)
+    return self_times
+
+
+def _trainer_bound(run: _Run) -> list[Verdict]:
+    blocks = _trainer_blocks(run.tree)
+    trainer = sum(blocks.values())
+    steps = sum(breakdown.total for breakdown in run.breakdowns)
+    if (run.share(trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:
+        return []
+    top = sorted(blocks.items(), key=lambda item: (-item[1], item[0]))[:TRAINER_TOP_BLOCKS]
+    named = ", ".join(f"{name} ({format_percent(run.share(seconds))})" for name, seconds in top)
+    first, first_seconds = top[0]
+    evidence = {
+        "trainer_seconds": trainer,
+        "env_steps_seconds": steps,
+        "top_blocks": [{"block": name, "self_seconds": seconds, "share": run.share(seconds)}
+                       for name, seconds in top],
+    }
+    wrapper = any(node["name"] == first and not node.get("is_parallel") and node["children"]
+                  for _, node in walk_nodes(run.tree))
+    inside = (f" Its time outside its child blocks is not broken down: add blocks inside {first}."
+              if wrapper else "")
+    return [run.verdict(
+        TRAINER_BOUND,
+        f"the trainer's own code is the limit: its blocks take {format_percent(run.share(trainer))} "
+        f"of the wall time, led by {named}",
+        trainer, evidence,
+        f"Speed up {first} first: it alone takes {format_seconds(first_seconds)} "
+        f"({format_percent(run.share(first_seconds))} of the wall time). Env-side changes "
+        f"(more workers, shared memory) can win back at most the steps' "
+        f"{format_percent(run.share(steps))}.{inside}")]
+
+
+# --- the environments -------------------------------------------------------------------------------
+
+
+def _env_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
+    step = run.step
+    if step is None or cpu_limited:
+        return []
+    compute = step.seconds_of(ENV_COMPUTE)
+    if (run.share(compute) or 0.0) < ENV_MIN_SHARE:
+        return []
+    cores = run.measurements.cores_available
+    busy = run.measurements.busy_processes
+    evidence = {
+        "block": step.block,
+        "env_compute_seconds": compute,
+        "env_compute_per_step_seconds": compute / step.calls,
+        "step_share": compute / step.total if step.total > 0 else None,
+        "workers": step.workers,
+        "cores_available": cores,
+        "busy_processes": busy,
+    }
+    if cores is not None and busy is not None and busy < cores:
+        advice = (f"{cores - busy} of {cores} cores are idle: add workers — env work scales with "
+                  "workers while cores are free.")
+    elif cores is not None and busy is not None:
+        advice = ("Every core is in use: more workers would only share them. Make env.step "
+                  "cheaper (blocks timed inside it show where its time goes).")
+    else:
+        advice = ("Add workers while cores are idle (this file does not record the cores); "
+                  "otherwise make env.step cheaper (blocks timed inside it show where).")
+    return [run.verdict(
+        ENV_BOUND,
+        f"the environments are the limit: env compute takes {format_seconds(compute / step.calls)} "
+        f"of each {format_seconds(step.total / step.calls)} step",
+        compute, evidence, advice)]
+
+
+# --- time outside any block -------------------------------------------------------------------------
+
+
+def _untimed(run: _Run) -> list[Verdict]:
+    untimed = float(run.tree.get("self", 0.0))
+    if (run.share(untimed) or 0.0) < UNTIMED_MIN_SHARE:
+        return []
+    return [run.verdict(
+        UNTIMED,
+        f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
+        f"({format_seconds(untimed)}): nothing here says what it was",
+        untimed, {"untimed_seconds": untimed, "wall_seconds": run.wall},
+        "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
+        "evaluation, data handling); start-up before the first block, such as spawning workers, "
+        "counts here too.")]
+
+
+def _json_ready(value: Any) -> Any:
+    """Evidence as strict JSON values: non-finite floats (never expected) become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    return value

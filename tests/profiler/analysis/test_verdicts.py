@@ -1,0 +1,327 @@
+"""Specification of the verdict engine: each rule on constructed runs, both sides of its thresholds.
+
+The runs are timer files written with the fake clock (see run_files.py), so every figure is exact
+and each threshold can be approached from both sides. Real runs, built with real subprocesses,
+are in test_verdicts_on_real_runs.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from run_files import write_plain_run, write_vector_run
+
+from profiler import load_timing_tree
+from profiler.analysis.verdicts import (
+    CPU_MIN_COST_SHARE,
+    CPU_OVERSUBSCRIPTION,
+    ENV_BOUND,
+    STRAGGLER,
+    STRAGGLER_LAST_SHARE_BEYOND_FAIR,
+    TRAINER_BOUND,
+    TRANSPORT_BOUND,
+    UNTIMED,
+    WORKERS_BALANCED,
+    judge_run,
+)
+
+DATA = Path(__file__).parents[2] / "data"
+
+
+@pytest.fixture
+def run(tmp_path, fake_clock):
+    """``run(**options)``: the verdicts on a fake-clock vector run (see ``write_vector_run``)."""
+    def judged(**options):
+        return judge_run(load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, **options)))
+    return judged
+
+
+def only(verdicts, kind):
+    (verdict,) = verdicts.of_kind(kind)
+    return verdict
+
+
+# --- straggler ----------------------------------------------------------------------------------
+
+
+def test_a_worker_last_in_every_step_and_slow_in_its_env_is_named_with_its_cost(run):
+    verdicts = run(measured=True)  # workers take 4, 4, 4 and 10 ms a step
+    straggler = only(verdicts, STRAGGLER)
+    assert straggler.evidence["worker"] == "worker 3"
+    assert straggler.cost_seconds == pytest.approx(0.060)  # 6 ms a step waited on it alone
+    assert straggler.share == pytest.approx(0.060 / verdicts.wall_seconds)
+    assert "worker 3 holds up the vector step" in straggler.title
+    assert not verdicts.of_kind(WORKERS_BALANCED)
+
+
+def slow_in_first_steps(slow_steps: int, steps: int = 16):
+    """Worker 3 computes 10 ms in the first ``slow_steps`` steps; otherwise worker 0 is last by
+    0.1 ms. Only how often worker 3 is last changes between runs."""
+    return [(0.004, 0.004, 0.004, 0.010) if step < slow_steps else (0.0041, 0.004, 0.004, 0.004)
+            for step in range(steps)]
+
+
+@pytest.mark.parametrize("slow_steps, is_straggler", [(9, False), (10, True)])
+def test_a_straggler_is_last_in_its_fair_share_plus_half_the_rest_of_the_steps(
+        run, slow_steps, is_straggler):
+    # With 4 workers: 25% + 0.5 * 75% = 62.5%, that is 10 of 16 steps.
+    assert STRAGGLER_LAST_SHARE_BEYOND_FAIR == 0.5
+    verdicts = run(measured=True, steps=16, worker_step_seconds=slow_in_first_steps(slow_steps))
+    assert bool(verdicts.of_kind(STRAGGLER)) is is_straggler
+    assert bool(verdicts.of_kind(WORKERS_BALANCED)) is not is_straggler
+
+
+@pytest.mark.parametrize("extra_seconds, is_straggler", [(0.0004, False), (0.0008, True)])
+def test_a_straggler_costs_at_least_five_percent_of_the_wall_time(run, extra_seconds, is_straggler):
+    # Worker 3 is last in every step by extra_seconds: 3.7% of the wall time, then 7.1%.
+    verdicts = run(measured=True, worker_step_seconds=(0.004, 0.004, 0.004, 0.004 + extra_seconds))
+    assert bool(verdicts.of_kind(STRAGGLER)) is is_straggler
+
+
+def test_a_worker_late_by_send_order_but_not_slower_is_no_straggler(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.004,) * 4, reply_delays=(0, 0, 0, 0.006))
+    balanced = only(verdicts, WORKERS_BALANCED)
+    assert not verdicts.of_kind(STRAGGLER)
+    assert "not by its env" in balanced.title
+    assert balanced.evidence["last_share"] == 1.0
+
+
+@pytest.mark.parametrize("compute_excess, is_straggler", [(0.0024, False), (0.0036, True)])
+def test_a_stragglers_own_compute_explains_at_least_half_of_its_wait(run, compute_excess, is_straggler):
+    # Worker 3 always replies 6 ms after the others; its env accounts for 40%, then 60%, of that.
+    verdicts = run(measured=True, worker_step_seconds=(0.004, 0.004, 0.004, 0.004 + compute_excess),
+                   reply_delays=(0, 0, 0, 0.006 - compute_excess))
+    assert bool(verdicts.of_kind(STRAGGLER)) is is_straggler
+
+
+def test_identical_workers_taking_turns_at_being_last_are_balanced(run):
+    """The PPO case: identical envs, whoever is last by a hair changes from step to step."""
+    steps = 40
+    plan = [tuple(0.004 + (0.00005 if worker == (step * 3) % 4 else 0.0) for worker in range(4))
+            for step in range(steps)]
+    verdicts = run(measured=True, steps=steps, worker_step_seconds=plan)
+    assert not verdicts.of_kind(STRAGGLER)
+    assert "workers are balanced" in only(verdicts, WORKERS_BALANCED).title
+
+
+def test_a_lone_worker_gets_no_straggler_and_no_balance_finding(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.010,))
+    assert not verdicts.of_kind(STRAGGLER) and not verdicts.of_kind(WORKERS_BALANCED)
+
+
+def test_without_critical_path_a_much_slower_worker_is_inferred_and_said_so(run):
+    verdicts = run()  # an older file: workers section, no critical path
+    straggler = only(verdicts, STRAGGLER)
+    assert straggler.evidence["worker"] == "worker 3"
+    assert "inferred from env compute" in straggler.title
+    assert straggler.cost_seconds == pytest.approx(0.060)  # (10 - 4 ms) a step
+    assert any("no critical-path counters" in line for line in verdicts.cannot_tell)
+
+
+@pytest.mark.parametrize("slow_seconds, is_straggler", [(0.0058, False), (0.0062, True)])
+def test_an_inferred_straggler_computes_at_least_half_again_the_others(run, slow_seconds, is_straggler):
+    verdicts = run(worker_step_seconds=(0.004, 0.004, 0.004, slow_seconds))
+    assert bool(verdicts.of_kind(STRAGGLER)) is is_straggler
+
+
+def test_without_a_workers_section_the_straggler_cannot_be_told_and_it_is_said(run):
+    verdicts = run(with_workers_section=False)
+    assert not verdicts.of_kind(STRAGGLER) and not verdicts.of_kind(WORKERS_BALANCED)
+    assert any("no workers section" in line for line in verdicts.cannot_tell)
+
+
+# --- CPU oversubscription -------------------------------------------------------------------------
+
+
+def test_envs_needing_more_cpu_than_the_cores_give_make_the_cpu_the_limit(run):
+    # 4 workers, each 4 ms of CPU in 8 ms of wall a step, on 2 cores: a step needs 8 ms of cores,
+    # the busiest worker alone 4 ms, so 4 ms a step wait for a free core.
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 4, env_cpu_fraction=0.5,
+                   cores=2, busy_processes=5)
+    cpu = only(verdicts, CPU_OVERSUBSCRIPTION)
+    assert cpu.cost_seconds == pytest.approx(0.040)
+    assert cpu.evidence["env_cpu_per_step_seconds"] == pytest.approx(0.016)
+    assert cpu.evidence["cores_floor_per_step_seconds"] == pytest.approx(0.008)
+    assert cpu.evidence["env_off_cpu_seconds_mean_worker"] == pytest.approx(0.040)
+    assert "5 busy processes" in cpu.title and "2 cores" in cpu.title
+    assert "2 workers with envs_per_worker=2" in cpu.suggestion
+
+
+@pytest.mark.parametrize("cpu_seconds, is_limit", [(0.0015, False), (0.003, True)])
+def test_the_wait_for_a_core_must_cost_ten_percent_of_the_wall_time(run, cpu_seconds, is_limit):
+    # 3 workers on 2 cores wait half a worker's CPU a step: 7.9%, then 12% of the wall time.
+    assert CPU_MIN_COST_SHARE == 0.10
+    verdicts = run(measured=True, worker_step_seconds=(2 * cpu_seconds,) * 3, env_cpu_fraction=0.5,
+                   cores=2, busy_processes=4)
+    assert bool(verdicts.of_kind(CPU_OVERSUBSCRIPTION)) is is_limit
+
+
+def test_no_more_workers_than_cores_is_never_oversubscribed(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 2, cores=2, busy_processes=3)
+    assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+def test_sleeping_envs_do_not_load_the_cpu(run):
+    """Wall far above CPU time is not contention when the envs barely use the CPU (they sleep)."""
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 4, env_cpu_fraction=0.02,
+                   cores=2, busy_processes=5)
+    assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+def test_an_oversubscribed_cpu_is_not_blamed_on_the_pipe_or_the_envs(run):
+    # 4 ms of pipe latency and 3 ms of transport a step, against 4 ms of env compute.
+    verdicts = run(measured=True, worker_step_seconds=(0.004,) * 4, env_cpu_fraction=0.5,
+                   latency_seconds=0.004, policy_seconds=0.0005, cores=2, busy_processes=5)
+    assert verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+    assert not verdicts.of_kind(TRANSPORT_BOUND) and not verdicts.of_kind(ENV_BOUND)
+
+
+@pytest.mark.parametrize("options, missing", [
+    ({"measured": True}, "does not record the cores"),
+    ({"cores": 2, "busy_processes": 5}, "does not record the workers' env CPU time"),
+])
+def test_without_cpu_time_or_cores_cpu_contention_cannot_be_told_and_it_is_said(run, options, missing):
+    verdicts = run(worker_step_seconds=(0.008,) * 4, **options)
+    assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+    assert any(missing in line for line in verdicts.cannot_tell)
+
+
+# --- the pipe ----------------------------------------------------------------------------------------
+
+
+def test_a_pipe_slower_than_the_envs_on_a_free_cpu_is_transport_bound(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.0005, 0.0005), latency_seconds=0.002,
+                   cores=2, busy_processes=3)
+    transport = only(verdicts, TRANSPORT_BOUND)
+    assert transport.cost_seconds == pytest.approx(0.050)  # send 1 + receive 2 + latency 2 ms a step
+    assert transport.evidence["receive_and_decode_seconds"] == pytest.approx(0.020)
+    assert transport.evidence["cpu_contention"] == "not the limit"
+    assert "envs_per_worker=2" in transport.suggestion
+    assert "shared_memory=True" in transport.suggestion
+
+
+def test_envs_slower_than_the_pipe_are_not_transport_bound(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.005, 0.005), cores=2, busy_processes=3)
+    assert not verdicts.of_kind(TRANSPORT_BOUND)
+
+
+@pytest.mark.parametrize("policy_seconds, is_verdict", [(0.040, True), (0.050, False)])
+def test_the_pipe_must_cost_ten_percent_of_the_wall_time(run, policy_seconds, is_verdict):
+    # The pipe costs 5 ms of each 6 ms step: 10.9%, then 8.9%, of the wall time.
+    verdicts = run(measured=True, worker_step_seconds=(0.0005, 0.0005), latency_seconds=0.002,
+                   policy_seconds=policy_seconds, cores=2, busy_processes=3)
+    assert bool(verdicts.of_kind(TRANSPORT_BOUND)) is is_verdict
+
+
+def test_a_pipe_verdict_on_a_file_without_cpu_time_says_the_cpu_was_not_measured(run):
+    verdicts = run(worker_step_seconds=(0.0005, 0.0005), latency_seconds=0.002)
+    transport = only(verdicts, TRANSPORT_BOUND)
+    assert transport.evidence["cpu_contention"] == "not measured in this file"
+    assert "an oversubscribed CPU looks the same" in transport.title
+
+
+# --- the trainer --------------------------------------------------------------------------------------
+
+
+def test_a_slow_policy_is_named_first(run):
+    verdicts = run(measured=True, policy_seconds=0.030, cores=2, busy_processes=5)
+    first = verdicts.verdicts[0]
+    assert first.kind == TRAINER_BOUND
+    assert first.evidence["top_blocks"][0]["block"] == "policy.act"
+    assert first.cost_seconds == pytest.approx(0.300)
+    assert "Speed up policy.act first" in first.suggestion
+
+
+@pytest.mark.parametrize("policy_seconds, is_verdict", [(0.012, False), (0.015, True)])
+def test_the_trainer_must_take_more_than_the_vector_steps(run, policy_seconds, is_verdict):
+    # The steps take 13.5 ms each: a 12 ms policy is 47% of the wall but less than the steps.
+    verdicts = run(measured=True, policy_seconds=policy_seconds)
+    assert bool(verdicts.of_kind(TRAINER_BOUND)) is is_verdict
+
+
+def one_block_run(block_seconds: float) -> dict:
+    """10 s of wall time with one block of ``block_seconds``; the rest is outside any block."""
+    return {"name": "root", "total": 10.0, "count": 1, "self": 10.0 - block_seconds,
+            "children": [{"name": "work", "total": block_seconds, "count": 1, "self": block_seconds,
+                          "children": []}], "gauges": {}, "metadata": {}}
+
+
+@pytest.mark.parametrize("block_seconds, is_verdict", [(3.5, False), (4.5, True)])
+def test_the_trainer_must_take_forty_percent_of_the_wall_time(block_seconds, is_verdict):
+    assert bool(judge_run(one_block_run(block_seconds)).of_kind(TRAINER_BOUND)) is is_verdict
+
+
+def test_a_single_process_run_names_its_slowest_blocks(tmp_path, fake_clock):
+    verdicts = judge_run(load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock)))
+    trainer = only(verdicts, TRAINER_BOUND)
+    assert [block["block"] for block in trainer.evidence["top_blocks"]] == ["backward", "forward", "load"]
+    assert verdicts.cannot_tell == ()
+
+
+# --- the environments ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compute_seconds, is_verdict", [(0.0015, False), (0.004, True)])
+def test_env_compute_must_take_thirty_percent_of_the_wall_time(run, compute_seconds, is_verdict):
+    verdicts = run(measured=True, worker_step_seconds=(compute_seconds,) * 2, cores=4, busy_processes=3)
+    assert bool(verdicts.of_kind(ENV_BOUND)) is is_verdict
+
+
+def test_env_bound_suggests_more_workers_when_cores_are_idle(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 2, cores=4, busy_processes=3)
+    assert "1 of 4 cores are idle: add workers" in only(verdicts, ENV_BOUND).suggestion
+
+
+def test_env_bound_suggests_a_cheaper_env_when_every_core_is_busy(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 2, cores=2, busy_processes=3)
+    assert "Make env.step cheaper" in only(verdicts, ENV_BOUND).suggestion
+
+
+# --- untimed --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("untimed_seconds, is_verdict", [(0.015, False), (0.020, True)])
+def test_time_outside_any_block_is_a_verdict_from_ten_percent(run, untimed_seconds, is_verdict):
+    # The blocks take 165 ms: 15 ms outside them is 8.3%, 20 ms is 10.8%.
+    verdicts = run(measured=True, untimed_seconds=untimed_seconds)
+    assert bool(verdicts.of_kind(UNTIMED)) is is_verdict
+    if is_verdict:
+        assert only(verdicts, UNTIMED).cost_seconds == pytest.approx(untimed_seconds)
+
+
+# --- the list ---------------------------------------------------------------------------------------------
+
+
+def test_verdicts_are_ranked_by_cost_and_findings_come_last(run):
+    verdicts = run(measured=True, untimed_seconds=0.5, worker_step_seconds=(0.0040, 0.0041))
+    costs = [verdict.cost_seconds for verdict in verdicts.verdicts]
+    assert costs == sorted(costs, reverse=True)
+    assert verdicts.kinds[0] == UNTIMED and verdicts.kinds[-1] == WORKERS_BALANCED
+
+
+@pytest.mark.parametrize("name", ["mlagents_timers.json", "mlagents_nested_timers.json"])
+def test_mlagents_files_are_judged_with_what_they_cannot_tell_said(name):
+    verdicts = judge_run(load_timing_tree(DATA / name))
+    assert any("no workers section" in line for line in verdicts.cannot_tell)
+    assert not verdicts.of_kind(STRAGGLER) and not verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+def test_damaged_measurements_are_reported_among_what_cannot_be_told(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True))
+    tree["workers"][2]["critical_path"] = "broken"
+    verdicts = judge_run(tree)
+    assert "worker 2: critical_path is not an object; ignored" in verdicts.cannot_tell
+    assert verdicts.of_kind(STRAGGLER)[0].title.startswith("worker 3 likely holds up")
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"measured": True}, {"measured": True, "cores": 2, "busy_processes": 5,
+                             "worker_step_seconds": (0.008,) * 4, "env_cpu_fraction": 0.5},
+])
+def test_every_verdict_is_strict_json(run, options):
+    document = run(**options).as_dict()
+    assert json.loads(json.dumps(document, allow_nan=False)) == document
+    for verdict in document["verdicts"]:
+        assert set(verdict) == {"kind", "title", "cost_seconds", "share", "evidence", "suggestion"}

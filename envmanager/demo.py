@@ -2,7 +2,9 @@
 
 It trains :class:`~envmanager.reinforce.LinearSoftmaxPolicy` on a Gymnasium environment in worker
 subprocesses, then writes what a user of rlprof gets from any run — the timer JSON, the Chrome /
-Perfetto trace and the HTML report under ``runs/<run_id>/`` — and prints where the time went.
+Perfetto trace and the HTML report under ``runs/<run_id>/`` — and prints ``rlprof analyze``'s
+report of it: the verdicts (what limits the run, from :mod:`profiler.analysis.verdicts`, the same
+ones the report opens with), then where the time went.
 
 The ``rlprof`` command lives in :mod:`profiler.cli`, which must not import ``envmanager``; this
 module joins it as a plugin through the ``rlprof.commands`` entry-point group (see
@@ -124,7 +126,7 @@ def train(
 
 
 def run_demo(arguments: argparse.Namespace) -> int:
-    """The ``rlprof demo`` command: train, write the files, print the summary."""
+    """The ``rlprof demo`` command: train, write the files, print the verdicts and the summary."""
     result = train(
         env_id=arguments.env_id,
         num_envs=arguments.num_envs,

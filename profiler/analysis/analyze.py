@@ -182,13 +182,13 @@ def _workers_text(analysis: RunAnalysis) -> str:
         lines.append("(max: mean of the slowest flush interval; "
                      "the slowest single call when flushing every step)")
     if report.has_critical_path:
-        lines.append("(last: share of vector steps whose last reply was this worker's; waited on: "
-                     "time those steps waited after the second-to-last reply)")
+        lines.append("(last: share of vector steps whose last reply was this worker's;")
+        lines.append(" waited on: the time those steps waited after the second-to-last reply)")
     else:
         lines.append("(last, waited on: this file does not record the critical path)")
     if report.has_cpu_time:
-        lines.append("(env cpu: CPU time of its env work over its wall time; "
-                     "the rest was off the CPU, waiting for a core or sleeping)")
+        lines.append("(env cpu: CPU time of its env work over its wall time; the rest was off")
+        lines.append(" the CPU, waiting for a core or sleeping)")
     else:
         lines.append("(env cpu: this file does not record the workers' CPU time)")
     return "\n".join(lines)

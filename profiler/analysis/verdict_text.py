@@ -41,7 +41,7 @@ def _verdict_lines(number: int, verdict: Verdict, width: int) -> list[str]:
     if verdict.cost_seconds > 0:
         lines.append(f"{_INDENT}costs {format_seconds(verdict.cost_seconds)} "
                      f"({format_percent(verdict.share)} of the wall time)")
-    evidence = ", ".join(f"{key} {format_evidence_value(key, value)}"
+    evidence = "; ".join(f"{key}: {format_evidence_value(key, value)}"
                          for key, value in verdict.evidence.items())
     lines.extend(textwrap.wrap(f"evidence: {evidence}", width, initial_indent=_INDENT,
                                subsequent_indent=_INDENT + "  "))
@@ -60,10 +60,20 @@ def format_evidence_value(key: str, value: Any) -> str:
         return format_percent(value)
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, dict) and set(value) == {"bounds_seconds", "counts"}:
+        return _histogram_text(value["bounds_seconds"], value["counts"])
     if isinstance(value, dict) and all(isinstance(item, float) for item in value.values()):
         return "{" + ", ".join(f"{name}: {format_evidence_value(key, item)}"
                                for name, item in value.items()) + "}"
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        return "; ".join(", ".join(f"{name} {format_evidence_value(name, item)}"
-                                   for name, item in entry.items()) for entry in value)
+        return "[" + "; ".join(", ".join(f"{name} {format_evidence_value(name, item)}"
+                                         for name, item in entry.items()) for entry in value) + "]"
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def _histogram_text(bounds: list[float], counts: list[int]) -> str:
+    """The non-empty buckets of a bounded histogram: ``<100.0 us 12, <300.0 us 3, >=3.00 s 1``."""
+    labels = [f"<{format_seconds(bound)}" for bound in bounds] + [f">={format_seconds(bounds[-1])}"
+                                                                  if bounds else "all"]
+    shown = [f"{label} {count}" for label, count in zip(labels, counts) if count]
+    return "{" + ", ".join(shown) + "}" if shown else "{}"

@@ -18,10 +18,13 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     Otherwise a ``workers_balanced`` finding says so, with the figures. A mean ``env.step`` a few
     percent above the others' never makes a straggler.
 ``cpu_oversubscription``
-    The envs need more CPU per vector step than the cores can give in the time the slowest worker
-    alone would take: the env CPU per step summed over workers, over the cores available, exceeds
-    the busiest worker's own CPU per step. That excess, over every step, is the cost (a lower
-    bound), and it must reach :data:`CPU_MIN_COST_SHARE` of the wall time.
+    More workers than cores, and either the envs need more CPU per vector step than the cores
+    can give in the time the busiest worker alone would take — the env CPU per step summed over
+    workers, over the cores available, exceeds the busiest worker's own CPU per step; that excess
+    over every step is the cost, a lower bound — or, when other programs load the machine too,
+    the workers' env calls spent their wall time off the CPU while their CPU work was a real load
+    on the cores (:data:`CPU_MIN_DEMAND_SHARE`); the mean worker's time off the CPU is then the
+    cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`.
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
@@ -60,6 +63,7 @@ from profiler.analysis.text_format import format_percent, format_seconds
 
 __all__ = [
     "CPU_MIN_COST_SHARE",
+    "CPU_MIN_DEMAND_SHARE",
     "CPU_OVERSUBSCRIPTION",
     "ENV_BOUND",
     "ENV_MIN_SHARE",
@@ -69,6 +73,7 @@ __all__ = [
     "STRAGGLER_LAST_SHARE_BEYOND_FAIR",
     "STRAGGLER_MIN_COMPUTE_EXPLAINED",
     "STRAGGLER_MIN_COST_SHARE",
+    "TRAINER_BLOCK_MIN_SHARE",
     "TRAINER_BOUND",
     "TRAINER_MIN_SHARE",
     "TRAINER_TOP_BLOCKS",
@@ -102,7 +107,13 @@ INFERRED_STRAGGLER_MIN_EXCESS = 0.5
 least 50% longer than the other workers' mean (and the extra costs STRAGGLER_MIN_COST_SHARE)."""
 
 CPU_MIN_COST_SHARE = 0.10
-"""CPU oversubscription is a verdict when the steps' wait for a free core costs 10% of the wall."""
+"""CPU oversubscription is a verdict when the time it costs reaches 10% of the wall time."""
+
+CPU_MIN_DEMAND_SHARE = 0.05
+"""When more workers than cores share the CPU but the cores floor does not explain the wall time
+(other programs load the machine too), the workers' env time off the CPU is read as waiting for a
+core only if their env CPU time is at least 5% of what the cores deliver over the steps: below
+that, env work is too light a load, and its time off the CPU is sleep or I/O."""
 
 TRANSPORT_MIN_SHARE = 0.10
 """The pipe is a verdict when it costs 10% of the wall time (and more than the env compute)."""
@@ -111,7 +122,10 @@ TRAINER_MIN_SHARE = 0.40
 """The trainer's own blocks are a verdict when they take 40% of the wall (and more than the steps)."""
 
 TRAINER_TOP_BLOCKS = 3
-"""How many of the trainer's blocks a trainer_bound verdict names."""
+"""How many of the trainer's blocks a trainer_bound verdict names, at the most."""
+
+TRAINER_BLOCK_MIN_SHARE = 0.01
+"""A trainer_bound verdict names its costliest block, and the next ones from 1% of the wall time."""
 
 ENV_MIN_SHARE = 0.30
 """Env compute is a verdict when it takes 30% of the wall time."""
@@ -372,44 +386,55 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
             "CPU contention: this file does not record the cores the run could use")
         return []
     steps = run.vector_steps
-    if not steps:
-        return []
-    cpu_times = [worker.env_time.cpu_seconds for worker in measurements.workers]  # type: ignore[union-attr]
-    cpu_per_step = sum(cpu_times) / steps
-    busiest_per_step = max(cpu_times) / steps
+    workers = len(measurements.workers)
+    if not steps or workers <= cores:
+        return []  # every worker could have a core of its own
+    env_times = [worker.env_time for worker in measurements.workers if worker.env_time is not None]
+    cpu_per_step = sum(env_time.cpu_seconds for env_time in env_times) / steps
+    busiest_per_step = max(env_time.cpu_seconds for env_time in env_times) / steps
     floor_per_step = cpu_per_step / cores
-    waiting_per_step = floor_per_step - busiest_per_step
-    cost = min(max(0.0, waiting_per_step) * steps, step.total)
-    off_cpu = [worker.env_time.off_cpu_seconds for worker in measurements.workers]  # type: ignore[union-attr]
+    floor_cost = min(max(0.0, floor_per_step - busiest_per_step) * steps, step.total)
+    off_cpu = min(sum(env_time.off_cpu_seconds for env_time in env_times) / workers, step.total)
+    demand = cpu_per_step * step.calls / (cores * step.total) if step.total > 0 else 0.0
     busy = measurements.busy_processes
     evidence = {
         "cores_available": cores,
         "busy_processes": busy,
-        "workers": len(measurements.workers),
+        "workers": workers,
         "vector_steps": steps,
         "env_cpu_per_step_seconds": cpu_per_step,
         "busiest_worker_cpu_per_step_seconds": busiest_per_step,
         "cores_floor_per_step_seconds": floor_per_step,
         "step_wall_per_step_seconds": step.total / step.calls,
-        "env_off_cpu_seconds_mean_worker": sum(off_cpu) / len(off_cpu),
+        "env_cpu_share_of_cores": demand,
+        "env_off_cpu_seconds_mean_worker": off_cpu,
         "env_cpu_share_of_env_wall": _cpu_share(measurements.workers),
     }
-    if (run.share(cost) or 0.0) < CPU_MIN_COST_SHARE:
-        return []
-    workers = len(measurements.workers)
-    envs = max(workers, round(sum(worker.env_step_calls for worker in measurements.workers) / steps))
-    per_worker = math.ceil(envs / cores)
     crowd = (f"{busy} busy processes (workers and trainer) share {cores} cores"
              if busy is not None else f"{workers} workers share {cores} cores")
+    if (run.share(floor_cost) or 0.0) >= CPU_MIN_COST_SHARE:
+        cost = floor_cost
+        evidence["measured_by"] = "cores floor"
+        title = (f"the CPU is the limit: the envs need {format_seconds(cpu_per_step)} of CPU per "
+                 f"vector step, {crowd}, so a step takes at least {format_seconds(floor_per_step)} "
+                 f"where the busiest worker alone needs {format_seconds(busiest_per_step)}")
+    elif (demand >= CPU_MIN_DEMAND_SHARE
+            and (run.share(off_cpu) or 0.0) >= CPU_MIN_COST_SHARE):
+        cost = off_cpu
+        evidence["measured_by"] = "time off the CPU"
+        title = (f"the CPU is likely the limit: {crowd}, and the workers' env calls spent "
+                 f"{format_percent(1.0 - (_cpu_share(measurements.workers) or 0.0))} of their wall "
+                 "time off the CPU (waiting for a core; or sleeping, if the env sleeps or waits "
+                 "on I/O)")
+    else:
+        return []
+    envs = max(workers, round(sum(worker.env_step_calls for worker in measurements.workers) / steps))
     return [run.verdict(
-        CPU_OVERSUBSCRIPTION,
-        f"the CPU is the limit: the envs need {format_seconds(cpu_per_step)} of CPU per vector "
-        f"step, {crowd}, so a step takes at least {format_seconds(floor_per_step)} where the "
-        f"busiest worker alone needs {format_seconds(busiest_per_step)}",
-        cost, evidence,
+        CPU_OVERSUBSCRIPTION, title, cost, evidence,
         f"More workers will not help, and the pipe is not the problem. Run as many worker "
-        f"processes as cores: {min(workers, cores)} workers with envs_per_worker={per_worker} "
-        f"for {envs} envs; or give the run more cores, or make env.step cheaper.")]
+        f"processes as cores: {cores} workers with envs_per_worker={math.ceil(envs / cores)} "
+        f"for {envs} envs; or give the run more cores (other programs on the machine take "
+        f"them too), or make env.step cheaper.")]
 
 
 def _cpu_share(workers: list[WorkerMeasurements]) -> float | None:
@@ -451,16 +476,22 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     }
     caveat = ("" if cpu_measured else " (this file does not record env CPU time: an oversubscribed "
               "CPU looks the same from the trainer)")
-    if cores is not None:
+    if step.workers == 1:
+        round_trips = ("one worker already carries every env: the round trip itself outweighs "
+                       "these envs, so step them in the trainer process (gymnasium's "
+                       "SyncVectorEnv) or give each step more envs")
+    elif cores is not None:
         per_worker = max(2, math.ceil(envs / cores))
-        advice = [f"envs_per_worker={per_worker} (one round trip then carries {per_worker} envs; "
-                  f"{math.ceil(envs / per_worker)} processes for {envs} envs on {cores} cores)"]
+        round_trips = (f"envs_per_worker={per_worker} (one round trip then carries {per_worker} "
+                       f"envs; {math.ceil(envs / per_worker)} processes for {envs} envs on "
+                       f"{cores} cores)")
     else:
-        advice = ["envs_per_worker=k, about envs / cores (one round trip then carries k envs)"]
-    if receive >= send:
-        advice.append("shared_memory=True if it is off (array observations then skip the pipe)")
-        advice.append("smaller observations (crop, downsample, uint8) since receiving and "
-                      "decoding them is most of the transport")
+        round_trips = "envs_per_worker=k, about envs / cores (one round trip then carries k envs)"
+    receive_share = receive / transport if transport > 0 else 0.0
+    data = (f"shared_memory=True if it is off (array observations then skip the pipe) and "
+            f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
+            f"{format_percent(receive_share)} of the transport")
+    advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,
         f"the pipe is the limit: sending, receiving and the wait beyond the workers' compute take "
@@ -511,7 +542,9 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
     steps = sum(breakdown.total for breakdown in run.breakdowns)
     if (run.share(trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:
         return []
-    top = sorted(blocks.items(), key=lambda item: (-item[1], item[0]))[:TRAINER_TOP_BLOCKS]
+    ranked = sorted(blocks.items(), key=lambda item: (-item[1], item[0]))
+    top = [ranked[0]] + [(name, seconds) for name, seconds in ranked[1:TRAINER_TOP_BLOCKS]
+                         if (run.share(seconds) or 0.0) >= TRAINER_BLOCK_MIN_SHARE]
     named = ", ".join(f"{name} ({format_percent(run.share(seconds))})" for name, seconds in top)
     first, first_seconds = top[0]
     evidence = {

@@ -7,6 +7,8 @@ import json
 
 from envmanager.demo import train
 from profiler import load_timing_tree
+from profiler.analysis.verdict_text import verdicts_as_text
+from profiler.analysis.verdicts import judge_run
 from profiler.cli import main
 
 
@@ -66,3 +68,14 @@ def test_rlprof_demo_prints_where_the_step_time_went(tmp_path, capsys):
     assert "Where the env_manager.step time went" in printed
     assert "Per worker" in printed
     assert (tmp_path / "cli" / "cli_timers.json").exists()
+
+
+def test_rlprof_demo_prints_the_verdicts_of_the_run_it_wrote(tmp_path, capsys):
+    assert main([
+        "demo", "--num-envs", "2", "--steps", "40", "--output", str(tmp_path),
+        "--run-id", "verdicts", "--no-progress",
+    ]) == 0
+    printed = capsys.readouterr().out
+    verdicts = judge_run(load_timing_tree(tmp_path / "verdicts" / "verdicts_timers.json"))
+    assert verdicts_as_text(verdicts) in printed
+    assert printed.index("Verdicts (what limits this run") < printed.index("Where the env_manager")

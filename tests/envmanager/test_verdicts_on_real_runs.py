@@ -1,0 +1,132 @@
+"""Specification of the verdicts on real runs: worker processes, pipes and envs, built to show one
+limit each (see verdict_runs.py). A verdict must hold on the run built to show it, and must not
+appear on the runs built not to.
+
+Each run is built once per module and judged by the same engine ``rlprof analyze`` uses.
+"""
+
+from __future__ import annotations
+
+import pytest
+from verdict_runs import (
+    PINNED_CORES,
+    PLANTED_DELAYS,
+    PLANTED_STEPS,
+    cpu_oversubscribed_run,
+    identical_cartpoles_run,
+    large_observations_run,
+    planted_straggler_run,
+    slow_policy_run,
+)
+
+from profiler.analysis.verdicts import (
+    CPU_OVERSUBSCRIPTION,
+    STRAGGLER,
+    TRAINER_BOUND,
+    TRANSPORT_BOUND,
+    WORKERS_BALANCED,
+    judge_run,
+)
+
+
+@pytest.fixture(scope="module")
+def cpu_bound():
+    return judge_run(cpu_oversubscribed_run())
+
+
+@pytest.fixture(scope="module")
+def planted_straggler():
+    return judge_run(planted_straggler_run())
+
+
+@pytest.fixture(scope="module")
+def large_observations():
+    return judge_run(large_observations_run())
+
+
+@pytest.fixture(scope="module")
+def slow_policy():
+    return judge_run(slow_policy_run())
+
+
+@pytest.fixture(scope="module")
+def identical_cartpoles():
+    return judge_run(identical_cartpoles_run())
+
+
+def only(verdicts, kind):
+    (verdict,) = verdicts.of_kind(kind)
+    return verdict
+
+
+# --- identical CPU-bound envs, more workers than cores ---------------------------------------------
+
+
+def test_cpu_bound_envs_oversubscribing_the_cores_make_the_cpu_the_first_verdict(cpu_bound):
+    assert cpu_bound.kinds[0] == CPU_OVERSUBSCRIPTION
+    evidence = cpu_bound.verdicts[0].evidence
+    assert (evidence["cores_available"], evidence["workers"]) == (PINNED_CORES, 6)
+    assert evidence["busy_processes"] == 7
+
+
+def test_cpu_bound_envs_oversubscribing_the_cores_are_not_blamed_on_the_pipe(cpu_bound):
+    assert not cpu_bound.of_kind(TRANSPORT_BOUND)
+
+
+def test_identical_cpu_bound_envs_have_no_straggler(cpu_bound):
+    assert not cpu_bound.of_kind(STRAGGLER)
+    assert cpu_bound.of_kind(WORKERS_BALANCED)
+
+
+# --- one env 6x slower ------------------------------------------------------------------------------
+
+
+def test_a_planted_slow_worker_is_named_with_what_it_costs(planted_straggler):
+    straggler = only(planted_straggler, STRAGGLER)
+    assert straggler.evidence["worker_id"] == 3
+    planted = PLANTED_STEPS * (PLANTED_DELAYS[3] - PLANTED_DELAYS[0])
+    assert straggler.cost_seconds >= planted / 4  # most of it, on a loaded machine
+    assert straggler.share > 0
+
+
+def test_sleeping_envs_are_not_called_a_cpu_limit(planted_straggler):
+    assert not planted_straggler.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+# --- large observations through the pipe ---------------------------------------------------------
+
+
+def test_large_observations_without_shared_memory_blame_the_transport(large_observations):
+    transport = only(large_observations, TRANSPORT_BOUND)
+    assert transport.evidence["cpu_contention"] == "not the limit"
+    assert "shared_memory=True" in transport.suggestion
+
+
+def test_large_observations_are_not_a_cpu_limit_nor_a_straggler(large_observations):
+    assert not large_observations.of_kind(CPU_OVERSUBSCRIPTION)
+    assert not large_observations.of_kind(STRAGGLER)
+
+
+# --- a slow policy ------------------------------------------------------------------------------------
+
+
+def test_a_slow_policy_is_named_first(slow_policy):
+    first = slow_policy.verdicts[0]
+    assert first.kind == TRAINER_BOUND
+    assert first.evidence["top_blocks"][0]["block"] == "policy.act"
+
+
+def test_a_slow_policy_is_not_blamed_on_the_workers(slow_policy):
+    assert not slow_policy.of_kind(STRAGGLER) and not slow_policy.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+# --- identical envs over many steps: the PPO false-straggler case ------------------------------------
+
+
+def test_identical_envs_over_many_steps_never_make_a_straggler(identical_cartpoles):
+    assert not identical_cartpoles.of_kind(STRAGGLER)
+    assert only(identical_cartpoles, WORKERS_BALANCED).title.startswith("workers are balanced")
+
+
+def test_envs_with_little_cpu_work_are_not_a_cpu_limit(identical_cartpoles):
+    assert not identical_cartpoles.of_kind(CPU_OVERSUBSCRIPTION)

@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import block_rows, select_blocks
-from profiler.analysis.step_time import step_breakdowns, worker_report
+from profiler.analysis.step_time import step_breakdowns
+from profiler.analysis.worker_report import worker_report
 from profiler.timer_json import normalize_timing_tree
 from profiler.timer_tree import get_timer_tree
 from profiler.timers import TimerStack
@@ -74,16 +75,10 @@ def scalars_of_tree(
     report = worker_report(tree)
     for worker in report.workers if report is not None else []:
         figures[f"{prefix}worker_step_seconds/worker_{worker.worker_id}"] = worker.mean
-    steps = [breakdown for breakdown in step_breakdowns(tree) if _is_a_step(breakdown.block)]
+    steps = [breakdown for breakdown in step_breakdowns(tree) if breakdown.is_vector_step]
     if steps and wall > 0:
         figures[f"{prefix}vector_steps_per_second"] = sum(step.calls for step in steps) / wall
         env_steps = sum(step.worker_calls for step in steps)
         if env_steps:
             figures[f"{prefix}env_steps_per_second"] = env_steps / wall
     return figures
-
-
-def _is_a_step(block: str) -> bool:
-    """Whether a vectorized block is a step (``env_manager.step``, ``vector.step``, ML-Agents'
-    ``env_step``) rather than a reset: the step layouts name both kinds by that last word."""
-    return block.endswith("step")

@@ -40,6 +40,8 @@ __all__ = [
     "ProgramEnd",
     "RunError",
     "RunFiles",
+    "default_summaries_dir",
+    "exit_like",
     "run_program",
     "split_run_arguments",
 ]
@@ -105,6 +107,17 @@ class RunFiles:
     trace: Path | None = None
     report: Path | None = None
     problems: list[str] = field(default_factory=list)
+
+    def shown_from(self, folder: Path) -> RunFiles:
+        """The same files, named relative to ``folder`` where they are inside it."""
+
+        def shown(path: Path | None) -> Path | None:
+            if path is None or not path.is_relative_to(folder):
+                return path
+            return path.relative_to(folder)
+
+        return RunFiles(timers=shown(self.timers) or self.timers, trace=shown(self.trace),
+                        report=shown(self.report), problems=self.problems)
 
 
 class _Terminated(BaseException):
@@ -174,6 +187,8 @@ def run_program(
         run_dir.mkdir(parents=True, exist_ok=True)  # a bad folder is refused before the run, not after
     except OSError as error:
         raise RunError(f"cannot create the summaries folder {str(run_dir)!r}: {error.strerror or error}") from None
+    shown_from = Path.cwd()
+    run_dir = run_dir.absolute()  # the program may change the working folder
     substitution = _substitute_vector_envs(vector_env) if vector_env else None
     report_to = report_to or sys.stderr
     timers.reset_timers()
@@ -187,13 +202,13 @@ def run_program(
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()
-                files = _write_files(run_dir, run_id)
+                files, tree = _write_files(run_dir, run_id)
     finally:
         if timeline:
             events.stop_recording()
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
-    _report(program, end, files, report_to)
+    _report(program, end, files.shown_from(shown_from), tree, report_to)
     return end
 
 
@@ -308,8 +323,9 @@ def _close_managers(substitution: Any, report_to: TextIO) -> None:
               file=report_to)
 
 
-def _write_files(run_dir: Path, run_id: str) -> RunFiles:
-    """The timers first (the one file everything else is made from), then the trace and report."""
+def _write_files(run_dir: Path, run_id: str) -> tuple[RunFiles, dict[str, Any]]:
+    """The timers first, then the trace and the report made from the file written (so all three
+    agree); returns the files and the tree read back."""
     try:
         files = RunFiles(timers=write_timing_tree(timers_json_path(run_dir, run_id)))
     except OSError as error:
@@ -325,11 +341,12 @@ def _write_files(run_dir: Path, run_id: str) -> RunFiles:
             setattr(files, attribute, write_export(tree, format_name, run_dir / file_name))
         except (OSError, ValueError) as error:
             files.problems.append(f"cannot write the {attribute}: {error}")
-    return files
+    return files, tree
 
 
-def _report(program: Program, end: ProgramEnd, files: RunFiles, report_to: TextIO) -> None:
-    tree = load_timing_tree(files.timers)
+def _report(
+    program: Program, end: ProgramEnd, files: RunFiles, tree: dict[str, Any], report_to: TextIO
+) -> None:
     analysis = analyze_run(tree, AnalyzeOptions(top=_ANALYSIS_TOP))
     print(f"\nrlprof: {program.target} {end.describe()}", file=report_to)
     print(render_analysis(analysis, title=program.target), file=report_to)

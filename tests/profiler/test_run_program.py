@@ -220,3 +220,12 @@ def test_a_summaries_folder_that_cannot_be_made_is_refused_before_the_run(tmp_pa
     assert result.returncode == 2
     assert result.stderr.startswith("rlprof: error: run: cannot create the summaries folder 'taken/out'")
     assert result.stdout == ""
+
+
+def test_the_files_go_where_asked_even_when_the_program_changes_folder(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    script = write_script(tmp_path, "wanders.py", "import os; os.chdir('elsewhere')\n")
+    result = rlprof_run("--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "wanders_timers.json").is_file()
+    assert "rlprof: timers  out/wanders_timers.json" in result.stderr

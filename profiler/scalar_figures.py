@@ -18,7 +18,10 @@ The names, each after ``prefix`` (``"rlprof/"`` by default):
 * ``worker_step_seconds/worker_<id>`` — each environment worker's mean ``env.step`` time;
 * ``vector_steps_per_second`` and ``env_steps_per_second`` — vectorized steps and the
   environment steps inside them (each worker's step, autoresets included), per second of wall
-  time.
+  time;
+* ``verdict_cost_seconds/<kind>`` and ``verdict_wall_share/<kind>`` — for each verdict of
+  :mod:`profiler.analysis.verdicts` the run has (``straggler``, ``transport_bound``...), the wall
+  time it costs and that cost's share of the wall time: what ``rlprof analyze`` would say now.
 
 A figure that does not exist in the run (no workers, a zero wall time) is left out, never
 written as 0 or NaN.
@@ -29,7 +32,9 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import block_rows, select_blocks
+from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import step_breakdowns
+from profiler.analysis.verdicts import judge_run
 from profiler.analysis.worker_report import worker_report
 from profiler.timer_json import normalize_timing_tree
 from profiler.timer_tree import get_timer_tree
@@ -72,13 +77,21 @@ def scalars_of_tree(
         share = block.share_of(wall)
         if share is not None:
             figures[f"{prefix}block_wall_share/{block.label}"] = share
-    report = worker_report(tree)
+    measurements = read_measurements(tree)
+    report = worker_report(tree, measurements=measurements)
     for worker in report.workers if report is not None else []:
         figures[f"{prefix}worker_step_seconds/worker_{worker.worker_id}"] = worker.mean
-    steps = [breakdown for breakdown in step_breakdowns(tree) if breakdown.is_vector_step]
+    breakdowns = step_breakdowns(tree, measurements)
+    steps = [breakdown for breakdown in breakdowns if breakdown.is_vector_step]
     if steps and wall > 0:
         figures[f"{prefix}vector_steps_per_second"] = sum(step.calls for step in steps) / wall
         env_steps = sum(step.worker_calls for step in steps)
         if env_steps:
             figures[f"{prefix}env_steps_per_second"] = env_steps / wall
+    for verdict in judge_run(tree, measurements, breakdowns).verdicts:
+        cost = f"{prefix}verdict_cost_seconds/{verdict.kind}"
+        figures[cost] = figures.get(cost, 0.0) + verdict.cost_seconds
+        if verdict.share is not None:
+            share = f"{prefix}verdict_wall_share/{verdict.kind}"
+            figures[share] = figures.get(share, 0.0) + verdict.share
     return figures

@@ -10,6 +10,7 @@ from run_files import POLICY_SECONDS, STEPS, WORKER_STEP_SECONDS, write_plain_ru
 
 import profiler
 from profiler import get_timer_tree, hierarchical_timer, load_timing_tree
+from profiler.analysis.verdicts import judge_run
 from profiler.scalar_figures import scalars_of_tree
 from profiler.timer_json import normalize_timing_tree
 
@@ -87,3 +88,15 @@ def test_a_run_of_zero_wall_time_has_no_shares(fake_clock):
     figures = profiler.scalars()
     assert "rlprof/block_wall_share/instant" not in figures
     assert figures["rlprof/block_mean_seconds/instant"] == 0.0
+
+
+def test_each_verdict_has_its_cost_and_share_of_the_wall(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock))
+    verdicts = judge_run(tree).verdicts
+    assert verdicts, "the planted slow worker gives at least one verdict"
+    figures = scalars_of_tree(tree)
+    for verdict in verdicts:
+        assert figures[f"rlprof/verdict_cost_seconds/{verdict.kind}"] == pytest.approx(verdict.cost_seconds)
+        assert figures[f"rlprof/verdict_wall_share/{verdict.kind}"] == pytest.approx(verdict.share)
+    assert len([name for name in figures if "/verdict_cost_seconds/" in name]) == len(
+        {verdict.kind for verdict in verdicts})

@@ -191,7 +191,8 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--top", type=_top_count, default=20, metavar="N",
                         help="show the N first blocks (default 20; 0 for all)")
     parser.add_argument("--order-by", choices=ANALYZE_ORDER_KEYS, default="total",
-                        help="order blocks by this figure, largest first (default total)")
+                        help="order blocks by this figure, largest first (default total); "
+                        "min and max are the shortest and longest single call")
     parser.add_argument("--aggregate-by", choices=("name",), default=None,
                         help="sum the blocks of one name wherever they are in the tree")
     parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
@@ -213,7 +214,11 @@ def _run_analyze(arguments: argparse.Namespace) -> int:
         min_time=arguments.min_time,
         pattern=arguments.filter,
     )
-    text = render_analysis(analyze_run(tree, options), arguments.format, title=arguments.run_path)
+    try:
+        analysis = analyze_run(tree, options)
+    except ValueError as error:  # e.g. --order-by max on a file that records no per-call max
+        raise CommandError(f"{arguments.run_path}: {error}") from None
+    text = render_analysis(analysis, arguments.format, title=arguments.run_path)
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
 

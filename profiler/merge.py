@@ -140,6 +140,8 @@ class _WorkerRecord:
             "total": self.covered,
             "count": 1,
             "self": self.root.self_time_within(self.covered),
+            "min": self.covered,
+            "max": self.covered,
             "children": [child.to_dict(1) for child in self.root.children.values()],
             "gauges": {name: gauge.to_dict() for name, gauge in self.gauges.items()},
             "payloads": self.payloads,
@@ -324,16 +326,14 @@ def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ..
     """Add payload blocks under ``anchor`` in the trainer's tree, marked ``is_parallel``, and
     into the worker's own tree, keeping each worker node's peak mean per payload. One walk for
     both trees: this loop is most of the trainer's merge cost."""
-    for name, total, count, errors, children in blocks:
+    for name, total, count, errors, extremes, children in blocks:
+        # No extremes: no call closed, or a single call that lasted the whole total.
+        minimum, maximum = extremes if extremes is not None else (total, total)
         merged = anchor.children.get(name) or anchor.get_child(name)
-        merged.total += total
-        merged.count += count
-        merged.errors += errors
+        merged.add_runs(total, count, errors, minimum, maximum)
         merged.is_parallel = True
         own = worker_node.children.get(name) or worker_node.get_child(name)
-        own.total += total
-        own.count += count
-        own.errors += errors
+        own.add_runs(total, count, errors, minimum, maximum)
         if count and total / count > own.peak_mean:
             own.peak_mean = total / count
         if children:

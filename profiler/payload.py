@@ -6,12 +6,13 @@ the pipe it already uses, and starts counting afresh. The payload holds only tup
 ints, floats and None, so it pickles small and fast and the trainer can validate every field
 before merging anything (see :func:`validate_payload` and ``profiler.merge``).
 
-Layout, version 1 (a tuple; readers unpack it by position)::
+Layout, version 2 (a tuple; readers unpack it by position)::
 
-    ("rlprof.timers", 1, pid, stream_id, sequence, window_start, window_end,
+    ("rlprof.timers", 2, pid, stream_id, sequence, window_start, window_end,
      blocks, gauges, timeline)
 
-    blocks   = ((name, total_s, count, errors, blocks), ...)   # the top-level blocks, nested
+    blocks   = ((name, total_s, count, errors, extremes, blocks), ...)   # top level, nested
+    extremes = None | (min_s, max_s)
     gauges   = ((name, value, min, max, count), ...)
     timeline = None | (host, clock_origin, thread_name,
                        ((name, start, end), ...),            # spans, worker clock
@@ -29,10 +30,17 @@ lies inside the window goes into this payload's ``total``; the rest goes into a 
 totals over any run of payloads add up to the real time, counts to the real number of calls, and
 an outer block around a worker's whole loop still reports its time at every flush. An open
 block whose run has not closed yet appears with ``count`` 0.
+
+``extremes`` holds the shortest and longest single call among the ``count`` calls that closed in
+the window (a split run counts whole, in the window where it closes, so ``max_s`` may exceed that
+window's ``total_s``). It is None when it would say nothing the other fields do not: no call
+closed (``count`` 0), or one call that lasted exactly ``total_s``, by far the most common block of
+a payload flushed every step. Version 1 had no per-call extremes.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -53,7 +61,7 @@ __all__ = [
 ]
 
 PAYLOAD_TAG = "rlprof.timers"
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
@@ -113,7 +121,8 @@ def _flush_children(
         total = _flush_node(child, open_blocks, at)
         grandchildren = _flush_children(child, open_blocks, at, depth + 1) if child.children else ()
         if child.count or total or grandchildren:
-            encoded.append((child.name, total, child.count, child.errors, grandchildren))
+            extremes = _extremes(child, total)
+            encoded.append((child.name, total, child.count, child.errors, extremes, grandchildren))
         _zero(child, open_blocks, at)
     return tuple(encoded)
 
@@ -125,13 +134,22 @@ def _flush_node(node: TimerNode, open_blocks: list[TimerNode], at: float) -> flo
     return node.total
 
 
+def _extremes(node: TimerNode, total: float) -> tuple[float, float] | None:
+    """The node's (min, max) per call for the payload; None where implied, to keep the most
+    common payload small (see the module docstring)."""
+    count = node.count
+    if count == 0 or (count == 1 and node.min == total):
+        return None
+    return (node.min, node.max)
+
+
 def _zero(node: TimerNode, open_blocks: list[TimerNode], at: float) -> None:
     # An open block will add its whole run when it closes; starting from minus the part reported
     # now, it ends up with only the part after this flush. Its start time stays untouched, so a
     # recorded span still covers the whole run and nests correctly.
-    node.total = -node.running_for(at) if open_blocks and node in open_blocks else 0.0
-    node.count = 0
-    node.errors = 0
+    node.clear_runs()
+    if open_blocks and node in open_blocks:
+        node.total = -node.running_for(at)
 
 
 def _fold_deep_blocks(
@@ -146,10 +164,13 @@ def _fold_deep_blocks(
     not make the flush itself hit the recursion limit.
     """
     total, count, errors = 0.0, 0, 0
+    minimum, maximum = math.inf, 0.0
     for child in node.children.values():
         total += _flush_node(child, open_blocks, at)
         count += child.count
         errors += child.errors
+        if child.count:
+            minimum, maximum = min(minimum, child.min), max(maximum, child.max)
     pending = list(node.children.values())
     while pending:
         deeper = pending.pop()
@@ -157,7 +178,8 @@ def _fold_deep_blocks(
         _zero(deeper, open_blocks, at)
     if not (count or total):
         return ()
-    return ((FOLDED_BLOCK_NAME, total, count, errors, ()),)
+    extremes = (minimum, maximum) if count > 1 or (count == 1 and minimum != total) else None
+    return ((FOLDED_BLOCK_NAME, total, count, errors, extremes, ()),)
 
 
 class WorkerTimers:
@@ -225,7 +247,9 @@ def validate_payload(payload: Any) -> None:
             f"{PAYLOAD_VERSION} (are the worker and the trainer running different rlprof versions?)"
         )
     if len(payload) != 10:
-        raise PayloadError(f"timer payload has {len(payload)} fields, version 1 has 10")
+        raise PayloadError(
+            f"timer payload has {len(payload)} fields, version {PAYLOAD_VERSION} has 10"
+        )
     _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline = payload
     _whole(pid, "pid", minimum=1)
     _whole(stream_id, "stream_id", minimum=0)
@@ -269,9 +293,12 @@ def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
     if type(blocks) is not tuple and type(blocks) is not list:
         _sequence(blocks, where)
     for block in blocks:
-        if (type(block) is not tuple and type(block) is not list) or len(block) != 5:
-            raise PayloadError(f"{where}: a block is (name, total, count, errors, children), got {block!r:.80}")
-        name, total, count, errors, children = block
+        if (type(block) is not tuple and type(block) is not list) or len(block) != 6:
+            raise PayloadError(
+                f"{where}: a block is (name, total, count, errors, extremes, children), "
+                f"got {block!r:.80}"
+            )
+        name, total, count, errors, extremes, children = block
         if not (
             type(name) is str
             and name
@@ -288,10 +315,27 @@ def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
                 raise PayloadError(f"{where}/{name}.total: {total!r} s is more than {MAX_SECONDS:g} s")
             _whole(count, f"{where}/{name}.count", minimum=0)
             _whole(errors, f"{where}/{name}.errors", minimum=0)
+        if extremes is not None or count > 1:
+            _validate_extremes(extremes, f"{where}/{name}")
         if children:
             _validate_blocks(children, f"{where}/{name}", depth + 1)
         elif type(children) is not tuple and type(children) is not list:
             _sequence(children, f"{where}/{name}")
+
+
+def _validate_extremes(extremes: Any, where: str) -> None:
+    if (type(extremes) is not tuple and type(extremes) is not list) or len(extremes) != 2:
+        raise PayloadError(
+            f"{where}.extremes: must be (min, max), or None for fewer than two calls, "
+            f"got {extremes!r:.80}"
+        )
+    minimum, maximum = extremes
+    _time(minimum, f"{where}.min")
+    _time(maximum, f"{where}.max")
+    if minimum > maximum:
+        raise PayloadError(
+            f"{where}: the shortest call ({minimum!r} s) is longer than the longest ({maximum!r} s)"
+        )
 
 
 def _validate_timeline(timeline: Any) -> None:

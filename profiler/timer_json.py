@@ -234,6 +234,8 @@ class _Reader:
             "count": count,
             "self": _seconds(node["self"], f"{where}.self") if "self" in node else max(0.0, total - nested),
         }
+        if "min" in node or "max" in node:
+            normalized.update(_per_call_extremes(node, where))
         errors = node.get("errors", 0)
         if errors:
             normalized["errors"] = _whole(errors, f"{where}.errors")
@@ -404,6 +406,18 @@ def _whole(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
         raise TimerFileError(f"{where}: must be a whole number from 0 to 2**63-1, got {_short(value)}")
     return value
+
+
+def _per_call_extremes(node: dict[str, Any], where: str) -> dict[str, float]:
+    """A node's shortest and longest single call: both or neither, the shortest first."""
+    if "min" not in node or "max" not in node:
+        present, missing = ("min", "max") if "min" in node else ("max", "min")
+        raise TimerFileError(f"{where}: has '{present}' but no '{missing}'")
+    minimum = _seconds(node["min"], f"{where}.min")
+    maximum = _seconds(node["max"], f"{where}.max")
+    if minimum > maximum:
+        raise TimerFileError(f"{where}: min ({minimum!r}) is greater than max ({maximum!r})")
+    return {"min": minimum, "max": maximum}
 
 
 def _children_of(node: dict[str, Any], where: str) -> list[tuple[Any, Any]]:

@@ -45,6 +45,12 @@ def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
         thread_node.add(other.root, parallel=True)
         thread_node.count = other.ended_threads or 1
         thread_node.total = sum(child.total for child in other.root.children.values())
+        # One run per thread: its outermost blocks back to back. A group of ended threads keeps
+        # the shortest and longest of its threads' runs on its root (see timers._StackRegistry).
+        if other.holds_ended_threads:
+            thread_node.min, thread_node.max = other.root.min, other.root.max
+        else:
+            thread_node.min = thread_node.max = thread_node.total
         nodes.append(thread_node.to_dict(1))
     return nodes
 
@@ -71,6 +77,8 @@ def get_timer_tree(
     tree["total"] = stack.elapsed()
     tree["count"] = 1
     tree["self"] = root.self_time_within(tree["total"])
+    # The root's single run is the whole run so far.
+    tree["min"] = tree["max"] = tree["total"]
     if include_threads:
         tree["children"].extend(_other_thread_nodes(stack))
     # list() because a merger may add worker gauges from its receiver thread meanwhile.

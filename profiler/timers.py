@@ -23,6 +23,7 @@ module imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import os
 import platform
@@ -90,6 +91,8 @@ class TimerNode:
         "total",
         "count",
         "errors",
+        "min",
+        "max",
         "is_parallel",
         "peak_mean",
         "_stack",
@@ -107,6 +110,11 @@ class TimerNode:
         self.total = 0.0
         self.count = 0
         self.errors = 0
+        # The shortest and longest single call since the last reset or flush. ``min`` starts at
+        # infinity so the first call sets it without a test for "first"; nothing reads it while
+        # ``count`` is 0 (see to_dict).
+        self.min = math.inf
+        self.max = 0.0
         self.is_parallel = False
         # Only trees merged from worker payloads fill this in: the highest mean time per call
         # within a single payload (see profiler.merge).
@@ -114,42 +122,41 @@ class TimerNode:
         self._stack = stack
         self._start = 0.0
 
-    # The clock is bound as a default argument because a local lookup is measurably cheaper than
-    # a global one on this path (see benchmarks/timer_overhead.py).
-    def __enter__(self, _clock: Callable[[], float] = _clock) -> TimerNode:
+    # The clock is read through the module global ``_clock`` rather than bound as a default
+    # argument: a method with no defaults is called through the interpreter's cheapest path
+    # (see benchmarks/timer_overhead.py), and set_clock only has to rebind one name.
+    def __enter__(self) -> TimerNode:
         self._stack.current = self
         self._start = _clock()
         return self
 
-    def __exit__(
-        self,
-        exc_type: Any,
-        exc_value: Any,
-        traceback: Any,
-        _clock: Callable[[], float] = _clock,
-    ) -> None:
-        self.total += _clock() - self._start
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        elapsed = _clock() - self._start
+        self._stack.current = self.parent  # type: ignore[assignment]
+        self.total += elapsed
         self.count += 1
+        if elapsed > self.max:
+            self.max = elapsed
+        if elapsed < self.min:
+            self.min = elapsed
         if exc_type is not None:
             self.errors += 1
-        self._stack.current = self.parent  # type: ignore[assignment]
 
     # While timeline recording is on, profiler.events installs this as ``__exit__``: a separate
     # method rather than a branch in the plain one, so that recording off costs nothing.
-    def _exit_and_record(
-        self,
-        exc_type: Any,
-        exc_value: Any,
-        traceback: Any,
-        _clock: Callable[[], float] = _clock,
-    ) -> None:
+    def _exit_and_record(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         end = _clock()
-        self.total += end - self._start
-        self.count += 1
-        if exc_type is not None:
-            self.errors += 1
+        elapsed = end - self._start
         stack = self._stack
         stack.current = self.parent  # type: ignore[assignment]
+        self.total += elapsed
+        self.count += 1
+        if elapsed > self.max:
+            self.max = elapsed
+        if elapsed < self.min:
+            self.min = elapsed
+        if exc_type is not None:
+            self.errors += 1
         timeline = stack.timeline
         if timeline is not None:
             timeline.spans.append((self.name, self._start, end))
@@ -196,8 +203,7 @@ class TimerNode:
         For code that times a block itself, between :meth:`TimerStack.push` and
         :meth:`TimerStack.pop`; ``with hierarchical_timer(...)`` does this on its own.
         """
-        self.total += elapsed
-        self.count += 1
+        self.add_runs(elapsed, 1, 0, elapsed, elapsed)
 
     def merge(self, other: TimerNode, root_name: str | None = None, is_parallel: bool = True) -> None:
         """Add ``other``'s tree into this one, as ML-Agents' ``TimerNode.merge`` does.
@@ -237,12 +243,35 @@ class TimerNode:
 
         ``parallel`` marks every node it touches as having run beside, not inside, its parent.
         """
-        self.total += other.total
-        self.count += other.count
-        self.errors += other.errors
+        self.add_runs(other.total, other.count, other.errors, other.min, other.max)
         self.is_parallel = self.is_parallel or parallel or other.is_parallel
         for name, other_child in list(other.children.items()):
             self.get_child(name).add(other_child, parallel=parallel)
+
+    def add_runs(
+        self, total: float, count: int, errors: int, minimum: float, maximum: float
+    ) -> None:
+        """Fold in ``count`` runs timed elsewhere (another thread, a worker's payload).
+
+        Totals, counts and errors add up; the per-call extremes are the extremes of both sides.
+        ``minimum`` and ``maximum`` are ignored when ``count`` is 0: such a side has no run.
+        """
+        self.total += total
+        self.count += count
+        self.errors += errors
+        if count:
+            if minimum < self.min:
+                self.min = minimum
+            if maximum > self.max:
+                self.max = maximum
+
+    def clear_runs(self) -> None:
+        """Forget the runs counted so far (a flush): the node and its children stay in the tree."""
+        self.total = 0.0
+        self.count = 0
+        self.errors = 0
+        self.min = math.inf
+        self.max = 0.0
 
     def walk(self) -> Iterator[TimerNode]:
         """Yield this node and every descendant, parents before children."""
@@ -263,6 +292,11 @@ class TimerNode:
             "count": self.count,
             "self": self.self_time,
         }
+        # A node whose count was raised without its extremes (code adding to ``count`` by hand)
+        # still has min at infinity: it is written without them rather than as invalid JSON.
+        if self.count and self.min <= self.max:
+            result["min"] = self.min
+            result["max"] = self.max
         if self.errors:
             result["errors"] = self.errors
         if self.is_parallel:
@@ -342,6 +376,10 @@ def _folded_dict(nodes: list[TimerNode]) -> dict[str, Any]:
         "count": sum(node.count for node in nodes),
         "self": total,
     }
+    called = [node for node in nodes if node.count and node.min <= node.max]
+    if called:
+        folded["min"] = min(node.min for node in called)
+        folded["max"] = max(node.max for node in called)
     errors = sum(node.errors for node in nodes)
     if errors:
         folded["errors"] = errors
@@ -654,6 +692,11 @@ class _StackRegistry:
             group = self._group_for(stack.thread_name)
             group.root.add(stack.root)
             group.ended_threads += 1
+            # The root of a group counts no runs of its own; its extremes are those of the
+            # threads it holds, each thread's run being its outermost blocks back to back.
+            thread_run = sum(child.total for child in stack.root.children.values())
+            group.root.min = min(group.root.min, thread_run)
+            group.root.max = max(group.root.max, thread_run)
             for name, gauge in stack.gauges.items():
                 existing = group.gauges.get(name)
                 if existing is None:
@@ -752,17 +795,16 @@ def hierarchical_timer(name: str, timer_stack: TimerStack | None = None) -> Any:
     within a thread, as ``with`` statements do. An exception inside the block still closes it,
     counts it in the node's ``errors`` and propagates unchanged.
     """
+    # The common case first, in as few steps as possible: timing on, the calling thread's stack
+    # already made, a block that ran here before. Everything else takes the slow path.
+    if _enabled and timer_stack is None:
+        try:
+            return _thread_local.stack.current.children[name]
+        except (AttributeError, KeyError):
+            pass
     if not _enabled:
         return _DISABLED_BLOCK
-    if timer_stack is None:
-        try:
-            timer_stack = _thread_local.stack
-        except AttributeError:
-            timer_stack = _current_thread_stack()
-    try:
-        return timer_stack.current.children[name]  # type: ignore[union-attr]
-    except KeyError:
-        return timer_stack.current.get_child(name)  # type: ignore[union-attr]
+    return _resolve(timer_stack).current.get_child(name)
 
 
 @overload
@@ -845,7 +887,6 @@ def all_timer_stacks() -> list[TimerStack]:
     return _registry.all_stacks()
 
 
-_enter = TimerNode.__enter__
 _plain_exit = TimerNode.__exit__
 
 
@@ -857,14 +898,11 @@ def now() -> float:
 def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
     """Make every timer read ``clock`` (seconds, monotonic) and return the clock used before.
 
-    For tests and simulations: a fake clock makes timings exact. The hot path holds the clock as a
-    default argument, so those defaults are swapped too.
+    For tests and simulations: a fake clock makes timings exact.
     """
     global _clock
     previous = _clock
     _clock = clock
-    for method in (_enter, _plain_exit, TimerNode._exit_and_record):
-        method.__defaults__ = (clock,)
     return previous
 
 

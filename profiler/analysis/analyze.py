@@ -39,7 +39,7 @@ __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalys
            "render_analysis"]
 
 ANALYZE_FORMATS = ("table", "json", "csv")
-ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg")
+ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
 
 
 @dataclass
@@ -123,7 +123,9 @@ def _blocks_text(analysis: RunAnalysis, title: str) -> str:
               f"{shown} {kind}, by {options.order_by}")
     if not analysis.blocks:
         return f"{header}\n(no block matches)"
-    return f"{header}\n{blocks_as_table(analysis.blocks, analysis.wall_time)}"
+    # The per-call extremes take two columns from the block paths: shown when ordered by them.
+    extremes = options.order_by in ("min", "max")
+    return f"{header}\n{blocks_as_table(analysis.blocks, analysis.wall_time, extremes=extremes)}"
 
 
 def _breakdowns_text(analysis: RunAnalysis) -> str:

@@ -4,8 +4,9 @@ This is the data behind ``rlprof analyze``'s block table and ``profiler.dumps``.
 record (:class:`BlockStat`); turning rows into text, JSON or CSV is :mod:`profiler.analysis.block_table`'s
 job.
 
-Per-call minimum and maximum exist only when the nodes carry ``min`` and ``max`` fields (per-call
-tracking may be added to the timers); a row never invents them — they are ``None`` otherwise.
+Per-call minimum and maximum come from the nodes' ``min`` and ``max`` fields, which rlprof writes
+on every block that completed a call; files from ML-Agents (or an older rlprof) lack them, and a
+row never invents them — they are ``None`` then.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
-"""What rows can be ordered by; ``min`` and ``max`` only when every row has them."""
+"""What rows can be ordered by; ``min`` and ``max`` only when the rows record them."""
 
 PATH_SEPARATOR = "/"
 
@@ -104,7 +105,8 @@ def aggregate_by_name(rows: list[BlockStat]) -> list[BlockStat]:
     Counts, self times and errors add up. Totals add up too, except for a block nested (at any
     depth) inside another block of the same name — a recursive call — whose time is already in the
     outer one's total and would otherwise be counted twice. The row is parallel when any of its
-    blocks ran in parallel; min/max are kept only when every folded block has them.
+    blocks ran in parallel; min/max are kept only when every folded block that completed a call
+    has them.
     """
     merged: dict[str, BlockStat] = {}
     for row in rows:
@@ -126,22 +128,35 @@ def aggregate_by_name(rows: list[BlockStat]) -> list[BlockStat]:
             continue
         existing.total += 0.0 if outer else row.total
         existing.self_time += row.self_time
-        existing.count += row.count
         existing.errors += row.errors
         existing.is_parallel = existing.is_parallel or row.is_parallel
         existing.places += 1
         existing.paths.append(row.path)
-        if existing.min_time is None or row.min_time is None:
-            existing.min_time = existing.max_time = None
-        else:
-            existing.min_time = min(existing.min_time, row.min_time)
-            existing.max_time = max(existing.max_time, row.max_time)  # type: ignore[type-var]
+        existing.min_time, existing.max_time = _folded_extremes(existing, row)
+        existing.count += row.count
     return list(merged.values())
 
 
+def _folded_extremes(existing: BlockStat, row: BlockStat) -> tuple[float | None, float | None]:
+    """The extremes of two rows folded together; a side without calls brings none."""
+    if row.count == 0:
+        return existing.min_time, existing.max_time
+    if existing.count == 0:
+        return row.min_time, row.max_time
+    if existing.min_time is None or row.min_time is None:
+        return None, None
+    return min(existing.min_time, row.min_time), max(existing.max_time, row.max_time)  # type: ignore[type-var]
+
+
+def _records_min_max(row: BlockStat) -> bool:
+    # A block that never completed a call (open when the run was dumped) has no extremes to show.
+    return row.min_time is not None or row.count == 0
+
+
 def has_min_max(rows: list[BlockStat]) -> bool:
-    """Whether per-call min/max are known for every row (so the columns can be shown honestly)."""
-    return bool(rows) and all(row.min_time is not None for row in rows)
+    """Whether per-call min/max are known for every row that completed a call (so the columns
+    can be shown honestly)."""
+    return any(row.min_time is not None for row in rows) and all(_records_min_max(row) for row in rows)
 
 
 def select_blocks(

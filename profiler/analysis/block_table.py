@@ -21,17 +21,23 @@ PARALLEL_NOTE = (
 _NUMBER_WIDTH = 10
 
 
-def block_columns(rows: list[BlockStat]) -> list[str]:
-    """The figure columns these rows can honestly fill, in display order."""
+def block_columns(rows: list[BlockStat], *, extremes: bool = True) -> list[str]:
+    """The figure columns these rows can honestly fill, in display order; the per-call ``min`` and
+    ``max`` only when recorded, and not at all without ``extremes``."""
     columns = ["total", "self", "count", "avg"]
-    if has_min_max(rows):
+    if extremes and has_min_max(rows):
         columns += ["min", "max"]
     return columns + ["share"]
 
 
-def blocks_as_table(rows: list[BlockStat], wall_time: float, *, width: int = TABLE_WIDTH) -> str:
-    """A fixed-width table, block name last so a long path can be cut without breaking columns."""
-    columns = block_columns(rows)
+def blocks_as_table(
+    rows: list[BlockStat], wall_time: float, *, width: int = TABLE_WIDTH, extremes: bool = True
+) -> str:
+    """A fixed-width table, block name last so a long path can be cut without breaking columns.
+
+    ``extremes=False`` leaves out the per-call min/max columns, leaving room for long paths.
+    """
+    columns = block_columns(rows, extremes=extremes)
     headers = {"total": "total", "self": "self", "count": "calls", "avg": "per call",
                "min": "min/call", "max": "max/call", "share": "% wall"}
     figures_width = len(columns) * (_NUMBER_WIDTH + 1)

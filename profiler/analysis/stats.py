@@ -3,10 +3,8 @@
 For a quick look from inside a training script (``print(profiler.dumps())`` every N updates)
 without writing a file and running ``rlprof analyze`` on it.
 
-Columns: ``total``, ``self``, ``count`` (calls), ``avg`` (per call) and share of wall time for
-every block. Per-call ``min``/``max`` columns appear only when the timers record them; today's
-nodes track totals and counts, so ``sort_by="min"``/``"max"`` raise :class:`ValueError` rather
-than print invented figures.
+Columns: ``total``, ``self``, ``count`` (calls), ``avg``, ``min`` and ``max`` (per call) and
+share of wall time for every block; MXNet's ``sort_by`` keys all work, in either direction.
 """
 
 from __future__ import annotations

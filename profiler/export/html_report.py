@@ -306,10 +306,13 @@ def _top_blocks_section(tree: dict[str, Any]) -> str:
     by_name: dict[tuple[str, bool], dict[str, Any]] = {}
     for node in list(_walk(tree))[1:]:
         key = (node["name"], bool(node.get("is_parallel")))
-        entry = by_name.setdefault(key, {"total": 0.0, "self": 0.0, "count": 0})
+        entry = by_name.setdefault(key, {"total": 0.0, "self": 0.0, "count": 0, "min": None, "max": None})
         entry["total"] += node["total"]
         entry["self"] += node["self"]
         entry["count"] += node["count"]
+        if "min" in node and node["count"]:
+            entry["min"] = node["min"] if entry["min"] is None else min(entry["min"], node["min"])
+            entry["max"] = node["max"] if entry["max"] is None else max(entry["max"], node["max"])
     wall = tree["total"] or 1.0
     ranked = sorted(by_name.items(), key=lambda item: item[1]["self"], reverse=True)[:TOP_BLOCKS]
     rows = []
@@ -321,6 +324,8 @@ def _top_blocks_section(tree: dict[str, Any]) -> str:
             (entry["total"], _seconds(entry["total"])),
             (entry["count"], f"{entry['count']:,}"),
             (mean, _seconds(mean)),
+            _extreme_cell(entry["min"]),
+            _extreme_cell(entry["max"]),
             (entry["total"] / wall, _percent(entry["total"] / wall)),
         ]
         rows.append(
@@ -328,16 +333,23 @@ def _top_blocks_section(tree: dict[str, Any]) -> str:
             + "".join(f'<td class="number" data-value="{value!r}">{_text(shown)}</td>' for value, shown in cells)
             + "</tr>\n"
         )
-    headers = ["self", "total", "calls", "mean per call", "share of wall time"]
+    headers = ["self", "total", "calls", "mean per call", "shortest call", "longest call",
+               "share of wall time"]
     header_cells = "".join(f'<th class="number sortable">{_text(header)}</th>' for header in headers)
     return (
         '<section id="top-blocks"><h2>Top blocks</h2>\n'
         f'<p class="note">The {TOP_BLOCKS} blocks with the most self time, each name summed over '
-        "every place it appears. Click a heading to sort. Parallel blocks ran beside the trainer, so "
+        "every place it appears, with its shortest and longest single call (– where the file does "
+        "not record them). Click a heading to sort. Parallel blocks ran beside the trainer, so "
         "their share can exceed 100 %.</p>\n"
         '<table class="sortable"><thead><tr><th class="sortable">block</th>'
         f"{header_cells}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>\n"
     )
+
+
+def _extreme_cell(seconds: float | None) -> tuple[float, str]:
+    """A shortest/longest-call cell: sorts below every figure when the file does not record it."""
+    return (-1.0, "–") if seconds is None else (seconds, _seconds(seconds))
 
 
 def _metadata_section(metadata: dict[str, str]) -> str:

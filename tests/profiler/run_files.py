@@ -74,9 +74,7 @@ def write_vector_run(
                 with hierarchical_timer(names["wait"]):
                     # The workers run at once, so the trainer waits for the last reply.
                     for stack, seconds in zip(workers, step_seconds):
-                        env_step = stack.root.get_child("env.step")
-                        env_step.total += seconds
-                        env_step.count += 1
+                        stack.root.get_child("env.step").add_runs(seconds, 1, 0, seconds, seconds)
                     replies = [seconds + delay for seconds, delay in zip(step_seconds, delays)]
                     last = max(range(count), key=lambda index: replies[index])
                     last_to_reply[last] += 1

@@ -77,6 +77,20 @@ def test_analyze_orders_by_the_chosen_figure(plain_run, capsys):
     assert [line.split()[-1] for line in block_lines(capsys.readouterr().out)] == ["backward", "forward"]
 
 
+def test_analyze_orders_by_the_longest_single_call_and_shows_the_extremes(tmp_path, fake_clock, capsys):
+    for name, calls in (("steady", (1.0, 1.0, 1.0)), ("stall", (0.01, 0.01, 2.5))):
+        for seconds in calls:
+            with profiler.hierarchical_timer(name):
+                fake_clock.advance(seconds)
+    path = profiler.write_timing_tree(tmp_path / "run.json")
+    assert main(["analyze", str(path), "--order-by", "max"]) == 0
+    out = capsys.readouterr().out
+    assert "min/call" in out and "max/call" in out
+    assert [line.split()[-1] for line in block_lines(out)] == ["stall", "steady"]
+    assert main(["analyze", str(path), "--order-by", "min"]) == 0
+    assert [line.split()[-1] for line in block_lines(capsys.readouterr().out)] == ["steady", "stall"]
+
+
 def test_analyze_aggregates_a_name_across_the_tree(plain_run, capsys):
     main(["analyze", plain_run, "--aggregate-by", "name", "--format", "json"])
     forward = next(b for b in json.loads(capsys.readouterr().out)["blocks"] if b["name"] == "forward")
@@ -143,6 +157,8 @@ NEGATIVE_TIME = json.dumps({"name": "root", "total": 1.0, "count": 1, "children"
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--top", "-1"], "argument --top"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--min-time", "-2"], "argument --min-time"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--order-by", "speed"], "invalid choice"),
+        (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--order-by", "max"],
+         "do not record per-call min/max"),
         (lambda tmp: ["diff", str(MLAGENTS_FILE), str(tmp / "missing.json")], "no such file"),
         (lambda tmp: ["diff", str(MLAGENTS_FILE), str(MLAGENTS_FILE), "--threshold", "x"],
          "argument --threshold"),
@@ -150,7 +166,8 @@ NEGATIVE_TIME = json.dumps({"name": "root", "total": 1.0, "count": 1, "children"
         (lambda tmp: ["frobnicate"], "invalid choice"),
     ],
     ids=["missing file", "not json", "other shape", "negative time", "unknown option",
-         "bad regex", "negative top", "negative min time", "unknown order", "diff missing file",
+         "bad regex", "negative top", "negative min time", "unknown order",
+         "max of a file without it", "diff missing file",
          "bad threshold", "no command", "unknown command"],
 )
 def test_bad_input_is_one_line_on_stderr_and_exit_code_2(tmp_path, capsys, make_arguments, message):

@@ -14,12 +14,13 @@ from profiler.timers import TimerStack
 
 
 def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=()):
-    """A hand-written payload: each block is (name, total, count, errors, children)."""
+    """A hand-written payload: each block is (name, total, count, errors, extremes, children)."""
     return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, tuple(blocks), gauges, None)
 
 
 def step(total=1.0, count=1, children=()):
-    return ("env.step", total, count, 0, children)
+    per_call = total / count if count else 0.0
+    return ("env.step", total, count, 0, (per_call, per_call), children)
 
 
 def find(tree: dict, *path: str) -> dict:
@@ -43,7 +44,7 @@ def worker_entry(tree: dict, worker_id: int) -> dict:
 def test_a_payload_lands_under_the_block_open_in_the_trainer(fake_clock):
     merger = TimerMerger()
     with hierarchical_timer("vector.step"):
-        merger.merge_payload(0, payload(step(), ("env.reset", 0.5, 1, 0, ())))
+        merger.merge_payload(0, payload(step(), ("env.reset", 0.5, 1, 0, None, ())))
     tree = get_timer_tree()
     assert [child["name"] for child in find(tree, "vector.step")["children"]] == ["env.step", "env.reset"]
 
@@ -59,7 +60,7 @@ def test_a_payload_can_be_anchored_to_a_named_block(fake_clock):
 def test_every_merged_node_is_marked_parallel(fake_clock):
     merger = TimerMerger()
     with hierarchical_timer("vector.step"):
-        merger.merge_payload(0, payload(step(children=(("physics", 0.5, 1, 0, ()),))))
+        merger.merge_payload(0, payload(step(children=(("physics", 0.5, 1, 0, None, ()),))))
     tree = get_timer_tree()
     assert find(tree, "vector.step", "env.step")["is_parallel"] is True
     assert find(tree, "vector.step", "env.step", "physics")["is_parallel"] is True
@@ -79,11 +80,33 @@ def test_parallel_time_does_not_reduce_the_trainers_self_time(fake_clock):
 
 def test_totals_counts_and_errors_add_across_workers_and_payloads(fake_clock):
     merger = TimerMerger()
-    merger.merge_payload(0, payload(("env.step", 1.0, 2, 1, ()), sequence=1))
-    merger.merge_payload(0, payload(("env.step", 0.5, 3, 0, ()), sequence=2))
-    merger.merge_payload(1, payload(("env.step", 0.25, 1, 0, ())))
+    merger.merge_payload(0, payload(("env.step", 1.0, 2, 1, (0.25, 0.75), ()), sequence=1))
+    merger.merge_payload(0, payload(("env.step", 0.5, 3, 0, (0.125, 0.25), ()), sequence=2))
+    merger.merge_payload(1, payload(("env.step", 0.25, 1, 0, None, ())))
     merged = find(get_timer_tree(), "env.step")
     assert (merged["total"], merged["count"], merged["errors"]) == (1.75, 6, 1)
+
+
+def test_per_call_extremes_merge_across_workers_and_payloads(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(("env.step", 1.0, 2, 0, (0.25, 0.75), ()), sequence=1))
+    merger.merge_payload(0, payload(("env.step", 3.0, 2, 0, (1.0, 2.0), ()), sequence=2))
+    merger.merge_payload(1, payload(("env.step", 0.125, 1, 0, None, ())))
+    tree = get_timer_tree()
+    merged = find(tree, "env.step")
+    assert (merged["min"], merged["max"], merged["count"]) == (0.125, 2.0, 5)
+    assert (find(worker_entry(tree, 0), "env.step")["min"], find(worker_entry(tree, 0), "env.step")["max"]) == (0.25, 2.0)
+    assert (find(worker_entry(tree, 1), "env.step")["min"], find(worker_entry(tree, 1), "env.step")["max"]) == (0.125, 0.125)
+
+
+def test_a_flushed_worker_stack_merges_to_its_real_extremes(fake_clock):
+    merger, worker = TimerMerger(), TimerStack("worker")
+    for seconds in (0.5, 4.0):
+        with hierarchical_timer("env.step", worker):
+            fake_clock.advance(seconds)
+        merger.merge_payload(0, snapshot_and_flush(worker))
+    merged = find(get_timer_tree(), "env.step")
+    assert (merged["min"], merged["max"], merged["count"]) == (0.5, 4.0, 2)
 
 
 # --- validation and duplicates --------------------------------------------------------------------
@@ -91,7 +114,7 @@ def test_totals_counts_and_errors_add_across_workers_and_payloads(fake_clock):
 
 def test_a_malformed_payload_raises_and_merges_nothing(fake_clock):
     merger = TimerMerger()
-    half_good = payload(step(), ("env.reset", -1.0, 1, 0, ()))
+    half_good = payload(step(), ("env.reset", -1.0, 1, 0, None, ()))
     with pytest.raises(PayloadError):
         merger.merge_payload(0, half_good)
     tree = get_timer_tree()

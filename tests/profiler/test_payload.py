@@ -25,7 +25,7 @@ def blocks_of(payload) -> dict:
     found = {}
 
     def walk(blocks, prefix):
-        for name, total, count, errors, children in blocks:
+        for name, total, count, errors, _extremes, children in blocks:
             found[prefix + name] = (total, count, errors)
             walk(children, prefix + name + "/")
 
@@ -141,6 +141,45 @@ def test_a_block_open_across_several_flushes_adds_up_to_its_real_time(fake_clock
     assert sum(count for _, count, _ in totals) == 1
 
 
+def extremes_of(payload) -> dict:
+    """The payload's per-call extremes as {name: extremes}, top-level blocks only."""
+    return {block[0]: block[4] for block in payload[7]}
+
+
+def test_the_shortest_and_longest_call_travel_in_the_payload(fake_clock):
+    for seconds in (0.5, 2.0, 1.0):
+        with hierarchical_timer("env.step"):
+            fake_clock.advance(seconds)
+    assert extremes_of(snapshot_and_flush()) == {"env.step": (0.5, 2.0)}
+
+
+def test_a_single_call_lasting_the_whole_total_sends_no_extremes(fake_clock):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(0.5)
+    assert extremes_of(snapshot_and_flush()) == {"env.step": None}
+
+
+def test_each_payload_has_the_extremes_of_its_own_window(fake_clock):
+    for seconds in (5.0, 1.0):
+        with hierarchical_timer("env.step"):
+            fake_clock.advance(seconds)
+    snapshot_and_flush()
+    for seconds in (0.25, 0.5):
+        with hierarchical_timer("env.step"):
+            fake_clock.advance(seconds)
+    assert extremes_of(snapshot_and_flush()) == {"env.step": (0.25, 0.5)}
+
+
+def test_a_run_split_by_a_flush_counts_whole_in_the_window_where_it_closes(fake_clock):
+    with hierarchical_timer("worker.loop"):
+        fake_clock.advance(2.0)
+        during = snapshot_and_flush()
+        fake_clock.advance(3.0)
+    after = snapshot_and_flush()
+    assert extremes_of(during) == {"worker.loop": None}  # no call closed yet
+    assert extremes_of(after) == {"worker.loop": (5.0, 5.0)}  # the whole 5 s run, not the 3 s
+
+
 def test_a_50_node_payload_pickles_under_2_kb(fake_clock):
     for group in range(5):
         with hierarchical_timer(f"env.block{group:02d}"):
@@ -203,7 +242,7 @@ def test_worker_timers_refuse_meaningless_options(options):
 
 def good_payload():
     return (PAYLOAD_TAG, PAYLOAD_VERSION, 1234, 7, 1, 10.0, 11.0,
-            (("env.step", 0.5, 2, 0, (("physics", 0.25, 2, 0, ()),)),),
+            (("env.step", 0.5, 2, 0, (0.2, 0.3), (("physics", 0.25, 2, 0, (0.1, 0.15), ()),)),),
             (("reward", 1.0, 0.0, 2.0, 3),), None)
 
 
@@ -224,13 +263,18 @@ def test_a_well_formed_payload_validates():
         (good_payload()[:9], "has 9 fields"),
         (replace(good_payload(), 4, 0), "sequence"),
         (replace(good_payload(), 6, 9.0), "ends before it starts"),
-        (replace(good_payload(), 7, (("env.step", -1.0, 1, 0, ()),)), "env.step.total"),
-        (replace(good_payload(), 7, (("env.step", float("nan"), 1, 0, ()),)), "env.step.total"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 1.5, 0, ()),)), "env.step.count"),
-        (replace(good_payload(), 7, (("", 1.0, 1, 0, ()),)), "name"),
+        (replace(good_payload(), 7, (("env.step", -1.0, 1, 0, None, ()),)), "env.step.total"),
+        (replace(good_payload(), 7, (("env.step", float("nan"), 1, 0, None, ()),)), "env.step.total"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 1.5, 0, None, ()),)), "env.step.count"),
+        (replace(good_payload(), 7, (("", 1.0, 1, 0, None, ()),)), "name"),
         (replace(good_payload(), 7, (("env.step", 1.0, 1),)), "a block is"),
-        (replace(good_payload(), 7, (("a", 1.0, 1, 0, (("b", 1.0, 1, 0, "x"),)),)), "a/b"),
+        (replace(good_payload(), 7, (("a", 1.0, 1, 0, None, (("b", 1.0, 1, 0, None, "x"),)),)), "a/b"),
         (replace(good_payload(), 8, (("reward", 1.0),)), r"gauges\[0\]"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.75, 0.25), ()),)), "shortest call"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, None, ()),)), "env.step.extremes"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5,), ()),)), "env.step.extremes"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (-1.0, 0.5), ()),)), "env.step.min"),
+        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5, float("inf")), ()),)), "env.step.max"),
         (replace(good_payload(), 9, ("host",)), "timeline"),
     ],
 )
@@ -242,7 +286,7 @@ def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
 def test_absurdly_deep_nesting_is_refused():
     blocks: tuple = ()
     for _ in range(150):
-        blocks = (("deep", 0.0, 1, 0, blocks),)
+        blocks = (("deep", 0.0, 1, 0, None, blocks),)
     with pytest.raises(PayloadError, match="deeper"):
         validate_payload(replace(good_payload(), 7, blocks))
 

@@ -48,7 +48,12 @@ def test_a_written_tree_loads_back_unchanged(tmp_path, fake_clock):
         "total": 3.0,
         "count": 1,
         "self": 2.0,
-        "children": [{"name": "policy", "total": 1.0, "count": 1, "self": 1.0, "children": []}],
+        "min": 3.0,
+        "max": 3.0,
+        "children": [
+            {"name": "policy", "total": 1.0, "count": 1, "self": 1.0, "min": 1.0, "max": 1.0,
+             "children": []}
+        ],
     }
     assert written["gauges"]["reward"]["value"] == 3.0
 
@@ -287,4 +292,20 @@ def test_a_workers_critical_path_and_env_time_load_back_as_written(tmp_path):
 def test_a_malformed_critical_path_or_env_time_is_refused_naming_the_field(tmp_path, sections, reason):
     path = write_json(tmp_path / "bad.json", worker_with(**sections))
     with pytest.raises(TimerFileError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        load_timing_tree(path)
+
+
+@pytest.mark.parametrize(
+    ("node_fields", "message"),
+    [
+        ({"min": 2.0, "max": 1.0}, r"root/step: min \(2.0\) is greater than max \(1.0\)"),
+        ({"min": 1.0}, "root/step: has 'min' but no 'max'"),
+        ({"max": -1.0, "min": 0.0}, r"root/step.max: must be a finite time >= 0"),
+    ],
+)
+def test_bad_per_call_extremes_are_refused_naming_the_node(tmp_path, node_fields, message):
+    path = tmp_path / "run.json"
+    step = {"name": "step", "total": 3.0, "count": 2, "children": [], **node_fields}
+    path.write_text(json.dumps({"name": "root", "total": 3.0, "children": [step]}))
+    with pytest.raises(TimerFileError, match=message):
         load_timing_tree(path)

@@ -197,6 +197,79 @@ def test_errors_is_absent_when_a_block_never_raised(fake_clock):
     assert "errors" not in find(get_timer_tree(), "fine")
 
 
+# --- per-call min and max --------------------------------------------------------------------
+
+
+def test_each_block_keeps_its_shortest_and_longest_call(fake_clock):
+    for seconds in (0.5, 2.0, 1.0):
+        with hierarchical_timer("step"):
+            fake_clock.advance(seconds)
+    step = find(get_timer_tree(), "step")
+    assert (step["min"], step["max"], step["total"], step["count"]) == (0.5, 2.0, 3.5, 3)
+
+
+def test_a_call_that_raises_counts_in_min_and_max(fake_clock):
+    with pytest.raises(RuntimeError):
+        with hierarchical_timer("flaky"):
+            fake_clock.advance(4.0)
+            raise RuntimeError("boom")
+    with hierarchical_timer("flaky"):
+        fake_clock.advance(1.0)
+    flaky = find(get_timer_tree(), "flaky")
+    assert (flaky["min"], flaky["max"]) == (1.0, 4.0)
+
+
+def test_a_block_that_never_completed_a_call_has_no_min_or_max(fake_clock):
+    with hierarchical_timer("outer"):
+        fake_clock.advance(1.0)
+        outer = find(get_timer_tree(), "outer")
+    assert outer["count"] == 0
+    assert "min" not in outer and "max" not in outer
+
+
+def test_the_root_min_and_max_are_the_run_itself(fake_clock):
+    fake_clock.advance(7.0)
+    tree = get_timer_tree()
+    assert tree["min"] == tree["max"] == tree["total"] == 7.0
+
+
+def test_reset_forgets_min_and_max(fake_clock):
+    with hierarchical_timer("step"):
+        fake_clock.advance(9.0)
+    profiler.reset_timers()
+    with hierarchical_timer("step"):
+        fake_clock.advance(1.0)
+    assert find(get_timer_tree(), "step")["max"] == 1.0
+
+
+def test_threads_blocks_keep_their_own_min_and_max(fake_clock):
+    def work() -> None:
+        for seconds in (0.25, 0.75):
+            with hierarchical_timer("download"):
+                fake_clock.advance(seconds)
+
+    run_in_thread(work, name="fetcher")
+    download = find(get_timer_tree(include_threads=True), "thread:fetcher", "download")
+    assert (download["min"], download["max"]) == (0.25, 0.75)
+
+
+def test_adding_a_tree_keeps_the_extremes_of_both():
+    first, second = TimerStack("a"), TimerStack("b")
+    first.root.get_child("step").add_runs(3.0, 2, 0, 1.0, 2.0)
+    second.root.get_child("step").add_runs(4.0, 2, 0, 0.5, 3.5)
+    first.root.add(second.root)
+    step = first.root.children["step"]
+    assert (step.total, step.count, step.min, step.max) == (7.0, 4, 0.5, 3.5)
+
+
+def test_adding_a_block_without_calls_leaves_the_extremes_alone():
+    stack = TimerStack("a")
+    step = stack.root.get_child("step")
+    step.add_runs(3.0, 2, 0, 1.0, 2.0)
+    step.add_runs(0.5, 0, 0, 0.0, 0.0)  # e.g. a block flushed while open: time, no call yet
+    assert (step.min, step.max) == (1.0, 2.0)
+
+
 # --- @timed -----------------------------------------------------------------------------------
 
 

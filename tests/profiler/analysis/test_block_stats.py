@@ -48,9 +48,42 @@ def test_aggregating_does_not_count_a_recursive_block_twice():
     assert (solve.total, solve.self_time, solve.count) == (10.0, 10.0, 2)
 
 
-def test_rows_without_per_call_min_max_leave_them_unknown(plain_rows):
-    assert not has_min_max(plain_rows)
-    assert all(row.min_time is None and row.max_time is None for row in plain_rows)
+MLAGENTS_LIKE_TREE = {"name": "root", "total": 2.0, "count": 1, "self": 0.0, "children": [
+    {"name": "step", "total": 2.0, "count": 4, "self": 2.0, "children": []}]}
+"""A tree from a file that records no per-call min/max (ML-Agents', an older rlprof)."""
+
+
+def test_rows_without_per_call_min_max_leave_them_unknown():
+    rows = block_rows(MLAGENTS_LIKE_TREE)
+    assert not has_min_max(rows)
+    assert all(row.min_time is None and row.max_time is None for row in rows)
+
+
+def test_rlprof_records_every_blocks_shortest_and_longest_call(plain_rows):
+    assert has_min_max(plain_rows)
+    backward = by_label(plain_rows)["backward"]
+    assert backward.min_time <= backward.avg <= backward.max_time
+
+
+def test_a_block_that_never_completed_a_call_does_not_hide_the_others_extremes():
+    tree = {"name": "root", "total": 2.0, "count": 1, "self": 0.0, "children": [
+        {"name": "loop", "total": 2.0, "count": 0, "self": 1.0, "children": [
+            {"name": "step", "total": 1.0, "count": 2, "self": 1.0, "min": 0.25, "max": 0.75,
+             "children": []}]}]}
+    rows = block_rows(tree)
+    assert has_min_max(rows)
+    assert [row.label for row in select_blocks(rows, order_by="max")] == ["loop/step", "loop"]
+
+
+def test_aggregating_keeps_the_extremes_over_every_place_a_name_appears():
+    tree = {"name": "root", "total": 3.0, "count": 1, "self": 0.0, "children": [
+        {"name": "a", "total": 1.0, "count": 2, "self": 0.0, "min": 0.4, "max": 0.6, "children": [
+            {"name": "step", "total": 1.0, "count": 2, "self": 1.0, "min": 0.25, "max": 0.75,
+             "children": []}]},
+        {"name": "step", "total": 2.0, "count": 2, "self": 2.0, "min": 0.5, "max": 1.5,
+         "children": []}]}
+    step = by_label(aggregate_by_name(block_rows(tree)))["step"]
+    assert (step.min_time, step.max_time, step.count) == (0.25, 1.5, 4)
 
 
 def test_per_call_min_max_are_read_when_nodes_record_them():
@@ -91,6 +124,6 @@ def test_selection_cuts_to_the_top_rows(plain_rows):
     assert len(select_blocks(plain_rows, top=2)) == 2
 
 
-def test_ordering_by_max_without_recorded_max_is_refused(plain_rows):
+def test_ordering_by_max_without_recorded_max_is_refused():
     with pytest.raises(ValueError, match="do not record per-call min/max"):
-        select_blocks(plain_rows, order_by="max")
+        select_blocks(block_rows(MLAGENTS_LIKE_TREE), order_by="max")

@@ -52,7 +52,43 @@ def test_ascending_puts_the_smallest_first(two_blocks):
 
 def test_json_names_the_columns_it_has(two_blocks):
     assert json.loads(profiler.dumps(format="json"))["columns"] == [
-        "total", "self", "count", "avg", "share"]
+        "total", "self", "count", "avg", "min", "max", "share"]
+
+
+@pytest.fixture
+def uneven_calls(fake_clock):
+    """``steady`` runs twice for 1 s; ``spiky`` once for 0.1 s and once for 2.9 s."""
+    for seconds in (1.0, 1.0):
+        with hierarchical_timer("steady"):
+            fake_clock.advance(seconds)
+    for seconds in (0.1, 2.9):
+        with hierarchical_timer("spiky"):
+            fake_clock.advance(seconds)
+
+
+def test_json_gives_each_blocks_shortest_and_longest_call(uneven_calls):
+    figures = {block["name"]: (block["min"], block["max"]) for block in blocks(profiler.dumps(format="json"))}
+    assert figures == {"steady": (1.0, 1.0), "spiky": (pytest.approx(0.1), pytest.approx(2.9))}
+
+
+@pytest.mark.parametrize(
+    ("sort_by", "ascending", "order"),
+    [
+        ("max", False, ["spiky", "steady"]),
+        ("max", True, ["steady", "spiky"]),
+        ("min", False, ["steady", "spiky"]),
+        ("min", True, ["spiky", "steady"]),
+    ],
+)
+def test_every_per_call_extreme_sorts_both_ways(uneven_calls, sort_by, ascending, order):
+    listed = blocks(profiler.dumps(format="json", sort_by=sort_by, ascending=ascending))
+    assert [block["name"] for block in listed] == order
+
+
+def test_the_table_shows_min_and_max_per_call(uneven_calls):
+    header, *rows = profiler.dumps(sort_by="max").splitlines()[1:3]
+    assert "min/call" in header and "max/call" in header
+    assert rows[0].split()[-1] == "spiky" and "2.90 s" in rows[0]
 
 
 def test_csv_has_a_row_per_block(two_blocks):
@@ -60,9 +96,9 @@ def test_csv_has_a_row_per_block(two_blocks):
     assert [(row["block"], row["count"]) for row in rows] == [("step", "1"), ("poll", "4")]
 
 
-def test_sorting_by_max_is_refused_while_nodes_do_not_record_it(two_blocks):
-    with pytest.raises(ValueError, match="per-call min/max"):
-        profiler.dumps(sort_by="max")
+def test_an_unknown_sort_key_is_refused_naming_the_keys_accepted(two_blocks):
+    with pytest.raises(ValueError, match="'median'.*total, avg, min, max, count"):
+        profiler.dumps(sort_by="median")
 
 
 def test_an_unknown_format_is_refused():

@@ -119,6 +119,31 @@ def test_the_top_blocks_table_puts_the_most_self_time_first(trainer_tree):
     assert names[:2] == ["wait", "policy.update"]
 
 
+def test_the_top_blocks_table_gives_each_blocks_shortest_and_longest_call(fake_clock):
+    for seconds in (0.002, 0.020, 0.005):
+        with hierarchical_timer("policy.update"):
+            fake_clock.advance(seconds)
+    page = to_html_report(get_timer_tree())
+    table = page[page.index('id="top-blocks"') :]
+    assert "<th class=\"number sortable\">shortest call</th>" in table
+    row = table[table.index('data-value="policy.update"') :].split("</tr>")[0]
+    assert ">2 ms</td>" in row and ">20 ms</td>" in row
+
+
+def test_blocks_from_a_file_without_per_call_extremes_show_a_dash(trainer_tree):
+    def strip(node):
+        node.pop("min", None)
+        node.pop("max", None)
+        for child in node["children"]:
+            strip(child)
+
+    strip(trainer_tree)
+    page = to_html_report(trainer_tree)
+    table = page[page.index('id="top-blocks"') :]
+    row = table[table.index('data-value="wait"') :].split("</tr>")[0]
+    assert row.count(">–</td>") == 2
+
+
 def test_the_run_metadata_is_shown(trainer_tree):
     page = to_html_report(trainer_tree)
     assert f"<th>python_version</th><td class=\"name\">{trainer_tree['metadata']['python_version']}</td>" in page

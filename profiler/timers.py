@@ -556,6 +556,7 @@ class TimerStack:
         root = self.root
         root.total = self.elapsed()
         root.count = 1
+        root.min = root.max = root.total  # its one run is the whole run
         return root
 
     def get_timing_tree(self, node: TimerNode | None = None) -> dict[str, Any]:

@@ -333,10 +333,10 @@ def test_a_gauge_that_is_not_a_number_is_refused_naming_the_gauge():
 @pytest.mark.parametrize(
     "blocks, field",
     [
-        ((("env.step", 0.5, 10**400, 0, ()),), "blocks/env.step.count"),
-        ((("env.step", 0.5, 1, 2**63, ()),), "blocks/env.step.errors"),
-        ((("env.step", 10**400, 1, 0, ()),), "blocks/env.step.total"),
-        ((("env.step", 1e300, 1, 0, ()),), "blocks/env.step.total"),
+        ((("env.step", 0.5, 10**400, 0, None, ()),), "blocks/env.step.count"),
+        ((("env.step", 0.5, 1, 2**63, None, ()),), "blocks/env.step.errors"),
+        ((("env.step", 10**400, 1, 0, None, ()),), "blocks/env.step.total"),
+        ((("env.step", 1e300, 1, 0, None, ()),), "blocks/env.step.total"),
     ],
 )
 def test_numbers_too_large_for_a_merge_are_refused(blocks, field):

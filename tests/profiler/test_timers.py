@@ -248,9 +248,21 @@ def test_threads_blocks_keep_their_own_min_and_max(fake_clock):
             with hierarchical_timer("download"):
                 fake_clock.advance(seconds)
 
-    run_in_thread(work, name="fetcher")
-    download = find(get_timer_tree(include_threads=True), "thread:fetcher", "download")
+    run_in_thread(work, name="extremes")
+    download = find(get_timer_tree(include_threads=True), "thread:ended:extremes", "download")
     assert (download["min"], download["max"]) == (0.25, 0.75)
+
+
+def test_a_group_of_ended_threads_keeps_the_shortest_and_longest_thread_run(fake_clock):
+    runs = iter([1.0, 3.0, 2.0])
+
+    def work() -> None:
+        with hierarchical_timer("load"):
+            fake_clock.advance(next(runs))
+
+    run_threads(3, work, "loader-{}")
+    group = find(get_timer_tree(include_threads=True), "thread:ended:loader-N")
+    assert (group["count"], group["total"], group["min"], group["max"]) == (3, 6.0, 1.0, 3.0)
 
 
 def test_adding_a_tree_keeps_the_extremes_of_both():

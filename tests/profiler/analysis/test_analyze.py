@@ -63,7 +63,7 @@ def test_the_table_shows_the_blocks_step_split_and_workers(vector_tree):
     assert "train/vector.step/vector.wait_for_workers" in text
     assert "Where the vector.step time went: 10 calls" in text
     assert re.search(r"6\.00 ms\s+60\.00 ms\s+44\.4%  waiting on the slowest worker", text)
-    assert re.search(r"10\s+10\.00 ms\s+-\s+\+81\.8%\s+-\s+-\s+-  worker 3", text)
+    assert re.search(r"10\s+10\.00 ms\s+10\.00 ms\s+\+81\.8%\s+-\s+-\s+-  worker 3", text)
 
 
 def test_the_time_outside_any_block_is_shown_with_its_share(plain_tree):

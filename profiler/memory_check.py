@@ -8,8 +8,12 @@ estimate of what reading needs with what this process can still get — the smal
 system's available memory, its cgroup's remaining allowance (containers) and its address-space
 limit (``ulimit -v``) — and describes the shortage in one line.
 
-The estimate is :data:`READ_MEMORY_PER_FILE_BYTE` times the file's size, measured by
-``benchmarks/large_file_memory.py``. Set ``RLPROF_SKIP_MEMORY_CHECK=1`` to read anyway.
+The estimate (:func:`read_memory_estimate`) is the file's text plus
+:data:`READ_MEMORY_PER_DENSE_BYTE` bytes per byte of the file that is not indentation: the parsed
+objects grow with the values in the file, not with its whitespace, and rlprof's indented files are
+two-thirds whitespace while other writers' files may have none. The factor is measured by
+``benchmarks/large_file_memory.py`` on both kinds. Set ``RLPROF_SKIP_MEMORY_CHECK=1`` to read
+anyway.
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["READ_MEMORY_PER_FILE_BYTE", "available_memory", "memory_shortage"]
+__all__ = ["READ_MEMORY_PER_DENSE_BYTE", "available_memory", "memory_shortage", "read_memory_estimate"]
 
-READ_MEMORY_PER_FILE_BYTE = 6
-"""Bytes of memory that reading (and then analysing or converting) takes per byte of timer file,
-rounded up from the peak measured by benchmarks/large_file_memory.py on a timeline-heavy file."""
+READ_MEMORY_PER_DENSE_BYTE = 7
+"""Bytes of memory that reading (and then analysing or converting) takes per byte of the file that
+is not whitespace, on top of the file's text: rounded up from the peaks benchmarks/
+large_file_memory.py measures (about 6 on timeline-heavy files, indented or compact)."""
+
+_SAMPLE_BYTES = 1 << 20
 
 _CHECKED_FROM_BYTES = 16 * 1024 * 1024
 """Files smaller than this are read without asking: they fit anywhere rlprof runs."""
@@ -33,17 +40,17 @@ _CGROUP_V2 = Path("/sys/fs/cgroup")
 _CGROUP_V1 = Path("/sys/fs/cgroup/memory")
 
 
-def memory_shortage(file_size: int, per_file_byte: float = READ_MEMORY_PER_FILE_BYTE) -> str | None:
-    """A one-line description of why reading ``file_size`` bytes would run out of memory, or None.
+def memory_shortage(path: str | os.PathLike[str]) -> str | None:
+    """A one-line description of why reading the file at ``path`` would run out of memory, or None.
 
-    None also when the file is small, when the check is switched off, or when nothing is known
-    about the memory available.
+    None also when the file is small, or the check is switched off.
     """
+    file_size = os.stat(path).st_size
     if file_size < _CHECKED_FROM_BYTES or os.environ.get("RLPROF_SKIP_MEMORY_CHECK", "") not in ("", "0"):
         return None
     available = available_memory()
-    needed = int(file_size * per_file_byte)
-    if available is None or needed <= available:
+    needed = read_memory_estimate(path)
+    if needed <= available:
         return None
     return (
         f"reading this {_size(file_size)} file needs about {_size(needed)} of memory and only "
@@ -52,7 +59,17 @@ def memory_shortage(file_size: int, per_file_byte: float = READ_MEMORY_PER_FILE_
     )
 
 
-def available_memory() -> int | None:
+def read_memory_estimate(path: str | os.PathLike[str]) -> int:
+    """Bytes that reading the file at ``path`` takes at its peak, from its size and the share of
+    it (in its first megabyte) that is not whitespace."""
+    file_size = os.stat(path).st_size
+    with open(path, "rb") as source:
+        sample = source.read(_SAMPLE_BYTES)
+    dense_share = len(sample.translate(None, b" \t\r\n")) / len(sample) if sample else 1.0
+    return int(file_size + file_size * dense_share * READ_MEMORY_PER_DENSE_BYTE)
+
+
+def available_memory() -> int:
     """Bytes this process can still allocate: the smallest of every limit that applies."""
     limits = [psutil.virtual_memory().available]
     cgroup_room = _cgroup_room()

@@ -115,12 +115,11 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     source = Path(path)
     try:
-        size = source.stat().st_size
+        shortage = memory_shortage(source)
     except FileNotFoundError:
         raise TimerFileError(f"{source}: no such file") from None
     except OSError as error:
         raise TimerFileError(f"{source}: cannot read: {error}") from None
-    shortage = memory_shortage(size)
     if shortage is not None:
         raise TimerFileError(f"{source}: {shortage}")
     try:

@@ -13,13 +13,14 @@ Every exporter takes the normalized tree that :func:`profiler.load_timing_tree` 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from profiler import strict_json
-from profiler.atomic_file import write_atomically
-from profiler.export.chrome_trace import to_chrome_trace
+from profiler.atomic_file import open_atomically, write_atomically
+from profiler.export.chrome_trace import write_chrome_trace
 from profiler.export.collapsed import to_collapsed
 from profiler.export.html_report import to_html_report
 from profiler.export.speedscope import to_speedscope
@@ -31,12 +32,18 @@ EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", 
 """The format names :func:`render` and :func:`write_export` accept."""
 
 _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "chrome": lambda tree: strict_json.dumps(to_chrome_trace(tree), separators=(",", ":")),
+    "chrome": lambda tree: _written_to_memory(write_chrome_trace, tree),
     "speedscope": lambda tree: strict_json.dumps(to_speedscope(tree), separators=(",", ":")),
     "collapsed": to_collapsed,
     "html": to_html_report,
     "mlagents": lambda tree: strict_json.dumps(to_mlagents_layout(tree), indent=2),
 }
+
+
+def _written_to_memory(writer: Callable[[dict[str, Any], BinaryIO], None], tree: dict[str, Any]) -> str:
+    buffer = io.BytesIO()
+    writer(tree, buffer)
+    return buffer.getvalue().decode("utf-8")
 
 
 def render(tree: dict[str, Any], format_name: str) -> str:
@@ -56,14 +63,19 @@ def render(tree: dict[str, Any], format_name: str) -> str:
 def write_export(tree: dict[str, Any], format_name: str, path: str | os.PathLike[str]) -> Path:
     """Write the tree in ``format_name`` to ``path`` atomically and return the path.
 
-    The whole output is rendered before anything touches the disk, and then written through a
-    temporary file, so a failure never leaves a partial file. A Chrome trace at a path ending in
-    ``.json.gz`` is gzip-compressed (Perfetto and chrome://tracing open it as is); traces of long
-    runs are large and compress about tenfold.
+    The output goes to a temporary file that replaces ``path`` only once complete, so a failure
+    never leaves a partial file. A Chrome trace is written in pieces as it is made (a long run's
+    trace never exists whole in memory); at a path ending in ``.json.gz`` it is gzip-compressed
+    (Perfetto and chrome://tracing open it as is; traces compress about tenfold).
     """
-    text = render(tree, format_name)
     target = Path(path)
-    if format_name == "chrome" and target.name.endswith(".json.gz"):
-        # mtime=0 keeps the bytes the same for the same trace, which diffs and caches like.
-        return write_atomically(target, gzip.compress(text.encode("utf-8"), mtime=0))
-    return write_atomically(target, text)
+    if format_name == "chrome":
+        with open_atomically(target) as output:
+            if target.name.endswith(".json.gz"):
+                # mtime=0 and no file name keep the bytes the same for the same trace.
+                with gzip.GzipFile(filename="", mode="wb", fileobj=output, mtime=0) as compressed:
+                    write_chrome_trace(tree, compressed)
+            else:
+                write_chrome_trace(tree, output)
+        return target
+    return write_atomically(target, render(tree, format_name))

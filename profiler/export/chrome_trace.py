@@ -20,13 +20,14 @@ https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable, Iterator
 
 from profiler.export.aggregate_timeline import synthesize_timeline
+from profiler import strict_json
 from profiler.export.process_trees import split_into_process_trees
 from profiler.strict_json import named_reading
 
-__all__ = ["to_chrome_trace"]
+__all__ = ["EVENTS_PER_WRITE", "to_chrome_trace", "write_chrome_trace"]
 
 Event = dict[str, Any]
 NANOSECONDS_PER_SECOND = 1_000_000_000
@@ -36,15 +37,52 @@ def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
     """The trace document (JSON object format) for a normalized timer tree.
 
     Uses ``tree["timeline"]`` when the run recorded one, else a timeline synthesized from totals.
+    For a long run, :func:`write_chrome_trace` writes the same document without building it.
     """
+    timeline, other_data = _timeline_and_other_data(tree)
+    events = list(_trace_events(tree, timeline))
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other_data}
+
+
+EVENTS_PER_WRITE = 10_000
+"""Events encoded at once by :func:`write_chrome_trace`: few enough to stay small in memory, many
+enough that the encoding runs at the JSON encoder's speed rather than a call per event."""
+
+
+def write_chrome_trace(tree: dict[str, Any], output: BinaryIO) -> None:
+    """Write :func:`to_chrome_trace`'s document to ``output`` as compact strict JSON, in pieces.
+
+    A long recorded run has millions of spans; built whole, as event dicts and then as one string,
+    its trace took four times the memory of the loaded file. Written in batches of
+    :data:`EVENTS_PER_WRITE` events, the trace never exists whole in memory. The bytes are those
+    of ``strict_json.dumps(to_chrome_trace(tree), separators=(",", ":"))``.
+    """
+    timeline, other_data = _timeline_and_other_data(tree)
+    output.write(b'{"traceEvents":[')
+    batch: list[Event] = []
+    first_batch = True
+    for event in _trace_events(tree, timeline):
+        batch.append(event)
+        if len(batch) == EVENTS_PER_WRITE:
+            _write_batch(output, batch, first_batch)
+            batch.clear()
+            first_batch = False
+    if batch:
+        _write_batch(output, batch, first_batch)
+    output.write(b'],"displayTimeUnit":"ms","otherData":')
+    output.write(strict_json.dumps(other_data, separators=(",", ":")).encode("utf-8"))
+    output.write(b"}")
+
+
+def _write_batch(output: BinaryIO, batch: list[Event], first_batch: bool) -> None:
+    # A list's text without its brackets is the events' text, comma-separated.
+    text = strict_json.dumps(batch, separators=(",", ":"))[1:-1]
+    output.write((text if first_batch else "," + text).encode("utf-8"))
+
+
+def _timeline_and_other_data(tree: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     recorded = tree.get("timeline")
     timeline = _with_distinct_pids(recorded) if recorded is not None else synthesize_timeline(tree)
-    clock = _TraceClock(timeline)
-    events: list[Event] = []
-    for sort_index, process in enumerate(timeline["processes"]):
-        events.extend(_process_events(process, sort_index, clock))
-    events.extend(_gauge_events(tree, timeline, clock))
-
     other_data = dict(tree.get("metadata") or {})
     if recorded is not None:
         other_data["timeline"] = f"recorded on clock {timeline.get('clock', 'unknown')}"
@@ -54,7 +92,14 @@ def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
             "synthesized from aggregate totals: no spans were recorded, so each block is one span "
             "sized by its total time, children packed one after another inside their parent"
         )
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other_data}
+    return timeline, other_data
+
+
+def _trace_events(tree: dict[str, Any], timeline: dict[str, Any]) -> Iterator[Event]:
+    clock = _TraceClock(timeline)
+    for sort_index, process in enumerate(timeline["processes"]):
+        yield from _process_events(process, sort_index, clock)
+    yield from _gauge_events(tree, timeline, clock)
 
 
 def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
@@ -111,20 +156,14 @@ def _microseconds(nanoseconds: int) -> float:
     return nanoseconds / 1000
 
 
-def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock) -> list[Event]:
+def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock) -> Iterator[Event]:
     pid = process["pid"]
-    events: list[Event] = [
-        _metadata_event("process_name", pid, 0, process.get("name") or f"process {pid}"),
-        _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index"),
-    ]
+    yield _metadata_event("process_name", pid, 0, process.get("name") or f"process {pid}")
+    yield _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index")
     for thread in process.get("threads", []):
         tid = thread["tid"]
-        events.append(_metadata_event("thread_name", pid, tid, thread.get("name") or f"thread {tid}"))
-        nanosecond_spans = [
-            (clock.nanoseconds(span[1], process), clock.nanoseconds(span[2], process), span)
-            for span in thread.get("spans", [])
-        ]
-        for start, end, span in _nested_in_order(nanosecond_spans):
+        yield _metadata_event("thread_name", pid, tid, thread.get("name") or f"thread {tid}")
+        for start, end, span in _nested_in_order(thread.get("spans", []), process, clock):
             event: Event = {
                 "name": span[0],
                 "ph": "X",
@@ -135,37 +174,39 @@ def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock
             }
             if len(span) > 3:
                 event["args"] = span[3]
-            events.append(event)
+            yield event
         for name, moment in thread.get("instants", []):
-            events.append(
-                {
-                    "name": name,
-                    "ph": "i",
-                    "s": "t",
-                    "ts": _microseconds(clock.nanoseconds(moment, process)),
-                    "pid": pid,
-                    "tid": tid,
-                }
-            )
+            yield {
+                "name": name,
+                "ph": "i",
+                "s": "t",
+                "ts": _microseconds(clock.nanoseconds(moment, process)),
+                "pid": pid,
+                "tid": tid,
+            }
     for name, moment, value in process.get("counters", []):
-        events.append(_counter_event(name, clock.nanoseconds(moment, process), value, pid))
-    return events
+        yield _counter_event(name, clock.nanoseconds(moment, process), value, pid)
 
 
 def _nested_in_order(
-    spans: list[tuple[int, int, Any]],
-) -> Iterable[tuple[int, int, Any]]:
-    """Yield ``(start, end, span)`` parents first, each child trimmed to end within its parent.
+    spans: list[list[Any]], process: dict[str, Any], clock: _TraceClock
+) -> Iterator[tuple[int, int, Any]]:
+    """Yield ``(start, end, span)`` in nanoseconds, parents first, each child trimmed to end
+    within its parent.
 
     Sorting by start, then by *descending* end, puts an enclosing span before the spans it
-    encloses; a stack of the open spans' ends then finds each span's parent.
+    encloses; a stack of the open spans' ends then finds each span's parent. The sort runs on
+    plain tuples ``(start, -end, position, span)`` rather than with a key function, which would
+    build a second tuple per span: a thread can hold millions.
     """
-    ordered = sorted(
-        ((start, max(start, end), position, span) for position, (start, end, span) in enumerate(spans)),
-        key=lambda item: (item[0], -item[1], item[2]),
-    )
+    ordered = []
+    for position, span in enumerate(spans):
+        start = clock.nanoseconds(span[1], process)
+        ordered.append((start, -max(start, clock.nanoseconds(span[2], process)), position, span))
+    ordered.sort()
     open_ends: list[int] = []
-    for start, end, _, span in ordered:
+    for start, negative_end, _, span in ordered:
+        end = -negative_end
         while open_ends and open_ends[-1] <= start:
             open_ends.pop()
         if open_ends and end > open_ends[-1]:

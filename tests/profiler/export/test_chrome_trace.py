@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from profiler.export.aggregate_timeline import AGGREGATE_THREAD_NAME
-from profiler.export.chrome_trace import to_chrome_trace
+from profiler.export.chrome_trace import EVENTS_PER_WRITE, to_chrome_trace, write_chrome_trace
+from profiler.strict_json import dumps
 
 KNOWN_PHASES = {"X", "C", "i", "M"}
 
@@ -235,3 +238,13 @@ def test_a_nan_gauge_becomes_an_instant_event_at_the_end(run_with_nan_readings):
     end = max(event["ts"] for event in trace["traceEvents"])
     (end_marker,) = [event for event in events_of(trace, "i") if event["name"].endswith("loss = NaN") and event["ts"] == end]
     assert end_marker["s"] == "p"
+
+
+def test_the_trace_written_in_pieces_is_the_trace_document(run_with_timeline, strict_json):
+    trainer = run_with_timeline["timeline"]["processes"][0]["threads"][0]
+    # Enough spans for several batches, the last one partial.
+    trainer["spans"] = [["step", 12.0 + index * 1e-6, 12.0 + index * 1e-6 + 5e-7] for index in range(2 * EVENTS_PER_WRITE + 7)]
+    output = io.BytesIO()
+    write_chrome_trace(run_with_timeline, output)
+    assert output.getvalue().decode() == dumps(to_chrome_trace(run_with_timeline), separators=(",", ":"))
+    assert len(strict_json(output.getvalue())["traceEvents"]) > 2 * EVENTS_PER_WRITE

@@ -683,6 +683,8 @@ class _StackRegistry:
         ended = [ident for ident, (thread, _) in self.stacks_by_thread.items() if not thread.is_alive()]
         for ident in ended:
             self._fold(*self.stacks_by_thread.pop(ident))
+        # A stack kept for its recorded events goes once they have been cleared or drained.
+        self.kept = [stack for stack in self.kept if stack.mergers or _holds_events(stack.timeline)]
 
     def _fold(self, thread: threading.Thread, stack: TimerStack) -> None:
         """Fold the stack of ``thread``, which has ended and is no longer registered."""
@@ -704,8 +706,7 @@ class _StackRegistry:
                     group.gauges[name] = gauge.copy()
                 else:
                     existing.merge(gauge)
-        timeline = stack.timeline
-        if timeline is not None and (timeline.spans or timeline.instants or timeline.counters):
+        if _holds_events(stack.timeline):
             # The tree is folded; the recorded events keep their thread's own track.
             stack.root = stack.current = TimerNode("root", None, stack)
             stack.gauges = {}
@@ -721,6 +722,10 @@ class _StackRegistry:
             group.holds_ended_threads = True
             group.timeline = None
         return group
+
+
+def _holds_events(timeline: Any) -> bool:
+    return timeline is not None and bool(timeline.spans or timeline.instants or timeline.counters)
 
 
 _new_thread_timeline: Callable[[], Any] | None = None

@@ -10,7 +10,7 @@ import pytest
 from profiler import events, get_timer_stack_for_thread, get_timer_tree, hierarchical_timer, load_timing_tree, set_gauge, write_timing_tree
 from profiler.merge import TimerMerger
 from profiler.payload import snapshot_and_flush
-from profiler.timers import TimerNode, TimerStack
+from profiler.timers import TimerNode, TimerStack, all_timer_stacks
 
 
 @pytest.fixture
@@ -195,5 +195,18 @@ def test_an_ended_threads_recorded_events_keep_their_track_after_its_tree_is_fol
         thread.join()
     tree = get_timer_tree(include_threads=True)
     tracks = [thread["name"] for thread in tree["timeline"]["processes"][0]["threads"]]
-    assert [name for name in tracks if name.startswith("fetcher")] == ["fetcher-0", "fetcher-1", "fetcher-2"]
+    assert sorted(name for name in tracks if name.startswith("fetcher")) == ["fetcher-0", "fetcher-1", "fetcher-2"]
     assert next(child for child in tree["children"] if child["name"] == "thread:ended:fetcher-N")["count"] == 3
+
+
+def test_an_ended_thread_kept_for_its_events_is_let_go_once_they_are_cleared(recording):
+    def work():
+        with hierarchical_timer("fetch"):
+            pass
+
+    thread = threading.Thread(target=work, name="one-off")
+    thread.start()
+    thread.join()
+    assert "one-off" in [stack.thread_name for stack in all_timer_stacks()]
+    events.clear_recording()
+    assert "one-off" not in [stack.thread_name for stack in all_timer_stacks()]

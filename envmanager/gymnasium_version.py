@@ -1,7 +1,8 @@
 """Which Gymnasium versions ``envmanager`` works with, checked before any of it imports Gymnasium.
 
-``envmanager`` builds on Gymnasium 1.1's vector API (``AutoresetMode``, the space utilities of
-``gymnasium.vector.utils``). With another Gymnasium — a project pinning ``gymnasium==0.29.1``,
+``envmanager`` builds on Gymnasium's 1.x vector API (``AutoresetMode``, the space utilities of
+``gymnasium.vector.utils``). The floor is 1.4, the release the test suite runs on: with 1.1 to
+1.3, float16 observations in shared memory fail inside Gymnasium's own code. With another Gymnasium — a project pinning ``gymnasium==0.29.1``,
 installed beside rlprof with ``--no-deps`` — importing it would fail deep inside with a bare
 ``ImportError`` about some helper; this check says instead, in one line, what is installed and
 what is needed. It reads the installed version from the package metadata, without importing
@@ -20,10 +21,10 @@ __all__ = [
     "is_supported_gymnasium",
 ]
 
-SUPPORTED_GYMNASIUM = ">=1.1,<2"
+SUPPORTED_GYMNASIUM = ">=1.4,<2"
 """The Gymnasium versions envmanager supports; pyproject.toml and the README say the same."""
 
-_LOWEST = (1, 1)
+_LOWEST = (1, 4)
 _BELOW = (2, 0)
 
 
@@ -32,7 +33,7 @@ class UnsupportedGymnasiumError(ImportError):
 
 
 def is_supported_gymnasium(installed: str) -> bool:
-    """Whether a Gymnasium version string (``"1.4.0"``, ``"1.1.0rc1"``) is supported."""
+    """Whether a Gymnasium version string (``"1.4.0"``, ``"1.5.0rc1"``) is supported."""
     numbers = re.match(r"(\d+)\.(\d+)", installed)
     if numbers is None:
         return False

@@ -18,18 +18,18 @@ from envmanager.gymnasium_version import (
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("installed", ["1.1.0", "1.1.0rc1", "1.2.3", "1.4.0", "1.10.2"])
-def test_gymnasium_1_1_and_later_1_x_are_supported(installed):
+@pytest.mark.parametrize("installed", ["1.4.0", "1.4.1", "1.5.0rc1", "1.10.2"])
+def test_gymnasium_1_4_and_later_1_x_are_supported(installed):
     assert is_supported_gymnasium(installed)
 
 
-@pytest.mark.parametrize("installed", ["0.29.1", "1.0.0", "1.0.0a2", "2.0.0", "unknown"])
+@pytest.mark.parametrize("installed", ["0.29.1", "1.0.0", "1.0.0a2", "1.1.0", "1.3.0", "2.0.0", "unknown"])
 def test_other_versions_are_not(installed):
     assert not is_supported_gymnasium(installed)
 
 
 def test_the_error_names_the_installed_and_the_supported_versions():
-    with pytest.raises(UnsupportedGymnasiumError, match=r"supports gymnasium>=1\.1,<2, but gymnasium 0\.29\.1 is installed"):
+    with pytest.raises(UnsupportedGymnasiumError, match=r"supports gymnasium>=1\.4,<2, but gymnasium 0\.29\.1 is installed"):
         check_gymnasium_version("0.29.1")
 
 
@@ -61,5 +61,5 @@ def test_importing_envmanager_with_gymnasium_0_29_says_what_to_install(tmp_path)
     assert result.returncode == 1
     assert result.stderr.splitlines()[-1] == (
         "envmanager.gymnasium_version.UnsupportedGymnasiumError: envmanager supports "
-        "gymnasium>=1.1,<2, but gymnasium 0.29.1 is installed: pip install 'gymnasium>=1.1,<2' "
+        "gymnasium>=1.4,<2, but gymnasium 0.29.1 is installed: pip install 'gymnasium>=1.4,<2' "
         "(rlprof's profiler and `rlprof analyze` work with any Gymnasium, or none)")

@@ -184,15 +184,21 @@ def test_a_span_open_across_a_flush_keeps_its_real_start_and_nests(recording, fa
     assert second[9][3] == (("worker.loop", 1000.0, 1002.0),)
 
 
-def test_an_ended_threads_recorded_events_keep_their_track_after_its_tree_is_folded(recording):
+def time_in_a_thread(block: str, thread_name: str) -> None:
+    """Start a thread that times one ``block``, and wait for it to end."""
+
     def work():
-        with hierarchical_timer("fetch"):
+        with hierarchical_timer(block):
             pass
 
+    thread = threading.Thread(target=work, name=thread_name)
+    thread.start()
+    thread.join()
+
+
+def test_an_ended_threads_recorded_events_keep_their_track_after_its_tree_is_folded(recording):
     for index in range(3):
-        thread = threading.Thread(target=work, name=f"fetcher-{index}")
-        thread.start()
-        thread.join()
+        time_in_a_thread("fetch", f"fetcher-{index}")
     tree = get_timer_tree(include_threads=True)
     tracks = [thread["name"] for thread in tree["timeline"]["processes"][0]["threads"]]
     assert sorted(name for name in tracks if name.startswith("fetcher")) == ["fetcher-0", "fetcher-1", "fetcher-2"]
@@ -200,13 +206,7 @@ def test_an_ended_threads_recorded_events_keep_their_track_after_its_tree_is_fol
 
 
 def test_an_ended_thread_kept_for_its_events_is_let_go_once_they_are_cleared(recording):
-    def work():
-        with hierarchical_timer("fetch"):
-            pass
-
-    thread = threading.Thread(target=work, name="one-off")
-    thread.start()
-    thread.join()
+    time_in_a_thread("fetch", "one-off")
     assert "one-off" in [stack.thread_name for stack in all_timer_stacks()]
     events.clear_recording()
     assert "one-off" not in [stack.thread_name for stack in all_timer_stacks()]

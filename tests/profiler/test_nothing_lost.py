@@ -160,6 +160,20 @@ def test_a_killed_worker_loses_at_most_its_unflushed_interval(tmp_path):
 # --- whatever the gauge type ----------------------------------------------------------------------
 
 
+def merge_one_worker(target, *arguments) -> None:
+    """Fork one worker running ``target(connection, *arguments)``; merge what it sends under
+    ``collect`` until it is done."""
+    merger = TimerMerger()
+    context = multiprocessing.get_context("fork")
+    trainer_end, worker_end = context.Pipe()
+    process = context.Process(target=target, args=(worker_end, *arguments), daemon=True)
+    process.start()
+    worker_end.close()
+    with hierarchical_timer("collect"):
+        receive_all({trainer_end: 0}, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
+    process.join(timeout=RECEIVE_TIMEOUT)
+
+
 def run_gauge_worker(connection: Connection, reading: object, steps: int) -> None:
     """A worker whose env code sets a gauge from whatever its libraries return."""
     reporter = WorkerTimers(flush_every=3)
@@ -179,15 +193,8 @@ def run_gauge_worker(connection: Connection, reading: object, steps: int) -> Non
     ids=["float64", "float32", "0-d array", "int64", "nan", "inf"],
 )
 def test_a_worker_gauge_of_any_real_type_costs_no_step_count(tmp_path, reading):
-    steps, merger = 10, TimerMerger()
-    context = multiprocessing.get_context("fork")
-    trainer_end, worker_end = context.Pipe()
-    process = context.Process(target=run_gauge_worker, args=(worker_end, reading, steps), daemon=True)
-    process.start()
-    worker_end.close()
-    with hierarchical_timer("collect"):
-        receive_all({trainer_end: 0}, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
-    process.join(timeout=RECEIVE_TIMEOUT)
+    steps = 10
+    merge_one_worker(run_gauge_worker, reading, steps)
     dumped = load_timing_tree(write_timing_tree(tmp_path / "run_timers.json"))
     assert find(dumped, "collect", "env.step")["count"] == steps
     gauge = dumped["workers"][0]["gauges"]["reward"]
@@ -218,15 +225,8 @@ def run_deep_worker(connection: Connection, steps: int, levels: int) -> None:
 
 
 def test_a_worker_nesting_deeper_than_the_payload_limit_loses_no_step():
-    steps, levels, merger = 100, MAX_DEPTH + 20, TimerMerger()
-    context = multiprocessing.get_context("fork")
-    trainer_end, worker_end = context.Pipe()
-    process = context.Process(target=run_deep_worker, args=(worker_end, steps, levels), daemon=True)
-    process.start()
-    worker_end.close()
-    with hierarchical_timer("collect"):
-        receive_all({trainer_end: 0}, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
-    process.join(timeout=RECEIVE_TIMEOUT)
+    steps = 100
+    merge_one_worker(run_deep_worker, steps, MAX_DEPTH + 20)
     tree = get_timer_tree()
     assert find(tree, "collect", "env.step")["count"] == steps
     node = find(tree["workers"][0], "env.step")

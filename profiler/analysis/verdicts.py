@@ -373,7 +373,7 @@ def _straggler_advice(worker: WorkerMeasurements) -> str:
 def _cpu_oversubscription(run: _Run) -> list[Verdict]:
     measurements = run.measurements
     step = run.step
-    if step is None or not measurements.workers:
+    if step is None:
         return []
     if not measurements.every_worker_has_env_time:
         run.cannot_tell.append(

@@ -2,7 +2,7 @@
 
 The runs are timer files written with the fake clock (see run_files.py), so every figure is exact
 and each threshold can be approached from both sides. Real runs, built with real subprocesses,
-are in test_verdicts_on_real_runs.py.
+are in tests/envmanager/test_verdicts_on_real_runs.py.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from profiler.timers import TimerNode
 from envmanager.critical_path import CriticalPath
 from envmanager.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.resources import ResourceGauges
+from envmanager.unreported_steps import UnreportedSteps
 
 __all__ = ["ManagerProfiling"]
 
@@ -70,6 +71,7 @@ class ManagerProfiling:
         "critical_path",
         "env_times",
         "busy_processes",
+        "unreported",
         "_generation",
     )
 
@@ -90,6 +92,7 @@ class ManagerProfiling:
         self.critical_path: CriticalPath | None = None
         self.env_times: list[EnvTime] = []
         self.busy_processes = 0
+        self.unreported = UnreportedSteps(())
         self._generation = self.timer_stack.generation
 
     def workers_started(self, workers: int) -> None:
@@ -106,6 +109,34 @@ class ManagerProfiling:
             busy = 1 + sum(manager.workers for manager in live)
             for manager in live:
                 manager._note_busy_processes(busy)
+
+    def account_for(self, handles: list[Any]) -> UnreportedSteps:
+        """Count, for each of these workers, the steps no payload has reported (the manager
+        adds one per step reply to ``pending``); the dump says how many and why."""
+        self.unreported = UnreportedSteps(handles)
+        if self.merger is not None:
+            for handle in handles:
+                self.merger.expect_worker(handle.index)
+            self.merger.add_worker_section("unreported_steps", self.unreported.steps_section)
+            self.merger.add_worker_section("unreported_reason", self.unreported.reason_section)
+        return self.unreported
+
+    def note_unanswered(self, handles: list[Any], request: str) -> None:
+        """These workers left ``request`` for their timers unanswered: mark them in the dump and
+        say so, since the dump lacks their time since their last payload."""
+        if not handles:
+            return
+        for handle in handles:
+            self.unreported.did_not_answer(handle.index, request)
+        names = ", ".join(f"worker {handle.index}" for handle in handles)
+        steps = sum(self.unreported.steps(handle.index) for handle in handles)
+        verb = "did" if len(handles) == 1 else "each did"
+        warnings.warn(
+            f"rlprof: {names} {verb} not answer {request} (hung, or busy with a long call); the "
+            f"dump lacks their timers since their last payload ({steps} steps)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def workers_stopped(self) -> None:
         """The workers are gone: they no longer compete for cores with later managers."""
@@ -156,6 +187,7 @@ class ManagerProfiling:
             payload, *env_time = timers_field
             validate_env_time(*env_time)
             self.merger.merge_payload(worker_index, payload, anchor)
+            self.unreported.reported(worker_index)
             if 0 <= worker_index < len(self.env_times):
                 self.env_times[worker_index].add(*env_time)
         except (PayloadError, EnvTimeError) as exc:
@@ -169,6 +201,7 @@ class ManagerProfiling:
                 )
 
     def record_restart(self, worker_index: int, restarts: int) -> None:
+        self.unreported.replaced(worker_index)
         if self.enabled:
             timers.set_gauge("env_manager.restarts", restarts, self.timer_stack)
             events.mark(f"env_manager.restart worker {worker_index}", self.timer_stack)

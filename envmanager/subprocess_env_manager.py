@@ -45,7 +45,7 @@ from envmanager import protocol
 from envmanager.critical_path import stamps_within
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
-from envmanager.pool import CLOSE_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.pool import CLOSE_GRACE_SECONDS, REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
 from envmanager.profiling import ManagerProfiling
 from envmanager.protocol import RemoteFailure, pack_array
 from envmanager.restart import RestartPolicy
@@ -167,6 +167,8 @@ class SubprocessEnvManager(VectorEnv):
         self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
+        # Step replies per worker since its last payload: what a dump lacks if it never comes.
+        self._unreported_steps = self._profiling.account_for(self._pool.workers).pending
         try:
             describe_sent_at = time.perf_counter()
             self._check_worker_spaces()
@@ -478,6 +480,7 @@ class SubprocessEnvManager(VectorEnv):
         return error
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
+        self._unreported_steps[handle.index] += 1  # until a payload reports it
         if not ok:
             self._failures.append((handle, body))
             return
@@ -720,23 +723,28 @@ class SubprocessEnvManager(VectorEnv):
     # -- timers ----------------------------------------------------------------------------
 
     def dump_timers(
-        self, summaries_dir: str | os.PathLike[str] | None = None, run_id: str | None = None
+        self,
+        summaries_dir: str | os.PathLike[str] | None = None,
+        run_id: str | None = None,
+        *,
+        timeout: float = REPLY_GRACE_SECONDS,
     ) -> Path:
         """Write the timer tree, worker blocks merged, to ``{summaries_dir}/{run_id}_timers.json``.
 
         While the workers run, they are first asked for the timer data they have not shipped
-        yet, so the file is complete up to now.  Defaults: the constructor's ``summaries_dir``
-        (else the current directory) and ``run_id``.  Returns the path written.
+        yet, so the file is complete up to now.  A worker that does not answer within
+        ``timeout`` seconds (hung, or busy with a long call) is not waited for: the file is
+        written without its latest timers, its entry in the ``workers`` section says so
+        (``unreported_reason``), and a ``RuntimeWarning`` names it.  Defaults: the
+        constructor's ``summaries_dir`` (else the current directory) and ``run_id``.  Returns
+        the path written.
         """
         if not self.closed and self._state is _State.DEFAULT and self._profiling.enabled:
             live = [h for h in self._pool.workers if h.alive]
             self._pool.send(live, protocol.FLUSH, None)
-            self._pool.gather(
-                live,
-                CLOSE_GRACE_SECONDS if self.timeout is None else self.timeout,
-                "dump_timers",
-                _ignore_reply,
-            )
+            owing = self._pool.receive_outstanding(live, timeout)
+            silent = [h for h in live if h in owing or not h.alive]
+            self._profiling.note_unanswered(silent, f"the request for its timers within {timeout} s")
         directory = summaries_dir if summaries_dir is not None else (self.summaries_dir or ".")
         return self._profiling.dump(directory, run_id or self.run_id)
 
@@ -761,10 +769,6 @@ class SubprocessEnvManager(VectorEnv):
     def __del__(self) -> None:
         if not getattr(self, "closed", True) and hasattr(self, "_pool"):
             self.close(terminate=True)
-
-
-def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
-    pass
 
 
 def _check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:

@@ -41,8 +41,9 @@ from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
 __all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime", "WorkerSection"]
 
-WorkerSection = Callable[[int], "dict[str, Any] | None"]
-"""Gives a worker's extra section in the dump from its worker id (None: no section for it)."""
+WorkerSection = Callable[[int], Any]
+"""Gives a worker's extra section in the dump (any JSON value) from its worker id (None: no
+section for it)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ class TimerMerger:
         self._workers: dict[int, _WorkerRecord] = {}
         self._last_sequence: dict[tuple[int, int], int] = {}
         self._sections: dict[str, WorkerSection] = {}
+        self._expected: set[int] = set()
         self._generation = -1
         with self._lock:
             self._follow_stack_resets()
@@ -216,7 +218,7 @@ class TimerMerger:
         stack = self.timer_stack
         if self._generation != stack.generation:
             self._generation = stack.generation
-            self._workers.clear()
+            self._workers = {worker_id: _WorkerRecord(worker_id) for worker_id in self._expected}
         if self not in stack.mergers:
             stack.mergers.append(self)
 
@@ -244,6 +246,18 @@ class TimerMerger:
             track.dropped += max(0, len(ring) + len(new_events) - self.timeline_capacity)
             ring.extend(new_events)
         track.dropped += dropped
+
+    def expect_worker(self, worker_id: int) -> None:
+        """Give ``worker_id`` an entry in the dump from now on, payload or not.
+
+        The code that starts the workers knows they exist before any payload arrives; a worker
+        that dies before its first flush then still has an entry, where the sections added with
+        :meth:`add_worker_section` can say what became of it.
+        """
+        with self._lock:
+            self._expected.add(worker_id)
+            if worker_id not in self._workers:
+                self._workers[worker_id] = _WorkerRecord(worker_id)
 
     def add_worker_section(self, name: str, section: WorkerSection) -> None:
         """Dump ``name: section(worker_id)`` in every worker's entry (left out where it gives None).

@@ -164,7 +164,7 @@ def normalize_timing_tree(document: Any) -> dict[str, Any]:
         ) from None
 
 
-_WORKER_COUNTS = ("worker_id", "pid", "payloads", "missed_payloads", "duplicates")
+_WORKER_COUNTS = ("worker_id", "pid", "payloads", "missed_payloads", "duplicates", "unreported_steps")
 
 
 class _Reader:

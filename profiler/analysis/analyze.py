@@ -12,7 +12,9 @@ one question without opening the JSON:
    on the last worker, transport and the rest, adding up to the step's total
    (:mod:`profiler.analysis.step_time`);
 4. **Per worker** — each worker's mean and max step time, how often the step waited on it and its
-   env CPU share (:mod:`profiler.analysis.worker_report`).
+   env CPU share (:mod:`profiler.analysis.worker_report`), and the steps a worker took that no
+   timer payload reported (it died, hung or was cut off before shipping them), since the figures
+   lack their time.
 
 Sections 3 and 4 say in one line when the run has no such blocks (a single-process run). The
 CSV format holds the block rows only, since the other sections are not tables of the same shape.
@@ -53,6 +55,16 @@ class AnalyzeOptions:
     pattern: re.Pattern[str] | None = None
 
 
+@dataclass(frozen=True)
+class UnreportedWorker:
+    """A worker whose trainer saw ``steps`` steps answered that no timer payload reported."""
+
+    label: str
+    worker_id: int
+    steps: int
+    reason: str | None
+
+
 @dataclass
 class RunAnalysis:
     """Everything ``rlprof analyze`` prints, before it is turned into text."""
@@ -66,6 +78,7 @@ class RunAnalysis:
     verdicts: RunVerdicts
     breakdowns: list[StepBreakdown] = field(default_factory=list)
     workers: WorkerReport | None = None
+    unreported: list[UnreportedWorker] = field(default_factory=list)
 
     @property
     def untimed_share(self) -> float | None:
@@ -95,7 +108,25 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         verdicts=judge_run(tree, measurements, breakdowns),
         breakdowns=breakdowns,
         workers=worker_report(tree, measurements=measurements),
+        unreported=unreported_workers(tree),
     )
+
+
+def unreported_workers(tree: dict[str, Any]) -> list[UnreportedWorker]:
+    """The workers whose entry counts ``unreported_steps`` (written by envmanager)."""
+    unreported = []
+    for index, worker in enumerate(tree.get("workers", [])):
+        steps = worker.get("unreported_steps")
+        if type(steps) is int and steps > 0:
+            reason = worker.get("unreported_reason")
+            worker_id = worker.get("worker_id", index)
+            unreported.append(UnreportedWorker(
+                label=str(worker.get("name") or f"worker {worker_id}"),
+                worker_id=worker_id,
+                steps=steps,
+                reason=reason if isinstance(reason, str) else None,
+            ))
+    return unreported
 
 
 def render_analysis(analysis: RunAnalysis, format_name: str = "table", *, title: str = "run") -> str:
@@ -163,7 +194,7 @@ def _workers_text(analysis: RunAnalysis) -> str:
     if report is None:
         return "Per worker: no per-worker trees in this run (no 'workers' section)."
     if not report.workers:
-        return f"Per worker: no worker ran {report.block}."
+        return "\n".join([f"Per worker: no worker ran {report.block}.", *_unreported_lines(analysis)])
     any_max = any(worker.max_time is not None for worker in report.workers)
     lines = [f"Per worker ({report.block}): mean {format_seconds(report.mean)} per call "
              f"over {_plural(len(report.workers), 'worker')}",
@@ -193,7 +224,17 @@ def _workers_text(analysis: RunAnalysis) -> str:
         lines.append(" the CPU, waiting for a core or sleeping)")
     else:
         lines.append("(env cpu: this file does not record the workers' CPU time)")
+    lines.extend(_unreported_lines(analysis))
     return "\n".join(lines)
+
+
+def _unreported_lines(analysis: RunAnalysis) -> list[str]:
+    return [
+        f"{worker.label}: {_plural(worker.steps, 'step')} taken but never reported"
+        + (f" ({worker.reason})" if worker.reason else "")
+        + "; their time is missing from these figures"
+        for worker in analysis.unreported
+    ]
 
 
 def _plural(number: int, noun: str) -> str:
@@ -241,4 +282,9 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                 for worker in report.workers
             ],
         },
+        "unreported": [
+            {"worker": worker.label, "worker_id": worker.worker_id, "steps": worker.steps,
+             "reason": worker.reason}
+            for worker in analysis.unreported
+        ],
     }

@@ -124,6 +124,24 @@ def test_json_holds_blocks_breakdown_and_workers(vector_tree):
     assert any("critical-path" in line for line in document["cannot_tell"])
 
 
+def test_steps_a_worker_never_reported_are_named_under_the_workers(vector_tree):
+    vector_tree["workers"][1]["unreported_steps"] = 37
+    vector_tree["workers"][1]["unreported_reason"] = "its process was killed by SIGKILL before shipping them"
+    analysis = analyze_run(vector_tree)
+    assert ("worker 1: 37 steps taken but never reported (its process was killed by SIGKILL before "
+            "shipping them); their time is missing from these figures") in render_analysis(analysis)
+    assert json.loads(render_analysis(analysis, "json"))["unreported"] == [{
+        "worker": "worker 1", "worker_id": 1, "steps": 37,
+        "reason": "its process was killed by SIGKILL before shipping them",
+    }]
+
+
+def test_workers_with_nothing_unreported_add_no_line(vector_tree):
+    for worker in vector_tree["workers"]:
+        worker["unreported_steps"] = 0
+    assert "never reported" not in render_analysis(analyze_run(vector_tree))
+
+
 def test_json_of_a_single_process_run_has_no_breakdown_and_no_workers(plain_tree):
     document = json.loads(render_analysis(analyze_run(plain_tree), "json"))
     assert (document["step_breakdowns"], document["workers"]) == ([], None)

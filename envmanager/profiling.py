@@ -75,11 +75,12 @@ class ManagerProfiling:
         "_generation",
     )
 
-    def __init__(self, enabled: bool, resource_interval: float | None) -> None:
+    def __init__(self, enabled: bool, resource_interval: float | None, name: str) -> None:
         self.enabled = enabled and timers.is_enabled()
         # The constructing thread's stack: the trainer loop's, in every program we know of.
         self.timer_stack = timers.get_timer_stack_for_thread(threading.current_thread())
-        self.merger = TimerMerger(self.timer_stack) if self.enabled else None
+        # Named after the manager, so its workers' entries say whose they are.
+        self.merger = TimerMerger(self.timer_stack, name=name) if self.enabled else None
         self.step_anchor: TimerNode | None = None
         self.reset_anchor: TimerNode | None = None
         self.resources = (
@@ -139,8 +140,11 @@ class ManagerProfiling:
         )
 
     def workers_stopped(self) -> None:
-        """The workers are gone: they no longer compete for cores with later managers."""
+        """The workers are gone: they no longer compete for cores with later managers, and a
+        later manager of the same name replaces them in the stack's dumps."""
         _live_managers.pop(id(self), None)
+        if self.merger is not None:
+            self.merger.retire()
 
     def _note_busy_processes(self, busy: int) -> None:
         self.busy_processes = max(self.busy_processes, busy)
@@ -214,4 +218,5 @@ class ManagerProfiling:
         """Write the trainer's tree, merged worker blocks included, as ``{run_id}_timers.json``."""
         path = timers_json_path(summaries_dir, run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return write_timing_tree(path, self.timer_stack)
+        mergers = [] if self.merger is None else [self.merger]
+        return write_timing_tree(path, self.timer_stack, mergers=mergers)

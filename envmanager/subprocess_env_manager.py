@@ -144,7 +144,7 @@ class SubprocessEnvManager(VectorEnv):
         _check_flush_options(flush_every, flush_interval)
         self.flush_every, self.flush_interval = flush_every, flush_interval
         self.summaries_dir, self.run_id = summaries_dir, run_id
-        self._profiling = ManagerProfiling(profiling, resource_interval)
+        self._profiling = ManagerProfiling(profiling, resource_interval, run_id)
         if worker is not None:
             raise ValueError(
                 "SubprocessEnvManager does not support a custom `worker`: its workers speak the "

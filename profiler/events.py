@@ -21,6 +21,7 @@ import os
 import socket
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from profiler import timers
@@ -186,15 +187,17 @@ def drain_timeline(stack: TimerStack) -> tuple[Any, ...] | None:
     return (HOST, clock_origin(), stack.thread_name, spans, instants, counters, dropped)
 
 
-def timeline_section(stack: TimerStack) -> dict[str, Any] | None:
+def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) -> dict[str, Any] | None:
     """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
-    every merger attached to ``stack``; None when nothing was ever recorded."""
+    ``mergers`` (default: every merger attached to ``stack``); None when nothing was recorded."""
     stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
     # The stacks holding ended threads' folded trees record nothing (see timers._StackRegistry).
     recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
     # Each merger gives (process entry, events it dropped) per worker it heard from.
     worker_processes = [
-        entry for merger in list(stack.mergers) for entry in merger.timeline_processes()
+        entry
+        for merger in list(stack.mergers if mergers is None else mergers)
+        for entry in merger.timeline_processes()
     ]
     if not recorded and not worker_processes:
         return None

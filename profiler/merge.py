@@ -30,6 +30,7 @@ dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node at
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from dataclasses import dataclass
@@ -159,13 +160,28 @@ class TimerMerger:
     stack dump every worker's tree (``workers``) and track (``timeline``). Resetting the stack
     empties the worker trees too; the merger re-attaches on its next merge, still remembering
     which payloads it has merged.
+
+    Several mergers may share a stack (a training and an evaluation vector env in one thread):
+    each worker entry names its merger (``manager``: ``name``; ``manager_id``: a number unique in
+    the process), since worker ids repeat from one merger to the next. A merger whose workers are
+    gone (:meth:`retire`) stays in the stack's dumps, so that closing the workers before dumping
+    loses nothing, until a new merger of the same name attaches to the stack: an evaluation env
+    rebuilt every round then lists the latest round's workers, not every round's.
     """
 
     def __init__(
-        self, timer_stack: TimerStack | None = None, *, timeline_capacity: int = events.DEFAULT_CAPACITY
+        self,
+        timer_stack: TimerStack | None = None,
+        *,
+        name: str | None = None,
+        timeline_capacity: int = events.DEFAULT_CAPACITY,
     ) -> None:
         self.timer_stack = timers._resolve(timer_stack)
+        self.name = name
+        self.manager_id = next(_merger_ids)
         self.timeline_capacity = timeline_capacity
+        self._retired = False
+        self._detached = False
         self._lock = threading.Lock()
         self._workers: dict[int, _WorkerRecord] = {}
         self._last_sequence: dict[tuple[int, int], int] = {}
@@ -174,6 +190,9 @@ class TimerMerger:
         self._generation = -1
         with self._lock:
             self._follow_stack_resets()
+        for other in list(self.timer_stack.mergers):
+            if other is not self and other._retired and other.name == name:
+                other.detach()
 
     def merge_payload(self, worker_id: int, payload: Any, anchor: TimerNode | None = None) -> None:
         """Add a worker's payload to the trainer's tree and to that worker's own tree.
@@ -219,8 +238,24 @@ class TimerMerger:
         if self._generation != stack.generation:
             self._generation = stack.generation
             self._workers = {worker_id: _WorkerRecord(worker_id) for worker_id in self._expected}
-        if self not in stack.mergers:
+        if self not in stack.mergers and not self._detached:
             stack.mergers.append(self)
+
+    def retire(self) -> None:
+        """The workers are gone: a new merger of the same name on this stack replaces this one
+        in the stack's dumps (until then they still list its workers)."""
+        self._retired = True
+
+    def detach(self) -> None:
+        """Leave the stack's dumps from now on.
+
+        What was merged into the tree stays there; only the ``workers`` entries and timeline
+        tracks leave the stack's dumps. The merger keeps them for its own use.
+        """
+        with self._lock:
+            self._detached = True
+            if self in self.timer_stack.mergers:
+                self.timer_stack.mergers.remove(self)
 
     def _add_timeline(self, worker: _WorkerRecord, pid: int, timeline: tuple[Any, ...]) -> None:
         host, origin, thread_name, spans, instants, counters, dropped = timeline
@@ -276,6 +311,7 @@ class TimerMerger:
         with self._lock:
             entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
             for entry in entries:
+                entry["manager"], entry["manager_id"] = self.name, self.manager_id
                 for name, section in self._sections.items():
                     value = section(entry["worker_id"])
                     if value is not None:
@@ -333,7 +369,8 @@ class TimerMerger:
         )
 
 
-_ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry())
+_ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry()) | {"manager", "manager_id"}
+_merger_ids = itertools.count(1)
 
 
 def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ...]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,16 +61,18 @@ def write_timing_tree(
     *,
     include_threads: bool = True,
     layout: str = "rlprof",
+    mergers: Sequence[Any] | None = None,
 ) -> Path:
     """Dump a stack's tree (the calling thread's by default) as JSON at ``path``, atomically.
 
     Other threads' trees are included under ``thread:<name>`` nodes unless ``include_threads`` is
     false. ``layout="mlagents"`` writes the layout of ML-Agents' ``timers.json`` (children keyed
-    by name) for tools that read only that; rlprof reads both. The file is strict JSON: NaN and
+    by name) for tools that read only that; rlprof reads both. ``mergers`` are those whose workers
+    the file lists (default: every merger attached to the stack). The file is strict JSON: NaN and
     infinite readings are written by name (see :mod:`profiler.strict_json`). Returns the path
     written.
     """
-    tree = get_timer_tree(timer_stack, include_threads=include_threads, layout=layout)
+    tree = get_timer_tree(timer_stack, include_threads=include_threads, layout=layout, mergers=mergers)
     return write_atomically(path, strict_json.dumps(_with_named_readings(tree), indent=2))
 
 

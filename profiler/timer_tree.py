@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from profiler import __version__, timers
@@ -60,6 +61,7 @@ def get_timer_tree(
     *,
     include_threads: bool = False,
     layout: str = "rlprof",
+    mergers: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
 
@@ -67,7 +69,9 @@ def get_timer_tree(
     trees of every other thread that timed anything are appended to the root's children, each
     under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
     ``layout="mlagents"`` keys children by name, as ML-Agents' ``get_timer_tree`` does (see
-    :mod:`profiler.mlagents_layout`).
+    :mod:`profiler.mlagents_layout`). ``mergers`` are those whose workers the ``workers`` and
+    ``timeline`` sections show (default: every merger attached to the stack); an env manager
+    passes its own, so its dump lists its own workers only.
     """
     check_layout(layout)
     stack = timers._resolve(timer_stack)
@@ -84,10 +88,11 @@ def get_timer_tree(
     # list() because a merger may add worker gauges from its receiver thread meanwhile.
     tree["gauges"] = {name: gauge.to_dict() for name, gauge in list(stack.gauges.items())}
     tree["metadata"] = _base_metadata(stack, end_wall_time)
-    workers = [entry for merger in list(stack.mergers) for entry in merger.worker_entries()]
+    mergers = list(stack.mergers if mergers is None else mergers)
+    workers = [entry for merger in mergers for entry in merger.worker_entries()]
     if workers:
         tree["workers"] = workers
-    timeline = timeline_section(stack)
+    timeline = timeline_section(stack, mergers)
     if timeline is not None:
         tree["timeline"] = timeline
     return to_mlagents_layout(tree) if layout == "mlagents" else tree

@@ -35,6 +35,7 @@ from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
 from profiler.analysis.verdict_text import verdicts_as_text
 from profiler.analysis.verdicts import RunVerdicts, judge_run
+from profiler.analysis.worker_groups import OtherManager, other_managers
 from profiler.analysis.worker_report import PEAK_INTERVAL_MEAN, WorkerReport, worker_report
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
@@ -79,6 +80,7 @@ class RunAnalysis:
     breakdowns: list[StepBreakdown] = field(default_factory=list)
     workers: WorkerReport | None = None
     unreported: list[UnreportedWorker] = field(default_factory=list)
+    other_managers: list[OtherManager] = field(default_factory=list)
 
     @property
     def untimed_share(self) -> float | None:
@@ -109,6 +111,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         breakdowns=breakdowns,
         workers=worker_report(tree, measurements=measurements),
         unreported=unreported_workers(tree),
+        other_managers=other_managers(tree),
     )
 
 
@@ -194,7 +197,7 @@ def _workers_text(analysis: RunAnalysis) -> str:
     if report is None:
         return "Per worker: no per-worker trees in this run (no 'workers' section)."
     if not report.workers:
-        return "\n".join([f"Per worker: no worker ran {report.block}.", *_unreported_lines(analysis)])
+        return "\n".join([f"Per worker: no worker ran {report.block}.", *_left_out_lines(analysis)])
     any_max = any(worker.max_time is not None for worker in report.workers)
     lines = [f"Per worker ({report.block}): mean {format_seconds(report.mean)} per call "
              f"over {_plural(len(report.workers), 'worker')}",
@@ -224,12 +227,15 @@ def _workers_text(analysis: RunAnalysis) -> str:
         lines.append(" the CPU, waiting for a core or sleeping)")
     else:
         lines.append("(env cpu: this file does not record the workers' CPU time)")
-    lines.extend(_unreported_lines(analysis))
+    lines.extend(_left_out_lines(analysis))
     return "\n".join(lines)
 
 
-def _unreported_lines(analysis: RunAnalysis) -> list[str]:
-    return [
+def _left_out_lines(analysis: RunAnalysis) -> list[str]:
+    """What the per-worker figures do not cover: other vector envs' workers, unreported steps."""
+    left_out = [f"{other.name} ({_plural(other.workers, 'worker')})" for other in analysis.other_managers]
+    lines = [f"(not compared with these: the workers of {', '.join(left_out)}, another vector env)"] if left_out else []
+    return lines + [
         f"{worker.label}: {_plural(worker.steps, 'step')} taken but never reported"
         + (f" ({worker.reason})" if worker.reason else "")
         + "; their time is missing from these figures"

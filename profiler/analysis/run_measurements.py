@@ -25,6 +25,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.analysis.worker_groups import compared_workers
+
 __all__ = [
     "CriticalPath",
     "EnvTime",
@@ -105,7 +107,7 @@ def read_measurements(tree: dict[str, Any]) -> RunMeasurements:
     """Read the per-worker and machine measurements of a normalized tree (see module docstring)."""
     problems: list[str] = []
     workers = []
-    for index, entry in enumerate(tree.get("workers") or []):
+    for index, entry in enumerate(compared_workers(tree)):
         label = str(entry.get("name") or f"worker {entry.get('worker_id', index)}")
         workers.append(WorkerMeasurements(
             label=label,

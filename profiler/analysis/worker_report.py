@@ -17,6 +17,7 @@ from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
+from profiler.analysis.worker_groups import compared_workers
 
 __all__ = ["MAX_PER_CALL", "PEAK_INTERVAL_MEAN", "WorkerReport", "WorkerRow", "worker_report"]
 
@@ -70,9 +71,9 @@ def worker_report(
     tree: dict[str, Any], block: str = "env.step", measurements: RunMeasurements | None = None
 ) -> WorkerReport | None:
     """Each worker's ``block`` times from the ``workers`` section; ``None`` when it is absent."""
-    trees = tree.get("workers")
-    if not trees:
+    if not tree.get("workers"):
         return None
+    trees = compared_workers(tree)
     measured = {worker.worker_id: worker for worker in (measurements or read_measurements(tree)).workers}
     rows = []
     for index, worker in enumerate(trees):

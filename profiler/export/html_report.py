@@ -18,6 +18,7 @@ import math
 from typing import Any, Iterable
 
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
+from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.verdict_text import format_evidence_value
 from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
@@ -47,7 +48,7 @@ def to_html_report(tree: dict[str, Any]) -> str:
         _verdicts_section(verdicts),
         _summary_section(tree),
         _flame_graph_section(tree),
-        _workers_section(tree.get("workers") or [], verdicts, measurements),
+        _workers_section(compared_workers(tree), verdicts, measurements),
         _gauges_section(tree),
         _top_blocks_section(tree),
         _metadata_section(metadata),

@@ -273,6 +273,44 @@ def test_a_merger_dumps_with_the_stack_it_merges_into(fake_clock):
     assert "workers" not in get_timer_tree()
 
 
+def test_a_worker_expected_before_any_payload_has_an_entry_even_after_a_reset(fake_clock):
+    merger = TimerMerger()
+    merger.expect_worker(2)
+    assert worker_entry(get_timer_tree(), 2)["payloads"] == 0
+    reset_timers()
+    assert worker_entry(get_timer_tree(), 2)["children"] == []
+
+
+def test_each_worker_entry_names_its_merger(fake_clock):
+    train, evaluation = TimerMerger(name="train"), TimerMerger(name="eval")
+    train.merge_payload(0, payload(step()))
+    evaluation.merge_payload(0, payload(step()))
+    entries = get_timer_tree()["workers"]
+    assert [(entry["manager"], entry["worker_id"]) for entry in entries] == [("train", 0), ("eval", 0)]
+    assert entries[0]["manager_id"] != entries[1]["manager_id"]
+
+
+def test_a_dump_can_list_the_workers_of_chosen_mergers_only(fake_clock):
+    train, evaluation = TimerMerger(name="train"), TimerMerger(name="eval")
+    train.merge_payload(0, payload(step()))
+    evaluation.merge_payload(0, payload(step()))
+    tree = get_timer_tree(mergers=[train])
+    assert [entry["manager"] for entry in tree["workers"]] == ["train"]
+    assert find(tree, "env.step")["count"] == 2  # the tree itself holds what both merged
+
+
+def test_a_retired_merger_leaves_the_stacks_dumps_when_one_of_the_same_name_attaches(fake_clock):
+    first_round, train = TimerMerger(name="eval"), TimerMerger(name="train")
+    first_round.merge_payload(0, payload(step()))
+    first_round.retire()
+    assert [entry["manager"] for entry in get_timer_tree()["workers"]] == ["eval", "train"]
+    second_round = TimerMerger(name="eval")
+    second_round.expect_worker(0)
+    assert [entry["manager_id"] for entry in get_timer_tree()["workers"]] == [
+        train.manager_id, second_round.manager_id
+    ]
+
+
 def test_a_real_snapshot_merges_back_to_the_same_tree(fake_clock):
     worker = TimerStack("worker")
     with hierarchical_timer("env.step", worker):

@@ -309,6 +309,7 @@ class TimerMerger:
     def worker_entries(self) -> list[dict[str, Any]]:
         """The ``workers`` section: one node-like entry per worker, by worker id."""
         with self._lock:
+            self._follow_stack_resets()
             entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
             for entry in entries:
                 entry["manager"], entry["manager_id"] = self.name, self.manager_id

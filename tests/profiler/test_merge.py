@@ -275,10 +275,11 @@ def test_a_merger_dumps_with_the_stack_it_merges_into(fake_clock):
 
 def test_a_worker_expected_before_any_payload_has_an_entry_even_after_a_reset(fake_clock):
     merger = TimerMerger()
-    merger.expect_worker(2)
-    assert worker_entry(get_timer_tree(), 2)["payloads"] == 0
+    merger.merge_payload(2, payload(step()))
+    merger.expect_worker(3)
+    assert worker_entry(get_timer_tree(), 3)["payloads"] == 0
     reset_timers()
-    assert worker_entry(get_timer_tree(), 2)["children"] == []
+    assert [(entry["worker_id"], entry["payloads"]) for entry in merger.worker_entries()] == [(3, 0)]
 
 
 def test_each_worker_entry_names_its_merger(fake_clock):
@@ -302,6 +303,7 @@ def test_a_dump_can_list_the_workers_of_chosen_mergers_only(fake_clock):
 def test_a_retired_merger_leaves_the_stacks_dumps_when_one_of_the_same_name_attaches(fake_clock):
     first_round, train = TimerMerger(name="eval"), TimerMerger(name="train")
     first_round.merge_payload(0, payload(step()))
+    train.expect_worker(0)
     first_round.retire()
     assert [entry["manager"] for entry in get_timer_tree()["workers"]] == ["eval", "train"]
     second_round = TimerMerger(name="eval")

@@ -1,8 +1,13 @@
-"""The loop that runs inside each worker subprocess.
+"""What a worker does: its envs and its answers (:class:`EnvRunner`), and the loop that runs it
+inside each worker subprocess.
 
 A worker owns ``k >= 1`` consecutive envs of the batch (``envs_per_worker``).  It waits for a
 request, runs it on all of its envs, and sends one reply: one round trip per worker per
 step, however many envs it holds.  The message layouts are in :mod:`envmanager.protocol`.
+
+:class:`EnvRunner` knows nothing of pipes: it turns a request into a reply.  The subprocess
+loop here carries requests and replies over a pipe; other carriers (a Ray actor) can carry the
+very same ones.
 
 A failing env never kills the worker: the exception goes back in the reply, and the worker
 keeps serving until the trainer decides what to do (it shuts it down after a failed step or
@@ -41,7 +46,7 @@ from envmanager.env_time import EnvTimeMeter
 from envmanager.observations import ObservationMismatch, ObservationPacker
 from envmanager.protocol import RemoteFailure
 
-__all__ = ["EnvFactories", "WorkerConfig", "run_worker"]
+__all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "run_worker"]
 
 
 class EnvFactories:
@@ -101,31 +106,17 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
 
 
 class _WorkerLoop:
-    """The state of one worker: its envs, its pipe end and how it packs observations."""
+    """One worker subprocess: an :class:`EnvRunner` answering the requests of its pipe end."""
 
     def __init__(self, config: WorkerConfig, conn: Connection) -> None:
         self.conn = conn
-        self.first_env = config.first_env
-        self.envs: list[SubEnv] = []
-        self.creation_failure: RemoteFailure | None = None
-        self._failing_env: int | None = None  # the env being run, named in a failure reply
-        self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
-        self.env_time = EnvTimeMeter()
-        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.env_time)
-        for j, factory in enumerate(config.factories.factories):
-            try:
-                env = factory()
-            except Exception as exc:
-                self.creation_failure = RemoteFailure(exc, self.first_env + j)
-                break
-            self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
-        self.packer = ObservationPacker(
-            config.observation_space, config.shared_buffer, self.first_env, config.num_envs
-        )
+        self.runner = EnvRunner(config)
 
     def serve(self) -> None:
         conn = self.conn
+        runner = self.runner
         try:
+            runner.build_envs()
             while True:
                 try:
                     sequence, command, body = protocol.receive(conn)
@@ -133,24 +124,15 @@ class _WorkerLoop:
                     self._offer_last_timers()
                     return  # the trainer is gone, or stopped writing to us
                 if command == protocol.CLOSE:
-                    self._close_envs()
+                    runner.close_envs()
                     try:
-                        self._send(sequence, True, None, self._all_timers())
+                        self._send(sequence, True, None, runner.last_timers())
                     except OSError:
                         pass  # the trainer stopped listening; nothing left to tell it
                     return
-                if self.creation_failure is not None:
-                    self._send(sequence, False, self.creation_failure, None)
-                    continue
-                try:
-                    reply = self._handle(command, body)
-                except Exception as exc:
-                    ok, reply = False, RemoteFailure(exc, self._failing_env)
-                else:
-                    ok = True
-                self._send(sequence, ok, reply, self._timers_due(command))
+                self._send(sequence, *runner.answer(command, body))
         finally:
-            self._close_envs()
+            runner.close_envs()
 
     def _offer_last_timers(self) -> None:
         """Send the last timer data without ever blocking, when the trainer stopped writing.
@@ -160,13 +142,72 @@ class _WorkerLoop:
         replies, so these timers are not lost.  Never blocking matters: a pipe end that
         nobody reads must not keep this process from exiting.
         """
-        if self.timers is None:
+        if self.runner.timers is None:
             return
         try:
             os.set_blocking(self.conn.fileno(), False)
-            self._send(0, True, None, self._all_timers())
+            self._send(0, True, None, self.runner.last_timers())
         except OSError:
             pass  # gone, or not reading: nothing to be done about it
+
+    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any) -> None:
+        finished_at = time.perf_counter()
+        try:
+            protocol.send(self.conn, (sequence, ok, body, timer_payload, finished_at))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            # Nothing was written (the message is pickled before it is sent): report instead.
+            failure = RemoteFailure(exc, None)
+            protocol.send(self.conn, (sequence, False, failure, timer_payload, finished_at))
+
+
+class EnvRunner:
+    """A worker's envs and its answer to each request, whatever carries the requests.
+
+    It holds the envs, how they pack observations, the worker's timers and its env time meter;
+    :meth:`answer` runs one request and returns the ``(ok, body, timers)`` of its reply (see
+    :mod:`envmanager.protocol`).  An env's exception is answered, never raised.
+    """
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.first_env = config.first_env
+        self.envs: list[SubEnv] = []
+        self.creation_failure: RemoteFailure | None = None
+        self._failing_env: int | None = None  # the env being run, named in a failure reply
+        self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
+        self.env_time = EnvTimeMeter()
+        self.packer = ObservationPacker(
+            config.observation_space, config.shared_buffer, self.first_env, config.num_envs
+        )
+
+    def build_envs(self) -> None:
+        """Build the envs; a factory that raises is answered to every request that follows."""
+        config = self.config
+        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.env_time)
+        for j, factory in enumerate(config.factories.factories):
+            try:
+                env = factory()
+            except Exception as exc:
+                self.creation_failure = RemoteFailure(exc, self.first_env + j)
+                break
+            self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
+
+    def answer(self, command: int, body: Any) -> tuple[bool, Any, Any]:
+        """Run one request (any command but CLOSE): the ``(ok, body, timers)`` of its reply."""
+        if self.creation_failure is not None:
+            return False, self.creation_failure, None
+        try:
+            reply = self._handle(command, body)
+        except Exception as exc:
+            return False, RemoteFailure(exc, self._failing_env), self._timers_due(command)
+        return True, reply, self._timers_due(command)
+
+    def last_timers(self) -> Any:
+        """Everything timed since the previous payload, with its env time: the ``timers`` of a
+        worker's last reply (None when not profiling)."""
+        if self.timers is None:
+            return None
+        return (self.timers.final_payload(), *self.env_time.take())
 
     def _timers_due(self, command: int) -> Any:
         """The timer payload to piggy-back on this reply, if one is due, with the env time
@@ -180,11 +221,6 @@ class _WorkerLoop:
         else:
             return None
         return None if payload is None else (payload, *self.env_time.take())
-
-    def _all_timers(self) -> Any:
-        if self.timers is None:
-            return None
-        return (self.timers.final_payload(), *self.env_time.take())
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None
@@ -267,16 +303,8 @@ class _WorkerLoop:
             self._failing_env = self.first_env + j
             env.env.set_wrapper_attr(name, values[j])
 
-    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any) -> None:
-        finished_at = time.perf_counter()
-        try:
-            protocol.send(self.conn, (sequence, ok, body, timer_payload, finished_at))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            # Nothing was written (the message is pickled before it is sent): report instead.
-            failure = RemoteFailure(exc, None)
-            protocol.send(self.conn, (sequence, False, failure, timer_payload, finished_at))
-
-    def _close_envs(self) -> None:
+    def close_envs(self) -> None:
+        """Close every env (best effort); closing twice is harmless."""
         envs, self.envs = self.envs, []
         for env in envs:
             try:

@@ -54,7 +54,9 @@ from profiler.analysis.analyze import (
     analyze_run,
     render_analysis,
 )
+from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
 from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
+from profiler.analysis.text_format import terminal_width
 from profiler.run_program import Program, RunError, exit_like, run_program, split_run_arguments
 from profiler.timer_json import TimerFileError, load_timing_tree
 
@@ -65,6 +67,7 @@ __all__ = [
     "build_parser",
     "load_plugin_commands",
     "main",
+    "report_path_beside",
 ]
 
 PLUGIN_GROUP = "rlprof.commands"
@@ -80,7 +83,15 @@ class _OneLineErrorParser(argparse.ArgumentParser):
     """An argument parser whose errors are exceptions, so ``main`` prints them as one line.
 
     argparse's default prints the usage block and exits; scripts and CI logs want one line.
+    Abbreviated options are refused (``allow_abbrev=False``, for every sub-command too, since
+    argparse makes them of this class): with them ``--aggregate sum`` was read as an abbreviation
+    of ``--aggregate-by`` and failed, and a new option could silently change what an old
+    abbreviation means.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise CommandError(message)
@@ -185,18 +196,29 @@ def _add_analyze(subparsers: Any) -> None:
         description="Report what limits a run (the verdicts: straggler, CPU oversubscription, "
         "transport, trainer, env, untimed time; each with its cost, evidence and advice), its "
         "slowest blocks, the vector step split into env compute, waiting and transport, and "
-        "each worker's figures.",
+        "each worker's figures. The block options are those of MegEngine's profile_analyze.",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
-    parser.add_argument("--top", type=_top_count, default=20, metavar="N",
+    parser.add_argument("-t", "--top", type=_top_count, default=20, metavar="N",
                         help="show the N first blocks (default 20; 0 for all)")
-    parser.add_argument("--order-by", choices=ANALYZE_ORDER_KEYS, default="total",
-                        help="order blocks by this figure, largest first (default total); "
-                        "min and max are the shortest and longest single call")
-    parser.add_argument("--aggregate-by", choices=("name",), default=None,
-                        help="sum the blocks of one name wherever they are in the tree")
+    parser.add_argument("--order-by", type=_order_key, default=None, metavar="KEY",
+                        help=f"order blocks by this figure, largest first; +KEY for smallest first "
+                        f"({', '.join(ANALYZE_ORDER_KEYS)}; default total); min and max are the "
+                        "shortest and longest single call")
+    parser.add_argument("--ascending", action="store_true",
+                        help="smallest first (the same as --order-by +KEY)")
+    parser.add_argument("--aggregate-by", choices=AGGREGATE_KEYS, default=None,
+                        help="one row per block name, per worker or per process")
+    parser.add_argument("--aggregate", choices=AGGREGATE_OPERATIONS, default=None,
+                        help="how a row's figures are made from its blocks' (default sum); "
+                        "without --aggregate-by, over every block")
     parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
                         help="hide blocks whose total is under S seconds")
+    parser.add_argument("--max-time", type=_seconds, default=None, metavar="S",
+                        help="hide blocks whose total is over S seconds")
+    parser.add_argument("--type", action="append", dest="types", default=[], metavar="TYPE",
+                        help="keep blocks of this type: trainer, worker, or a block kind (the "
+                        "name up to its first dot: env for env.step); repeat for several")
     parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
                         help="keep blocks whose name or path matches REGEX (Python syntax)")
     parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
@@ -207,18 +229,26 @@ def _add_analyze(subparsers: Any) -> None:
 
 def _run_analyze(arguments: argparse.Namespace) -> int:
     tree = load_timing_tree(arguments.run_path)
+    order_by, ascending = arguments.order_by or (None, False)
     options = AnalyzeOptions(
         top=arguments.top or None,
-        order_by=arguments.order_by,
+        order_by=order_by,
+        ascending=ascending or arguments.ascending,
         aggregate_by=arguments.aggregate_by,
+        aggregate=arguments.aggregate,
         min_time=arguments.min_time,
+        max_time=arguments.max_time,
         pattern=arguments.filter,
+        types=tuple(arguments.types),
     )
+    if options.max_time is not None and options.max_time < options.min_time:
+        raise CommandError(f"--max-time {options.max_time:g} is below --min-time {options.min_time:g}: "
+                           "no block can match")
     try:
         analysis = analyze_run(tree, options)
     except ValueError as error:  # e.g. --order-by max on a file that records no per-call max
         raise CommandError(f"{arguments.run_path}: {error}") from None
-    text = render_analysis(analysis, arguments.format, title=arguments.run_path)
+    text = render_analysis(analysis, arguments.format, title=arguments.run_path, width=terminal_width())
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
 
@@ -297,9 +327,24 @@ def _add_report(subparsers: Any) -> None:
         "blocks) that opens in a browser with no server and no network.",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
-    parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
-                        help="the HTML file to write (replaced atomically)")
+    parser.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
+                        help="the HTML file to write (replaced atomically); default: next to "
+                        "RUN.json, RUN_timers.json giving RUN_report.html")
     parser.set_defaults(run=_run_convert, to="html")  # a report is the html conversion
+
+
+def report_path_beside(run_path: str | os.PathLike[str]) -> Path:
+    """Where ``rlprof report`` writes without ``-o``: beside the run, named as ``rlprof run``
+    names its report (``demo_timers.json`` gives ``demo_report.html``)."""
+    source = Path(run_path)
+    stem = source.name
+    for suffix in (".gz", ".json"):
+        stem = stem.removesuffix(suffix)
+    for suffix in ("_timers", ".timers"):
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return source.with_name(f"{stem}_report.html")
 
 
 def _run_convert(arguments: argparse.Namespace) -> int:
@@ -310,10 +355,11 @@ def _run_convert(arguments: argparse.Namespace) -> int:
             f"(choose from {', '.join(export.EXPORT_FORMATS)})"
         )
     tree = load_timing_tree(arguments.run_path)
+    output = arguments.output if arguments.output is not None else report_path_beside(arguments.run_path)
     try:
-        written = export.write_export(tree, arguments.to, arguments.output)
+        written = export.write_export(tree, arguments.to, output)
     except OSError as error:
-        raise CommandError(f"cannot write {arguments.output}: {error.strerror or error}") from None
+        raise CommandError(f"cannot write {output}: {error.strerror or error}") from None
     print(written)
     return 0
 
@@ -402,6 +448,18 @@ def _seconds_or_percent(unit: str) -> Callable[[str], float]:
 
 
 _seconds = _seconds_or_percent("seconds")
+
+
+def _order_key(text: str) -> tuple[str, bool]:
+    """``KEY`` (largest first) or, as in MegEngine's profile_analyze, ``+KEY`` (smallest first)."""
+    ascending = text.startswith("+")
+    key = text[1:] if ascending else text
+    if key not in ANALYZE_ORDER_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(ANALYZE_ORDER_KEYS)}, each may "
+            "start with + for smallest first)"
+        )
+    return key, ascending
 
 
 def _pattern(text: str) -> re.Pattern[str]:

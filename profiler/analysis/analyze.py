@@ -5,9 +5,10 @@ one question without opening the JSON:
 
 1. **Verdicts** — what limits the run, what it costs, the evidence and what to change, costliest
    first (:mod:`profiler.analysis.verdicts`, the one source every output prints);
-2. **Blocks** — the slowest blocks (or the same block summed across the tree with
-   ``aggregate_by="name"``) and their share of the wall time, and the time outside any block
-   (:mod:`profiler.analysis.block_stats`);
+2. **Blocks** — the slowest blocks and their share of the wall time, with a running total, and
+   the time outside any block (:mod:`profiler.analysis.block_stats`); or the blocks grouped by
+   name, worker or process (:mod:`profiler.analysis.block_groups`). The options are those of
+   MegEngine's ``profile_analyze`` where it has them (see :class:`AnalyzeOptions`);
 3. **Where the step time went** — the trainer's vectorized step split into env compute, waiting
    on the last worker, transport and the rest, adding up to the step's total
    (:mod:`profiler.analysis.step_time`);
@@ -28,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler import strict_json
-from profiler.analysis.block_stats import BlockStat, aggregate_by_name, block_rows, select_blocks
+from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
+from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
@@ -47,13 +49,42 @@ ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
 
 @dataclass
 class AnalyzeOptions:
-    """What the user asked for; ``top=None`` keeps every block."""
+    """What the user asked for; ``top=None`` keeps every block.
+
+    ``types`` keeps the blocks of any of these types (``trainer``, ``worker`` or a block kind,
+    see :func:`profiler.analysis.block_stats.matches_type`) before grouping. ``aggregate_by``
+    groups the blocks (``name``, ``worker``, ``process``) and ``aggregate`` says how (``sum``,
+    ``mean``, ``min``, ``max``, ``count``); an ``aggregate`` without ``aggregate_by`` folds every
+    block into one row, as MegEngine's ``profile_analyze`` does. ``min_time`` and ``max_time``
+    bound the totals shown. ``order_by=None`` orders by ``total``, and by the number of blocks
+    of a group for ``aggregate="count"``.
+    """
 
     top: int | None = 20
-    order_by: str = "total"
+    order_by: str | None = None
+    ascending: bool = False
     aggregate_by: str | None = None
+    aggregate: str | None = None
     min_time: float = 0.0
+    max_time: float | None = None
     pattern: re.Pattern[str] | None = None
+    types: tuple[str, ...] = ()
+
+    @property
+    def grouped(self) -> bool:
+        return self.aggregate_by is not None or self.aggregate is not None
+
+    @property
+    def ordered_by(self) -> str:
+        """The order actually used (see ``order_by``)."""
+        if self.order_by is not None:
+            return self.order_by
+        return "blocks" if self.aggregate == "count" else "total"
+
+    @property
+    def cumulative(self) -> str:
+        """The time the cumulative column adds up: self time when ordered by it, else totals."""
+        return "self" if self.ordered_by == "self" else "total"
 
 
 @dataclass(frozen=True)
@@ -89,15 +120,20 @@ class RunAnalysis:
 
 
 def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> RunAnalysis:
-    """Analyse a normalized timer tree (see :func:`profiler.load_timing_tree`)."""
+    """Analyse a normalized timer tree (see :func:`profiler.load_timing_tree`).
+
+    Raises ``ValueError`` for an unknown grouping, aggregate or order.
+    """
     options = options or AnalyzeOptions()
-    rows = block_rows(tree)
-    if options.aggregate_by == "name":
-        rows = aggregate_by_name(rows)
-    elif options.aggregate_by is not None:
-        raise ValueError(f"cannot aggregate by {options.aggregate_by!r}; only 'name' is supported")
-    matched = select_blocks(rows, order_by=options.order_by, min_time=options.min_time,
-                            pattern=options.pattern)
+    if options.grouped:
+        rows = rows_to_aggregate(tree, options.aggregate_by or "name")
+    else:
+        rows = block_rows(tree)
+    if options.types:
+        rows = [row for row in rows if any(matches_type(row, kind) for kind in options.types)]
+    if options.grouped:
+        rows = aggregate_blocks(rows, options.aggregate_by, options.aggregate or "sum")
+    matched = _selected(rows, options)
     measurements = read_measurements(tree)
     breakdowns = step_breakdowns(tree, measurements)
     return RunAnalysis(
@@ -113,6 +149,16 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
     )
+
+
+def _selected(rows: list[BlockStat], options: AnalyzeOptions) -> list[BlockStat]:
+    order = options.ordered_by
+    selected = select_blocks(rows, order_by="total" if order == "blocks" else order,
+                             ascending=options.ascending, min_time=options.min_time,
+                             max_time=options.max_time, pattern=options.pattern)
+    if order == "blocks":
+        selected.sort(key=lambda row: row.places, reverse=not options.ascending)
+    return selected
 
 
 def unreported_workers(tree: dict[str, Any]) -> list[UnreportedWorker]:
@@ -132,45 +178,63 @@ def unreported_workers(tree: dict[str, Any]) -> list[UnreportedWorker]:
     return unreported
 
 
-def render_analysis(analysis: RunAnalysis, format_name: str = "table", *, title: str = "run") -> str:
-    """The analysis as ``table`` (terminal text), ``json`` or ``csv`` (block rows only)."""
+def render_analysis(
+    analysis: RunAnalysis, format_name: str = "table", *, title: str = "run", width: int = TABLE_WIDTH
+) -> str:
+    """The analysis as ``table`` (terminal text ``width`` columns wide), ``json`` or ``csv``
+    (block rows only)."""
+    cumulative = analysis.options.cumulative
     if format_name == "json":
         return strict_json.dumps(_as_document(analysis), indent=2)
     if format_name == "csv":
-        return blocks_as_csv(analysis.blocks, analysis.wall_time)
+        return blocks_as_csv(analysis.blocks, analysis.wall_time, cumulative=cumulative)
     if format_name != "table":
         raise ValueError(f"unknown format {format_name!r}; choose one of {', '.join(ANALYZE_FORMATS)}")
-    sections = [verdicts_as_text(analysis.verdicts), _blocks_text(analysis, title),
-                _breakdowns_text(analysis), _workers_text(analysis)]
+    sections = [verdicts_as_text(analysis.verdicts, width=width), _blocks_text(analysis, title, width),
+                _breakdowns_text(analysis, width), _workers_text(analysis)]
     return "\n\n".join(sections)
 
 
-def _blocks_text(analysis: RunAnalysis, title: str) -> str:
+def _blocks_text(analysis: RunAnalysis, title: str, width: int) -> str:
     options = analysis.options
-    kind = "block names, summed across the tree" if options.aggregate_by else "blocks"
     shown = f"{len(analysis.blocks)} of {analysis.blocks_matched}"
     if analysis.blocks_matched != analysis.blocks_in_run:
         shown += f" matching (of {analysis.blocks_in_run})"
-    header = (f"{fit_left(title, TABLE_WIDTH - 35)}: wall time {format_seconds(analysis.wall_time)}\n"
+    order = f"{options.ordered_by}, {'smallest' if options.ascending else 'largest'} first"
+    header = (f"{fit_left(title, width - 35)}: wall time {format_seconds(analysis.wall_time)}\n"
               f"untimed (outside any block): {format_seconds(analysis.untimed)} "
               f"({format_percent(analysis.untimed_share)} of wall time)\n"
-              f"{shown} {kind}, by {options.order_by}")
+              f"{shown} {_what_rows_are(options)}, by {order}")
+    if options.types:
+        header += f"\nof type {' or '.join(options.types)}"
     if not analysis.blocks:
         return f"{header}\n(no block matches)"
     # The per-call extremes take two columns from the block paths: shown when ordered by them.
-    extremes = options.order_by in ("min", "max")
-    return f"{header}\n{blocks_as_table(analysis.blocks, analysis.wall_time, extremes=extremes)}"
+    extremes = options.ordered_by in ("min", "max")
+    table = blocks_as_table(analysis.blocks, analysis.wall_time, width=width, extremes=extremes,
+                            cumulative=options.cumulative, groups=options.grouped)
+    return f"{header}\n{table}"
 
 
-def _breakdowns_text(analysis: RunAnalysis) -> str:
+def _what_rows_are(options: AnalyzeOptions) -> str:
+    if not options.grouped:
+        return "blocks"
+    operation = options.aggregate or "sum"
+    if options.aggregate_by is None:
+        return f"rows: every block in one, by {operation}"
+    groups = {"name": "block names", "worker": "workers", "process": "processes"}[options.aggregate_by]
+    return f"{groups}, their blocks' {operation}"
+
+
+def _breakdowns_text(analysis: RunAnalysis, width: int) -> str:
     if not analysis.breakdowns:
         return ("Where the step time went: no env_manager.step or vector.step block "
                 "(not a vectorized-env run).")
-    return "\n\n".join(_breakdown_text(breakdown, analysis.wall_time)
+    return "\n\n".join(_breakdown_text(breakdown, analysis.wall_time, width)
                        for breakdown in analysis.breakdowns)
 
 
-def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
+def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> str:
     share = format_percent(breakdown.total / wall_time if wall_time > 0 else None)
     lines = [
         f"Where the {breakdown.block} time went: {_plural(breakdown.calls, 'call')}, "
@@ -186,9 +250,9 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float) -> str:
         workers = _plural(breakdown.workers, "worker")
         lines.append(fit_left(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
                               f"{format_seconds(breakdown.worker_time)} over {workers}, "
-                              f"{breakdown.worker_calls} calls", TABLE_WIDTH))
+                              f"{breakdown.worker_calls} calls", width))
     for note in breakdown.notes:
-        lines.extend(textwrap.wrap(f"note: {note}", TABLE_WIDTH, subsequent_indent="  "))
+        lines.extend(textwrap.wrap(f"note: {note}", width, subsequent_indent="  "))
     return "\n".join(lines)
 
 
@@ -254,11 +318,15 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
         "untimed": {"seconds": analysis.untimed, "share": analysis.untimed_share},
         "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
         "cannot_tell": list(analysis.verdicts.cannot_tell),
-        "order_by": analysis.options.order_by,
+        "order_by": analysis.options.ordered_by,
+        "ascending": analysis.options.ascending,
         "aggregate_by": analysis.options.aggregate_by,
+        "aggregate": analysis.options.aggregate,
+        "types": list(analysis.options.types),
         "blocks_matched": analysis.blocks_matched,
         "blocks_in_run": analysis.blocks_in_run,
-        "blocks": blocks_as_dicts(analysis.blocks, analysis.wall_time),
+        "blocks": blocks_as_dicts(analysis.blocks, analysis.wall_time,
+                                  cumulative=analysis.options.cumulative),
         "step_breakdowns": [
             {
                 "block": breakdown.block,

@@ -1,8 +1,14 @@
-"""Per-block statistics of a timer tree: one row per block, or per block name, then select and sort.
+"""Per-block statistics of a timer tree: one row per block, then filter, select and sort.
 
 This is the data behind ``rlprof analyze``'s block table and ``profiler.dumps``. A row is a plain
-record (:class:`BlockStat`); turning rows into text, JSON or CSV is :mod:`profiler.analysis.block_table`'s
-job.
+record (:class:`BlockStat`); grouping rows (by name, worker, process) is
+:mod:`profiler.analysis.block_groups`' job, and turning them into text, JSON or CSV
+:mod:`profiler.analysis.block_table`'s.
+
+Each row knows the process that ran it, so rows can be filtered by kind (``--type``) and grouped
+per process: ``trainer`` for the trainer's blocks and its threads', ``workers`` for worker blocks
+merged into the trainer's tree (summed over every worker), and ``worker 3`` for the rows of one
+worker's own tree (:func:`process_rows`).
 
 Per-call minimum and maximum come from the nodes' ``min`` and ``max`` fields, which rlprof writes
 on every block that completed a call; files from ML-Agents (or an older rlprof) lack them, and a
@@ -17,11 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "MERGED_WORKERS",
     "ORDER_KEYS",
+    "TRAINER",
     "BlockStat",
-    "aggregate_by_name",
     "block_rows",
     "has_min_max",
+    "matches_type",
+    "process_rows",
     "select_blocks",
     "walk_nodes",
 ]
@@ -31,26 +40,44 @@ ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
 
 PATH_SEPARATOR = "/"
 
+TRAINER = "trainer"
+"""The process of the trainer's own blocks, and of its other threads' blocks."""
+
+MERGED_WORKERS = "workers"
+"""The process of worker blocks merged into the trainer's tree: summed over every worker."""
+
+THREAD_PREFIX = "thread:"
+"""Another thread of the trainer's process, as a dump names it (see profiler.timer_tree)."""
+
 
 @dataclass
 class BlockStat:
-    """The figures of one block (or, aggregated, of every block with one name).
+    """The figures of one block (or, aggregated, of a group of blocks).
 
     ``path`` is the chain of names from the outermost block down (the root excluded); an
-    aggregated row's path is just its name. ``places`` counts the tree nodes folded into the row.
+    aggregated row's path is just its group's name. ``places`` counts the tree nodes folded into
+    the row. ``count`` and ``errors`` are whole numbers, except in a row holding their mean over a
+    group's blocks. ``process`` is the process that ran the block (see the module docstring).
     """
 
     name: str
     path: tuple[str, ...]
     total: float
     self_time: float
-    count: int
-    errors: int = 0
+    count: float
+    errors: float = 0
     is_parallel: bool = False
     min_time: float | None = None
     max_time: float | None = None
     places: int = 1
     paths: list[tuple[str, ...]] = field(default_factory=list)
+    process: str = TRAINER
+
+    @property
+    def kind(self) -> str:
+        """What sort of block it is: its name up to the first dot (``env`` for ``env.step``,
+        ``Policy`` for ``@timed`` ``Policy.act``), the whole name when it has none."""
+        return self.name.split(".", 1)[0]
 
     @property
     def label(self) -> str:
@@ -78,11 +105,44 @@ def walk_nodes(
 
 
 def block_rows(tree: dict[str, Any]) -> list[BlockStat]:
-    """One row per block of a normalized tree (see :func:`profiler.load_timing_tree`), root excluded."""
-    return [_row_of(path, node) for path, node in walk_nodes(tree)]
+    """One row per block of a normalized tree (see :func:`profiler.load_timing_tree`), root excluded.
+
+    A parallel block under a trainer block is another thread's (``thread:<name>``, still the
+    trainer's process) or the workers' merged time (:data:`MERGED_WORKERS`); everything below it
+    ran where it did.
+    """
+    return list(_rows_below(tree, (), TRAINER))
 
 
-def _row_of(path: tuple[str, ...], node: dict[str, Any]) -> BlockStat:
+def _rows_below(node: dict[str, Any], path: tuple[str, ...], process: str) -> Iterator[BlockStat]:
+    for child in node.get("children", []):
+        child_process = process
+        if process == TRAINER and child.get("is_parallel") and not node.get("is_parallel"):
+            child_process = TRAINER if child["name"].startswith(THREAD_PREFIX) else MERGED_WORKERS
+        child_path = (*path, child["name"])
+        yield _row_of(child_path, child, child_process)
+        yield from _rows_below(child, child_path, child_process)
+
+
+def process_rows(tree: dict[str, Any]) -> list[BlockStat]:
+    """One row per block of each process: the trainer's blocks (and its threads'), then each
+    worker's own tree from the ``workers`` section, its rows' process named for it (``worker 3``).
+
+    A file without a ``workers`` section keeps its merged worker rows (:data:`MERGED_WORKERS`):
+    there is no telling its workers apart.
+    """
+    rows = block_rows(tree)
+    workers = tree.get("workers")
+    if not workers:
+        return rows
+    own = [row for row in rows if row.process == TRAINER]
+    for worker in workers:
+        name = str(worker.get("name") or f"worker {worker['worker_id']}")
+        own.extend(_rows_below(worker, (), name))
+    return own
+
+
+def _row_of(path: tuple[str, ...], node: dict[str, Any], process: str = TRAINER) -> BlockStat:
     min_time, max_time = node.get("min"), node.get("max")
     has_both = isinstance(min_time, (int, float)) and isinstance(max_time, (int, float))
     return BlockStat(
@@ -92,60 +152,12 @@ def _row_of(path: tuple[str, ...], node: dict[str, Any]) -> BlockStat:
         self_time=node["self"],
         count=node["count"],
         errors=node.get("errors", 0),
-        is_parallel=bool(node.get("is_parallel")),
+        is_parallel=bool(node.get("is_parallel")) or process != TRAINER,
         min_time=float(min_time) if has_both else None,
         max_time=float(max_time) if has_both else None,
         paths=[path],
+        process=process,
     )
-
-
-def aggregate_by_name(rows: list[BlockStat]) -> list[BlockStat]:
-    """Fold rows that share a block name into one row each, wherever they sit in the tree.
-
-    Counts, self times and errors add up. Totals add up too, except for a block nested (at any
-    depth) inside another block of the same name — a recursive call — whose time is already in the
-    outer one's total and would otherwise be counted twice. The row is parallel when any of its
-    blocks ran in parallel; min/max are kept only when every folded block that completed a call
-    has them.
-    """
-    merged: dict[str, BlockStat] = {}
-    for row in rows:
-        outer = row.name in row.path[:-1]
-        existing = merged.get(row.name)
-        if existing is None:
-            merged[row.name] = BlockStat(
-                name=row.name,
-                path=(row.name,),
-                total=0.0 if outer else row.total,
-                self_time=row.self_time,
-                count=row.count,
-                errors=row.errors,
-                is_parallel=row.is_parallel,
-                min_time=row.min_time,
-                max_time=row.max_time,
-                paths=[row.path],
-            )
-            continue
-        existing.total += 0.0 if outer else row.total
-        existing.self_time += row.self_time
-        existing.errors += row.errors
-        existing.is_parallel = existing.is_parallel or row.is_parallel
-        existing.places += 1
-        existing.paths.append(row.path)
-        existing.min_time, existing.max_time = _folded_extremes(existing, row)
-        existing.count += row.count
-    return list(merged.values())
-
-
-def _folded_extremes(existing: BlockStat, row: BlockStat) -> tuple[float | None, float | None]:
-    """The extremes of two rows folded together; a side without calls brings none."""
-    if row.count == 0:
-        return existing.min_time, existing.max_time
-    if existing.count == 0:
-        return row.min_time, row.max_time
-    if existing.min_time is None or row.min_time is None:
-        return None, None
-    return min(existing.min_time, row.min_time), max(existing.max_time, row.max_time)  # type: ignore[type-var]
 
 
 def _records_min_max(row: BlockStat) -> bool:
@@ -159,21 +171,32 @@ def has_min_max(rows: list[BlockStat]) -> bool:
     return any(row.min_time is not None for row in rows) and all(_records_min_max(row) for row in rows)
 
 
+def matches_type(row: BlockStat, block_type: str) -> bool:
+    """Whether ``row`` is of ``block_type``: ``trainer`` (the trainer's process, threads
+    included), ``worker`` (any worker's process), or a block kind (:attr:`BlockStat.kind`)."""
+    if block_type == TRAINER:
+        return row.process == TRAINER
+    if block_type == "worker":
+        return row.process != TRAINER
+    return row.kind == block_type
+
+
 def select_blocks(
     rows: list[BlockStat],
     *,
     order_by: str = "total",
     ascending: bool = False,
     min_time: float = 0.0,
+    max_time: float | None = None,
     pattern: re.Pattern[str] | None = None,
     top: int | None = None,
 ) -> list[BlockStat]:
     """The rows a user asked for: filtered, ordered, then cut to the ``top`` first.
 
     ``pattern`` is searched in the block's name and in its path, so both ``^env`` and
-    ``vector.step/`` work. ``min_time`` drops blocks whose total is below it. Ties are broken by
-    path so the output is the same on every run. Ordering by ``min``/``max`` raises
-    :class:`ValueError` when the rows do not record them.
+    ``vector.step/`` work. ``min_time`` and ``max_time`` keep the blocks whose total lies between
+    them (both included). Ties are broken by path so the output is the same on every run.
+    Ordering by ``min``/``max`` raises :class:`ValueError` when the rows do not record them.
     """
     if order_by not in ORDER_KEYS:
         raise ValueError(f"cannot order by {order_by!r}; choose one of {', '.join(ORDER_KEYS)}")
@@ -185,7 +208,8 @@ def select_blocks(
     chosen = [
         row
         for row in rows
-        if row.total >= min_time
+        if min_time <= row.total
+        and (max_time is None or row.total <= max_time)
         and (pattern is None or pattern.search(row.name) or pattern.search(row.label))
     ]
     chosen.sort(key=lambda row: row.label)

@@ -8,12 +8,31 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 from collections.abc import Iterable, Sequence
 
-__all__ = ["TABLE_WIDTH", "csv_text", "fit_left", "format_percent", "format_seconds", "signed_seconds"]
+__all__ = [
+    "MIN_TABLE_WIDTH",
+    "TABLE_WIDTH",
+    "csv_text",
+    "fit_left",
+    "format_percent",
+    "format_seconds",
+    "signed_seconds",
+    "terminal_width",
+]
 
 TABLE_WIDTH = 100
-"""Tables are laid out for a terminal this many columns wide."""
+"""Tables are laid out for a terminal this many columns wide, unless told the terminal's width."""
+
+MIN_TABLE_WIDTH = 60
+"""The narrowest layout: below it a block's path would have no room left beside the figures."""
+
+
+def terminal_width() -> int:
+    """The width to lay tables out for: ``COLUMNS`` when set, else the terminal's, else
+    :data:`TABLE_WIDTH` (output to a pipe or a file); never under :data:`MIN_TABLE_WIDTH`."""
+    return max(MIN_TABLE_WIDTH, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns)
 
 
 def format_seconds(seconds: float) -> str:

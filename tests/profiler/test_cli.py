@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from run_files import write_plain_run, write_vector_run
+from run_files import write_vector_run
 
 import profiler
 from profiler import cli, hierarchical_timer, write_timing_tree
@@ -21,16 +21,6 @@ from profiler.cli import load_plugin_commands, main
 from profiler.export import EXPORT_FORMATS
 
 MLAGENTS_FILE = Path(__file__).parent.parent / "data" / "mlagents_timers.json"
-
-
-@pytest.fixture
-def vector_run(tmp_path, fake_clock):
-    return str(write_vector_run(tmp_path / "vector_timers.json", fake_clock))
-
-
-@pytest.fixture
-def plain_run(tmp_path, fake_clock):
-    return str(write_plain_run(tmp_path / "plain_timers.json", fake_clock))
 
 
 def block_lines(text):
@@ -154,7 +144,7 @@ NEGATIVE_TIME = json.dumps({"name": "root", "total": 1.0, "count": 1, "children"
         (lambda tmp: ["analyze", write(tmp / "a.json", NEGATIVE_TIME)], ">= 0"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--bogus"], "unrecognized arguments: --bogus"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--filter", "("], "bad regular expression"),
-        (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--top", "-1"], "argument --top"),
+        (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--top", "-1"], "argument -t/--top"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--min-time", "-2"], "argument --min-time"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--order-by", "speed"], "invalid choice"),
         (lambda tmp: ["analyze", str(MLAGENTS_FILE), "--order-by", "max"],

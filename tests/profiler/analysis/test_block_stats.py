@@ -1,19 +1,25 @@
-"""Specification of per-block statistics: rows, aggregation by name, selection and ordering."""
+"""Specification of per-block statistics: rows, their process and kind, selection and ordering."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from run_files import write_plain_run
+from run_files import write_vector_run
 
 from profiler import load_timing_tree
-from profiler.analysis.block_stats import aggregate_by_name, block_rows, has_min_max, select_blocks
+from profiler.analysis.block_stats import (
+    block_rows,
+    has_min_max,
+    matches_type,
+    process_rows,
+    select_blocks,
+)
 
 
 @pytest.fixture
-def plain_rows(tmp_path, fake_clock):
-    return block_rows(load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock)))
+def plain_rows(plain_tree):
+    return block_rows(plain_tree)
 
 
 def by_label(rows):
@@ -33,19 +39,6 @@ def test_a_row_carries_total_self_count_and_time_per_call(plain_rows):
 def test_the_share_of_wall_time_divides_by_the_wall_time(plain_rows):
     assert by_label(plain_rows)["backward"].share_of(5.25) == pytest.approx(3.0 / 5.25)
     assert by_label(plain_rows)["backward"].share_of(0.0) is None
-
-
-def test_aggregating_by_name_sums_a_block_across_the_tree(plain_rows):
-    forward = by_label(aggregate_by_name(plain_rows))["forward"]
-    assert (forward.total, forward.count, forward.places) == pytest.approx((1.5, 4, 2))
-
-
-def test_aggregating_does_not_count_a_recursive_block_twice():
-    tree = {"name": "root", "total": 10.0, "count": 1, "self": 0.0, "children": [
-        {"name": "solve", "total": 10.0, "count": 1, "self": 4.0, "children": [
-            {"name": "solve", "total": 6.0, "count": 1, "self": 6.0, "children": []}]}]}
-    solve = aggregate_by_name(block_rows(tree))[0]
-    assert (solve.total, solve.self_time, solve.count) == (10.0, 10.0, 2)
 
 
 MLAGENTS_LIKE_TREE = {"name": "root", "total": 2.0, "count": 1, "self": 0.0, "children": [
@@ -73,17 +66,6 @@ def test_a_block_that_never_completed_a_call_does_not_hide_the_others_extremes()
     rows = block_rows(tree)
     assert has_min_max(rows)
     assert [row.label for row in select_blocks(rows, order_by="max")] == ["loop/step", "loop"]
-
-
-def test_aggregating_keeps_the_extremes_over_every_place_a_name_appears():
-    tree = {"name": "root", "total": 3.0, "count": 1, "self": 0.0, "children": [
-        {"name": "a", "total": 1.0, "count": 2, "self": 0.0, "min": 0.4, "max": 0.6, "children": [
-            {"name": "step", "total": 1.0, "count": 2, "self": 1.0, "min": 0.25, "max": 0.75,
-             "children": []}]},
-        {"name": "step", "total": 2.0, "count": 2, "self": 2.0, "min": 0.5, "max": 1.5,
-         "children": []}]}
-    step = by_label(aggregate_by_name(block_rows(tree)))["step"]
-    assert (step.min_time, step.max_time, step.count) == (0.25, 1.5, 4)
 
 
 def test_per_call_min_max_are_read_when_nodes_record_them():
@@ -127,3 +109,62 @@ def test_selection_cuts_to_the_top_rows(plain_rows):
 def test_ordering_by_max_without_recorded_max_is_refused():
     with pytest.raises(ValueError, match="do not record per-call min/max"):
         select_blocks(block_rows(MLAGENTS_LIKE_TREE), order_by="max")
+
+
+def test_selection_drops_blocks_over_the_maximum_time(plain_rows):
+    assert [row.label for row in select_blocks(plain_rows, max_time=0.74)] == ["load"]
+
+
+def test_the_time_bounds_include_their_ends(plain_rows):
+    assert [row.label for row in select_blocks(plain_rows, min_time=3.0, max_time=3.0)] == ["backward"]
+
+
+def test_selection_orders_smallest_first_when_ascending(plain_rows):
+    assert [row.label for row in select_blocks(plain_rows, ascending=True)][0] == "load"
+
+
+def test_the_kind_of_a_block_is_its_name_up_to_the_first_dot():
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 0.0, "children": [
+        {"name": "env.step.inner", "total": 1.0, "count": 1, "self": 1.0, "children": []},
+        {"name": "update", "total": 0.0, "count": 1, "self": 0.0, "children": []}]}
+    assert [row.kind for row in block_rows(tree)] == ["env", "update"]
+
+
+def test_merged_worker_blocks_belong_to_the_workers_and_threads_to_the_trainer(vector_tree):
+    processes = {row.label: row.process for row in block_rows(vector_tree)}
+    assert processes["train/vector.step"] == "trainer"
+    assert processes["train/vector.step/env.step"] == "workers"
+
+
+def test_another_threads_blocks_are_the_trainers_process():
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 0.0, "children": [
+        {"name": "thread:logger", "total": 1.0, "count": 1, "self": 0.0, "is_parallel": True,
+         "children": [{"name": "flush", "total": 1.0, "count": 1, "self": 1.0,
+                       "is_parallel": True, "children": []}]}]}
+    assert {row.process for row in block_rows(tree)} == {"trainer"}
+
+
+def test_process_rows_take_each_workers_blocks_from_its_own_tree(vector_tree):
+    rows = process_rows(vector_tree)
+    workers = [row for row in rows if row.process.startswith("worker ")]
+    assert sorted({row.process for row in workers}) == ["worker 0", "worker 1", "worker 2", "worker 3"]
+    assert {row.label for row in workers} == {"env.step"}
+    assert not [row for row in rows if row.process == "workers"]
+    assert all(row.is_parallel for row in workers)
+
+
+def test_process_rows_of_a_file_without_worker_trees_keep_the_merged_rows(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, with_workers_section=False))
+    assert "workers" in {row.process for row in process_rows(tree)}
+
+
+@pytest.mark.parametrize(("block_type", "labels"), [
+    ("trainer", {"train", "train/policy.act", "train/vector.step", "train/vector.step/vector.send_actions",
+                 "train/vector.step/vector.wait_for_workers", "train/vector.step/vector.receive_results"}),
+    ("worker", {"train/vector.step/env.step"}),
+    ("policy", {"train/policy.act"}),
+    ("vector", {"train/vector.step", "train/vector.step/vector.send_actions",
+                "train/vector.step/vector.wait_for_workers", "train/vector.step/vector.receive_results"}),
+])
+def test_a_type_is_the_trainer_the_workers_or_a_block_kind(vector_tree, block_type, labels):
+    assert {row.label for row in block_rows(vector_tree) if matches_type(row, block_type)} == labels

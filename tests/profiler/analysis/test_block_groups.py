@@ -70,7 +70,7 @@ def test_per_call_extremes_are_kept_only_when_every_block_has_them():
     tree = {"name": "root", "total": 2.0, "count": 1, "self": 0.0, "children": [
         {"name": "a", "total": 1.0, "count": 2, "self": 1.0, "min": 0.2, "max": 0.8, "children": []},
         {"name": "b", "total": 1.0, "count": 2, "self": 1.0, "min": 0.4, "max": 0.6, "children": []},
-        {"name": "c", "total": 0.0, "count": 0, "self": 0.0, "children": []}]}
+        {"name": "c", "total": 0.5, "count": 1, "self": 0.5, "children": []}]}
     rows = block_rows(tree)
     (both,) = aggregate_blocks(rows[:2], None, "mean")
     assert (both.min_time, both.max_time) == (0.2, 0.8)

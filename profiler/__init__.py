@@ -6,6 +6,16 @@ Everything a user needs day to day is importable from here; the modules hold the
 # Set before the imports below: profiler.timer_tree reads it while this package initialises.
 __version__ = "0.1.0"
 
+from profiler.control import (
+    dump,
+    dump_profile,
+    pause,
+    profiler_set_config,
+    profiler_set_state,
+    resume,
+    set_config,
+    set_state,
+)
 from profiler.events import mark, record_counter, start_recording, stop_recording
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import WorkerTimers, snapshot_and_flush
@@ -48,6 +58,8 @@ __all__ = [
     "__version__",
     "add_metadata",
     "disable",
+    "dump",
+    "dump_profile",
     "dumps",
     "enable",
     "get_timer_root",
@@ -58,10 +70,16 @@ __all__ = [
     "load_timing_tree",
     "mark",
     "merge_gauges",
+    "pause",
+    "profiler_set_config",
+    "profiler_set_state",
     "record_counter",
     "reset_timers",
+    "resume",
     "scalars",
+    "set_config",
     "set_gauge",
+    "set_state",
     "snapshot_and_flush",
     "start_recording",
     "stop_recording",

@@ -40,7 +40,15 @@ from profiler import events, timers
 from profiler.payload import PayloadError, validate_payload
 from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
-__all__ = ["PayloadError", "StragglerSummary", "TimerMerger", "WorkerBlockTime", "WorkerSection"]
+__all__ = [
+    "PayloadError",
+    "StragglerSummary",
+    "TimerMerger",
+    "WorkerBlockTime",
+    "WorkerSection",
+    "is_merging",
+    "set_merging",
+]
 
 WorkerSection = Callable[[int], Any]
 """Gives a worker's extra section in the dump (any JSON value) from its worker id (None: no
@@ -99,6 +107,7 @@ class _WorkerRecord:
         "payloads",
         "missed_payloads",
         "duplicates",
+        "paused_payloads",
         "covered",
         "tracks",
     )
@@ -111,6 +120,7 @@ class _WorkerRecord:
         self.payloads = 0
         self.missed_payloads = 0
         self.duplicates = 0
+        self.paused_payloads = 0
         self.covered = 0.0
         self.tracks: dict[int, _WorkerTrack] = {}
 
@@ -135,7 +145,7 @@ class _WorkerRecord:
         return peaks
 
     def to_entry(self) -> dict[str, Any]:
-        return {
+        entry = {
             "name": f"worker {self.worker_id}",
             "worker_id": self.worker_id,
             "pid": self.pid,
@@ -151,6 +161,28 @@ class _WorkerRecord:
             "duplicates": self.duplicates,
             "peak_mean": self.peak_means(),
         }
+        if self.paused_payloads:
+            entry["paused_payloads"] = self.paused_payloads
+        return entry
+
+
+_merging = True
+
+
+def set_merging(enabled: bool) -> None:
+    """Merge the payloads that arrive from now on (the default), or set them aside.
+
+    ``profiler.pause("server")`` and ``set_state("stop", "server")`` switch this off: a paused
+    profiler records nothing, its env workers included. A payload set aside is checked and its
+    sequence number noted as usual (so resuming reports no gap), then counted in the worker's
+    ``paused_payloads`` instead of merged.
+    """
+    global _merging
+    _merging = bool(enabled)
+
+
+def is_merging() -> bool:
+    return _merging
 
 
 class TimerMerger:
@@ -218,8 +250,11 @@ class TimerMerger:
                 return
             self._last_sequence[(worker_id, stream_id)] = sequence
             worker.missed_payloads += sequence - last - 1
-            worker.payloads += 1
             worker.pid = pid
+            if not _merging:
+                worker.paused_payloads += 1
+                return
+            worker.payloads += 1
             worker.covered += window_end - window_start
 
             _add_blocks(anchor, worker.root, blocks)

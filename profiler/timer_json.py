@@ -33,6 +33,7 @@ __all__ = [
     "normalize_timing_tree",
     "timers_json_path",
     "write_timing_tree",
+    "write_tree",
 ]
 
 
@@ -72,7 +73,17 @@ def write_timing_tree(
     infinite readings are written by name (see :mod:`profiler.strict_json`). Returns the path
     written.
     """
-    tree = get_timer_tree(timer_stack, include_threads=include_threads, layout=layout, mergers=mergers)
+    return write_tree(
+        path, get_timer_tree(timer_stack, include_threads=include_threads, layout=layout, mergers=mergers)
+    )
+
+
+def write_tree(path: str | os.PathLike[str], tree: dict[str, Any]) -> Path:
+    """Write a dump already taken (``get_timer_tree``) at ``path``, atomically, as strict JSON.
+
+    For writers of several outputs from one moment of the run (``profiler.dump``): the timer file
+    and the trace then agree to the call.
+    """
     return write_atomically(path, strict_json.dumps(_with_named_readings(tree), indent=2))
 
 
@@ -167,7 +178,9 @@ def normalize_timing_tree(document: Any) -> dict[str, Any]:
         ) from None
 
 
-_WORKER_COUNTS = ("worker_id", "pid", "payloads", "missed_payloads", "duplicates", "unreported_steps")
+_WORKER_COUNTS = (
+    "worker_id", "pid", "payloads", "missed_payloads", "duplicates", "unreported_steps", "paused_payloads"
+)
 
 
 class _Reader:

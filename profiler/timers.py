@@ -680,7 +680,13 @@ class _StackRegistry:
             ]
 
     def _fold_ended_threads(self) -> None:
-        ended = [ident for ident, (thread, _) in self.stacks_by_thread.items() if not thread.is_alive()]
+        # The main thread counts as ended once the interpreter shuts down, which is when the
+        # end-of-run dump takes its tree: that tree must stay the one dumped, not a folded copy.
+        ended = [
+            ident
+            for ident, (thread, _) in self.stacks_by_thread.items()
+            if not thread.is_alive() and thread is not threading.main_thread()
+        ]
         for ident in ended:
             self._fold(*self.stacks_by_thread.pop(ident))
         # A stack kept for its recorded events goes once they have been cleared or drained.

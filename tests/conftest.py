@@ -46,6 +46,24 @@ def clean_timers() -> Iterator[None]:
     _reset_every_stack()
 
 
+@pytest.fixture(autouse=True)
+def default_profiler_controls() -> Iterator[None]:
+    """After each test the MXNet-style controls are back at their defaults: no dump thread, no
+    end-of-run dump armed (it would write into the folder pytest runs in), no timeline being
+    recorded, worker payloads merged."""
+    yield
+    from profiler import control, end_of_run, events, merge
+
+    control._control.stop_periodic_thread()
+    end_of_run.disarm()
+    timers.enable()  # before the new controls read the switch: they start in its state
+    control._control = control._ProfilerControl()
+    merge.set_merging(True)
+    if events.is_recording():
+        events.stop_recording()
+        events.clear_recording()
+
+
 def _reset_every_stack() -> None:
     timers.reset_timers()
     for stack in timers.all_timer_stacks():

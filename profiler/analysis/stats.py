@@ -40,6 +40,9 @@ def dumps(
         raise ValueError(f"unknown format {format!r}; choose one of {', '.join(DUMPS_FORMATS)}")
     if sort_by not in DUMPS_SORT_KEYS:
         raise ValueError(f"cannot sort by {sort_by!r}; choose one of {', '.join(DUMPS_SORT_KEYS)}")
+    for name, flag in (("reset", reset), ("ascending", ascending)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"dumps: {name} must be True or False, got {flag!r}")
     tree = get_timer_tree(include_threads=True)
     rows = select_blocks(block_rows(tree), order_by=sort_by, ascending=ascending)
     if reset:

@@ -26,7 +26,6 @@ into its parts, each timed in this process and set against the vector step with 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import threading
 import time
@@ -40,7 +39,7 @@ from gymnasium.vector import AsyncVectorEnv
 
 from envmanager import SubprocessEnvManager
 from envmanager.critical_path import CriticalPath
-from envmanager.env_time import EnvTimeMeter
+from envmanager.env_time import CpuSampler
 from profiler import timers
 
 
@@ -115,32 +114,40 @@ def measure_row(env_name: str, num_envs: int, steps: int, rounds: int) -> dict[s
     return {label: statistics.median(values) for label, values in samples.items()}
 
 
-def measure_overhead(rounds: int, steps: int) -> None:
-    """Profiling on vs off on CartPole x4 at default settings, and the arrival tracking's parts."""
+def measure_overhead(rounds: int, steps: int, rounds_per_pair: int = 4) -> None:
+    """Profiling on vs off on CartPole x4 at default settings, and the arrival tracking's parts.
+
+    A fresh pair of managers is built every ``rounds_per_pair`` rounds: on a machine with fewer
+    cores than processes, where the scheduler happens to place one manager's workers can make it
+    10 % faster or slower for its whole life, whatever it runs, so the figure must come from many
+    pairs, not from one.
+    """
     num_envs = 4
     env_fns = [ENVS["CartPole-v1"]] * num_envs
-    on, off = SubprocessEnvManager(env_fns), SubprocessEnvManager(env_fns, profiling=False)
     wall_ratios, cpu_ratios, off_rates = [], [], []
-    try:
-        for envs in (on, off):
-            envs.reset(seed=0)
-            steps_per_second(envs, num_envs, steps)  # warm up
-        for round_index in range(rounds):
-            pair = (on, off) if round_index % 2 else (off, on)
-            rates, cpu = {}, {}
-            for envs in pair:
-                cpu_before = _cpu_seconds(envs)
-                rates[id(envs)] = steps_per_second(envs, num_envs, steps)
-                cpu[id(envs)] = _cpu_seconds(envs) - cpu_before
-            wall_ratios.append(rates[id(off)] / rates[id(on)])
-            if cpu[id(off)] > 0:
-                cpu_ratios.append(cpu[id(on)] / cpu[id(off)])
-            off_rates.append(rates[id(off)])
-    finally:
-        on.close()
-        off.close()
+    for first_round in range(0, rounds, rounds_per_pair):
+        on, off = SubprocessEnvManager(env_fns), SubprocessEnvManager(env_fns, profiling=False)
+        try:
+            for envs in (on, off):
+                envs.reset(seed=0)
+                steps_per_second(envs, num_envs, steps // 5)  # warm up
+            for round_index in range(first_round, min(rounds, first_round + rounds_per_pair)):
+                pair = (on, off) if round_index % 2 else (off, on)
+                rates, cpu = {}, {}
+                for envs in pair:
+                    cpu_before = _cpu_seconds(envs)
+                    rates[id(envs)] = steps_per_second(envs, num_envs, steps)
+                    cpu[id(envs)] = _cpu_seconds(envs) - cpu_before
+                wall_ratios.append(rates[id(off)] / rates[id(on)])
+                if cpu[id(off)] > 0:
+                    cpu_ratios.append(cpu[id(on)] / cpu[id(off)])
+                off_rates.append(rates[id(off)])
+        finally:
+            on.close()
+            off.close()
     vector_step = num_envs / statistics.median(off_rates)
-    print(f"CartPole-v1 x{num_envs}, default settings, {rounds} interleaved rounds of {steps} steps")
+    pairs = -(-rounds // rounds_per_pair)
+    print(f"CartPole-v1 x{num_envs}, default settings, {rounds} interleaved rounds of {steps} steps, {pairs} manager pairs")
     print(f"  vector step, profiling off (median):        {vector_step * 1e6:8.1f} us")
     print(f"  profiling overhead (off/on - 1), wall:      {_median_and_quartiles(wall_ratios)}   goal <= 3%")
     if cpu_ratios:
@@ -196,25 +203,24 @@ def arrival_tracking_costs(workers: int) -> dict[str, float]:
             ready_at[index] = stamps[index]
         critical_path.record_step(ready_at, waiting_since)
 
-    meter = EnvTimeMeter()
+    sampler = CpuSampler()
 
-    def metered_call() -> None:
-        with meter:
-            pass
+    def sampled_env_call() -> None:
+        # As a worker's guard makes an env call (here one that does nothing).
+        if sampler.countdown:
+            sampler.countdown -= 1
+            return _no_env_work()
+        return sampler.measure(_no_env_work)
 
     return {
         f"trainer: reply times, who was last of {workers}": best(trainer_part),
         "each worker: stamp its reply": best(clock),
-        "each worker: env call metered (wall, sampled CPU)": best(metered_call) - best(_empty_with),
+        "each worker: env call with its CPU time sampled": best(sampled_env_call) - best(_no_env_work),
     }
 
 
-_NOTHING = contextlib.nullcontext()
-
-
-def _empty_with() -> None:
-    with _NOTHING:
-        pass
+def _no_env_work() -> None:
+    return None
 
 
 def main() -> None:
@@ -223,7 +229,7 @@ def main() -> None:
     parser.add_argument(
         "--overhead", action="store_true", help="only profiling on vs off on CartPole x4, closely"
     )
-    parser.add_argument("--rounds", type=int, default=41, help="rounds of --overhead")
+    parser.add_argument("--rounds", type=int, default=120, help="rounds of --overhead")
     args = parser.parse_args()
     if args.overhead:
         measure_overhead(args.rounds, 500)

@@ -102,7 +102,7 @@ class ManagerProfiling:
         if self.merger is not None:
             self.critical_path = CriticalPath(workers, self.timer_stack)
             self.env_times = [EnvTime() for _ in range(workers)]
-            self.merger.add_worker_section("critical_path", self.critical_path.section)
+            self.merger.add_worker_section("critical_path", self._critical_path_section)
             self.merger.add_worker_section("env_time", self._env_time_section)
         with _live_managers_lock:
             _live_managers[id(self)] = self
@@ -171,8 +171,14 @@ class ManagerProfiling:
                 self._follow_stack_resets()
             critical_path.record_step(ready_at, waiting_since)
 
-    def _env_time_section(self, worker: int) -> dict[str, Any] | None:
-        return self.env_times[worker].section() if 0 <= worker < len(self.env_times) else None
+    def _critical_path_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        return None if self.critical_path is None else self.critical_path.section(entry["worker_id"])
+
+    def _env_time_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        worker = entry["worker_id"]
+        if not 0 <= worker < len(self.env_times):
+            return None
+        return self.env_times[worker].section(entry["children"])
 
     def block(self, name: str) -> Any:
         """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled)."""
@@ -186,8 +192,8 @@ class ManagerProfiling:
         self._follow_stack_resets()
         anchor = self.step_anchor if self.step_anchor is not None else self.reset_anchor
         try:
-            if not isinstance(timers_field, tuple) or len(timers_field) != 6:
-                raise PayloadError("a reply's timers are a payload and five env time figures")
+            if not isinstance(timers_field, tuple) or len(timers_field) != 4:
+                raise PayloadError("a reply's timers are a payload and three env time figures")
             payload, *env_time = timers_field
             validate_env_time(*env_time)
             self.merger.merge_payload(worker_index, payload, anchor)

@@ -55,12 +55,14 @@ class UnreportedSteps:
         """The steps ``worker`` took that no merged payload reports."""
         return self._lost[worker] + self.pending[worker]
 
-    def steps_section(self, worker: int) -> int | None:
+    def steps_section(self, entry: dict[str, Any]) -> int | None:
         """``unreported_steps`` for the worker's entry in the dump."""
+        worker = entry["worker_id"]
         return self.steps(worker) if 0 <= worker < len(self.pending) else None
 
-    def reason_section(self, worker: int) -> str | None:
+    def reason_section(self, entry: dict[str, Any]) -> str | None:
         """``unreported_reason`` for the worker's entry (None, left out, when nothing is missing)."""
+        worker = entry["worker_id"]
         if not 0 <= worker < len(self.pending):
             return None
         reasons = []

@@ -42,7 +42,7 @@ from profiler.payload import WorkerTimers
 
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
-from envmanager.env_time import EnvTimeMeter
+from envmanager.env_time import CpuSampler
 from envmanager.observations import ObservationMismatch, ObservationPacker
 from envmanager.protocol import RemoteFailure
 
@@ -175,7 +175,7 @@ class EnvRunner:
         self.creation_failure: RemoteFailure | None = None
         self._failing_env: int | None = None  # the env being run, named in a failure reply
         self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
-        self.env_time = EnvTimeMeter()
+        self.cpu_sampler = CpuSampler()
         self.packer = ObservationPacker(
             config.observation_space, config.shared_buffer, self.first_env, config.num_envs
         )
@@ -183,7 +183,7 @@ class EnvRunner:
     def build_envs(self) -> None:
         """Build the envs; a factory that raises is answered to every request that follows."""
         config = self.config
-        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.env_time)
+        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.cpu_sampler)
         for j, factory in enumerate(config.factories.factories):
             try:
                 env = factory()
@@ -207,7 +207,7 @@ class EnvRunner:
         worker's last reply (None when not profiling)."""
         if self.timers is None:
             return None
-        return (self.timers.final_payload(), *self.env_time.take())
+        return (self.timers.final_payload(), *self.cpu_sampler.take())
 
     def _timers_due(self, command: int) -> Any:
         """The timer payload to piggy-back on this reply, if one is due, with the env time
@@ -220,7 +220,7 @@ class EnvRunner:
             payload = self.timers.final_payload()
         else:
             return None
-        return None if payload is None else (payload, *self.env_time.take())
+        return None if payload is None else (payload, *self.cpu_sampler.take())
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None
@@ -313,12 +313,12 @@ class EnvRunner:
                 pass  # closing is best effort; the process is about to end anyway
 
 
-def _make_guards(semaphore: Any, profiling: bool, env_time: EnvTimeMeter) -> tuple[Callable, Callable]:
+def _make_guards(semaphore: Any, profiling: bool, cpu_sampler: CpuSampler) -> tuple[Callable, Callable]:
     """The functions through which every env reset/step goes, built once per worker.
 
     They hold the ``max_concurrency`` permit while the env runs, and time the env's own
     work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
-    in ``env_time``, on the CPU clock too (sampled, see :mod:`envmanager.env_time`).
+    on a sample of calls, on the CPU clock too (see :mod:`envmanager.env_time`).
     """
     permit = semaphore if semaphore is not None else contextlib.nullcontext()
     if not profiling:
@@ -336,11 +336,17 @@ def _make_guards(semaphore: Any, profiling: bool, env_time: EnvTimeMeter) -> tup
     hierarchical_timer = timers.hierarchical_timer
 
     def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-        with permit, hierarchical_timer("env.reset"), env_time:
-            return env.reset(seed=seed, options=options)
+        with permit, hierarchical_timer("env.reset"):
+            if cpu_sampler.countdown:
+                cpu_sampler.countdown -= 1
+                return env.reset(seed=seed, options=options)
+            return cpu_sampler.measure(env.reset, seed=seed, options=options)
 
     def timed_step(env: Env, action: Any) -> tuple:
-        with permit, hierarchical_timer("env.step"), env_time:
-            return env.step(action)
+        with permit, hierarchical_timer("env.step"):
+            if cpu_sampler.countdown:
+                cpu_sampler.countdown -= 1
+                return env.step(action)
+            return cpu_sampler.measure(env.step, action)
 
     return timed_reset, timed_step

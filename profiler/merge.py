@@ -50,9 +50,9 @@ __all__ = [
     "set_merging",
 ]
 
-WorkerSection = Callable[[int], Any]
-"""Gives a worker's extra section in the dump (any JSON value) from its worker id (None: no
-section for it)."""
+WorkerSection = Callable[["dict[str, Any]"], Any]
+"""Gives a worker's extra section in the dump (any JSON value) from its entry so far, which has
+its ``worker_id`` and tree (None: no section for it)."""
 
 
 @dataclass(frozen=True)
@@ -330,7 +330,10 @@ class TimerMerger:
                 self._workers[worker_id] = _WorkerRecord(worker_id)
 
     def add_worker_section(self, name: str, section: WorkerSection) -> None:
-        """Dump ``name: section(worker_id)`` in every worker's entry (left out where it gives None).
+        """Dump ``name: section(entry)`` in every worker's entry (left out where it gives None).
+
+        ``entry`` is the worker's entry as dumped so far (``worker_id``, its tree's ``children``,
+        ...), so a section may also summarize the worker's blocks.
 
         Raises ``ValueError`` for a name the entry already uses for its own fields.
         """
@@ -349,7 +352,7 @@ class TimerMerger:
             for entry in entries:
                 entry["manager"], entry["manager_id"] = self.name, self.manager_id
                 for name, section in self._sections.items():
-                    value = section(entry["worker_id"])
+                    value = section(entry)
                     if value is not None:
                         entry[name] = value
             return entries

@@ -186,7 +186,7 @@ def test_a_worker_section_added_by_the_driving_code_appears_in_each_worker_entry
     merger = TimerMerger()
     merger.merge_payload(0, payload(step()))
     merger.merge_payload(1, payload(step()))
-    merger.add_worker_section("queue", lambda worker_id: {"depth": worker_id * 10} if worker_id else None)
+    merger.add_worker_section("queue", lambda entry: {"depth": entry["worker_id"] * 10} if entry["worker_id"] else None)
     tree = get_timer_tree()
     assert worker_entry(tree, 1)["queue"] == {"depth": 10}
     assert "queue" not in worker_entry(tree, 0)
@@ -194,7 +194,7 @@ def test_a_worker_section_added_by_the_driving_code_appears_in_each_worker_entry
 
 def test_a_worker_section_may_not_replace_a_field_of_the_entry(fake_clock):
     with pytest.raises(ValueError, match="'payloads'"):
-        TimerMerger().add_worker_section("payloads", lambda worker_id: {})
+        TimerMerger().add_worker_section("payloads", lambda entry: {})
 
 
 def test_worker_counts_sum_to_the_merged_count(fake_clock):

@@ -17,8 +17,8 @@ Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``e
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
 code.  A :class:`~profiler.payload.WorkerTimers` decides when the tree is due to ship; the
 payload rides on the next step or reset reply, in the reply's own ``timers`` field, and once
-more on the CLOSE reply so nothing is lost.  Beside it travel the wall and CPU time of the env
-calls since the previous payload (:mod:`envmanager.env_time`), and every reply is stamped with
+more on the CLOSE reply so nothing is lost.  Beside it travels the wall and CPU time of the
+env calls sampled since the previous payload (:mod:`envmanager.env_time`), and every reply is stamped with
 the moment the worker finished it, from which the trainer learns whom each step waited for
 last (:mod:`envmanager.critical_path`).
 """

@@ -8,10 +8,11 @@ The manager's ``step`` is one block with the parts a user needs to tell apart::
       receive_results     reading and decoding the replies, building obs and infos
       env.step ...        the workers' own blocks, merged (is_parallel: they ran beside)
 
-``env_manager.reset`` is the same with ``send_resets``.  Worker payloads are merged under
-the block of the latest step (or, before the first step, the latest reset), whatever call
-they happen to arrive with, so that a worker's stepping time always sits under the step
-block, where it belongs.
+``env_manager.reset`` is the same with ``send_resets``.  The timers on a reset reply are
+merged under the latest reset block; all others under the latest step block (before the first
+step, the reset block), whatever call they arrive with, so that a worker's stepping time always
+sits under the step block.  For that split to be exact the worker ships its timers on every
+reset reply, and the manager asks for the steps' unshipped timers (FLUSH) right before a reset.
 
 Each worker's entry in the dump's ``workers`` section also gets ``critical_path`` (whom the
 steps waited for last, :mod:`envmanager.critical_path`) and ``env_time`` (wall and CPU time of
@@ -25,6 +26,7 @@ import contextlib
 import os
 import threading
 import warnings
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,7 @@ class ManagerProfiling:
         "merger",
         "step_anchor",
         "reset_anchor",
+        "reset_sequences",
         "resources",
         "bad_payloads",
         "workers",
@@ -83,6 +86,9 @@ class ManagerProfiling:
         self.merger = TimerMerger(self.timer_stack, name=name) if self.enabled else None
         self.step_anchor: TimerNode | None = None
         self.reset_anchor: TimerNode | None = None
+        # The sequence numbers of the latest reset requests: their replies' timers belong under
+        # the reset block. A few suffice: a reply is read within a call or two of its request.
+        self.reset_sequences: deque[int] = deque(maxlen=8)
         self.resources = (
             ResourceGauges(resource_interval, self.timer_stack)
             if self.enabled and resource_interval
@@ -180,6 +186,10 @@ class ManagerProfiling:
             return None
         return self.env_times[worker].section(entry["children"])
 
+    def reset_sent(self, sequence: int) -> None:
+        """The reset requests numbered ``sequence`` went out: time their replies under the reset."""
+        self.reset_sequences.append(sequence)
+
     def block(self, name: str) -> Any:
         """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled)."""
         return timers.hierarchical_timer(name) if self.enabled else _NO_BLOCK
@@ -190,7 +200,10 @@ class ManagerProfiling:
         if self.merger is None:
             return
         self._follow_stack_resets()
-        anchor = self.step_anchor if self.step_anchor is not None else self.reset_anchor
+        if sequence in self.reset_sequences or self.step_anchor is None:
+            anchor = self.reset_anchor
+        else:
+            anchor = self.step_anchor
         try:
             if not isinstance(timers_field, tuple) or len(timers_field) != 4:
                 raise PayloadError("a reply's timers are a payload and three env time figures")

@@ -343,7 +343,11 @@ class SubprocessEnvManager(VectorEnv):
                 )
                 for h in self._pool.workers
             ]
-            self._send_to_all(protocol.RESET, self._reset_bodies, "reset")
+            # The steps' timers not shipped yet go first, so they land under the step block and
+            # the reset replies' timers hold the reset alone (see ManagerProfiling.merge).
+            flush_first = self._profiling.step_anchor is not None
+            sequence = self._send_to_all(protocol.RESET, self._reset_bodies, "reset", flush_first)
+            self._profiling.reset_sent(sequence)
         self._state = _State.WAITING_RESET
 
     def _checked_reset_mask(self, reset_mask: Any) -> np.ndarray:
@@ -565,10 +569,13 @@ class SubprocessEnvManager(VectorEnv):
 
     # -- messaging -------------------------------------------------------------------------
 
-    def _send_to_all(self, command: int, bodies: list[Any], what: str) -> None:
+    def _send_to_all(self, command: int, bodies: list[Any] | None, what: str, flush_first: bool = False) -> int:
+        """Send ``command`` to every worker (after FLUSH if ``flush_first``); its sequence number."""
         self._revive_workers(what)
         self._failures = []
-        self._pool.send(self._pool.workers, command, bodies)
+        if flush_first:
+            self._pool.send(self._pool.workers, protocol.FLUSH, None)
+        return self._pool.send(self._pool.workers, command, bodies)
 
     def _run_on_all(
         self, command: int, bodies: list[Any] | None, what: str, on_reply: Callable, timeout: float | None
@@ -631,6 +638,7 @@ class SubprocessEnvManager(VectorEnv):
 
     def _reset_restarted(self, handle: WorkerHandle, reset_body: Any) -> None:
         """Reset the fresh envs of a restarted worker (with ``reset_body`` if given)."""
+        repeats_users_reset = reset_body is not None
         if reset_body is None:
             reset_body = ([None] * len(handle.envs), None, None)
         failures: list = []
@@ -641,7 +649,9 @@ class SubprocessEnvManager(VectorEnv):
             else:
                 failures.append((handle, body))
 
-        self._pool.send([handle], protocol.RESET, [reset_body])
+        sequence = self._pool.send([handle], protocol.RESET, [reset_body])
+        if repeats_users_reset:
+            self._profiling.reset_sent(sequence)
         if self._pool.gather([handle], self.timeout, "reset after restart", on_reply):
             raise self._died_error(handle, "reset after restart")
         if failures:

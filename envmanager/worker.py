@@ -16,9 +16,10 @@ reset, as Gymnasium does).
 Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
 code.  A :class:`~profiler.payload.WorkerTimers` decides when the tree is due to ship; the
-payload rides on the next step or reset reply, in the reply's own ``timers`` field, and once
-more on the CLOSE reply so nothing is lost.  Beside it travels the wall and CPU time of the
-env calls sampled since the previous payload (:mod:`envmanager.env_time`), and every reply is stamped with
+payload rides on the next step reply, in the reply's own ``timers`` field, on every reset reply
+(the trainer merges those under its reset block), on a FLUSH reply, and once more on the CLOSE
+reply so nothing is lost.  Beside it travels the wall and CPU time of the env calls sampled
+since the previous payload (:mod:`envmanager.env_time`), and every reply is stamped with
 the moment the worker finished it, from which the trainer learns whom each step waited for
 last (:mod:`envmanager.critical_path`).
 """
@@ -214,9 +215,11 @@ class EnvRunner:
         measured since the previous one."""
         if self.timers is None:
             return None
-        if command == protocol.STEP or command == protocol.RESET:
+        if command == protocol.STEP:
             payload = self.timers.step_done()
-        elif command == protocol.FLUSH:
+        elif command == protocol.RESET or command == protocol.FLUSH:
+            # Always on a reset: the trainer merges a reset reply's timers under its reset block,
+            # so they must hold the reset's time (it flushed the steps' time just before).
             payload = self.timers.final_payload()
         else:
             return None

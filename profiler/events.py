@@ -222,6 +222,7 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     trainer = {
         "pid": os.getpid(),
         "name": "trainer",
+        "host": HOST,
         "clock_offset": 0.0,
         "threads": threads,
         "counters": counters,

@@ -12,7 +12,9 @@ A :class:`TimerMerger` takes each payload a worker sends (see ``profiler.payload
 * merges its gauges into the worker's entry, and into the trainer's gauges under
   ``workers.<name>`` (one gauge over all workers: latest value, min, max, summed count; the
   prefix keeps them apart from the trainer's own gauge of the same name);
-* files its timeline events, shifted onto the trainer's clock, on that worker's own track.
+* files its timeline events, shifted onto the trainer's clock, on that worker's own track: by
+  nothing on the trainer's machine (one clock), by the clock offset its driver estimates from round
+  trips (:meth:`TimerMerger.set_clock`), or else by the difference of the machines' wall clocks.
 
 The code that drives the workers may know more about them than their payloads say (whom a step
 waited for, how much CPU their envs used); it adds that to each worker's entry in the dump with
@@ -31,12 +33,14 @@ dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node at
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from profiler import events, timers
+from profiler.clock_offset import ClockOffset
 from profiler.payload import PayloadError, validate_payload
 from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
@@ -84,13 +88,19 @@ class StragglerSummary:
 
 
 class _WorkerTrack:
-    """One worker process's recorded events, bounded like a thread's own timeline."""
+    """One worker process's recorded events, bounded like a thread's own timeline.
 
-    __slots__ = ("pid", "clock_offset", "threads", "counters", "dropped")
+    ``clock_offset`` is the shift applied to its latest events (``clock_uncertainty`` how far off
+    it may be, when it was estimated from round trips).
+    """
 
-    def __init__(self, pid: int, clock_offset: float) -> None:
+    __slots__ = ("pid", "host", "clock_offset", "clock_uncertainty", "threads", "counters", "dropped")
+
+    def __init__(self, pid: int, host: str, clock_offset: float) -> None:
         self.pid = pid
+        self.host = host
         self.clock_offset = clock_offset
+        self.clock_uncertainty: float | None = None
         self.threads: dict[str, tuple[deque[Any], deque[Any]]] = {}
         self.counters: deque[tuple[str, float, float]] = deque()
         self.dropped = 0
@@ -219,6 +229,7 @@ class TimerMerger:
         self._last_sequence: dict[tuple[int, int], int] = {}
         self._sections: dict[str, WorkerSection] = {}
         self._expected: set[int] = set()
+        self._clocks: dict[int, ClockOffset] = {}
         self._generation = -1
         with self._lock:
             self._follow_stack_resets()
@@ -292,14 +303,28 @@ class TimerMerger:
             if self in self.timer_stack.mergers:
                 self.timer_stack.mergers.remove(self)
 
+    def set_clock(self, worker_id: int, clock: ClockOffset) -> None:
+        """Shift worker ``worker_id``'s timeline events by ``clock``'s offset from now on.
+
+        ``clock`` is the estimate its driver keeps up to date from round trips (see
+        :mod:`profiler.clock_offset`); each payload's events are shifted by the offset estimated
+        when it arrives, so a drifting clock is followed. A restarted worker process gets its own.
+        """
+        with self._lock:
+            self._clocks[worker_id] = clock
+
     def _add_timeline(self, worker: _WorkerRecord, pid: int, timeline: tuple[Any, ...]) -> None:
         host, origin, thread_name, spans, instants, counters, dropped = timeline
         track = worker.tracks.get(pid)
         if track is None:
-            # One machine shares one monotonic clock; across machines, align by wall clock.
+            # One machine shares one monotonic clock; across machines, align by wall clock
+            # unless the driver estimates the offset from round trips (below).
             offset = 0.0 if host == events.HOST else origin - events.clock_origin()
-            track = worker.tracks[pid] = _WorkerTrack(pid, offset)
+            track = worker.tracks[pid] = _WorkerTrack(pid, host, offset)
             track.counters = deque(maxlen=self.timeline_capacity)
+        clock = self._clocks.get(worker.worker_id)
+        if clock is not None and math.isfinite(clock.uncertainty):  # an estimate exists
+            track.clock_offset, track.clock_uncertainty = clock.offset, clock.uncertainty
         thread = track.threads.get(thread_name)
         if thread is None:
             thread = track.threads[thread_name] = (
@@ -377,10 +402,13 @@ class TimerMerger:
                     process = {
                         "pid": track.pid,
                         "name": f"worker {worker_id}",
+                        "host": track.host,
                         "clock_offset": track.clock_offset,
                         "threads": threads,
                         "counters": [list(counter) for counter in track.counters],
                     }
+                    if track.clock_uncertainty is not None:
+                        process["clock_uncertainty"] = track.clock_uncertainty
                     processes.append((process, track.dropped))
         return processes
 

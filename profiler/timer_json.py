@@ -336,7 +336,7 @@ class _Reader:
         threads = process.get("threads", [])
         if not isinstance(threads, list):
             raise TimerFileError(f"{where}.threads: must be a list")
-        return {
+        loaded = {
             "pid": _whole(process.get("pid"), f"{where}.pid"),
             "name": self.name(process.get("name"), f"{where}.name"),
             "clock_offset": _number(process.get("clock_offset", 0.0), f"{where}.clock_offset"),
@@ -348,6 +348,12 @@ class _Reader:
                 process.get("counters", []), f"{where}.counters", width=3, last_is_reading=True
             ),
         }
+        # Optional: the host it ran on, and how far its clock offset may be off (estimated).
+        if "host" in process:
+            loaded["host"] = self.name(process["host"], f"{where}.host")
+        if "clock_uncertainty" in process:
+            loaded["clock_uncertainty"] = _seconds(process["clock_uncertainty"], f"{where}.clock_uncertainty")
+        return loaded
 
     def thread(self, thread: Any, where: str) -> dict[str, Any]:
         if not isinstance(thread, dict):

@@ -97,8 +97,9 @@ def _timeline_and_other_data(tree: dict[str, Any]) -> tuple[dict[str, Any], dict
 
 def _trace_events(tree: dict[str, Any], timeline: dict[str, Any]) -> Iterator[Event]:
     clock = _TraceClock(timeline)
+    several_hosts = len({process.get("host") for process in timeline["processes"]}) > 1
     for sort_index, process in enumerate(timeline["processes"]):
-        yield from _process_events(process, sort_index, clock)
+        yield from _process_events(process, sort_index, clock, several_hosts)
     yield from _gauge_events(tree, timeline, clock)
 
 
@@ -121,9 +122,10 @@ def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
 
 
 class _TraceClock:
-    """Turns a process's seconds into trace nanoseconds from the run's earliest moment.
+    """Turns seconds into trace nanoseconds from the run's earliest moment.
 
-    A process's ``clock_offset`` is added to its times to put them on the trainer's clock.
+    Every process's times are on the trainer's clock already: the merger shifted a worker's
+    events when they arrived, and its ``clock_offset`` records that shift, not one still to make.
     """
 
     def __init__(self, timeline: dict[str, Any]) -> None:
@@ -135,35 +137,38 @@ class _TraceClock:
         self.origin = min(moments, default=0.0)
         self.end = max(moments, default=0.0)
 
-    def nanoseconds(self, seconds: float, process: dict[str, Any]) -> int:
-        aligned = seconds + process.get("clock_offset", 0.0)
-        return round((aligned - self.origin) * NANOSECONDS_PER_SECOND)
+    def nanoseconds(self, seconds: float) -> int:
+        return round((seconds - self.origin) * NANOSECONDS_PER_SECOND)
 
 
 def _moments(process: dict[str, Any]) -> Iterable[float]:
-    offset = process.get("clock_offset", 0.0)
     for thread in process.get("threads", []):
         for span in thread.get("spans", []):
-            yield span[1] + offset
-            yield span[2] + offset
+            yield span[1]
+            yield span[2]
         for instant in thread.get("instants", []):
-            yield instant[1] + offset
+            yield instant[1]
     for counter in process.get("counters", []):
-        yield counter[1] + offset
+        yield counter[1]
 
 
 def _microseconds(nanoseconds: int) -> float:
     return nanoseconds / 1000
 
 
-def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock) -> Iterator[Event]:
+def _process_events(
+    process: dict[str, Any], sort_index: int, clock: _TraceClock, several_hosts: bool
+) -> Iterator[Event]:
     pid = process["pid"]
-    yield _metadata_event("process_name", pid, 0, process.get("name") or f"process {pid}")
+    name = process.get("name") or f"process {pid}"
+    if several_hosts and process.get("host"):
+        name = f"{name} @ {process['host']}"  # pids repeat across machines; hosts tell them apart
+    yield _metadata_event("process_name", pid, 0, name)
     yield _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index")
     for thread in process.get("threads", []):
         tid = thread["tid"]
         yield _metadata_event("thread_name", pid, tid, thread.get("name") or f"thread {tid}")
-        for start, end, span in _nested_in_order(thread.get("spans", []), process, clock):
+        for start, end, span in _nested_in_order(thread.get("spans", []), clock):
             event: Event = {
                 "name": span[0],
                 "ph": "X",
@@ -180,17 +185,15 @@ def _process_events(process: dict[str, Any], sort_index: int, clock: _TraceClock
                 "name": name,
                 "ph": "i",
                 "s": "t",
-                "ts": _microseconds(clock.nanoseconds(moment, process)),
+                "ts": _microseconds(clock.nanoseconds(moment)),
                 "pid": pid,
                 "tid": tid,
             }
     for name, moment, value in process.get("counters", []):
-        yield _counter_event(name, clock.nanoseconds(moment, process), value, pid)
+        yield _counter_event(name, clock.nanoseconds(moment), value, pid)
 
 
-def _nested_in_order(
-    spans: list[list[Any]], process: dict[str, Any], clock: _TraceClock
-) -> Iterator[tuple[int, int, Any]]:
+def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> Iterator[tuple[int, int, Any]]:
     """Yield ``(start, end, span)`` in nanoseconds, parents first, each child trimmed to end
     within its parent.
 
@@ -201,8 +204,8 @@ def _nested_in_order(
     """
     ordered = []
     for position, span in enumerate(spans):
-        start = clock.nanoseconds(span[1], process)
-        ordered.append((start, -max(start, clock.nanoseconds(span[2], process)), position, span))
+        start = clock.nanoseconds(span[1])
+        ordered.append((start, -max(start, clock.nanoseconds(span[2])), position, span))
     ordered.sort()
     open_ends: list[int] = []
     for start, negative_end, _, span in ordered:

@@ -249,10 +249,9 @@ def _counter_charts(timeline: dict[str, Any] | None) -> str:
         return ""
     series: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for process in timeline.get("processes", []):
-        offset = process.get("clock_offset", 0.0)
         for name, moment, value in process.get("counters", []):
             key = (str(process.get("name") or process.get("pid")), name)
-            series.setdefault(key, []).append((moment + offset, value))
+            series.setdefault(key, []).append((moment, value))
     if not series:
         return ""
     origin = min(moment for points in series.values() for moment, _ in points)

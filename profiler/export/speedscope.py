@@ -87,17 +87,16 @@ def _evented_profiles(timeline: dict[str, Any], frames: _FrameTable) -> list[dic
     profiles = []
     for process in timeline["processes"]:
         threads = process.get("threads", [])
-        offset = process.get("clock_offset", 0.0)
         for thread in threads:
             name = process.get("name") or f"process {process['pid']}"
             if len(threads) > 1:
                 name = f"{name} / {thread.get('name') or thread['tid']}"
-            profiles.append(_evented_profile(name, thread.get("spans", []), offset, frames))
+            profiles.append(_evented_profile(name, thread.get("spans", []), frames))
     return profiles
 
 
 def _evented_profile(
-    name: str, spans: list[list[Any]], offset: float, frames: _FrameTable
+    name: str, spans: list[list[Any]], frames: _FrameTable
 ) -> dict[str, Any]:
     """Open/close events in time order; a child outliving its parent is closed with the parent.
 
@@ -105,7 +104,7 @@ def _evented_profile(
     """
     ordered = sorted(
         (
-            (span[1] + offset, max(span[1], span[2]) + offset, position, span[0])
+            (span[1], max(span[1], span[2]), position, span[0])
             for position, span in enumerate(spans)
         ),
         key=lambda item: (item[0], -item[1], item[2]),

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from profiler import events, get_timer_stack_for_thread, get_timer_tree, hierarchical_timer, load_timing_tree, set_gauge, write_timing_tree
+from profiler.clock_offset import ClockOffset
 from profiler.merge import TimerMerger
 from profiler.payload import snapshot_and_flush
 from profiler.timers import TimerNode, TimerStack, all_timer_stacks
@@ -153,6 +154,43 @@ def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recordi
     remote = get_timer_tree()["timeline"]["processes"][1]
     assert remote["clock_offset"] == pytest.approx(50.0, abs=0.01)  # wall clock moves meanwhile
     assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(51.0, abs=0.01), pytest.approx(52.0, abs=0.01)]]
+
+
+def remote_payload(spans: tuple, host: str = "other-host") -> tuple:
+    """A payload from a process on ``host`` whose timeline holds ``spans`` (its own clock)."""
+    payload = snapshot_and_flush(TimerStack("remote"))
+    return payload[:9] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),)
+
+
+def test_a_round_trip_clock_estimate_replaces_the_wall_clock_guess(recording, fake_clock):
+    clock = ClockOffset()
+    clock.update([(10.0, 7.0, 10.002)])  # its clock read 7.0 between our 10.0 and 10.002
+    merger = TimerMerger()
+    merger.set_clock(0, clock)
+    merger.merge_payload(0, remote_payload((("env.step", 1.0, 2.0),)))
+    remote = get_timer_tree()["timeline"]["processes"][1]
+    assert remote["clock_offset"] == pytest.approx(3.001)
+    assert remote["clock_uncertainty"] == pytest.approx(0.001)
+    assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(4.001), pytest.approx(5.001)]]
+
+
+def test_each_payload_is_shifted_by_the_estimate_current_when_it_arrives(recording, fake_clock):
+    clock = ClockOffset()
+    merger = TimerMerger()
+    merger.set_clock(0, clock)
+    clock.update([(10.0, 7.0, 10.0)])
+    merger.merge_payload(0, remote_payload((("first", 1.0, 2.0),)))
+    clock.update([(20.0, 16.5, 20.0)])  # the clocks drifted half a second apart meanwhile
+    merger.merge_payload(0, remote_payload((("second", 11.0, 12.0),)))
+    remote = get_timer_tree()["timeline"]["processes"][1]
+    assert remote["threads"][0]["spans"] == [["first", 4.0, 5.0], ["second", 14.5, 15.5]]
+    assert remote["clock_offset"] == 3.5  # the latest shift
+
+
+def test_a_worker_process_names_its_host_on_the_timeline(recording, fake_clock):
+    TimerMerger().merge_payload(0, remote_payload((), host="env-host-7"))
+    processes = get_timer_tree()["timeline"]["processes"]
+    assert [process["host"] for process in processes] == [events.HOST, "env-host-7"]
 
 
 def test_the_timeline_survives_a_write_and_load(recording, fake_clock, tmp_path):

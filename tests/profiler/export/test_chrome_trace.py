@@ -200,11 +200,24 @@ def test_gauges_become_counter_events_with_their_last_value(run_with_workers):
     assert counters[("episode_length", 4001)] == 20.0
 
 
-def test_a_process_clock_offset_moves_its_events_onto_the_trainer_clock(run_with_timeline):
+def test_a_process_clock_offset_records_a_shift_already_made_and_moves_nothing(run_with_timeline):
+    before = to_chrome_trace(run_with_timeline)
     run_with_timeline["timeline"]["processes"][1]["clock_offset"] = 0.001
-    trace = to_chrome_trace(run_with_timeline)
-    env_step = next(event for event in events_of(trace, "X") if event["name"] == "env.step")
-    assert env_step["ts"] == pytest.approx(1020.0)
+    after = to_chrome_trace(run_with_timeline)
+    assert events_of(after, "X") == events_of(before, "X")
+
+
+def test_processes_of_several_hosts_are_named_with_their_host(run_with_timeline):
+    processes = run_with_timeline["timeline"]["processes"]
+    processes[0]["host"], processes[1]["host"] = "trainer-host", "env-host-7"
+    names = process_names(to_chrome_trace(run_with_timeline))
+    assert sorted(names.values()) == ["trainer @ trainer-host", "worker 0 @ env-host-7"]
+
+
+def test_processes_of_one_host_are_named_without_it(run_with_timeline):
+    for process in run_with_timeline["timeline"]["processes"]:
+        process["host"] = "one-host"
+    assert sorted(process_names(to_chrome_trace(run_with_timeline)).values()) == ["trainer", "worker 0"]
 
 
 def test_made_up_process_ids_never_take_a_worker_s_real_pid(run_with_workers):

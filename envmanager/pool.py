@@ -18,6 +18,11 @@ of the pipe is shut so that it exits once it has answered.  If the interrupt cut
 (the replies are intact), its replies and last timers are still read at shutdown or restart;
 if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
 updated before a write and right after a read, so an interrupt anywhere else leaves it sound.
+
+The pool also owns what ties the workers' lives to the trainer's: the lifeline through which
+they learn of its death (:mod:`envmanager.lifeline`) and the ``max_concurrency`` permits
+(:mod:`envmanager.permits`).  Stopping a worker ends its process group too
+(:mod:`envmanager.process_group`), so no helper process its envs started outlives it.
 """
 
 from __future__ import annotations
@@ -25,17 +30,30 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import pickle
 import select
 import socket
+import threading
 import time
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait as wait_for_ready
 from typing import Any, Callable
 
 from envmanager import protocol
+from envmanager.lifeline import Lifeline
+from envmanager.permits import ConcurrencyPermits
+from envmanager.process_group import kill_process_group
 from envmanager.worker import WorkerConfig, run_worker
 
-__all__ = ["WorkerHandle", "WorkerPool", "ReplyHandler", "TimersSink"]
+__all__ = [
+    "WorkerHandle",
+    "WorkerPool",
+    "ReplyHandler",
+    "TimersSink",
+    "CLOSE_GRACE_SECONDS",
+    "TERMINATE_GRACE_SECONDS",
+    "REPLY_GRACE_SECONDS",
+]
 
 # A healthy worker answers CLOSE within milliseconds; past this it is terminated.
 CLOSE_GRACE_SECONDS = 10.0
@@ -104,38 +122,86 @@ class WorkerPool:
     arrives): the worker's own stamp, as every process of a machine reads the same
     ``perf_counter`` clock; or, once ``worker_clock_shared`` is set to False because the
     worker's clock proved to be another, the moment the trainer saw the reply ready.
+
+    ``max_concurrency``: at most this many envs run ``reset``/``step`` at once.  A worker runs
+    one env at a time, so no permits are made when it is at least the number of workers.
+
+    If starting a worker fails, the workers already started are stopped before the error
+    propagates.
     """
 
-    def __init__(self, ctx: Any, configs: list[WorkerConfig], envs: list[range], daemon: bool) -> None:
+    def __init__(
+        self,
+        ctx: Any,
+        configs: list[WorkerConfig],
+        envs: list[range],
+        daemon: bool,
+        max_concurrency: int | None = None,
+    ) -> None:
         self._ctx = ctx
         self._daemon = daemon
-        self._fork = ctx.get_start_method() == "fork"
+        self._start_method = ctx.get_start_method()
         self.workers = [WorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
         self.timers_sink: TimersSink | None = None
         self.ready_at: list[float | None] = [None] * len(self.workers)
         self.worker_clock_shared = True
         self._sequence = 0
-        for handle in self.workers:
-            self._start(handle)
+        self._lifeline = Lifeline(ctx)
+        self.permits: ConcurrencyPermits | None = None
+        try:
+            if max_concurrency is not None and max_concurrency < len(self.workers):
+                self.permits = ConcurrencyPermits(max_concurrency)
+            for handle in self.workers:
+                self._start(handle)
+        except BaseException:
+            self.shutdown(graceful=False, timeout=None)
+            raise
 
     # -- processes -------------------------------------------------------------------------
 
     def _start(self, handle: WorkerHandle) -> None:
         parent_end, child_end = self._ctx.Pipe()
-        inherited = [h.conn for h in self.workers if h.conn is not None] + [parent_end] if self._fork else []
-        config = replace(handle.config, inherited_connections=inherited)
+        fork = self._start_method == "fork"
+        inherited = [h.conn for h in self.workers if h.conn is not None] + [parent_end] if fork else []
+        config = replace(
+            handle.config,
+            permits=self.permits,
+            inherited_connections=inherited,
+            lifeline=self._lifeline.reader,
+            # The kernel's parent-death signal follows the thread that forks the worker: only
+            # the main thread (or the forkserver's) is sure to live as long as the trainer.
+            signal_at_parent_death=(
+                self._start_method == "forkserver" or threading.current_thread() is threading.main_thread()
+            ),
+        )
         process = self._ctx.Process(
             target=run_worker,
             name=f"Worker<SubprocessEnvManager>-{handle.index}",
             args=(config, child_end),
             daemon=self._daemon,
         )
-        process.start()
-        child_end.close()  # only the worker holds it now, so its exit shows up as EOF here
+        try:
+            process.start()
+        except Exception as exc:
+            parent_end.close()
+            _add_note(exc, self._start_note(handle, exc))
+            raise
+        finally:
+            child_end.close()  # only the worker holds it now, so its exit shows up as EOF here
+        self._lifeline.bind(process)
         handle.process, handle.conn = process, parent_end
         handle.fds = (parent_end.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
         handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
+
+    def _start_note(self, handle: WorkerHandle, exc: Exception) -> str:
+        where = f"while starting worker {handle.index} (envs {handle.envs.start}..{handle.envs.stop - 1})"
+        if self._start_method != "fork" and isinstance(exc, (pickle.PicklingError, TypeError, AttributeError)):
+            return (
+                f"({where}: under start method {self._start_method!r} its env factories are sent to it "
+                "with cloudpickle, and one of them does not pickle)"
+            )
+        return f"({where})"
 
     def restart(self, handle: WorkerHandle) -> None:
         """Replace a gone worker by a fresh process running freshly built envs."""
@@ -158,15 +224,15 @@ class WorkerPool:
         handle.shut_down_after = reason
 
     def _bury(self, handle: WorkerHandle) -> None:
-        """Forget a worker that has exited or must go; reap its process."""
+        """Forget a worker that has exited or must go; end its process group and reap it."""
         if handle.conn is not None:
             handle.conn.close()
             handle.conn = None
         handle.awaiting = _NOTHING_AWAITED
         self.ready_at[handle.index] = None
         # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
-        handle.process.join(TERMINATE_GRACE_SECONDS)
-        _terminate([handle.process])
+        _wait_for_exit([handle.process], TERMINATE_GRACE_SECONDS)
+        _stop([handle.process])
         handle.exitcode = handle.process.exitcode
 
     # -- requests and replies --------------------------------------------------------------
@@ -355,8 +421,8 @@ class WorkerPool:
             if handle.cut_conn is not None:
                 handle.cut_conn.close()
                 handle.cut_conn = None
-                handle.process.join(max(0.0, deadline - time.monotonic()))
-        _terminate([h.process for h in handles])
+        _wait_for_exit([h.process for h in handles], max(0.0, deadline - time.monotonic()))
+        _stop([h.process for h in handles])
         for handle in handles:
             handle.exitcode = handle.process.exitcode
 
@@ -396,32 +462,62 @@ class WorkerPool:
             except multiprocessing.TimeoutError:
                 pass
             # Workers that answered CLOSE exit by themselves; give them a moment to do so.
-            deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
-            for handle in idle:
-                handle.process.join(max(0.0, deadline - time.monotonic()))
+            _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
         self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
-        _terminate([h.process for h in self.workers if h.process is not None])
+        # Not yet reaped (a reaped worker's number may belong to another process by now).
+        _stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
         for handle in self.workers:
             if handle.conn is not None:
                 handle.conn.close()
                 handle.conn = None
             if handle.process is not None:
                 handle.exitcode = handle.process.exitcode
+        # Every worker is gone: the lifeline and the permits have no one left to serve.
+        self._lifeline.close()
+        if self.permits is not None:
+            self.permits.remove()
 
 
 def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
     pass
 
 
-def _terminate(processes: list[Any]) -> None:
-    """SIGTERM every live process, then SIGKILL those still alive after a grace period."""
-    alive = [p for p in processes if p.is_alive()]
-    for process in alive:
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note"):  # Python >= 3.11
+        exc.add_note(note)
+
+
+def _has_exited(process: Any) -> bool:
+    """Whether the process ended, without reaping it (its process group stays reserved)."""
+    return bool(wait_for_ready([process.sentinel], 0))
+
+
+def _wait_for_exit(processes: list[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for every process to end (none is reaped)."""
+    deadline = time.monotonic() + timeout
+    running = [p.sentinel for p in processes if not _has_exited(p)]
+    while running:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        for ended in wait_for_ready(running, remaining):
+            running.remove(ended)
+
+
+def _stop(processes: list[Any]) -> None:
+    """End worker processes with every helper process their envs left behind, and reap them.
+
+    A worker still running gets SIGTERM, on which it closes its envs (which stops their
+    helpers) and exits.  Then each worker's process group is killed: the worker itself if it
+    ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
+    left running.  Reaping comes last, so a group's number cannot have been reused.
+    """
+    running = [p for p in processes if not _has_exited(p)]
+    for process in running:
         process.terminate()
-    deadline = time.monotonic() + TERMINATE_GRACE_SECONDS
-    for process in alive:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in alive:
-        if process.is_alive():
-            process.kill()
-            process.join(TERMINATE_GRACE_SECONDS)
+    _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
+    for process in processes:
+        if not kill_process_group(process.pid) and not _has_exited(process):
+            process.kill()  # it had not made its group yet
+    for process in processes:
+        process.join(TERMINATE_GRACE_SECONDS)

@@ -42,6 +42,7 @@ from profiler import events
 from profiler.merge import TimerMerger
 
 from envmanager import protocol
+from envmanager.close_at_exit import close_at_exit
 from envmanager.critical_path import stamps_within
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
@@ -67,6 +68,10 @@ class _State(Enum):
 
 # Batched action spaces whose batch is one ndarray, so a worker's actions are a slice of it.
 _ARRAY_ACTION_SPACES = (Box, MultiDiscrete, MultiBinary)
+
+
+def _nothing_to_cancel() -> None:
+    pass
 
 
 class SubprocessEnvManager(VectorEnv):
@@ -106,6 +111,11 @@ class SubprocessEnvManager(VectorEnv):
         RuntimeError: the sub-environments' observation or action spaces differ.
         ValueError: an invalid option (``max_concurrency``, ``observation_mode``, ...).
     """
+
+    # Until the constructor has started the workers there is nothing to close: the process
+    # that owns them, and the cancelling of the exit hook that closes them.
+    _owner_pid: int | None = None
+    _cancel_close_at_exit: Callable[[], None] = staticmethod(_nothing_to_cancel)
 
     def __init__(
         self,
@@ -162,9 +172,12 @@ class SubprocessEnvManager(VectorEnv):
             if shared_memory
             else None
         )
-        semaphore = ctx.BoundedSemaphore(self.max_concurrency) if self.max_concurrency is not None else None
         self._state = _State.DEFAULT
-        self._pool = WorkerPool(ctx, *self._worker_configs(shared_buffer, semaphore), daemon=daemon)
+        # Only this process owns the workers; a forked copy of it leaves them alone.
+        self._owner_pid = os.getpid()
+        self._pool = WorkerPool(
+            ctx, *self._worker_configs(shared_buffer), daemon=daemon, max_concurrency=self.max_concurrency
+        )
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
         # Step replies per worker since its last payload: what a dump lacks if it never comes.
@@ -176,15 +189,15 @@ class SubprocessEnvManager(VectorEnv):
             self._pool.worker_clock_shared = stamps_within(
                 self._pool.ready_at, describe_sent_at, time.perf_counter()
             )
+            self._observations = ObservationBatch(
+                self.single_observation_space, self.num_envs, copy, shared_buffer
+            )
         except BaseException:
             self._pool.shutdown(graceful=False, timeout=None)
             self._profiling.workers_stopped()
             self.closed = True
             raise
-
-        self._observations = ObservationBatch(
-            self.single_observation_space, self.num_envs, copy, shared_buffer
-        )
+        self._cancel_close_at_exit = close_at_exit(self)
         # Plain lists, filled slice by slice as replies arrive and made arrays once per step:
         # cheaper than a numpy conversion per worker.
         self._rewards: list[float] = [0.0] * self.num_envs
@@ -230,7 +243,7 @@ class SubprocessEnvManager(VectorEnv):
         finally:
             first_env.close()
 
-    def _worker_configs(self, shared_buffer: Any, semaphore: Any) -> tuple[list[WorkerConfig], list[range]]:
+    def _worker_configs(self, shared_buffer: Any) -> tuple[list[WorkerConfig], list[range]]:
         configs, env_ranges = [], []
         for first in range(0, self.num_envs, self.envs_per_worker):
             envs = range(first, min(first + self.envs_per_worker, self.num_envs))
@@ -243,12 +256,14 @@ class SubprocessEnvManager(VectorEnv):
                     autoreset_mode=self.autoreset_mode,
                     observation_space=self.single_observation_space,
                     shared_buffer=shared_buffer,
-                    semaphore=semaphore,
+                    permits=None,  # the pool's own, set when it starts the worker
                     profiling=self._profiling.enabled,
                     flush_every=self.flush_every,
                     flush_interval=self.flush_interval,
                     record_timeline=events.is_recording(),
                     inherited_connections=[],
+                    lifeline=None,  # the pool's own, set when it starts the worker
+                    signal_at_parent_death=False,
                 )
             )
             env_ranges.append(envs)
@@ -600,10 +615,7 @@ class SubprocessEnvManager(VectorEnv):
                 self._pool.wait(workers, self.timeout if timeout is None else timeout, what)
             with self._profiling.block("receive_results"):
                 for handle in self._pool.collect(workers, on_reply):
-                    self._restart_or_raise(handle, call)
-                    self._reset_restarted(
-                        handle, self._reset_bodies[handle.index] if call == "reset" else None
-                    )
+                    self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
                     if call == "step":
                         # Their episode was cut short: say so, as a time limit would.
                         count = len(handle.envs)
@@ -619,25 +631,14 @@ class SubprocessEnvManager(VectorEnv):
         """Before a call: restart (and reset) any worker that is gone, or raise for it."""
         for handle in self._pool.workers:
             if not handle.alive:
-                self._restart_or_raise(handle, what)
-                self._reset_restarted(handle, None)
+                self._replace(handle, what, None)
 
-    def _restart_or_raise(self, handle: WorkerHandle, what: str) -> None:
-        """Replace a gone worker if the restart budget allows, else raise WorkerDiedError."""
-        error = self._died_error(handle, what)
-        if not self._restart_policy.allow():
-            raise error
-        policy = self._restart_policy
-        warnings.warn(
-            f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-        self._pool.restart(handle)
-        self._profiling.record_restart(handle.index, policy.restarts)
+    def _replace(self, handle: WorkerHandle, what: str, reset_body: Any) -> None:
+        """Restart a gone worker and reset its fresh envs (with ``reset_body`` if given).
 
-    def _reset_restarted(self, handle: WorkerHandle, reset_body: Any) -> None:
-        """Reset the fresh envs of a restarted worker (with ``reset_body`` if given)."""
+        A restarted worker that dies in that reset is restarted again, while the budget
+        lasts; then WorkerDiedError is raised, naming the reset after restart.
+        """
         repeats_users_reset = reset_body is not None
         if reset_body is None:
             reset_body = ([None] * len(handle.envs), None, None)
@@ -649,14 +650,31 @@ class SubprocessEnvManager(VectorEnv):
             else:
                 failures.append((handle, body))
 
-        sequence = self._pool.send([handle], protocol.RESET, [reset_body])
-        if repeats_users_reset:
-            self._profiling.reset_sent(sequence)
-        if self._pool.gather([handle], self.timeout, "reset after restart", on_reply):
-            raise self._died_error(handle, "reset after restart")
+        while True:
+            self._restart_or_raise(handle, what)
+            sequence = self._pool.send([handle], protocol.RESET, [reset_body])
+            if repeats_users_reset:
+                self._profiling.reset_sent(sequence)
+            if not self._pool.gather([handle], self.timeout, "reset after restart", on_reply):
+                break
+            what = "reset after restart"
         if failures:
             self._failures = failures
             self._raise_failures(shut_down=True)
+
+    def _restart_or_raise(self, handle: WorkerHandle, what: str) -> None:
+        """Replace a gone worker if the restart budget allows, else raise WorkerDiedError."""
+        error = self._died_error(handle, what)
+        if not self._restart_policy.allow():
+            raise error
+        policy = self._restart_policy
+        warnings.warn(
+            f"{error}; restarting it (restart {policy.restarts} of {policy.max_restarts}).",
+            RuntimeWarning,
+            stacklevel=6,
+        )
+        self._pool.restart(handle)
+        self._profiling.record_restart(handle.index, policy.restarts)
 
     def _died_error(self, handle: WorkerHandle, what: str) -> WorkerDiedError:
         return WorkerDiedError(
@@ -700,11 +718,33 @@ class SubprocessEnvManager(VectorEnv):
 
     # -- closing ---------------------------------------------------------------------------
 
+    def close(self, **kwargs: Any) -> None:
+        """Stop the workers (see :meth:`close_extras` for the arguments).
+
+        The manager ends closed whatever happens, also when dumping the timers fails (that
+        error is raised once the workers are stopped).  In a process forked from the trainer
+        the workers are not this copy's: closing there only marks it closed.
+        """
+        if self.closed:
+            return
+        try:
+            if self._owner_pid == os.getpid():
+                self.close_extras(**kwargs)
+        finally:
+            self.closed = True
+            self._cancel_close_at_exit()
+
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Stop the workers; no child process outlives this call.
 
         Their last timer data is merged first (unless ``terminate``), and the timers are
         dumped if the manager was given a ``summaries_dir``.
+
+        A call still pending (``step_async`` without ``step_wait``) is abandoned, as one that
+        Ctrl-C cut short: its workers get ``REPLY_GRACE_SECONDS`` (one second, or ``timeout``
+        if shorter) to answer, so their timer data is kept, and a worker stuck in it is then
+        terminated: SIGTERM, on which it closes its envs, then SIGKILL for its process group
+        if it is not gone a second later.
 
         Args:
             timeout: seconds to wait for a pending call and for the workers to close their
@@ -719,16 +759,18 @@ class SubprocessEnvManager(VectorEnv):
                 logger.warn(
                     f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
                 )
-                try:
-                    getattr(self, f"{self._state.value}_wait")(
-                        0 if terminate else (CLOSE_GRACE_SECONDS if timeout is None else timeout)
-                    )
-                except Exception:
-                    pass  # closing anyway; whatever went wrong with that call no longer matters
+                self._state = _State.DEFAULT  # its replies are read and dropped by the shutdown
             pool.shutdown(graceful=not terminate, timeout=timeout)
         self._profiling.workers_stopped()
         if self.summaries_dir is not None:
-            self._profiling.dump(self.summaries_dir, self.run_id)
+            try:
+                self._profiling.dump(self.summaries_dir, self.run_id)
+            except Exception as exc:
+                if hasattr(exc, "add_note"):  # Python >= 3.11
+                    exc.add_note(
+                        "(raised writing the timers in close(); the workers are stopped and the manager is closed)"
+                    )
+                raise
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -777,7 +819,7 @@ class SubprocessEnvManager(VectorEnv):
         self.close()
 
     def __del__(self) -> None:
-        if not getattr(self, "closed", True) and hasattr(self, "_pool"):
+        if not self.closed and self._owner_pid is not None:
             self.close(terminate=True)
 
 

@@ -13,6 +13,14 @@ A failing env never kills the worker: the exception goes back in the reply, and 
 keeps serving until the trainer decides what to do (it shuts it down after a failed step or
 reset, as Gymnasium does).
 
+Ending: after CLOSE (or EOF on the pipe) the worker closes its envs and returns.  SIGTERM
+(from the trainer's ``terminate``, or sent to itself when its trainer died, see
+:mod:`envmanager.lifeline`) interrupts whatever the worker is doing, even an env call that
+hangs in Python code, closes the envs, so the helper processes they started are stopped,
+and ends the process with SIGTERM's exit code.  The worker leads a process group of its own
+(:mod:`envmanager.process_group`): whatever the envs leave running is killed with that group,
+by the trainer, or by the worker itself when no trainer is left to do it.
+
 Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
 code.  A :class:`~profiler.payload.WorkerTimers` decides when the tree is due to ship; the
@@ -27,9 +35,11 @@ last (:mod:`envmanager.critical_path`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -44,7 +54,15 @@ from profiler.payload import WorkerTimers
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
 from envmanager.env_time import CpuSampler
+from envmanager.lifeline import (
+    ask_for_signal_at_parent_death,
+    terminate_after_trainer_death,
+    trainer_is_gone,
+    watch_trainer,
+)
 from envmanager.observations import ObservationMismatch, ObservationPacker
+from envmanager.permits import ConcurrencyPermits
+from envmanager.process_group import kill_own_process_group, lead_new_process_group
 from envmanager.protocol import RemoteFailure
 
 __all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "run_worker"]
@@ -83,7 +101,7 @@ class WorkerConfig:
     autoreset_mode: AutoresetMode
     observation_space: Space
     shared_buffer: Any
-    semaphore: Any
+    permits: ConcurrencyPermits | None  # the pool's max_concurrency permits; None: no limit
     profiling: bool
     flush_every: int | None
     flush_interval: float | None
@@ -91,19 +109,66 @@ class WorkerConfig:
     # Under fork the child inherits the trainer's end of every pipe made so far; holding them
     # would keep those pipes open, so a worker would never see EOF if the trainer died.
     inherited_connections: list[Connection]
+    # The read end of the pool's lifeline (set by the pool), and whether to ask the kernel for
+    # SIGTERM when the parent dies (only when the thread that starts the worker lives as long
+    # as the trainer).
+    lifeline: Connection | None
+    signal_at_parent_death: bool
+
+
+class _Terminated(BaseException):
+    """Raised by SIGTERM in the worker's main thread, so the envs are closed on the way out.
+
+    A BaseException, so that an env's ``except Exception`` does not swallow it.
+    """
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # A second SIGTERM must not cut closing the envs short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise _Terminated
 
 
 def run_worker(config: WorkerConfig, conn: Connection) -> None:
     """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
+    parent_pid = os.getppid()
+    lead_new_process_group()
     for inherited in config.inherited_connections:
         inherited.close()
-    # Ctrl-C reaches the whole process group; the trainer handles it and closes us cleanly.
+    # The trainer stops its workers itself when interrupted; Ctrl-C is not for them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if config.signal_at_parent_death:
+        ask_for_signal_at_parent_death(signal.SIGTERM)
+    watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
     if not config.profiling:
         timers.disable()  # this process only: user blocks in env code cost nothing either
     elif config.record_timeline and not events.is_recording():
         events.start_recording()  # a spawned process does not inherit the trainer's recording
-    _WorkerLoop(config, conn).serve()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _WorkerLoop(config, conn).serve()
+    except _Terminated:
+        _flush_standard_streams()  # the kill below skips the interpreter's own flushing
+        if trainer_is_gone(config.lifeline, parent_pid):
+            kill_own_process_group()  # nobody else is left to stop what the envs left running
+        # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    # Closed normally: a late SIGTERM now just ends the process.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.flush()
+
+
+def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
+    if permits is not None:
+        permits.remove()  # the trainer cannot remove it any more
+    terminate_after_trainer_death()
 
 
 class _WorkerLoop:
@@ -184,7 +249,7 @@ class EnvRunner:
     def build_envs(self) -> None:
         """Build the envs; a factory that raises is answered to every request that follows."""
         config = self.config
-        guard_reset, guard_step = _make_guards(config.semaphore, config.profiling, self.cpu_sampler)
+        guard_reset, guard_step = _make_guards(config.permits, config.profiling, self.cpu_sampler)
         for j, factory in enumerate(config.factories.factories):
             try:
                 env = factory()
@@ -308,22 +373,26 @@ class EnvRunner:
 
     def close_envs(self) -> None:
         """Close every env (best effort); closing twice is harmless."""
-        envs, self.envs = self.envs, []
-        for env in envs:
+        # One at a time off the list: if SIGTERM cuts a CLOSE short, the SIGTERM path's own
+        # call closes the envs still on it.
+        envs = self.envs
+        while envs:
             try:
-                env.env.close()
+                envs.pop(0).env.close()
             except Exception:
                 pass  # closing is best effort; the process is about to end anyway
 
 
-def _make_guards(semaphore: Any, profiling: bool, cpu_sampler: CpuSampler) -> tuple[Callable, Callable]:
+def _make_guards(
+    permits: ConcurrencyPermits | None, profiling: bool, cpu_sampler: CpuSampler
+) -> tuple[Callable, Callable]:
     """The functions through which every env reset/step goes, built once per worker.
 
-    They hold the ``max_concurrency`` permit while the env runs, and time the env's own
+    They hold a ``max_concurrency`` permit while the env runs, and time the env's own
     work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
     on a sample of calls, on the CPU clock too (see :mod:`envmanager.env_time`).
     """
-    permit = semaphore if semaphore is not None else contextlib.nullcontext()
+    permit = permits if permits is not None else contextlib.nullcontext()
     if not profiling:
 
         def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -163,6 +164,57 @@ class CtrlCEnv(CountingEnv):
             trainer.send_signal(signal.SIGINT)
             time.sleep(self.after)
         return result
+
+
+class HelperProcessEnv(HangingEnv):
+    """Runs an external helper process (``sleep 60``), as an env driving a simulator does.
+
+    The helper starts at the first reset (so the env the manager builds in the trainer to
+    read the spaces starts none) and ``close()`` stops it; stepping with action 2 hangs, like
+    ``HangingEnv``.
+    """
+
+    helper: subprocess.Popen | None = None
+    helper_pid: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        if self.helper is None:
+            self.helper = subprocess.Popen(["sleep", "60"])
+            self.helper_pid = self.helper.pid
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if self.helper is not None:
+            self.helper.kill()
+            self.helper.wait()
+
+
+class LeakyHelperProcessEnv(HelperProcessEnv):
+    """Like ``HelperProcessEnv``, but its ``close()`` forgets to stop the helper."""
+
+    def close(self) -> None:
+        pass
+
+
+class DiesInResetEnv(SuicidalEnv):
+    """``SuicidalEnv`` whose reset also kills its process while the file ``countdown`` holds n > 0.
+
+    Each such death writes n - 1 first, so n resets die, then resets work again (a simulator
+    that crashes a few times on start-up).
+    """
+
+    def __init__(self, countdown: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.countdown = countdown
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        with open(self.countdown) as file:
+            remaining = int(file.read() or 0)
+        if remaining > 0:
+            with open(self.countdown, "w") as file:
+                file.write(str(remaining - 1))
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().reset(seed=seed, options=options)
 
 
 class CustomSpace(gym.Space):

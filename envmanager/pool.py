@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-import pickle
 import select
 import socket
 import threading
@@ -184,7 +183,7 @@ class WorkerPool:
             process.start()
         except Exception as exc:
             parent_end.close()
-            _add_note(exc, self._start_note(handle, exc))
+            _add_note(exc, self._start_note(handle))
             raise
         finally:
             child_end.close()  # only the worker holds it now, so its exit shows up as EOF here
@@ -194,14 +193,11 @@ class WorkerPool:
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
         handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
 
-    def _start_note(self, handle: WorkerHandle, exc: Exception) -> str:
+    def _start_note(self, handle: WorkerHandle) -> str:
         where = f"while starting worker {handle.index} (envs {handle.envs.start}..{handle.envs.stop - 1})"
-        if self._start_method != "fork" and isinstance(exc, (pickle.PicklingError, TypeError, AttributeError)):
-            return (
-                f"({where}: under start method {self._start_method!r} its env factories are sent to it "
-                "with cloudpickle, and one of them does not pickle)"
-            )
-        return f"({where})"
+        if self._start_method == "fork":
+            return f"({where})"
+        return f"({where} with start method {self._start_method!r}, which sends its env factories with cloudpickle)"
 
     def restart(self, handle: WorkerHandle) -> None:
         """Replace a gone worker by a fresh process running freshly built envs."""

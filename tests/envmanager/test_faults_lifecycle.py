@@ -307,8 +307,9 @@ def test_a_constructor_failing_part_way_leaves_no_worker_running():
 
     # The second worker's factory cannot be sent to a spawned process: the first worker is
     # already running when that fails.
-    with pytest.raises(TypeError, match="lock"):
+    with pytest.raises(TypeError, match="lock") as raised:
         SubprocessEnvManager([CountingEnv, holds_a_lock], context="spawn")
+    assert "while starting worker 1 (envs 1..1) with start method 'spawn'" in raised.value.__notes__[0]
     assert worker_children() == []
 
 

@@ -768,7 +768,8 @@ class SubprocessEnvManager(VectorEnv):
             except Exception as exc:
                 if hasattr(exc, "add_note"):  # Python >= 3.11
                     exc.add_note(
-                        "(raised writing the timers in close(); the workers are stopped and the manager is closed)"
+                        "(raised writing the timers in close(); the workers are stopped and the manager is "
+                        "closed; dump_timers(summaries_dir=...) can still write the timers elsewhere)"
                     )
                 raise
 

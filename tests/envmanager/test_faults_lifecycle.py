@@ -36,6 +36,7 @@ from lifecycle_trainer import NEVER_CLOSED_STEPS
 
 from envmanager import SubprocessEnvManager, WorkerDiedError
 from envmanager.pool import CLOSE_GRACE_SECONDS
+from profiler.analysis.block_stats import walk_nodes
 from profiler.timer_json import load_timing_tree
 
 TRAINER = Path(__file__).with_name("lifecycle_trainer.py")
@@ -43,6 +44,11 @@ START_METHODS = ["fork", "spawn", "forkserver"]
 # "Within a few seconds" on a loaded machine: generous, since a test must never fail for slowness.
 DEATH_WITHIN_SECONDS = 10.0
 TRAINER_START_SECONDS = 60.0
+
+
+def _merged_env_steps(tree: dict) -> int:
+    """The count of the workers' ``env.step`` blocks merged under the manager's step."""
+    return dict(walk_nodes(tree))[("env_manager.step", "env.step")]["count"]
 
 
 def _is_gone(process: psutil.Process) -> bool:
@@ -262,9 +268,7 @@ def test_an_unclosed_manager_is_closed_at_exit_and_writes_its_timers(start_metho
         assert stderr == ""
         assert _survivors(workers) == []
     tree = load_timing_tree(tmp_path / "unclosed_timers.json")
-    step = next(child for child in tree["children"] if child["name"] == "env_manager.step")
-    env_step = next(child for child in step["children"] if child["name"] == "env.step")
-    assert env_step["count"] == 2 * NEVER_CLOSED_STEPS
+    assert _merged_env_steps(tree) == 2 * NEVER_CLOSED_STEPS
 
 
 # -- item 14: restarts, constructor, close ----------------------------------------------------
@@ -331,8 +335,21 @@ def test_a_failed_timer_dump_still_closes_the_manager_and_raises_naming_the_file
     not_a_directory.write_text("")
     envs = SubprocessEnvManager([CountingEnv] * 2, context="fork", summaries_dir=not_a_directory / "runs")
     envs.reset(seed=0)
-    with pytest.raises(OSError, match="runs"):
+    envs.step(np.array([1, 1]))
+    with pytest.raises(OSError, match="runs") as raised:
         envs.close()
+    assert "the manager is closed" in raised.value.__notes__[0]
     assert envs.closed
     assert worker_children() == []
     envs.close()  # closing again is a no-op
+
+
+def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_path):
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    envs = SubprocessEnvManager([CountingEnv] * 2, context="fork", summaries_dir=not_a_directory / "runs")
+    envs.reset(seed=0)
+    envs.step(np.array([1, 1]))
+    with pytest.raises(OSError):
+        envs.close()
+    assert _merged_env_steps(load_timing_tree(envs.dump_timers(tmp_path))) == 2

@@ -16,7 +16,12 @@ from profiler.control import (
     set_config,
     set_state,
 )
+from profiler.counter import Counter
+from profiler.domain import Domain
+from profiler.durations import Event, Frame, Task
 from profiler.events import mark, record_counter, start_recording, stop_recording
+from profiler.marker import Marker
+from profiler.scopes import scope
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import WorkerTimers, snapshot_and_flush
 from profiler.analysis import dumps
@@ -48,8 +53,14 @@ from profiler.timers import (
 
 __all__ = [
     "TIMER_FORMAT_VERSION",
+    "Counter",
+    "Domain",
+    "Event",
+    "Frame",
     "GaugeNode",
+    "Marker",
     "PayloadError",
+    "Task",
     "TimerFileError",
     "TimerMerger",
     "TimerNode",
@@ -77,6 +88,7 @@ __all__ = [
     "reset_timers",
     "resume",
     "scalars",
+    "scope",
     "set_config",
     "set_gauge",
     "set_state",

@@ -221,6 +221,9 @@ def _add_analyze(subparsers: Any) -> None:
                         "name up to its first dot: env for env.step); repeat for several")
     parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
                         help="keep blocks whose name or path matches REGEX (Python syntax)")
+    parser.add_argument("--domain", default=None, metavar="NAME",
+                        help="keep the blocks of this domain: the tasks and frames of "
+                        "profiler.Domain(NAME)")
     parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
                         help="table (default), json (everything, verdicts included) or csv "
                         "(block rows only)")
@@ -240,6 +243,7 @@ def _run_analyze(arguments: argparse.Namespace) -> int:
         max_time=arguments.max_time,
         pattern=arguments.filter,
         types=tuple(arguments.types),
+        domain=arguments.domain,
     )
     if options.max_time is not None and options.max_time < options.min_time:
         raise CommandError(f"--max-time {options.max_time:g} is below --min-time {options.min_time:g}: "

@@ -9,6 +9,12 @@ growing without bound.
 Recording off costs the hot path nothing: :func:`start_recording` swaps ``TimerNode.__exit__`` for
 a recording variant and :func:`stop_recording` swaps it back, so the plain exit never tests a flag.
 
+An event may carry **details** after its fields — a span ``(name, start, end, details)``, an
+instant ``(name, at, details)``, a counter sample ``(name, at, value, details)`` — a tuple of
+``(key, value)`` pairs, kept as plain data so that it travels in payloads; in the dump it is an
+object. The MXNet-style objects use it: ``cat`` (the domain, a trace category), ``kind``,
+``frame`` (a frame's number) and ``scope`` (an instant's reach: ``g``, ``p`` or ``t``).
+
 Times are readings of the timers' clock (``time.perf_counter``: CLOCK_MONOTONIC on Linux, one
 clock for every process of a machine). A worker's events travel in its payloads; the merger shifts
 them by the worker's clock offset (0.0 on one machine) onto the trainer's clock. The dumped
@@ -25,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler import timers
-from profiler.timers import TimerNode, TimerStack
+from profiler.timers import TimerStack
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -36,10 +42,15 @@ __all__ = [
     "is_recording",
     "mark",
     "record_counter",
+    "recording_timeline",
     "start_recording",
     "stop_recording",
+    "timeline_row",
     "timeline_section",
 ]
+
+Details = tuple[tuple[str, Any], ...]
+"""What an event may carry after its fields: ``(key, value)`` pairs, values strings or numbers."""
 
 DEFAULT_CAPACITY = 100_000
 """Events kept per thread and kind (spans, instants, counters): about 10 MB of spans a thread."""
@@ -70,15 +81,21 @@ class ThreadTimeline:
         self.dropped = 0
         self.recording = True
 
-    def add_instant(self, name: str, at: float) -> None:
+    def add_span(self, name: str, start: float, end: float, details: Details) -> None:
+        """A span with details (plain blocks append theirs on the hot path, without any)."""
+        self.spans.append((name, start, end, details))
+        self.spans_recorded += 1
+
+    def add_instant(self, name: str, at: float, details: Details | None = None) -> None:
         if len(self.instants) == self.instants.maxlen:
             self.dropped += 1
-        self.instants.append((name, at))
+        self.instants.append((name, at) if details is None else (name, at, details))
 
-    def add_counter(self, name: str, at: float, value: float) -> None:
+    def add_counter(self, name: str, at: float, value: float, details: Details | None = None) -> None:
         if len(self.counters) == self.counters.maxlen:
             self.dropped += 1
-        self.counters.append((name, at, float(value)))
+        sample = (name, at, float(value))
+        self.counters.append(sample if details is None else (*sample, details))
 
     def dropped_so_far(self) -> int:
         return self.dropped + self.spans_recorded - len(self.spans)
@@ -116,14 +133,14 @@ def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:
         if stack.timeline is None:
             stack.timeline = ThreadTimeline(capacity)
         stack.timeline.recording = True
-    TimerNode.__exit__ = TimerNode._exit_and_record  # type: ignore[method-assign]
+    timers.set_span_recording(True)
 
 
 def stop_recording() -> None:
     """Stop recording; what was recorded stays until dumped, flushed or reset."""
     global _recording
     _recording = False
-    TimerNode.__exit__ = timers._plain_exit  # type: ignore[method-assign]
+    timers.set_span_recording(False)
     timers._new_thread_timeline = None
     for stack in timers.all_timer_stacks():
         if stack.timeline is not None:
@@ -144,15 +161,17 @@ def _new_timeline() -> ThreadTimeline:
     return ThreadTimeline(_capacity)
 
 
-def _recording_timeline(timer_stack: TimerStack | None) -> ThreadTimeline | None:
+def recording_timeline(timer_stack: TimerStack | None = None) -> ThreadTimeline | None:
+    """The stack's timeline (the calling thread's by default) if it records now, else None."""
     timeline = timers._resolve(timer_stack).timeline
     return timeline if timeline is not None and timeline.recording else None
 
 
 def mark(name: str, timer_stack: TimerStack | None = None) -> None:
-    """Record an instant event (e.g. ``"restart worker 2"``) on this thread's track, if recording."""
-    timeline = _recording_timeline(timer_stack)
-    if timeline is not None:
+    """Record an instant event (e.g. ``"restart worker 2"``) on this thread's track, if recording
+    (and profiling is on: a paused profiler records nothing)."""
+    timeline = recording_timeline(timer_stack)
+    if timeline is not None and timers.is_enabled():
         timeline.add_instant(name, timers.now())
 
 
@@ -162,9 +181,17 @@ def record_counter(name: str, value: float, timer_stack: TimerStack | None = Non
     ``set_gauge`` records one too, so gauges need no second call. ``value`` may be any real
     number type ``set_gauge`` accepts.
     """
-    timeline = _recording_timeline(timer_stack)
-    if timeline is not None:
+    timeline = recording_timeline(timer_stack)
+    if timeline is not None and timers.is_enabled():
         timeline.add_counter(name, timers.now(), timers.gauge_value(name, value))
+
+
+def timeline_row(event: tuple[Any, ...]) -> list[Any]:
+    """An event as the dump writes it: a list, its details (if any) as an object."""
+    row = list(event)
+    if row and isinstance(row[-1], tuple):
+        row[-1] = dict(row[-1])
+    return row
 
 
 def clock_origin() -> float:
@@ -212,11 +239,11 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
             {
                 "tid": tid,
                 "name": other.thread_name,
-                "spans": [list(span) for span in tuple(timeline.spans)],
-                "instants": [list(instant) for instant in tuple(timeline.instants)],
+                "spans": [timeline_row(span) for span in tuple(timeline.spans)],
+                "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
             }
         )
-        counters.extend(list(counter) for counter in tuple(timeline.counters))
+        counters.extend(timeline_row(counter) for counter in tuple(timeline.counters))
         dropped += timeline.dropped_so_far()
     counters.sort(key=lambda counter: counter[1])
     trainer = {

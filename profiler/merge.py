@@ -332,11 +332,14 @@ class TimerMerger:
                 deque(maxlen=self.timeline_capacity),
             )
         offset = track.clock_offset
+        # Details, when an event has them, follow its fields unchanged (see profiler.events).
         if offset:
-            spans = [(name, start + offset, end + offset) for name, start, end in spans]
-            instants = [(name, at + offset) for name, at in instants]
+            spans = [(name, start + offset, end + offset, *details) for name, start, end, *details in spans]
+            instants = [(name, at + offset, *details) for name, at, *details in instants]
         # Readings may arrive as any real number type the payload check accepts; store floats.
-        counters = [(name, at + offset, gauge_value(name, value)) for name, at, value in counters]
+        counters = [
+            (name, at + offset, gauge_value(name, value), *details) for name, at, value, *details in counters
+        ]
         for ring, new_events in ((thread[0], spans), (thread[1], instants), (track.counters, counters)):
             track.dropped += max(0, len(ring) + len(new_events) - self.timeline_capacity)
             ring.extend(new_events)
@@ -392,8 +395,8 @@ class TimerMerger:
                         {
                             "tid": tid,
                             "name": thread_name,
-                            "spans": [list(span) for span in spans],
-                            "instants": [list(instant) for instant in instants],
+                            "spans": [events.timeline_row(span) for span in spans],
+                            "instants": [events.timeline_row(instant) for instant in instants],
                         }
                         for tid, (thread_name, (spans, instants)) in enumerate(
                             track.threads.items(), start=1
@@ -405,7 +408,7 @@ class TimerMerger:
                         "host": track.host,
                         "clock_offset": track.clock_offset,
                         "threads": threads,
-                        "counters": [list(counter) for counter in track.counters],
+                        "counters": [events.timeline_row(counter) for counter in track.counters],
                     }
                     if track.clock_uncertainty is not None:
                         process["clock_uncertainty"] = track.clock_uncertainty
@@ -444,7 +447,7 @@ def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ..
     """Add payload blocks under ``anchor`` in the trainer's tree, marked ``is_parallel``, and
     into the worker's own tree, keeping each worker node's peak mean per payload. One walk for
     both trees: this loop is most of the trainer's merge cost."""
-    for name, total, count, errors, extremes, children in blocks:
+    for name, total, count, errors, extremes, children, *labels in blocks:
         # No extremes: no call closed, or a single call that lasted the whole total.
         minimum, maximum = extremes if extremes is not None else (total, total)
         merged = anchor.children.get(name) or anchor.get_child(name)
@@ -452,6 +455,9 @@ def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ..
         merged.is_parallel = True
         own = worker_node.children.get(name) or worker_node.get_child(name)
         own.add_runs(total, count, errors, minimum, maximum)
+        if labels:  # a block with a domain, object type or scopes (see profiler.payload)
+            merged.add_labels(*labels[0])
+            own.add_labels(*labels[0])
         if count and total / count > own.peak_mean:
             own.peak_mean = total / count
         if children:

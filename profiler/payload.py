@@ -11,14 +11,16 @@ Layout, version 2 (a tuple; readers unpack it by position)::
     ("rlprof.timers", 2, pid, stream_id, sequence, window_start, window_end,
      blocks, gauges, timeline)
 
-    blocks   = ((name, total_s, count, errors, extremes, blocks), ...)   # top level, nested
+    blocks   = ((name, total_s, count, errors, extremes, blocks[, labels]), ...)   # nested
     extremes = None | (min_s, max_s)
+    labels   = (domain, object_type, (scope, ...))   # only on blocks that have any (durations, scope)
     gauges   = ((name, value, min, max, count), ...)
     timeline = None | (host, clock_origin, thread_name,
-                       ((name, start, end), ...),            # spans, worker clock
-                       ((name, at), ...),                    # instants
-                       ((name, at, value), ...),             # counters
+                       ((name, start, end[, details]), ...),   # spans, worker clock
+                       ((name, at[, details]), ...),           # instants
+                       ((name, at, value[, details]), ...),    # counters
                        dropped)
+    details  = ((key, value), ...)                             # see profiler.events
 
 ``stream_id`` is random per timer stack and ``sequence`` counts its flushes from 1, so a merger
 can refuse a payload it has seen (and notice one that went missing). The window is the interval
@@ -122,7 +124,11 @@ def _flush_children(
         grandchildren = _flush_children(child, open_blocks, at, depth + 1) if child.children else ()
         if child.count or total or grandchildren:
             extremes = _extremes(child, total)
-            encoded.append((child.name, total, child.count, child.errors, extremes, grandchildren))
+            block = (child.name, total, child.count, child.errors, extremes, grandchildren)
+            if child.domain is not None or child.object_type is not None or child.scopes:
+                # Labels travel only with the blocks that have them: most have none.
+                block += ((child.domain, child.object_type, tuple(sorted(child.scopes or ()))),)
+            encoded.append(block)
         _zero(child, open_blocks, at)
     return tuple(encoded)
 
@@ -293,12 +299,14 @@ def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
     if type(blocks) is not tuple and type(blocks) is not list:
         _sequence(blocks, where)
     for block in blocks:
-        if (type(block) is not tuple and type(block) is not list) or len(block) != 6:
+        if (type(block) is not tuple and type(block) is not list) or not 6 <= len(block) <= 7:
             raise PayloadError(
-                f"{where}: a block is (name, total, count, errors, extremes, children), "
+                f"{where}: a block is (name, total, count, errors, extremes, children[, labels]), "
                 f"got {block!r:.80}"
             )
-        name, total, count, errors, extremes, children = block
+        name, total, count, errors, extremes, children = block[:6]
+        if len(block) == 7:
+            _validate_labels(block[6], f"{where}/{name}")
         if not (
             type(name) is str
             and name
@@ -321,6 +329,19 @@ def _validate_blocks(blocks: Any, where: str, depth: int) -> None:
             _validate_blocks(children, f"{where}/{name}", depth + 1)
         elif type(children) is not tuple and type(children) is not list:
             _sequence(children, f"{where}/{name}")
+
+
+def _validate_labels(labels: Any, where: str) -> None:
+    """A block's labels: (domain, object_type, scopes): names or None, and a sequence of names."""
+    if not isinstance(labels, (tuple, list)) or len(labels) != 3:
+        raise PayloadError(f"{where}.labels: must be (domain, object_type, scopes), got {labels!r:.80}")
+    domain, object_type, scopes = labels
+    for field, value in (("domain", domain), ("object_type", object_type)):
+        if value is not None:
+            _name(value, f"{where}.{field}")
+    _sequence(scopes, f"{where}.scopes")
+    for scope in scopes:
+        _name(scope, f"{where}.scopes")
 
 
 def _validate_extremes(extremes: Any, where: str) -> None:
@@ -352,9 +373,12 @@ def _validate_timeline(timeline: Any) -> None:
         _sequence(events, f"timeline.{kind}")
         for index, event in enumerate(events):
             where = f"timeline.{kind}[{index}]"
-            if not isinstance(event, (tuple, list)) or len(event) != width:
-                raise PayloadError(f"{where}: must have {width} fields")
+            if not isinstance(event, (tuple, list)) or len(event) not in (width, width + 1):
+                raise PayloadError(f"{where}: must have {width} fields, and details after them or not")
             _name(event[0], where)
+            if len(event) > width:
+                _validate_details(event[width], where)
+                event = event[:width]
             if kind == "counters":
                 # Times must be finite; a counter's reading may be NaN or infinite, as a gauge's.
                 _time(event[1], where, signed=True)
@@ -367,6 +391,23 @@ def _validate_timeline(timeline: Any) -> None:
                 _time(value, where, signed=True)
             if kind == "spans" and event[2] < event[1]:
                 raise PayloadError(f"{where}: a span ends before it starts")
+
+
+_MAX_DETAILS = 8
+
+
+def _validate_details(details: Any, where: str) -> None:
+    """An event's details: up to :data:`_MAX_DETAILS` (key, value) pairs, keys names, values
+    strings or finite numbers (see ``profiler.events``)."""
+    if not isinstance(details, (tuple, list)) or len(details) > _MAX_DETAILS:
+        raise PayloadError(f"{where}: details must be up to {_MAX_DETAILS} (key, value) pairs")
+    for pair in details:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise PayloadError(f"{where}: a detail is a (key, value) pair, got {pair!r:.80}")
+        _name(pair[0], f"{where}.details")
+        value = pair[1]
+        if type(value) is not str:
+            _time(value, f"{where}.details.{pair[0]}", signed=True)
 
 
 def _sequence(value: Any, where: str) -> None:

@@ -105,7 +105,9 @@ def _with_named_readings(tree: dict[str, Any]) -> dict[str, Any]:
         for process in timeline["processes"]:
             counters = process.get("counters", [])
             if not all(math.isfinite(counter[2]) for counter in counters):
-                counters = [[name, at, named_reading(value)] for name, at, value in counters]
+                counters = [
+                    [name, at, named_reading(value), *details] for name, at, value, *details in counters
+                ]
                 process = dict(process, counters=counters)
             processes.append(process)
         named["timeline"] = dict(timeline, processes=processes)
@@ -251,6 +253,14 @@ class _Reader:
         }
         if "min" in node or "max" in node:
             normalized.update(_per_call_extremes(node, where))
+        for label in ("domain", "object_type"):
+            if label in node:
+                normalized[label] = self.name(node[label], f"{where}.{label}")
+        if "scopes" in node:
+            scopes = node["scopes"]
+            if not isinstance(scopes, list):
+                raise TimerFileError(f"{where}.scopes: must be a list of scope names")
+            normalized["scopes"] = [self.name(scope, f"{where}.scopes") for scope in scopes]
         errors = node.get("errors", 0)
         if errors:
             normalized["errors"] = _whole(errors, f"{where}.errors")
@@ -359,7 +369,7 @@ class _Reader:
         if not isinstance(thread, dict):
             raise TimerFileError(f"{where}: must be an object")
         spans = self.events(thread.get("spans", []), f"{where}.spans", width=3)
-        for index, (_, start, end) in enumerate(spans):
+        for index, (_, start, end, *_details) in enumerate(spans):
             if end < start:
                 raise TimerFileError(f"{where}.spans[{index}]: ends before it starts")
         return {
@@ -373,14 +383,20 @@ class _Reader:
         self, events: Any, where: str, *, width: int, last_is_reading: bool = False
     ) -> list[list[Any]]:
         """``[name, number, ...]`` rows: spans ``[name, start, end]``, instants ``[name, t]``,
-        counters ``[name, t, reading]``. Rows are checked and converted in place: this is the bulk
-        of a large file, and a copy would double the memory it takes."""
+        counters ``[name, t, reading]``, each optionally followed by an object of details
+        (``profiler.events``). Rows are checked and converted in place: this is the bulk of a
+        large file, and a copy would double the memory it takes."""
         if not isinstance(events, list):
             raise TimerFileError(f"{where}: must be a list")
         names = self.names
         for index, event in enumerate(events):
             if type(event) is not list or len(event) != width:
-                raise TimerFileError(f"{where}[{index}]: must be [name, {width - 1} numbers]")
+                if type(event) is not list or len(event) != width + 1 or type(event[width]) is not dict:
+                    raise TimerFileError(
+                        f"{where}[{index}]: must be [name, {width - 1} numbers] and an optional "
+                        "object of details"
+                    )
+                _check_details(event[width], f"{where}[{index}]")
             name = event[0]
             known = names.get(name) if type(name) is str else None
             event[0] = known if known is not None else self.name(name, f"{where}[{index}]")
@@ -394,6 +410,15 @@ class _Reader:
                 elif type(last) is not float or not -_HUGE < last < _HUGE:
                     event[2] = _number(last, f"{where}[{index}]")
         return events
+
+
+def _check_details(details: dict[str, Any], where: str) -> None:
+    """An event's details: keys that are names, values that are strings or finite numbers."""
+    for key, value in details.items():
+        if not key or not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise TimerFileError(f"{where}: detail {key!r} must be a string or a number, got {_short(value)}")
+        if not isinstance(value, str) and not math.isfinite(value):
+            raise TimerFileError(f"{where}: detail {key!r} must be finite, got {_short(value)}")
 
 
 _HUGE = 1e300

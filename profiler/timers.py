@@ -32,7 +32,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, TypeVar, overload
+from typing import Any, Callable, Iterable, Iterator, TypeVar, overload
 
 __all__ = [
     "ENDED_THREAD_GROUPS",
@@ -95,6 +95,9 @@ class TimerNode:
         "max",
         "is_parallel",
         "peak_mean",
+        "domain",
+        "object_type",
+        "scopes",
         "_stack",
         "_start",
     )
@@ -119,6 +122,12 @@ class TimerNode:
         # Only trees merged from worker payloads fill this in: the highest mean time per call
         # within a single payload (see profiler.merge).
         self.peak_mean = 0.0
+        # Set on the blocks that MXNet-style objects time (see profiler.durations): the domain
+        # they belong to and the object: "task", "frame" or "event". None on plain blocks.
+        self.domain: str | None = None
+        self.object_type: str | None = None
+        # The profiler scopes (profiler.scopes) the block ran in, once it ran in one.
+        self.scopes: set[str] | None = None
         self._stack = stack
         self._start = 0.0
 
@@ -245,6 +254,7 @@ class TimerNode:
         """
         self.add_runs(other.total, other.count, other.errors, other.min, other.max)
         self.is_parallel = self.is_parallel or parallel or other.is_parallel
+        self.add_labels(other.domain, other.object_type, other.scopes)
         for name, other_child in list(other.children.items()):
             self.get_child(name).add(other_child, parallel=parallel)
 
@@ -264,6 +274,27 @@ class TimerNode:
                 self.min = minimum
             if maximum > self.max:
                 self.max = maximum
+
+    def add_labels(
+        self, domain: str | None, object_type: str | None, scopes: Iterable[str] | None
+    ) -> None:
+        """Take the labels of the same block timed elsewhere: its domain and object type where
+        this node has none, and the scopes it ran in."""
+        if domain is not None and self.domain is None:
+            self.domain = domain
+        if object_type is not None and self.object_type is None:
+            self.object_type = object_type
+        if scopes:
+            if self.scopes is None:
+                self.scopes = set()
+            self.scopes.update(scopes)
+
+    def note_scope(self, scope: str) -> None:
+        """Record that a run of this block happened in the profiler scope ``scope``."""
+        if self.scopes is None:
+            self.scopes = {scope}
+        else:
+            self.scopes.add(scope)
 
     def clear_runs(self) -> None:
         """Forget the runs counted so far (a flush): the node and its children stay in the tree."""
@@ -301,6 +332,12 @@ class TimerNode:
             result["errors"] = self.errors
         if self.is_parallel:
             result["is_parallel"] = True
+        if self.domain is not None:
+            result["domain"] = self.domain
+        if self.object_type is not None:
+            result["object_type"] = self.object_type
+        if self.scopes:
+            result["scopes"] = sorted(self.scopes)
         # list() snapshots the children in one step: another thread may be adding to them.
         children = list(self.children.values())
         if depth + 1 >= MAX_DEPTH and children:
@@ -591,8 +628,9 @@ class TimerStack:
         """Attach ``value`` (kept as a string) to the run's metadata under ``key``."""
         self.metadata[key] = str(value)
 
-    def set_gauge(self, name: str, value: Any) -> None:
-        """Record a reading (any real number type; see :func:`gauge_value`)."""
+    def set_gauge(self, name: str, value: Any, details: tuple[tuple[str, Any], ...] | None = None) -> None:
+        """Record a reading (any real number type; see :func:`gauge_value`); ``details`` go
+        with the counter sample it makes on a recorded timeline (e.g. ``(("cat", "rl"),)``)."""
         value = gauge_value(name, value)
         gauge = self.gauges.get(name)
         if gauge is None:
@@ -601,7 +639,7 @@ class TimerStack:
             gauge.update(value)
         timeline = self.timeline
         if timeline is not None and timeline.recording:
-            timeline.add_counter(name, _clock(), value)
+            timeline.add_counter(name, _clock(), value, details)
 
     def elapsed(self) -> float:
         """Seconds since this stack was created or last reset."""
@@ -899,7 +937,40 @@ def all_timer_stacks() -> list[TimerStack]:
     return _registry.all_stacks()
 
 
+# --- which __exit__ closes a block ------------------------------------------------------------
+#
+# The plain exit does only what every block needs. Two companions need more, only while in use:
+# timeline recording (profiler.events: the span of every run) and profiler scopes
+# (profiler.scopes: the scope each run happened in). Rather than test flags on every exit, the
+# exit in force is swapped whenever what is needed changes.
+
 _plain_exit = TimerNode.__exit__
+_base_exit: Callable[[TimerNode, Any, Any, Any], None] = _plain_exit
+_after_exit: Callable[[TimerNode], None] | None = None
+
+
+def _exit_then_hook(self: TimerNode, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    _base_exit(self, exc_type, exc_value, traceback)
+    if _after_exit is not None:
+        _after_exit(self)
+
+
+def set_span_recording(recording: bool) -> None:
+    """Make every block's exit record its span on the thread's timeline (``profiler.events``)."""
+    global _base_exit
+    _base_exit = TimerNode._exit_and_record if recording else _plain_exit
+    _install_exit()
+
+
+def set_exit_hook(hook: Callable[[TimerNode], None] | None) -> None:
+    """Call ``hook(node)`` after every block's exit (None: no hook), for ``profiler.scopes``."""
+    global _after_exit
+    _after_exit = hook
+    _install_exit()
+
+
+def _install_exit() -> None:
+    TimerNode.__exit__ = _base_exit if _after_exit is None else _exit_then_hook  # type: ignore[method-assign]
 
 
 def now() -> float:

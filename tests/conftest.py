@@ -64,6 +64,17 @@ def default_profiler_controls() -> Iterator[None]:
         events.clear_recording()
 
 
+@pytest.fixture
+def recording() -> Iterator[None]:
+    """Timeline recording on for the test, then off and forgotten."""
+    from profiler import events
+
+    events.start_recording()
+    yield
+    events.stop_recording()
+    events.clear_recording()
+
+
 def _reset_every_stack() -> None:
     timers.reset_timers()
     for stack in timers.all_timer_stacks():

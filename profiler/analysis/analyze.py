@@ -32,6 +32,7 @@ from profiler import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
+from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
@@ -51,7 +52,8 @@ ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
 class AnalyzeOptions:
     """What the user asked for; ``top=None`` keeps every block.
 
-    ``types`` keeps the blocks of any of these types (``trainer``, ``worker`` or a block kind,
+    ``domain`` keeps the blocks of that MXNet-style domain (``profiler.Domain``: its tasks and
+    frames) before grouping. ``types`` keeps the blocks of any of these types (``trainer``, ``worker`` or a block kind,
     see :func:`profiler.analysis.block_stats.matches_type`) before grouping. ``aggregate_by``
     groups the blocks (``name``, ``worker``, ``process``) and ``aggregate`` says how (``sum``,
     ``mean``, ``min``, ``max``, ``count``); an ``aggregate`` without ``aggregate_by`` folds every
@@ -69,6 +71,7 @@ class AnalyzeOptions:
     max_time: float | None = None
     pattern: re.Pattern[str] | None = None
     types: tuple[str, ...] = ()
+    domain: str | None = None
 
     @property
     def grouped(self) -> bool:
@@ -112,6 +115,7 @@ class RunAnalysis:
     workers: WorkerReport | None = None
     unreported: list[UnreportedWorker] = field(default_factory=list)
     other_managers: list[OtherManager] = field(default_factory=list)
+    frames: list[FrameStat] = field(default_factory=list)
 
     @property
     def untimed_share(self) -> float | None:
@@ -131,6 +135,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         rows = block_rows(tree)
     if options.types:
         rows = [row for row in rows if any(matches_type(row, kind) for kind in options.types)]
+    if options.domain is not None:
+        rows = [row for row in rows if row.domain == options.domain]
     if options.grouped:
         rows = aggregate_blocks(rows, options.aggregate_by, options.aggregate or "sum")
     matched = _selected(rows, options)
@@ -148,6 +154,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         workers=worker_report(tree, measurements=measurements),
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
+        frames=frame_stats(tree),
     )
 
 
@@ -192,6 +199,8 @@ def render_analysis(
         raise ValueError(f"unknown format {format_name!r}; choose one of {', '.join(ANALYZE_FORMATS)}")
     sections = [verdicts_as_text(analysis.verdicts, width=width), _blocks_text(analysis, title, width),
                 _breakdowns_text(analysis, width), _workers_text(analysis)]
+    if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
+        sections.append(frames_as_text(analysis.frames))
     return "\n\n".join(sections)
 
 
@@ -207,6 +216,8 @@ def _blocks_text(analysis: RunAnalysis, title: str, width: int) -> str:
               f"{shown} {_what_rows_are(options)}, by {order}")
     if options.types:
         header += f"\nof type {' or '.join(options.types)}"
+    if options.domain is not None:
+        header += f"\nof domain {options.domain}"
     if not analysis.blocks:
         return f"{header}\n(no block matches)"
     # The per-call extremes take two columns from the block paths: shown when ordered by them.
@@ -323,6 +334,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
         "aggregate_by": analysis.options.aggregate_by,
         "aggregate": analysis.options.aggregate,
         "types": list(analysis.options.types),
+        "domain": analysis.options.domain,
         "blocks_matched": analysis.blocks_matched,
         "blocks_in_run": analysis.blocks_in_run,
         "blocks": blocks_as_dicts(analysis.blocks, analysis.wall_time,
@@ -361,4 +373,5 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
              "reason": worker.reason}
             for worker in analysis.unreported
         ],
+        "frames": [frame.as_dict() for frame in analysis.frames],
     }

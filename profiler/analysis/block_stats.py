@@ -72,6 +72,8 @@ class BlockStat:
     places: int = 1
     paths: list[tuple[str, ...]] = field(default_factory=list)
     process: str = TRAINER
+    domain: str | None = None
+    """The MXNet-style domain of a block a ``Task``/``Frame`` timed (``profiler.Domain``)."""
 
     @property
     def kind(self) -> str:
@@ -157,6 +159,7 @@ def _row_of(path: tuple[str, ...], node: dict[str, Any], process: str = TRAINER)
         max_time=float(max_time) if has_both else None,
         paths=[path],
         process=process,
+        domain=node.get("domain"),
     )
 
 

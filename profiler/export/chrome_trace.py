@@ -178,10 +178,10 @@ def _process_events(
                 "tid": tid,
             }
             if len(span) > 3:
-                event["args"] = span[3]
+                _add_details(event, span[3])
             yield event
-        for name, moment in thread.get("instants", []):
-            yield {
+        for name, moment, *details in thread.get("instants", []):
+            instant: Event = {
                 "name": name,
                 "ph": "i",
                 "s": "t",
@@ -189,8 +189,31 @@ def _process_events(
                 "pid": pid,
                 "tid": tid,
             }
-    for name, moment, value in process.get("counters", []):
-        yield _counter_event(name, clock.nanoseconds(moment), value, pid)
+            if details:
+                _add_details(instant, details[0])
+            yield instant
+    for name, moment, value, *details in process.get("counters", []):
+        counter = _counter_event(name, clock.nanoseconds(moment), value, pid)
+        if details:
+            _add_details(counter, details[0])
+        yield counter
+
+
+_INSTANT_SCOPES = ("g", "p", "t")
+
+
+def _add_details(event: Event, details: dict[str, Any]) -> None:
+    """An event's recorded details (``profiler.events``): ``cat`` is the trace category, an
+    instant's ``scope`` its reach (global, process or thread), the rest its ``args``."""
+    arguments = dict(details)
+    category = arguments.pop("cat", None)
+    if category is not None:
+        event["cat"] = str(category)
+    scope = arguments.pop("scope", None)
+    if event["ph"] == "i" and scope in _INSTANT_SCOPES:
+        event["s"] = scope
+    if arguments:
+        event["args"] = {**event.get("args", {}), **arguments}
 
 
 def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> Iterator[tuple[int, int, Any]]:

@@ -17,6 +17,7 @@ import html
 import math
 from typing import Any, Iterable
 
+from profiler.analysis.frames import FrameStat, frame_stats
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.verdict_text import format_evidence_value
@@ -51,6 +52,7 @@ def to_html_report(tree: dict[str, Any]) -> str:
         _workers_section(compared_workers(tree), verdicts, measurements),
         _gauges_section(tree),
         _top_blocks_section(tree),
+        _frames_section(frame_stats(tree)),
         _metadata_section(metadata),
     ]
     return "".join(
@@ -249,7 +251,7 @@ def _counter_charts(timeline: dict[str, Any] | None) -> str:
         return ""
     series: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for process in timeline.get("processes", []):
-        for name, moment, value in process.get("counters", []):
+        for name, moment, value, *_details in process.get("counters", []):
             key = (str(process.get("name") or process.get("pid")), name)
             series.setdefault(key, []).append((moment, value))
     if not series:
@@ -344,6 +346,34 @@ def _top_blocks_section(tree: dict[str, Any]) -> str:
         "their share can exceed 100 %.</p>\n"
         '<table class="sortable"><thead><tr><th class="sortable">block</th>'
         f"{header_cells}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>\n"
+    )
+
+
+def _frames_section(frames: list[FrameStat]) -> str:
+    """The frames timed by ``profiler.Frame`` objects; nothing for runs that time none."""
+    if not frames:
+        return ""
+    rows = []
+    for frame in frames:
+        cells = [
+            f"{frame.count:,}",
+            _seconds(frame.mean),
+            _seconds(frame.min_time) if frame.min_time is not None else "–",
+            _seconds(frame.max_time) if frame.max_time is not None else "–",
+            f"{frame.rate:.1f}" if frame.rate is not None else "–",
+        ]
+        domain = f' <span class="tag">{_text(frame.domain)}</span>' if frame.domain else ""
+        rows.append(f'<tr><td class="name">{_text(frame.label)}{domain}</td>'
+                    + "".join(f'<td class="number">{_text(cell)}</td>' for cell in cells) + "</tr>\n")
+    headers = "".join(f'<th class="number">{_text(header)}</th>'
+                      for header in ("frames", "mean frame time", "shortest", "longest", "frames per second"))
+    return (
+        '<section id="frames"><h2>Frames</h2>\n'
+        '<p class="note">Periods timed by <code>profiler.Frame</code> objects, with their domain. '
+        "Frames per second is per second of frame time (1 / mean): the loop's rate when frames "
+        "run back to back.</p>\n"
+        f'<table><thead><tr><th>frame</th>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "</section>\n"
     )
 
 

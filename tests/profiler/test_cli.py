@@ -81,6 +81,42 @@ def test_analyze_orders_by_the_longest_single_call_and_shows_the_extremes(tmp_pa
     assert [line.split()[-1] for line in block_lines(capsys.readouterr().out)] == ["steady", "stall"]
 
 
+@pytest.fixture
+def run_with_domains(tmp_path, fake_clock):
+    """A loop whose frames and tasks belong to the domain ``rl``, beside a plain block."""
+    rl = profiler.Domain("rl")
+    frame, update = rl.new_frame("iteration"), rl.new_task("update")
+    for _ in range(4):
+        with frame:
+            with profiler.hierarchical_timer("policy"):
+                fake_clock.advance(0.01)
+            with update:
+                fake_clock.advance(0.015)
+    return str(profiler.write_timing_tree(tmp_path / "run.json"))
+
+
+def test_analyze_keeps_the_blocks_of_one_domain(run_with_domains, capsys):
+    assert main(["analyze", run_with_domains, "--domain", "rl", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [block["block"] for block in document["blocks"]] == ["iteration", "iteration/update"]
+    assert document["domain"] == "rl"
+
+
+def test_analyze_shows_the_frames(run_with_domains, capsys):
+    assert main(["analyze", run_with_domains]) == 0
+    frames = capsys.readouterr().out.split("\nFrames\n")[1].splitlines()
+    assert frames[1].split() == ["4", "25.00", "ms", "25.00", "ms", "25.00", "ms", "40.0", "iteration", "(rl)"]
+    main(["analyze", run_with_domains, "--format", "json"])
+    (frame,) = json.loads(capsys.readouterr().out)["frames"]
+    assert (frame["frames"], frame["domain"]) == (4, "rl")
+    assert frame["frames_per_second"] == pytest.approx(40.0)
+
+
+def test_analyze_without_frames_has_no_frames_section(plain_run, capsys):
+    main(["analyze", plain_run])
+    assert "\nFrames\n" not in capsys.readouterr().out
+
+
 def test_analyze_aggregates_a_name_across_the_tree(plain_run, capsys):
     main(["analyze", plain_run, "--aggregate-by", "name", "--format", "json"])
     forward = next(b for b in json.loads(capsys.readouterr().out)["blocks"] if b["name"] == "forward")

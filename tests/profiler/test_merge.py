@@ -391,3 +391,35 @@ def test_a_nan_reading_merged_from_a_worker_keeps_the_range_of_the_others(fake_c
     gauge = get_timer_tree()["gauges"]["workers.loss"]
     assert gauge["value"] != gauge["value"]
     assert (gauge["min"], gauge["max"], gauge["count"]) == (0.2, 0.9, 4)
+
+
+def test_a_workers_domain_objects_keep_their_labels_and_details_through_the_merge(fake_clock):
+    from profiler import Domain, events
+
+    payloads = []
+
+    def worker() -> None:
+        rl = Domain("rl")
+        with rl.new_task("env.step"):
+            fake_clock.advance(0.5)
+        rl.new_counter("episodes", 1)
+        payloads.append(snapshot_and_flush())
+
+    events.start_recording()
+    try:
+        thread = threading.Thread(target=worker, name="worker thread")
+        thread.start()
+        thread.join()
+        merger = TimerMerger()
+        with hierarchical_timer("vector.step"):
+            merger.merge_payload(0, payloads[0])
+        tree = get_timer_tree()
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    merged = find(tree, "vector.step", "env.step")
+    own = find(worker_entry(tree, 0), "env.step")
+    assert (merged["domain"], merged["object_type"]) == (own["domain"], own["object_type"]) == ("rl", "task")
+    worker_process = tree["timeline"]["processes"][1]
+    assert worker_process["threads"][0]["spans"][0][3] == {"cat": "rl", "object_type": "task"}
+    assert worker_process["counters"][0][3] == {"cat": "rl"}

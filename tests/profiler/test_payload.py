@@ -273,6 +273,10 @@ def test_a_well_formed_payload_validates():
         (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.75, 0.25), ()),)), "shortest call"),
         (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, None, ()),)), "env.step.extremes"),
         (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5,), ()),)), "env.step.extremes"),
+        (replace(good_payload(), 7, (("env.step", 0.5, 1, 0, None, (), ("rl", "task")),)), "env.step.labels"),
+        (replace(good_payload(), 7, (("env.step", 0.5, 1, 0, None, (), ("rl", 3, ())),)), "env.step.object_type"),
+        (replace(good_payload(), 9, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
+        (replace(good_payload(), 9, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
         (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (-1.0, 0.5), ()),)), "env.step.min"),
         (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5, float("inf")), ()),)), "env.step.max"),
         (replace(good_payload(), 9, ("host",)), "timeline"),
@@ -389,3 +393,24 @@ def test_a_block_open_below_the_limit_is_split_into_the_fold(fake_clock):
     payloads.append(snapshot_and_flush())
     fold = "recurse/" * (MAX_DEPTH - 1) + FOLDED_BLOCK_NAME
     assert [blocks_of(payload)[fold] for payload in payloads] == [(2.0, 0, 0), (3.0, 1, 0)]
+
+
+def test_labels_and_event_details_travel_as_plain_data(fake_clock):
+    from profiler import Domain, events
+
+    events.start_recording()
+    try:
+        rl = Domain("rl")
+        with rl.new_task("env.step"):
+            rl.new_marker("reset").mark()
+        payload = snapshot_and_flush()
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    validate_payload(payload)
+    assert only_plain_data(payload)
+    (block,) = payload[7]
+    assert block[6] == ("rl", "task", ())
+    _, _, _, spans, instants, _, _ = payload[9]
+    assert spans[0][3] == (("cat", "rl"), ("object_type", "task"))
+    assert instants[0][2] == (("cat", "rl"), ("scope", "p"))

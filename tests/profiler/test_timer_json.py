@@ -309,3 +309,49 @@ def test_bad_per_call_extremes_are_refused_naming_the_node(tmp_path, node_fields
     path.write_text(json.dumps({"name": "root", "total": 3.0, "children": [step]}))
     with pytest.raises(TimerFileError, match=message):
         load_timing_tree(path)
+
+
+def test_domain_labels_scopes_and_event_details_load_back_as_written(tmp_path, fake_clock):
+    from profiler import Domain, events, scope
+
+    events.start_recording()
+    try:
+        with scope("train"):
+            with Domain("rl").new_frame("iteration"):
+                fake_clock.advance(0.5)
+        path = write_timing_tree(tmp_path / "run_timers.json")
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    written, loaded = json.loads(path.read_text()), load_timing_tree(path)
+    assert loaded["children"] == written["children"]
+    iteration = loaded["children"][0]
+    assert (iteration["domain"], iteration["object_type"], iteration["scopes"]) == ("rl", "frame", ["train:"])
+    assert loaded["timeline"]["processes"][0]["threads"][0]["spans"][0][3] == {
+        "cat": "rl", "object_type": "frame", "frame": 1}
+
+
+@pytest.mark.parametrize(
+    ("span", "reason"),
+    [
+        (["a", 1.0, 2.0, ["cat", "rl"]], r"must be \[name, 2 numbers\] and an optional object of details"),
+        (["a", 1.0, 2.0, {"cat": None}], "detail 'cat' must be a string or a number"),
+        (["a", 1.0, 2.0, {"frame": float("inf")}], "detail 'frame' must be finite"),
+    ],
+)
+def test_bad_event_details_are_refused_naming_the_event(tmp_path, span, reason):
+    timeline = {"clock": "perf_counter", "processes": [
+        {"pid": 1, "name": "trainer", "threads": [{"tid": 1, "name": "main", "spans": [span]}]}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"total": 1.0, "timeline": timeline}))
+    with pytest.raises(TimerFileError, match=r"timeline.processes\[0\].threads\[0\].spans\[0\]"):
+        load_timing_tree(path)
+    with pytest.raises(TimerFileError, match=reason):
+        load_timing_tree(path)
+
+
+def test_scopes_that_are_not_a_list_of_names_are_refused(tmp_path):
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"total": 1.0, "children": [{"name": "step", "scopes": "train:"}]}))
+    with pytest.raises(TimerFileError, match="root/step.scopes: must be a list of scope names"):
+        load_timing_tree(path)

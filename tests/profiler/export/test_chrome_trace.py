@@ -261,3 +261,48 @@ def test_the_trace_written_in_pieces_is_the_trace_document(run_with_timeline, st
     write_chrome_trace(run_with_timeline, output)
     assert output.getvalue().decode() == dumps(to_chrome_trace(run_with_timeline), separators=(",", ":"))
     assert len(strict_json(output.getvalue())["traceEvents"]) > 2 * EVENTS_PER_WRITE
+
+
+# --- MXNet-style objects: the domain is the category ---------------------------------------------
+
+
+@pytest.fixture
+def run_with_domain_objects(fake_clock):
+    import profiler
+    from profiler import events
+
+    events.start_recording()
+    try:
+        rl = profiler.Domain("rl")
+        with rl.new_frame("iteration"):
+            with rl.new_task("update"):
+                fake_clock.advance(0.5)
+            rl.new_marker("checkpoint").mark("global")
+            rl.new_marker("log").mark("thread")
+            rl.new_counter("episodes", value=3)
+        return profiler.get_timer_tree()
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+
+
+def test_spans_of_domain_objects_get_the_domain_as_category(run_with_domain_objects):
+    trace = to_chrome_trace(run_with_domain_objects)
+    assert_well_formed(trace)
+    assert_spans_nest_per_thread(trace)
+    spans = {event["name"]: event for event in events_of(trace, "X")}
+    assert (spans["update"]["cat"], spans["update"]["args"]) == ("rl", {"object_type": "task"})
+    assert (spans["iteration"]["cat"], spans["iteration"]["args"]) == ("rl", {"object_type": "frame", "frame": 1})
+
+
+def test_marker_scopes_become_instant_scopes(run_with_domain_objects):
+    instants = {event["name"]: event for event in events_of(to_chrome_trace(run_with_domain_objects), "i")}
+    assert (instants["checkpoint"]["s"], instants["checkpoint"]["cat"]) == ("g", "rl")
+    assert instants["log"]["s"] == "t"
+    assert "args" not in instants["log"]
+
+
+def test_a_counter_is_a_counter_track_in_its_domain(run_with_domain_objects):
+    counters = [event for event in events_of(to_chrome_trace(run_with_domain_objects), "C")
+                if event["name"] == "rl.episodes"]
+    assert counters[0]["cat"] == "rl" and counters[0]["args"] == {"value": 3.0}

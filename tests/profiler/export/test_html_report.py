@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import profiler
 from profiler import get_timer_tree, hierarchical_timer
 from profiler.analysis.verdicts import judge_run
 from profiler.export.html_report import to_html_report
@@ -142,6 +143,22 @@ def test_blocks_from_a_file_without_per_call_extremes_show_a_dash(trainer_tree):
     table = page[page.index('id="top-blocks"') :]
     row = table[table.index('data-value="wait"') :].split("</tr>")[0]
     assert row.count(">–</td>") == 2
+
+
+def test_the_frames_of_a_run_are_listed_with_their_rate(fake_clock):
+    frame = profiler.Domain("game").new_frame("frame")
+    for _ in range(3):
+        with frame:
+            fake_clock.advance(0.020)
+    page = to_html_report(get_timer_tree())
+    section = page[page.index('<section id="frames">'):].split("</section>")[0]
+    assert '<td class="name">frame <span class="tag">game</span></td>' in section
+    assert '<td class="number">3</td><td class="number">20 ms</td>' in section
+    assert '<td class="number">50.0</td>' in section
+
+
+def test_a_run_without_frames_has_no_frames_section(trainer_tree):
+    assert 'id="frames"' not in to_html_report(trainer_tree)
 
 
 def test_the_run_metadata_is_shown(trainer_tree):

@@ -191,8 +191,9 @@ class ManagerProfiling:
         self.reset_sequences.append(sequence)
 
     def block(self, name: str) -> Any:
-        """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled)."""
-        return timers.hierarchical_timer(name) if self.enabled else _NO_BLOCK
+        """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled,
+        here or for the whole process: ``profiler.disable()``, ``profiler.pause()``)."""
+        return timers.hierarchical_timer(name) if self.enabled and timers.is_enabled() else _NO_BLOCK
 
     def merge(self, worker_index: int, sequence: int, timers_field: Any) -> None:
         """Fold one reply's ``timers`` field into the trainer's tree (the pool's ``timers_sink``):

@@ -14,6 +14,7 @@ from profiler.control import (
     profiler_set_state,
     resume,
     set_config,
+    set_kvstore_handle,
     set_state,
 )
 from profiler.counter import Counter
@@ -91,6 +92,7 @@ __all__ = [
     "scope",
     "set_config",
     "set_gauge",
+    "set_kvstore_handle",
     "set_state",
     "snapshot_and_flush",
     "start_recording",

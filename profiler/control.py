@@ -57,6 +57,7 @@ __all__ = [
     "profiler_set_state",
     "resume",
     "set_config",
+    "set_kvstore_handle",
     "set_state",
 ]
 
@@ -100,6 +101,8 @@ class _ProfilerControl:
         if self.running("worker"):
             timers.enable()
         else:
+            if self.settings.profile_memory and timers.is_enabled():
+                sample_memory(self.stack())  # the memory at the end of the profiled stretch
             timers.disable()
         merge.set_merging(self.running("server"))
         self.apply_settings()
@@ -247,6 +250,14 @@ def get_state(profile_process: str = "worker") -> str:
 
 def is_paused(profile_process: str = "worker") -> bool:
     return _control.paused[profile_process_name(profile_process, "is_paused: profile_process")]
+
+
+def set_kvstore_handle(handle: Any) -> None:
+    """Accepted so that MXNet code runs unchanged; does nothing.
+
+    MXNet needs its distributed kvstore's handle to reach its ``server`` processes; rlprof's
+    ``server`` is the env workers merged into this process, which it reaches without one.
+    """
 
 
 # --- MXNet's deprecated names: they work, and warn as MXNet's do --------------------------------

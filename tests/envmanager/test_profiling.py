@@ -275,3 +275,18 @@ def test_a_manager_collected_without_close_is_no_longer_counted_as_busy():
     gc.collect()
     with SubprocessEnvManager([lambda: CountingEnv()] * 2, context="fork"):
         assert profiler.get_timer_tree()["metadata"]["busy_processes"] == "3"
+
+
+def test_steps_taken_while_the_profiler_is_paused_run_and_record_nothing_in_the_trainer():
+    with SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, flush_every=1) as envs:
+        envs.reset(seed=0)
+        profiler.pause()
+        try:
+            envs.step(envs.action_space.sample())
+            envs.reset(seed=1)
+        finally:
+            profiler.resume()
+        envs.step(envs.action_space.sample())
+        tree = profiler.get_timer_tree()
+    assert count_of(tree, "env_manager.step") == 1
+    assert count_of(tree, "env_manager.reset") == 1

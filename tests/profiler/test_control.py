@@ -25,7 +25,7 @@ def timed_block(clock, name: str, seconds: float) -> None:
 @pytest.mark.parametrize(
     "name",
     ["set_config", "set_state", "pause", "resume", "dump", "dumps", "profiler_set_config",
-     "profiler_set_state", "dump_profile"],
+     "profiler_set_state", "dump_profile", "set_kvstore_handle"],
 )
 def test_every_control_is_importable_from_the_package(name):
     assert name in profiler.__all__
@@ -260,6 +260,12 @@ def test_profile_memory_samples_the_resident_memory_at_each_dump(tmp_path):
     assert memory["count"] == 1 and memory["value"] > 1.0  # MiB: any Python process has more
 
 
+def test_profile_memory_takes_a_last_sample_when_the_profiler_stops(tmp_path):
+    profiler.set_config(summaries_dir=str(tmp_path), profile_memory=True, dump_period=3600.0)
+    profiler.set_state("stop")
+    assert profiler.get_timer_tree()["gauges"][control.MEMORY_GAUGE]["count"] == 1
+
+
 # --- dumps and the deprecated names ---------------------------------------------------------------
 
 
@@ -350,3 +356,9 @@ def test_a_failing_continuous_dump_is_reported_once_and_retried(tmp_path, capsys
     wait_until(lambda: (blocker / "profile_timers.json").exists())
     errors = capsys.readouterr().err.splitlines()
     assert len(errors) == 1 and errors[0].startswith("rlprof: a continuous dump failed (")
+
+
+def test_set_kvstore_handle_is_accepted_and_changes_nothing(fake_clock):
+    profiler.set_kvstore_handle(object())
+    timed_block(fake_clock, "step", 1.0)
+    assert names(profiler.get_timer_tree()) == ["step"]

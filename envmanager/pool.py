@@ -445,7 +445,7 @@ class WorkerPool:
         to answer it, since its timer data rides on the answer.  Then each idle worker is asked
         to CLOSE (closing its envs and sending its last timer data) and given ``timeout``
         seconds (default ``CLOSE_GRACE_SECONDS``); a cut-off worker gets the short grace to
-        exit by itself.  Whatever is left is terminated, then killed.
+        exit by itself.  Whatever is left is terminated, then killed with its process group.
         """
         cut_off = [h for h in self.workers if h.cut_conn is not None]
         reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)

@@ -7,6 +7,9 @@ for the same seeds and actions), with these additions:
   when an env step is cheap (CartPole); ``num_envs`` stays the total;
 * ``timeout``: the default for every wait, so a hung env cannot hang training;
 * ``restart_on_failure``: a worker that dies is replaced and training goes on;
+* no worker, and no helper process its envs started, outlives ``close()``, the trainer's
+  exit (a manager left open is closed then) or the trainer's death (see
+  :mod:`envmanager.lifeline` and :mod:`envmanager.process_group`);
 * faults are reported clearly: an env's exception is re-raised with its own type and
   message (worker index and remote traceback attached), a dead worker raises
   :class:`~envmanager.errors.WorkerDiedError` naming it and its exit signal;
@@ -747,8 +750,8 @@ class SubprocessEnvManager(VectorEnv):
         if it is not gone a second later.
 
         Args:
-            timeout: seconds to wait for a pending call and for the workers to close their
-                envs before they are terminated.
+            timeout: seconds the workers get to close their envs before they are terminated
+                (default ``CLOSE_GRACE_SECONDS``); a pending call gets this long at most.
             terminate: terminate the workers at once instead of asking them to close.
         """
         pool = getattr(self, "_pool", None)

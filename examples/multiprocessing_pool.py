@@ -74,11 +74,11 @@ def main() -> None:
 
     path = write_timing_tree(arguments.out)
     print(f"wrote {path}")
-    summary = merger.straggler_summary("task")
-    if summary is not None:
+    slowest = merger.slowest_worker("task")
+    if slowest is not None:
         print(
-            f"task: mean {summary.mean * 1e3:.2f} ms over {len(summary.workers)} workers, slowest "
-            f"worker {summary.slowest_worker} at {summary.max * 1e3:.2f} ms (+{summary.gap * 1e3:.2f} ms)"
+            f"task: mean {slowest.mean * 1e3:.2f} ms over {len(slowest.workers)} workers, slowest "
+            f"worker {slowest.worker_id} at {slowest.max * 1e3:.2f} ms (+{slowest.gap * 1e3:.2f} ms)"
         )
 
 

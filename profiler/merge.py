@@ -7,8 +7,8 @@ A :class:`TimerMerger` takes each payload a worker sends (see ``profiler.payload
   trainer's, so a parent's self time does not subtract it, and merged totals can exceed the
   parent's wall time (8 workers stepping for 1 s under a 1 s ``vector.step`` add up to 8 s, as
   ``user`` exceeds ``real`` in ``time``);
-* adds them again into that worker's own tree, dumped in the ``workers`` section, so a slow
-  worker stands out (:meth:`TimerMerger.straggler_summary` computes the gap);
+* adds them again into that worker's own tree, dumped in the ``workers`` section, where each
+  worker's figures can be compared (:meth:`TimerMerger.slowest_worker` gives the highest mean);
 * merges its gauges into the worker's entry, and into the trainer's gauges under
   ``workers.<name>`` (one gauge over all workers: latest value, min, max, summed count; the
   prefix keeps them apart from the trainer's own gauge of the same name);
@@ -46,7 +46,7 @@ from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
 __all__ = [
     "PayloadError",
-    "StragglerSummary",
+    "SlowestWorker",
     "TimerMerger",
     "WorkerBlockTime",
     "WorkerSection",
@@ -76,15 +76,20 @@ class WorkerBlockTime:
 
 
 @dataclass(frozen=True)
-class StragglerSummary:
-    """How far the slowest worker is behind the others for one block name."""
+class SlowestWorker:
+    """Which worker has the highest mean time per call of one block, and by how much.
+
+    A figure, not a verdict: the worker with the highest mean is often not the one a step waits
+    for, and a few percent above the others costs nothing. Whether a worker is a straggler is
+    decided by :mod:`profiler.analysis.verdicts`, from the critical path of the steps.
+    """
 
     block: str
     workers: tuple[WorkerBlockTime, ...]
     mean: float  # mean over workers of their mean time per call
     max: float  # the slowest worker's mean time per call
-    gap: float  # max - mean: what waiting for the slowest worker costs per call
-    slowest_worker: int
+    gap: float  # max - mean
+    worker_id: int
 
 
 class _WorkerTrack:
@@ -421,21 +426,21 @@ class TimerMerger:
             times = [self._workers[worker_id].block_time(block) for worker_id in sorted(self._workers)]
         return [time for time in times if time is not None]
 
-    def straggler_summary(self, block: str) -> StragglerSummary | None:
+    def slowest_worker(self, block: str) -> SlowestWorker | None:
         """Mean and max over workers of their mean time per ``block`` call, the gap between them,
-        and the slowest worker; None if no worker ran ``block``."""
+        and the worker with that max; None if no worker ran ``block``."""
         times = self.worker_block_times(block)
         if not times:
             return None
         slowest = max(times, key=lambda time: time.mean)
         mean = sum(time.mean for time in times) / len(times)
-        return StragglerSummary(
+        return SlowestWorker(
             block=block,
             workers=tuple(times),
             mean=mean,
             max=slowest.mean,
             gap=slowest.mean - mean,
-            slowest_worker=slowest.worker_id,
+            worker_id=slowest.worker_id,
         )
 
 

@@ -206,15 +206,15 @@ def test_worker_counts_sum_to_the_merged_count(fake_clock):
     assert sum(per_worker) == find(tree, "env.step")["count"] == 16
 
 
-def test_straggler_summary_names_the_slowest_worker(fake_clock):
+def test_slowest_worker_is_the_one_with_the_highest_mean_per_call(fake_clock):
     merger = TimerMerger()
     for worker_id, total in enumerate([1.0, 1.0, 4.0]):
         merger.merge_payload(worker_id, payload(step(total=total, count=10)))
-    summary = merger.straggler_summary("env.step")
-    assert summary.slowest_worker == 2
-    assert summary.max == pytest.approx(0.4)
-    assert summary.mean == pytest.approx(0.2)
-    assert summary.gap == pytest.approx(0.2)
+    slowest = merger.slowest_worker("env.step")
+    assert slowest.worker_id == 2
+    assert slowest.max == pytest.approx(0.4)
+    assert slowest.mean == pytest.approx(0.2)
+    assert slowest.gap == pytest.approx(0.2)
 
 
 def test_peak_mean_is_the_slowest_payload_interval(fake_clock):
@@ -226,8 +226,8 @@ def test_peak_mean_is_the_slowest_payload_interval(fake_clock):
     assert worker_entry(get_timer_tree(), 0)["peak_mean"] == {"env.step": 0.5}
 
 
-def test_straggler_summary_of_an_unknown_block_is_none(fake_clock):
-    assert TimerMerger().straggler_summary("env.step") is None
+def test_slowest_worker_of_an_unknown_block_is_none(fake_clock):
+    assert TimerMerger().slowest_worker("env.step") is None
 
 
 # --- gauges ---------------------------------------------------------------------------------------

@@ -134,18 +134,23 @@ class _ProfilerControl:
             self.periodic = None
 
     def periodic_work(self) -> None:
-        with self.lock:
-            if self.settings.continuous_dump:
-                self.write_dump()
-            elif self.settings.profile_memory:
-                sample_memory(self.stack())
+        if self.settings.continuous_dump:
+            self.write_dump()
+        elif self.settings.profile_memory:
+            sample_memory(self.stack())
 
     def write_dump(self) -> list[Path]:
-        """Write the configured outputs, with a last memory sample when ``profile_memory``."""
-        with self.lock:
-            if self.settings.profile_memory:
-                sample_memory(self.stack())
-            return write_outputs(self.settings, self.stack())
+        """Write the configured outputs, with a last memory sample when ``profile_memory``.
+
+        It takes no lock: the dump thread runs it while a state call may hold the lock and wait
+        for that thread to stop, and a trainer pausing never waits for a dump being written. The
+        settings are read once (they are replaced whole, never changed in place). Two dumps
+        writing at once each replace the files whole: the later rename wins.
+        """
+        settings, stack = self.settings, self.stack()
+        if settings.profile_memory:
+            sample_memory(stack)
+        return write_outputs(settings, stack)
 
     def report_failure(self, error: BaseException) -> None:
         """A periodic dump that failed (a full disk): said once on stderr, tried again next period."""
@@ -156,7 +161,8 @@ class _ProfilerControl:
 
     def dump_at_end(self) -> None:
         """The end-of-run dump: the dump thread is stopped first so that it cannot write after."""
-        self.stop_periodic_thread()
+        with self.lock:
+            self.stop_periodic_thread()
         self.write_dump()
 
 
@@ -230,11 +236,13 @@ def dump(finished: bool = True, profile_process: str = "worker") -> list[Path]:
     profile_process_name(profile_process, "dump: profile_process")
     if not isinstance(finished, bool):
         raise ValueError(f"dump: finished must be True or False, got {finished!r}")
-    with _control.lock:
-        written = _control.write_dump()
-        if finished:
+    if finished:
+        # Stopped first: a periodic dump finishing after this one would replace the final files.
+        with _control.lock:
             _control.stop_periodic_thread()
-            end_of_run.disarm()
+    written = _control.write_dump()
+    if finished:
+        end_of_run.disarm()
     return written
 
 

@@ -362,3 +362,17 @@ def test_set_kvstore_handle_is_accepted_and_changes_nothing(fake_clock):
     profiler.set_kvstore_handle(object())
     timed_block(fake_clock, "step", 1.0)
     assert names(profiler.get_timer_tree()) == ["step"]
+
+
+def test_changing_the_dump_period_while_dumps_are_written_never_deadlocks(tmp_path):
+    def toggle() -> None:
+        for index in range(50):
+            profiler.set_config(summaries_dir=str(tmp_path), formats="timers", continuous_dump=True,
+                                dump_period=0.001 if index % 2 else 0.002)
+            profiler.pause()
+            profiler.resume()
+
+    worker = threading.Thread(target=toggle)
+    worker.start()
+    worker.join(timeout=60.0)
+    assert not worker.is_alive()

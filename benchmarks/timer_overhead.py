@@ -1,10 +1,13 @@
 """How much does a timer block cost? Nanoseconds per block, measured side by side in one process.
 
 The floor is ``contextlib.nullcontext()``: the cheapest context manager Python offers. Goals
-(issue 2): enabled rlprof within 1.3x of the floor, disabled below it, and at least 4x faster than
-ML-Agents' ``hierarchical_timer``. The "recording on" row is the price of timeline recording
-(issue 5); recording off leaves the plain rows unchanged, as no flag is tested per block. Cases run in turn, round after round; each figure is a
-median over rounds, and each ratio the median of per-round ratios, so machine noise cancels.
+(issues 2 and 9): enabled rlprof, per-call min and max included, within 1.3x of the floor,
+disabled (or paused, the same switch) below it, and at least 4x faster than ML-Agents'
+``hierarchical_timer``. The "recording on" row is the price of timeline recording (issue 5), the
+"inside a profiler.scope" row the price of noting the scope of each block (issue 9); with neither
+in use the plain rows are unchanged, as no flag is tested per block. Cases run in turn, round
+after round; each figure is a median over rounds, and each ratio the median of per-round ratios,
+so machine noise cancels.
 
     python benchmarks/timer_overhead.py [--rounds 25] [--number 20000]
 """
@@ -109,6 +112,11 @@ def main() -> None:
     )
     events.stop_recording()
     events.clear_recording()
+    # An open profiler.scope installs an exit hook that notes the scope on every block.
+    with profiler.scope("benchmark"):
+        scoped = measure_side_by_side(
+            {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
+        )
 
     decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
     rows = [
@@ -118,6 +126,7 @@ def main() -> None:
         ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
         ("hierarchical_timer, disabled", *disabled["flat"]),
         ("hierarchical_timer, timeline recording on", *recording["flat"]),
+        ("hierarchical_timer, inside a profiler.scope", *scoped["flat"]),
     ]
     if mlagents is not None:
         rows.append(("ML-Agents hierarchical_timer, flat", *enabled["mlagents"]))

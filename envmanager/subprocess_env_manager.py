@@ -41,7 +41,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
-from profiler import events
+from profiler import events, memory
 from profiler.merge import TimerMerger
 
 from envmanager import protocol
@@ -264,6 +264,7 @@ class SubprocessEnvManager(VectorEnv):
                     flush_every=self.flush_every,
                     flush_interval=self.flush_interval,
                     record_timeline=events.is_recording(),
+                    memory_sampling=memory.sampling_settings(),
                     inherited_connections=[],
                     lifeline=None,  # the pool's own, set when it starts the worker
                     signal_at_parent_death=False,

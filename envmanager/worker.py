@@ -48,7 +48,8 @@ from typing import Any, Callable, Sequence
 from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
 
-from profiler import events, timers
+from profiler import events, memory, timers
+from profiler.memory import MemorySampling
 from profiler.payload import WorkerTimers
 
 from envmanager import protocol
@@ -106,6 +107,8 @@ class WorkerConfig:
     flush_every: int | None
     flush_interval: float | None
     record_timeline: bool
+    # The trainer's memory sampling (None: off), which the worker does on itself and ships.
+    memory_sampling: MemorySampling | None
     # Under fork the child inherits the trainer's end of every pipe made so far; holding them
     # would keep those pipes open, so a worker would never see EOF if the trainer died.
     inherited_connections: list[Connection]
@@ -142,8 +145,13 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
     watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
     if not config.profiling:
         timers.disable()  # this process only: user blocks in env code cost nothing either
-    elif config.record_timeline and not events.is_recording():
-        events.start_recording()  # a spawned process does not inherit the trainer's recording
+        memory.stop_sampling()  # a forked process inherits the trainer's; nothing would ship it
+    else:
+        if config.record_timeline and not events.is_recording():
+            events.start_recording()  # a spawned process does not inherit the trainer's recording
+        if config.memory_sampling is not None:
+            # Spawned: start sampling; forked: the sampler thread did not survive the fork.
+            memory.apply_sampling(config.memory_sampling)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         _WorkerLoop(config, conn).serve()

@@ -7,7 +7,8 @@ multi-hour run keeps the most recent events and counts what fell out (``dropped`
 growing without bound.
 
 Recording off costs the hot path nothing: :func:`start_recording` swaps ``TimerNode.__exit__`` for
-a recording variant and :func:`stop_recording` swaps it back, so the plain exit never tests a flag.
+a recording variant and :func:`stop_recording` swaps it back (through
+:func:`profiler.timers.set_span_recording`), so the plain exit never tests a flag.
 
 An event may carry **details** after its fields — a span ``(name, start, end, details)``, an
 instant ``(name, at, details)``, a counter sample ``(name, at, value, details)`` — a tuple of

@@ -15,6 +15,8 @@ A :class:`TimerMerger` takes each payload a worker sends (see ``profiler.payload
 * files its timeline events, shifted onto the trainer's clock, on that worker's own track: by
   nothing on the trainer's machine (one clock), by the clock offset its driver estimates from round
   trips (:meth:`TimerMerger.set_clock`), or else by the difference of the machines' wall clocks.
+* keeps its memory samples and allocations per worker process (:class:`profiler.memory.ProcessMemory`),
+  shifted onto the trainer's clock the same way, for the dump's ``memory`` section.
 
 The code that drives the workers may know more about them than their payloads say (whom a step
 waited for, how much CPU their envs used); it adds that to each worker's entry in the dump with
@@ -41,6 +43,7 @@ from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.clock_offset import ClockOffset
+from profiler.memory import ProcessMemory
 from profiler.payload import PayloadError, validate_payload
 from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
 
@@ -125,6 +128,7 @@ class _WorkerRecord:
         "paused_payloads",
         "covered",
         "tracks",
+        "memory",
     )
 
     def __init__(self, worker_id: int) -> None:
@@ -138,6 +142,7 @@ class _WorkerRecord:
         self.paused_payloads = 0
         self.covered = 0.0
         self.tracks: dict[int, _WorkerTrack] = {}
+        self.memory: dict[int, ProcessMemory] = {}
 
     def nodes_named(self, block: str) -> list[TimerNode]:
         return [node for node in self.root.walk() if node.name == block and node is not self.root]
@@ -252,7 +257,7 @@ class TimerMerger:
         if type(worker_id) is not int or worker_id < 0:
             raise PayloadError(f"worker_id must be a whole number >= 0, got {worker_id!r}")
         validate_payload(payload)
-        _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline = payload
+        _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline, memory = payload
         if anchor is None:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
@@ -282,6 +287,8 @@ class TimerMerger:
 
             if timeline is not None:
                 self._add_timeline(worker, pid, timeline)
+            if memory is not None:
+                self._add_memory(worker, pid, memory)
 
     def _follow_stack_resets(self) -> None:
         """After the stack was reset: forget the worker trees and attach to it again."""
@@ -349,6 +356,16 @@ class TimerMerger:
             track.dropped += max(0, len(ring) + len(new_events) - self.timeline_capacity)
             ring.extend(new_events)
         track.dropped += dropped
+
+    def _add_memory(self, worker: _WorkerRecord, pid: int, memory: tuple[Any, ...]) -> None:
+        process = worker.memory.get(pid)
+        if process is None:
+            # Shifted onto the trainer's clock as its timeline events are (see _add_timeline).
+            process = worker.memory[pid] = ProcessMemory.from_payload(pid, f"worker {worker.worker_id}", memory)
+        clock = self._clocks.get(worker.worker_id)
+        if clock is not None and math.isfinite(clock.uncertainty):
+            process.clock_offset = clock.offset
+        process.add_payload(memory)
 
     def expect_worker(self, worker_id: int) -> None:
         """Give ``worker_id`` an entry in the dump from now on, payload or not.
@@ -419,6 +436,15 @@ class TimerMerger:
                         process["clock_uncertainty"] = track.clock_uncertainty
                     processes.append((process, track.dropped))
         return processes
+
+    def memory_processes(self) -> list[dict[str, Any]]:
+        """Each worker process's entry in the ``memory`` section (see :mod:`profiler.memory`)."""
+        with self._lock:
+            return [
+                process.to_entry()
+                for worker_id in sorted(self._workers)
+                for process in self._workers[worker_id].memory.values()
+            ]
 
     def worker_block_times(self, block: str) -> list[WorkerBlockTime]:
         """Each worker's count, total, mean and peak mean for ``block``, by worker id."""

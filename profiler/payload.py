@@ -6,10 +6,10 @@ the pipe it already uses, and starts counting afresh. The payload holds only tup
 ints, floats and None, so it pickles small and fast and the trainer can validate every field
 before merging anything (see :func:`validate_payload` and ``profiler.merge``).
 
-Layout, version 2 (a tuple; readers unpack it by position)::
+Layout, version 3 (a tuple; readers unpack it by position)::
 
-    ("rlprof.timers", 2, pid, stream_id, sequence, window_start, window_end,
-     blocks, gauges, timeline)
+    ("rlprof.timers", 3, pid, stream_id, sequence, window_start, window_end,
+     blocks, gauges, timeline, memory)
 
     blocks   = ((name, total_s, count, errors, extremes, blocks[, labels]), ...)   # nested
     extremes = None | (min_s, max_s)
@@ -21,6 +21,9 @@ Layout, version 2 (a tuple; readers unpack it by position)::
                        ((name, at, value[, details]), ...),    # counters
                        dropped)
     details  = ((key, value), ...)                             # see profiler.events
+    memory   = None | (host, clock_origin,
+                       ((at, rss_bytes, uss_bytes_or_None), ...),   # samples, worker clock
+                       ((path, calls, net_bytes, peak_bytes), ...)) # allocations per block path
 
 ``stream_id`` is random per timer stack and ``sequence`` counts its flushes from 1, so a merger
 can refuse a payload it has seen (and notice one that went missing). The window is the interval
@@ -38,6 +41,9 @@ the window (a split run counts whole, in the window where it closes, so ``max_s`
 window's ``total_s``). It is None when it would say nothing the other fields do not: no call
 closed (``count`` 0), or one call that lasted exactly ``total_s``, by far the most common block of
 a payload flushed every step. Version 1 had no per-call extremes.
+
+``memory`` holds the worker's memory samples and per-block allocations since the last flush, when
+it samples its memory (see :mod:`profiler.memory`); version 2 had none.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from typing import Any
 
 from profiler import timers
 from profiler.events import drain_timeline
+from profiler.memory import drain_memory
 from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
 __all__ = [
@@ -63,7 +70,7 @@ __all__ = [
 ]
 
 PAYLOAD_TAG = "rlprof.timers"
-PAYLOAD_VERSION = 2
+PAYLOAD_VERSION = 3
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
@@ -109,6 +116,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None) -> tuple[Any, ...]
         blocks,
         gauges,
         drain_timeline(stack),
+        drain_memory(stack),
     )
 
 
@@ -252,11 +260,11 @@ def validate_payload(payload: Any) -> None:
             f"timer payload version {payload[1]!r} cannot be merged: this rlprof reads version "
             f"{PAYLOAD_VERSION} (are the worker and the trainer running different rlprof versions?)"
         )
-    if len(payload) != 10:
+    if len(payload) != 11:
         raise PayloadError(
-            f"timer payload has {len(payload)} fields, version {PAYLOAD_VERSION} has 10"
+            f"timer payload has {len(payload)} fields, version {PAYLOAD_VERSION} has 11"
         )
-    _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline = payload
+    _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline, memory = payload
     _whole(pid, "pid", minimum=1)
     _whole(stream_id, "stream_id", minimum=0)
     _whole(sequence, "sequence", minimum=1)
@@ -270,6 +278,8 @@ def validate_payload(payload: Any) -> None:
         _validate_gauge(gauge, f"gauges[{index}]")
     if timeline is not None:
         _validate_timeline(timeline)
+    if memory is not None:
+        _validate_memory(memory)
 
 
 def _validate_gauge(gauge: Any, where: str) -> None:
@@ -408,6 +418,38 @@ def _validate_details(details: Any, where: str) -> None:
         value = pair[1]
         if type(value) is not str:
             _time(value, f"{where}.details.{pair[0]}", signed=True)
+
+
+def _validate_memory(memory: Any) -> None:
+    if not isinstance(memory, (tuple, list)) or len(memory) != 4:
+        raise PayloadError("memory: must be (host, clock_origin, samples, allocations)")
+    host, origin, samples, allocations = memory
+    _name(host, "memory.host")
+    _time(origin, "memory.clock_origin", signed=True)
+    _sequence(samples, "memory.samples")
+    for index, sample in enumerate(samples):
+        where = f"memory.samples[{index}]"
+        if not isinstance(sample, (tuple, list)) or len(sample) != 3:
+            raise PayloadError(f"{where}: a sample is (time, rss bytes, uss bytes or None)")
+        _time(sample[0], where, signed=True)
+        _whole(sample[1], f"{where}.rss", minimum=0)
+        if sample[2] is not None:
+            _whole(sample[2], f"{where}.uss", minimum=0)
+    _sequence(allocations, "memory.allocations")
+    for index, allocation in enumerate(allocations):
+        where = f"memory.allocations[{index}]"
+        if not isinstance(allocation, (tuple, list)) or len(allocation) != 4:
+            raise PayloadError(f"{where}: an allocation is (block path, calls, net bytes, peak bytes)")
+        path, calls, net, peak = allocation
+        _sequence(path, f"{where}.path")
+        if not path:
+            raise PayloadError(f"{where}.path: names at least one block")
+        for name in path:
+            _name(name, f"{where}.path")
+        _whole(calls, f"{where}.calls", minimum=0)
+        if type(net) is not int or not -MAX_COUNT <= net <= MAX_COUNT:
+            raise PayloadError(f"{where}.net_bytes: must be a whole number of bytes, got {_short(net)}")
+        _whole(peak, f"{where}.peak_bytes", minimum=0)
 
 
 def _sequence(value: Any, where: str) -> None:

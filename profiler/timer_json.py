@@ -5,9 +5,11 @@ Readers get one normalized shape whatever wrote the file: every node has ``name`
 layout Unity ML-Agents writes (``name`` only on the root, ``children`` a mapping keyed by name)
 is converted on load, so users can analyse the runs they already have.
 
-Two optional sections are validated and kept: ``workers`` (each worker's own tree and figures,
-written by ``profiler.merge``) and ``timeline`` (recorded spans, instants and counters per process
-and thread, written by ``profiler.events``); docs/multiprocess.md describes both.
+Optional sections are validated and kept: ``workers`` (each worker's own tree and figures,
+written by ``profiler.merge``), ``timeline`` (recorded spans, instants and counters per process
+and thread, written by ``profiler.events``), described in docs/multiprocess.md, and ``memory``
+(memory samples and block allocations per process, written by ``profiler.memory``), described in
+docs/formats.md.
 """
 
 from __future__ import annotations
@@ -206,6 +208,9 @@ class _Reader:
         timeline = document.get("timeline")
         if timeline is not None:
             tree["timeline"] = self.timeline(timeline)
+        memory = document.get("memory")
+        if memory is not None:
+            tree["memory"] = self.memory(memory)
         return tree
 
     def name(self, value: Any, where: str) -> str:
@@ -365,6 +370,51 @@ class _Reader:
             loaded["clock_uncertainty"] = _seconds(process["clock_uncertainty"], f"{where}.clock_uncertainty")
         return loaded
 
+    def memory(self, memory: Any) -> dict[str, Any]:
+        """The ``memory`` section (see docs/formats.md): samples and block allocations per process."""
+        if not isinstance(memory, dict):
+            raise TimerFileError("'memory' must be an object")
+        processes = memory.get("processes")
+        if not isinstance(processes, list):
+            raise TimerFileError("memory.processes: must be a list")
+        return {
+            "unit": "bytes",
+            "clock": self.name(memory.get("clock", "perf_counter"), "memory.clock"),
+            "processes": [
+                self.memory_process(process, f"memory.processes[{index}]")
+                for index, process in enumerate(processes)
+            ],
+        }
+
+    def memory_process(self, process: Any, where: str) -> dict[str, Any]:
+        if not isinstance(process, dict):
+            raise TimerFileError(f"{where}: must be an object")
+        samples = process.get("samples", [])
+        blocks = process.get("blocks", [])
+        if not isinstance(samples, list) or not isinstance(blocks, list):
+            raise TimerFileError(f"{where}: 'samples' and 'blocks' must be lists")
+        return {
+            "pid": _whole(process.get("pid"), f"{where}.pid"),
+            "name": self.name(process.get("name"), f"{where}.name"),
+            "clock_offset": _number(process.get("clock_offset", 0.0), f"{where}.clock_offset"),
+            "stride": _whole(process.get("stride", 1), f"{where}.stride"),
+            "samples": [_memory_sample(sample, f"{where}.samples[{index}]") for index, sample in enumerate(samples)],
+            "blocks": [self.block_allocation(block, f"{where}.blocks[{index}]") for index, block in enumerate(blocks)],
+        }
+
+    def block_allocation(self, block: Any, where: str) -> dict[str, Any]:
+        if not isinstance(block, dict) or not isinstance(block.get("path"), list) or not block["path"]:
+            raise TimerFileError(f"{where}: must be an object with a 'path', a list of block names")
+        net = block.get("net_bytes")
+        if isinstance(net, bool) or not isinstance(net, int) or not -MAX_COUNT <= net <= MAX_COUNT:
+            raise TimerFileError(f"{where}.net_bytes: must be a whole number of bytes, got {_short(net)}")
+        return {
+            "path": [self.name(name, f"{where}.path") for name in block["path"]],
+            "calls": _whole(block.get("calls"), f"{where}.calls"),
+            "net_bytes": net,
+            "peak_bytes": _whole(block.get("peak_bytes"), f"{where}.peak_bytes"),
+        }
+
     def thread(self, thread: Any, where: str) -> dict[str, Any]:
         if not isinstance(thread, dict):
             raise TimerFileError(f"{where}: must be an object")
@@ -446,6 +496,18 @@ def _reading(value: Any, where: str) -> float:
             f"{where}: must be a number (or \"NaN\", \"Infinity\", \"-Infinity\"), got {_short(value)}"
         )
     return reading
+
+
+def _memory_sample(sample: Any, where: str) -> list[Any]:
+    """``[time, rss bytes, uss bytes or null]``."""
+    if not isinstance(sample, list) or len(sample) != 3:
+        raise TimerFileError(f"{where}: a sample is [time, rss bytes, uss bytes or null]")
+    uss = sample[2]
+    return [
+        _number(sample[0], where),
+        _whole(sample[1], f"{where}.rss"),
+        None if uss is None else _whole(uss, f"{where}.uss"),
+    ]
 
 
 def _whole(value: Any, where: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from profiler import __version__, timers
 from profiler.cpu_cores import cores_available
 from profiler.events import timeline_section
+from profiler.memory import memory_section
 from profiler.mlagents_layout import check_layout, to_mlagents_layout
 from profiler.timers import TimerNode, TimerStack, all_timer_stacks
 
@@ -70,8 +71,8 @@ def get_timer_tree(
     under a node ``thread:<thread name>`` marked ``is_parallel`` (their time ran beside this one).
     ``layout="mlagents"`` keys children by name, as ML-Agents' ``get_timer_tree`` does (see
     :mod:`profiler.mlagents_layout`). ``mergers`` are those whose workers the ``workers`` and
-    ``timeline`` sections show (default: every merger attached to the stack); an env manager
-    passes its own, so its dump lists its own workers only.
+    ``timeline`` and ``memory`` sections show (default: every merger attached to the stack); an env
+    manager passes its own, so its dump lists its own workers only.
     """
     check_layout(layout)
     stack = timers._resolve(timer_stack)
@@ -95,4 +96,7 @@ def get_timer_tree(
     timeline = timeline_section(stack, mergers)
     if timeline is not None:
         tree["timeline"] = timeline
+    memory = memory_section(stack, mergers)
+    if memory is not None:
+        tree["memory"] = memory
     return to_mlagents_layout(tree) if layout == "mlagents" else tree

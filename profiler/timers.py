@@ -13,11 +13,13 @@ is slow or wrong:
 * Each thread times into its own :class:`TimerStack`, and a process started with ``fork`` starts
   with empty stacks instead of inheriting the parent's tree.
 
-Two optional companions hook in here without costing the hot path anything while unused: timeline
-recording (``profiler.events`` swaps ``TimerNode.__exit__`` for :meth:`TimerNode._exit_and_record`)
-and worker trees merged from other processes (``profiler.merge`` attaches its merger to a stack,
-and :func:`profiler.timer_tree.get_timer_tree` then dumps them in a ``workers`` section). This
-module imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree``, above it.
+Optional companions hook in here without costing the hot path anything while unused: timeline
+recording (``profiler.events`` has :func:`record_spans` swap ``TimerNode.__exit__`` for
+:meth:`TimerNode._exit_and_record`), memory sampling (``profiler.memory`` has
+:func:`observe_blocks` wrap ``__enter__``/``__exit__`` with its observers), and worker trees merged
+from other processes (``profiler.merge`` attaches its merger to a stack, and
+:func:`profiler.timer_tree.get_timer_tree` then dumps them in a ``workers`` section). This module
+imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree``, above it.
 """
 
 from __future__ import annotations
@@ -937,40 +939,77 @@ def all_timer_stacks() -> list[TimerStack]:
     return _registry.all_stacks()
 
 
-# --- which __exit__ closes a block ------------------------------------------------------------
+# --- which __enter__ and __exit__ a block runs ---------------------------------------------------
 #
-# The plain exit does only what every block needs. Two companions need more, only while in use:
-# timeline recording (profiler.events: the span of every run) and profiler scopes
-# (profiler.scopes: the scope each run happened in). Rather than test flags on every exit, the
-# exit in force is swapped whenever what is needed changes.
+# The plain methods do only what every block needs. Companions need more, only while in use:
+# timeline recording (profiler.events: the span of every run), profiler scopes (profiler.scopes:
+# the scope each run happened in) and memory sampling (profiler.memory: a sample every N blocks,
+# the allocations of each block). Rather than test flags on every block, the methods in force are
+# swapped whenever what is needed changes, so that what is off costs nothing.
 
+_plain_enter = TimerNode.__enter__
 _plain_exit = TimerNode.__exit__
 _base_exit: Callable[[TimerNode, Any, Any, Any], None] = _plain_exit
 _after_exit: Callable[[TimerNode], None] | None = None
-
-
-def _exit_then_hook(self: TimerNode, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-    _base_exit(self, exc_type, exc_value, traceback)
-    if _after_exit is not None:
-        _after_exit(self)
+_on_block_enter: Callable[[TimerNode], None] | None = None
+_on_block_exit: Callable[[TimerNode], None] | None = None
 
 
 def set_span_recording(recording: bool) -> None:
     """Make every block's exit record its span on the thread's timeline (``profiler.events``)."""
     global _base_exit
     _base_exit = TimerNode._exit_and_record if recording else _plain_exit
-    _install_exit()
+    _install_block_methods()
 
 
 def set_exit_hook(hook: Callable[[TimerNode], None] | None) -> None:
     """Call ``hook(node)`` after every block's exit (None: no hook), for ``profiler.scopes``."""
     global _after_exit
     _after_exit = hook
-    _install_exit()
+    _install_block_methods()
 
 
-def _install_exit() -> None:
-    TimerNode.__exit__ = _base_exit if _after_exit is None else _exit_then_hook  # type: ignore[method-assign]
+def observe_blocks(
+    on_enter: Callable[[TimerNode], None] | None, on_exit: Callable[[TimerNode], None] | None
+) -> None:
+    """Call ``on_enter(node)`` as each block opens, before its clock starts, and ``on_exit(node)``
+    as it closes, after its clock stops, so that what they do is not timed as the block's own.
+
+    For ``profiler.memory``; ``None`` for both takes the observers out, and then nothing of them
+    is left on the path a block takes.
+    """
+    global _on_block_enter, _on_block_exit
+    _on_block_enter, _on_block_exit = on_enter, on_exit
+    _install_block_methods()
+
+
+def _install_block_methods() -> None:
+    """Put the cheapest ``__enter__`` and ``__exit__`` that do what is switched on onto TimerNode."""
+    exit_method = _base_exit
+    for hook in (_after_exit, _on_block_exit):
+        if hook is not None:
+            exit_method = _observed_exit(exit_method, hook)
+    enter_method = _plain_enter if _on_block_enter is None else _observed_enter(_on_block_enter)
+    TimerNode.__enter__ = enter_method  # type: ignore[method-assign]
+    TimerNode.__exit__ = exit_method  # type: ignore[method-assign]
+
+
+def _observed_enter(observer: Callable[[TimerNode], None]) -> Callable[[TimerNode], TimerNode]:
+    def __enter__(self: TimerNode, _plain_enter: Callable[[TimerNode], TimerNode] = _plain_enter) -> TimerNode:
+        observer(self)
+        return _plain_enter(self)
+
+    return __enter__
+
+
+def _observed_exit(
+    timed_exit: Callable[..., None], observer: Callable[[TimerNode], None]
+) -> Callable[..., None]:
+    def __exit__(self: TimerNode, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        timed_exit(self, exc_type, exc_value, traceback)
+        observer(self)
+
+    return __exit__
 
 
 def now() -> float:

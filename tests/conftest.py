@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from profiler import timers
+from profiler import memory, timers
 
 
 class FakeClock:
@@ -38,11 +38,13 @@ def fake_clock() -> Iterator[FakeClock]:
 @pytest.fixture(autouse=True)
 def clean_timers() -> Iterator[None]:
     """Every test starts with empty trees (the calling thread's, and those other threads, ended
-    or not, left behind), and profiling enabled."""
+    or not, left behind), profiling enabled, and no memory sampling."""
     timers.enable()
     _reset_every_stack()
     yield
     timers.enable()
+    memory.stop_sampling()
+    memory.clear_memory()
     _reset_every_stack()
 
 

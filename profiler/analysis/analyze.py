@@ -15,9 +15,11 @@ one question without opening the JSON:
 4. **Per worker** — each worker's mean and max step time, how often the step waited on it and its
    env CPU share (:mod:`profiler.analysis.worker_report`), and the steps a worker took that no
    timer payload reported (it died, hung or was cut off before shipping them), since the figures
-   lack their time.
+   lack their time;
+5. **Memory** — each process's peak, growth and samples, and the blocks that allocate most,
+   when the run sampled its memory (:mod:`profiler.analysis.memory_report`).
 
-Sections 3 and 4 say in one line when the run has no such blocks (a single-process run). The
+Sections 3, 4 and 5 say in one line when the run has no such figures (a single-process run). The
 CSV format holds the block rows only, since the other sections are not tables of the same shape.
 """
 
@@ -33,6 +35,7 @@ from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
+from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
@@ -45,7 +48,7 @@ __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalys
            "render_analysis"]
 
 ANALYZE_FORMATS = ("table", "json", "csv")
-ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
+ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max", "memory")
 
 
 @dataclass
@@ -116,6 +119,7 @@ class RunAnalysis:
     unreported: list[UnreportedWorker] = field(default_factory=list)
     other_managers: list[OtherManager] = field(default_factory=list)
     frames: list[FrameStat] = field(default_factory=list)
+    memory: MemoryReport | None = None
 
     @property
     def untimed_share(self) -> float | None:
@@ -155,6 +159,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
         frames=frame_stats(tree),
+        memory=memory_report(tree),
     )
 
 
@@ -201,6 +206,7 @@ def render_analysis(
                 _breakdowns_text(analysis, width), _workers_text(analysis)]
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
+    sections.append(memory_text(analysis.memory, width=width))
     return "\n\n".join(sections)
 
 
@@ -220,9 +226,10 @@ def _blocks_text(analysis: RunAnalysis, title: str, width: int) -> str:
         header += f"\nof domain {options.domain}"
     if not analysis.blocks:
         return f"{header}\n(no block matches)"
-    # The per-call extremes take two columns from the block paths: shown when ordered by them.
-    extremes = options.ordered_by in ("min", "max")
-    table = blocks_as_table(analysis.blocks, analysis.wall_time, width=width, extremes=extremes,
+    # Per-call extremes and allocations take columns from the block paths: shown when ordered by.
+    table = blocks_as_table(analysis.blocks, analysis.wall_time, width=width,
+                            extremes=options.ordered_by in ("min", "max"),
+                            allocations=options.ordered_by == "memory",
                             cumulative=options.cumulative, groups=options.grouped)
     return f"{header}\n{table}"
 
@@ -357,6 +364,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             }
             for breakdown in analysis.breakdowns
         ],
+        "memory": memory_document(analysis.memory),
         "workers": None if report is None else {
             "block": report.block,
             "mean": report.mean,

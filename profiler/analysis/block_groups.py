@@ -95,6 +95,7 @@ def _group_row(label: str, members: list[BlockStat], operation: str) -> BlockSta
         count = statistic([member.count for member in members])
         errors = statistic([member.errors for member in members])
     processes = {member.process for member in members}
+    allocated_net, allocated_peak = _allocations(members, outermost, operation)
     return BlockStat(
         name=label,
         path=(label,),
@@ -108,7 +109,26 @@ def _group_row(label: str, members: list[BlockStat], operation: str) -> BlockSta
         places=len(members),
         paths=[member.path for member in members],
         process=processes.pop() if len(processes) == 1 else "several",
+        allocated_net=allocated_net,
+        allocated_peak=allocated_peak,
     )
+
+
+def _allocations(
+    members: list[BlockStat], outermost: list[BlockStat], operation: str
+) -> tuple[float | None, float | None]:
+    """The group's kept and peak allocations, over the blocks that know theirs: kept bytes add up
+    like totals (an inner block's are inside its outer one's), the peak is the highest; or the
+    operation's statistic of each."""
+    known = [member for member in members if member.allocated_peak is not None]
+    if not known:
+        return None, None
+    if operation in ("sum", "count"):
+        net = sum(member.allocated_net or 0.0 for member in outermost if member.allocated_peak is not None)
+        return net, max(member.allocated_peak or 0.0 for member in known)
+    statistic = _STATISTICS[operation]
+    return (statistic([member.allocated_net or 0.0 for member in known]),
+            statistic([member.allocated_peak or 0.0 for member in known]))
 
 
 def _per_call_extremes(members: list[BlockStat]) -> tuple[float | None, float | None]:

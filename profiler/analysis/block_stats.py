@@ -26,8 +26,11 @@ __all__ = [
     "MERGED_WORKERS",
     "ORDER_KEYS",
     "TRAINER",
+    "Allocations",
     "BlockStat",
+    "allocations_by_process",
     "block_rows",
+    "has_allocations",
     "has_min_max",
     "matches_type",
     "process_rows",
@@ -35,8 +38,9 @@ __all__ = [
     "walk_nodes",
 ]
 
-ORDER_KEYS = ("total", "self", "count", "avg", "min", "max")
-"""What rows can be ordered by; ``min`` and ``max`` only when the rows record them."""
+ORDER_KEYS = ("total", "self", "count", "avg", "min", "max", "memory")
+"""What rows can be ordered by; ``min`` and ``max`` only when every row has them, ``memory`` (the
+most Python memory a call allocated) only when the run tracked allocations."""
 
 PATH_SEPARATOR = "/"
 
@@ -74,6 +78,10 @@ class BlockStat:
     process: str = TRAINER
     domain: str | None = None
     """The MXNet-style domain of a block a ``Task``/``Frame`` timed (``profiler.Domain``)."""
+    allocated_peak: float | None = None
+    """The most Python memory one call held above its start, in bytes (tracked allocations only)."""
+    allocated_net: float | None = None
+    """The Python memory its calls allocated and kept, in bytes (tracked allocations only)."""
 
     @property
     def kind(self) -> str:
@@ -113,17 +121,40 @@ def block_rows(tree: dict[str, Any]) -> list[BlockStat]:
     trainer's process) or the workers' merged time (:data:`MERGED_WORKERS`); everything below it
     ran where it did.
     """
-    return list(_rows_below(tree, (), TRAINER))
+    return list(_rows_below(tree, (), TRAINER, allocations_by_process(tree)))
 
 
-def _rows_below(node: dict[str, Any], path: tuple[str, ...], process: str) -> Iterator[BlockStat]:
+def _rows_below(
+    node: dict[str, Any], path: tuple[str, ...], process: str, allocations: Allocations
+) -> Iterator[BlockStat]:
     for child in node.get("children", []):
         child_process = process
         if process == TRAINER and child.get("is_parallel") and not node.get("is_parallel"):
             child_process = TRAINER if child["name"].startswith(THREAD_PREFIX) else MERGED_WORKERS
         child_path = (*path, child["name"])
-        yield _row_of(child_path, child, child_process)
-        yield from _rows_below(child, child_path, child_process)
+        row = _row_of(child_path, child, child_process)
+        allocated = allocations.get(child_process, {}).get(child_path)
+        if allocated is not None:
+            row.allocated_net, row.allocated_peak = allocated
+        yield row
+        yield from _rows_below(child, child_path, child_process, allocations)
+
+
+Allocations = dict[str, dict[tuple[str, ...], tuple[float, float]]]
+"""Process name -> block path -> (net bytes, peak bytes), from the dump's ``memory`` section."""
+
+
+def allocations_by_process(tree: dict[str, Any]) -> Allocations:
+    """What each process's blocks allocated (see :mod:`profiler.memory`): a worker restarted under
+    a new pid has its processes' figures added up; empty when allocations were not tracked."""
+    allocations: Allocations = {}
+    for process in (tree.get("memory") or {}).get("processes", []):
+        blocks = allocations.setdefault(str(process["name"]), {})
+        for block in process.get("blocks", []):
+            path = tuple(block["path"])
+            net, peak = blocks.get(path, (0.0, 0.0))
+            blocks[path] = (net + block["net_bytes"], max(peak, block["peak_bytes"]))
+    return allocations
 
 
 def process_rows(tree: dict[str, Any]) -> list[BlockStat]:
@@ -138,9 +169,10 @@ def process_rows(tree: dict[str, Any]) -> list[BlockStat]:
     if not workers:
         return rows
     own = [row for row in rows if row.process == TRAINER]
+    allocations = allocations_by_process(tree)
     for worker in workers:
         name = str(worker.get("name") or f"worker {worker['worker_id']}")
-        own.extend(_rows_below(worker, (), name))
+        own.extend(_rows_below(worker, (), name, allocations))
     return own
 
 
@@ -172,6 +204,11 @@ def has_min_max(rows: list[BlockStat]) -> bool:
     """Whether per-call min/max are known for every row that completed a call (so the columns
     can be shown honestly)."""
     return any(row.min_time is not None for row in rows) and all(_records_min_max(row) for row in rows)
+
+
+def has_allocations(rows: list[BlockStat]) -> bool:
+    """Whether any row knows what it allocated (the run tracked allocations)."""
+    return any(row.allocated_peak is not None for row in rows)
 
 
 def matches_type(row: BlockStat, block_type: str) -> bool:
@@ -208,6 +245,11 @@ def select_blocks(
             f"cannot order by {order_by!r}: these timers do not record per-call min/max "
             "(columns available: total, self, count, avg)"
         )
+    if order_by == "memory" and not has_allocations(rows):
+        raise ValueError(
+            "cannot order by 'memory': this run did not track its blocks' allocations (profile "
+            "with track_allocations=True)"
+        )
     chosen = [
         row
         for row in rows
@@ -227,4 +269,6 @@ def _order_value(row: BlockStat, order_by: str) -> float:
         return row.min_time or 0.0
     if order_by == "max":
         return row.max_time or 0.0
+    if order_by == "memory":
+        return row.allocated_peak if row.allocated_peak is not None else -1.0
     return float(getattr(row, order_by))

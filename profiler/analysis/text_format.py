@@ -16,6 +16,7 @@ __all__ = [
     "TABLE_WIDTH",
     "csv_text",
     "fit_left",
+    "format_bytes",
     "format_percent",
     "format_seconds",
     "signed_seconds",
@@ -51,6 +52,16 @@ def format_seconds(seconds: float) -> str:
     if magnitude == 0.0:
         return "0 s"
     return f"{seconds * 1e6:.1f} us"
+
+
+def format_bytes(byte_count: float) -> str:
+    """A memory size in binary units (``812.0 KiB``, ``31.5 MiB``, ``1.20 GiB``), sign kept."""
+    magnitude = abs(byte_count)
+    for unit, scale in (("GiB", 1024.0**3), ("MiB", 1024.0**2), ("KiB", 1024.0)):
+        if magnitude >= scale:
+            value = byte_count / scale
+            return f"{value:.2f} {unit}" if unit == "GiB" else f"{value:.1f} {unit}"
+    return f"{int(byte_count)} B"
 
 
 def signed_seconds(seconds: float) -> str:

@@ -10,7 +10,7 @@ import json
 import textwrap
 from typing import Any
 
-from profiler.analysis.text_format import TABLE_WIDTH, format_percent, format_seconds
+from profiler.analysis.text_format import TABLE_WIDTH, format_bytes, format_percent, format_seconds
 from profiler.analysis.verdicts import RunVerdicts, Verdict
 
 __all__ = ["format_evidence_value", "verdicts_as_text"]
@@ -56,6 +56,10 @@ def format_evidence_value(key: str, value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, float) and "seconds" in key:
         return format_seconds(value)
+    if isinstance(value, (int, float)) and "bytes" in key:
+        return format_bytes(value)
+    if isinstance(value, list) and value and "bytes" in key and all(isinstance(item, int) for item in value):
+        return "[" + ", ".join(format_bytes(item) for item in value) + "]"
     if isinstance(value, float) and ("share" in key or key.endswith("_from") or key.startswith("above")):
         return format_percent(value)
     if isinstance(value, float):

@@ -38,6 +38,14 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     the CPU is not oversubscribed.
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
+``memory_leak``
+    A process's memory (RSS, from the samples in the dump's ``memory`` section) grew steadily: by
+    at least :data:`LEAK_MIN_GROWTH_BYTES` and :data:`LEAK_MIN_GROWTH_SHARE` of where it started,
+    with each quarter of its samples higher than the one before by at least
+    :data:`LEAK_MIN_QUARTER_RISE_SHARE` of the mean rise per quarter — growth that goes on all run
+    long, not a warm-up that levels off — over at least :data:`LEAK_MIN_SAMPLES` samples. It costs
+    no wall time (its cost is 0), but a run that keeps it up ends out of memory; the blocks that
+    kept the most, when allocations were tracked, are named.
 
 What a file cannot tell (no critical path, no CPU time, no cores, no per-worker trees) is listed
 in :attr:`RunVerdicts.cannot_tell`, in plain words, rather than guessed.
@@ -50,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
@@ -59,7 +68,7 @@ from profiler.analysis.step_time import (
     StepBreakdown,
     step_breakdowns,
 )
-from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
 
 __all__ = [
     "CPU_MIN_COST_SHARE",
@@ -69,6 +78,12 @@ __all__ = [
     "ENV_MIN_SHARE",
     "INFERRED_STRAGGLER_MIN_EXCESS",
     "KINDS",
+    "LEAK_MIN_GROWTH_BYTES",
+    "LEAK_MIN_GROWTH_SHARE",
+    "LEAK_MIN_QUARTER_RISE_SHARE",
+    "LEAK_MIN_SAMPLES",
+    "LEAK_TOP_BLOCKS",
+    "MEMORY_LEAK",
     "STRAGGLER",
     "STRAGGLER_LAST_SHARE_BEYOND_FAIR",
     "STRAGGLER_MIN_COMPUTE_EXPLAINED",
@@ -133,6 +148,24 @@ ENV_MIN_SHARE = 0.30
 UNTIMED_MIN_SHARE = 0.10
 """Time outside any block is a verdict from 10% of the wall time."""
 
+LEAK_MIN_GROWTH_BYTES = 16 * 1024 * 1024
+"""A memory leak is named from 16 MiB of growth (median of the last quarter of the samples over
+the first): less is within what caches, arenas and lazy imports add to a healthy process."""
+
+LEAK_MIN_GROWTH_SHARE = 0.10
+"""... and from 10% of the process's memory at the start, so a 20 GB trainer is not called leaking
+for what one more batch in flight takes."""
+
+LEAK_MIN_QUARTER_RISE_SHARE = 0.25
+"""Steady growth: each quarter of the samples sits above the one before by at least a quarter of
+the mean rise per quarter. A warm-up rises in the first quarter and then stays flat."""
+
+LEAK_MIN_SAMPLES = 8
+"""Fewer samples than this say nothing about a trend."""
+
+LEAK_TOP_BLOCKS = 3
+"""How many of the leaking process's blocks (by bytes kept) a memory_leak verdict names."""
+
 # --- kinds ------------------------------------------------------------------------------------------
 
 STRAGGLER = "straggler"
@@ -142,8 +175,9 @@ TRANSPORT_BOUND = "transport_bound"
 TRAINER_BOUND = "trainer_bound"
 ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
+MEMORY_LEAK = "memory_leak"
 KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, TRANSPORT_BOUND, TRAINER_BOUND, ENV_BOUND, UNTIMED,
-         WORKERS_BALANCED)
+         MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
@@ -207,7 +241,8 @@ def judge_run(
     run = _Run(tree, measurements, breakdowns)
     cpu = _cpu_oversubscription(run)
     verdicts = [*_workers(run), *cpu, *_transport_bound(run, cpu_limited=bool(cpu)),
-                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run)]
+                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run),
+                *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + measurements.problems))
 
@@ -620,6 +655,74 @@ def _untimed(run: _Run) -> list[Verdict]:
         "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
         "evaluation, data handling); start-up before the first block, such as spawning workers, "
         "counts here too.")]
+
+
+# --- memory that keeps growing -----------------------------------------------------------------------
+
+
+def _memory_leaks(run: _Run) -> list[Verdict]:
+    report = memory_report(run.tree)
+    if report is None:
+        return []
+    verdicts = []
+    for process in report.processes:
+        if process.samples < LEAK_MIN_SAMPLES:
+            if process.samples > 1 and process.growth_bytes >= LEAK_MIN_GROWTH_BYTES:
+                run.cannot_tell.append(
+                    f"whether {process.name}'s memory leaks: it grew {format_bytes(process.growth_bytes)} "
+                    f"but has only {process.samples} samples (a trend needs {LEAK_MIN_SAMPLES}; sample "
+                    "more often)")
+            continue
+        if _grows_steadily(process):
+            verdicts.append(_leak_verdict(run, process))
+    return verdicts
+
+
+def _grows_steadily(process: ProcessMemoryFigures) -> bool:
+    growth = process.growth_bytes
+    if growth < max(LEAK_MIN_GROWTH_BYTES, LEAK_MIN_GROWTH_SHARE * process.first_bytes):
+        return False
+    medians = process.quarter_medians
+    least_rise = LEAK_MIN_QUARTER_RISE_SHARE * growth / (len(medians) - 1)
+    return all(later - earlier >= least_rise for earlier, later in zip(medians, medians[1:]))
+
+
+def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
+    kept = sorted((block for block in process.blocks if block.net_bytes > 0),
+                  key=lambda block: (-block.net_bytes, block.path))[:LEAK_TOP_BLOCKS]
+    rate = process.bytes_per_minute
+    evidence: dict[str, Any] = {
+        "process": process.name,
+        "pid": process.pid,
+        "samples": process.samples,
+        "sampled_seconds": process.seconds,
+        "start_bytes": process.quarter_medians[0],
+        "end_bytes": process.quarter_medians[-1],
+        "growth_bytes": process.growth_bytes,
+        "growth_bytes_per_minute": rate,
+        "quarter_median_bytes": list(process.quarter_medians),
+        "leak_from_bytes": max(LEAK_MIN_GROWTH_BYTES, int(LEAK_MIN_GROWTH_SHARE * process.first_bytes)),
+    }
+    if kept:
+        evidence["blocks_keeping_most"] = [{"block": block.label, "net_bytes": block.net_bytes,
+                                            "calls": block.calls} for block in kept]
+        where = (f"Start with {kept[0].label}: its calls kept {format_bytes(kept[0].net_bytes)} of "
+                 "Python memory that was still allocated when they returned.")
+    else:
+        where = ("Profile with track_allocations=True (Profiler(track_allocations=True) or "
+                 "profiler.memory.start_sampling(track_allocations=True)) to see which block keeps it.")
+    owner = ("its env keeps from every step (an episode history, an info log, a replay list, a "
+             "cache without a bound)" if process.name.startswith("worker")
+             else "the trainer keeps from every step (losses kept as tensors with their graphs, a "
+             "history or a cache without a bound)")
+    per_minute = f" ({format_bytes(rate)} a minute)" if rate is not None else ""
+    return run.verdict(
+        MEMORY_LEAK,
+        f"{process.name} leaks memory: it grew steadily by {format_bytes(process.growth_bytes)}"
+        f"{per_minute}, from {format_bytes(process.quarter_medians[0])} to "
+        f"{format_bytes(process.quarter_medians[-1])}, and was still growing when the run ended",
+        0.0, evidence,
+        f"Find what {owner}; a run that keeps this up ends out of memory. {where}")
 
 
 def _json_ready(value: Any) -> Any:

@@ -7,20 +7,28 @@ Each run is built once per module and judged by the same engine ``rlprof analyze
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from verdict_runs import (
+    LEAK_BYTES_PER_STEP,
+    LEAK_STEPS,
     PINNED_CORES,
     PLANTED_DELAYS,
     PLANTED_STEPS,
     cpu_oversubscribed_run,
     identical_cartpoles_run,
     large_observations_run,
+    leaking_worker_run,
     planted_straggler_run,
     slow_policy_run,
 )
 
+from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.verdicts import (
     CPU_OVERSUBSCRIPTION,
+    LEAK_MIN_GROWTH_BYTES,
+    MEMORY_LEAK,
     STRAGGLER,
     TRAINER_BOUND,
     TRANSPORT_BOUND,
@@ -130,3 +138,43 @@ def test_identical_envs_over_many_steps_never_make_a_straggler(identical_cartpol
 
 def test_envs_with_little_cpu_work_are_not_a_cpu_limit(identical_cartpoles):
     assert not identical_cartpoles.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+# --- a worker env that keeps data from every step -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def leaking_run():
+    return leaking_worker_run(leaking=(False, True))
+
+
+@pytest.fixture(scope="module")
+def leaking_worker(leaking_run):
+    return judge_run(leaking_run)
+
+
+@pytest.fixture(scope="module")
+def nothing_leaks():
+    return judge_run(leaking_worker_run(leaking=(False, False)))
+
+
+def test_a_worker_whose_env_keeps_every_steps_data_is_named_a_leak(leaking_worker):
+    leak = only(leaking_worker, MEMORY_LEAK)
+    assert leak.evidence["process"] == "worker 1"
+    # Most of what it kept; the first and last quarters' medians leave out the ends.
+    assert leak.evidence["growth_bytes"] >= LEAK_STEPS * LEAK_BYTES_PER_STEP / 2
+    assert leak.title.startswith("worker 1 leaks memory")
+
+
+def test_envs_that_keep_nothing_get_no_leak_verdict(nothing_leaks):
+    assert not nothing_leaks.of_kind(MEMORY_LEAK)
+
+
+def test_analyze_shows_the_leaking_workers_growth_beside_the_others(leaking_run):
+    memory = analyze_run(leaking_run).memory
+    growth = {process.name: process.growth_bytes for process in memory.processes}
+    assert growth["worker 1"] >= LEAK_STEPS * LEAK_BYTES_PER_STEP / 2
+    assert growth["worker 0"] < LEAK_MIN_GROWTH_BYTES
+    section = render_analysis(analyze_run(leaking_run)).split("\n\n")[-1]
+    assert section.startswith("Memory per process")
+    assert re.search(r"\+\d+\.\d MiB .* worker 1$", section, re.MULTILINE)

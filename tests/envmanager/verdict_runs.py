@@ -13,6 +13,7 @@ warm-up: spawning processes is start-up, not what the verdicts are about.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -25,16 +26,21 @@ from envmanager_testenvs import CountingEnv, CpuBurningEnv
 from gymnasium import spaces
 
 import profiler
+import profiler.memory
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from profiler.timer_json import normalize_timing_tree
 
 __all__ = [
+    "LEAK_BYTES_PER_STEP",
+    "LEAK_STEPS",
     "PLANTED_DELAYS",
     "PLANTED_STEPS",
     "LargeObservationEnv",
+    "LeakingEnv",
     "cpu_oversubscribed_run",
     "identical_cartpoles_run",
     "large_observations_run",
+    "leaking_worker_run",
     "planted_straggler_run",
     "run_vector_steps",
     "slow_policy_run",
@@ -55,6 +61,27 @@ class LargeObservationEnv(CountingEnv):
 
     def _obs(self) -> np.ndarray:
         return self.image
+
+
+LEAK_BYTES_PER_STEP = 256 * 1024
+"""What the leaking env keeps from every step: 50 MiB over the run, several times the threshold."""
+LEAK_STEPS = 200
+
+
+class LeakingEnv(CountingEnv):
+    """With ``leak``, keeps a quarter megabyte of written memory from every step in a list that is
+    never emptied, as an env that logs every step's data forever; without, the same env, keeping
+    nothing."""
+
+    def __init__(self, leak: bool) -> None:
+        super().__init__(episode_length=10_000)
+        self.leak = leak
+        self.kept: list[bytes] = []
+
+    def step(self, action: Any) -> tuple:
+        if self.leak:
+            self.kept.append(b"\x01" * LEAK_BYTES_PER_STEP)  # written, so resident, unlike calloc'd pages
+        return super().step(action)
 
 
 def run_vector_steps(
@@ -127,6 +154,16 @@ def identical_cartpoles_run(steps: int = 1500) -> dict[str, Any]:
     """CleanRL's PPO setting: 4 identical CartPole envs, many steps, no env slower than another."""
     return run_vector_steps([lambda: gym.make("CartPole-v1")] * 4, steps=steps,
                             autoreset_mode="same_step")
+
+
+def leaking_worker_run(leaking: Sequence[bool]) -> dict[str, Any]:
+    """One worker per entry of ``leaking``, a :class:`LeakingEnv` that leaks where it is true; every
+    process samples its memory every 4 blocks."""
+    profiler.memory.start_sampling(every_blocks=4)
+    try:
+        return run_vector_steps([functools.partial(LeakingEnv, leak) for leak in leaking], steps=LEAK_STEPS)
+    finally:
+        profiler.memory.stop_sampling()
 
 
 def _counting_env(delay: float) -> Callable[[], gym.Env]:

@@ -168,3 +168,7 @@ def test_the_report_beside_a_run_is_named_after_it(run_name, report_name, tmp_pa
     from profiler.cli import report_path_beside
 
     assert report_path_beside(tmp_path / run_name) == tmp_path / report_name
+
+
+def test_ordering_by_memory_without_tracked_allocations_is_a_one_line_error(plain_run, capsys):
+    assert "did not track its blocks' allocations" in one_line_error(capsys, plain_run, "--order-by", "memory")

@@ -150,7 +150,7 @@ def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recordi
     remote_origin = events.clock_origin() + 50.0  # its clock reads 50 s less than ours
     payload = snapshot_and_flush(TimerStack("remote"))
     timeline = ("other-host", remote_origin, "main", (("env.step", 1.0, 2.0),), (), (), 0)
-    TimerMerger().merge_payload(0, payload[:9] + (timeline,))
+    TimerMerger().merge_payload(0, payload[:9] + (timeline,) + payload[10:])
     remote = get_timer_tree()["timeline"]["processes"][1]
     assert remote["clock_offset"] == pytest.approx(50.0, abs=0.01)  # wall clock moves meanwhile
     assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(51.0, abs=0.01), pytest.approx(52.0, abs=0.01)]]

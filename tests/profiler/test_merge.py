@@ -15,7 +15,7 @@ from profiler.timers import TimerStack
 
 def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=()):
     """A hand-written payload: each block is (name, total, count, errors, extremes, children)."""
-    return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, tuple(blocks), gauges, None)
+    return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, tuple(blocks), gauges, None, None)
 
 
 def step(total=1.0, count=1, children=()):

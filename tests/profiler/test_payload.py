@@ -243,7 +243,7 @@ def test_worker_timers_refuse_meaningless_options(options):
 def good_payload():
     return (PAYLOAD_TAG, PAYLOAD_VERSION, 1234, 7, 1, 10.0, 11.0,
             (("env.step", 0.5, 2, 0, (0.2, 0.3), (("physics", 0.25, 2, 0, (0.1, 0.15), ()),)),),
-            (("reward", 1.0, 0.0, 2.0, 3),), None)
+            (("reward", 1.0, 0.0, 2.0, 3),), None, None)
 
 
 def replace(payload, index, value):
@@ -260,7 +260,7 @@ def test_a_well_formed_payload_validates():
         ("not a payload", "not an rlprof timer payload"),
         (("someone.else", 1), "not an rlprof timer payload"),
         (replace(good_payload(), 1, 99), "version 99"),
-        (good_payload()[:9], "has 9 fields"),
+        (good_payload()[:10], "has 10 fields"),
         (replace(good_payload(), 4, 0), "sequence"),
         (replace(good_payload(), 6, 9.0), "ends before it starts"),
         (replace(good_payload(), 7, (("env.step", -1.0, 1, 0, None, ()),)), "env.step.total"),

@@ -19,6 +19,9 @@ from profiler.analysis.verdicts import (
     CPU_MIN_DEMAND_SHARE,
     CPU_OVERSUBSCRIPTION,
     ENV_BOUND,
+    LEAK_MIN_GROWTH_BYTES,
+    LEAK_MIN_SAMPLES,
+    MEMORY_LEAK,
     STRAGGLER,
     STRAGGLER_LAST_SHARE_BEYOND_FAIR,
     TRAINER_BOUND,
@@ -366,3 +369,75 @@ def test_every_verdict_is_strict_json(run, options):
     assert json.loads(json.dumps(document, allow_nan=False)) == document
     for verdict in document["verdicts"]:
         assert set(verdict) == {"kind", "title", "cost_seconds", "share", "evidence", "suggestion"}
+
+
+# --- memory_leak -------------------------------------------------------------------------------------
+
+MIB = 1024 * 1024
+
+
+def with_memory(tree, name, resident_bytes, blocks=()):
+    """``tree`` with a process ``name`` whose samples, one a second, read ``resident_bytes``."""
+    samples = [[float(second), int(value), None] for second, value in enumerate(resident_bytes)]
+    process = {"pid": 4321, "name": name, "clock_offset": 0.0, "stride": 1, "samples": samples,
+               "blocks": [{"path": list(path), "calls": 10, "net_bytes": net, "peak_bytes": net}
+                          for path, net in blocks]}
+    tree.setdefault("memory", {"unit": "bytes", "clock": "perf_counter", "processes": []})
+    tree["memory"]["processes"].append(process)
+    return tree
+
+
+def steady(start, growth, samples=40):
+    return [start + growth * index / (samples - 1) for index in range(samples)]
+
+
+@pytest.fixture
+def plain(tmp_path, fake_clock):
+    return load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock))
+
+
+def test_a_process_whose_memory_grows_steadily_is_named_a_leak(plain):
+    tree = with_memory(plain, "worker 2", steady(100 * MIB, 40 * MIB), blocks=[(("env.step",), 38 * MIB)])
+    (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
+    assert leak.title.startswith("worker 2 leaks memory: it grew steadily by")
+    assert leak.cost_seconds == 0.0
+    assert leak.evidence["process"] == "worker 2"
+    assert leak.evidence["blocks_keeping_most"][0]["block"] == "env.step"
+    assert leak.suggestion.startswith("Find what its env keeps from every step")
+
+
+def test_growth_below_the_threshold_is_no_leak(plain):
+    tree = with_memory(plain, "trainer", steady(100 * MIB, LEAK_MIN_GROWTH_BYTES * 0.75))
+    assert not judge_run(tree).of_kind(MEMORY_LEAK)
+
+
+def test_growth_small_beside_a_large_process_is_no_leak(plain):
+    tree = with_memory(plain, "trainer", steady(4096 * MIB, 40 * MIB))
+    assert not judge_run(tree).of_kind(MEMORY_LEAK)
+
+
+def test_a_warm_up_that_levels_off_is_no_leak(plain):
+    warm_up = [100 * MIB] * 4 + [180 * MIB] * 36
+    assert not judge_run(with_memory(plain, "trainer", warm_up)).of_kind(MEMORY_LEAK)
+
+
+def test_flat_memory_is_no_leak(plain):
+    noisy = [100 * MIB + (index % 3) * 4096 for index in range(40)]
+    assert not judge_run(with_memory(plain, "worker 0", noisy)).of_kind(MEMORY_LEAK)
+
+
+def test_too_few_samples_are_said_to_tell_nothing(plain):
+    verdicts = judge_run(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB, LEAK_MIN_SAMPLES - 1)))
+    assert not verdicts.of_kind(MEMORY_LEAK)
+    assert any("whether trainer's memory leaks" in line for line in verdicts.cannot_tell)
+
+
+def test_a_leak_without_allocation_tracking_says_how_to_find_the_block(plain):
+    (leak,) = judge_run(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB))).of_kind(MEMORY_LEAK)
+    assert "track_allocations=True" in leak.suggestion
+
+
+def test_only_the_leaking_process_is_named(plain):
+    tree = with_memory(plain, "worker 0", [100 * MIB] * 40)
+    tree = with_memory(tree, "worker 1", steady(100 * MIB, 60 * MIB))
+    assert [verdict.evidence["process"] for verdict in judge_run(tree).of_kind(MEMORY_LEAK)] == ["worker 1"]

@@ -169,7 +169,7 @@ def test_bad_arguments_are_refused_naming_them(call, message):
 
 def step_payload(sequence: int) -> tuple:
     block = ("env.step", 0.5, 1, 0, None, ())
-    return (PAYLOAD_TAG, PAYLOAD_VERSION, 4321, 7, sequence, 0.0, 1.0, (block,), (), None)
+    return (PAYLOAD_TAG, PAYLOAD_VERSION, 4321, 7, sequence, 0.0, 1.0, (block,), (), None, None)
 
 
 def test_pausing_the_server_sets_worker_payloads_aside(fake_clock):

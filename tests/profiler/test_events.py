@@ -159,7 +159,7 @@ def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recordi
 def remote_payload(spans: tuple, host: str = "other-host") -> tuple:
     """A payload from a process on ``host`` whose timeline holds ``spans`` (its own clock)."""
     payload = snapshot_and_flush(TimerStack("remote"))
-    return payload[:9] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),)
+    return payload[:9] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),) + payload[10:]
 
 
 def test_a_round_trip_clock_estimate_replaces_the_wall_clock_guess(recording, fake_clock):

@@ -318,3 +318,17 @@ def test_a_forked_worker_samples_on_its_own_and_ships_none_of_its_parents_sample
     samples = payload[10][2]
     assert len(samples) == 1  # its own block's, none of the parent's
     assert len(trainer_samples()) == parent_samples
+
+
+def test_samples_follow_the_clock_offset_its_driver_estimates():
+    from profiler.clock_offset import ClockOffset
+
+    clock = ClockOffset()
+    clock.update([(100.0, 50.0, 100.002)])  # the worker's clock reads about 50 s less than ours
+    merger = TimerMerger()
+    merger.set_clock(0, clock)
+    payload = snapshot_and_flush(TimerStack("remote"))
+    remote = ("other-host", 0.0, ((1.0, MEGABYTE, None),), ())
+    merger.merge_payload(0, payload[:10] + (remote,))
+    (worker,) = get_timer_tree()["memory"]["processes"]
+    assert worker["samples"][0][0] == pytest.approx(51.001)

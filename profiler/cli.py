@@ -310,14 +310,16 @@ def _run_diff(arguments: argparse.Namespace) -> int:
 def _add_convert(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="write a run as a Chrome trace, speedscope, collapsed stacks, HTML or ML-Agents' layout",
+        help="write a run as a Chrome trace, speedscope, collapsed stacks, HTML, ML-Agents' layout "
+        "or a memory picture",
         description="Convert a timer JSON file for another viewer: chrome (Perfetto, "
-        "chrome://tracing), speedscope, collapsed (flamegraph.pl), html (the report) or mlagents "
-        "(the timer JSON in ML-Agents' timers.json layout, children keyed by name).",
+        "chrome://tracing), speedscope, collapsed (flamegraph.pl), html (the report), mlagents "
+        "(the timer JSON in ML-Agents' timers.json layout, children keyed by name) or memory-svg "
+        "(memory over time, one line per process, as an SVG picture).",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
     parser.add_argument("--to", required=True, metavar="FORMAT",
-                        help="chrome, speedscope, collapsed, html or mlagents")
+                        help="chrome, speedscope, collapsed, html, mlagents or memory-svg")
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
                         help="the file to write (replaced atomically)")
     parser.set_defaults(run=_run_convert)

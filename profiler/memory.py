@@ -17,7 +17,8 @@ off (nothing is installed on the timer blocks until then):
 
 A worker ships its samples and allocation figures in its timer payloads (:func:`drain_memory`,
 called by ``snapshot_and_flush``): the trainer never reads another process's memory, so its own
-hot path does not pay for the workers'. The merger keeps them per worker process
+hot path does not pay for the workers'. A process that merges payloads keeps its own samples for
+its dump instead. The merger keeps them per worker process
 (:class:`ProcessMemory`), and a dump holds every process's in its ``memory`` section
 (:func:`memory_section`, described in docs/formats.md).
 
@@ -453,8 +454,15 @@ def clear_memory() -> None:
 def drain_memory(stack: TimerStack) -> tuple[Any, ...] | None:
     """The samples and allocations measured since the last drain, as the plain-data ``memory``
     field of a payload: ``(host, clock_origin, samples, allocations)``; None when there is
-    nothing. Called by ``snapshot_and_flush`` for the stack it flushes."""
+    nothing. Called by ``snapshot_and_flush`` for the stack it flushes.
+
+    A process that merges payloads (a merger is attached to one of its stacks) is a trainer: it
+    keeps its samples for its own dump, and workers that run as its threads, sharing its memory,
+    ship none.
+    """
     sampler = _sampler
+    if any(other.mergers for other in timers.all_timer_stacks()):
+        return None
     samples = sampler.buffer.take()
     allocations = sampler.allocations.figures(stack)
     sampler.allocations.by_node.clear()

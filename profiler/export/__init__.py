@@ -23,12 +23,13 @@ from profiler.atomic_file import open_atomically, write_atomically
 from profiler.export.chrome_trace import write_chrome_trace
 from profiler.export.collapsed import to_collapsed
 from profiler.export.html_report import to_html_report
+from profiler.export.memory_flow import to_memory_svg
 from profiler.export.speedscope import to_speedscope
 from profiler.mlagents_layout import to_mlagents_layout
 
 __all__ = ["EXPORT_FORMATS", "render", "write_export"]
 
-EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", "mlagents")
+EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", "mlagents", "memory-svg")
 """The format names :func:`render` and :func:`write_export` accept."""
 
 _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -37,6 +38,7 @@ _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "collapsed": to_collapsed,
     "html": to_html_report,
     "mlagents": lambda tree: strict_json.dumps(to_mlagents_layout(tree), indent=2),
+    "memory-svg": to_memory_svg,
 }
 
 

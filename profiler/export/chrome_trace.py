@@ -3,7 +3,8 @@
 Each process gets one ``pid`` (named ``trainer``, ``worker 3``… with ``M`` metadata events) and
 each of its threads one ``tid``. Recorded spans become ``X`` complete events, markers ``i``
 instant events, counters and gauges ``C`` counter events (a NaN or infinite reading, which a
-counter cannot draw, becomes an instant event named ``"loss = NaN"``). Timestamps are microseconds on one
+counter cannot draw, becomes an instant event named ``"loss = NaN"``), and each process's memory
+samples (the dump's ``memory`` section) ``C`` events on its tracks ``RSS (MiB)`` and ``USS (MiB)``. Timestamps are microseconds on one
 clock, counted from the earliest moment in the run.
 
 When the run recorded no timeline, one is laid out from the aggregate totals instead (see
@@ -96,11 +97,13 @@ def _timeline_and_other_data(tree: dict[str, Any]) -> tuple[dict[str, Any], dict
 
 
 def _trace_events(tree: dict[str, Any], timeline: dict[str, Any]) -> Iterator[Event]:
-    clock = _TraceClock(timeline)
+    memory = _memory_on_timeline_clock(tree, timeline)
+    clock = _TraceClock(timeline, memory)
     several_hosts = len({process.get("host") for process in timeline["processes"]}) > 1
     for sort_index, process in enumerate(timeline["processes"]):
         yield from _process_events(process, sort_index, clock, several_hosts)
     yield from _gauge_events(tree, timeline, clock)
+    yield from _memory_events(memory, timeline, clock)
 
 
 def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +118,7 @@ def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
         pid = process["pid"]
         if pid in used:
             pid = max(used) + 1
-            process = dict(process, pid=pid)
+            process = dict(process, pid=pid, original_pid=process["pid"])
         used.add(pid)
         processes.append(process)
     return dict(timeline, processes=processes)
@@ -128,12 +131,13 @@ class _TraceClock:
     events when they arrived, and its ``clock_offset`` records that shift, not one still to make.
     """
 
-    def __init__(self, timeline: dict[str, Any]) -> None:
+    def __init__(self, timeline: dict[str, Any], memory: list[dict[str, Any]]) -> None:
         moments = [
             moment
             for process in timeline["processes"]
             for moment in _moments(process)
         ]
+        moments.extend(sample[0] for process in memory for sample in process["samples"])
         self.origin = min(moments, default=0.0)
         self.end = max(moments, default=0.0)
 
@@ -263,6 +267,47 @@ def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceC
                     _counter_event(f"{process_tree.name}: {name}", end, gauge["value"], trainer_pid)
                 )
     return events
+
+
+MEBIBYTE = 1024 * 1024
+MEMORY_COUNTERS = (("RSS (MiB)", 1), ("USS (MiB)", 2))
+"""The counter tracks of a process's memory samples, and where each reading sits in a sample."""
+
+
+def _memory_on_timeline_clock(tree: dict[str, Any], timeline: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``memory`` section's processes, their samples on the timeline's clock.
+
+    A recorded timeline shares the samples' clock. A timeline laid out from totals starts at 0,
+    so the samples are moved to start there too: the run's first sample at its start.
+    """
+    processes = (tree.get("memory") or {}).get("processes", [])
+    if timeline.get("clock") != "aggregate":
+        return processes
+    first = min((sample[0] for process in processes for sample in process["samples"]), default=0.0)
+    return [dict(process, samples=[[sample[0] - first, *sample[1:]] for sample in process["samples"]])
+            for process in processes]
+
+
+def _memory_events(
+    memory: list[dict[str, Any]], timeline: dict[str, Any], clock: _TraceClock
+) -> Iterator[Event]:
+    """Each process's memory samples as counter tracks on its own process: the trace's process
+    of that name and pid, or a process of its own when the timeline has none for it."""
+    pids = {(process.get("name"), process.get("original_pid", process["pid"])): process["pid"]
+            for process in timeline["processes"]}
+    used = {process["pid"] for process in timeline["processes"]}
+    for sort_index, process in enumerate(memory, start=len(timeline["processes"])):
+        pid = pids.get((process["name"], process["pid"]))
+        if pid is None:
+            pid = process["pid"] if process["pid"] not in used else max(used, default=0) + 1
+            used.add(pid)
+            yield _metadata_event("process_name", pid, 0, process["name"])
+            yield _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index")
+        for sample in process["samples"]:
+            for counter, field in MEMORY_COUNTERS:
+                if sample[field] is not None:
+                    yield _counter_event(counter, clock.nanoseconds(sample[0]),
+                                         round(sample[field] / MEBIBYTE, 3), pid)
 
 
 def _counter_event(name: str, nanoseconds: int, value: float, pid: int) -> Event:

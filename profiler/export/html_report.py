@@ -4,7 +4,8 @@ It shows, top to bottom: the verdicts (what limits the run, what it costs, the e
 to change — the same ones ``rlprof analyze`` prints, from :mod:`profiler.analysis.verdicts`), a
 summary, an icicle flame graph of the merged tree (hover for the numbers, click to zoom),
 per-worker bars for the block workers spend their time in (a worker the verdicts name a straggler
-in red), gauges and recorded counters over time, the top blocks, and the run's metadata.
+in red), gauges and recorded counters over time, each process's memory over time (when sampled),
+the top blocks, and the run's metadata.
 
 Everything is inline (style, script, SVG) and a Content-Security-Policy forbids fetching anything,
 so the report works offline and leaks nothing. Block names are user strings: every one goes
@@ -18,12 +19,15 @@ import math
 from typing import Any, Iterable
 
 from profiler.analysis.frames import FrameStat, frame_stats
+from profiler.analysis.memory_report import memory_report
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
+from profiler.analysis.text_format import format_bytes
 from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.verdict_text import format_evidence_value
 from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
+from profiler.export.memory_flow import memory_chart
 from profiler.export.process_trees import split_into_process_trees
 from profiler.export.worker_blocks import main_worker_block, worker_block_times
 from profiler.strict_json import named_reading
@@ -51,6 +55,7 @@ def to_html_report(tree: dict[str, Any]) -> str:
         _flame_graph_section(tree),
         _workers_section(compared_workers(tree), verdicts, measurements),
         _gauges_section(tree),
+        _memory_section(tree),
         _top_blocks_section(tree),
         _frames_section(frame_stats(tree)),
         _metadata_section(metadata),
@@ -296,6 +301,36 @@ def _counter_chart(
         f'<svg viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="none" role="img" '
         f'aria-label="{_text(name)}"><polyline fill="none" stroke="#b8430f" stroke-width="2" '
         f'vector-effect="non-scaling-stroke" points="{coordinates}"/></svg></div>\n'
+    )
+
+
+def _memory_section(tree: dict[str, Any]) -> str:
+    """One line per process on the run's time axis (the picture ``memory_flow.svg`` holds), and
+    each process's peak and growth."""
+    report = memory_report(tree)
+    heading = '<section id="memory"><h2>Memory over time</h2>\n'
+    if report is None or not report.processes:
+        return (heading + '<p class="note">This run did not sample its memory (profile with '
+                "<code>Profiler(sample_rate=N)</code> or <code>profiler.memory.start_sampling</code>)."
+                "</p></section>\n")
+    rows = "".join(
+        f'<tr><td class="name">{_text(process.name)}</td>'
+        f'<td class="number">{_text(format_bytes(process.peak_bytes))}</td>'
+        f'<td class="number">{_text(format_bytes(process.start_bytes))}</td>'
+        f'<td class="number">{_text(format_bytes(process.end_bytes))}</td>'
+        f'<td class="number">{_text(format_bytes(process.growth_bytes))}</td>'
+        f'<td class="number">{process.samples:,}</td></tr>\n'
+        for process in report.processes
+    )
+    return (
+        heading
+        + '<p class="note">Each process sampled its own resident memory; the trainer\'s outermost '
+        "blocks are shaded behind the lines. A process whose memory grows all run long is named in "
+        "the verdicts.</p>\n"
+        + f'<div class="memory-chart">{memory_chart(tree)}</div>\n'
+        + '<table><thead><tr><th>process</th><th class="number">peak</th><th class="number">start'
+        '</th><th class="number">end</th><th class="number">growth</th><th class="number">samples'
+        f"</th></tr></thead><tbody>{rows}</tbody></table></section>\n"
     )
 
 

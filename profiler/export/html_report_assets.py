@@ -40,6 +40,8 @@ td.name { word-break: break-all; }
 #tooltip { position: fixed; pointer-events: none; background: #20262d; color: #f4f6f8; padding: 6px 10px;
            border-radius: 4px; font-size: 12px; max-width: 480px; display: none; z-index: 10; }
 #tooltip b { display: block; word-break: break-all; margin-bottom: 2px; }
+.memory-chart { overflow-x: auto; margin: 8px 0; }
+.memory-chart svg { max-width: 100%; height: auto; }
 .worker-row { display: grid; grid-template-columns: 140px 1fr 260px; gap: 10px; align-items: center; margin: 3px 0; }
 .worker-bar { position: relative; height: 16px; background: #f0f2f4; border-radius: 3px; }
 .worker-bar .mean { position: absolute; left: 0; top: 0; bottom: 0; background: #e39a6b; border-radius: 3px; }

@@ -332,3 +332,15 @@ def test_samples_follow_the_clock_offset_its_driver_estimates():
     merger.merge_payload(0, payload[:10] + (remote,))
     (worker,) = get_timer_tree()["memory"]["processes"]
     assert worker["samples"][0][0] == pytest.approx(51.001)
+
+
+def test_a_process_that_merges_payloads_keeps_its_samples_for_its_own_dump(fake_clock):
+    merger = TimerMerger()  # this process is a trainer; a worker thread of it shares its memory
+    worker_thread_stack = TimerStack("worker thread")
+    memory.start_sampling(every_blocks=1)
+    with hierarchical_timer("env.step", worker_thread_stack):
+        fake_clock.advance(1.0)
+    payload = snapshot_and_flush(worker_thread_stack)
+    assert payload[10] is None
+    merger.merge_payload(0, payload)
+    assert [process["name"] for process in get_timer_tree()["memory"]["processes"]] == ["trainer"]

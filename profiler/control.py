@@ -45,6 +45,7 @@ from profiler.profiler_settings import ProfilerSettings, profile_process_name, u
 from profiler.timers import TimerStack
 
 __all__ = [
+    "MEMORY_GAUGE",
     "PROFILER_STATES",
     "dump",
     "dump_profile",
@@ -102,7 +103,7 @@ class _ProfilerControl:
             timers.enable()
         else:
             if self.settings.profile_memory and timers.is_enabled():
-                sample_memory(self.stack())  # the memory at the end of the profiled stretch
+                _sample_memory(self.stack())  # the memory at the end of the profiled stretch
             timers.disable()
         merge.set_merging(self.running("server"))
         self.apply_settings()
@@ -137,7 +138,7 @@ class _ProfilerControl:
         if self.settings.continuous_dump:
             self.write_dump()
         elif self.settings.profile_memory:
-            sample_memory(self.stack())
+            _sample_memory(self.stack())
 
     def write_dump(self) -> list[Path]:
         """Write the configured outputs, with a last memory sample when ``profile_memory``.
@@ -149,7 +150,7 @@ class _ProfilerControl:
         """
         settings, stack = self.settings, self.stack()
         if settings.profile_memory:
-            sample_memory(stack)
+            _sample_memory(stack)
         return write_outputs(settings, stack)
 
     def report_failure(self, error: BaseException) -> None:
@@ -169,7 +170,7 @@ class _ProfilerControl:
 _control = _ProfilerControl()
 
 
-def sample_memory(timer_stack: TimerStack) -> None:
+def _sample_memory(timer_stack: TimerStack) -> None:
     """Record this process's resident memory in the gauge :data:`MEMORY_GAUGE` (nothing while
     the profiler is stopped or paused: gauges are off then)."""
     resident = psutil.Process().memory_info().rss / _MEBIBYTE

@@ -24,7 +24,8 @@ def synthesize_timeline(tree: Node) -> dict[str, Any]:
     """A ``timeline`` section laid out from the tree's totals; see the module docstring.
 
     Spans carry a fourth element, a dict of the block's ``count``, ``total_s`` and ``self_s``
-    (and ``errors``), because the laid-out duration alone would hide how often a block ran.
+    (and ``errors``, and a domain's ``cat``), because the laid-out duration alone would hide how
+    often a block ran.
     """
     start_of_block: dict[int, float] = {}
     processes = []
@@ -61,6 +62,8 @@ def _lay_out(
     details: dict[str, Any] = {"count": node["count"], "total_s": node["total"], "self_s": node["self"]}
     if node.get("errors"):
         details["errors"] = node["errors"]
+    if node.get("domain"):
+        details["cat"] = node["domain"]  # a Task's or Frame's domain is its trace category
     spans.append([node["name"], start, start + duration, details])
     children = nested_children(node)
     children_total = sum(child["total"] for child in children)

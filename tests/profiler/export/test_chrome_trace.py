@@ -306,3 +306,14 @@ def test_a_counter_is_a_counter_track_in_its_domain(run_with_domain_objects):
     counters = [event for event in events_of(to_chrome_trace(run_with_domain_objects), "C")
                 if event["name"] == "rl.episodes"]
     assert counters[0]["cat"] == "rl" and counters[0]["args"] == {"value": 3.0}
+
+
+def test_without_a_timeline_a_domain_block_still_gets_its_category(fake_clock):
+    import profiler
+
+    with profiler.Domain("rl").new_task("update"):
+        fake_clock.advance(0.5)
+    (update,) = [event for event in events_of(to_chrome_trace(profiler.get_timer_tree()), "X")
+                 if event["name"] == "update"]
+    assert update["cat"] == "rl"
+    assert update["args"]["count"] == 1

@@ -34,6 +34,7 @@ from profiler.timer_json import (
 )
 from profiler.timer_tree import get_timer_tree
 from profiler.scalar_figures import scalars
+from profiler.session import Profiler, profile
 from profiler.timers import (
     TIMER_FORMAT_VERSION,
     GaugeNode,
@@ -61,6 +62,7 @@ __all__ = [
     "GaugeNode",
     "Marker",
     "PayloadError",
+    "Profiler",
     "Task",
     "TimerFileError",
     "TimerMerger",
@@ -83,6 +85,7 @@ __all__ = [
     "mark",
     "merge_gauges",
     "pause",
+    "profile",
     "profiler_set_config",
     "profiler_set_state",
     "record_counter",

@@ -23,13 +23,14 @@ Every file is replaced atomically, so a reader (or a crash) never meets half of 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from profiler.profiler_settings import ProfilerSettings
 from profiler.timer_json import timers_json_path, write_tree
 from profiler.timer_tree import get_timer_tree
 from profiler.timers import TimerStack
 
-__all__ = ["output_paths", "write_outputs"]
+__all__ = ["output_paths", "write_formats", "write_outputs"]
 
 _SUFFIXES = {"speedscope": ".speedscope.json", "collapsed": ".collapsed.txt", "html": ".html"}
 
@@ -59,11 +60,16 @@ def output_paths(settings: ProfilerSettings) -> dict[str, Path]:
 
 def write_outputs(settings: ProfilerSettings, timer_stack: TimerStack) -> list[Path]:
     """Take the stack's tree once (its threads and merged workers included) and write it in every
-    format of ``settings``; returns the paths written. An ``OSError`` names the file it failed
-    on; the files written before it stay whole."""
-    tree = get_timer_tree(timer_stack, include_threads=True)
+    format of ``settings``; returns the paths written (see :func:`write_formats`)."""
+    return write_formats(get_timer_tree(timer_stack, include_threads=True), output_paths(settings))
+
+
+def write_formats(tree: dict[str, Any], paths: dict[str, Path]) -> list[Path]:
+    """Write one dump (``get_timer_tree``) in each format of ``paths`` (``timers``, or a format of
+    ``profiler.export``) at its path; returns the paths written. An ``OSError`` names the file it
+    failed on; the files written before it stay whole."""
     written = []
-    for format_name, path in output_paths(settings).items():
+    for format_name, path in paths.items():
         try:
             if format_name == "timers":
                 written.append(write_tree(path, tree))

@@ -1,0 +1,272 @@
+"""MegEngine's profiler session on rlprof: ``Profiler`` (alias ``profile``), a decorator and a
+``with`` block that own their outputs.
+
+Code written against ``megengine.utils.profiler`` ports by changing the import::
+
+    from profiler import Profiler, profile
+
+    @profile()                                   # every call of train_step is profiled
+    def train_step(batch): ...
+
+    with Profiler(path="profile", formats=["chrome_timeline.json", "memory_flow.svg"], sample_rate=8):
+        rollout()                                # this block is profiled
+
+While a session is on, the timeline is recorded (so the trace shows when each block ran, not a
+layout made up from totals) and, when asked (``sample_rate``, ``memory_interval``,
+``track_allocations``), memory is sampled (:mod:`profiler.memory`). An env manager built inside
+a session starts its workers recording and sampling too, so their blocks, spans and memory land in
+the same files. rlprof's timers are always on: the files hold the thread's whole timer tree, the
+blocks timed before the session included; call ``profiler.reset_timers()`` first to profile a
+region alone.
+
+**When the files are written**, under ``path`` as ``{pid}.{format}`` (MegEngine's names): when a
+``with`` block ends (and, for one ``Profiler`` entered again and again in a loop, again at most
+every ``dump_interval`` seconds); for a decorator, or anything not yet written, when the session is
+garbage collected or the interpreter exits; and whenever :meth:`Profiler.dump` is called.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
+
+from profiler import events, memory, timers
+from profiler.dump_outputs import write_formats
+from profiler.timer_tree import get_timer_tree
+
+__all__ = ["DEFAULT_DUMP_INTERVAL", "SESSION_FORMATS", "Profiler", "profile"]
+
+SESSION_FORMATS: dict[str, str] = {
+    "chrome_timeline.json": "chrome",
+    "chrome_timeline.json.gz": "chrome",
+    "memory_flow.svg": "memory-svg",
+    "timers.json": "timers",
+    "report.html": "html",
+    "speedscope.json": "speedscope",
+    "collapsed.txt": "collapsed",
+    "mlagents_timers.json": "mlagents",
+}
+"""Each output a session writes, by the name it is asked for (the end of its file name), and the
+rlprof output it is: MegEngine's two (``chrome_timeline.json``, ``memory_flow.svg``), then rlprof's
+own (see docs/outputs.md). A ``.json.gz`` trace is compressed."""
+
+DEFAULT_DUMP_INTERVAL = 60.0
+"""Seconds between rewrites of the files by a ``with`` block entered again and again."""
+
+FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
+
+
+class Profiler:
+    """A profiling session: a ``with`` block, or a decorator whose every call is profiled.
+
+    Args:
+        path: the folder the files go in (made if missing), as ``{pid}.{format}``.
+        format: the one output to write, when ``formats`` is not given.
+        formats: the outputs to write, any of :data:`SESSION_FORMATS`.
+        sample_rate: sample memory every this many timer blocks (MegEngine: every n ops); 0: no.
+        profile_device: must stay False: rlprof does not time device (GPU) work.
+        memory_interval: also sample memory every this many seconds, on a sampler thread.
+        memory_uss: read each sample's unique set size too (costlier; see profiler.memory).
+        track_allocations: measure each block's Python allocations (tracemalloc; costly).
+        name: time each entry of a ``with`` block as a block of this name (a decorator times
+            each call as a block named for the function unless given one).
+        dump_interval: see the module docstring.
+
+    Raises:
+        ValueError: an unknown format (the valid ones are listed), or a meaningless option.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "profile",
+        format: str = "chrome_timeline.json",  # noqa: A002 - MegEngine's name
+        formats: Sequence[str] | None = None,
+        sample_rate: int = 0,
+        profile_device: bool = False,
+        *,
+        memory_interval: float | None = None,
+        memory_uss: bool = False,
+        track_allocations: bool = False,
+        name: str | None = None,
+        dump_interval: float = DEFAULT_DUMP_INTERVAL,
+    ) -> None:
+        # Set first: __del__ runs even when a bad option stops the constructor half-way.
+        self._unwritten = False
+        self._pid = os.getpid()
+        if profile_device:
+            raise ValueError(
+                "profile_device=True: rlprof times host blocks only and has no device (GPU) "
+                "timing to turn on; leave it False"
+            )
+        self._formats = _checked_formats(format, formats)
+        self._path = Path(path)
+        self._memory_sampling = _memory_sampling(sample_rate, memory_interval, memory_uss, track_allocations)
+        if not dump_interval >= 0:
+            raise ValueError(f"dump_interval must be a number of seconds >= 0, got {dump_interval!r}")
+        self._dump_interval = dump_interval
+        self._name = name
+        self._depth = 0
+        self._timer_stack: timers.TimerStack | None = None
+        self._started_recording = False
+        self._memory_before: memory.MemorySampling | None = None
+        self._open_blocks: list[Any] = []
+        self._dumped_at: float | None = None
+        _living_sessions.add(self)
+
+    @property
+    def formats(self) -> list[str]:
+        return list(self._formats)
+
+    @property
+    def directory(self) -> Path:
+        """The folder the files go in (MegEngine's ``directory``)."""
+        return self._path
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        """Each format's file in this process (``{path}/{pid}.{format}``)."""
+        return {name: self._path / f"{os.getpid()}.{name}" for name in self._formats}
+
+    # --- on and off ------------------------------------------------------------------------------
+
+    def start(self) -> Profiler:
+        """Start profiling (the outermost of nested starts does; the others count)."""
+        self._depth += 1
+        if self._depth > 1:
+            return self
+        if self._timer_stack is None:
+            self._timer_stack = timers._resolve(None)
+        self._started_recording = not events.is_recording()
+        if self._started_recording:
+            events.start_recording()
+        if self._memory_sampling is not None:
+            self._memory_before = memory.sampling_settings()
+            memory.apply_sampling(self._memory_sampling)
+        return self
+
+    def stop(self) -> None:
+        """Stop profiling (the outermost start's stop does); what was recorded stays for the files."""
+        if self._depth == 0:
+            raise RuntimeError("Profiler.stop() without a start()")
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._memory_sampling is not None:
+            memory.sample_now()  # the memory as the profiled stretch ends
+            if self._memory_before is None:
+                memory.stop_sampling()
+            else:
+                memory.apply_sampling(self._memory_before)
+        if self._started_recording:
+            events.stop_recording()
+        self._unwritten = True
+
+    def step(self) -> Profiler:
+        """Mark the end of a step on the timeline (MegEngine's ``step``)."""
+        events.mark("step")
+        return self
+
+    def __enter__(self) -> Profiler:
+        self.start()
+        if self._name is not None:
+            block = timers.hierarchical_timer(self._name)
+            block.__enter__()
+            self._open_blocks.append(block)
+        return self
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        if self._name is not None:
+            self._open_blocks.pop().__exit__(exc_type, exc_value, traceback)
+        self.stop()
+        if self._depth == 0 and (self._dumped_at is None or time.monotonic() - self._dumped_at >= self._dump_interval):
+            self.dump()
+
+    def __call__(self, function: FunctionType) -> FunctionType:
+        """Profile every call of ``function``, timed as a block named for it (or ``name``)."""
+        block_name = self._name or function.__qualname__
+
+        @functools.wraps(function)
+        def profiled(*args: Any, **kwargs: Any) -> Any:
+            self.start()
+            try:
+                with timers.hierarchical_timer(block_name):
+                    return function(*args, **kwargs)
+            finally:
+                self.stop()
+
+        profiled.__profiler__ = self  # type: ignore[attr-defined]
+        return profiled  # type: ignore[return-value]
+
+    # --- the files -------------------------------------------------------------------------------
+
+    def dump(self) -> list[Path]:
+        """Write every format now (atomically) and return the files written.
+
+        Raises ``OSError`` naming the file that could not be written.
+        """
+        stack = self._timer_stack or timers._resolve(None)
+        self._path.mkdir(parents=True, exist_ok=True)
+        tree = get_timer_tree(stack, include_threads=True)  # one moment for every file
+        written = [written_path for name, path in self.paths.items()
+                   for written_path in write_formats(tree, {SESSION_FORMATS[name]: path})]
+        self._unwritten = False
+        self._dumped_at = time.monotonic()
+        return written
+
+    def _write_if_unwritten(self) -> None:
+        """At garbage collection or interpreter exit: write what no dump has written yet."""
+        if self._unwritten and self._pid == os.getpid():
+            try:
+                self.dump()
+            except Exception as error:  # noqa: BLE001 - nothing can be raised from here
+                print(f"rlprof: could not write the profile under {self._path}: {error}", file=sys.stderr)
+
+    def __del__(self) -> None:
+        self._write_if_unwritten()
+
+    def __repr__(self) -> str:
+        return f"Profiler(path={str(self._path)!r}, formats={self._formats!r})"
+
+
+def profile(*args: Any, **kwargs: Any) -> Any:
+    """``Profiler``, also usable bare as a decorator (``@profile``), as MegEngine's ``profile``."""
+    if len(args) == 1 and not kwargs and callable(args[0]):
+        return Profiler()(args[0])
+    return Profiler(*args, **kwargs)
+
+
+def _checked_formats(format_name: str, formats: Sequence[str] | None) -> tuple[str, ...]:
+    if isinstance(formats, str):
+        raise ValueError(f"formats takes a list of names, got the string {formats!r}; for one, use format=")
+    names = tuple(formats) if formats else (format_name,)
+    for name in names:
+        if name not in SESSION_FORMATS:
+            raise ValueError(f"unknown profiler format {name!r}; choose from {', '.join(SESSION_FORMATS)}")
+    return names
+
+
+def _memory_sampling(
+    sample_rate: int, interval: float | None, uss: bool, track_allocations: bool
+) -> memory.MemorySampling | None:
+    """What to sample while the session is on (raises ValueError for a meaningless option)."""
+    settings = memory.MemorySampling(sample_rate, interval, uss, track_allocations)
+    if not settings.samples and not track_allocations:
+        if uss:
+            raise ValueError("memory_uss=True needs samples: give sample_rate or memory_interval")
+        return None
+    return settings
+
+
+_living_sessions: weakref.WeakSet[Profiler] = weakref.WeakSet()
+
+
+@atexit.register
+def _write_living_sessions() -> None:
+    for session in list(_living_sessions):
+        session._write_if_unwritten()

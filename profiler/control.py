@@ -35,9 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from profiler import end_of_run, events, merge, timers
+from profiler import end_of_run, events, memory, merge, timers
 from profiler.analysis.stats import dumps
 from profiler.dump_outputs import write_outputs
 from profiler.periodic_thread import PeriodicThread
@@ -45,7 +43,6 @@ from profiler.profiler_settings import ProfilerSettings, profile_process_name, u
 from profiler.timers import TimerStack
 
 __all__ = [
-    "MEMORY_GAUGE",
     "PROFILER_STATES",
     "dump",
     "dump_profile",
@@ -63,10 +60,6 @@ __all__ = [
 ]
 
 PROFILER_STATES = ("run", "stop")
-MEMORY_GAUGE = "profile_memory.rss_mb"
-"""The gauge ``profile_memory=True`` samples: this process's resident memory, in MiB."""
-
-_MEBIBYTE = 1024.0 * 1024.0
 
 
 class _ProfilerControl:
@@ -80,6 +73,9 @@ class _ProfilerControl:
         self.timer_stack: TimerStack | None = None
         self.periodic: PeriodicThread | None = None
         self.failed_periodic_dumps = 0
+        # Set while profile_memory drives profiler.memory's sampling (sampling the program
+        # started itself is left alone).
+        self.memory_sampling: memory.MemorySampling | None = None
         # The timeline is recorded (settings.timeline) only once the MXNet surface is in use:
         # a pause() alone must not start a recording nobody asked for.
         self.in_use = False
@@ -102,31 +98,44 @@ class _ProfilerControl:
         if self.running("worker"):
             timers.enable()
         else:
-            if self.settings.profile_memory and timers.is_enabled():
-                _sample_memory(self.stack())  # the memory at the end of the profiled stretch
             timers.disable()
         merge.set_merging(self.running("server"))
         self.apply_settings()
 
     def apply_settings(self) -> None:
-        """Bring the timeline recording and the dump thread in line with the settings."""
+        """Bring the timeline recording, the memory sampling and the dump thread in line with
+        the settings."""
         if self.in_use:
             recording = self.settings.timeline and self.states["worker"] == "run"
             if recording and not events.is_recording():
                 events.start_recording()
             elif not recording and events.is_recording():
                 events.stop_recording()
+            self._apply_memory_sampling()
         self._apply_periodic_thread()
+
+    def _apply_memory_sampling(self) -> None:
+        """``profile_memory`` samples this process's memory every ``dump_period`` seconds with
+        ``profiler.memory`` (env workers started afterwards sample too), while running."""
+        settings = self.settings
+        wanted = settings.profile_memory and self.running("worker")
+        sampling = self.memory_sampling
+        if sampling is not None and (not wanted or sampling.interval != settings.dump_period):
+            memory.sample_now()  # the memory at the end of the profiled stretch
+            memory.stop_sampling()
+            self.memory_sampling = None
+        if wanted and self.memory_sampling is None and not memory.is_sampling():
+            self.memory_sampling = memory.start_sampling(interval=settings.dump_period)
 
     def _apply_periodic_thread(self) -> None:
         settings = self.settings
-        wanted = self.states["worker"] == "run" and (settings.continuous_dump or settings.profile_memory)
+        wanted = self.states["worker"] == "run" and settings.continuous_dump
         if self.periodic is not None and (not wanted or self.periodic.period != settings.dump_period):
             self.periodic.stop()
             self.periodic = None
         if wanted and self.periodic is None:
             self.periodic = PeriodicThread(
-                "rlprof continuous dump", settings.dump_period, self.periodic_work, self.report_failure
+                "rlprof continuous dump", settings.dump_period, self.write_dump, self.report_failure
             )
 
     def stop_periodic_thread(self) -> None:
@@ -134,14 +143,8 @@ class _ProfilerControl:
             self.periodic.stop()
             self.periodic = None
 
-    def periodic_work(self) -> None:
-        if self.settings.continuous_dump:
-            self.write_dump()
-        elif self.settings.profile_memory:
-            _sample_memory(self.stack())
-
     def write_dump(self) -> list[Path]:
-        """Write the configured outputs, with a last memory sample when ``profile_memory``.
+        """Write the configured outputs, with a memory sample first when ``profile_memory``.
 
         It takes no lock: the dump thread runs it while a state call may hold the lock and wait
         for that thread to stop, and a trainer pausing never waits for a dump being written. The
@@ -149,8 +152,8 @@ class _ProfilerControl:
         writing at once each replace the files whole: the later rename wins.
         """
         settings, stack = self.settings, self.stack()
-        if settings.profile_memory:
-            _sample_memory(stack)
+        if self.memory_sampling is not None:
+            memory.sample_now()
         return write_outputs(settings, stack)
 
     def report_failure(self, error: BaseException) -> None:
@@ -168,13 +171,6 @@ class _ProfilerControl:
 
 
 _control = _ProfilerControl()
-
-
-def _sample_memory(timer_stack: TimerStack) -> None:
-    """Record this process's resident memory in the gauge :data:`MEMORY_GAUGE` (nothing while
-    the profiler is stopped or paused: gauges are off then)."""
-    resident = psutil.Process().memory_info().rss / _MEBIBYTE
-    timers.set_gauge(MEMORY_GAUGE, resident, timer_stack)
 
 
 def set_config(**kwargs: Any) -> None:

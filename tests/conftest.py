@@ -54,8 +54,11 @@ def default_profiler_controls() -> Iterator[None]:
     end-of-run dump armed (it would write into the folder pytest runs in), no timeline being
     recorded, worker payloads merged."""
     yield
-    from profiler import control, end_of_run, events, merge
+    from profiler import control, end_of_run, events, memory, merge
 
+    if control._control.memory_sampling is not None:
+        memory.stop_sampling()
+        memory.clear_memory()
     control._control.stop_periodic_thread()
     end_of_run.disarm()
     timers.enable()  # before the new controls read the switch: they start in its state

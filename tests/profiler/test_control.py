@@ -12,7 +12,7 @@ from tree_paths import child_names as names
 from tree_paths import find
 
 import profiler
-from profiler import control, end_of_run, events, hierarchical_timer, load_timing_tree
+from profiler import control, end_of_run, events, hierarchical_timer, load_timing_tree, memory
 from profiler.merge import TimerMerger
 from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION
 
@@ -252,18 +252,36 @@ def test_a_dump_that_cannot_be_written_names_the_file(tmp_path):
         profiler.dump()
 
 
-def test_profile_memory_samples_the_resident_memory_at_each_dump(tmp_path):
+def trainer_memory_samples(tree: dict) -> list:
+    return tree["memory"]["processes"][0]["samples"] if "memory" in tree else []
+
+
+def test_profile_memory_samples_the_memory_into_the_dump(tmp_path):
     profiler.set_config(summaries_dir=str(tmp_path), formats="timers", profile_memory=True,
                         dump_period=3600.0)
     (path,) = profiler.dump()
-    memory = load_timing_tree(path)["gauges"][control.MEMORY_GAUGE]
-    assert memory["count"] == 1 and memory["value"] > 1.0  # MiB: any Python process has more
+    samples = trainer_memory_samples(load_timing_tree(path))
+    assert len(samples) >= 2  # when sampling started, and at the dump
+    assert all(rss > 1024 * 1024 for _, rss, _ in samples)  # bytes: any Python process has more
 
 
-def test_profile_memory_takes_a_last_sample_when_the_profiler_stops(tmp_path):
-    profiler.set_config(summaries_dir=str(tmp_path), profile_memory=True, dump_period=3600.0)
+def test_profile_memory_takes_a_last_sample_when_the_profiler_stops_and_then_none():
+    profiler.set_config(profile_memory=True, dump_period=3600.0)
+    before = len(trainer_memory_samples(profiler.get_timer_tree()))
     profiler.set_state("stop")
-    assert profiler.get_timer_tree()["gauges"][control.MEMORY_GAUGE]["count"] == 1
+    assert len(trainer_memory_samples(profiler.get_timer_tree())) == before + 1
+    assert not memory.is_sampling()
+
+
+def test_profile_memory_leaves_sampling_the_program_started_alone():
+    memory.start_sampling(every_blocks=5)
+    try:
+        profiler.set_config(profile_memory=True)
+        profiler.set_config(profile_memory=False)
+        assert memory.sampling_settings().every_blocks == 5
+    finally:
+        memory.stop_sampling()
+        memory.clear_memory()
 
 
 # --- dumps and the deprecated names ---------------------------------------------------------------
@@ -340,9 +358,9 @@ def test_stopping_the_profiler_stops_the_dump_thread(tmp_path):
     assert not any(thread.name == "rlprof continuous dump" for thread in threading.enumerate())
 
 
-def test_profile_memory_alone_samples_every_period_without_writing(tmp_path):
+def test_profile_memory_samples_every_dump_period_without_writing(tmp_path):
     profiler.set_config(summaries_dir=str(tmp_path), profile_memory=True, dump_period=0.01)
-    wait_until(lambda: profiler.get_timer_tree()["gauges"].get(control.MEMORY_GAUGE, {}).get("count", 0) >= 2)
+    wait_until(lambda: len(trainer_memory_samples(profiler.get_timer_tree())) >= 3)
     assert list(tmp_path.iterdir()) == []
 
 

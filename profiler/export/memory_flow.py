@@ -30,8 +30,8 @@ MAX_SHADED_NAMES = len(BLOCK_COLORS)
 """Block names shaded, those with the most time first; the rest are left unshaded."""
 MEBIBYTE = 1024 * 1024
 
-_WIDTH, _HEIGHT = 960, 440
-_LEFT, _RIGHT, _TOP, _BOTTOM = 70, 190, 36, 44
+_WIDTH, _HEIGHT = 980, 440
+_LEFT, _RIGHT, _TOP, _BOTTOM = 70, 230, 36, 44
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,10 @@ def memory_chart(tree: dict[str, Any]) -> str:
     moments += [moment for _, start, end in spans for moment in (start, end)]
     highest = max(sample[1] for process in processes for sample in process["samples"])
     frame = _Frame(min(moments), max(moments), _nice_ceiling(highest))
+    with_unique = any(sample[2] is not None for process in processes for sample in process["samples"])
     parts.append(
-        f'<text x="{_LEFT}" y="20" font-size="14" font-weight="bold">Memory over time '
-        "(resident set; dashed: unique set)</text>"
+        f'<text x="{_LEFT}" y="20" font-size="14" font-weight="bold">Memory over time, one line per '
+        f'process (resident set{"; dashed: unique set" if with_unique else ""})</text>'
     )
     parts.extend(_shading(spans, frame))
     parts.extend(_axes(frame))

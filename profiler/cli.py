@@ -208,7 +208,7 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--ascending", action="store_true",
                         help="smallest first (the same as --order-by +KEY)")
     parser.add_argument("--aggregate-by", choices=AGGREGATE_KEYS, default=None,
-                        help="one row per block name, per worker or per process")
+                        help="one row per block name, per worker, per process or per domain")
     parser.add_argument("--aggregate", choices=AGGREGATE_OPERATIONS, default=None,
                         help="how a row's figures are made from its blocks' (default sum); "
                         "without --aggregate-by, over every block")
@@ -217,8 +217,9 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--max-time", type=_seconds, default=None, metavar="S",
                         help="hide blocks whose total is over S seconds")
     parser.add_argument("--type", action="append", dest="types", default=[], metavar="TYPE",
-                        help="keep blocks of this type: trainer, worker, or a block kind (the "
-                        "name up to its first dot: env for env.step); repeat for several")
+                        help="keep blocks of this type: trainer, worker, domain (tasks and frames "
+                        "of a profiler.Domain), or a block kind (the name up to its first dot: env "
+                        "for env.step); repeat for several")
     parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
                         help="keep blocks whose name or path matches REGEX (Python syntax)")
     parser.add_argument("--domain", default=None, metavar="NAME",

@@ -240,7 +240,8 @@ def _what_rows_are(options: AnalyzeOptions) -> str:
     operation = options.aggregate or "sum"
     if options.aggregate_by is None:
         return f"rows: every block in one, by {operation}"
-    groups = {"name": "block names", "worker": "workers", "process": "processes"}[options.aggregate_by]
+    groups = {"name": "block names", "worker": "workers", "process": "processes",
+              "domain": "domains"}[options.aggregate_by]
     return f"{groups}, their blocks' {operation}"
 
 

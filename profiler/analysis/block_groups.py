@@ -13,7 +13,9 @@ Groups:
 
 ``name``     every place a block name appears in the tree (merged worker blocks included);
 ``worker``   each worker's own tree (the dump's ``workers`` section); the trainer is no worker;
-``process``  the trainer's process (its threads included), then each worker's.
+``process``  the trainer's process (its threads included), then each worker's;
+``domain``   the MXNet-style domain of the tasks and frames timed in it (``profiler.Domain``), the
+             blocks timed outside any domain in one row, :data:`NO_DOMAIN`.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from typing import Any
 
 from profiler.analysis.block_stats import TRAINER, BlockStat, block_rows, process_rows
 
-__all__ = ["AGGREGATE_KEYS", "AGGREGATE_OPERATIONS", "aggregate_blocks", "rows_to_aggregate"]
+__all__ = ["AGGREGATE_KEYS", "AGGREGATE_OPERATIONS", "NO_DOMAIN", "aggregate_blocks", "rows_to_aggregate"]
 
-AGGREGATE_KEYS = ("name", "worker", "process")
+AGGREGATE_KEYS = ("name", "worker", "process", "domain")
 """What blocks can be grouped by."""
 
 AGGREGATE_OPERATIONS = ("sum", "mean", "min", "max", "count")
 """How a group's figures are made from its blocks'."""
+
+NO_DOMAIN = "(no domain)"
+"""The group of the blocks timed outside any domain."""
 
 _STATISTICS: dict[str, Callable[[list[float]], float]] = {
     "mean": statistics.fmean,
@@ -40,10 +45,11 @@ _STATISTICS: dict[str, Callable[[list[float]], float]] = {
 
 
 def rows_to_aggregate(tree: dict[str, Any], aggregate_by: str) -> list[BlockStat]:
-    """The rows a grouping works on: the merged tree's for ``name``, one per process's block for
-    ``worker`` and ``process`` (see :func:`profiler.analysis.block_stats.process_rows`)."""
+    """The rows a grouping works on: the merged tree's for ``name`` and ``domain``, one per
+    process's block for ``worker`` and ``process`` (see
+    :func:`profiler.analysis.block_stats.process_rows`)."""
     _check(aggregate_by, "sum")
-    if aggregate_by == "name":
+    if aggregate_by in ("name", "domain"):
         return block_rows(tree)
     rows = process_rows(tree)
     if aggregate_by == "worker":
@@ -77,6 +83,8 @@ def _group_of(row: BlockStat, aggregate_by: str | None) -> str:
         return "all"
     if aggregate_by == "name":
         return row.name
+    if aggregate_by == "domain":
+        return row.domain if row.domain is not None else NO_DOMAIN
     return row.process
 
 

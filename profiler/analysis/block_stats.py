@@ -213,11 +213,14 @@ def has_allocations(rows: list[BlockStat]) -> bool:
 
 def matches_type(row: BlockStat, block_type: str) -> bool:
     """Whether ``row`` is of ``block_type``: ``trainer`` (the trainer's process, threads
-    included), ``worker`` (any worker's process), or a block kind (:attr:`BlockStat.kind`)."""
+    included), ``worker`` (any worker's process), ``domain`` (a task or frame of any
+    ``profiler.Domain``), or a block kind (:attr:`BlockStat.kind`)."""
     if block_type == TRAINER:
         return row.process == TRAINER
     if block_type == "worker":
         return row.process != TRAINER
+    if block_type == "domain":
+        return row.domain is not None
     return row.kind == block_type
 
 

@@ -172,3 +172,15 @@ def test_the_report_beside_a_run_is_named_after_it(run_name, report_name, tmp_pa
 
 def test_ordering_by_memory_without_tracked_allocations_is_a_one_line_error(plain_run, capsys):
     assert "did not track its blocks' allocations" in one_line_error(capsys, plain_run, "--order-by", "memory")
+
+
+def test_aggregate_by_domain_and_type_domain(tmp_path, fake_clock, capsys):
+    from profiler import Domain, hierarchical_timer, write_timing_tree
+
+    with Domain("learner").new_task("update"):
+        fake_clock.advance(1.0)
+    with hierarchical_timer("log"):
+        fake_clock.advance(0.5)
+    run = str(write_timing_tree(tmp_path / "domains.json"))
+    assert labels(analyze_json(capsys, run, "--aggregate-by", "domain")) == ["learner", "(no domain)"]
+    assert labels(analyze_json(capsys, run, "--type", "domain")) == ["update"]

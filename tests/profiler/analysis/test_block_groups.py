@@ -79,7 +79,7 @@ def test_per_call_extremes_are_kept_only_when_every_block_has_them():
 
 
 @pytest.mark.parametrize(("aggregate_by", "operation", "message"), [
-    ("thread", "sum", "cannot aggregate by 'thread'; choose one of name, worker, process"),
+    ("thread", "sum", "cannot aggregate by 'thread'; choose one of name, worker, process, domain"),
     ("name", "median", "unknown aggregate 'median'; choose one of sum, mean, min, max, count"),
 ])
 def test_an_unknown_grouping_or_aggregate_is_refused_with_the_choices(plain_tree, aggregate_by, operation, message):
@@ -105,3 +105,23 @@ def test_a_block_that_never_completed_a_call_brings_no_extremes():
              "children": []}]}]}
     (everything,) = aggregate_blocks(block_rows(tree), None)
     assert (everything.min_time, everything.max_time) == (0.25, 0.75)
+
+
+@pytest.fixture
+def domain_tree(fake_clock):
+    from profiler import Domain, get_timer_tree, hierarchical_timer
+
+    learner = Domain("learner")
+    for _ in range(2):
+        with learner.new_task("update"):
+            fake_clock.advance(1.0)
+    with hierarchical_timer("log"):
+        fake_clock.advance(0.5)
+    return get_timer_tree()
+
+
+def test_by_domain_a_domains_tasks_are_one_row_and_the_rest_another(domain_tree):
+    rows = by_label(aggregate_blocks(rows_to_aggregate(domain_tree, "domain"), "domain"))
+    assert sorted(rows) == ["(no domain)", "learner"]
+    assert (rows["learner"].total, rows["learner"].count) == pytest.approx((2.0, 2))
+    assert rows["(no domain)"].total == pytest.approx(0.5)

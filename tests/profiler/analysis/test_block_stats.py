@@ -168,3 +168,13 @@ def test_process_rows_of_a_file_without_worker_trees_keep_the_merged_rows(tmp_pa
 ])
 def test_a_type_is_the_trainer_the_workers_or_a_block_kind(vector_tree, block_type, labels):
     assert {row.label for row in block_rows(vector_tree) if matches_type(row, block_type)} == labels
+
+
+def test_type_domain_keeps_the_tasks_and_frames_of_any_domain(fake_clock):
+    from profiler import Domain, get_timer_tree, hierarchical_timer
+
+    with Domain("learner").new_task("update"):
+        fake_clock.advance(1.0)
+    with hierarchical_timer("log"):
+        pass
+    assert [row.label for row in block_rows(get_timer_tree()) if matches_type(row, "domain")] == ["update"]

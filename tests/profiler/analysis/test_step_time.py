@@ -27,11 +27,6 @@ MLAGENTS_NESTED_FILE = DATA / "mlagents_nested_timers.json"
 OTHER = "other trainer work in the step"
 
 
-@pytest.fixture
-def vector_tree(tmp_path, fake_clock):
-    return load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock))
-
-
 def parts_of(breakdown):
     return {part.label: part.seconds for part in breakdown.parts}
 

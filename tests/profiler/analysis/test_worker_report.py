@@ -11,11 +11,6 @@ from profiler.merge import TimerMerger
 from profiler.payload import snapshot_and_flush
 
 
-@pytest.fixture
-def vector_tree(tmp_path, fake_clock):
-    return load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock))
-
-
 def test_each_worker_reports_its_mean_step_time(vector_tree):
     report = worker_report(vector_tree)
     assert [worker.label for worker in report.workers] == [f"worker {i}" for i in range(4)]

@@ -49,7 +49,7 @@ from envmanager.close_at_exit import close_at_exit
 from envmanager.critical_path import stamps_within
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
-from envmanager.pool import CLOSE_GRACE_SECONDS, REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
 from envmanager.profiling import ManagerProfiling
 from envmanager.protocol import RemoteFailure, pack_array
 from envmanager.restart import RestartPolicy

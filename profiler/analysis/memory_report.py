@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes, format_seconds
+from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes
 
 __all__ = [
     "TOP_ALLOCATIONS",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from example_runner import run_example
 
 from profiler import load_timing_tree

@@ -11,6 +11,7 @@ from profiler import get_timer_root, get_timer_tree, hierarchical_timer, load_ti
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, snapshot_and_flush
 from profiler.timers import TimerStack
+from tree_paths import child_names, find
 
 
 def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=()):
@@ -21,17 +22,6 @@ def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(
 def step(total=1.0, count=1, children=()):
     per_call = total / count if count else 0.0
     return ("env.step", total, count, 0, (per_call, per_call), children)
-
-
-def find(tree: dict, *path: str) -> dict:
-    node = tree
-    for name in path:
-        node = next(child for child in node["children"] if child["name"] == name)
-    return node
-
-
-def child_names(node: dict) -> list[str]:
-    return [child["name"] for child in node["children"]]
 
 
 def worker_entry(tree: dict, worker_id: int) -> dict:

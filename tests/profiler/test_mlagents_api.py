@@ -36,6 +36,7 @@ from profiler import (
     write_timing_tree,
 )
 from profiler.cli import main
+from tree_paths import find
 
 # mlagents_envs.timers 1.1.0: its public names, and the parameters each callable takes.
 MLAGENTS_FUNCTIONS = {
@@ -67,13 +68,6 @@ CACHED_MLAGENTS_TIMERS = Path.home() / ".cache" / "rlprof-benchmarks" / "mlagent
 
 def parameter_names(function) -> tuple[str, ...]:
     return tuple(name for name in inspect.signature(function).parameters if name != "self")
-
-
-def find(tree: dict, *path: str) -> dict:
-    node = tree
-    for name in path:
-        node = next(child for child in node["children"] if child["name"] == name)
-    return node
 
 
 # --- the names and signatures -------------------------------------------------------------------

@@ -17,6 +17,7 @@ from profiler import get_timer_tree, hierarchical_timer, load_timing_tree, set_g
 from profiler.merge import TimerMerger
 from profiler.payload import WorkerTimers
 from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
+from tree_paths import find
 
 RECEIVE_TIMEOUT = 60.0
 
@@ -78,13 +79,6 @@ def receive_all(connections: dict, on_message) -> None:
             on_message(pending[connection], kind, payload)
             if kind in ("final", "stuck"):
                 del pending[connection]
-
-
-def find(tree: dict, *path: str) -> dict:
-    node = tree
-    for name in path:
-        node = next(child for child in node["children"] if child["name"] == name)
-    return node
 
 
 def run_and_merge(method: str, workers: int, flush_every: int) -> dict:

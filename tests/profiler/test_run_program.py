@@ -16,6 +16,7 @@ import pytest
 
 from profiler import load_timing_tree
 from profiler.run_program import split_run_arguments
+from tree_paths import find
 
 FINISHES_WITHIN = 120  # seconds: generous, for a loaded machine; no test checks a duration
 
@@ -29,13 +30,6 @@ def write_script(folder: Path, name: str, source: str) -> Path:
 def rlprof_run(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "profiler", "run", *arguments], cwd=cwd,
                           capture_output=True, text=True, timeout=FINISHES_WITHIN)
-
-
-def find(tree: dict, *path: str) -> dict:
-    node = tree
-    for name in path:
-        node = next(child for child in node["children"] if child["name"] == name)
-    return node
 
 
 TIMED_SCRIPT = """

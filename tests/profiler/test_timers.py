@@ -27,17 +27,7 @@ from profiler import (
 )
 from profiler.merge import TimerMerger
 from profiler.timers import TimerNode, TimerStack, all_timer_stacks
-
-
-def child_names(node: dict) -> list[str]:
-    return [child["name"] for child in node["children"]]
-
-
-def find(tree: dict, *path: str) -> dict:
-    node = tree
-    for name in path:
-        node = next(child for child in node["children"] if child["name"] == name)
-    return node
+from tree_paths import child_names, find
 
 
 # --- tree shape -------------------------------------------------------------------------------

@@ -6,7 +6,20 @@ from envmanager.gymnasium_version import check_gymnasium_version
 # ImportError from deep inside.
 check_gymnasium_version()
 
-from envmanager.errors import EnvManagerError, WorkerDiedError, WorkerError  # noqa: E402
+from envmanager.errors import (  # noqa: E402
+    EnvManagerError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerPlacementError,
+)
+from envmanager.ray_env_manager import RayEnvManager  # noqa: E402  (imports Ray only when built)
 from envmanager.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
 
-__all__ = ["SubprocessEnvManager", "EnvManagerError", "WorkerError", "WorkerDiedError"]
+__all__ = [
+    "SubprocessEnvManager",
+    "RayEnvManager",
+    "EnvManagerError",
+    "WorkerError",
+    "WorkerDiedError",
+    "WorkerPlacementError",
+]

@@ -10,6 +10,7 @@ traceback printed over there) travels as the re-raised exception's ``__cause__``
 from __future__ import annotations
 
 import signal
+from typing import Any
 
 from envmanager.protocol import RemoteFailure
 
@@ -17,6 +18,7 @@ __all__ = [
     "EnvManagerError",
     "WorkerError",
     "WorkerDiedError",
+    "WorkerPlacementError",
     "exception_from_failure",
 ]
 
@@ -48,6 +50,10 @@ class WorkerDiedError(EnvManagerError):
     (as Gymnasium does): ``shut_down_after`` then names that exception.  Or an interrupt
     (Ctrl-C) landed while a message to or from it was crossing the pipe, which may now hold
     half a message, so the manager never uses that pipe again: ``cut_off`` then says when.
+
+    A worker on another machine (a Ray actor) has no exit code the trainer can read: ``host``
+    and ``pid`` say where it ran and ``cause`` is what its runtime said of its end (killed, its
+    node lost, ...).
     """
 
     def __init__(
@@ -58,6 +64,10 @@ class WorkerDiedError(EnvManagerError):
         during: str,
         shut_down_after: str | None = None,
         cut_off: str | None = None,
+        *,
+        host: str | None = None,
+        pid: int | None = None,
+        cause: str | None = None,
     ) -> None:
         self.worker_index = worker_index
         self.env_indices = env_indices
@@ -65,16 +75,62 @@ class WorkerDiedError(EnvManagerError):
         self.signal_name = _signal_name(exitcode)
         self.shut_down_after = shut_down_after
         self.cut_off = cut_off
+        self.host = host
+        self.pid = pid
+        self.cause = cause
         if cut_off is not None:
             how = f"was cut off by an interrupt {cut_off}"
         elif shut_down_after is not None:
             how = f"was shut down after its env raised {shut_down_after}"
         elif self.signal_name is not None:
             how = f"was killed by signal {self.signal_name} (exit code {exitcode})"
+        elif cause is not None:
+            how = f"died: {cause}"
         else:
             how = f"exited with code {exitcode}"
         envs = f"envs {env_indices.start}..{env_indices.stop - 1}"
-        super().__init__(f"worker {worker_index} ({envs}) {how}; it was needed for `{during}`")
+        where = "" if host is None else f" on host {host}" + ("" if pid is None else f" (pid {pid})")
+        super().__init__(f"worker {worker_index} ({envs}){where} {how}; it was needed for `{during}`")
+
+
+class WorkerPlacementError(EnvManagerError):
+    """Workers that a cluster could not find room for within ``timeout`` seconds (Ray actors wait
+    for resources: too few free CPUs, a custom resource no node has, a full placement group).
+
+    ``asked`` is what each of them asked for, ``cluster`` and ``available`` the cluster's
+    resources in all and free when the wait ended.
+    """
+
+    def __init__(
+        self,
+        worker_indices: list[int],
+        timeout: float,
+        asked: dict[str, Any],
+        cluster: dict[str, float],
+        available: dict[str, float],
+    ) -> None:
+        self.worker_indices = worker_indices
+        self.asked = asked
+        self.cluster = cluster
+        self.available = available
+        names = ", ".join(str(index) for index in worker_indices)
+        wanted = {key: value for key, value in asked.items() if key in _PLACEMENT_OPTIONS}
+        super().__init__(
+            f"worker(s) {names} could not be placed within {timeout} s: each asks for {wanted}; "
+            f"the cluster has {_resources(cluster)}, of which {_resources(available)} are free. "
+            "Ask for less (num_cpus, resources), add nodes, or raise start_timeout."
+        )
+
+
+# The actor options that decide where an actor may go, named in a placement error.
+_PLACEMENT_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy")
+
+
+def _resources(resources: dict[str, float]) -> str:
+    """The resources a user asks for by name (CPU, GPU, memory and custom ones), not Ray's
+    per-node bookkeeping entries."""
+    shown = {key: value for key, value in sorted(resources.items()) if not key.startswith("node:")}
+    return "{" + ", ".join(f"{key}: {value:g}" for key, value in shown.items()) + "}"
 
 
 def _signal_name(exitcode: int | None) -> str | None:

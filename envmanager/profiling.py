@@ -75,6 +75,7 @@ class ManagerProfiling:
         "env_times",
         "busy_processes",
         "unreported",
+        "kept_metadata",
         "_generation",
     )
 
@@ -99,6 +100,7 @@ class ManagerProfiling:
         self.critical_path: CriticalPath | None = None
         self.env_times: list[EnvTime] = []
         self.busy_processes = 0
+        self.kept_metadata: dict[str, Any] = {}
         self.unreported = UnreportedSteps(())
         self._generation = self.timer_stack.generation
 
@@ -168,6 +170,14 @@ class ManagerProfiling:
             env_time.clear()
         if self.enabled and self.busy_processes:
             timers.add_metadata("busy_processes", self.busy_processes, self.timer_stack)
+        for key, value in self.kept_metadata.items():
+            timers.add_metadata(key, value, self.timer_stack)
+
+    def keep_metadata(self, key: str, value: Any) -> None:
+        """Set ``key`` in the run's metadata, now and again after each reset of the timer stack
+        (a fact about the manager's workers, true for as long as they run)."""
+        self.kept_metadata[key] = value
+        timers.add_metadata(key, value, self.timer_stack)
 
     def record_step(self, ready_at: list[float | None], waiting_since: float) -> None:
         """Count whom this vector step waited for last (see :class:`CriticalPath`)."""

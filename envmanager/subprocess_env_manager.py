@@ -178,9 +178,7 @@ class SubprocessEnvManager(VectorEnv):
         self._state = _State.DEFAULT
         # Only this process owns the workers; a forked copy of it leaves them alone.
         self._owner_pid = os.getpid()
-        self._pool = WorkerPool(
-            ctx, *self._worker_configs(shared_buffer), daemon=daemon, max_concurrency=self.max_concurrency
-        )
+        self._pool = self._start_workers(*self._worker_configs(shared_buffer))
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
         # Step replies per worker since its last payload: what a dump lacks if it never comes.
@@ -246,6 +244,21 @@ class SubprocessEnvManager(VectorEnv):
         finally:
             first_env.close()
 
+    def _start_workers(self, configs: list[WorkerConfig], env_ranges: list[range]) -> WorkerPool:
+        """One worker per config, running the envs of ``env_ranges``: here, subprocesses.
+
+        The only step a manager whose workers live elsewhere does differently (the
+        :class:`~envmanager.ray_env_manager.RayEnvManager` starts Ray actors); everything else
+        talks to the pool it returns.
+        """
+        return WorkerPool(
+            multiprocessing.get_context(self.context),
+            configs,
+            env_ranges,
+            daemon=self.daemon,
+            max_concurrency=self.max_concurrency,
+        )
+
     def _worker_configs(self, shared_buffer: Any) -> tuple[list[WorkerConfig], list[range]]:
         configs, env_ranges = [], []
         for first in range(0, self.num_envs, self.envs_per_worker):
@@ -292,13 +305,13 @@ class SubprocessEnvManager(VectorEnv):
             if self.observation_mode == "same":
                 if observation_space != self.single_observation_space:
                     raise RuntimeError(
-                        "SubprocessEnvManager(..., observation_mode='same') however some of the sub-environments "
+                        f"{type(self).__name__}(..., observation_mode='same') however some of the sub-environments "
                         "observation spaces are not equivalent. If this is intentional, use "
                         "`observation_mode='different'` instead."
                     )
             elif not is_space_dtype_shape_equiv(observation_space, self.single_observation_space):
                 raise RuntimeError(
-                    "SubprocessEnvManager(..., observation_mode='different' or custom space) however the "
+                    f"{type(self).__name__}(..., observation_mode='different' or custom space) however the "
                     "sub-environment's observation spaces do not share a common shape and dtype."
                 )
             if action_space != self.single_action_space:

@@ -6,8 +6,8 @@ request, runs it on all of its envs, and sends one reply: one round trip per wor
 step, however many envs it holds.  The message layouts are in :mod:`envmanager.protocol`.
 
 :class:`EnvRunner` knows nothing of pipes: it turns a request into a reply.  The subprocess
-loop here carries requests and replies over a pipe; other carriers (a Ray actor) can carry the
-very same ones.
+loop here carries requests and replies over a pipe; a Ray actor (:mod:`envmanager.ray_worker`)
+carries the very same ones as method calls and their results.
 
 A failing env never kills the worker: the exception goes back in the reply, and the worker
 keeps serving until the trainer decides what to do (it shuts it down after a failed step or
@@ -66,7 +66,7 @@ from envmanager.permits import ConcurrencyPermits
 from envmanager.process_group import kill_own_process_group, lead_new_process_group
 from envmanager.protocol import RemoteFailure
 
-__all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "run_worker"]
+__all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "configure_profiling", "run_worker"]
 
 
 class EnvFactories:
@@ -143,15 +143,7 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
     if config.signal_at_parent_death:
         ask_for_signal_at_parent_death(signal.SIGTERM)
     watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
-    if not config.profiling:
-        timers.disable()  # this process only: user blocks in env code cost nothing either
-        memory.stop_sampling()  # a forked process inherits the trainer's; nothing would ship it
-    else:
-        if config.record_timeline and not events.is_recording():
-            events.start_recording()  # a spawned process does not inherit the trainer's recording
-        if config.memory_sampling is not None:
-            # Spawned: start sampling; forked: the sampler thread did not survive the fork.
-            memory.apply_sampling(config.memory_sampling)
+    configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         _WorkerLoop(config, conn).serve()
@@ -164,6 +156,19 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
     # Closed normally: a late SIGTERM now just ends the process.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def configure_profiling(config: WorkerConfig) -> None:
+    """Set up this worker process's timers as the trainer asked, before any env is built."""
+    if not config.profiling:
+        timers.disable()  # this process only: user blocks in env code cost nothing either
+        memory.stop_sampling()  # a forked process inherits the trainer's; nothing would ship it
+    else:
+        if config.record_timeline and not events.is_recording():
+            events.start_recording()  # a spawned process does not inherit the trainer's recording
+        if config.memory_sampling is not None:
+            # Spawned: start sampling; forked: the sampler thread did not survive the fork.
+            memory.apply_sampling(config.memory_sampling)
 
 
 def _flush_standard_streams() -> None:

@@ -22,9 +22,10 @@ is renewed periodically from fresh round trips rather than refined forever from 
 from __future__ import annotations
 
 import math
+import socket
 from typing import Any
 
-__all__ = ["ClockOffset", "RoundTrip"]
+__all__ = ["ClockOffset", "RoundTrip", "monotonic_clock_id"]
 
 RoundTrip = tuple[float, float, float]
 """``(sent_at, remote_at, received_at)``: our clock, the other clock, our clock."""
@@ -98,3 +99,17 @@ class ClockOffset:
             "estimates": self.updates,
             "drift_seconds": self.drift,
         }
+
+
+def monotonic_clock_id() -> str:
+    """Names the monotonic clock this process reads: equal in two processes exactly when their
+    timestamps compare as they are.
+
+    On Linux, the kernel's boot id: every process under one running kernel, containers included,
+    reads one CLOCK_MONOTONIC, and a reboot starts a new one. Elsewhere, the host name.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot_id:
+            return "boot:" + boot_id.read().strip()
+    except OSError:
+        return "host:" + socket.gethostname()

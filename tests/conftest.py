@@ -1,9 +1,11 @@
-"""Fixtures shared by the whole suite: a fake clock and a clean default timer stack."""
+"""Fixtures shared by the whole suite: a fake clock, a clean default timer stack, a local Ray."""
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,3 +102,44 @@ def parse_strict_json(text: str | bytes) -> Any:
 def strict_json() -> Callable[[str | bytes], Any]:
     """:func:`parse_strict_json`, for tests that check every file rlprof writes is strict JSON."""
     return parse_strict_json
+
+
+# Modules the tests' envs and tasks come from, which Ray's worker processes must import too.
+_TEST_MODULE_FOLDERS = [Path(__file__).parent / "envmanager", Path(__file__).parent / "profiler"]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A local Ray on this machine's 2 cores, started once for the whole session, shut down at
+    its end. Tests that use it run last (see ``pytest_collection_modifyitems``)."""
+    ray = pytest.importorskip(
+        "ray", reason="Ray is not installed; pip install -e '.[ray]' runs the Ray tests"
+    )
+    # Ray's workers are started by its raylet, which inherits this process's environment.
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(folder) for folder in _TEST_MODULE_FOLDERS] + ([previous] if previous else [])
+    )
+    try:
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            object_store_memory=128 * 1024 * 1024,
+        )
+    finally:
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that use Ray after all the others: Ray's threads and processes, once
+    started, stay for the rest of the session, and the other tests' forked workers and child
+    process checks should never meet them."""
+    items.sort(key=lambda item: "ray_cluster" in getattr(item, "fixturenames", ()))

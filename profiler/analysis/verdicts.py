@@ -29,7 +29,9 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
     time, and the CPU is not the limit (with CPU oversubscribed the pipe looks slow too, because
-    every process waits for a core).
+    every process waits for a core). For workers that are Ray actors (metadata ``worker_transport``
+    ``"ray"``) the transport is Ray's actor calls and object store round trips, and the advice is
+    theirs.
 ``trainer_bound``
     The trainer's own blocks (their self time, outside the env manager's blocks) take at least
     :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
@@ -165,6 +167,9 @@ LEAK_MIN_SAMPLES = 8
 
 LEAK_TOP_BLOCKS = 3
 """How many of the leaking process's blocks (by bytes kept) a memory_leak verdict names."""
+
+RAY_TRANSPORT = "ray"
+"""The metadata ``worker_transport`` of a run whose env workers were Ray actors."""
 
 # --- kinds ------------------------------------------------------------------------------------------
 
@@ -523,15 +528,23 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     else:
         round_trips = "envs_per_worker=k, about envs / cores (one round trip then carries k envs)"
     receive_share = receive / transport if transport > 0 else 0.0
-    data = (f"shared_memory=True if it is off (array observations then skip the pipe) and "
-            f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
-            f"{format_percent(receive_share)} of the transport")
+    smaller = (f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
+               f"{format_percent(receive_share)} of the transport")
+    if (run.tree.get("metadata") or {}).get("worker_transport") == RAY_TRANSPORT:
+        evidence["transport"] = "Ray actor calls and object store"
+        what = ("the transport is the limit: Ray's actor calls, their object store round trips and "
+                "the wait beyond the workers' compute take")
+        data = (f"{smaller}; results over Ray's inline limit (100 KiB by default) go through the "
+                "object store, and actors on other machines add the network: keep them on the "
+                "trainer's machine where the cluster allows (a placement group, node affinity)")
+    else:
+        what = "the pipe is the limit: sending, receiving and the wait beyond the workers' compute take"
+        data = f"shared_memory=True if it is off (array observations then skip the pipe) and {smaller}"
     advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,
-        f"the pipe is the limit: sending, receiving and the wait beyond the workers' compute take "
-        f"{format_seconds(pipe / step.calls)} per step against {format_seconds(compute / step.calls)} "
-        f"of env compute{caveat}",
+        f"{what} {format_seconds(pipe / step.calls)} per step against "
+        f"{format_seconds(compute / step.calls)} of env compute{caveat}",
         pipe, evidence, "Cut round trips and bytes: " + "; ".join(advice) + ".")]
 
 

@@ -196,6 +196,8 @@ def _workers_section(
     stragglers = {verdict.evidence.get("worker_id") for verdict in run_verdicts.of_kind(STRAGGLER)}
     last_shares = {worker.worker_id: worker.critical_path.last_share
                    for worker in measurements.workers if worker.critical_path is not None}
+    # Where each worker ran, when the run recorded it (workers on other machines: Ray actors).
+    hosts = {worker.get("worker_id"): worker["host"] for worker in workers if isinstance(worker.get("host"), str)}
     longest = max((row.max if row.max is not None else row.mean) for row in rows) or 1.0
     lines = []
     for row in rows:
@@ -212,7 +214,7 @@ def _workers_section(
         )
         lines.append(
             f'<div class="worker-row{" straggler" if is_straggler else ""}">'
-            f'<span class="worker-name">{_text(row.worker)}</span>'
+            f'<span class="worker-name">{_text(row.worker)}{_host_label(hosts.get(row.worker_id))}</span>'
             f'<div class="worker-bar"><div class="mean" style="width:{row.mean / longest * 100:.3f}%"></div>'
             f"{max_marker}</div><span>{_text(detail)}</span></div>\n"
         )
@@ -225,6 +227,10 @@ def _workers_section(
         + "".join(lines)
         + "</section>\n"
     )
+
+
+def _host_label(host: str | None) -> str:
+    return "" if host is None else f' <span class="note">@ {_text(host)}</span>'
 
 
 def _gauges_section(tree: dict[str, Any]) -> str:

@@ -275,19 +275,33 @@ class DictObsEnv(CountingEnv):
 
 # multiprocessing's own long-lived helpers, shared by the whole test session, not ours to end.
 _HELPERS = ("resource_tracker", "forkserver")
+# The local Ray of the Ray tests (ray_cluster): its own processes (GCS, raylet, agents, idle
+# workers) live as long as the session. An actor of a RayEnvManager is ours: it shows as this.
+_RAY_ACTOR_OF_OURS = "ray::EnvWorkerActor"
 
 
 def worker_children() -> list[psutil.Process]:
-    """Child processes of the test process, minus multiprocessing's helper processes."""
+    """Child processes of the test process, minus multiprocessing's helper processes and the
+    processes of the session's Ray (its actors for env workers count)."""
     children = []
     for child in psutil.Process().children(recursive=True):
         try:
             cmdline = " ".join(child.cmdline())
         except psutil.Error:
             continue  # it ended while we looked
-        if not any(helper in cmdline for helper in _HELPERS):
-            children.append(child)
+        if any(helper in cmdline for helper in _HELPERS):
+            continue
+        if _is_rays_own(cmdline):
+            continue
+        children.append(child)
     return children
+
+
+def _is_rays_own(cmdline: str) -> bool:
+    if cmdline.startswith(_RAY_ACTOR_OF_OURS):
+        return False
+    # Its servers and scripts run from Ray's installed package.
+    return cmdline.startswith("ray::") or f"site-packages{os.sep}ray{os.sep}" in cmdline
 
 
 class CpuBurningEnv(CountingEnv):

@@ -89,14 +89,15 @@ def run_vector_steps(
     steps: int,
     *,
     policy_seconds: float = 0.0,
+    manager: Callable[..., Any] = SubprocessEnvManager,
     **manager_options: Any,
 ) -> dict[str, Any]:
-    """Step ``env_fns`` in worker processes ``steps`` times; the dumped tree, loaded back.
+    """Step ``env_fns`` in the workers of ``manager`` ``steps`` times; the dumped tree, loaded back.
 
     ``policy_seconds`` is slept inside a ``policy.act`` block before each step: a slow policy.
     """
     profiler.reset_timers()
-    envs = SubprocessEnvManager(env_fns, **manager_options)
+    envs = manager(env_fns, **manager_options)
     try:
         envs.reset(seed=0)
         profiler.reset_timers()
@@ -135,9 +136,11 @@ more than a loaded machine delays waking the others."""
 PLANTED_STEPS = 30
 
 
-def planted_straggler_run() -> dict[str, Any]:
+def planted_straggler_run(**manager_options: Any) -> dict[str, Any]:
     """4 envs sleeping 3 ms a step, but worker 3's sleeps 18 ms: 6x slower."""
-    return run_vector_steps([_counting_env(delay) for delay in PLANTED_DELAYS], steps=PLANTED_STEPS)
+    return run_vector_steps(
+        [_counting_env(delay) for delay in PLANTED_DELAYS], steps=PLANTED_STEPS, **manager_options
+    )
 
 
 def large_observations_run() -> dict[str, Any]:

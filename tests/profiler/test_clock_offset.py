@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 
-from profiler.clock_offset import ClockOffset
+from profiler.clock_offset import ClockOffset, monotonic_clock_id
 
 
 def test_nothing_is_known_before_the_first_round_trip():
@@ -64,3 +66,11 @@ def test_a_round_trip_that_ends_before_it_starts_is_refused():
 def test_an_update_needs_a_round_trip():
     with pytest.raises(ValueError, match="at least one round trip"):
         ClockOffset().update([])
+
+
+def test_every_process_of_this_machine_names_the_same_monotonic_clock():
+    child = subprocess.run(
+        [sys.executable, "-c", "from profiler.clock_offset import monotonic_clock_id; print(monotonic_clock_id())"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )
+    assert child.stdout.strip() == monotonic_clock_id()

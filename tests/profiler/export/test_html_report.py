@@ -97,6 +97,13 @@ def test_balanced_workers_are_not_highlighted(run_with_workers):
     assert 'data-kind="workers_balanced"' in page
 
 
+def test_each_worker_row_names_the_host_it_ran_on_when_the_run_recorded_it(run_with_workers):
+    for worker in run_with_workers["workers"]:
+        worker["host"] = f"env-node-{worker['worker_id']}"
+    rows = re.findall(r'<span class="worker-name">(.*?)</span></span>', to_html_report(run_with_workers))
+    assert rows and all(f"worker {index} <span class=\"note\">@ env-node-{index}" in row for index, row in enumerate(rows))
+
+
 def test_a_run_without_workers_says_so(trainer_tree):
     assert "This run has no per-worker trees." in to_html_report(trainer_tree)
 

@@ -417,6 +417,13 @@ class RayWorkerPool:
         within ``timeout`` seconds (default ``CLOSE_GRACE_SECONDS``). Then every actor is killed,
         and the driver waits for those on its machine to be gone.
         """
+        if not ray.is_initialized():
+            # Ray was shut down first: the driver's actors went with it (Ray ends an owner's
+            # actors), and nothing can be asked of them any more.
+            for handle in self.workers:
+                handle.actor = None
+                handle.pending.clear()
+            return
         if graceful:
             reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
             self.receive_outstanding(self.workers, reply_grace)

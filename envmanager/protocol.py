@@ -37,6 +37,7 @@ command        request body                                    reply body
 ``DESCRIBE``   None                                            ``k`` pairs ``(observation_space, action_space)``
 ``FLUSH``      None                                            None (all timer data is in ``timers``)
 ``CLOSE``      None                                            None (the last timer data is in ``timers``)
+``NVTX``       ``(record_shapes, backend)``, or None: stop      None
 =============  ==============================================  ==============================================
 
 Arrays on the hot path travel *packed* (:func:`pack_array`): raw bytes, dtype string and shape
@@ -65,6 +66,7 @@ __all__ = [
     "DESCRIBE",
     "FLUSH",
     "CLOSE",
+    "NVTX",
     "COMMAND_NAMES",
     "Request",
     "Reply",
@@ -86,6 +88,9 @@ SET_ATTR = 4
 DESCRIBE = 5
 FLUSH = 6
 CLOSE = 7
+# Sent before the next request once the trainer's profiler.gpu.emit_nvtx settings changed, so
+# that running workers open NVTX ranges exactly while the trainer does.
+NVTX = 8
 
 COMMAND_NAMES = {
     STEP: "step",
@@ -95,6 +100,7 @@ COMMAND_NAMES = {
     DESCRIBE: "describe",
     FLUSH: "flush",
     CLOSE: "close",
+    NVTX: "nvtx",
 }
 
 Request = tuple[int, int, Any]

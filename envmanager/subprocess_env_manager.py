@@ -24,6 +24,7 @@ Processes and pipes live in :mod:`envmanager.pool`, the loop of a worker in
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -42,6 +43,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from profiler import events, memory
+from profiler.gpu import nvtx_bridge
 from profiler.merge import TimerMerger
 
 from envmanager import protocol
@@ -176,6 +178,8 @@ class SubprocessEnvManager(VectorEnv):
             else None
         )
         self._state = _State.DEFAULT
+        # The emit_nvtx settings the workers have (see _send_nvtx_settings).
+        self._nvtx_sent = nvtx_bridge.nvtx_settings()
         # Only this process owns the workers; a forked copy of it leaves them alone.
         self._owner_pid = os.getpid()
         self._pool = self._start_workers(*self._worker_configs(shared_buffer))
@@ -278,6 +282,7 @@ class SubprocessEnvManager(VectorEnv):
                     flush_interval=self.flush_interval,
                     record_timeline=events.is_recording(),
                     memory_sampling=memory.sampling_settings(),
+                    nvtx=self._nvtx_sent,
                     inherited_connections=[],
                     lifeline=None,  # the pool's own, set when it starts the worker
                     signal_at_parent_death=False,
@@ -605,9 +610,24 @@ class SubprocessEnvManager(VectorEnv):
         """Send ``command`` to every worker (after FLUSH if ``flush_first``); its sequence number."""
         self._revive_workers(what)
         self._failures = []
+        if nvtx_bridge.nvtx_settings() is not self._nvtx_sent:
+            self._send_nvtx_settings()
         if flush_first:
             self._pool.send(self._pool.workers, protocol.FLUSH, None)
         return self._pool.send(self._pool.workers, command, bodies)
+
+    def _send_nvtx_settings(self) -> None:
+        """Tell the workers the trainer's emit_nvtx settings changed (see profiler.gpu), ahead of
+        the request about to go: they open ranges for that request's blocks. The reply is read
+        and dropped like any earlier one; restarted workers get the settings in their config."""
+        settings = nvtx_bridge.nvtx_settings()
+        self._nvtx_sent = settings
+        workers = self._pool.workers
+        for handle in workers:
+            handle.config = dataclasses.replace(handle.config, nvtx=settings)
+        if self._profiling.enabled:
+            body = None if settings is None else (settings.record_shapes, settings.backend)
+            self._pool.send(workers, protocol.NVTX, [body] * len(workers))
 
     def _run_on_all(
         self, command: int, bodies: list[Any] | None, what: str, on_reply: Callable, timeout: float | None

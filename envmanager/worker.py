@@ -41,6 +41,7 @@ import pickle
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
@@ -49,6 +50,8 @@ from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
 
 from profiler import events, memory, timers
+from profiler.gpu import nvtx_bridge
+from profiler.gpu.nvtx_bridge import NvtxSettings
 from profiler.memory import MemorySampling
 from profiler.payload import WorkerTimers
 
@@ -109,6 +112,9 @@ class WorkerConfig:
     record_timeline: bool
     # The trainer's memory sampling (None: off), which the worker does on itself and ships.
     memory_sampling: MemorySampling | None
+    # The trainer's profiler.gpu.emit_nvtx settings when the worker starts (None: off); the
+    # manager sends later changes as NVTX requests.
+    nvtx: NvtxSettings | None
     # Under fork the child inherits the trainer's end of every pipe made so far; holding them
     # would keep those pipes open, so a worker would never see EOF if the trainer died.
     inherited_connections: list[Connection]
@@ -169,6 +175,17 @@ def configure_profiling(config: WorkerConfig) -> None:
         if config.memory_sampling is not None:
             # Spawned: start sampling; forked: the sampler thread did not survive the fork.
             memory.apply_sampling(config.memory_sampling)
+    # Also when off: a forked worker inherits the trainer's bridge, which names the trainer.
+    _apply_nvtx(config.nvtx if config.profiling else None, config.worker_index)
+
+
+def _apply_nvtx(settings: NvtxSettings | None, worker_index: int) -> None:
+    """Open NVTX ranges as the trainer does. A backend this process cannot load is said on
+    stderr (as a warning) rather than ending the worker: its envs still run, without ranges."""
+    try:
+        nvtx_bridge.apply_nvtx(settings, worker_index)
+    except (nvtx_bridge.NvtxUnavailableError, ValueError) as error:
+        warnings.warn(f"env worker {worker_index}: no NVTX ranges: {error}", RuntimeWarning, stacklevel=1)
 
 
 def _flush_standard_streams() -> None:
@@ -316,6 +333,11 @@ class EnvRunner:
         if command == protocol.DESCRIBE:
             return [(e.env.observation_space, e.env.action_space) for e in self.envs]
         if command == protocol.FLUSH:
+            return None
+        if command == protocol.NVTX:
+            if self.config.profiling:
+                settings = None if body is None else NvtxSettings(*body)
+                _apply_nvtx(settings, self.config.worker_index)
             return None
         raise RuntimeError(f"worker received unknown command {command!r}")
 

@@ -418,14 +418,14 @@ def _install_observers(settings: MemorySampling) -> None:
         on_exit = sampler.allocations.exit
     else:
         on_exit = None
-    timers.observe_blocks(on_enter, on_exit)
+    timers.observe_blocks(on_enter, on_exit, companion="memory")
 
 
 def stop_sampling() -> None:
     """Stop sampling and tracking allocations; what was measured stays until dumped or drained."""
     sampler = _sampler
     with sampler.lock:
-        timers.observe_blocks(None, None)
+        timers.observe_blocks(None, None, companion="memory")
         sampler.stop_thread()
         sampler.allocations.stop()
         sampler.settings = None

@@ -16,7 +16,8 @@ is slow or wrong:
 Optional companions hook in here without costing the hot path anything while unused: timeline
 recording (``profiler.events`` has :func:`record_spans` swap ``TimerNode.__exit__`` for
 :meth:`TimerNode._exit_and_record`), memory sampling (``profiler.memory`` has
-:func:`observe_blocks` wrap ``__enter__``/``__exit__`` with its observers), and worker trees merged
+:func:`observe_blocks` wrap ``__enter__``/``__exit__`` with its observers, as ``profiler.gpu`` does
+for NVTX ranges), and worker trees merged
 from other processes (``profiler.merge`` attaches its merger to a stack, and
 :func:`profiler.timer_tree.get_timer_tree` then dumps them in a ``workers`` section). This module
 imports nothing of rlprof: the dump is assembled by ``profiler.timer_tree``, above it.
@@ -877,7 +878,17 @@ def timed(function: Any = None, /, *, name: str | None = None) -> Any:
 
         @functools.wraps(function)
         def timed_function(*args: Any, **kwargs: Any) -> Any:
+            describe = _describe_arguments
+            if describe is None:
+                with hierarchical_timer(block_name):
+                    return function(*args, **kwargs)
+            # What the block's enter observers read of its arguments (see set_argument_describer):
+            # set just before the block opens and cleared as soon as it is open, so that no
+            # block but this one sees it.
+            local = _thread_local
+            local.block_arguments = describe(args, kwargs)
             with hierarchical_timer(block_name):
+                local.block_arguments = None
                 return function(*args, **kwargs)
 
         return timed_function  # type: ignore[return-value]
@@ -951,8 +962,10 @@ _plain_enter = TimerNode.__enter__
 _plain_exit = TimerNode.__exit__
 _base_exit: Callable[[TimerNode, Any, Any, Any], None] = _plain_exit
 _after_exit: Callable[[TimerNode], None] | None = None
-_on_block_enter: Callable[[TimerNode], None] | None = None
-_on_block_exit: Callable[[TimerNode], None] | None = None
+# Each companion's (on_enter, on_exit) observers, by companion name, in the order they came.
+_block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[TimerNode], None] | None]] = {}
+# How @timed describes its arguments for the observers (None: it does not; see below).
+_describe_arguments: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None = None
 
 
 def set_span_recording(recording: bool) -> None:
@@ -970,34 +983,65 @@ def set_exit_hook(hook: Callable[[TimerNode], None] | None) -> None:
 
 
 def observe_blocks(
-    on_enter: Callable[[TimerNode], None] | None, on_exit: Callable[[TimerNode], None] | None
+    on_enter: Callable[[TimerNode], None] | None,
+    on_exit: Callable[[TimerNode], None] | None,
+    *,
+    companion: str,
 ) -> None:
     """Call ``on_enter(node)`` as each block opens, before its clock starts, and ``on_exit(node)``
     as it closes, after its clock stops, so that what they do is not timed as the block's own.
 
-    For ``profiler.memory``; ``None`` for both takes the observers out, and then nothing of them
-    is left on the path a block takes.
+    ``companion`` names who observes (``"memory"`` for ``profiler.memory``, ``"nvtx"`` for
+    ``profiler.gpu``): several companions observe at once, each replacing only its own observers.
+    ``None`` for both takes the companion's observers out, and then nothing of them is left on
+    the path a block takes. Observers that came later wrap those before them: the first to see a
+    block open is the last to see it close, so that what they open nests.
     """
-    global _on_block_enter, _on_block_exit
-    _on_block_enter, _on_block_exit = on_enter, on_exit
+    if on_enter is None and on_exit is None:
+        _block_observers.pop(companion, None)
+    else:
+        _block_observers[companion] = (on_enter, on_exit)
     _install_block_methods()
+
+
+def set_argument_describer(describe: Callable[[tuple[Any, ...], dict[str, Any]], Any] | None) -> None:
+    """Have every ``@timed`` call hand ``describe(args, kwargs)`` to the enter observers of its block
+    (as :func:`block_arguments`), or stop that (None).
+
+    For ``profiler.gpu``'s ``record_shapes``: describing arguments costs, so only a ``@timed``
+    call made while a describer is set pays for it.
+    """
+    global _describe_arguments
+    _describe_arguments = describe
+
+
+def block_arguments() -> Any:
+    """In an enter observer: what the describer made of the arguments of the ``@timed`` call
+    whose block is opening in this thread; None for any other block."""
+    return getattr(_thread_local, "block_arguments", None)
 
 
 def _install_block_methods() -> None:
     """Put the cheapest ``__enter__`` and ``__exit__`` that do what is switched on onto TimerNode."""
     exit_method = _base_exit
-    for hook in (_after_exit, _on_block_exit):
-        if hook is not None:
-            exit_method = _observed_exit(exit_method, hook)
-    enter_method = _plain_enter if _on_block_enter is None else _observed_enter(_on_block_enter)
+    if _after_exit is not None:
+        exit_method = _observed_exit(exit_method, _after_exit)
+    enter_method = _plain_enter
+    for on_enter, on_exit in _block_observers.values():
+        if on_enter is not None:
+            enter_method = _observed_enter(enter_method, on_enter)
+        if on_exit is not None:
+            exit_method = _observed_exit(exit_method, on_exit)
     TimerNode.__enter__ = enter_method  # type: ignore[method-assign]
     TimerNode.__exit__ = exit_method  # type: ignore[method-assign]
 
 
-def _observed_enter(observer: Callable[[TimerNode], None]) -> Callable[[TimerNode], TimerNode]:
-    def __enter__(self: TimerNode, _plain_enter: Callable[[TimerNode], TimerNode] = _plain_enter) -> TimerNode:
+def _observed_enter(
+    timed_enter: Callable[[TimerNode], TimerNode], observer: Callable[[TimerNode], None]
+) -> Callable[[TimerNode], TimerNode]:
+    def __enter__(self: TimerNode) -> TimerNode:
         observer(self)
-        return _plain_enter(self)
+        return timed_enter(self)
 
     return __enter__
 

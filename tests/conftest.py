@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from profiler import memory, timers
+from profiler.gpu import nvtx_bridge
 
 
 class FakeClock:
@@ -40,11 +41,12 @@ def fake_clock() -> Iterator[FakeClock]:
 @pytest.fixture(autouse=True)
 def clean_timers() -> Iterator[None]:
     """Every test starts with empty trees (the calling thread's, and those other threads, ended
-    or not, left behind), profiling enabled, and no memory sampling."""
+    or not, left behind), profiling enabled, no memory sampling and no NVTX ranges."""
     timers.enable()
     _reset_every_stack()
     yield
     timers.enable()
+    nvtx_bridge.apply_nvtx(None)
     memory.stop_sampling()
     memory.clear_memory()
     _reset_every_stack()

@@ -1,0 +1,28 @@
+"""GPU work seen by rlprof: NVTX ranges for its blocks (:mod:`profiler.gpu.nvtx_bridge`) and the
+time blocks take on the device (:mod:`profiler.gpu.device_time`).
+
+Both are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, and asking without
+them raises an error that says what to install.
+"""
+
+from profiler.gpu.nvtx_bridge import (
+    DOMAIN_NAME,
+    NvtxBackend,
+    NvtxSettings,
+    NvtxUnavailableError,
+    apply_nvtx,
+    emit_nvtx,
+    is_emitting,
+    nvtx_settings,
+)
+
+__all__ = [
+    "DOMAIN_NAME",
+    "NvtxBackend",
+    "NvtxSettings",
+    "NvtxUnavailableError",
+    "apply_nvtx",
+    "emit_nvtx",
+    "is_emitting",
+    "nvtx_settings",
+]

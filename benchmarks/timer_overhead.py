@@ -4,8 +4,10 @@ The floor is ``contextlib.nullcontext()``: the cheapest context manager Python o
 (issues 2 and 9): enabled rlprof, per-call min and max included, within 1.3x of the floor,
 disabled (or paused, the same switch) below it, and at least 4x faster than ML-Agents'
 ``hierarchical_timer``. The "recording on" row is the price of timeline recording (issue 5), the
-"inside a profiler.scope" row the price of noting the scope of each block (issue 9); with neither
-in use the plain rows are unchanged, as no flag is tested per block. Cases run in turn, round
+"inside a profiler.scope" row the price of noting the scope of each block (issue 9), the
+"emit_nvtx" rows the price of an NVTX range per block with the nvtx package and no Nsight attached
+(issue 13; no goal: it is on only while profiling under Nsight); with none of these in use the
+plain rows are unchanged, as no flag is tested per block. Cases run in turn, round
 after round; each figure is a median over rounds, and each ratio the median of per-round ratios,
 so machine noise cancels.
 
@@ -118,6 +120,7 @@ def main() -> None:
             {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
         )
 
+    nvtx_rows = measure_emit_nvtx(cases, arguments.rounds, arguments.number)
     decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
     rows = [
         ("nullcontext() (floor)", *enabled["floor"]),
@@ -128,6 +131,7 @@ def main() -> None:
         ("hierarchical_timer, timeline recording on", *recording["flat"]),
         ("hierarchical_timer, inside a profiler.scope", *scoped["flat"]),
     ]
+    rows.extend(nvtx_rows)
     if mlagents is not None:
         rows.append(("ML-Agents hierarchical_timer, flat", *enabled["mlagents"]))
     print(f"{'case':42} {'ns/block':>9} {'x floor':>8}")
@@ -136,6 +140,31 @@ def main() -> None:
     if mlagents is not None:
         speedup = enabled["mlagents"][1] / enabled["flat"][1]
         print(f"\nML-Agents / rlprof (flat, ratio of ratios): {speedup:.2f}x faster")
+
+
+def measure_emit_nvtx(
+    cases: dict[str, Callable[[], None]], rounds: int, number: int
+) -> list[tuple[str, float, float]]:
+    """The price of profiler.gpu.emit_nvtx with the nvtx package and no Nsight attached (the
+    package's calls then do nothing): per block, and per @timed call with record_shapes. With
+    emit_nvtx off the plain rows above are unchanged: its observers are taken out."""
+    try:
+        import nvtx  # noqa: F401
+    except ImportError:
+        print("(emit_nvtx rows left out: pip install 'rlprof[nvtx]')")
+        return []
+    from profiler.gpu import emit_nvtx
+
+    chosen = {label: cases[label] for label in ("floor", "flat", "decorated", "undecorated")}
+    with emit_nvtx(backend="nvtx"):
+        active = measure_side_by_side(chosen, rounds, number)
+    with emit_nvtx(record_shapes=True, backend="nvtx"):
+        shapes = measure_side_by_side(chosen, rounds, number)
+    shapes_ns = shapes["decorated"][0] - shapes["undecorated"][0]
+    return [
+        ("hierarchical_timer, emit_nvtx active", *active["flat"]),
+        ("@timed, emit_nvtx record_shapes (a call)", shapes_ns, shapes_ns / shapes["floor"][0]),
+    ]
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from profiler.control import (
 from profiler.counter import Counter
 from profiler.domain import Domain
 from profiler.durations import Event, Frame, Task
+from profiler.gpu import emit_nvtx
 from profiler.events import mark, record_counter, start_recording, stop_recording
 from profiler.marker import Marker
 from profiler.scopes import scope
@@ -75,6 +76,7 @@ __all__ = [
     "dump",
     "dump_profile",
     "dumps",
+    "emit_nvtx",
     "enable",
     "get_timer_root",
     "get_timer_stack_for_thread",

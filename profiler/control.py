@@ -38,6 +38,7 @@ from typing import Any
 from profiler import end_of_run, events, memory, merge, timers
 from profiler.analysis.stats import dumps
 from profiler.dump_outputs import write_outputs
+from profiler.gpu import nvtx_bridge
 from profiler.periodic_thread import PeriodicThread
 from profiler.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
 from profiler.timers import TimerStack
@@ -76,6 +77,9 @@ class _ProfilerControl:
         # Set while profile_memory drives profiler.memory's sampling (sampling the program
         # started itself is left alone).
         self.memory_sampling: memory.MemorySampling | None = None
+        # Set while emit_nvtx makes NVTX ranges (an emit_nvtx block of the program's own is left
+        # alone).
+        self.nvtx_settings: nvtx_bridge.NvtxSettings | None = None
         # The timeline is recorded (settings.timeline) only once the MXNet surface is in use:
         # a pause() alone must not start a recording nobody asked for.
         self.in_use = False
@@ -112,6 +116,7 @@ class _ProfilerControl:
             elif not recording and events.is_recording():
                 events.stop_recording()
             self._apply_memory_sampling()
+            self._apply_emit_nvtx()
         self._apply_periodic_thread()
 
     def _apply_memory_sampling(self) -> None:
@@ -126,6 +131,18 @@ class _ProfilerControl:
             self.memory_sampling = None
         if wanted and self.memory_sampling is None and not memory.is_sampling():
             self.memory_sampling = memory.start_sampling(interval=settings.dump_period)
+
+    def _apply_emit_nvtx(self) -> None:
+        """``emit_nvtx`` makes every block an NVTX range (``record_shapes``: with the shapes of
+        ``@timed`` arguments), in env workers too, as ``profiler.gpu.emit_nvtx`` does."""
+        settings = self.settings
+        started = self.nvtx_settings
+        if started is not None and (not settings.emit_nvtx or started.record_shapes != settings.record_shapes):
+            if nvtx_bridge.nvtx_settings() is started:
+                nvtx_bridge.stop_nvtx()
+            self.nvtx_settings = None
+        if settings.emit_nvtx and self.nvtx_settings is None and not nvtx_bridge.is_emitting():
+            self.nvtx_settings = nvtx_bridge.start_nvtx(record_shapes=settings.record_shapes)
 
     def _apply_periodic_thread(self) -> None:
         settings = self.settings
@@ -183,7 +200,10 @@ def set_config(**kwargs: Any) -> None:
     SIGTERM) unless ``dump(finished=True)`` wrote them for good before.
     """
     with _control.lock:
-        _control.settings = updated_settings(_control.settings, kwargs)
+        settings = updated_settings(_control.settings, kwargs)
+        if settings.emit_nvtx and not _control.settings.emit_nvtx:
+            nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
+        _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True
         _control.apply_settings()

@@ -8,7 +8,8 @@ described in docs/from-mxnet.md; in short:
 * ``filename``, ``continuous_dump``, ``dump_period``, ``profile_memory`` and ``profile_process``
   act here as in MXNet;
 * ``summaries_dir``, ``run_id``, ``formats`` and ``timeline`` are rlprof's (ML-Agents' names for
-  the first two);
+  the first two), and so are ``emit_nvtx`` and ``record_shapes`` (NVTX ranges for every block, as
+  ``profiler.gpu.emit_nvtx`` makes them: docs/gpu.md);
 * ``profile_all``, ``profile_symbolic``, ``profile_imperative``, ``profile_api``,
   ``aggregate_stats`` and ``gpu_memory_profile_filename_prefix`` select what MXNet's engine
   records (operators, its C API, GPU memory); rlprof has none of these, so they are checked and
@@ -67,6 +68,8 @@ class ProfilerSettings:
     profile_api: bool = True
     aggregate_stats: bool = False
     gpu_memory_profile_filename_prefix: str = "gpu_memory_profile"
+    emit_nvtx: bool = False
+    record_shapes: bool = False
 
 
 _FLAGS = (
@@ -78,6 +81,8 @@ _FLAGS = (
     "profile_imperative",
     "profile_api",
     "aggregate_stats",
+    "emit_nvtx",
+    "record_shapes",
 )
 _KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings) if field.name != "filename_given")
 

@@ -15,6 +15,7 @@ from typing import Any
 from profiler import __version__, timers
 from profiler.cpu_cores import cores_available
 from profiler.events import timeline_section
+from profiler.gpu.device_time import device_time_section
 from profiler.memory import memory_section
 from profiler.mlagents_layout import check_layout, to_mlagents_layout
 from profiler.timers import TimerNode, TimerStack, all_timer_stacks
@@ -96,6 +97,9 @@ def get_timer_tree(
     timeline = timeline_section(stack, mergers)
     if timeline is not None:
         tree["timeline"] = timeline
+    device_time = device_time_section(stack)
+    if device_time is not None:
+        tree["device_time"] = device_time
     memory = memory_section(stack, mergers)
     if memory is not None:
         tree["memory"] = memory

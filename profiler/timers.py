@@ -840,24 +840,48 @@ class _DisabledBlock:
 _DISABLED_BLOCK = _DisabledBlock()
 
 
-def hierarchical_timer(name: str, timer_stack: TimerStack | None = None) -> Any:
+def hierarchical_timer(
+    name: str, timer_stack: TimerStack | None = None, device: str | None = None, cuda_sync: bool = False
+) -> Any:
     """Time the ``with`` block as the child ``name`` of whichever block is open in this thread.
 
     ``as`` gives the :class:`TimerNode` (while profiling is disabled, a stand-in whose ``merge``
     and ``add_time`` record nothing). Blocks must nest
     within a thread, as ``with`` statements do. An exception inside the block still closes it,
     counts it in the node's ``errors`` and propagates unchanged.
+
+    ``device="cuda"`` (or ``"cuda:1"``) also times the block's work on that GPU, which the host
+    time misses (it sees kernels launched, not run); ``cuda_sync=True`` synchronises the device
+    instead, at a cost. See ``profiler.gpu.device_time``.
     """
     # The common case first, in as few steps as possible: timing on, the calling thread's stack
     # already made, a block that ran here before. Everything else takes the slow path.
-    if _enabled and timer_stack is None:
+    if _enabled and timer_stack is None and device is None:
         try:
             return _thread_local.stack.current.children[name]
         except (AttributeError, KeyError):
             pass
     if not _enabled:
         return _DISABLED_BLOCK
-    return _resolve(timer_stack).current.get_child(name)
+    node = _resolve(timer_stack).current.get_child(name)
+    if device is None:
+        return node
+    return _device_block(node, device, cuda_sync)
+
+
+def _no_device_timing(node: TimerNode, device: str, cuda_sync: bool) -> Any:
+    raise RuntimeError("hierarchical_timer(device=...) needs profiler.gpu, which was not imported")
+
+
+# What times a block on a device: profiler.gpu.device_time's, set as it is imported (timers
+# imports nothing of rlprof).
+_device_block: Callable[[TimerNode, str, bool], Any] = _no_device_timing
+
+
+def set_device_block(make_block: Callable[[TimerNode, str, bool], Any]) -> None:
+    """Have ``hierarchical_timer(name, device=...)`` return ``make_block(node, device, cuda_sync)``."""
+    global _device_block
+    _device_block = make_block
 
 
 @overload

@@ -27,4 +27,4 @@ def test_ci_runs_the_readmes_test_command_word_for_word():
 
 
 def test_the_test_command_installs_the_extras_whose_tests_would_otherwise_skip():
-    assert "pip install -e '.[test,tensorboard,ray]'" in quick_start_commands()[1]
+    assert "pip install -e '.[test,tensorboard,ray,nvtx]'" in quick_start_commands()[1]

@@ -5,6 +5,11 @@ Both are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, an
 them raises an error that says what to install.
 """
 
+from profiler.gpu.device_time import (
+    DeviceEvents,
+    DeviceTimingUnavailableError,
+    set_device_events,
+)
 from profiler.gpu.nvtx_bridge import (
     DOMAIN_NAME,
     NvtxBackend,
@@ -18,6 +23,8 @@ from profiler.gpu.nvtx_bridge import (
 
 __all__ = [
     "DOMAIN_NAME",
+    "DeviceEvents",
+    "DeviceTimingUnavailableError",
     "NvtxBackend",
     "NvtxSettings",
     "NvtxUnavailableError",
@@ -25,4 +32,5 @@ __all__ = [
     "emit_nvtx",
     "is_emitting",
     "nvtx_settings",
+    "set_device_events",
 ]

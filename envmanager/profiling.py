@@ -28,7 +28,7 @@ import threading
 import warnings
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.merge import PayloadError, TimerMerger
@@ -43,6 +43,10 @@ from envmanager.unreported_steps import UnreportedSteps
 __all__ = ["ManagerProfiling"]
 
 _NO_BLOCK = contextlib.nullcontext()
+
+
+def _no_block(name: str) -> Any:
+    return _NO_BLOCK
 
 # Every manager of this process whose workers are running, profiled or not, by id: they all
 # compete for the same cores, so each profiled one reports them all in ``busy_processes``.
@@ -63,6 +67,7 @@ class ManagerProfiling:
 
     __slots__ = (
         "enabled",
+        "block",
         "timer_stack",
         "merger",
         "step_anchor",
@@ -81,6 +86,12 @@ class ManagerProfiling:
 
     def __init__(self, enabled: bool, resource_interval: float | None, name: str) -> None:
         self.enabled = enabled and timers.is_enabled()
+        # ``with profiling.block(name) as node:`` times a block.  The step path opens four a
+        # step, so this is the timers' own function, bound once: no method layer, no test of
+        # the switch (``hierarchical_timer`` tests it, and yields a stand-in while
+        # ``profiler.disable()`` or ``profiler.pause()`` holds).  ``node`` is the block's
+        # TimerNode only while it is timed.
+        self.block: Callable[[str], Any] = timers.hierarchical_timer if self.enabled else _no_block
         # The constructing thread's stack: the trainer loop's, in every program we know of.
         self.timer_stack = timers.get_timer_stack_for_thread(threading.current_thread())
         # Named after the manager, so its workers' entries say whose they are.
@@ -199,11 +210,6 @@ class ManagerProfiling:
     def reset_sent(self, sequence: int) -> None:
         """The reset requests numbered ``sequence`` went out: time their replies under the reset."""
         self.reset_sequences.append(sequence)
-
-    def block(self, name: str) -> Any:
-        """``with profiling.block(name) as node:`` times a block (``node`` is None if disabled,
-        here or for the whole process: ``profiler.disable()``, ``profiler.pause()``)."""
-        return timers.hierarchical_timer(name) if self.enabled and timers.is_enabled() else _NO_BLOCK
 
     def merge(self, worker_index: int, sequence: int, timers_field: Any) -> None:
         """Fold one reply's ``timers`` field into the trainer's tree (the pool's ``timers_sink``):

@@ -45,6 +45,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 from profiler import events, memory
 from profiler.gpu import nvtx_bridge
 from profiler.merge import TimerMerger
+from profiler.timers import TimerNode
 
 from envmanager import protocol
 from envmanager.close_at_exit import close_at_exit
@@ -370,7 +371,7 @@ class SubprocessEnvManager(VectorEnv):
             mask = self._checked_reset_mask(options["reset_mask"])
             options = {key: value for key, value in options.items() if key != "reset_mask"}
         with self._profiling.block("send_resets") as node:
-            if node is not None:
+            if type(node) is TimerNode:  # not a stand-in: timed
                 self._profiling.reset_anchor = node.parent
             self._reset_bodies = [
                 (
@@ -444,7 +445,7 @@ class SubprocessEnvManager(VectorEnv):
                 str(self._state.value),
             )
         with self._profiling.block("send_actions") as node:
-            if node is not None:
+            if type(node) is TimerNode:  # not a stand-in: timed
                 self._profiling.step_anchor = node.parent
             self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
         self._state = _State.WAITING_STEP

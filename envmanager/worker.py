@@ -425,17 +425,21 @@ def _make_guards(
 
     They hold a ``max_concurrency`` permit while the env runs, and time the env's own
     work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
-    on a sample of calls, on the CPU clock too (see :mod:`envmanager.env_time`).
+    on a sample of calls, on the CPU clock too (see :mod:`envmanager.env_time`).  Each is
+    built for its case, so that a worker pays for nothing it does not do: without permits no
+    ``with`` is entered for them (even an empty context manager costs two Python calls a
+    step), and without profiling nothing is timed.
     """
-    permit = permits if permits is not None else contextlib.nullcontext()
     if not profiling:
+        if permits is None:
+            return _plain_reset, _plain_step
 
         def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-            with permit:
+            with permits:
                 return env.reset(seed=seed, options=options)
 
         def guard_step(env: Env, action: Any) -> tuple:
-            with permit:
+            with permits:
                 return env.step(action)
 
         return guard_reset, guard_step
@@ -443,17 +447,36 @@ def _make_guards(
     hierarchical_timer = timers.hierarchical_timer
 
     def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
-        with permit, hierarchical_timer("env.reset"):
+        with hierarchical_timer("env.reset"):
             if cpu_sampler.countdown:
                 cpu_sampler.countdown -= 1
                 return env.reset(seed=seed, options=options)
             return cpu_sampler.measure(env.reset, seed=seed, options=options)
 
     def timed_step(env: Env, action: Any) -> tuple:
-        with permit, hierarchical_timer("env.step"):
+        with hierarchical_timer("env.step"):
             if cpu_sampler.countdown:
                 cpu_sampler.countdown -= 1
                 return env.step(action)
             return cpu_sampler.measure(env.step, action)
 
-    return timed_reset, timed_step
+    if permits is None:
+        return timed_reset, timed_step
+
+    def timed_reset_with_permit(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+        with permits:
+            return timed_reset(env, seed, options)
+
+    def timed_step_with_permit(env: Env, action: Any) -> tuple:
+        with permits:
+            return timed_step(env, action)
+
+    return timed_reset_with_permit, timed_step_with_permit
+
+
+def _plain_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+    return env.reset(seed=seed, options=options)
+
+
+def _plain_step(env: Env, action: Any) -> tuple:
+    return env.step(action)

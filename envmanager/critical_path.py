@@ -16,7 +16,9 @@ clamped at 0: if every reply was ready before the trainer began to wait, nobody 
 anything.  With a single worker there is no second-to-last reply, so its extra wait is the
 whole wait.
 
-Recording a step allocates nothing: the counters are lists made once, per worker.
+Recording a step is a handful of C calls when every worker replied (the usual step): the
+builtins order the stamps, no Python loop runs over the workers.  The per-worker loop is kept
+for the steps in which some worker did not reply.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class CriticalPath:
 
     __slots__ = (
         "timer_stack",
-        "vector_steps",
+        "steps_all_replied",
+        "partial_steps",
         "last_to_reply",
         "wait_as_last",
         "histograms",
@@ -56,32 +59,34 @@ class CriticalPath:
 
     def __init__(self, workers: int, timer_stack: TimerStack) -> None:
         self.timer_stack = timer_stack
-        self.vector_steps = [0] * workers
+        # A worker's vector steps are the steps all workers replied in, plus those it replied in
+        # while some other did not: one counter for the usual step rather than one per worker.
+        self.steps_all_replied = 0
+        self.partial_steps = [0] * workers
         self.last_to_reply = [0] * workers
         self.wait_as_last = [0.0] * workers
         self.histograms = [[0] * (len(WAIT_BOUNDS_SECONDS) + 1) for _ in range(workers)]
         self._instant_names = [f"env_manager.last_to_reply: worker {index}" for index in range(workers)]
 
-    def record_step(self, ready_at: Sequence[float | None], waiting_since: float) -> None:
+    @property
+    def vector_steps(self) -> list[int]:
+        """Per worker, the vector steps it replied in."""
+        return [self.steps_all_replied + partial for partial in self.partial_steps]
+
+    def record_step(self, ready_at: list[float | None], waiting_since: float) -> None:
         """Count one vector step from each worker's reply time (None: no reply this step).
 
         ``waiting_since`` is when the trainer began waiting for the replies, on the same clock.
         """
-        last = second = -math.inf
-        last_worker = -1
-        vector_steps = self.vector_steps
-        for worker, at in enumerate(ready_at):
-            if at is None:
-                continue  # it died or was shut down during the step: it did not reply
-            vector_steps[worker] += 1
-            if at > last:
-                second = last
-                last = at
-                last_worker = worker
-            elif at > second:
-                second = at
-        if last_worker < 0:
-            return
+        if None in ready_at:
+            last_worker, last, second = self._count_partial_step(ready_at)
+            if last_worker < 0:
+                return
+        else:
+            self.steps_all_replied += 1
+            last = max(ready_at)
+            last_worker = ready_at.index(last)  # the first of equal stamps, as a loop with > finds
+            second = sorted(ready_at)[-2] if len(ready_at) > 1 else -math.inf
         extra_wait = last - (second if second > waiting_since else waiting_since)
         if extra_wait < 0.0:
             extra_wait = 0.0
@@ -93,10 +98,29 @@ class CriticalPath:
             timeline.add_instant(self._instant_names[last_worker], last)
             timeline.add_counter("env_manager.wait_as_last", last, extra_wait)
 
+    def _count_partial_step(self, ready_at: Sequence[float | None]) -> tuple[int, float, float]:
+        """Count a step some worker did not reply in (it died or was shut down during it):
+        ``(last worker, its stamp, the second-to-last stamp)``, the worker -1 if none replied."""
+        last = second = -math.inf
+        last_worker = -1
+        partial_steps = self.partial_steps
+        for worker, at in enumerate(ready_at):
+            if at is None:
+                continue
+            partial_steps[worker] += 1
+            if at > last:
+                second = last
+                last = at
+                last_worker = worker
+            elif at > second:
+                second = at
+        return last_worker, last, second
+
     def clear(self) -> None:
         """Forget every step counted so far (the timer stack was reset)."""
-        workers = len(self.vector_steps)
-        self.vector_steps[:] = [0] * workers
+        workers = len(self.partial_steps)
+        self.steps_all_replied = 0
+        self.partial_steps[:] = [0] * workers
         self.last_to_reply[:] = [0] * workers
         self.wait_as_last[:] = [0.0] * workers
         for histogram in self.histograms:
@@ -104,10 +128,10 @@ class CriticalPath:
 
     def section(self, worker: int) -> dict[str, Any] | None:
         """The worker's ``critical_path`` entry in the dump (None for an index it never had)."""
-        if not 0 <= worker < len(self.vector_steps):
+        if not 0 <= worker < len(self.partial_steps):
             return None
         return {
-            "vector_steps": self.vector_steps[worker],
+            "vector_steps": self.steps_all_replied + self.partial_steps[worker],
             "last_to_reply": self.last_to_reply[worker],
             "wait_as_last_seconds": self.wait_as_last[worker],
             "wait_as_last_histogram": {

@@ -20,7 +20,8 @@ payload and, since the worker's previous payload, the wall time, CPU time and nu
 calls whose CPU time it measured (:mod:`envmanager.env_time`).  It rides on the reply so that shipping timer data never
 costs an extra round trip, and it is kept apart from ``body`` so it can never leak into the
 infos a user sees.  ``finished_at`` is the worker's ``time.perf_counter()`` when it finished
-the request, one clock for every process of a machine: the trainer orders a step's replies by
+the request (read through the timers' clock while profiling, which is that one unless a test
+replaced it), one clock for every process of a machine: the trainer orders a step's replies by
 it (:mod:`envmanager.critical_path`).
 
 Bodies, per command (``k`` is the number of envs the worker runs):

@@ -222,7 +222,7 @@ class _WorkerLoop:
                 if command == protocol.CLOSE:
                     runner.close_envs()
                     try:
-                        self._send(sequence, True, None, runner.last_timers())
+                        self._send(sequence, True, None, runner.last_timers(), time.perf_counter())
                     except OSError:
                         pass  # the trainer stopped listening; nothing left to tell it
                     return
@@ -242,12 +242,11 @@ class _WorkerLoop:
             return
         try:
             os.set_blocking(self.conn.fileno(), False)
-            self._send(0, True, None, self.runner.last_timers())
+            self._send(0, True, None, self.runner.last_timers(), time.perf_counter())
         except OSError:
             pass  # gone, or not reading: nothing to be done about it
 
-    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any) -> None:
-        finished_at = time.perf_counter()
+    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any, finished_at: float) -> None:
         try:
             protocol.send(self.conn, (sequence, ok, body, timer_payload, finished_at))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
@@ -260,8 +259,8 @@ class EnvRunner:
     """A worker's envs and its answer to each request, whatever carries the requests.
 
     It holds the envs, how they pack observations, the worker's timers and its env time meter;
-    :meth:`answer` runs one request and returns the ``(ok, body, timers)`` of its reply (see
-    :mod:`envmanager.protocol`).  An env's exception is answered, never raised.
+    :meth:`answer` runs one request and returns the ``(ok, body, timers, finished_at)`` of its
+    reply (see :mod:`envmanager.protocol`).  An env's exception is answered, never raised.
     """
 
     def __init__(self, config: WorkerConfig) -> None:
@@ -288,15 +287,34 @@ class EnvRunner:
                 break
             self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
 
-    def answer(self, command: int, body: Any) -> tuple[bool, Any, Any]:
-        """Run one request (any command but CLOSE): the ``(ok, body, timers)`` of its reply."""
+    def answer(self, command: int, body: Any) -> tuple[bool, Any, Any, float]:
+        """Run one request (any command but CLOSE): the ``(ok, body, timers, finished_at)`` of its
+        reply, ``finished_at`` being the moment it was ready."""
         if self.creation_failure is not None:
-            return False, self.creation_failure, None
+            return False, self.creation_failure, None, time.perf_counter()
         try:
-            reply = self._handle(command, body)
+            ok, reply = True, self._handle(command, body)
         except Exception as exc:
-            return False, RemoteFailure(exc, self._failing_env), self._timers_due(command)
-        return True, reply, self._timers_due(command)
+            ok, reply = False, RemoteFailure(exc, self._failing_env)
+        worker_timers = self.timers
+        if worker_timers is None:
+            return ok, reply, None, time.perf_counter()
+        # One read of the timers' clock (time.perf_counter, unless a test set another) both
+        # stamps the reply and tells whether the timers are due to ship: a step pays no second
+        # read and no further call layer for it.
+        finished_at = timers.now()
+        if command == protocol.STEP:
+            payload = worker_timers.step_done(finished_at)
+        elif command == protocol.RESET or command == protocol.FLUSH:
+            # Always on a reset: the trainer merges a reset reply's timers under its reset block,
+            # so they must hold the reset's time (it flushed the steps' time just before).
+            payload = worker_timers.final_payload()
+        else:
+            payload = None
+        if payload is None:
+            return ok, reply, None, finished_at
+        # With the env time measured since the previous payload; the reply is ready only now.
+        return ok, reply, (payload, *self.cpu_sampler.take()), timers.now()
 
     def last_timers(self) -> Any:
         """Everything timed since the previous payload, with its env time: the ``timers`` of a
@@ -304,21 +322,6 @@ class EnvRunner:
         if self.timers is None:
             return None
         return (self.timers.final_payload(), *self.cpu_sampler.take())
-
-    def _timers_due(self, command: int) -> Any:
-        """The timer payload to piggy-back on this reply, if one is due, with the env time
-        measured since the previous one."""
-        if self.timers is None:
-            return None
-        if command == protocol.STEP:
-            payload = self.timers.step_done()
-        elif command == protocol.RESET or command == protocol.FLUSH:
-            # Always on a reset: the trainer merges a reset reply's timers under its reset block,
-            # so they must hold the reset's time (it flushed the steps' time just before).
-            payload = self.timers.final_payload()
-        else:
-            return None
-        return None if payload is None else (payload, *self.cpu_sampler.take())
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None

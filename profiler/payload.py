@@ -229,13 +229,20 @@ class WorkerTimers:
         self._steps_since_flush = 0
         self._flushed_at = timers.now()
 
-    def step_done(self) -> tuple[Any, ...] | None:
-        """Count a step; return a payload if a flush is due, else None."""
+    def step_done(self, now: float | None = None) -> tuple[Any, ...] | None:
+        """Count a step; return a payload if a flush is due, else None.
+
+        ``now`` is the timers' clock (:func:`profiler.timers.now`) if the caller read it anyway,
+        as a worker does to stamp its reply: per step, a clock read less.
+        """
         self._steps_since_flush += 1
         if self.flush_every is not None and self._steps_since_flush >= self.flush_every:
             return self.final_payload()
-        if self.flush_interval is not None and timers.now() - self._flushed_at >= self.flush_interval:
-            return self.final_payload()
+        if self.flush_interval is not None:
+            if now is None:
+                now = timers.now()
+            if now - self._flushed_at >= self.flush_interval:
+                return self.final_payload()
         return None
 
     def final_payload(self) -> tuple[Any, ...]:

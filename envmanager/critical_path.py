@@ -16,8 +16,8 @@ clamped at 0: if every reply was ready before the trainer began to wait, nobody 
 anything.  With a single worker there is no second-to-last reply, so its extra wait is the
 whole wait.
 
-Recording a step is a handful of C calls when every worker replied (the usual step): the
-builtins order the stamps, no Python loop runs over the workers.  The per-worker loop is kept
+Recording a step is a handful of C calls when every worker replied (the usual step): ``sorted``
+orders the stamps, no Python loop runs over the workers.  The per-worker loop is kept
 for the steps in which some worker did not reply.
 """
 
@@ -78,15 +78,21 @@ class CriticalPath:
 
         ``waiting_since`` is when the trainer began waiting for the replies, on the same clock.
         """
-        if None in ready_at:
+        try:
+            ordered = sorted(ready_at)
+        except TypeError:
+            # A None (no reply) cannot be ordered among stamps; testing for it first would cost
+            # more (``None in ready_at`` compares None with every float the slow way).
+            ordered = None
+        if ordered is None or ordered[-1] is None:  # [None]: a single worker, without a reply
             last_worker, last, second = self._count_partial_step(ready_at)
             if last_worker < 0:
                 return
         else:
             self.steps_all_replied += 1
-            last = max(ready_at)
+            last = ordered[-1]
             last_worker = ready_at.index(last)  # the first of equal stamps, as a loop with > finds
-            second = sorted(ready_at)[-2] if len(ready_at) > 1 else -math.inf
+            second = ordered[-2] if len(ordered) > 1 else -math.inf
         extra_wait = last - (second if second > waiting_since else waiting_since)
         if extra_wait < 0.0:
             extra_wait = 0.0

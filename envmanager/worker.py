@@ -300,10 +300,12 @@ class EnvRunner:
         if worker_timers is None:
             return ok, reply, None, time.perf_counter()
         # One read of the timers' clock (time.perf_counter, unless a test set another) both
-        # stamps the reply and tells whether the timers are due to ship: a step pays no second
-        # read and no further call layer for it.
+        # stamps the reply and tells whether the timers are due to ship: between flushes a step
+        # pays one comparison for it, no second read, no call.
         finished_at = timers.now()
         if command == protocol.STEP:
+            if finished_at < worker_timers.quiet_until:
+                return ok, reply, None, finished_at
             payload = worker_timers.step_done(finished_at)
         elif command == protocol.RESET or command == protocol.FLUSH:
             # Always on a reset: the trainer merges a reset reply's timers under its reset block,

@@ -205,9 +205,23 @@ class WorkerTimers:
     sends anyway. Call :meth:`final_payload` before the worker exits so nothing is left behind.
     A worker that dies loses at most what it timed since its last flush. With neither option
     given it flushes every :data:`DEFAULT_FLUSH_INTERVAL` seconds.
+
+    ``quiet_until``: before this moment on the timers' clock, :meth:`step_done` returns None and
+    counts nothing that matters, so a hot loop that has the time at hand may skip the call::
+
+        payload = None if now < worker_timers.quiet_until else worker_timers.step_done(now)
+
+    (with ``flush_every`` every step counts, and ``quiet_until`` is minus infinity).
     """
 
-    __slots__ = ("flush_every", "flush_interval", "timer_stack", "_steps_since_flush", "_flushed_at")
+    __slots__ = (
+        "flush_every",
+        "flush_interval",
+        "timer_stack",
+        "quiet_until",
+        "_steps_since_flush",
+        "_flushed_at",
+    )
 
     def __init__(
         self,
@@ -228,6 +242,7 @@ class WorkerTimers:
         self.timer_stack = timer_stack
         self._steps_since_flush = 0
         self._flushed_at = timers.now()
+        self.quiet_until = self._next_due()
 
     def step_done(self, now: float | None = None) -> tuple[Any, ...] | None:
         """Count a step; return a payload if a flush is due, else None.
@@ -250,7 +265,13 @@ class WorkerTimers:
         payload = snapshot_and_flush(self.timer_stack)
         self._steps_since_flush = 0
         self._flushed_at = payload[6]
+        self.quiet_until = self._next_due()
         return payload
+
+    def _next_due(self) -> float:
+        if self.flush_every is not None:
+            return -math.inf
+        return self._flushed_at + self.flush_interval  # type: ignore[operator]
 
 
 # --- validation (the trainer side calls this before merging anything) --------------------------

@@ -222,6 +222,26 @@ def test_worker_timers_default_to_a_one_second_interval(fake_clock):
     assert reporter.step_done() is not None
 
 
+def test_worker_timers_given_the_time_flush_on_the_same_interval(fake_clock):
+    reporter = WorkerTimers(flush_interval=1.0)
+    fake_clock.advance(0.5)
+    assert reporter.step_done(now=fake_clock()) is None
+    fake_clock.advance(0.5)
+    assert reporter.step_done(now=fake_clock()) is not None
+
+
+def test_worker_timers_are_quiet_until_the_interval_is_over(fake_clock):
+    reporter = WorkerTimers(flush_interval=1.0)
+    assert reporter.quiet_until == fake_clock() + 1.0
+    fake_clock.advance(1.0)
+    reporter.step_done()
+    assert reporter.quiet_until == fake_clock() + 1.0
+
+
+def test_worker_timers_counting_steps_are_never_quiet(fake_clock):
+    assert WorkerTimers(flush_every=3, flush_interval=1.0).quiet_until == float("-inf")
+
+
 def test_the_final_payload_holds_what_no_step_flushed(fake_clock):
     reporter = WorkerTimers(flush_every=1000)
     for _ in range(5):

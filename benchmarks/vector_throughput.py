@@ -18,9 +18,10 @@ Goals (printed, never asserted, since they depend on the machine):
 
 ``--overhead`` measures the second goal closely on CartPole x4, where the per-step cost of
 profiling shows most (the env itself costs microseconds): the two managers step in many short
-interleaved rounds and the figure is the median of the per-round ratios.  It then breaks the
-cost of knowing whom each step waited for (the critical path) and how much CPU the envs used
-into its parts, each timed in this process and set against the vector step with profiling off.
+interleaved rounds and the figure is the median of the per-round ratios, for the wall time and
+for the CPU time of the trainer and of the workers (apart and together).  It then breaks what
+profiling adds to a step into its parts, each timed alone in this process and set against the
+vector step with profiling off.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from gymnasium.vector import AsyncVectorEnv
 from envmanager import SubprocessEnvManager
 from envmanager.critical_path import CriticalPath
 from envmanager.env_time import CpuSampler
+from envmanager.profiling import ManagerProfiling
 from profiler import timers
+from profiler.payload import WorkerTimers
 
 
 class BusyEnv(gym.Env):
@@ -164,8 +167,8 @@ def measure_overhead(rounds: int, steps: int, rounds_per_pair: int = 4) -> None:
         print("    CPU per vector step (median):  " + ",  ".join(
             f"{label} {statistics.median(values) * 1e6:.1f} us" for label, values in per_step.items()
         ))
-    print("  parts of the arrival tracking and env CPU metering, per vector step:")
-    for label, seconds in arrival_tracking_costs(num_envs).items():
+    print("  what profiling adds per vector step, part by part (each timed alone here, best of 5):")
+    for label, seconds in profiling_costs(num_envs).items():
         print(f"    {label:<52} {seconds * 1e6:6.2f} us  {seconds / vector_step:6.2%} of a step")
 
 
@@ -191,8 +194,9 @@ def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
     return total
 
 
-def arrival_tracking_costs(workers: int) -> dict[str, float]:
-    """Seconds per vector step of each part, measured here (best of several repeats).
+def profiling_costs(workers: int) -> dict[str, float]:
+    """Seconds per vector step of each part profiling adds, measured here (best of several
+    repeats), each against what the same code does with profiling off.
 
     The worker parts run in every worker at once: a step waits for one worker's share while
     there are cores for all, and the CPU does all of them when the workers outnumber the cores.
@@ -201,20 +205,43 @@ def arrival_tracking_costs(workers: int) -> dict[str, float]:
     def best(function: Callable[[], Any], number: int = 100_000) -> float:
         return min(timeit.repeat(function, number=number, repeat=5)) / number
 
+    timed, untimed = ManagerProfiling(True, None, "costs"), ManagerProfiling(False, None, "costs")
+
+    def trainer_blocks(profiling: ManagerProfiling) -> Callable[[], None]:
+        block = profiling.block
+
+        def four_blocks() -> None:
+            # The blocks of one manager step, as step, step_async and step_wait open them.
+            with block("env_manager.step"):
+                with block("send_actions"):
+                    pass
+                with block("wait_for_workers"):
+                    pass
+                with block("receive_results"):
+                    pass
+
+        return four_blocks
+
     critical_path = CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
     stamps = [1.0 + index * 1e-4 for index in range(workers)]
-    ready_at: list[float | None] = [None] * workers
     clock = time.perf_counter
 
-    def trainer_part() -> None:
-        # What a step adds in the trainer: clear the reply times when sending, note when the
-        # wait began, keep each reply's stamp, find who was last.
-        for index in range(workers):
-            ready_at[index] = None
-        waiting_since = clock()
-        for index in range(workers):
-            ready_at[index] = stamps[index]
-        critical_path.record_step(ready_at, waiting_since)
+    def trainer_arrivals() -> None:
+        # What a step adds in the trainer: note when the wait began, find who was last.
+        critical_path.record_step(stamps, clock())
+
+    hierarchical_timer = timers.hierarchical_timer
+
+    def env_block() -> None:
+        with hierarchical_timer("env.step"):
+            pass
+
+    worker_timers = WorkerTimers()
+
+    def stamp_and_flush_check() -> None:
+        # A profiled worker's stamp is the timers' clock, which also tells if a flush is due.
+        if timers.now() < worker_timers.quiet_until:
+            return
 
     sampler = CpuSampler()
 
@@ -226,8 +253,12 @@ def arrival_tracking_costs(workers: int) -> dict[str, float]:
         return sampler.measure(_no_env_work)
 
     return {
-        f"trainer: reply times, who was last of {workers}": best(trainer_part),
-        "each worker: stamp its reply": best(clock),
+        "trainer: its four blocks (step, send, wait, receive)": (
+            best(trainer_blocks(timed)) - best(trainer_blocks(untimed))
+        ),
+        f"trainer: when the wait began, who was last of {workers}": best(trainer_arrivals),
+        "each worker: its env.step block": best(env_block),
+        "each worker: stamp on the timers' clock, flush check": best(stamp_and_flush_check) - best(clock),
         "each worker: env call with its CPU time sampled": best(sampled_env_call) - best(_no_env_work),
     }
 

@@ -66,5 +66,4 @@ class EnvWorkerActor:
         if command == protocol.CLOSE:
             runner.close_envs()
             return (sequence, True, None, runner.last_timers(), time.perf_counter())
-        ok, reply, timers = runner.answer(command, body)
-        return (sequence, ok, reply, timers, time.perf_counter())
+        return (sequence, *runner.answer(command, body))

@@ -175,6 +175,12 @@ class RayEnvManager(SubprocessEnvManager):
         strategy = PlacementGroupSchedulingStrategy(self.placement_group, placement_group_bundle_index=bundle)
         return {**self._actor_options, "scheduling_strategy": strategy}
 
+    @property
+    def actors(self) -> tuple[Any, ...]:
+        """Each worker's Ray actor handle, by worker index (None where its actor is gone), for
+        your own calls to them: Ray's state API, or ``ray.kill`` in a fault drill."""
+        return tuple(handle.actor for handle in self._pool.workers)
+
     def estimate_clock(self, worker_index: int, round_trips: int = 5) -> ClockOffset:
         """A fresh estimate of an idle worker's clock offset from ``round_trips`` round trips,
         made one after another (even for a worker on this machine, whose clock is known to be

@@ -6,7 +6,7 @@ It offers what :class:`~envmanager.pool.WorkerPool` offers the manager's front (
 ``shutdown``, ``ready_at``, ``timers_sink``, ``worker_clock_shared``), so the front drives actors
 exactly as it drives subprocesses. The differences are the transport's:
 
-* **A request is a method call**, ``actor.request.remote(sequence, command, body)``, and its reply
+* **A request is a method call**, ``actor.request.remote((sequence, command, body))``, and its reply
   the call's result, fetched through Ray's object store. An actor runs its calls one at a time in
   submission order, so a request abandoned after a timeout is answered before the next one, as on
   a pipe; its late reply is read and dropped, its timer data merged.
@@ -29,7 +29,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import psutil
 import ray
@@ -272,7 +272,7 @@ class RayWorkerPool:
             body = None if bodies is None else bodies[i]
             self.ready_at[handle.index] = None
             handle.sent_at = time.perf_counter()
-            handle.pending.append((sequence, handle.actor.request.remote(sequence, command, body)))
+            handle.pending.append((sequence, handle.actor.request.remote((sequence, command, body))))
             handle.awaiting = sequence
         return sequence
 
@@ -297,9 +297,11 @@ class RayWorkerPool:
         Replies to requests given up on earlier come first; they are read and dropped, their
         timer data merged. ``on_reply(handle, ok, body)`` decodes each awaited reply.
         """
-        for handle in targets:
+        owing = [h for h in targets if h.awaiting != _NOTHING_AWAITED and h.pending]
+        replies = _fetch_all([ref for handle in owing for _, ref in handle.pending])
+        for handle in owing:
             while handle.awaiting != _NOTHING_AWAITED and handle.pending:
-                self._receive(handle, on_reply, CLOSE_GRACE_SECONDS)
+                self._receive(handle, on_reply, CLOSE_GRACE_SECONDS, next(replies, None))
         return [h for h in targets if not h.alive]
 
     def gather(
@@ -309,14 +311,18 @@ class RayWorkerPool:
         self.wait(targets, timeout, what)
         return self.collect(targets, on_reply)
 
-    def _receive(self, handle: RayWorkerHandle, on_reply: ReplyHandler, timeout: float) -> None:
-        """Read the oldest pending reply of ``handle`` (its actor's death ends the worker)."""
+    def _receive(
+        self, handle: RayWorkerHandle, on_reply: ReplyHandler, timeout: float, reply: Any = None
+    ) -> None:
+        """Read the oldest pending reply of ``handle``, unless it was fetched already (``reply``);
+        its actor's death ends the worker."""
         sequence, ref = handle.pending.popleft()
         awaited = sequence == handle.awaiting
         if awaited:
             handle.awaiting = _NOTHING_AWAITED
         try:
-            reply = ray.get(ref, timeout=timeout)
+            if reply is None:
+                reply = ray.get(ref, timeout=timeout)
         except RayActorError as error:
             self._bury(handle, _cause(error))
             return
@@ -439,6 +445,18 @@ class RayWorkerPool:
 
 def _ignore_reply(handle: RayWorkerHandle, ok: bool, body: Any) -> None:
     pass
+
+
+def _fetch_all(refs: list[Any]) -> Iterator[Any]:
+    """The results of ``refs``, which a wait found ready, fetched in one call (one call for all
+    is much cheaper than one each); nothing when any of them failed: those are then read one by
+    one, to tell which."""
+    if not refs:
+        return iter(())
+    try:
+        return iter(ray.get(refs, timeout=CLOSE_GRACE_SECONDS))
+    except RayError:
+        return iter(())
 
 
 def _cause(error: RayActorError) -> str:

@@ -56,12 +56,14 @@ class EnvWorkerActor:
         """A reading of this process's timer clock, for the driver's round trips."""
         return time.perf_counter()
 
-    def request(self, sequence: int, command: int, body: Any) -> protocol.Reply:
-        """Answer one request as a worker subprocess answers it on its pipe.
+    def request(self, request: protocol.Request) -> protocol.Reply:
+        """Answer one request ``(sequence, command, body)`` as a worker subprocess answers it on
+        its pipe (one argument: Ray serializes each argument of a call apart).
 
         CLOSE closes the envs and carries the last timer data; the actor itself is ended by the
         driver afterwards.
         """
+        sequence, command, body = request
         runner = self.runner
         if command == protocol.CLOSE:
             runner.close_envs()

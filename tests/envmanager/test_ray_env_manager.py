@@ -16,6 +16,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 import side_by_side
 from envmanager_testenvs import CountingEnv, DictObsEnv, HangingEnv, RaisingEnv, worker_children
@@ -48,6 +49,16 @@ def worker_entries(path) -> dict[int, dict]:
 
 def merged_count(entry: dict, block: str) -> int:
     return sum(node["count"] for _, node in walk_nodes(entry) if node["name"] == block)
+
+
+def wait_until_gone(pids: list[int], timeout: float = 60.0) -> None:
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass  # gone already
+    psutil.wait_procs(processes, timeout=timeout)
 
 
 def kill_actor_process(envs: RayEnvManager, worker: int) -> int:
@@ -108,6 +119,16 @@ def test_a_dead_actor_raises_an_error_naming_the_worker_and_its_host_and_keeps_i
     assert merged_count(workers[0], "env.step") == 6  # and the one it answered as worker 1 died
 
 
+def test_an_actor_ended_with_ray_kill_is_named_with_rays_cause(ray_cluster):
+    with ray_envs(cartpoles(2)) as envs:
+        envs.reset(seed=0)
+        ray_cluster.kill(envs.actors[0])
+        with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs 0\.\.0\) on host .* died: .*ray\.kill"):
+            for _ in range(20):
+                envs.step(np.array([0, 1]))
+        assert envs.actors[0] is None and envs.actors[1] is not None
+
+
 def test_a_dead_actor_is_replaced_under_restart_on_failure():
     with ray_envs([lambda: CountingEnv()] * 2, restart_on_failure=True) as envs:
         envs.reset(seed=0)
@@ -148,6 +169,27 @@ def test_close_ends_an_actor_stuck_in_its_env():
         envs.step(np.array([2, 0]))
     envs.close()
     assert worker_children() == []
+
+
+class PlacementGroupEnv(CountingEnv):
+    """Knows the placement group its worker's actor was placed in."""
+
+    def __init__(self) -> None:
+        import ray
+
+        super().__init__()
+        group = ray.util.get_current_placement_group()
+        self.placement_group_id = None if group is None else group.id.hex()
+
+
+def test_workers_go_to_the_placement_group_they_are_given(ray_cluster):
+    group = ray_cluster.util.placement_group([{"CPU": QUARTER_CPU}] * 2)
+    ray_cluster.get(group.ready(), timeout=60)
+    try:
+        with ray_envs([PlacementGroupEnv] * 2, placement_group=group) as envs:
+            assert envs.get_attr("placement_group_id") == (group.id.hex(), group.id.hex())
+    finally:
+        ray_cluster.util.remove_placement_group(group)
 
 
 def test_workers_the_cluster_cannot_place_get_an_error_naming_what_they_asked_for():
@@ -210,6 +252,28 @@ def test_a_clock_estimated_from_real_round_trips_holds_the_true_offset():
     # its uncertainty, whatever the round trips cost on a loaded machine.
     assert clock.updates == 1 and not clock.shared
     assert abs(clock.offset) <= clock.uncertainty
+
+
+def test_actors_on_another_machine_get_their_clock_estimated_at_start_and_periodically(
+    monkeypatch, recording, tmp_path
+):
+    # This machine stands for another: its actors' clock is then not taken to be the driver's.
+    monkeypatch.setattr("envmanager.ray_pool.monotonic_clock_id", lambda: "boot:the-driver-elsewhere")
+    with ray_envs(cartpoles(2), clock_sync_interval=0.01, summaries_dir=tmp_path, run_id="clocks") as envs:
+        envs.reset(seed=0)
+        for _ in range(10):
+            time.sleep(0.02)  # a sync is due before each step
+            envs.step(np.array([0, 1]))
+    with open(tmp_path / "clocks_timers.json") as file:
+        tree = json.load(file)
+    for entry in tree["workers"]:
+        clock = entry["ray"]["clock"]
+        assert not clock["shared_clock"] and clock["estimates"] >= 5
+        assert abs(clock["offset_seconds"]) <= clock["uncertainty_seconds"]  # truly one clock
+    for process in tree["timeline"]["processes"][1:]:
+        assert process["clock_uncertainty"] >= abs(process["clock_offset"])
+    # Closing waits for the processes of actors on its own machine only; these passed for remote.
+    wait_until_gone([entry["ray"]["pid"] for entry in tree["workers"]])
 
 
 def test_machines_other_than_the_drivers_count_their_own_cores():

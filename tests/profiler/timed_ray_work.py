@@ -17,6 +17,12 @@ def simulate(steps: int) -> int:
 
 
 @timed_ray.remote(num_cpus=0.25)
+def fan_out(tasks: int) -> list[int]:
+    """Launches ``tasks`` timed ``simulate`` tasks of one step each and returns their results."""
+    return timed_ray.get([simulate.remote(1) for _ in range(tasks)])
+
+
+@timed_ray.remote(num_cpus=0.25)
 class Learner:
     """Counts its updates; each update is a ``backward`` block."""
 
@@ -27,3 +33,8 @@ class Learner:
         with hierarchical_timer("backward"):
             self.updates += 1
         return self.updates
+
+    def diverge(self) -> None:
+        """Raises inside a ``doomed`` block."""
+        with hierarchical_timer("doomed"):
+            raise FloatingPointError("loss is NaN")

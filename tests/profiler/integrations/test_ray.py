@@ -13,12 +13,8 @@ from profiler.analysis.block_stats import walk_nodes
 ray = pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs these tests")
 
 from profiler.integrations import ray as timed_ray  # noqa: E402
-from timed_ray_work import Learner, simulate  # noqa: E402
-
-
-def child(node: dict, name: str) -> dict:
-    (found,) = [each for each in node["children"] if each["name"] == name]
-    return found
+from timed_ray_work import Learner, fan_out, simulate  # noqa: E402
+from tree_paths import find  # noqa: E402
 
 
 def ray_workers(tree: dict) -> list[dict]:
@@ -30,18 +26,18 @@ def test_a_tasks_blocks_merge_under_the_block_that_launched_it(ray_cluster):
         refs = [simulate.remote(3) for _ in range(4)]
     with hierarchical_timer("later"):
         assert timed_ray.get(refs) == [3, 3, 3, 3]
-    collect = child(get_timer_tree(), "collect")
-    task = child(collect, "simulate")
+    tree = get_timer_tree()
+    task = find(tree, "collect", "simulate")
     assert task["is_parallel"] and task["count"] == 4
-    assert child(task, "physics")["count"] == 12  # nothing lost
-    assert child(get_timer_tree(), "later")["children"] == []
+    assert find(task, "physics")["count"] == 12  # nothing lost
+    assert find(tree, "later")["children"] == []
 
 
 def test_each_worker_process_of_tasks_has_its_own_tree_naming_where_it_ran(ray_cluster):
     with hierarchical_timer("collect"):
         timed_ray.get([simulate.remote(1) for _ in range(6)])
     workers = ray_workers(get_timer_tree())
-    assert workers and sum(child(worker, "simulate")["count"] for worker in workers) == 6
+    assert workers and sum(find(worker, "simulate")["count"] for worker in workers) == 6
     node = ray_cluster.get_runtime_context().get_node_id()
     for worker in workers:
         assert worker["host"] == socket.gethostname()
@@ -54,15 +50,32 @@ def test_each_actor_has_its_own_tree(ray_cluster):
         for _ in range(3):
             assert timed_ray.get([learner.update.remote() for learner in learners]) in ([1, 1], [2, 2], [3, 3])
     tree = get_timer_tree()
-    assert child(child(child(tree, "train"), "Learner.update"), "backward")["count"] == 6
+    assert find(tree, "train", "Learner.update", "backward")["count"] == 6
     actors = [worker for worker in ray_workers(tree) if worker["ray"]["kind"] == "actor"]
     assert sorted(worker["ray"]["actor_id"] for worker in actors) == sorted(
         learner.handle._actor_id.hex() for learner in learners
     )
     for actor in actors:
-        assert actor["ray"]["class"] == "Learner" and child(actor, "Learner.update")["count"] == 3
+        assert actor["ray"]["class"] == "Learner" and find(actor, "Learner.update")["count"] == 3
     for learner in learners:
         ray.kill(learner.handle)
+
+
+def test_a_call_that_raises_ships_its_blocks_with_its_workers_next_result(ray_cluster):
+    learner = Learner.remote()
+    with pytest.raises(FloatingPointError, match="loss is NaN"):
+        timed_ray.get(learner.diverge.remote())
+    with hierarchical_timer("train"):
+        timed_ray.get(learner.update.remote())
+    diverge = find(get_timer_tree(), "train", "Learner.diverge")
+    assert diverge["errors"] == 1 and find(diverge, "doomed")["errors"] == 1
+    ray.kill(learner.handle)
+
+
+def test_timed_tasks_launched_by_a_timed_task_reach_the_driver_inside_its_tree(ray_cluster):
+    with hierarchical_timer("collect"):
+        assert timed_ray.get(fan_out.remote(3)) == [1, 1, 1]
+    assert find(get_timer_tree(), "collect", "fan_out", "simulate", "physics")["count"] == 3
 
 
 def test_plain_ray_get_returns_the_wrapped_result_and_says_how_to_unwrap_it(ray_cluster):

@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 import ray
 from gymnasium.vector import AsyncVectorEnv
-from vector_throughput import BusyEnv, steps_per_second
+from vector_throughput import BusyEnv, measure_variants
 
 from envmanager import RayEnvManager, SubprocessEnvManager
 from profiler import hierarchical_timer, load_timing_tree
@@ -114,22 +114,7 @@ def variants(cpus_per_actor: float) -> dict[str, Callable[[list], Any]]:
 
 
 def measure_row(env_name: str, steps: int, rounds: int, cpus_per_actor: float) -> dict[str, float]:
-    env_fns = [ENVS[env_name]] * NUM_ENVS
-    built = {label: make(env_fns) for label, make in variants(cpus_per_actor).items()}
-    samples: dict[str, list[float]] = {label: [] for label in built}
-    try:
-        for envs in built.values():
-            envs.reset(seed=0)
-            steps_per_second(envs, NUM_ENVS, max(10, steps // 10))  # warm up
-        labels = list(built)
-        for round_index in range(rounds):
-            shift = round_index % len(labels)
-            for label in labels[shift:] + labels[:shift]:
-                samples[label].append(steps_per_second(built[label], NUM_ENVS, steps))
-    finally:
-        for envs in built.values():
-            envs.close()
-    return {label: statistics.median(values) for label, values in samples.items()}
+    return measure_variants([ENVS[env_name]] * NUM_ENVS, variants(cpus_per_actor), steps, rounds)
 
 
 def throughput(quick: bool, cpus_per_actor: float) -> list[dict[str, float]]:

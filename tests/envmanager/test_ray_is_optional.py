@@ -5,25 +5,11 @@ it does where Ray is not installed."""
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
-
-BLOCK_RAY = """
-    import sys
-
-    class NotInstalled:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "ray":
-                raise ModuleNotFoundError(f"No module named {name!r}")
-            return None
-
-    sys.meta_path.insert(0, NotInstalled())
-"""
+from not_installed import run_without
 
 
 def run_without_ray(code: str) -> subprocess.CompletedProcess[str]:
-    source = textwrap.dedent(BLOCK_RAY) + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    return run_without(("ray",), code)
 
 
 def test_envmanager_and_the_ray_integration_import_without_ray():

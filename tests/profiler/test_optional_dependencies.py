@@ -8,28 +8,15 @@ install rlprof beside any Gymnasium (or none). Each test runs a new interpreter 
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
+
+from not_installed import run_without
 
 MLAGENTS_FILE = Path(__file__).resolve().parents[1] / "data" / "mlagents_timers.json"
 
-BLOCK_IMPORTS = """
-    import sys
-
-    class NotInstalled:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("gymnasium", "numpy"):
-                raise ModuleNotFoundError(f"No module named {name!r}")
-            return None
-
-    sys.meta_path.insert(0, NotInstalled())
-"""
-
 
 def run_without_gymnasium_and_numpy(code: str) -> subprocess.CompletedProcess[str]:
-    source = textwrap.dedent(BLOCK_IMPORTS) + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    return run_without(("gymnasium", "numpy"), code)
 
 
 def test_every_profiler_module_imports_without_gymnasium_and_numpy():

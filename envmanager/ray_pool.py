@@ -27,6 +27,7 @@ This module imports Ray; the manager imports it only when it starts actors.
 from __future__ import annotations
 
 import multiprocessing
+import re
 import time
 from collections import deque
 from typing import Any, Callable, Iterator
@@ -87,6 +88,7 @@ class RayWorkerHandle:
         "pid",
         "actor_id",
         "clock",
+        "on_this_machine",
         "restarts",
     )
 
@@ -110,6 +112,7 @@ class RayWorkerHandle:
         self.pid: int | None = None
         self.actor_id: str | None = None
         self.clock = ClockOffset()
+        self.on_this_machine = False  # its process is the driver's to wait for at the end
         self.restarts = 0
 
     @property
@@ -192,13 +195,18 @@ class RayWorkerPool:
                 handle = identities[ref]
                 try:
                     identity = ray.get(ref)
-                except RayActorError as error:
+                except RayError as error:
+                    # Its constructor failed (an env module the node cannot import, ...): no
+                    # identity came back, so where it ran is what Ray's message says.
+                    address, handle.pid = _where(error)
+                    handle.on_this_machine = address == ray.util.get_node_ip_address()
                     raise WorkerDiedError(
-                        handle.index, handle.envs, None, "start", cause=_cause(error)
+                        handle.index, handle.envs, None, "start", host=address, pid=handle.pid, cause=_cause(error)
                     ) from None
                 handle.host, handle.node_id, handle.pid, handle.actor_id, clock_id = identity
                 handle.clock = ClockOffset()
-                if clock_id == self._driver_clock:
+                handle.on_this_machine = clock_id == self._driver_clock
+                if handle.on_this_machine:
                     handle.clock.share_clock()
         except BaseException:
             self._end(handles)
@@ -245,7 +253,7 @@ class RayWorkerPool:
                 ray.kill(handle.actor, no_restart=True)
             except (RayError, ValueError):
                 pass  # it is gone already
-            if handle.clock.shared and handle.pid is not None:
+            if handle.on_this_machine and handle.pid is not None:
                 local_pids.append(handle.pid)
             handle.actor = None
             handle.pending.clear()
@@ -459,11 +467,35 @@ def _fetch_all(refs: list[Any]) -> Iterator[Any]:
         return iter(())
 
 
-def _cause(error: RayActorError) -> str:
-    """What Ray says of an actor's end, in one line (its message spreads details over several)."""
-    lines = [line.strip() for line in str(error).splitlines()]
-    said = [line for line in lines if line and ":" not in line.split(" ", 1)[0]]
-    return " ".join(said) or type(error).__name__
+def _cause(error: RayError) -> str:
+    """What Ray says of an actor's end, in one line.
+
+    Ray's message spreads over lines: a summary (up to where it names the actor's task), details
+    (``class_name: ...``), the reason (``The actor is dead because ...``) and, when the actor's
+    constructor failed, a remote traceback whose last ``SomeError: ...`` line is the root cause.
+    Colour codes and the traceback's ``^^^^`` markers are left out.
+    """
+    lines = [line.strip() for line in _COLOUR_CODES.sub("", str(error)).splitlines()]
+    lines = [line for line in lines if line and set(line) - set("^~ ")]
+    if not lines:
+        return type(error).__name__
+    said = [lines[0].split(", ray::")[0]]
+    said += [line for line in lines[1:] if line.startswith("The actor is dead because")]
+    raised = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)]
+    cause = " ".join(said)
+    return f"{cause} ({raised[-1]})" if raised else cause
+
+
+def _where(error: RayError) -> tuple[str | None, int | None]:
+    """The address of the machine and the pid Ray's message says the actor had, where it says."""
+    address, pid = _ADDRESS.search(str(error)), _PID.search(str(error))
+    return (None if address is None else address.group(1), None if pid is None else int(pid.group(1)))
+
+
+_COLOUR_CODES = re.compile(r"\x1b\[[0-9;]*m")
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ")
+_ADDRESS = re.compile(r"\bip=([^,)\s]+)")
+_PID = re.compile(r"\bpid=(\d+)")
 
 
 def _original(error: RayError) -> BaseException:

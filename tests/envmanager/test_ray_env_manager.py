@@ -198,6 +198,19 @@ def test_workers_the_cluster_cannot_place_get_an_error_naming_what_they_asked_fo
     assert worker_children() == []
 
 
+def test_an_env_the_nodes_cannot_import_is_named_in_the_error(tmp_path, monkeypatch):
+    (tmp_path / "driver_only_envs.py").write_text(
+        "from envmanager_testenvs import CountingEnv\n\n\nclass DriverOnlyEnv(CountingEnv):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))  # this process only: Ray's workers never see it
+    from driver_only_envs import DriverOnlyEnv
+
+    with pytest.raises(WorkerDiedError, match=r"worker 0 \(envs 0\.\.0\) on host \S+ \(pid \d+\) died: .*"
+                       r"ModuleNotFoundError: No module named 'driver_only_envs'\); it was needed for `start`"):
+        ray_envs([DriverOnlyEnv])
+    assert worker_children() == []
+
+
 def test_no_actor_outlives_close():
     envs = ray_envs(cartpoles(2))
     envs.reset(seed=0)

@@ -2,7 +2,7 @@
 
     python examples/ray_rollouts.py [OUTPUT_FOLDER]
 
-Starts a local Ray (on a cluster, ``ray.init(address="auto")`` instead), steps 4 CartPole envs in
+Joins the Ray cluster that ``RAY_ADDRESS`` names, or starts a local one, steps 4 CartPole envs in
 2 Ray actors (RayEnvManager), and every 50 steps sends the collected rewards to a learner actor
 whose ``update`` is timed with profiler.integrations.ray. The timer tree then holds the trainer's
 blocks, the env workers' blocks under ``env_manager.step`` and the learner's under ``train``, one
@@ -43,7 +43,7 @@ class Learner:
 
 
 def main(output_folder: str) -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(log_to_driver=False)  # the cluster RAY_ADDRESS names, else a local one
     try:
         with hierarchical_timer("start_workers"):
             learner = Learner.remote()

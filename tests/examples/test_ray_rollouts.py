@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import socket
 
-import pytest
 from example_runner import run_example
 
-pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs this example")
 
-
-def test_the_ray_example_times_env_actors_and_a_learner_actor_in_one_tree(tmp_path):
-    completed = run_example("ray_rollouts.py", str(tmp_path))
+def test_the_ray_example_times_env_actors_and_a_learner_actor_in_one_tree(ray_cluster, tmp_path):
+    # The example joins the session's Ray, as a second driver, rather than starting its own.
+    address = ray_cluster.get_runtime_context().gcs_address
+    completed = run_example("ray_rollouts.py", str(tmp_path), environment={"RAY_ADDRESS": address})
     assert "timers written to" in completed.stdout
     tree = json.loads((tmp_path / "ray_rollouts_timers.json").read_text())
     step = next(node for node in tree["children"] if node["name"] == "env_manager.step")

@@ -103,12 +103,27 @@ class TimedResult:
 
 def _run_timed(block: str, function: Callable[..., Any], args: tuple, kwargs: dict) -> TimedResult:
     """Run one call in a block of its own and return its result with the worker's payload."""
-    if kwargs.pop(_RECORD_KEYWORD, False) and not events.is_recording():
-        events.start_recording()
+    _follow_driver_recording(kwargs.pop(_RECORD_KEYWORD, False))
     with timers.hierarchical_timer(block):
         value = function(*args, **kwargs)
     payload = snapshot_and_flush() if timers.is_enabled() else None
     return TimedResult(value, payload, _this_worker())
+
+
+_recording_for_the_driver = False  # this worker process records because a driver asked it to
+
+
+def _follow_driver_recording(driver_records: bool) -> None:
+    """Record this worker's timeline while the driver that launched the call records its own:
+    Ray reuses worker processes, so one that recorded for an earlier call stops when asked no more."""
+    global _recording_for_the_driver
+    if driver_records and not events.is_recording():
+        events.start_recording()
+        _recording_for_the_driver = True
+    elif not driver_records and _recording_for_the_driver:
+        events.stop_recording()
+        events.clear_recording()
+        _recording_for_the_driver = False
 
 
 @functools.lru_cache(maxsize=None)

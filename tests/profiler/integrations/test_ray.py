@@ -102,6 +102,23 @@ def test_timed_workers_record_their_timeline_while_the_driver_records(ray_cluste
     assert spans.count("physics") == 2 and "simulate" in spans
 
 
+def worker_spans(tree: dict) -> int:
+    processes = tree["timeline"]["processes"][1:]
+    return sum(len(thread["spans"]) for process in processes for thread in process["threads"])
+
+
+def test_timed_workers_stop_recording_when_the_driver_has_stopped(ray_cluster):
+    events.start_recording()
+    try:
+        timed_ray.get([simulate.remote(1) for _ in range(4)])
+    finally:
+        events.stop_recording()
+    recorded = worker_spans(get_timer_tree())
+    timed_ray.get([simulate.remote(1) for _ in range(4)])
+    events.clear_recording()
+    assert recorded > 0 and worker_spans(get_timer_tree()) == recorded
+
+
 def test_more_than_one_return_is_refused():
     with pytest.raises(TypeError, match="num_returns must be 1"):
         timed_ray.remote(num_returns=2)

@@ -211,6 +211,17 @@ def test_an_env_the_nodes_cannot_import_is_named_in_the_error(tmp_path, monkeypa
     assert worker_children() == []
 
 
+@pytest.mark.parametrize("option", ["max_restarts", "max_concurrency", "lifetime"])
+def test_actor_options_the_manager_sets_itself_are_refused_saying_why(option):
+    with pytest.raises(ValueError, match=f"actor option '{option}' is set by RayEnvManager itself"):
+        ray_envs(cartpoles(1), actor_options={option: 1})
+
+
+def test_resources_are_given_as_arguments_not_as_actor_options():
+    with pytest.raises(ValueError, match="give 'num_cpus' as RayEnvManager's own `num_cpus` argument"):
+        RayEnvManager(cartpoles(1), actor_options={"num_cpus": 1})
+
+
 def test_no_actor_outlives_close():
     envs = ray_envs(cartpoles(2))
     envs.reset(seed=0)

@@ -6,7 +6,6 @@ to a file, so that env workers in other processes can use it too (it pickles by 
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
@@ -14,19 +13,11 @@ from pathlib import Path
 import pytest
 
 
-def _nvtx_imports() -> bool:
-    try:
-        importlib.import_module("nvtx")
-    except ImportError:
-        return False
-    return True
-
-
-needs_nvtx_package = pytest.mark.skipif(
-    not _nvtx_imports(),
-    reason="needs the nvtx package: pip install 'rlprof[nvtx]' (the README's test command does)",
-)
-"""For the tests that drive the real ``nvtx`` package (an optional extra)."""
+def skip_without_nvtx_package() -> None:
+    """Skip the calling test where the real ``nvtx`` package (an optional extra) is missing."""
+    pytest.importorskip(
+        "nvtx", reason="needs the nvtx package: pip install 'rlprof[nvtx]' (the README's test command does)"
+    )
 
 
 class RecordedCalls:

@@ -5,23 +5,23 @@ from __future__ import annotations
 import sys
 
 import pytest
-from nvtx_calls import needs_nvtx_package
+from nvtx_calls import skip_without_nvtx_package
 
 import profiler
 from profiler.gpu import emit_nvtx, is_emitting, nvtx_bridge, nvtx_settings
 from profiler.gpu.nvtx_bridge import NvtxUnavailableError
 
 
-@needs_nvtx_package
 def test_emit_nvtx_key_starts_and_stops_the_ranges():
+    skip_without_nvtx_package()
     profiler.set_config(emit_nvtx=True)
     assert nvtx_settings() is not None and not nvtx_settings().record_shapes
     profiler.set_config(emit_nvtx=False)
     assert not is_emitting()
 
 
-@needs_nvtx_package
 def test_record_shapes_key_switches_shapes_on_the_running_ranges():
+    skip_without_nvtx_package()
     profiler.set_config(emit_nvtx=True, record_shapes=True)
     assert nvtx_settings().record_shapes
     profiler.set_config(record_shapes=False)
@@ -43,8 +43,8 @@ def test_without_a_backend_the_key_is_refused_and_nothing_changes(monkeypatch):
     assert profiler.control.get_settings().run_id != "changed"
 
 
-@needs_nvtx_package
 def test_the_key_leaves_an_emit_nvtx_block_of_the_program_alone():
+    skip_without_nvtx_package()
     with emit_nvtx(record_shapes=True, backend="nvtx"):
         profiler.set_config(emit_nvtx=True)
         profiler.set_config(emit_nvtx=False)

@@ -29,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 
 from profiler.clock_offset import ClockOffset
 
+from envmanager.envs_per_worker import EnvsPerWorker
 from envmanager.errors import WorkerDiedError
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from envmanager.worker import WorkerConfig
@@ -61,7 +62,11 @@ class RayEnvManager(SubprocessEnvManager):
     * a dead actor (killed, its node lost) raises :class:`~envmanager.errors.WorkerDiedError`
       naming the worker, its host, its pid and Ray's cause, or is replaced under
       ``restart_on_failure``;
-    * ``close()`` kills the actors (after they closed their envs and sent their last timers).
+    * ``close()`` kills the actors (after they closed their envs and sent their last timers);
+    * ``envs_per_worker="auto"`` counts the cluster's cores, not the driver's: one actor per CPU
+      Ray counts in the cluster when the manager is built (``ray.cluster_resources()``; nodes an
+      autoscaler adds later are not counted), no more than fit at ``num_cpus`` each, and with a
+      ``placement_group`` one actor per bundle; never more actors than envs.
 
     Ray must be initialised (``ray.init(...)``) to reach a cluster; if it is not, it is
     initialised with Ray's defaults, as Ray itself does on first use.
@@ -96,7 +101,7 @@ class RayEnvManager(SubprocessEnvManager):
         observation_mode: str | tuple[Space, Space] = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         *,
-        envs_per_worker: int = 1,
+        envs_per_worker: EnvsPerWorker = 1,
         timeout: float | None = None,
         restart_on_failure: bool | int = False,
         profiling: bool = True,
@@ -151,6 +156,20 @@ class RayEnvManager(SubprocessEnvManager):
             merger.add_worker_section("host", lambda entry: _host_of(workers, entry))
             merger.add_worker_section("ray", lambda entry: _section_of(workers, entry))
             self._note_machines(ray)
+
+    def _cores_for_workers(self) -> int:
+        """What ``envs_per_worker="auto"`` spreads the envs over: the bundles of the placement
+        group, else the cluster's CPUs, as many as actors of ``num_cpus`` CPUs fit in."""
+        if self.placement_group is not None:
+            return self.placement_group.bundle_count
+        import ray
+
+        cluster_cpus = ray.cluster_resources().get("CPU", 0.0)
+        cores = math.floor(cluster_cpus)
+        num_cpus = self._actor_options["num_cpus"]
+        if num_cpus > 0:
+            cores = min(cores, math.floor(cluster_cpus / num_cpus))
+        return max(1, cores)
 
     def _start_workers(self, configs: list[WorkerConfig], env_ranges: list[range]) -> Any:
         """One Ray actor per config (see :mod:`envmanager.ray_pool`)."""

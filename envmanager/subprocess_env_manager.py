@@ -4,7 +4,8 @@ It accepts the same constructor and gives the same results (identical to ``SyncV
 for the same seeds and actions), with these additions:
 
 * ``envs_per_worker``: several envs stepped by one process, to cut inter-process traffic
-  when an env step is cheap (CartPole); ``num_envs`` stays the total;
+  when an env step is cheap (CartPole); ``"auto"`` runs as many worker processes as the cores
+  the run may use (see :mod:`envmanager.envs_per_worker`); ``num_envs`` stays the total;
 * ``timeout``: the default for every wait, so a hung env cannot hang training;
 * ``restart_on_failure``: a worker that dies is replaced and training goes on;
 * no worker, and no helper process its envs started, outlives ``close()``, the trainer's
@@ -43,6 +44,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from profiler import events, memory
+from profiler.cpu_cores import cores_available
 from profiler.gpu import nvtx_bridge
 from profiler.merge import TimerMerger
 from profiler.timers import TimerNode
@@ -50,6 +52,7 @@ from profiler.timers import TimerNode
 from envmanager import protocol
 from envmanager.close_at_exit import close_at_exit
 from envmanager.critical_path import stamps_within
+from envmanager.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
@@ -99,7 +102,11 @@ class SubprocessEnvManager(VectorEnv):
         observation_mode: ``"same"``, ``"different"`` or a tuple ``(batched_space, single_space)``.
         autoreset_mode: an ``AutoresetMode`` or its string value.
         max_concurrency: at most this many envs run ``reset``/``step`` at the same time.
-        envs_per_worker: envs run by each worker process (the last one may get fewer).
+        envs_per_worker: envs run by each worker process (the last one may get fewer), or
+            ``"auto"``: as many worker processes as the cores this process may use (its
+            affinity mask, capped by a cgroup CPU quota), never more than ``num_envs``, the envs
+            spread evenly (8 envs on 3 cores: 3, 3, 2). ``worker_env_ranges`` tells which envs
+            each worker got.
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
             as the workers live.
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
@@ -116,6 +123,7 @@ class SubprocessEnvManager(VectorEnv):
     Raises:
         RuntimeError: the sub-environments' observation or action spaces differ.
         ValueError: an invalid option (``max_concurrency``, ``observation_mode``, ...).
+        TypeError: an option of the wrong type (``envs_per_worker=1.5``, ...).
     """
 
     # Until the constructor has started the workers there is nothing to close: the process
@@ -135,7 +143,7 @@ class SubprocessEnvManager(VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         max_concurrency: int | None = None,
         *,
-        envs_per_worker: int = 1,
+        envs_per_worker: EnvsPerWorker = 1,
         timeout: float | None = None,
         restart_on_failure: bool | int = False,
         profiling: bool = True,
@@ -154,7 +162,7 @@ class SubprocessEnvManager(VectorEnv):
         self.observation_mode = observation_mode
         self.autoreset_mode = _checked_autoreset_mode(autoreset_mode)
         self.max_concurrency = _checked_max_concurrency(max_concurrency)
-        self.envs_per_worker = _checked_positive_int("envs_per_worker", envs_per_worker)
+        self.envs_per_worker = checked_envs_per_worker(envs_per_worker)
         self.timeout = timeout
         self._restart_policy = RestartPolicy(restart_on_failure)
         _check_flush_options(flush_every, flush_interval)
@@ -264,14 +272,20 @@ class SubprocessEnvManager(VectorEnv):
             max_concurrency=self.max_concurrency,
         )
 
+    def _cores_for_workers(self) -> int:
+        """The cores ``envs_per_worker="auto"`` spreads the envs over: those this process may
+        use, which its worker processes inherit."""
+        return cores_available()
+
     def _worker_configs(self, shared_buffer: Any) -> tuple[list[WorkerConfig], list[range]]:
-        configs, env_ranges = [], []
-        for first in range(0, self.num_envs, self.envs_per_worker):
-            envs = range(first, min(first + self.envs_per_worker, self.num_envs))
+        cores = self._cores_for_workers() if self.envs_per_worker == AUTO else 1
+        env_ranges = worker_env_ranges(self.num_envs, self.envs_per_worker, cores)
+        configs = []
+        for envs in env_ranges:
             configs.append(
                 WorkerConfig(
                     worker_index=len(configs),
-                    first_env=first,
+                    first_env=envs.start,
                     num_envs=self.num_envs,
                     factories=EnvFactories(self.env_fns[envs.start : envs.stop]),
                     autoreset_mode=self.autoreset_mode,
@@ -289,7 +303,6 @@ class SubprocessEnvManager(VectorEnv):
                     signal_at_parent_death=False,
                 )
             )
-            env_ranges.append(envs)
         return configs, env_ranges
 
     def _check_worker_spaces(self) -> None:
@@ -325,6 +338,12 @@ class SubprocessEnvManager(VectorEnv):
                     f"Some environments have an action space different from `{self.single_action_space}`. "
                     "In order to batch actions, the action spaces from all environments must be equal."
                 )
+
+    @property
+    def worker_env_ranges(self) -> tuple[range, ...]:
+        """The envs each worker runs, by worker index: worker ``i`` steps the consecutive envs
+        ``worker_env_ranges[i]`` of the batch (what ``envs_per_worker="auto"`` chose, say)."""
+        return tuple(handle.envs for handle in self._pool.workers)
 
     # -- seeds -----------------------------------------------------------------------------
 
@@ -514,7 +533,7 @@ class SubprocessEnvManager(VectorEnv):
             except (TypeError, ValueError) as exc:
                 fits, error = False, exc
             if not fits:
-                worker_index = env_index // self.envs_per_worker
+                worker_index = next(h.index for h in self._pool.workers if env_index in h.envs)
                 return type(error)(
                     f"env {env_index} (worker {worker_index}) returned a reward of type "
                     f"{type(reward).__name__} ({reward!r:.80}); a reward must be a real number ({error})"
@@ -896,7 +915,3 @@ def _checked_max_concurrency(value: int | None) -> int | None:
     return int(value)
 
 
-def _checked_positive_int(name: str, value: int) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}.")
-    return int(value)

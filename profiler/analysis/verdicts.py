@@ -472,8 +472,8 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
     return [run.verdict(
         CPU_OVERSUBSCRIPTION, title, cost, evidence,
         f"More workers will not help, and the pipe is not the problem. Run as many worker "
-        f"processes as cores: {cores} workers with envs_per_worker={math.ceil(envs / cores)} "
-        f"for {envs} envs; or give the run more cores (other programs on the machine take "
+        f"processes as cores: envs_per_worker=\"auto\" ({min(cores, envs)} workers for {envs} "
+        f"envs, spread evenly); or give the run more cores (other programs on the machine take "
         f"them too), or make env.step cheaper.")]
 
 

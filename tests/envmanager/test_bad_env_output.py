@@ -12,17 +12,18 @@ from envmanager import SubprocessEnvManager, WorkerError
 pytestmark = pytest.mark.filterwarnings("ignore:.*ERROR:")
 
 
-@pytest.mark.parametrize("envs_per_worker", [1, 2])
+@pytest.mark.parametrize("envs_per_worker", [1, 2, "auto"])
 def test_a_misshapen_observation_over_the_pipe_names_the_worker_the_env_and_both_shapes(envs_per_worker):
     with SubprocessEnvManager(
         [MisshapenObservationEnv] * 4, context="fork", shared_memory=False, envs_per_worker=envs_per_worker
     ) as envs:
         envs.reset(seed=0)
+        worker_of_env_3 = next(i for i, envs_of_worker in enumerate(envs.worker_env_ranges) if 3 in envs_of_worker)
         with pytest.raises(ValueError, match=r"env 3 returned an observation of shape \(3,\).*shape \(2,\)") as raised:
             envs.step(np.array([0, 0, 0, 2]))
     cause = raised.value.__cause__
     assert isinstance(cause, WorkerError)
-    assert (cause.worker_index, cause.env_index) == (3 // envs_per_worker, 3)
+    assert (cause.worker_index, cause.env_index) == (worker_of_env_3, 3)
 
 
 def test_a_misshapen_observation_in_shared_memory_names_the_env_that_returned_it():

@@ -65,12 +65,6 @@ def test_envs_per_worker_runs_several_envs_in_one_process_and_num_envs_stays_the
     envs.close()
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
-def test_envs_per_worker_must_be_a_positive_int(bad):
-    with pytest.raises(ValueError, match="envs_per_worker"):
-        SubprocessEnvManager([cartpole], context="fork", envs_per_worker=bad)
-
-
 def test_observation_mode_different_batches_differing_spaces():
     env_fns = [lambda: gym.make("Pendulum-v1"), lambda: gym.make("Pendulum-v1", max_episode_steps=10)]
     low_high = [lambda: gym.make("MountainCarContinuous-v0")] * 2

@@ -36,6 +36,18 @@ def test_several_envs_per_worker_match_sync_vector_env(mode):
 
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_auto_envs_per_worker_matches_sync_vector_env(mode):
+    env_fns = [lambda: gym.make("CartPole-v1")] * 5  # 3 and 2 envs on 2 cores, all 5 in one on 1
+    assert run_side_by_side(env_fns, mode, envs_per_worker="auto") > 0
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_workers_of_uneven_sizes_in_shared_memory_match_sync_vector_env(mode):
+    env_fns = [lambda i=i: CountingEnv(episode_length=3 + i, info_every=2 + i % 2) for i in range(8)]
+    assert run_side_by_side(env_fns, mode, steps=30, envs_per_worker=3) > 0  # workers of 3, 3, 2
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
 def test_partial_and_nested_infos_match_sync_vector_env_field_for_field(mode):
     env_fns = [lambda i=i: CountingEnv(episode_length=3 + i, info_every=2 + i % 2) for i in range(NUM_ENVS)]
     assert run_side_by_side(env_fns, mode, steps=30, shared_memory=False, envs_per_worker=3) > 0

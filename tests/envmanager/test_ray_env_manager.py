@@ -192,6 +192,30 @@ def test_workers_go_to_the_placement_group_they_are_given(ray_cluster):
         ray_cluster.util.remove_placement_group(group)
 
 
+def test_auto_runs_one_actor_per_cpu_of_the_cluster_whatever_each_actor_reserves(ray_cluster):
+    cluster_cpus = int(ray_cluster.cluster_resources()["CPU"])
+    with ray_envs(cartpoles(cluster_cpus + 1), envs_per_worker="auto") as envs:
+        ranges = envs.worker_env_ranges
+        assert len(ranges) == cluster_cpus
+        assert max(map(len, ranges)) - min(map(len, ranges)) == 1
+
+
+def test_auto_never_starts_more_actors_than_fit_at_their_num_cpus(ray_cluster):
+    cluster_cpus = ray_cluster.cluster_resources()["CPU"]
+    with RayEnvManager(cartpoles(4), num_cpus=cluster_cpus, envs_per_worker="auto") as envs:
+        assert envs.worker_env_ranges == (range(0, 4),)
+
+
+def test_auto_with_a_placement_group_runs_one_actor_per_bundle(ray_cluster):
+    group = ray_cluster.util.placement_group([{"CPU": QUARTER_CPU}] * 3)
+    ray_cluster.get(group.ready(), timeout=60)
+    try:
+        with ray_envs(cartpoles(7), placement_group=group, envs_per_worker="auto") as envs:
+            assert envs.worker_env_ranges == (range(0, 3), range(3, 5), range(5, 7))
+    finally:
+        ray_cluster.util.remove_placement_group(group)
+
+
 def test_workers_the_cluster_cannot_place_get_an_error_naming_what_they_asked_for():
     with pytest.raises(WorkerPlacementError, match=r"worker\(s\) 0 could not be placed within 2 s.*'gpu_island'"):
         ray_envs(cartpoles(1), resources={"gpu_island": 1}, start_timeout=2)

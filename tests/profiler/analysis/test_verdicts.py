@@ -150,7 +150,7 @@ def test_envs_needing_more_cpu_than_the_cores_give_make_the_cpu_the_limit(run):
     assert cpu.evidence["cores_floor_per_step_seconds"] == pytest.approx(0.008)
     assert cpu.evidence["env_off_cpu_seconds_mean_worker"] == pytest.approx(0.040)
     assert "5 busy processes" in cpu.title and "2 cores" in cpu.title
-    assert "2 workers with envs_per_worker=2" in cpu.suggestion
+    assert 'envs_per_worker="auto" (2 workers for 4 envs' in cpu.suggestion
 
 
 @pytest.mark.parametrize("cpu_seconds, is_limit", [(0.0015, False), (0.003, True)])

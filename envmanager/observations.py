@@ -34,13 +34,15 @@ from gymnasium.vector.utils import (
 
 from envmanager.protocol import pack_array, unpack_array
 
-__all__ = ["allocate_shared_buffer", "ObservationMismatch", "ObservationPacker", "ObservationBatch"]
+__all__ = ["allocate_shared_buffer", "is_array_space", "ObservationMismatch", "ObservationPacker", "ObservationBatch"]
 
 _ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
 
 
-def _is_array_space(space: Space) -> bool:
-    # Exact types only: a subclass may override how it samples or batches.
+def is_array_space(space: Space) -> bool:
+    """Whether values of ``space`` are plain arrays of its dtype and shape (``Box``, ``Discrete``,
+    ``MultiDiscrete``, ``MultiBinary``): exact types only, since a subclass may override how it
+    samples or batches."""
     return type(space) in _ARRAY_SPACES
 
 
@@ -88,7 +90,7 @@ class ObservationPacker:
         self._space = space
         self._shared_buffer = shared_buffer
         self._first_env = first_env
-        self._as_array = _is_array_space(space)
+        self._as_array = is_array_space(space)
         self._dtype = space.dtype if self._as_array else None
         self._shape = space.shape if self._as_array else None
         # For array spaces, a view of the shared buffer made once: writing a row into it costs
@@ -177,7 +179,7 @@ class ObservationBatch:
         self._space = space
         self._copy = copy
         self._shared = shared_buffer is not None
-        self._as_array = _is_array_space(space)
+        self._as_array = is_array_space(space)
         if self._shared:
             self._batch = read_from_shared_memory(space, shared_buffer, n=num_envs)
         else:

@@ -29,8 +29,8 @@ Bodies, per command (``k`` is the number of envs the worker runs):
 =============  ==============================================  ==============================================
 command        request body                                    reply body
 =============  ==============================================  ==============================================
-``STEP``       ``k`` actions: a packed array or a list         ``(observations, rewards, terminations,
-                                                               truncations, infos)``
+``STEP``       ``k`` actions: a packed array or a list, or     ``(observations, rewards, terminations,
+               ``IN_SHARED_MEMORY``                            truncations, infos)``, or ``IN_SHARED_MEMORY``
 ``RESET``      ``(seeds, options, mask)``: ``k`` seeds,        ``(observations, infos)``
                options dict or None, ``k`` bools or None
 ``CALL``       ``(name, args, kwargs)``                        ``k`` results
@@ -47,13 +47,33 @@ in a tuple.  Pickling that costs about a microsecond, pickling the same small nd
 ``observations`` is None when they travel through shared memory; otherwise it is one packed
 array for array-like spaces (``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``) or a
 list of ``k`` observations for everything else.  ``rewards``, ``terminations`` and
-``truncations`` are tuples of ``k`` scalars.  ``infos`` is None when no env reported anything
-(the common case, so nothing is pickled for it), else a list of ``k`` dicts or None.
+``truncations`` are tuples of ``k`` scalars, or all three None when they travel through shared
+memory.  ``infos`` is None when no env reported anything (the common case, so nothing is
+pickled for it), else a list of ``k`` dicts or None.
+
+**Steps in shared memory.**  With ``shared_memory=True`` and an array-like action space, a step's
+actions and results live in the manager's :class:`~envmanager.step_buffers.StepBuffers`, and a
+step body may be :data:`IN_SHARED_MEMORY`: in a request, "your actions are in your rows"; in a
+reply, "everything is in shared memory, there is nothing else to say" (no infos, no failure).
+Such messages, when they carry no timer payload either, are not pickled: :func:`encode` writes
+a fixed-size wake-up instead, a tag byte and ``struct``-packed numbers::
+
+    step request  b"S" + sequence (int64)                     9 bytes
+    step reply    b"R" + sequence (int64) + finished_at (f64)  17 bytes
+
+and :func:`decode` turns them back into the tuples above, so everything that reads messages
+reads both.  A pickle always starts with its protocol byte (``0x80``), never with a tag.  Every
+other message is pickled as before: any non-step command, a step whose actions are not in
+shared memory (not an ndarray of the space's dtype and shape, or sent while the worker still
+owes an earlier reply), and a step reply with infos, a timer payload that is due, a failure, or
+a result that does not fit shared memory (a reward that is not a real number: its values then
+travel in the body, for the trainer to report).
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 import traceback
 from typing import Any
 
@@ -69,6 +89,7 @@ __all__ = [
     "CLOSE",
     "NVTX",
     "COMMAND_NAMES",
+    "IN_SHARED_MEMORY",
     "Request",
     "Reply",
     "RemoteFailure",
@@ -109,18 +130,54 @@ Reply = tuple[int, bool, Any, Any, float]
 PackedArray = tuple[bytes, str, tuple[int, ...]]
 
 
+class _InSharedMemory:
+    """The type of :data:`IN_SHARED_MEMORY`; it pickles as a reference to that one object."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "IN_SHARED_MEMORY"
+
+    def __repr__(self) -> str:
+        return "IN_SHARED_MEMORY"
+
+
+IN_SHARED_MEMORY = _InSharedMemory()
+"""A step body whose contents are in the shared step buffers (see the module's docstring)."""
+
+# The wake-ups of a step in shared memory; their tags are no pickle's first byte (0x80).
+_STEP_REQUEST = struct.Struct("<cq")
+_STEP_REPLY = struct.Struct("<cqd")
+_STEP_REQUEST_TAG = b"S"
+_STEP_REPLY_TAG = b"R"
+_STEP_REQUEST_FIRST = _STEP_REQUEST_TAG[0]
+_STEP_REPLY_FIRST = _STEP_REPLY_TAG[0]
+
+
 def encode(message: Request | Reply) -> bytes:
-    """One message as the bytes :func:`send` writes.
+    """One message as the bytes :func:`send` writes: a fixed-size wake-up for a step in shared
+    memory with nothing else to say, a pickle otherwise.
 
     Plain ``pickle`` instead of ``Connection.send``'s ``ForkingPickler``: no message carries a
     pipe or a lock, and building a ``ForkingPickler`` per message costs more than the
     pickling itself on the step path.
     """
+    if message[2] is IN_SHARED_MEMORY:
+        if len(message) == 3:
+            return _STEP_REQUEST.pack(_STEP_REQUEST_TAG, message[0])
+        if message[3] is None:  # a reply (ok, as its body says) with no timers: a wake-up
+            return _STEP_REPLY.pack(_STEP_REPLY_TAG, message[0], message[4])
     return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
 
 
 def decode(data: bytes) -> Any:
     """The message :func:`encode` made ``data`` from."""
+    first = data[0]
+    if first == _STEP_REPLY_FIRST:
+        _, sequence, finished_at = _STEP_REPLY.unpack(data)
+        return (sequence, True, IN_SHARED_MEMORY, None, finished_at)
+    if first == _STEP_REQUEST_FIRST:
+        return (_STEP_REQUEST.unpack(data)[1], STEP, IN_SHARED_MEMORY)
     return pickle.loads(data)
 
 

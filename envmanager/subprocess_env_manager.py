@@ -57,8 +57,9 @@ from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
 from envmanager.profiling import ManagerProfiling
-from envmanager.protocol import RemoteFailure, pack_array
+from envmanager.protocol import IN_SHARED_MEMORY, RemoteFailure, pack_array
 from envmanager.restart import RestartPolicy
+from envmanager.step_buffers import StepBuffers, shares_steps
 from envmanager.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
@@ -186,6 +187,12 @@ class SubprocessEnvManager(VectorEnv):
             if shared_memory
             else None
         )
+        # A step's actions and results in shared memory too, where the action space allows it.
+        self._step_buffers = (
+            StepBuffers.allocate(self.single_action_space, self.num_envs, ctx)
+            if shared_memory and shares_steps(self.single_action_space)
+            else None
+        )
         self._state = _State.DEFAULT
         # The emit_nvtx settings the workers have (see _send_nvtx_settings).
         self._nvtx_sent = nvtx_bridge.nvtx_settings()
@@ -218,6 +225,9 @@ class SubprocessEnvManager(VectorEnv):
         self._terminations: list[bool] = [False] * self.num_envs
         self._truncations: list[bool] = [False] * self.num_envs
         self._array_actions = type(self.action_space) in _ARRAY_ACTION_SPACES
+        # The workers whose latest step reply carried its values (they did not fit shared memory).
+        self._values_in_body: list[WorkerHandle] = []
+        self._all_in_shared_memory = [IN_SHARED_MEMORY] * len(self._pool.workers)
         # Per-call scratch, filled by the reply handlers as replies arrive.
         self._worker_infos: list[list | None] = [None] * len(self._pool.workers)
         self._failures: list[tuple[WorkerHandle, RemoteFailure]] = []
@@ -301,6 +311,7 @@ class SubprocessEnvManager(VectorEnv):
                     inherited_connections=[],
                     lifeline=None,  # the pool's own, set when it starts the worker
                     signal_at_parent_death=False,
+                    step_buffers=self._step_buffers,
                 )
             )
         return configs, env_ranges
@@ -466,12 +477,36 @@ class SubprocessEnvManager(VectorEnv):
         with self._profiling.block("send_actions") as node:
             if type(node) is TimerNode:  # not a stand-in: timed
                 self._profiling.step_anchor = node.parent
+            if self._values_in_body:
+                self._values_in_body = []
             self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
         self._state = _State.WAITING_STEP
 
     def _split_actions(self, actions: ActType) -> list[Any]:
-        """One body per worker: its slice of the batch, packed when it is an array."""
+        """One body per worker: its slice of the batch, packed when it is an array; or
+        ``IN_SHARED_MEMORY``, its slice written into the shared step buffers.
+
+        A worker that still owes a reply (to a step the trainer gave up on) may yet read its
+        rows for that step, so its actions travel in the message instead.
+        """
         workers = self._pool.workers
+        buffers = self._step_buffers
+        if buffers is not None and buffers.fits(actions):
+            for handle in workers:
+                if handle.outstanding:
+                    break
+            else:
+                buffers.actions[...] = actions
+                return self._all_in_shared_memory
+            bodies = []
+            for handle in workers:
+                rows = slice(handle.envs.start, handle.envs.stop)
+                if handle.outstanding:
+                    bodies.append(pack_array(actions[rows]))
+                else:
+                    buffers.actions[rows] = actions[rows]
+                    bodies.append(IN_SHARED_MEMORY)
+            return bodies
         if self._array_actions and isinstance(actions, np.ndarray):
             if actions.ndim == 0:
                 raise TypeError(f"Expected a batch of {self.num_envs} actions, got a scalar {actions!r}.")
@@ -509,10 +544,13 @@ class SubprocessEnvManager(VectorEnv):
         return results
 
     def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        buffers = self._step_buffers
+        if buffers is not None:
+            return self._step_results_in_shared_memory(buffers)
         try:
             rewards = np.array(self._rewards, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise self._reward_error(exc) from exc
+            raise self._reward_error(exc, range(self.num_envs)) from exc
         return (
             self._observations.result(),
             rewards,
@@ -521,13 +559,49 @@ class SubprocessEnvManager(VectorEnv):
             self._collect_infos(),
         )
 
-    def _reward_error(self, error: Exception) -> Exception:
+    def _step_results_in_shared_memory(
+        self, buffers: StepBuffers
+    ) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The results the workers wrote into shared memory, copies for the user (the next
+        step overwrites the buffers); first, into their rows, those that came in a reply."""
+        for handle in self._values_in_body:
+            start, stop = handle.envs.start, handle.envs.stop
+            try:
+                buffers.rewards[start:stop] = np.array(self._rewards[start:stop], dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise self._reward_error(exc, handle.envs) from exc
+            buffers.terminations[start:stop] = np.array(self._terminations[start:stop], dtype=np.bool_)
+            buffers.truncations[start:stop] = np.array(self._truncations[start:stop], dtype=np.bool_)
+        return (
+            self._observations.result(),
+            buffers.rewards.copy(),
+            buffers.terminations.copy(),
+            buffers.truncations.copy(),
+            self._collect_infos(),
+        )
+
+    def _cut_short(self, envs: range) -> None:
+        """The step results of envs whose worker died in the step and was replaced: their
+        episode was cut short, so say so, as a time limit would."""
+        buffers = self._step_buffers
+        if buffers is not None:
+            buffers.rewards[envs.start : envs.stop] = 0.0
+            buffers.terminations[envs.start : envs.stop] = False
+            buffers.truncations[envs.start : envs.stop] = True
+            return
+        count = len(envs)
+        self._rewards[envs.start : envs.stop] = [0.0] * count
+        self._terminations[envs.start : envs.stop] = [False] * count
+        self._truncations[envs.start : envs.stop] = [True] * count
+
+    def _reward_error(self, error: Exception, envs: range) -> Exception:
         """Numpy's error for a reward that is not a number, made to name the env and its worker.
 
-        Looked into only once numpy refused the batch, so the step path pays nothing for it.
-        The exception type stays numpy's (``TypeError`` for None, ``ValueError`` for a string).
+        Looked into only once numpy refused the rewards of ``envs``, so the step path pays
+        nothing for it.  The exception type stays numpy's (``ValueError`` for a string).
         """
-        for env_index, reward in enumerate(self._rewards):
+        for env_index in envs:
+            reward = self._rewards[env_index]
             try:
                 fits = np.array(reward, dtype=np.float64).shape == ()
             except (TypeError, ValueError) as exc:
@@ -542,15 +616,21 @@ class SubprocessEnvManager(VectorEnv):
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         self._unreported_steps[handle.index] += 1  # until a payload reports it
+        if body is IN_SHARED_MEMORY:  # everything is in shared memory, and there were no infos
+            self._worker_infos[handle.index] = None
+            return
         if not ok:
             self._failures.append((handle, body))
             return
         observations, rewards, terminations, truncations, infos = body
         start, stop = handle.envs.start, handle.envs.stop
         self._observations.store(start, stop, observations)
-        self._rewards[start:stop] = rewards
-        self._terminations[start:stop] = terminations
-        self._truncations[start:stop] = truncations
+        if rewards is not None:
+            self._rewards[start:stop] = rewards
+            self._terminations[start:stop] = terminations
+            self._truncations[start:stop] = truncations
+            if self._step_buffers is not None:
+                self._values_in_body.append(handle)
         self._worker_infos[handle.index] = infos
 
     # -- call, attributes, render ----------------------------------------------------------
@@ -674,11 +754,7 @@ class SubprocessEnvManager(VectorEnv):
                 for handle in self._pool.collect(workers, on_reply):
                     self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
                     if call == "step":
-                        # Their episode was cut short: say so, as a time limit would.
-                        count = len(handle.envs)
-                        self._rewards[handle.envs.start : handle.envs.stop] = [0.0] * count
-                        self._terminations[handle.envs.start : handle.envs.stop] = [False] * count
-                        self._truncations[handle.envs.start : handle.envs.stop] = [True] * count
+                        self._cut_short(handle.envs)
                 self._raise_failures(shut_down=call in ("step", "reset"))
                 return results()
         finally:

@@ -67,7 +67,8 @@ from envmanager.lifeline import (
 from envmanager.observations import ObservationMismatch, ObservationPacker
 from envmanager.permits import ConcurrencyPermits
 from envmanager.process_group import kill_own_process_group, lead_new_process_group
-from envmanager.protocol import RemoteFailure
+from envmanager.protocol import IN_SHARED_MEMORY, RemoteFailure
+from envmanager.step_buffers import StepBuffers, WorkerRows
 
 __all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "configure_profiling", "run_worker"]
 
@@ -123,6 +124,9 @@ class WorkerConfig:
     # as the trainer).
     lifeline: Connection | None
     signal_at_parent_death: bool
+    # The manager's shared step buffers, when a step's actions and results travel in shared
+    # memory (shared_memory=True and an array-like action space); None: in the messages.
+    step_buffers: StepBuffers | None = None
 
 
 class _Terminated(BaseException):
@@ -274,6 +278,11 @@ class EnvRunner:
         self.packer = ObservationPacker(
             config.observation_space, config.shared_buffer, self.first_env, config.num_envs
         )
+        self.step_rows = (
+            None
+            if config.step_buffers is None
+            else WorkerRows(config.step_buffers, self.first_env, len(config.factories.factories))
+        )
 
     def build_envs(self) -> None:
         """Build the envs; a factory that raises is answered to every request that follows."""
@@ -346,8 +355,11 @@ class EnvRunner:
             return None
         raise RuntimeError(f"worker received unknown command {command!r}")
 
-    def _step(self, actions: Sequence[Any] | protocol.PackedArray) -> tuple:
-        if type(actions) is tuple:  # a packed array; iterating it gives numpy scalars or rows
+    def _step(self, actions: Sequence[Any] | protocol.PackedArray | Any) -> Any:
+        step_rows = self.step_rows
+        if actions is IN_SHARED_MEMORY:
+            actions = step_rows.read_actions()
+        elif type(actions) is tuple:  # a packed array; iterating it gives numpy scalars or rows
             actions = protocol.unpack_array(actions)
         envs = self.envs
         observations = [None] * len(envs)
@@ -363,8 +375,13 @@ class EnvRunner:
                 if infos is None:
                     infos = [None] * len(envs)
                 infos[j] = info
+        packed_observations = self._pack(observations, None)
+        if step_rows is not None and step_rows.write_results(rewards, terminations, truncations):
+            if infos is None and packed_observations is None:
+                return IN_SHARED_MEMORY  # nothing else to say: the reply is a wake-up
+            return (packed_observations, None, None, None, infos)
         return (
-            self._pack(observations, None),
+            packed_observations,
             tuple(rewards),
             tuple(terminations),
             tuple(truncations),

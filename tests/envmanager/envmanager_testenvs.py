@@ -134,7 +134,8 @@ class BigObservationEnv(CountingEnv):
 
 
 class BigActionEnv(CountingEnv):
-    """32 KB actions: a request sent as a separate header and body (over 16 KB)."""
+    """32 KB actions: a request sent as a separate header and body (over 16 KB), when the actions
+    travel in the request (``shared_memory=False``)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -71,7 +71,10 @@ def test_ctrl_c_in_the_middle_of_reading_a_reply_ends_the_script_with_its_timers
 
 
 def test_a_worker_whose_request_was_cut_in_half_is_never_written_to_again_and_can_be_restarted():
-    envs = SubprocessEnvManager([BigActionEnv] * 2, context="fork", restart_on_failure=True, timeout=30)
+    # Actions in the request (not in shared memory), so that it is long enough to be cut in half.
+    envs = SubprocessEnvManager(
+        [BigActionEnv] * 2, shared_memory=False, context="fork", restart_on_failure=True, timeout=30
+    )
     envs.reset(seed=0)
     actions = np.zeros((2, 8192), dtype=np.float32)
     with pytest.raises(KeyboardInterrupt), ctrl_c_when(between_header_and_body):
@@ -84,7 +87,7 @@ def test_a_worker_whose_request_was_cut_in_half_is_never_written_to_again_and_ca
 
 
 def test_without_restarts_a_cut_off_worker_is_named_when_it_is_needed_again():
-    envs = SubprocessEnvManager([BigActionEnv] * 2, context="fork", timeout=30)
+    envs = SubprocessEnvManager([BigActionEnv] * 2, shared_memory=False, context="fork", timeout=30)
     envs.reset(seed=0)
     actions = np.zeros((2, 8192), dtype=np.float32)
     with pytest.raises(KeyboardInterrupt), ctrl_c_when(between_header_and_body):

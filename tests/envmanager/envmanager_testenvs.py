@@ -331,3 +331,71 @@ class JitteryEnv(CountingEnv):
     def step(self, action: Any) -> tuple:
         time.sleep(self.np_random.uniform(0.0, self.max_delay))
         return super().step(action)
+
+
+class EchoEnv(gym.Env):
+    """Observes the action it was given (its observation space is its action space) and keeps
+    it as ``last_action``; its rewards and flags go through Python and numpy number types."""
+
+    REWARDS = (1, np.float32(0.1), np.int64(-3), True, np.float16(2.5), 2**53 + 1, -0.0, np.uint8(255))
+    TERMINATIONS = (False, np.bool_(False), 0, np.int64(0), False, np.True_, False, False)
+    TRUNCATIONS = (np.False_, False, 0, False, np.int8(0), False, False, 1)
+
+    def __init__(self, action_space: gym.Space) -> None:
+        self.action_space = action_space
+        self.observation_space = action_space
+        self.last_action: Any = None
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(self.observation_space.shape, dtype=self.observation_space.dtype), {}
+
+    def step(self, action: Any) -> tuple:
+        self.last_action = action
+        index = self.t % len(self.REWARDS)
+        self.t += 1
+        observation = np.array(action, dtype=self.observation_space.dtype)
+        return observation, self.REWARDS[index], self.TERMINATIONS[index], self.TRUNCATIONS[index], {}
+
+
+class ActionWritingEnv(CountingEnv):
+    """Observes its action, then writes into it (as some envs clip in place)."""
+
+    def __init__(self) -> None:
+        super().__init__(episode_length=1000)
+        self.action_space = spaces.Box(-10, 10, shape=(2,), dtype=np.float32)
+
+    def step(self, action: Any) -> tuple:
+        observation = np.array(action, dtype=np.float32)
+        action[:] = -1.0
+        return observation, 0.0, False, False, {}
+
+
+class SlowOnActionTwoEnv(CountingEnv):
+    """Takes ``delay`` seconds over a step with action 2: a step the trainer may give up on."""
+
+    def __init__(self, delay: float = 1.0) -> None:
+        super().__init__(episode_length=1000)
+        self.slow_delay = delay
+
+    def step(self, action: Any) -> tuple:
+        if action == 2:
+            time.sleep(self.slow_delay)
+        return super().step(action)
+
+
+class ActionSumEnv(CountingEnv):
+    """Observes the sum of every action it was given: which actions reached it, in any order."""
+
+    def __init__(self) -> None:
+        super().__init__(episode_length=1000)
+        self.action_sum = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, self.action_sum], dtype=np.float32)
+
+    def step(self, action: Any) -> tuple:
+        self.action_sum += int(action)
+        return super().step(action)

@@ -253,7 +253,7 @@ class WorkerPool:
                 # Counted before it is written: once a byte is out, the worker may answer.
                 handle.awaiting = sequence
                 handle.outstanding += 1
-                conn.send_bytes(data)
+                protocol.write_message(conn.fileno(), data)
             except (BrokenPipeError, ConnectionResetError):
                 self._bury(handle)
             except BaseException as exc:
@@ -321,7 +321,7 @@ class WorkerPool:
         for handle in targets:
             if handle.awaiting != _NOTHING_AWAITED:
                 self._receive(handle, on_reply)
-        return [h for h in targets if not h.alive]
+        return [h for h in targets if h.conn is None]  # gone: not h.alive, without a property call
 
     def gather(
         self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler
@@ -332,7 +332,7 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            data = handle.conn.recv_bytes()
+            data = protocol.read_message(handle.conn.fileno())
             handle.outstanding -= 1
             # Replies come in request order and only the latest request is awaited, so the
             # reply that settles the last one owed is the awaited one; the others answer

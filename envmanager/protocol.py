@@ -72,6 +72,7 @@ travel in the body, for the trainer to report).
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 import traceback
@@ -100,6 +101,9 @@ __all__ = [
     "decode",
     "send",
     "receive",
+    "write_message",
+    "read_message",
+    "MessageReader",
 ]
 
 # Plain ints rather than an Enum: an Enum member pickles as a class reference plus a value.
@@ -182,13 +186,128 @@ def decode(data: bytes) -> Any:
 
 
 def send(conn: Any, message: Request | Reply) -> None:
-    """Pickle and send one message."""
-    conn.send_bytes(encode(message))
+    """Encode and send one message."""
+    write_message(conn.fileno(), encode(message))
 
 
 def receive(conn: Any) -> Any:
-    """Receive and unpickle one message (raises ``EOFError`` when the other end is gone)."""
-    return decode(conn.recv_bytes())
+    """Receive and decode one message (raises ``EOFError`` when the other end is gone)."""
+    return decode(read_message(conn.fileno()))
+
+
+# multiprocessing.Connection's framing: a 4-byte big-endian length, then the message (a length
+# of -1 announces an 8-byte one, for messages of 2 GiB and more).
+_HEADER = struct.Struct("!i")
+_LONG_HEADER = struct.Struct("!Q")
+_CONCATENATED_UP_TO = 16384  # as Connection: larger messages are written after their header
+
+
+def write_message(fd: int, data: bytes) -> None:
+    """Write one message to a pipe end, framed as ``Connection.send_bytes`` frames it.
+
+    Straight onto the file descriptor: ``send_bytes`` checks the connection and builds
+    memoryviews in Python on every call, which costs more than the system call on the step
+    path.  A small message goes out in a single write, header included, so it never lies
+    half-written in the pipe.
+    """
+    size = len(data)
+    if size <= _CONCATENATED_UP_TO:
+        _write(fd, _HEADER.pack(size) + data)
+        return
+    if size > 0x7FFFFFFF:
+        _write(fd, _HEADER.pack(-1))
+        _write(fd, _LONG_HEADER.pack(size))
+    else:
+        _write(fd, _HEADER.pack(size))
+    _write(fd, data)
+
+
+def read_message(fd: int) -> bytes | bytearray:
+    """Read one message that :func:`write_message` (or ``Connection.send_bytes``) wrote.
+
+    Raises:
+        EOFError: the other end is gone (nothing of a message was read).
+        OSError: the pipe ended in the middle of a message.
+    """
+    (size,) = _HEADER.unpack(_read(fd, 4))
+    if size == -1:
+        (size,) = _LONG_HEADER.unpack(_read(fd, 8))
+    return _read(fd, size)
+
+
+class MessageReader:
+    """Reads the messages of a pipe end that nothing else reads or polls, as many bytes at a
+    time as have arrived: a small message costs one read, not two (its header, then its body).
+
+    For a worker's end of its pipe, which it only ever reads blocking.  The trainer's ends are
+    polled, and bytes kept here would be invisible to a poll, so the trainer reads with
+    :func:`read_message`, exactly a message at a time.
+    """
+
+    __slots__ = ("fd", "_buffer")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer: bytes | bytearray = b""
+
+    def read(self) -> bytes | bytearray:
+        """The next message (raises ``EOFError`` when the other end is gone between messages,
+        ``OSError`` when it is gone in the middle of one)."""
+        buffer = self._buffer
+        if not buffer:
+            buffer = os.read(self.fd, _READ_SIZE)
+            if not buffer:
+                raise EOFError
+        while True:
+            start, size = _frame(buffer)
+            if size >= 0 and len(buffer) >= start + size:
+                self._buffer = buffer[start + size :]
+                return buffer[start : start + size]
+            chunk = os.read(self.fd, max(_READ_SIZE, start + size - len(buffer)))
+            if not chunk:
+                raise OSError("got end of file during message")
+            if type(buffer) is bytes:
+                buffer = bytearray(buffer)
+            buffer += chunk
+
+
+_READ_SIZE = 65536  # a pipe's buffer on Linux
+
+
+def _frame(buffer: bytes | bytearray) -> tuple[int, int]:
+    """Where the message at the start of ``buffer`` begins and its size (-1: header incomplete)."""
+    if len(buffer) < 4:
+        return 4, -1
+    (size,) = _HEADER.unpack_from(buffer)
+    if size != -1:
+        return 4, size
+    if len(buffer) < 12:
+        return 12, -1
+    return 12, _LONG_HEADER.unpack_from(buffer, 4)[0]
+
+
+def _write(fd: int, buf: bytes) -> None:
+    written = os.write(fd, buf)
+    while written < len(buf):
+        written += os.write(fd, memoryview(buf)[written:])
+
+
+def _read(fd: int, size: int) -> bytes | bytearray:
+    """Exactly ``size`` bytes: one read when they are all there, as a small message is."""
+    chunk = os.read(fd, size)
+    if len(chunk) == size:
+        return chunk
+    if not chunk:
+        raise EOFError
+    buf = bytearray(chunk)
+    remaining = size - len(chunk)
+    while remaining:
+        chunk = os.read(fd, remaining)
+        if not chunk:
+            raise OSError("got end of file during message")
+        buf += chunk
+        remaining -= len(chunk)
+    return buf
 
 
 def pack_array(array: np.ndarray) -> PackedArray:

@@ -112,9 +112,24 @@ class WorkerRows:
         """Write the envs' results; False when one does not fit (a reward that is not a real
         number, ...), so that the values travel in the reply and the trainer reports them."""
         try:
-            self.rewards[:] = rewards
-            self.terminations[:] = terminations
-            self.truncations[:] = truncations
-        except (TypeError, ValueError):
+            if (
+                len(rewards) == 1
+                and type(rewards[0]) in _PLAIN
+                and type(terminations[0]) in _PLAIN
+                and type(truncations[0]) in _PLAIN
+            ):
+                # One env returning plain Python numbers (CartPole, most envs): element writes
+                # convert them exactly as the slice writes below do, in a quarter of the time.
+                self.rewards[0] = rewards[0]
+                self.terminations[0] = terminations[0]
+                self.truncations[0] = truncations[0]
+            else:
+                self.rewards[:] = rewards
+                self.terminations[:] = terminations
+                self.truncations[:] = truncations
+        except (TypeError, ValueError, OverflowError):
             return False
         return True
+
+
+_PLAIN = frozenset((float, int, bool))

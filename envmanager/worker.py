@@ -213,13 +213,13 @@ class _WorkerLoop:
         self.runner = EnvRunner(config)
 
     def serve(self) -> None:
-        conn = self.conn
         runner = self.runner
+        requests = protocol.MessageReader(self.conn.fileno())
         try:
             runner.build_envs()
             while True:
                 try:
-                    sequence, command, body = protocol.receive(conn)
+                    sequence, command, body = protocol.decode(requests.read())
                 except (EOFError, OSError):
                     self._offer_last_timers()
                     return  # the trainer is gone, or stopped writing to us

@@ -1,7 +1,7 @@
 """Real SIGINTs at chosen moments of the trainer's pipe traffic, where a Ctrl-C can land.
 
-A profile hook watches the calls the trainer's thread makes inside
-``multiprocessing.connection.Connection`` and raises a real SIGINT (through
+A profile hook watches the calls the trainer's thread makes inside the pipe reading and writing
+of :mod:`envmanager.protocol` and raises a real SIGINT (through
 ``signal.raise_signal``, so Python's own handler turns it into ``KeyboardInterrupt``) at the
 moment the test chose: between two reads of one reply, or between a request's header and body.
 """
@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
+
+from envmanager import protocol
 
 Moment = Callable[[FrameType, str, Any], bool]
 
@@ -37,10 +39,10 @@ def ctrl_c_when(moment: Moment) -> Iterator[None]:
 
 def mid_read(frame: FrameType, event: str, arg: Any) -> bool:
     """About to read more of a message whose first bytes were read already."""
-    if event != "c_call" or frame.f_code.co_name != "_recv":
+    if event != "c_call" or arg is not os.read or not is_protocol_frame(frame, "_read"):
         return False
     local = frame.f_locals
-    return local["size"] > 8 and 0 < local["remaining"] < local["size"]
+    return local["size"] > 8 and 0 < local.get("remaining", 0) < local["size"]
 
 
 def between_header_and_body(frame: FrameType, event: str, arg: Any) -> bool:
@@ -62,5 +64,9 @@ def after_request(number: int) -> Moment:
 
 
 def is_write_done(frame: FrameType, event: str, arg: Any) -> bool:
-    """``Connection._send`` has just written (part of) a message."""
-    return event == "c_return" and arg is os.write and frame.f_code.co_name == "_send"
+    """The protocol has just written (part of) a message to a pipe."""
+    return event == "c_return" and arg is os.write and is_protocol_frame(frame, "_write")
+
+
+def is_protocol_frame(frame: FrameType, function: str) -> bool:
+    return frame.f_code.co_name == function and frame.f_code.co_filename == protocol.__file__

@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -44,8 +45,14 @@ from typing import Any, Callable
 from profiler import events, timers
 from profiler.clock_offset import ClockOffset
 from profiler.memory import ProcessMemory
-from profiler.payload import PayloadError, validate_payload
-from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
+from profiler.payload import (
+    BlockColumns,
+    PayloadError,
+    check_declarations,
+    check_header,
+    check_payload,
+)
+from profiler.timers import MAX_DEPTH, GaugeNode, TimerNode, TimerStack, gauge_value
 
 __all__ = [
     "PayloadError",
@@ -126,6 +133,7 @@ class _WorkerRecord:
         "missed_payloads",
         "duplicates",
         "paused_payloads",
+        "shortened_names",
         "covered",
         "tracks",
         "memory",
@@ -140,6 +148,7 @@ class _WorkerRecord:
         self.missed_payloads = 0
         self.duplicates = 0
         self.paused_payloads = 0
+        self.shortened_names = 0
         self.covered = 0.0
         self.tracks: dict[int, _WorkerTrack] = {}
         self.memory: dict[int, ProcessMemory] = {}
@@ -183,6 +192,8 @@ class _WorkerRecord:
         }
         if self.paused_payloads:
             entry["paused_payloads"] = self.paused_payloads
+        if self.shortened_names:
+            entry["shortened_names"] = self.shortened_names
         return entry
 
 
@@ -236,7 +247,9 @@ class TimerMerger:
         self._detached = False
         self._lock = threading.Lock()
         self._workers: dict[int, _WorkerRecord] = {}
-        self._last_sequence: dict[tuple[int, int], int] = {}
+        # Per (worker id, stream id): its declared names, last sequence and resolved nodes.
+        self._streams: dict[tuple[int, int], _Stream] = {}
+        self._warned_long_names = False
         self._sections: dict[str, WorkerSection] = {}
         self._expected: set[int] = set()
         self._clocks: dict[int, ClockOffset] = {}
@@ -251,13 +264,26 @@ class TimerMerger:
         """Add a worker's payload to the trainer's tree and to that worker's own tree.
 
         The blocks land under ``anchor``, or the block open in the trainer at this moment. Raises
-        :class:`PayloadError` (merging nothing) for a malformed, foreign or other-version payload.
-        A payload merged before is ignored.
+        :class:`PayloadError` (merging nothing) for a malformed, foreign or other-version payload,
+        or one whose stream's names do not add up (ids never declared, names declared anew
+        differently). A payload merged before is ignored.
+
+        A payload refused for its figures still declares its names, if they are right: the
+        worker sends each name once, so its next payloads can still be merged.
         """
         if type(worker_id) is not int or worker_id < 0:
             raise PayloadError(f"worker_id must be a whole number >= 0, got {worker_id!r}")
-        validate_payload(payload)
-        _, _, pid, stream_id, sequence, window_start, window_end, blocks, gauges, timeline, memory = payload
+        check_header(payload)
+        declared = check_declarations(payload[7])
+        try:
+            columns = check_payload(payload, declared)
+        except PayloadError:
+            with self._lock:
+                stream = self._streams.get((worker_id, payload[3]))
+                if stream is None or payload[4] > stream.last_sequence:
+                    self._stream_declaring(worker_id, payload)
+            raise
+        _, _, pid, stream_id, sequence, window_start, window_end, _, _, labels, gauges, timeline, memory = payload
         if anchor is None:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
@@ -265,12 +291,13 @@ class TimerMerger:
             worker = self._workers.get(worker_id)
             if worker is None:
                 worker = self._workers[worker_id] = _WorkerRecord(worker_id)
-            last = self._last_sequence.get((worker_id, stream_id), 0)
-            if sequence <= last:
+            stream = self._streams.get((worker_id, stream_id))
+            if stream is not None and sequence <= stream.last_sequence:
                 worker.duplicates += 1
                 return
-            self._last_sequence[(worker_id, stream_id)] = sequence
-            worker.missed_payloads += sequence - last - 1
+            stream = self._stream_declaring(worker_id, payload)
+            worker.missed_payloads += sequence - stream.last_sequence - 1
+            stream.last_sequence = sequence
             worker.pid = pid
             if not _merging:
                 worker.paused_payloads += 1
@@ -278,7 +305,12 @@ class TimerMerger:
             worker.payloads += 1
             worker.covered += window_end - window_start
 
-            _add_blocks(anchor, worker.root, blocks)
+            if columns.ids:
+                stream.add_rows(anchor, worker.root, columns)
+            for node_id, domain, object_type, scopes in labels:
+                merged, own = stream.nodes(anchor, worker.root, node_id)
+                merged.add_labels(domain, object_type, scopes)
+                own.add_labels(domain, object_type, scopes)
 
             trainer_gauges = self.timer_stack.gauges
             for name, value, minimum, maximum, count in gauges:
@@ -290,12 +322,42 @@ class TimerMerger:
             if memory is not None:
                 self._add_memory(worker, pid, memory)
 
+    def _stream_declaring(self, worker_id: int, payload: tuple[Any, ...]) -> _Stream:
+        """The payload's stream, with the names the payload declares added (called locked).
+
+        Raises :class:`PayloadError` if they do not continue what the stream declared before.
+        """
+        key = (worker_id, payload[3])
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = _Stream(self.timer_stack.generation)
+        first_id, names = payload[7]
+        shortened = stream.declare(first_id, names, worker_id)
+        self._streams[key] = stream
+        if shortened:
+            worker = self._workers.get(worker_id)
+            if worker is None:
+                worker = self._workers[worker_id] = _WorkerRecord(worker_id)
+            worker.shortened_names += shortened
+            if not self._warned_long_names:
+                self._warned_long_names = True
+                warnings.warn(
+                    f"rlprof: worker {worker_id} named a block with more than {MAX_NAME_LENGTH} "
+                    f"characters; the dump keeps its first {MAX_NAME_LENGTH} (its entry counts "
+                    "shortened_names)",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        return stream
+
     def _follow_stack_resets(self) -> None:
         """After the stack was reset: forget the worker trees and attach to it again."""
         stack = self.timer_stack
         if self._generation != stack.generation:
             self._generation = stack.generation
             self._workers = {worker_id: _WorkerRecord(worker_id) for worker_id in self._expected}
+            for stream in self._streams.values():
+                stream.forget_nodes()
         if self not in stack.mergers and not self._detached:
             stack.mergers.append(self)
 
@@ -470,29 +532,155 @@ class TimerMerger:
         )
 
 
-_ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry()) | {"manager", "manager_id"}
+_ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry()) | {
+    "manager",
+    "manager_id",
+    "paused_payloads",
+    "shortened_names",
+}
 _merger_ids = itertools.count(1)
 
 
-def _add_blocks(anchor: TimerNode, worker_node: TimerNode, blocks: tuple[Any, ...]) -> None:
-    """Add payload blocks under ``anchor`` in the trainer's tree, marked ``is_parallel``, and
-    into the worker's own tree, keeping each worker node's peak mean per payload. One walk for
-    both trees: this loop is most of the trainer's merge cost."""
-    for name, total, count, errors, extremes, children, *labels in blocks:
-        # No extremes: no call closed, or a single call that lasted the whole total.
-        minimum, maximum = extremes if extremes is not None else (total, total)
-        merged = anchor.children.get(name) or anchor.get_child(name)
-        merged.add_runs(total, count, errors, minimum, maximum)
-        merged.is_parallel = True
-        own = worker_node.children.get(name) or worker_node.get_child(name)
-        own.add_runs(total, count, errors, minimum, maximum)
-        if labels:  # a block with a domain, object type or scopes (see profiler.payload)
-            merged.add_labels(*labels[0])
-            own.add_labels(*labels[0])
-        if count and total / count > own.peak_mean:
-            own.peak_mean = total / count
-        if children:
-            _add_blocks(merged, own, children)
+MAX_NAME_LENGTH = 1000
+"""Block names longer than this are shortened to it as they are declared (and counted in the
+worker's ``shortened_names``): a name is a label for people, and a runaway one (a repr of a whole
+batch) must not swell every dump."""
+
+_MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (see _Stream.nodes)
+
+
+class _Stream:
+    """One worker stream's declared names and the tree nodes its ids resolve to.
+
+    An id is resolved to a node once per tree (the trainer's tree under an anchor, the worker's
+    own tree), on the first payload that has figures for it; then a payload's rows are added
+    into nodes found by list index. Nodes are created as the blocks first have figures, in the
+    order of their ids (parents first), as the worker created them.
+    """
+
+    __slots__ = ("names", "depths", "last_sequence", "merged_nodes", "own_nodes", "own_root")
+
+    def __init__(self, generation: int) -> None:
+        self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
+        self.depths: list[int] = []  # id -> depth below the tree it is merged into (top level: 1)
+        self.last_sequence = 0
+        self.merged_nodes: dict[TimerNode, list[TimerNode | None]] = {}  # anchor -> id -> node
+        self.own_nodes: list[TimerNode | None] = []
+        self.own_root: TimerNode | None = None
+
+    def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
+        """Add the names of ids ``first_id`` on; return how many had to be shortened.
+
+        Names declared before must be declared the same again (a payload with ``declare_all``
+        repeats them); an id past the end of the known ones means declarations were lost.
+        """
+        known = len(self.names)
+        if first_id > known:
+            raise PayloadError(
+                f"names: the payload declares block ids from {first_id}, but the stream of worker "
+                f"{worker_id} declared only ids 0 to {known - 1}: a payload with declarations was "
+                "lost on the way (payloads of a stream must all reach the merger, in order)"
+            )
+        shortened = 0
+        additions: list[tuple[int, str]] = []
+        for node_id, (parent_id, name) in enumerate(declared, start=first_id):
+            if len(name) > MAX_NAME_LENGTH:
+                name = name[:MAX_NAME_LENGTH]
+                shortened += 1
+            if node_id < known:
+                if self.names[node_id] != (parent_id, name):
+                    raise PayloadError(
+                        f"names: block id {node_id} was declared as {self.names[node_id]!r} and now "
+                        f"as {(parent_id, name)!r:.200}: the block names of a worker stream cannot "
+                        "change (a new process must send a new stream)"
+                    )
+                continue
+            additions.append((parent_id, name))
+        if additions:
+            depths = self.depths + [0] * len(additions)
+            for node_id, (parent_id, name) in enumerate(additions, start=known):
+                depth = depths[node_id] = 1 if parent_id < 0 else depths[parent_id] + 1
+                if depth > MAX_DEPTH:
+                    raise PayloadError(
+                        f"names: block {name!r:.80} is nested deeper than {MAX_DEPTH} levels "
+                        "(snapshot_and_flush folds deeper blocks, so this payload was not made by it)"
+                    )
+            self.depths = depths
+            self.names.extend(additions)
+            padding = [None] * len(additions)
+            for nodes in self.merged_nodes.values():
+                nodes.extend(padding)
+            self.own_nodes.extend(padding)
+        return shortened if additions else 0
+
+    def forget_nodes(self) -> None:
+        """The trees were reset: resolve the ids again, in the new trees."""
+        self.merged_nodes = {}
+        self.own_nodes = [None] * len(self.names)
+        self.own_root = None
+
+    def nodes(self, anchor: TimerNode, own_root: TimerNode, node_id: int) -> tuple[TimerNode, TimerNode]:
+        """The trainer's node (under ``anchor``) and the worker's own node of block ``node_id``."""
+        merged_nodes, own_nodes = self._node_lists(anchor, own_root)
+        return (
+            merged_nodes[node_id] or self._resolve(merged_nodes, anchor, node_id, True),
+            own_nodes[node_id] or self._resolve(own_nodes, own_root, node_id, False),
+        )
+
+    def _node_lists(
+        self, anchor: TimerNode, own_root: TimerNode
+    ) -> tuple[list[TimerNode | None], list[TimerNode | None]]:
+        merged_nodes = self.merged_nodes.get(anchor)
+        if merged_nodes is None:
+            if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
+                self.merged_nodes.clear()  # many anchors in turn: resolving again is cheap enough
+            merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
+        if self.own_root is not own_root:
+            self.own_root = own_root
+            self.own_nodes = [None] * len(self.names)
+        return merged_nodes, self.own_nodes
+
+    def _resolve(self, nodes: list[TimerNode | None], root: TimerNode, node_id: int, parallel: bool) -> TimerNode:
+        """Find (creating it and its parents if need be) the node of ``node_id`` under ``root``."""
+        parent_id, name = self.names[node_id]
+        if parent_id < 0:
+            parent = root
+        else:
+            parent = nodes[parent_id] or self._resolve(nodes, root, parent_id, parallel)
+        node = parent.get_child(name)
+        if parallel:
+            node.is_parallel = True  # the worker's time ran beside the trainer's
+        nodes[node_id] = node
+        return node
+
+    def add_rows(self, anchor: TimerNode, own_root: TimerNode, columns: BlockColumns) -> None:
+        """Add a payload's rows into the trainer's tree under ``anchor`` and into the worker's own
+        tree, keeping each own node's peak mean per payload. One loop for both trees, over nodes
+        found by index: this loop is most of the trainer's merge cost."""
+        merged_nodes, own_nodes = self._node_lists(anchor, own_root)
+        resolve = self._resolve
+        for node_id, count, errors, total, minimum, maximum in zip(
+            columns.ids, columns.counts, columns.errors, columns.totals, columns.minimums, columns.maximums
+        ):
+            merged = merged_nodes[node_id] or resolve(merged_nodes, anchor, node_id, True)
+            own = own_nodes[node_id] or resolve(own_nodes, own_root, node_id, False)
+            merged.total += total
+            merged.count += count
+            merged.errors += errors
+            own.total += total
+            own.count += count
+            own.errors += errors
+            if count:
+                if minimum < merged.min:
+                    merged.min = minimum
+                if maximum > merged.max:
+                    merged.max = maximum
+                if minimum < own.min:
+                    own.min = minimum
+                if maximum > own.max:
+                    own.max = maximum
+                if total / count > own.peak_mean:
+                    own.peak_mean = total / count
 
 
 def _merge_gauge(

@@ -188,6 +188,8 @@ class TimerNode:
         child = self.children.get(name)
         if child is None:
             child = self.children.setdefault(name, TimerNode(name, self, self._stack))
+            if self._stack is not None:
+                self._stack.shape_changed = True  # a payload declares the new block's name
         return child
 
     @property
@@ -285,19 +287,30 @@ class TimerNode:
         this node has none, and the scopes it ran in."""
         if domain is not None and self.domain is None:
             self.domain = domain
+            self._labels_changed()
         if object_type is not None and self.object_type is None:
             self.object_type = object_type
+            self._labels_changed()
         if scopes:
             if self.scopes is None:
                 self.scopes = set()
-            self.scopes.update(scopes)
+            if not self.scopes.issuperset(scopes):
+                self.scopes.update(scopes)
+                self._labels_changed()
 
     def note_scope(self, scope: str) -> None:
         """Record that a run of this block happened in the profiler scope ``scope``."""
         if self.scopes is None:
             self.scopes = {scope}
-        else:
+            self._labels_changed()
+        elif scope not in self.scopes:
             self.scopes.add(scope)
+            self._labels_changed()
+
+    def _labels_changed(self) -> None:
+        # Payloads carry a block's labels; the stack's next flush looks for what changed.
+        if self._stack is not None:
+            self._stack.shape_changed = True
 
     def clear_runs(self) -> None:
         """Forget the runs counted so far (a flush): the node and its children stay in the tree."""
@@ -521,6 +534,8 @@ class TimerStack:
         "timeline",
         "holds_ended_threads",
         "ended_threads",
+        "shape_changed",
+        "block_ids",
     )
 
     def __init__(self, thread_name: str | None = None) -> None:
@@ -533,6 +548,9 @@ class TimerStack:
         self.stream_id = random.SystemRandom().getrandbits(62)
         self.flushes = 0
         self.generation = 0
+        # What payloads need to name blocks by number (see profiler.block_ids): the ids given
+        # so far, and whether a block or a block's labels appeared since the last flush.
+        self.block_ids: Any = None
         self.reset()
 
     def reset(self) -> None:
@@ -548,6 +566,7 @@ class TimerStack:
         self.flushed_at = self.start_time
         self.mergers: list[Any] = []
         self.generation += 1
+        self.shape_changed = True
         self.ended_threads = 0
         self.timeline = _new_thread_timeline() if _new_thread_timeline is not None else None
 

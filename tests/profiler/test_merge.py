@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -9,14 +10,11 @@ import pytest
 
 from profiler import get_timer_root, get_timer_tree, hierarchical_timer, load_timing_tree, reset_timers, write_timing_tree
 from profiler.merge import PayloadError, TimerMerger
-from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, snapshot_and_flush
+from profiler.payload import snapshot_and_flush
 from profiler.timers import TimerStack
+from hand_payloads import tree_payload as payload
+from hand_payloads import with_rows
 from tree_paths import child_names, find
-
-
-def payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=()):
-    """A hand-written payload: each block is (name, total, count, errors, extremes, children)."""
-    return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, tuple(blocks), gauges, None, None)
 
 
 def step(total=1.0, count=1, children=()):
@@ -348,12 +346,12 @@ def count_of_every(name: str, node: dict) -> int:
     return own + sum(count_of_every(name, child) for child in node["children"])
 
 
-def test_a_payload_with_an_overflowing_count_merges_nothing(fake_clock):
+def test_a_payload_with_a_negative_count_merges_nothing(fake_clock):
     merger = TimerMerger()
     with hierarchical_timer("vector.step"):
         merger.merge_payload(0, payload(step(total=1.0, count=1)))
         with pytest.raises(PayloadError, match="count"):
-            merger.merge_payload(0, payload(step(total=1.0, count=1), ("env.reset", 0.5, 10**400, 0, ()), sequence=2))
+            merger.merge_payload(0, payload(step(total=1.0, count=1), ("env.reset", 0.5, -1, 0, None, ()), sequence=2))
     tree = get_timer_tree()
     assert find(tree, "vector.step", "env.step")["count"] == 1
     assert child_names(find(tree, "vector.step")) == ["env.step"]
@@ -413,3 +411,143 @@ def test_a_workers_domain_objects_keep_their_labels_and_details_through_the_merg
     worker_process = tree["timeline"]["processes"][1]
     assert worker_process["threads"][0]["spans"][0][3] == {"cat": "rl", "object_type": "task"}
     assert worker_process["counters"][0][3] == {"cat": "rl"}
+
+
+# --- names declared once (block ids) --------------------------------------------------------------
+
+
+def worker_payloads(worker: TimerStack, *rounds):
+    """One payload per round, each round timing the named blocks once (a/b nests b in a)."""
+    payloads = []
+    for names in rounds:
+        for path in names:
+            with contextlib.ExitStack() as nested:
+                for name in path.split("/"):
+                    nested.enter_context(hierarchical_timer(name, worker))
+        payloads.append(snapshot_and_flush(worker))
+    return payloads
+
+
+def test_a_payload_after_the_first_names_no_block_it_declared_before(fake_clock):
+    first, second = worker_payloads(TimerStack("worker"), ["env.step/physics"], ["env.step/physics"])
+    assert first[7] == (0, ((-1, "env.step"), (0, "physics")))
+    assert second[7] == (2, ())
+
+
+def test_a_block_first_entered_late_is_declared_by_the_next_payload_and_merges(fake_clock):
+    merger = TimerMerger()
+    payloads = worker_payloads(TimerStack("worker"), ["env.step"], ["env.step", "env.step/render"])
+    assert payloads[1][7] == (1, ((0, "render"),))
+    for payload_ in payloads:
+        merger.merge_payload(0, payload_)
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 3
+    assert find(tree, "env.step", "render")["count"] == 1
+
+
+def test_a_payload_naming_an_id_never_declared_is_refused(fake_clock):
+    merger = TimerMerger()
+    first = payload(step())
+    merger.merge_payload(0, first)
+    # The stream declared id 0 only: a row for id 1 names a block nobody declared.
+    unknown = with_rows(first[:4] + (2,) + first[5:7] + ((1, ()),) + first[8:], [(1, 1, 0, 0.5, 0.5, 0.5)])
+    with pytest.raises(PayloadError, match="block id 1 was never declared"):
+        merger.merge_payload(0, unknown)
+
+
+def test_a_payload_whose_declarations_were_lost_is_refused_saying_so(fake_clock):
+    merger = TimerMerger()
+    first, _, third = worker_payloads(TimerStack("worker"), ["a"], ["a", "b"], ["a", "b", "c"])
+    merger.merge_payload(0, first)
+    with pytest.raises(PayloadError, match="lost on the way"):
+        merger.merge_payload(0, third)
+
+
+def test_a_changed_name_for_a_declared_id_is_refused(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step()))
+    renamed = payload(("env.reset", 1.0, 1, 0, None, ()), sequence=2)
+    with pytest.raises(PayloadError, match="cannot change"):
+        merger.merge_payload(0, renamed)
+    assert find(get_timer_tree(), "env.step")["count"] == 1
+
+
+def test_a_restarted_worker_declares_its_names_anew_in_its_own_stream(fake_clock):
+    merger = TimerMerger()
+    for process in (TimerStack("worker"), TimerStack("worker, restarted")):
+        for payload_ in worker_payloads(process, ["env.step"], ["env.step"]):
+            merger.merge_payload(0, payload_)
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 4
+    assert worker_entry(tree, 0)["payloads"] == 4
+
+
+def test_a_payload_refused_for_its_figures_still_declares_its_names(fake_clock):
+    merger = TimerMerger()
+    worker = TimerStack("worker")
+    first, second = worker_payloads(worker, ["env.step"], ["env.step"])
+    bad_first = with_rows(first, [(0, 1, 0, float("nan"), 0.5, 0.5)])
+    with pytest.raises(PayloadError, match="finite"):
+        merger.merge_payload(0, bad_first)
+    merger.merge_payload(0, second)
+    assert find(get_timer_tree(), "env.step")["count"] == 1
+
+
+def test_ids_are_kept_across_a_reset_of_the_worker_stack(fake_clock):
+    merger = TimerMerger()
+    worker = TimerStack("worker")
+    (first,) = worker_payloads(worker, ["a", "b"])
+    worker.reset()
+    (second,) = worker_payloads(worker, ["b", "c"])
+    assert second[7] == (2, ((-1, "c"),))
+    merger.merge_payload(0, first)
+    merger.merge_payload(0, second)
+    assert [child["name"] for child in get_timer_tree()["children"]] == ["a", "b", "c"]
+    assert find(get_timer_tree(), "b")["count"] == 2
+
+
+def test_a_reset_of_the_trainer_stack_resolves_ids_in_the_new_tree(fake_clock):
+    merger = TimerMerger()
+    first, second = worker_payloads(TimerStack("worker"), ["env.step"], ["env.step"])
+    merger.merge_payload(0, first)
+    reset_timers()
+    merger.merge_payload(0, second)
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 1
+    assert find(worker_entry(tree, 0), "env.step")["count"] == 1
+
+
+def test_payloads_declaring_all_names_merge_in_any_order(fake_clock):
+    merger, worker = TimerMerger(), TimerStack("worker")
+    payloads = []
+    for names in (["a"], ["a", "b"]):
+        for name in names:
+            with hierarchical_timer(name, worker):
+                pass
+        payloads.append(snapshot_and_flush(worker, declare_all=True))
+    merger.merge_payload(0, payloads[1])
+    merger.merge_payload(1, payloads[0])
+    assert find(get_timer_tree(), "a")["count"] == 2
+
+
+def test_a_huge_block_name_is_shortened_counted_and_warned_about(fake_clock):
+    from profiler.merge import MAX_NAME_LENGTH
+
+    merger = TimerMerger()
+    with pytest.warns(RuntimeWarning, match="shortened_names"):
+        merger.merge_payload(0, payload(("x" * 1_000_000, 1.0, 1, 0, None, ())))
+    tree = get_timer_tree()
+    assert [child["name"] for child in tree["children"]] == ["x" * MAX_NAME_LENGTH]
+    assert worker_entry(tree, 0)["shortened_names"] == 1
+
+
+def test_numpy_numbers_in_a_worker_tree_travel_as_python_numbers(fake_clock):
+    import numpy as np
+
+    merger, worker = TimerMerger(), TimerStack("worker")
+    node = worker.root.get_child("env.step")
+    node.add_runs(np.float32(0.5), np.int64(2), np.int64(0), np.float64(0.25), np.float32(0.25))
+    merger.merge_payload(0, snapshot_and_flush(worker))
+    merged = find(get_timer_tree(), "env.step")
+    assert (merged["total"], merged["count"], merged["min"]) == (0.5, 2, 0.25)
+    assert type(merged["count"]) is int and type(merged["total"]) is float

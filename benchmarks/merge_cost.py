@@ -1,18 +1,24 @@
-"""What does shipping worker timers cost? Payload bytes and microseconds, worker to merged tree.
+"""What does shipping worker timers cost? Payload bytes and microseconds, worker to merged tree,
+the current payload (version 4: names once, then columns of numbers) beside version 3 (every name
+in every payload), measured in one run.
 
-For timer trees of 10, 50 and 200 nodes it prints the pickled payload size and the median time of
-each stage: ``snapshot_and_flush`` in the worker, pickle + send + receive + unpickle through a
-real ``multiprocessing.Pipe``, and ``TimerMerger.merge_payload`` in the trainer (validation
-included). Then the trainer-side merge cost per step for 1, 4, 16 and 64 workers each sending a
-50-node payload every step, measured early and late in a run: it must grow with the number of
-payloads, not with the run's length. Goal (issue 3): a 50-node payload under 2 KB and under
-20 us from snapshot to merged.
+Part 1, for timer trees of 10, 50 and 200 nodes: the pickled payload's size and the median time of
+each stage, the two versions interleaved payload by payload: ``snapshot_and_flush`` in the worker;
+pickling and unpickling as a pipe does (``ForkingPickler.dumps``, ``pickle.loads``: what
+``Connection.send`` and ``recv`` run, without the system calls); ``TimerMerger.merge_payload`` in
+the trainer (validation included). Goal (issue 12): a 50-node payload from snapshot to merged in
+at most 20 us. A real ``multiprocessing.Pipe`` trip of the same payload is printed beside, for
+scale: it is paid by the reply the payload rides on anyway.
 
-Microseconds depend on the machine, so the script also prints the cost of the cheapest Python
-``with`` block (``contextlib.nullcontext()``) measured in the same run: divide by it to compare
-figures taken on different machines or under different load.
+Part 2, many workers: 1 to 1,000 simulated workers each flush a 50-node tree every step, and the
+trainer merges every payload; the figure is the median merge cost per payload in the first and
+the last steps. Goal: flat from 1 to 1,000 workers (and from early to late in a run).
 
-    python benchmarks/merge_cost.py [--repeats 300] [--steps 2000]
+Microseconds depend on the machine and its load, so the script also prints the cost of the
+cheapest Python ``with`` block (``contextlib.nullcontext()``) measured in the same run, and every
+comparison is a ratio of figures measured side by side.
+
+    python benchmarks/merge_cost.py [--repeats 400] [--steps 2000]
 """
 
 from __future__ import annotations
@@ -24,12 +30,18 @@ import pickle
 import statistics
 import time
 import timeit
-from typing import Any
+from multiprocessing.reduction import ForkingPickler
+from types import ModuleType
+from typing import Any, Callable
 
 from profiler import hierarchical_timer
-from profiler.merge import TimerMerger
-from profiler.payload import snapshot_and_flush
+from profiler import merge as merge_v4
+from profiler import payload as payload_v4
 from profiler.timers import TimerStack
+from reference_payload import load_version_3
+
+GOAL_SNAPSHOT_TO_MERGED_US = 20.0
+GOAL_FLAT = 1.5  # cost per payload with N workers at most this many times the cost with one
 
 
 def run_blocks(stack: TimerStack, nodes: int) -> None:
@@ -51,52 +63,134 @@ def median_us(samples: list[float]) -> float:
     return statistics.median(samples) * 1e6
 
 
-def stage_costs(nodes: int, repeats: int) -> dict[str, float]:
-    worker = TimerStack("worker")
-    merger = TimerMerger(TimerStack("trainer"))
-    sender, receiver = multiprocessing.Pipe()
-    snapshot, transport, merge, sizes = [], [], [], []
-    for _ in range(repeats):
-        run_blocks(worker, nodes)
+class Version:
+    """One payload version's worker and trainer, timing each stage of a payload's trip."""
+
+    def __init__(self, name: str, payload: ModuleType, merge: ModuleType, nodes: int) -> None:
+        self.name = name
+        self.snapshot_and_flush: Callable[[TimerStack], Any] = payload.snapshot_and_flush
+        self.worker = TimerStack(f"worker {name}")
+        self.merger = merge.TimerMerger(TimerStack(f"trainer {name}"))
+        self.nodes = nodes
+        self.stages: dict[str, list[float]] = {"snapshot": [], "pickle": [], "merge": []}
+        self.sizes: list[int] = []
+
+    def one_payload(self) -> Any:
+        run_blocks(self.worker, self.nodes)
         started = time.perf_counter()
-        payload = snapshot_and_flush(worker)
+        payload = self.snapshot_and_flush(self.worker)
         snapped = time.perf_counter()
-        sender.send(payload)  # pickles with multiprocessing's pickler, as a worker would
-        received = receiver.recv()
-        transported = time.perf_counter()
-        merger.merge_payload(0, received)
+        data = ForkingPickler.dumps(payload)  # what Connection.send pickles
+        received = pickle.loads(data)  # what Connection.recv unpickles
+        unpickled = time.perf_counter()
+        self.merger.merge_payload(0, received)
         merged = time.perf_counter()
-        snapshot.append(snapped - started)
-        transport.append(transported - snapped)
-        merge.append(merged - transported)
-        sizes.append(len(pickle.dumps(payload)))
+        self.stages["snapshot"].append(snapped - started)
+        self.stages["pickle"].append(unpickled - snapped)
+        self.stages["merge"].append(merged - unpickled)
+        self.sizes.append(len(data))
+        return payload
+
+    def medians(self) -> dict[str, float]:
+        figures = {stage: median_us(samples) for stage, samples in self.stages.items()}
+        figures["total"] = sum(figures.values())
+        figures["bytes"] = statistics.median(self.sizes)
+        return figures
+
+
+def pipe_trip_us(payload: Any, repeats: int) -> float:
+    """Median time to send ``payload`` through a real pipe and receive it, in this process."""
+    sender, receiver = multiprocessing.Pipe()
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        sender.send(payload)
+        receiver.recv()
+        samples.append(time.perf_counter() - started)
     sender.close()
     receiver.close()
-    return {
-        "bytes": statistics.median(sizes),
-        "snapshot": median_us(snapshot),
-        "transport": median_us(transport),
-        "merge": median_us(merge),
-    }
+    return median_us(samples)
 
 
-def merge_cost_per_step(workers: int, steps: int) -> tuple[float, float]:
-    """Median trainer time (us) to merge one step's payloads, early (first 10% of steps) and late
-    (last 10%), with ``workers`` workers each flushing a 50-node tree every step."""
+def stage_table(version_3: tuple[ModuleType, ModuleType] | None, repeats: int) -> None:
+    print(
+        f"{'nodes':>5} {'version':>7} {'bytes':>6} {'snapshot us':>12} {'pickle us':>10} {'merge us':>9}"
+        f" {'total us':>9} {'v3/v4':>6} {'goal':>8} {'pipe trip us':>13}"
+    )
+    for nodes in (10, 50, 200):
+        versions = [Version("v4", payload_v4, merge_v4, nodes)]
+        if version_3 is not None:
+            versions.append(Version("v3", *version_3, nodes))
+        last_payload = None
+        for _ in range(repeats):  # interleaved, so both see the same load
+            for version in versions:
+                payload = version.one_payload()
+                if version.name == "v4":
+                    last_payload = payload
+        figures = {version.name: version.medians() for version in versions}
+        for version in versions:
+            costs = figures[version.name]
+            ratio = f"{figures['v3']['total'] / costs['total']:6.2f}" if "v3" in figures and version.name == "v4" else ""
+            goal = ""
+            if nodes == 50 and version.name == "v4":
+                met = "met" if costs["total"] <= GOAL_SNAPSHOT_TO_MERGED_US else "MISSED"
+                goal = f"<= {GOAL_SNAPSHOT_TO_MERGED_US:.0f} {met}"
+            pipe = f"{pipe_trip_us(last_payload, repeats):13.1f}" if version.name == "v4" else ""
+            print(
+                f"{nodes:5d} {version.name:>7} {costs['bytes']:6.0f} {costs['snapshot']:12.1f} "
+                f"{costs['pickle']:10.1f} {costs['merge']:9.1f} {costs['total']:9.1f} {ratio:>6} "
+                f"{goal:>8} {pipe}"
+            )
+
+
+def merge_cost_per_payload(payload: ModuleType, merge: ModuleType, workers: int, steps: int) -> tuple[float, float]:
+    """Median trainer time (us) to merge one payload, in the first and the last tenth of the
+    steps after the first (whose payloads declare the names), ``workers`` workers each flushing
+    a 50-node tree every step."""
     worker_stacks = [TimerStack(f"worker {index}") for index in range(workers)]
-    merger = TimerMerger(TimerStack("trainer"))
-    per_step: list[float] = []
-    for _ in range(steps):
-        payloads: list[Any] = []
+    merger = merge.TimerMerger(TimerStack("trainer"))
+    per_payload: list[list[float]] = []
+    for step in range(steps + 1):
+        payloads = []
         for stack in worker_stacks:
             run_blocks(stack, 50)
-            payloads.append(snapshot_and_flush(stack))
-        started = time.perf_counter()
-        for worker_id, payload in enumerate(payloads):
-            merger.merge_payload(worker_id, payload)
-        per_step.append(time.perf_counter() - started)
+            payloads.append(pickle.loads(ForkingPickler.dumps(payload.snapshot_and_flush(stack))))
+        samples = []
+        clock = time.perf_counter
+        for worker_id, received in enumerate(payloads):
+            started = clock()
+            merger.merge_payload(worker_id, received)
+            samples.append(clock() - started)
+        if step:
+            per_payload.append(samples)
     tenth = max(1, steps // 10)
-    return median_us(per_step[:tenth]), median_us(per_step[-tenth:])
+    early = [sample for samples in per_payload[:tenth] for sample in samples]
+    late = [sample for samples in per_payload[-tenth:] for sample in samples]
+    return median_us(early), median_us(late)
+
+
+def worker_table(version_3: tuple[ModuleType, ModuleType] | None, steps: int) -> None:
+    print(
+        f"\n{'workers':>7} {'v4 us/payload early':>20} {'late':>6} {'x 1 worker':>11}"
+        f" {'v3 us/payload early':>20} {'late':>6} {'x 1 worker':>11} {'goal':>12}"
+    )
+    base: dict[str, float] = {}
+    for workers in (1, 10, 100, 1000):
+        worker_steps = max(10, steps // workers)
+        row = f"{workers:7d}"
+        flat = True
+        for name, modules in (("v4", (payload_v4, merge_v4)), ("v3", version_3)):
+            if modules is None:
+                row += f" {'':>20} {'':>6} {'':>11}"
+                continue
+            early, late = merge_cost_per_payload(*modules, workers, worker_steps)
+            base.setdefault(name, min(early, late))
+            growth = max(early, late) / base[name]
+            if name == "v4":
+                flat = growth <= GOAL_FLAT
+            row += f" {early:20.1f} {late:6.1f} {growth:11.2f}"
+        row += f" {'x <= ' + format(GOAL_FLAT, '.1f') + (' met' if flat else ' MISSED'):>12}"
+        print(row)
 
 
 def nullcontext_ns() -> float:
@@ -114,26 +208,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=300, help="payloads per tree size")
-    parser.add_argument("--steps", type=int, default=400, help="steps per worker count")
+    parser.add_argument("--repeats", type=int, default=400, help="payloads per tree size and version")
+    parser.add_argument("--steps", type=int, default=2000, help="payloads per worker count (at least 10 steps)")
     arguments = parser.parse_args()
 
+    version_3 = load_version_3()
     floor_ns = nullcontext_ns()
     print(f"machine speed: `with nullcontext()` costs {floor_ns:.0f} ns here\n")
-    print(f"{'nodes':>5} {'bytes':>6} {'snapshot us':>12} {'pipe us':>8} {'merge us':>9} {'total us':>9} {'w/o pipe':>9}")
-    for nodes in (10, 50, 200):
-        costs = stage_costs(nodes, arguments.repeats)
-        total = costs["snapshot"] + costs["transport"] + costs["merge"]
-        print(
-            f"{nodes:5d} {costs['bytes']:6.0f} {costs['snapshot']:12.1f} {costs['transport']:8.1f}"
-            f" {costs['merge']:9.1f} {total:9.1f} {costs['snapshot'] + costs['merge']:9.1f}"
-        )
-
-    print(f"\n{'workers':>7} {'merge us/step early':>20} {'late':>8} {'us per payload':>15}")
-    for workers in (1, 4, 16, 64):
-        steps = max(20, arguments.steps // workers)
-        early, late = merge_cost_per_step(workers, steps)
-        print(f"{workers:7d} {early:20.1f} {late:8.1f} {late / workers:15.1f}")
+    stage_table(version_3, arguments.repeats)
+    worker_table(version_3, arguments.steps)
 
 
 if __name__ == "__main__":

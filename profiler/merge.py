@@ -46,7 +46,6 @@ from profiler import events, timers
 from profiler.clock_offset import ClockOffset
 from profiler.memory import ProcessMemory
 from profiler.payload import (
-    BlockColumns,
     PayloadError,
     check_declarations,
     check_header,
@@ -276,7 +275,7 @@ class TimerMerger:
         check_header(payload)
         declared = check_declarations(payload[7])
         try:
-            columns = check_payload(payload, declared)
+            rows = check_payload(payload, declared)
         except PayloadError:
             with self._lock:
                 stream = self._streams.get((worker_id, payload[3]))
@@ -305,8 +304,8 @@ class TimerMerger:
             worker.payloads += 1
             worker.covered += window_end - window_start
 
-            if columns.ids:
-                stream.add_rows(anchor, worker.root, columns)
+            if rows:
+                stream.add_rows(anchor, worker.root, rows)
             for node_id, domain, object_type, scopes in labels:
                 merged, own = stream.nodes(anchor, worker.root, node_id)
                 merged.add_labels(domain, object_type, scopes)
@@ -329,9 +328,11 @@ class TimerMerger:
         """
         key = (worker_id, payload[3])
         stream = self._streams.get(key)
+        first_id, names = payload[7]
         if stream is None:
             stream = _Stream(self.timer_stack.generation)
-        first_id, names = payload[7]
+        elif not names and first_id == len(stream.names):
+            return stream  # the common case: nothing new declared
         shortened = stream.declare(first_id, names, worker_id)
         self._streams[key] = stream
         if shortened:
@@ -653,24 +654,24 @@ class _Stream:
         nodes[node_id] = node
         return node
 
-    def add_rows(self, anchor: TimerNode, own_root: TimerNode, columns: BlockColumns) -> None:
-        """Add a payload's rows into the trainer's tree under ``anchor`` and into the worker's own
-        tree, keeping each own node's peak mean per payload. One loop for both trees, over nodes
-        found by index: this loop is most of the trainer's merge cost."""
+    def add_rows(self, anchor: TimerNode, own_root: TimerNode, rows: tuple[float, ...]) -> None:
+        """Add a payload's rows (checked, flat: see :func:`profiler.payload.block_rows`) into the
+        trainer's tree under ``anchor`` and into the worker's own tree, keeping each own node's
+        peak mean per payload. One loop for both trees, over nodes found by index: this loop is
+        most of the trainer's merge cost."""
         merged_nodes, own_nodes = self._node_lists(anchor, own_root)
         resolve = self._resolve
+        row_fields = iter(rows)
         for node_id, count, errors, total, minimum, maximum in zip(
-            columns.ids, columns.counts, columns.errors, columns.totals, columns.minimums, columns.maximums
+            row_fields, row_fields, row_fields, row_fields, row_fields, row_fields
         ):
             merged = merged_nodes[node_id] or resolve(merged_nodes, anchor, node_id, True)
             own = own_nodes[node_id] or resolve(own_nodes, own_root, node_id, False)
             merged.total += total
-            merged.count += count
-            merged.errors += errors
             own.total += total
-            own.count += count
-            own.errors += errors
             if count:
+                merged.count += count
+                own.count += count
                 if minimum < merged.min:
                     merged.min = minimum
                 if maximum > merged.max:
@@ -681,6 +682,9 @@ class _Stream:
                     own.max = maximum
                 if total / count > own.peak_mean:
                     own.peak_mean = total / count
+            if errors:
+                merged.errors += errors
+                own.errors += errors
 
 
 def _merge_gauge(

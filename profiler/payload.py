@@ -8,7 +8,7 @@ field before merging anything (see :func:`validate_payload` and ``profiler.merge
 
 Block names travel once. Each block path has an id (:mod:`profiler.block_ids`): a stream's
 first payload declares every block as ``(parent id, name)``, a later one only the blocks that
-appeared since, and the figures travel as flat columns of numbers keyed by id. So a payload
+appeared since, and the figures travel as rows of numbers keyed by id, packed in one bytes object. So a payload
 costs the worker one pass over its blocks, and the trainer a few passes of builtins over the
 columns to validate it, whatever the names.
 
@@ -18,8 +18,8 @@ Layout, version 4 (a tuple; readers unpack it by position)::
      names, blocks, labels, gauges, timeline, memory)
 
     names    = (first_id, ((parent_id, name), ...))   # declares ids first_id, first_id + 1, ...
-    blocks   = bytes: n rows as six little-endian columns, one after the other:
-               ids, counts, errors (int64 each), then totals, minimums, maximums (float64 each)
+    blocks   = bytes: rows of (id, count, errors, total, minimum, maximum), little-endian
+               int64, int64, int64, float64, float64, float64: 48 bytes a row
     labels   = ((block_id, domain, object_type, (scope, ...)), ...)   # blocks that have any
     gauges   = ((name, value, min, max, count), ...)
     timeline = None | (host, clock_origin, thread_name,
@@ -68,8 +68,6 @@ import math
 import operator
 import os
 import struct
-import sys
-from array import array
 from functools import lru_cache
 from typing import Any
 
@@ -85,10 +83,9 @@ __all__ = [
     "MAX_SECONDS",
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
-    "BlockColumns",
     "PayloadError",
     "WorkerTimers",
-    "block_columns",
+    "block_rows",
     "check_declarations",
     "check_header",
     "check_payload",
@@ -109,8 +106,9 @@ MAX_SECONDS = 1e15
 """The most seconds a payload's blocks may add up to (30 million years): any number of merged
 payloads then still sums to a finite float, which the strict JSON dump needs."""
 
-_ROW_BYTES = 48  # three int64 and three float64 columns
-_LITTLE_ENDIAN = sys.byteorder == "little"
+_ROW_FORMAT = "qqqddd"  # id, count, errors (int64); total, minimum, maximum (float64)
+_ROW_FIELDS = len(_ROW_FORMAT)
+_ROW_BYTES = struct.calcsize("<" + _ROW_FORMAT)
 _NUMBER_TYPES = (float, int)
 
 
@@ -142,36 +140,24 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         for node_id, node in block_ids.labelled
         if node.count or node.total
     )
-    ids: list[int] = []
-    counts: list[int] = []
-    errors: list[int] = []
-    totals: list[float] = []
-    minimums: list[float] = []
-    maximums: list[float] = []
+    # One flat list of rows (id, count, errors, total, minimum, maximum), packed in one call.
+    rows: list[float] = []
+    add_row = rows.extend
     infinity = math.inf
     for node_id, node in zip(block_ids.present_ids, block_ids.present_nodes):
         count = node.count
         if count:
-            ids.append(node_id)
-            counts.append(count)
-            errors.append(node.errors)
-            totals.append(node.total)
-            minimums.append(node.min)
-            maximums.append(node.max)
+            errors = node.errors
+            add_row((node_id, count, errors, node.total, node.min, node.max))
             node.total = 0.0
             node.count = 0
-            node.errors = 0
+            if errors:
+                node.errors = 0
             node.min = infinity
             node.max = 0.0
         elif node.total:  # a run open now, none closed in this window
-            ids.append(node_id)
-            counts.append(0)
-            errors.append(node.errors)
-            totals.append(node.total)
-            minimums.append(0.0)
-            maximums.append(0.0)
+            add_row((node_id, 0, 0, node.total, 0.0, 0.0))
             node.total = 0.0
-            node.errors = 0
     for node in shallow_open:
         node.total = -node.running_for(at)
     if block_ids.folds:
@@ -179,10 +165,8 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         for fold_id, node in block_ids.folds:
             row = _fold_deep_blocks(node, deep_open, at)
             if row is not None:
-                ids.append(fold_id)
-                for column, value in zip((counts, errors, totals, minimums, maximums), row):
-                    column.append(value)
-        _sort_rows(ids, counts, errors, totals, minimums, maximums)
+                add_row((fold_id, *row))
+        rows = _sorted_rows(rows)
     gauges = tuple(
         (name, gauge.value, gauge.min_value, gauge.max_value, gauge.count)
         for name, gauge in stack.gauges.items()
@@ -199,7 +183,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         window_start,
         at,
         block_ids.declarations(declare_all),
-        _columns_struct(len(ids)).pack(*ids, *counts, *errors, *totals, *minimums, *maximums),
+        _rows_struct(len(rows) // _ROW_FIELDS).pack(*rows),
         labels,
         gauges,
         drain_timeline(stack),
@@ -208,16 +192,15 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
 
 
 @lru_cache(maxsize=256)
-def _columns_struct(rows: int) -> struct.Struct:
-    """The packing of ``rows`` rows into the six columns of a payload's ``blocks``."""
-    return struct.Struct(f"<{3 * rows}q{3 * rows}d")
+def _rows_struct(rows: int) -> struct.Struct:
+    """The packing of ``rows`` rows into a payload's ``blocks``."""
+    return struct.Struct("<" + _ROW_FORMAT * rows)
 
 
-def _sort_rows(*columns: list[Any]) -> None:
-    """Put rows in ascending id order (the first column), after folded blocks were appended."""
-    order = sorted(range(len(columns[0])), key=columns[0].__getitem__)
-    for column in columns:
-        column[:] = [column[index] for index in order]
+def _sorted_rows(rows: list[float]) -> list[float]:
+    """Rows in ascending id order, after folded blocks were appended at the end."""
+    grouped = sorted(zip(*[iter(rows)] * _ROW_FIELDS), key=lambda row: row[0])
+    return [value for row in grouped for value in row]
 
 
 def _fold_deep_blocks(
@@ -363,6 +346,18 @@ def check_header(payload: Any) -> None:
             f"timer payload has {len(payload)} fields, version {PAYLOAD_VERSION} has {PAYLOAD_FIELDS}"
         )
     _, _, pid, stream_id, sequence, window_start, window_end = payload[:7]
+    if (
+        type(pid) is int
+        and type(stream_id) is int
+        and type(sequence) is int
+        and type(window_start) is float
+        and type(window_end) is float
+        and 0 < pid <= MAX_COUNT
+        and 0 <= stream_id <= MAX_COUNT
+        and 0 < sequence <= MAX_COUNT
+        and -MAX_SECONDS <= window_start <= window_end <= MAX_SECONDS
+    ):
+        return  # the common case in one test; the checks below name what is wrong
     _whole(pid, "pid", minimum=1)
     _whole(stream_id, "stream_id", minimum=0)
     _whole(sequence, "sequence", minimum=1)
@@ -393,76 +388,58 @@ def check_declarations(names: Any) -> int:
     return first_id + len(declared)  # type: ignore[no-any-return]
 
 
-class BlockColumns:
-    """A payload's ``blocks`` as six columns of numbers (sequences of ints and floats)."""
-
-    __slots__ = ("ids", "counts", "errors", "totals", "minimums", "maximums")
-
-    def __init__(self, ids: Any, counts: Any, errors: Any, totals: Any, minimums: Any, maximums: Any) -> None:
-        self.ids = ids
-        self.counts = counts
-        self.errors = errors
-        self.totals = totals
-        self.minimums = minimums
-        self.maximums = maximums
+_NO_ROWS: tuple[float, ...] = ()
 
 
-_NO_ROWS = BlockColumns((), (), (), (), (), ())
+def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
+    """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, errors,
+    total, minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``);
+    counts and errors >= 0; every time finite and >= 0, all of them adding up to at most
+    :data:`MAX_SECONDS`; each minimum at most its maximum.
 
-
-def block_columns(blocks: Any, declared: int) -> BlockColumns:
-    """The columns of a payload's ``blocks``, checked: ids ascending, each declared (below
-    ``declared``); counts and errors >= 0; every time finite, >= 0, all of them adding up to at
-    most :data:`MAX_SECONDS`; each minimum at most its maximum.
-
-    A few passes of builtins over the columns, whatever the blocks are called: this is the
+    One unpacking and a few passes of builtins, whatever the blocks are called: this is the
     trainer's validation cost per payload, linear in the number of rows with a small constant.
     """
     if type(blocks) is not bytes:
-        raise PayloadError(f"blocks: must be bytes (six columns of numbers), not {type(blocks).__name__}")
+        raise PayloadError(f"blocks: must be bytes (rows of six numbers), not {type(blocks).__name__}")
     size = len(blocks)
     if size % _ROW_BYTES:
         raise PayloadError(
             f"blocks: {size} bytes is not a whole number of {_ROW_BYTES}-byte rows (a truncated payload?)"
         )
-    rows = size // _ROW_BYTES
-    if not rows:
+    if not size:
         return _NO_ROWS
-    if _LITTLE_ENDIAN:
-        view = memoryview(blocks)
-        integers: Any = view[: 24 * rows].cast("q")
-        floats: Any = view[24 * rows :].cast("d")
-    else:  # the wire is little-endian
-        integers, floats = array("q", blocks[: 24 * rows]), array("d", blocks[24 * rows :])
-        integers.byteswap()
-        floats.byteswap()
-    ids = integers[:rows]
-    columns = BlockColumns(
-        ids,
-        integers[rows : 2 * rows],
-        integers[2 * rows :],
-        floats[:rows],
-        floats[rows : 2 * rows],
-        floats[2 * rows :],
-    )
-    if not (0 <= ids[0] and ids[-1] < declared and all(map(operator.lt, ids, ids[1:]))):
+    values = _rows_struct(size // _ROW_BYTES).unpack(blocks)
+    # A negative number, integer or float, has the top bit of its last (little-endian) byte set:
+    # one look at every eighth byte tells that none is.
+    if not blocks[7::8].isascii() and _first_bad_row(values, lambda row: min(row) < 0.0):
+        raise PayloadError(_bad_row(values, lambda row: min(row) < 0.0, "a negative number"))
+    ids = values[0::_ROW_FIELDS]
+    if not (ids[-1] < declared and all(map(operator.lt, ids, ids[1:]))):
         raise PayloadError(_bad_ids(ids, declared))
-    if min(integers[rows:]) < 0:
-        raise PayloadError(_bad_row(columns, lambda row: row[1] < 0 or row[2] < 0, "a negative count or error count"))
-    # One NaN or infinity makes the sum NaN or infinite, so two passes check every time.
-    if not (min(floats) >= 0.0 and sum(floats) <= MAX_SECONDS):
-        raise PayloadError(
-            _bad_row(
-                columns,
-                lambda row: not all(0.0 <= value <= MAX_SECONDS for value in row[3:]),
-                f"a time that is not a finite number of seconds from 0 to {MAX_SECONDS:g}",
+    minimums, maximums = values[4::_ROW_FIELDS], values[5::_ROW_FIELDS]
+    # With none negative, one NaN or infinity makes a sum NaN or infinite.
+    if not sum(values[3::_ROW_FIELDS]) + sum(minimums) + sum(maximums) <= MAX_SECONDS:
+        if _first_bad_row(values, _bad_time):
+            raise PayloadError(
+                _bad_row(values, _bad_time, f"a time that is not a finite number of seconds from 0 to {MAX_SECONDS:g}")
             )
-            if not all(0.0 <= value <= MAX_SECONDS for value in floats)
-            else f"blocks: the times add up to more than {MAX_SECONDS:g} s"
-        )
-    if not all(map(operator.le, columns.minimums, columns.maximums)):
-        raise PayloadError(_bad_row(columns, lambda row: row[4] > row[5], "a shortest call longer than its longest"))
-    return columns
+        raise PayloadError(f"blocks: the times add up to more than {MAX_SECONDS:g} s")
+    if not all(map(operator.le, minimums, maximums)):
+        raise PayloadError(_bad_row(values, lambda row: row[4] > row[5], "a shortest call longer than its longest"))
+    return values
+
+
+def _bad_time(row: tuple[float, ...]) -> bool:
+    return not all(0.0 <= value <= MAX_SECONDS for value in row[3:])
+
+
+def _first_bad_row(values: tuple[float, ...], is_bad: Any) -> tuple[float, ...] | None:
+    """The first row ``is_bad`` picks (the slow path, once a fast check failed)."""
+    for row in zip(*[iter(values)] * _ROW_FIELDS):
+        if is_bad(row):
+            return row
+    return None
 
 
 def _bad_ids(ids: Any, declared: int) -> str:
@@ -477,22 +454,19 @@ def _bad_ids(ids: Any, declared: int) -> str:
     raise AssertionError("the ids were valid")  # pragma: no cover
 
 
-def _bad_row(columns: BlockColumns, is_bad: Any, what: str) -> str:
-    """The message for the first row ``is_bad`` picks: its id and every figure (the slow path)."""
-    for row in zip(columns.ids, columns.counts, columns.errors, columns.totals, columns.minimums, columns.maximums):
-        if is_bad(row):
-            node_id, count, errors, total, minimum, maximum = row
-            return (
-                f"blocks: block {node_id} has {what} (count {count}, errors {errors}, total {total!r}, "
-                f"min {minimum!r}, max {maximum!r})"
-            )
-    raise AssertionError("every row was valid")  # pragma: no cover
+def _bad_row(values: tuple[float, ...], is_bad: Any, what: str) -> str:
+    """The message for the first row ``is_bad`` picks: its id and every figure."""
+    node_id, count, errors, total, minimum, maximum = _first_bad_row(values, is_bad)  # type: ignore[misc]
+    return (
+        f"blocks: block {node_id} has {what} (count {count}, errors {errors}, total {total!r}, "
+        f"min {minimum!r}, max {maximum!r})"
+    )
 
 
-def check_payload(payload: Any, declared: int) -> BlockColumns:
+def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
     """Check every field after the names (blocks, labels, gauges, timeline, memory) of a payload
-    whose header was checked; return its block columns."""
-    columns = block_columns(payload[8], declared)
+    whose header was checked; return its block rows (see :func:`block_rows`)."""
+    rows = block_rows(payload[8], declared)
     labels, gauges, timeline, memory = payload[9:]
     _sequence(labels, "labels")
     for label in labels:
@@ -504,7 +478,7 @@ def check_payload(payload: Any, declared: int) -> BlockColumns:
         _validate_timeline(timeline)
     if memory is not None:
         _validate_memory(memory)
-    return columns
+    return rows
 
 
 def _validate_gauge(gauge: Any, where: str) -> None:

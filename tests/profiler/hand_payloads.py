@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from profiler import timers
-from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, block_columns
+from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, block_rows
 
 
 def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None):
@@ -39,8 +39,7 @@ def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gau
 
 def pack_rows(rows) -> bytes:
     """Rows (id, count, errors, total, minimum, maximum) as a payload's ``blocks`` bytes."""
-    columns = list(zip(*rows)) or [(), (), (), (), (), ()]
-    return struct.pack(f"<{3 * len(rows)}q{3 * len(rows)}d", *[value for column in columns for value in column])
+    return struct.pack("<" + "qqqddd" * len(rows), *[value for row in rows for value in row])
 
 
 def with_rows(payload, rows):
@@ -60,12 +59,10 @@ def paths(payload, stack=None) -> list[str]:
 def rows_of(payload, stack=None) -> dict[str, tuple[Any, ...]]:
     """{path: (total, count, errors, minimum, maximum)} of the payload's rows."""
     names = paths(payload, stack)
-    columns = block_columns(payload[8], len(names))
+    row_fields = iter(block_rows(payload[8], len(names)))
     return {
         names[node_id]: (total, count, errors, minimum, maximum)
-        for node_id, count, errors, total, minimum, maximum in zip(
-            columns.ids, columns.counts, columns.errors, columns.totals, columns.minimums, columns.maximums
-        )
+        for node_id, count, errors, total, minimum, maximum in zip(*[row_fields] * 6)
     }
 
 

@@ -88,6 +88,8 @@ def _reset_every_stack() -> None:
     timers.reset_timers()
     for stack in timers.all_timer_stacks():
         stack.reset()
+        # As a new stack: its next payload declares every block name (see profiler.block_ids).
+        stack.block_ids = None
 
 
 def parse_strict_json(text: str | bytes) -> Any:

@@ -106,7 +106,9 @@ def _run_timed(block: str, function: Callable[..., Any], args: tuple, kwargs: di
     _follow_driver_recording(kwargs.pop(_RECORD_KEYWORD, False))
     with timers.hierarchical_timer(block):
         value = function(*args, **kwargs)
-    payload = snapshot_and_flush() if timers.is_enabled() else None
+    # Every payload declares every block name: Ray reuses this process for calls of other drivers,
+    # and a driver may fetch the results in any order, or never (see profiler.payload).
+    payload = snapshot_and_flush(declare_all=True) if timers.is_enabled() else None
     return TimedResult(value, payload, _this_worker())
 
 

@@ -8,13 +8,13 @@ import time
 import warnings
 
 import pytest
+from hand_payloads import tree_payload
 from tree_paths import child_names as names
 from tree_paths import find
 
 import profiler
 from profiler import control, end_of_run, events, hierarchical_timer, load_timing_tree, memory
 from profiler.merge import TimerMerger
-from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION
 
 
 def timed_block(clock, name: str, seconds: float) -> None:
@@ -168,8 +168,7 @@ def test_bad_arguments_are_refused_naming_them(call, message):
 
 
 def step_payload(sequence: int) -> tuple:
-    block = ("env.step", 0.5, 1, 0, None, ())
-    return (PAYLOAD_TAG, PAYLOAD_VERSION, 4321, 7, sequence, 0.0, 1.0, (block,), (), None, None)
+    return tree_payload(("env.step", 0.5, 1, 0, None, ()), sequence=sequence)
 
 
 def test_pausing_the_server_sets_worker_payloads_aside(fake_clock):

@@ -551,3 +551,10 @@ def test_numpy_numbers_in_a_worker_tree_travel_as_python_numbers(fake_clock):
     merged = find(get_timer_tree(), "env.step")
     assert (merged["total"], merged["count"], merged["min"]) == (0.5, 2, 0.25)
     assert type(merged["count"]) is int and type(merged["total"]) is float
+
+
+def test_names_nested_deeper_than_the_limit_are_refused(fake_clock):
+    declared = tuple((node_id - 1, "deep") for node_id in range(150))
+    too_deep = payload(step())[:7] + ((0, declared),) + payload(step())[8:]
+    with pytest.raises(PayloadError, match="deeper than"):
+        TimerMerger().merge_payload(0, too_deep)

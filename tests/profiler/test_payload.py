@@ -18,25 +18,13 @@ from profiler.payload import (
     validate_payload,
 )
 from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
-
-
-def blocks_of(payload) -> dict:
-    """The payload's blocks as {path: (total, count, errors)}, for readable assertions."""
-    found = {}
-
-    def walk(blocks, prefix):
-        for name, total, count, errors, _extremes, children in blocks:
-            found[prefix + name] = (total, count, errors)
-            walk(children, prefix + name + "/")
-
-    walk(payload[7], "")
-    return found
+from hand_payloads import blocks_of, pack_rows, rows_of, tree_payload, with_rows
 
 
 def only_plain_data(value) -> bool:
     if isinstance(value, (tuple, list)):
         return all(only_plain_data(item) for item in value)
-    return value is None or type(value) in (str, int, float)
+    return value is None or type(value) in (str, int, float, bytes)
 
 
 def test_a_payload_holds_the_tree_since_the_last_flush(fake_clock):
@@ -106,8 +94,8 @@ def test_gauges_travel_once_then_reset(fake_clock):
     set_gauge("reward", 3.0)
     first = snapshot_and_flush()
     second = snapshot_and_flush()
-    assert first[8] == (("reward", 3.0, 1.0, 3.0, 2),)
-    assert second[8] == ()
+    assert first[10] == (("reward", 3.0, 1.0, 3.0, 2),)
+    assert second[10] == ()
 
 
 def test_an_open_block_is_split_at_the_flush_and_counted_once_when_it_closes(fake_clock):
@@ -142,8 +130,8 @@ def test_a_block_open_across_several_flushes_adds_up_to_its_real_time(fake_clock
 
 
 def extremes_of(payload) -> dict:
-    """The payload's per-call extremes as {name: extremes}, top-level blocks only."""
-    return {block[0]: block[4] for block in payload[7]}
+    """The payload's per-call extremes as {path: (min, max)}."""
+    return {path: row[3:] for path, row in rows_of(payload).items()}
 
 
 def test_the_shortest_and_longest_call_travel_in_the_payload(fake_clock):
@@ -151,12 +139,6 @@ def test_the_shortest_and_longest_call_travel_in_the_payload(fake_clock):
         with hierarchical_timer("env.step"):
             fake_clock.advance(seconds)
     assert extremes_of(snapshot_and_flush()) == {"env.step": (0.5, 2.0)}
-
-
-def test_a_single_call_lasting_the_whole_total_sends_no_extremes(fake_clock):
-    with hierarchical_timer("env.step"):
-        fake_clock.advance(0.5)
-    assert extremes_of(snapshot_and_flush()) == {"env.step": None}
 
 
 def test_each_payload_has_the_extremes_of_its_own_window(fake_clock):
@@ -176,19 +158,41 @@ def test_a_run_split_by_a_flush_counts_whole_in_the_window_where_it_closes(fake_
         during = snapshot_and_flush()
         fake_clock.advance(3.0)
     after = snapshot_and_flush()
-    assert extremes_of(during) == {"worker.loop": None}  # no call closed yet
+    assert extremes_of(during) == {"worker.loop": (0.0, 0.0)}  # no call closed yet
     assert extremes_of(after) == {"worker.loop": (5.0, 5.0)}  # the whole 5 s run, not the 3 s
 
 
-def test_a_50_node_payload_pickles_under_2_kb(fake_clock):
+def run_50_blocks(fake_clock) -> None:
     for group in range(5):
         with hierarchical_timer(f"env.block{group:02d}"):
             for child in range(9):
                 with hierarchical_timer(f"env.child{child:02d}"):
                     fake_clock.advance(0.001)
+
+
+def test_a_50_node_payload_after_the_first_pickles_under_2_5_kb(fake_clock):
+    run_50_blocks(fake_clock)
+    snapshot_and_flush()
+    run_50_blocks(fake_clock)
     payload = snapshot_and_flush()
     assert len(blocks_of(payload)) == 50
-    assert len(pickle.dumps(payload)) < 2048
+    assert len(pickle.dumps(payload)) < 2560
+
+
+def test_the_names_travel_in_the_first_payload_only(fake_clock):
+    run_50_blocks(fake_clock)
+    first = snapshot_and_flush()
+    run_50_blocks(fake_clock)
+    second = snapshot_and_flush()
+    assert len(first[7][1]) == 50
+    assert second[7] == (50, ())
+
+
+def test_a_payload_can_declare_every_name_again(fake_clock):
+    run_50_blocks(fake_clock)
+    snapshot_and_flush()
+    run_50_blocks(fake_clock)
+    assert snapshot_and_flush(declare_all=True)[7][0] == 0
 
 
 # --- WorkerTimers -----------------------------------------------------------------------------
@@ -261,9 +265,10 @@ def test_worker_timers_refuse_meaningless_options(options):
 
 
 def good_payload():
-    return (PAYLOAD_TAG, PAYLOAD_VERSION, 1234, 7, 1, 10.0, 11.0,
-            (("env.step", 0.5, 2, 0, (0.2, 0.3), (("physics", 0.25, 2, 0, (0.1, 0.15), ()),)),),
-            (("reward", 1.0, 0.0, 2.0, 3),), None, None)
+    return tree_payload(
+        ("env.step", 0.5, 2, 0, (0.2, 0.3), (("physics", 0.25, 2, 0, (0.1, 0.15), ()),)),
+        sequence=1, stream=7, pid=1234, window=(10.0, 11.0), gauges=(("reward", 1.0, 0.0, 2.0, 3),),
+    )
 
 
 def replace(payload, index, value):
@@ -274,32 +279,48 @@ def test_a_well_formed_payload_validates():
     validate_payload(good_payload())
 
 
+ROW = (0, 2, 0, 0.5, 0.2, 0.3)  # env.step's row in good_payload
+
+
+def with_step_row(**changes):
+    fields = ("id", "count", "errors", "total", "minimum", "maximum")
+    row = tuple(changes.get(field, value) for field, value in zip(fields, ROW))
+    return with_rows(good_payload(), [row, (1, 2, 0, 0.25, 0.1, 0.15)])
+
+
 @pytest.mark.parametrize(
     "bad, message",
     [
         ("not a payload", "not an rlprof timer payload"),
         (("someone.else", 1), "not an rlprof timer payload"),
         (replace(good_payload(), 1, 99), "version 99"),
-        (good_payload()[:10], "has 10 fields"),
+        (replace(good_payload(), 1, 3), "version 3"),
+        (good_payload()[:12], "has 12 fields"),
         (replace(good_payload(), 4, 0), "sequence"),
         (replace(good_payload(), 6, 9.0), "ends before it starts"),
-        (replace(good_payload(), 7, (("env.step", -1.0, 1, 0, None, ()),)), "env.step.total"),
-        (replace(good_payload(), 7, (("env.step", float("nan"), 1, 0, None, ()),)), "env.step.total"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 1.5, 0, None, ()),)), "env.step.count"),
-        (replace(good_payload(), 7, (("", 1.0, 1, 0, None, ()),)), "name"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 1),)), "a block is"),
-        (replace(good_payload(), 7, (("a", 1.0, 1, 0, None, (("b", 1.0, 1, 0, None, "x"),)),)), "a/b"),
-        (replace(good_payload(), 8, (("reward", 1.0),)), r"gauges\[0\]"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.75, 0.25), ()),)), "shortest call"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, None, ()),)), "env.step.extremes"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5,), ()),)), "env.step.extremes"),
-        (replace(good_payload(), 7, (("env.step", 0.5, 1, 0, None, (), ("rl", "task")),)), "env.step.labels"),
-        (replace(good_payload(), 7, (("env.step", 0.5, 1, 0, None, (), ("rl", 3, ())),)), "env.step.object_type"),
-        (replace(good_payload(), 9, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
-        (replace(good_payload(), 9, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (-1.0, 0.5), ()),)), "env.step.min"),
-        (replace(good_payload(), 7, (("env.step", 1.0, 2, 0, (0.5, float("inf")), ()),)), "env.step.max"),
-        (replace(good_payload(), 9, ("host",)), "timeline"),
+        (replace(good_payload(), 7, (0, ((-1, ""),))), "name"),
+        (replace(good_payload(), 7, (0, ((-1, "a"), (5, "b")))), "parent id 5"),
+        (replace(good_payload(), 7, (0, ((-1, "a", "extra"),))), "parent_id, name"),
+        (replace(good_payload(), 7, (-1, ())), "first_id"),
+        (replace(good_payload(), 7, "names"), "names"),
+        (replace(good_payload(), 8, b"\x00" * 47), "truncated"),
+        (replace(good_payload(), 8, ((0, 1),)), "must be bytes"),
+        (with_step_row(total=-1.0), "block 0 has a negative number"),
+        (with_step_row(total=float("nan")), "block 0 has a time that is not a finite"),
+        (with_step_row(maximum=float("inf")), "block 0 has a time that is not a finite"),
+        (with_step_row(total=1e300), "block 0 has a time"),
+        (with_step_row(count=-1), "block 0 has a negative number"),
+        (with_step_row(errors=-3), "block 0 has a negative number"),
+        (with_step_row(minimum=0.75), "shortest call longer"),
+        (with_step_row(id=2), "block id 2 was never declared"),
+        (with_step_row(id=1), "ascend"),
+        (replace(good_payload(), 9, ((0, "rl", "task"),)), "labels"),
+        (replace(good_payload(), 9, ((0, "rl", 3, ()),)), "object_type"),
+        (replace(good_payload(), 9, ((7, "rl", "task", ()),)), "block id 7 was never declared"),
+        (replace(good_payload(), 10, (("reward", 1.0),)), r"gauges\[0\]"),
+        (replace(good_payload(), 11, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
+        (replace(good_payload(), 11, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
+        (replace(good_payload(), 11, ("host",)), "timeline"),
     ],
 )
 def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
@@ -307,12 +328,10 @@ def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
         validate_payload(bad)
 
 
-def test_absurdly_deep_nesting_is_refused():
-    blocks: tuple = ()
-    for _ in range(150):
-        blocks = (("deep", 0.0, 1, 0, None, blocks),)
-    with pytest.raises(PayloadError, match="deeper"):
-        validate_payload(replace(good_payload(), 7, blocks))
+def test_times_adding_up_past_the_bound_are_refused():
+    rows = [(node_id, 1, 0, 4e14, 4e14, 4e14) for node_id in range(2)]
+    with pytest.raises(PayloadError, match="add up to more than"):
+        validate_payload(with_rows(good_payload(), rows))
 
 
 def test_payload_error_is_a_value_error():
@@ -334,7 +353,7 @@ def test_numpy_gauge_readings_travel_as_python_floats(fake_clock):
     set_gauge("reward", np.float32(0.5))
     payload = snapshot_and_flush()
     validate_payload(payload)
-    assert payload[8] == (("reward", 0.5, 0.5, 1.5, 2),)
+    assert payload[10] == (("reward", 0.5, 0.5, 1.5, 2),)
     assert only_plain_data(payload)
 
 
@@ -345,27 +364,13 @@ def test_nan_and_infinite_gauge_readings_are_valid(fake_clock):
 
 
 def test_a_payload_with_a_numpy_reading_validates(fake_clock):
-    validate_payload(replace(good_payload(), 8, (("reward", np.float32(1.0), np.float64(0.0), 2, 3),)))
+    validate_payload(replace(good_payload(), 10, (("reward", np.float32(1.0), np.float64(0.0), 2, 3),)))
 
 
 def test_a_gauge_that_is_not_a_number_is_refused_naming_the_gauge():
-    bad = replace(good_payload(), 8, (("reward", "high", 0.0, 2.0, 3),))
+    bad = replace(good_payload(), 10, (("reward", "high", 0.0, 2.0, 3),))
     with pytest.raises(PayloadError, match=r"gauges\[0\].value: gauge 'reward': expected a real number, got str"):
         validate_payload(bad)
-
-
-@pytest.mark.parametrize(
-    "blocks, field",
-    [
-        ((("env.step", 0.5, 10**400, 0, None, ()),), "blocks/env.step.count"),
-        ((("env.step", 0.5, 1, 2**63, None, ()),), "blocks/env.step.errors"),
-        ((("env.step", 10**400, 1, 0, None, ()),), "blocks/env.step.total"),
-        ((("env.step", 1e300, 1, 0, None, ()),), "blocks/env.step.total"),
-    ],
-)
-def test_numbers_too_large_for_a_merge_are_refused(blocks, field):
-    with pytest.raises(PayloadError, match=field):
-        validate_payload(replace(good_payload(), 7, blocks))
 
 
 # --- blocks nested deeper than the limit ----------------------------------------------------------
@@ -429,8 +434,7 @@ def test_labels_and_event_details_travel_as_plain_data(fake_clock):
         events.clear_recording()
     validate_payload(payload)
     assert only_plain_data(payload)
-    (block,) = payload[7]
-    assert block[6] == ("rl", "task", ())
-    _, _, _, spans, instants, _, _ = payload[9]
+    assert payload[9] == ((0, "rl", "task", ()),)
+    _, _, _, spans, instants, _, _ = payload[11]
     assert spans[0][3] == (("cat", "rl"), ("object_type", "task"))
     assert instants[0][2] == (("cat", "rl"), ("scope", "p"))

@@ -558,3 +558,39 @@ def test_names_nested_deeper_than_the_limit_are_refused(fake_clock):
     too_deep = payload(step())[:7] + ((0, declared),) + payload(step())[8:]
     with pytest.raises(PayloadError, match="deeper than"):
         TimerMerger().merge_payload(0, too_deep)
+
+
+def without_parallel_marks(node: dict) -> dict:
+    return {
+        **{key: value for key, value in node.items() if key not in ("is_parallel", "children")},
+        "children": [without_parallel_marks(child) for child in node["children"]],
+    }
+
+
+def test_the_merged_tree_is_the_tree_the_worker_ran_whatever_the_flushes_cut(fake_clock):
+    def run(stack: TimerStack, flush) -> None:
+        with hierarchical_timer("worker.loop", stack):
+            for step in range(12):
+                with hierarchical_timer("env.step", stack):
+                    fake_clock.advance(0.5)
+                    if step >= 4:  # a block first entered late
+                        with hierarchical_timer("render", stack):
+                            fake_clock.advance(0.25)
+                    if step % 5 == 0:
+                        with contextlib.suppress(ValueError), hierarchical_timer("physics", stack):
+                            fake_clock.advance(0.125 * (step + 1))
+                            raise ValueError("an error counted in the block")
+                if step % 3 == 0:
+                    flush()  # inside worker.loop: its open run is split
+        flush()
+
+    reference = TimerStack("reference")
+    run(reference, lambda: None)
+    merger, worker = TimerMerger(), TimerStack("worker")
+    with hierarchical_timer("collect") as collect:
+        pass
+    run(worker, lambda: merger.merge_payload(0, snapshot_and_flush(worker), anchor=collect))
+    tree = get_timer_tree()
+    ran = [child.to_dict(1) for child in reference.root.children.values()]
+    assert [without_parallel_marks(child) for child in find(tree, "collect")["children"]] == ran
+    assert worker_entry(tree, 0)["children"] == ran

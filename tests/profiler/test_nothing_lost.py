@@ -229,3 +229,37 @@ def test_a_worker_nesting_deeper_than_the_payload_limit_loses_no_step():
         assert (node["name"], node["count"]) == ("search", steps)
     (folded,) = node["children"]
     assert (folded["name"], folded["count"]) == (FOLDED_BLOCK_NAME, steps)
+
+
+def run_worker_with_a_late_block(connection: Connection) -> None:
+    """Steps whose ``env.render`` block is first entered after four flushes, then every step."""
+    reporter = WorkerTimers(flush_every=2)
+    for step in range(20):
+        with hierarchical_timer("env.step"):
+            if step >= 9:
+                with hierarchical_timer("env.render"):
+                    pass
+        payload = reporter.step_done()
+        if payload is not None:
+            connection.send(("payload", payload))
+    connection.send(("final", reporter.final_payload()))
+    connection.close()
+
+
+def test_a_block_first_entered_late_in_a_real_worker_is_merged_with_every_call():
+    context = multiprocessing.get_context("fork")
+    merger, processes, connections = TimerMerger(), [], {}
+    for worker_id in range(3):
+        trainer_end, worker_end = context.Pipe()
+        process = context.Process(target=run_worker_with_a_late_block, args=(worker_end,), daemon=True)
+        process.start()
+        worker_end.close()
+        processes.append(process)
+        connections[trainer_end] = worker_id
+    receive_all(connections, lambda worker_id, _, payload: merger.merge_payload(worker_id, payload))
+    for process in processes:
+        process.join(timeout=RECEIVE_TIMEOUT)
+    tree = get_timer_tree()
+    assert find(tree, "env.step")["count"] == 3 * 20
+    assert find(tree, "env.step", "env.render")["count"] == 3 * 11
+    assert [entry["payloads"] for entry in tree["workers"]] == [11, 11, 11]

@@ -10,16 +10,17 @@ the trainer (validation included). Goal (issue 12): a 50-node payload from snaps
 at most 20 us. A real ``multiprocessing.Pipe`` trip of the same payload is printed beside, for
 scale: it is paid by the reply the payload rides on anyway.
 
-Part 2, many workers: 1 to 1,000 simulated workers each flush a 50-node tree every step, and the
-trainer merges each payload as it arrives; the figure is the median merge cost per payload in the
-first and the last steps (after the first, whose payloads declare the names). Goal: flat from 1 to
-1,000 workers (and from early to late in a run): at most 1.5 times the cost with one worker.
+Part 2, many workers: fleets of 1 to 1,000 simulated workers each flush a 50-node tree every step,
+and the trainer merges each payload as it arrives. Every fleet steps in every round (about 1,000
+payloads a round each), so all see the same load; the figure is the median merge cost per payload
+over the rounds, and in the first and the last round. Goal: flat from 1 to 1,000 workers (and from
+early to late in a run): at most 1.5 times the cost with one worker.
 
 Microseconds depend on the machine and its load, so the script also prints the cost of the
 cheapest Python ``with`` block (``contextlib.nullcontext()``) measured in the same run, and every
 comparison is a ratio of figures measured side by side.
 
-    python benchmarks/merge_cost.py [--repeats 400] [--steps 2000]
+    python benchmarks/merge_cost.py [--repeats 400] [--rounds 6]
 """
 
 from __future__ import annotations
@@ -145,52 +146,66 @@ def stage_table(version_3: tuple[ModuleType, ModuleType] | None, repeats: int) -
             )
 
 
-def merge_cost_per_payload(payload: ModuleType, merge: ModuleType, workers: int, steps: int) -> tuple[float, float]:
-    """Median trainer time (us) to merge one payload, in the first and the last tenth of the
-    steps after the first (whose payloads declare the names), ``workers`` workers each flushing
-    a 50-node tree every step."""
-    worker_stacks = [TimerStack(f"worker {index}") for index in range(workers)]
-    merger = merge.TimerMerger(TimerStack("trainer"))
-    per_payload: list[list[float]] = []
-    clock = time.perf_counter
-    for step in range(steps + 1):
+class WorkerFleet:
+    """``workers`` simulated workers of one payload version and the trainer merging their payloads,
+    each merge timed."""
+
+    def __init__(self, payload: ModuleType, merge: ModuleType, workers: int) -> None:
+        self.snapshot_and_flush = payload.snapshot_and_flush
+        self.stacks = [TimerStack(f"worker {index}") for index in range(workers)]
+        self.merger = merge.TimerMerger(TimerStack("trainer"))
+        self.rounds: list[list[float]] = []
+
+    def step(self, record: bool) -> None:
+        """Every worker flushes a 50-node tree, and the trainer merges each payload as it arrives."""
         samples = []
-        for worker_id, stack in enumerate(worker_stacks):
-            # As a trainer receives them: one worker's payload at a time, merged on arrival.
+        clock = time.perf_counter
+        for worker_id, stack in enumerate(self.stacks):
             run_blocks(stack, 50)
-            received = pickle.loads(ForkingPickler.dumps(payload.snapshot_and_flush(stack)))
+            received = pickle.loads(ForkingPickler.dumps(self.snapshot_and_flush(stack)))
             started = clock()
-            merger.merge_payload(worker_id, received)
+            self.merger.merge_payload(worker_id, received)
             samples.append(clock() - started)
-        if step:
-            per_payload.append(samples)
-    tenth = max(1, steps // 10)
-    early = [sample for samples in per_payload[:tenth] for sample in samples]
-    late = [sample for samples in per_payload[-tenth:] for sample in samples]
-    return median_us(early), median_us(late)
+        if record:
+            self.rounds[-1].extend(samples)
 
 
-def worker_table(version_3: tuple[ModuleType, ModuleType] | None, steps: int) -> None:
+def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -> None:
+    """Merge cost per payload for 1 to 1,000 workers, every fleet stepping in every round (so all
+    see the same load), each fleet about 1,000 payloads a round; early is the first round after
+    the one that declared the names, late the last."""
+    versions = {"v4": (payload_v4, merge_v4)}
+    if version_3 is not None:
+        versions["v3"] = version_3
+    counts = (1, 10, 100, 1000)
+    fleets = {(name, workers): WorkerFleet(*modules, workers) for name, modules in versions.items() for workers in counts}
+    for fleet in fleets.values():
+        fleet.step(record=False)  # declares the names, creates the nodes
+    for _ in range(rounds):
+        for (_, workers), fleet in fleets.items():
+            fleet.rounds.append([])
+            for _ in range(1000 // workers):
+                fleet.step(record=True)
     print(
-        f"\n{'workers':>7} {'v4 us/payload early':>20} {'late':>6} {'x 1 worker':>11}"
-        f" {'v3 us/payload early':>20} {'late':>6} {'x 1 worker':>11} {'goal':>12}"
+        f"\n{'workers':>7} {'v4 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11}"
+        f" {'v3 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11} {'goal':>14}"
     )
-    base: dict[str, float] = {}
-    for workers in (1, 10, 100, 1000):
-        worker_steps = max(10, steps // workers)
+    base = {name: median_us([sample for samples in fleets[name, 1].rounds for sample in samples]) for name in versions}
+    for workers in counts:
         row = f"{workers:7d}"
-        flat = True
-        for name, modules in (("v4", (payload_v4, merge_v4)), ("v3", version_3)):
-            if modules is None:
-                row += f" {'':>20} {'':>6} {'':>11}"
+        met = True
+        for name in ("v4", "v3"):
+            if name not in versions:
+                row += f" {'':>14} {'':>6} {'':>6} {'':>11}"
                 continue
-            early, late = merge_cost_per_payload(*modules, workers, worker_steps)
-            base.setdefault(name, min(early, late))
-            growth = max(early, late) / base[name]
+            fleet = fleets[name, workers]
+            overall = median_us([sample for samples in fleet.rounds for sample in samples])
+            early, late = median_us(fleet.rounds[0]), median_us(fleet.rounds[-1])
+            growth = overall / base[name]
             if name == "v4":
-                flat = growth <= GOAL_FLAT
-            row += f" {early:20.1f} {late:6.1f} {growth:11.2f}"
-        row += f" {'x <= ' + format(GOAL_FLAT, '.1f') + (' met' if flat else ' MISSED'):>12}"
+                met = growth <= GOAL_FLAT
+            row += f" {overall:14.1f} {early:6.1f} {late:6.1f} {growth:11.2f}"
+        row += f" {'x <= ' + format(GOAL_FLAT, '.1f') + (' met' if met else ' MISSED'):>14}"
         print(row)
 
 
@@ -232,14 +247,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=400, help="payloads per tree size and version")
-    parser.add_argument("--steps", type=int, default=2000, help="payloads per worker count (at least 10 steps)")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of about 1,000 payloads per worker count")
     arguments = parser.parse_args()
 
     version_3 = load_version_3()
     floor_ns = nullcontext_ns()
     print(f"machine speed: `with nullcontext()` costs {floor_ns:.0f} ns here\n")
     stage_table(version_3, arguments.repeats)
-    worker_table(version_3, arguments.steps)
+    worker_table(version_3, arguments.rounds)
     if version_3 is not None:
         same = merged_dump(payload_v4, merge_v4, 4, 30) == merged_dump(*version_3, 4, 30)
         print(f"\nmerged trees and worker entries of one run, v4 against v3: {'identical JSON' if same else 'DIFFERENT'}")

@@ -34,6 +34,7 @@ dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node at
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
@@ -277,7 +278,7 @@ class TimerMerger:
         try:
             rows = check_payload(payload, declared)
         except PayloadError:
-            with self._lock:
+            with self._lock, contextlib.suppress(PayloadError):  # the first error is the one to tell
                 stream = self._streams.get((worker_id, payload[3]))
                 if stream is None or payload[4] > stream.last_sequence:
                     self._stream_declaring(worker_id, payload)
@@ -291,10 +292,14 @@ class TimerMerger:
             if worker is None:
                 worker = self._workers[worker_id] = _WorkerRecord(worker_id)
             stream = self._streams.get((worker_id, stream_id))
-            if stream is not None and sequence <= stream.last_sequence:
+            if stream is None or payload[7][1] or payload[7][0] != len(stream.names):
+                if stream is not None and sequence <= stream.last_sequence:
+                    worker.duplicates += 1
+                    return
+                stream = self._stream_declaring(worker_id, payload)
+            elif sequence <= stream.last_sequence:
                 worker.duplicates += 1
                 return
-            stream = self._stream_declaring(worker_id, payload)
             worker.missed_payloads += sequence - stream.last_sequence - 1
             stream.last_sequence = sequence
             worker.pid = pid
@@ -331,8 +336,6 @@ class TimerMerger:
         first_id, names = payload[7]
         if stream is None:
             stream = _Stream(self.timer_stack.generation)
-        elif not names and first_id == len(stream.names):
-            return stream  # the common case: nothing new declared
         shortened = stream.declare(first_id, names, worker_id)
         self._streams[key] = stream
         if shortened:
@@ -559,7 +562,7 @@ class _Stream:
     order of their ids (parents first), as the worker created them.
     """
 
-    __slots__ = ("names", "depths", "last_sequence", "merged_nodes", "own_nodes", "own_root")
+    __slots__ = ("names", "depths", "last_sequence", "merged_nodes", "own_nodes", "own_root", "pairs")
 
     def __init__(self, generation: int) -> None:
         self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
@@ -568,6 +571,8 @@ class _Stream:
         self.merged_nodes: dict[TimerNode, list[TimerNode | None]] = {}  # anchor -> id -> node
         self.own_nodes: list[TimerNode | None] = []
         self.own_root: TimerNode | None = None
+        # anchor -> id -> (trainer's node, worker's own node): what a row is added into.
+        self.pairs: dict[TimerNode, list[tuple[TimerNode, TimerNode] | None]] = {}
 
     def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
         """Add the names of ids ``first_id`` on; return how many had to be shortened.
@@ -611,12 +616,15 @@ class _Stream:
             padding = [None] * len(additions)
             for nodes in self.merged_nodes.values():
                 nodes.extend(padding)
+            for pairs in self.pairs.values():
+                pairs.extend(padding)
             self.own_nodes.extend(padding)
         return shortened if additions else 0
 
     def forget_nodes(self) -> None:
         """The trees were reset: resolve the ids again, in the new trees."""
         self.merged_nodes = {}
+        self.pairs = {}
         self.own_nodes = [None] * len(self.names)
         self.own_root = None
 
@@ -631,15 +639,24 @@ class _Stream:
     def _node_lists(
         self, anchor: TimerNode, own_root: TimerNode
     ) -> tuple[list[TimerNode | None], list[TimerNode | None]]:
-        merged_nodes = self.merged_nodes.get(anchor)
-        if merged_nodes is None:
-            if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
-                self.merged_nodes.clear()  # many anchors in turn: resolving again is cheap enough
-            merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
         if self.own_root is not own_root:
             self.own_root = own_root
             self.own_nodes = [None] * len(self.names)
+            self.pairs = {}
+        merged_nodes = self.merged_nodes.get(anchor)
+        if merged_nodes is None:
+            if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
+                # Many anchors in turn: resolving again is cheap enough.
+                self.merged_nodes.clear()
+                self.pairs.clear()
+            merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
         return merged_nodes, self.own_nodes
+
+    def _pair(
+        self, pairs: list[tuple[TimerNode, TimerNode] | None], anchor: TimerNode, own_root: TimerNode, node_id: int
+    ) -> tuple[TimerNode, TimerNode]:
+        pair = pairs[node_id] = self.nodes(anchor, own_root, node_id)
+        return pair
 
     def _resolve(self, nodes: list[TimerNode | None], root: TimerNode, node_id: int, parallel: bool) -> TimerNode:
         """Find (creating it and its parents if need be) the node of ``node_id`` under ``root``."""
@@ -659,14 +676,16 @@ class _Stream:
         trainer's tree under ``anchor`` and into the worker's own tree, keeping each own node's
         peak mean per payload. One loop for both trees, over nodes found by index: this loop is
         most of the trainer's merge cost."""
-        merged_nodes, own_nodes = self._node_lists(anchor, own_root)
-        resolve = self._resolve
+        pairs = self.pairs.get(anchor)
+        if pairs is None or self.own_root is not own_root:
+            self._node_lists(anchor, own_root)
+            pairs = self.pairs[anchor] = [None] * len(self.names)
+        pair_of = self._pair
         row_fields = iter(rows)
         for node_id, count, errors, total, minimum, maximum in zip(
             row_fields, row_fields, row_fields, row_fields, row_fields, row_fields
         ):
-            merged = merged_nodes[node_id] or resolve(merged_nodes, anchor, node_id, True)
-            own = own_nodes[node_id] or resolve(own_nodes, own_root, node_id, False)
+            merged, own = pairs[node_id] or pair_of(pairs, anchor, own_root, node_id)
             merged.total += total
             own.total += total
             if count:

@@ -80,6 +80,7 @@ from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH, TimerNode, TimerStack,
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
     "MAX_COUNT",
+    "MAX_ROW_INTEGER",
     "MAX_SECONDS",
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
@@ -102,9 +103,14 @@ DEFAULT_FLUSH_INTERVAL = 1.0
 MAX_COUNT = 2**63 - 1
 """The largest count or error count a payload may carry (what a 64-bit counter holds): bounded so
 that a crafted or corrupt value fails validation instead of overflowing half-way through a merge."""
-MAX_SECONDS = 1e15
-"""The most seconds a payload's blocks may add up to (30 million years): any number of merged
-payloads then still sums to a finite float, which the strict JSON dump needs."""
+MAX_SECONDS = 2.0**49
+"""Every time a payload carries is below this (2**49 s, 17.8 million years): any number of merged
+payloads then still sums to a finite float, which the strict JSON dump needs. A power of two, so
+that one look at the top byte of each number of a row checks it."""
+MAX_ROW_INTEGER = 0x43 << 56
+"""Block ids, counts and error counts in a payload's rows are below this (about 4.8e18): bounded
+for the same top-byte check."""
+_SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below the bounds
 
 _ROW_FORMAT = "qqqddd"  # id, count, errors (int64); total, minimum, maximum (float64)
 _ROW_FIELDS = len(_ROW_FORMAT)
@@ -370,6 +376,8 @@ def check_header(payload: Any) -> None:
 def check_declarations(names: Any) -> int:
     """Check the ``names`` field, ``(first_id, ((parent_id, name), ...))``; return how many ids
     the stream has declared with this payload (the ids its rows may use)."""
+    if type(names) is tuple and len(names) == 2 and names[1] == () and type(names[0]) is int and names[0] >= 0:
+        return names[0]  # the common case: nothing new declared
     if (type(names) is not tuple and type(names) is not list) or len(names) != 2:
         raise PayloadError(f"names: must be (first_id, ((parent_id, name), ...)), got {_short(names)}")
     first_id, declared = names
@@ -394,11 +402,12 @@ _NO_ROWS: tuple[float, ...] = ()
 def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
     """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, errors,
     total, minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``);
-    counts and errors >= 0; every time finite and >= 0, all of them adding up to at most
-    :data:`MAX_SECONDS`; each minimum at most its maximum.
+    ids, counts and errors >= 0 and below :data:`MAX_ROW_INTEGER`; every time finite, >= 0 and
+    below :data:`MAX_SECONDS`; each minimum at most its maximum.
 
-    One unpacking and a few passes of builtins, whatever the blocks are called: this is the
-    trainer's validation cost per payload, linear in the number of rows with a small constant.
+    One look at every number's top byte, one unpacking and two passes of builtins, whatever the
+    blocks are called: this is the trainer's validation cost per payload, linear in the number
+    of rows with a small constant.
     """
     if type(blocks) is not bytes:
         raise PayloadError(f"blocks: must be bytes (rows of six numbers), not {type(blocks).__name__}")
@@ -410,28 +419,23 @@ def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
     if not size:
         return _NO_ROWS
     values = _rows_struct(size // _ROW_BYTES).unpack(blocks)
-    # A negative number, integer or float, has the top bit of its last (little-endian) byte set:
-    # one look at every eighth byte tells that none is.
-    if not blocks[7::8].isascii() and _first_bad_row(values, lambda row: min(row) < 0.0):
-        raise PayloadError(_bad_row(values, lambda row: min(row) < 0.0, "a negative number"))
+    # The last byte of a little-endian int64 or float64 holds its sign and its highest bits: at
+    # most 0x42 means >= 0 and below the bounds, and for a float also not NaN or infinite.
+    if blocks[7::8].translate(None, _SMALL_TOP_BYTES):
+        raise PayloadError(_bad_row(values, _out_of_bounds, "a number out of bounds"))
     ids = values[0::_ROW_FIELDS]
     if not (ids[-1] < declared and all(map(operator.lt, ids, ids[1:]))):
         raise PayloadError(_bad_ids(ids, declared))
-    minimums, maximums = values[4::_ROW_FIELDS], values[5::_ROW_FIELDS]
-    # With none negative, one NaN or infinity makes a sum NaN or infinite.
-    if not sum(values[3::_ROW_FIELDS]) + sum(minimums) + sum(maximums) <= MAX_SECONDS:
-        if _first_bad_row(values, _bad_time):
-            raise PayloadError(
-                _bad_row(values, _bad_time, f"a time that is not a finite number of seconds from 0 to {MAX_SECONDS:g}")
-            )
-        raise PayloadError(f"blocks: the times add up to more than {MAX_SECONDS:g} s")
-    if not all(map(operator.le, minimums, maximums)):
+    if not all(map(operator.le, values[4::_ROW_FIELDS], values[5::_ROW_FIELDS])):
         raise PayloadError(_bad_row(values, lambda row: row[4] > row[5], "a shortest call longer than its longest"))
     return values
 
 
-def _bad_time(row: tuple[float, ...]) -> bool:
-    return not all(0.0 <= value <= MAX_SECONDS for value in row[3:])
+def _out_of_bounds(row: tuple[float, ...]) -> bool:
+    return not (
+        all(0 <= value < MAX_ROW_INTEGER for value in row[:3])
+        and all(0.0 <= value < MAX_SECONDS for value in row[3:])
+    )
 
 
 def _first_bad_row(values: tuple[float, ...], is_bad: Any) -> tuple[float, ...] | None:
@@ -468,12 +472,14 @@ def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
     whose header was checked; return its block rows (see :func:`block_rows`)."""
     rows = block_rows(payload[8], declared)
     labels, gauges, timeline, memory = payload[9:]
-    _sequence(labels, "labels")
-    for label in labels:
-        _validate_labels(label, declared)
-    _sequence(gauges, "gauges")
-    for index, gauge in enumerate(gauges):
-        _validate_gauge(gauge, f"gauges[{index}]")
+    if labels != ():
+        _sequence(labels, "labels")
+        for label in labels:
+            _validate_labels(label, declared)
+    if gauges != ():
+        _sequence(gauges, "gauges")
+        for index, gauge in enumerate(gauges):
+            _validate_gauge(gauge, f"gauges[{index}]")
     if timeline is not None:
         _validate_timeline(timeline)
     if memory is not None:

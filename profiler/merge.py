@@ -335,7 +335,7 @@ class TimerMerger:
         stream = self._streams.get(key)
         first_id, names = payload[7]
         if stream is None:
-            stream = _Stream(self.timer_stack.generation)
+            stream = _Stream()
         shortened = stream.declare(first_id, names, worker_id)
         self._streams[key] = stream
         if shortened:
@@ -564,7 +564,7 @@ class _Stream:
 
     __slots__ = ("names", "depths", "last_sequence", "merged_nodes", "own_nodes", "own_root", "pairs")
 
-    def __init__(self, generation: int) -> None:
+    def __init__(self) -> None:
         self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
         self.depths: list[int] = []  # id -> depth below the tree it is merged into (top level: 1)
         self.last_sequence = 0
@@ -592,7 +592,8 @@ class _Stream:
         for node_id, (parent_id, name) in enumerate(declared, start=first_id):
             if len(name) > MAX_NAME_LENGTH:
                 name = name[:MAX_NAME_LENGTH]
-                shortened += 1
+                if node_id >= known:  # counted once, when first declared
+                    shortened += 1
             if node_id < known:
                 if self.names[node_id] != (parent_id, name):
                     raise PayloadError(
@@ -619,7 +620,7 @@ class _Stream:
             for pairs in self.pairs.values():
                 pairs.extend(padding)
             self.own_nodes.extend(padding)
-        return shortened if additions else 0
+        return shortened
 
     def forget_nodes(self) -> None:
         """The trees were reset: resolve the ids again, in the new trees."""
@@ -655,7 +656,8 @@ class _Stream:
     def _pair(
         self, pairs: list[tuple[TimerNode, TimerNode] | None], anchor: TimerNode, own_root: TimerNode, node_id: int
     ) -> tuple[TimerNode, TimerNode]:
-        pair = pairs[node_id] = self.nodes(anchor, own_root, node_id)
+        """Resolve block ``node_id``'s nodes in both trees, for ``pairs`` (the list for ``anchor``)."""
+        pairs[node_id] = pair = self.nodes(anchor, own_root, node_id)
         return pair
 
     def _resolve(self, nodes: list[TimerNode | None], root: TimerNode, node_id: int, parallel: bool) -> TimerNode:

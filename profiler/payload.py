@@ -75,7 +75,7 @@ from profiler import timers
 from profiler.block_ids import NO_PARENT, block_ids_of
 from profiler.events import drain_timeline
 from profiler.memory import drain_memory
-from profiler.timers import FOLDED_BLOCK_NAME, MAX_DEPTH, TimerNode, TimerStack, gauge_value
+from profiler.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
@@ -115,7 +115,6 @@ _SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below
 _ROW_FORMAT = "qqqddd"  # id, count, errors (int64); total, minimum, maximum (float64)
 _ROW_FIELDS = len(_ROW_FORMAT)
 _ROW_BYTES = struct.calcsize("<" + _ROW_FORMAT)
-_NUMBER_TYPES = (float, int)
 
 
 class PayloadError(ValueError):
@@ -213,7 +212,7 @@ def _fold_deep_blocks(
     node: TimerNode, open_blocks: list[TimerNode], at: float
 ) -> tuple[int, int, float, float, float] | None:
     """``node``'s children and everything below them, as the row of one block (count, errors,
-    total, minimum, maximum) named :data:`FOLDED_BLOCK_NAME`; None when it has nothing to add.
+    total, minimum, maximum) named :data:`~profiler.timers.FOLDED_BLOCK_NAME`; None when it has nothing to add.
 
     The trainer refuses payloads nested deeper than :data:`MAX_DEPTH`, so rather than lose the
     whole payload, the levels from the limit down are folded: the fold's total, count and errors

@@ -701,8 +701,9 @@ class _Stream:
                     own.min = minimum
                 if maximum > own.max:
                     own.max = maximum
-                if total / count > own.peak_mean:
-                    own.peak_mean = total / count
+                mean = total / count
+                if mean > own.peak_mean:
+                    own.peak_mean = mean
             if errors:
                 merged.errors += errors
                 own.errors += errors

@@ -231,7 +231,8 @@ class ManagerProfiling:
             if 0 <= worker_index < len(self.env_times):
                 self.env_times[worker_index].add(*env_time)
         except (PayloadError, EnvTimeError) as exc:
-            # Timing data must never break training: count it, say it once, go on.
+            # Timing data must never break training: count it, say it once (and in the dump), go on.
+            self.unreported.refused(worker_index, str(exc))
             self.bad_payloads += 1
             if self.bad_payloads == 1:
                 warnings.warn(

@@ -29,12 +29,14 @@ class UnreportedSteps:
     reasons when a dump is written.
     """
 
-    __slots__ = ("pending", "_lost", "_unanswered", "_handles")
+    __slots__ = ("pending", "_lost", "_refused", "_refusal", "_unanswered", "_handles")
 
     def __init__(self, handles: Sequence[Any]) -> None:
         self._handles = handles
         self.pending = [0] * len(handles)  # step replies since the last payload, current process
         self._lost = [0] * len(handles)  # unreported steps of the worker's earlier processes
+        self._refused = [0] * len(handles)  # steps covered by payloads the trainer refused
+        self._refusal: dict[int, str] = {}  # why the worker's first refused payload was refused
         self._unanswered: dict[int, str] = {}
 
     def reported(self, worker: int) -> None:
@@ -47,13 +49,21 @@ class UnreportedSteps:
         self._lost[worker] += self.pending[worker]
         self.pending[worker] = 0
 
+    def refused(self, worker: int, reason: str) -> None:
+        """A payload of ``worker`` was refused (malformed): the steps it covered are lost."""
+        if not 0 <= worker < len(self.pending):
+            return
+        self._refused[worker] += self.pending[worker]
+        self.pending[worker] = 0
+        self._refusal.setdefault(worker, reason)
+
     def did_not_answer(self, worker: int, request: str) -> None:
         """``worker`` left ``request`` for its timers unanswered (until its next payload)."""
         self._unanswered[worker] = f"did not answer {request} (hung, or busy with a long call)"
 
     def steps(self, worker: int) -> int:
         """The steps ``worker`` took that no merged payload reports."""
-        return self._lost[worker] + self.pending[worker]
+        return self._lost[worker] + self._refused[worker] + self.pending[worker]
 
     def steps_section(self, entry: dict[str, Any]) -> int | None:
         """``unreported_steps`` for the worker's entry in the dump."""
@@ -70,6 +80,11 @@ class UnreportedSteps:
             reasons.append(self._unanswered[worker])
         elif self.pending[worker]:
             reasons.append(self._why_pending(self._handles[worker]))
+        if self._refused[worker]:
+            reasons.append(
+                f"{self._refused[worker]} of them were covered by payloads the trainer refused "
+                f"({self._refusal[worker]})"
+            )
         if self._lost[worker]:
             reasons.append(
                 f"{self._lost[worker]} of them were taken by an earlier process of this worker, "

@@ -133,6 +133,7 @@ class _WorkerRecord:
         "missed_payloads",
         "duplicates",
         "paused_payloads",
+        "refused_payloads",
         "shortened_names",
         "covered",
         "tracks",
@@ -148,6 +149,7 @@ class _WorkerRecord:
         self.missed_payloads = 0
         self.duplicates = 0
         self.paused_payloads = 0
+        self.refused_payloads = 0
         self.shortened_names = 0
         self.covered = 0.0
         self.tracks: dict[int, _WorkerTrack] = {}
@@ -192,6 +194,8 @@ class _WorkerRecord:
         }
         if self.paused_payloads:
             entry["paused_payloads"] = self.paused_payloads
+        if self.refused_payloads:
+            entry["refused_payloads"] = self.refused_payloads
         if self.shortened_names:
             entry["shortened_names"] = self.shortened_names
         return entry
@@ -266,13 +270,25 @@ class TimerMerger:
         The blocks land under ``anchor``, or the block open in the trainer at this moment. Raises
         :class:`PayloadError` (merging nothing) for a malformed, foreign or other-version payload,
         or one whose stream's names do not add up (ids never declared, names declared anew
-        differently). A payload merged before is ignored.
+        differently), and counts it in the worker's ``refused_payloads``. A payload merged
+        before is ignored.
 
         A payload refused for its figures still declares its names, if they are right: the
         worker sends each name once, so its next payloads can still be merged.
         """
         if type(worker_id) is not int or worker_id < 0:
             raise PayloadError(f"worker_id must be a whole number >= 0, got {worker_id!r}")
+        try:
+            self._merge(worker_id, payload, anchor)
+        except PayloadError:
+            with self._lock:
+                worker = self._workers.get(worker_id)
+                if worker is None:
+                    worker = self._workers[worker_id] = _WorkerRecord(worker_id)
+                worker.refused_payloads += 1
+            raise
+
+    def _merge(self, worker_id: int, payload: Any, anchor: TimerNode | None) -> None:
         check_header(payload)
         declared = check_declarations(payload[7])
         try:
@@ -540,6 +556,7 @@ _ENTRY_FIELDS = frozenset(_WorkerRecord(0).to_entry()) | {
     "manager",
     "manager_id",
     "paused_payloads",
+    "refused_payloads",
     "shortened_names",
 }
 _merger_ids = itertools.count(1)

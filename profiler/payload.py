@@ -140,10 +140,14 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
     shallow_open = open_blocks[: MAX_DEPTH - 1]
     for node in shallow_open:
         node.total += node.running_for(at)
-    labels = tuple(
-        (node_id, node.domain, node.object_type, tuple(sorted(node.scopes or ())))
-        for node_id, node in block_ids.labelled
-        if node.count or node.total
+    labels = (
+        tuple(
+            (node_id, node.domain, node.object_type, tuple(sorted(node.scopes or ())))
+            for node_id, node in block_ids.labelled
+            if node.count or node.total
+        )
+        if block_ids.labelled
+        else ()
     )
     # One flat list of rows (id, count, errors, total, minimum, maximum), packed in one call.
     rows: list[float] = []
@@ -172,11 +176,13 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
             if row is not None:
                 add_row((fold_id, *row))
         rows = _sorted_rows(rows)
-    gauges = tuple(
-        (name, gauge.value, gauge.min_value, gauge.max_value, gauge.count)
-        for name, gauge in stack.gauges.items()
-    )
-    stack.gauges = {}
+    gauges = ()
+    if stack.gauges:
+        gauges = tuple(
+            (name, gauge.value, gauge.min_value, gauge.max_value, gauge.count)
+            for name, gauge in stack.gauges.items()
+        )
+        stack.gauges = {}
     window_start, stack.flushed_at = stack.flushed_at, at
     stack.flushes += 1
     return (

@@ -89,6 +89,18 @@ class SuicidalEnv(CountingEnv):
         return super().step(action)
 
 
+class SabotagingEnv(CountingEnv):
+    """Puts a NaN time into its worker's timers when stepped with action 2, as a broken clock
+    would: the payload that carries it is malformed."""
+
+    def step(self, action: Any) -> tuple:
+        if action == 2:
+            from profiler import timers
+
+            timers.get_timer_root().get_child("sabotaged").add_runs(float("nan"), 1, 0, 0.1, 0.1)
+        return super().step(action)
+
+
 class HangingEnv(CountingEnv):
     """Sleeps for a minute when stepped with action 2: a hung simulator."""
 

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from envmanager_testenvs import HangingEnv, SuicidalEnv
+from envmanager_testenvs import HangingEnv, SabotagingEnv, SuicidalEnv
 from test_profiling import count_of
 
 from envmanager import SubprocessEnvManager, WorkerDiedError
@@ -78,3 +78,21 @@ def test_a_dump_while_nothing_is_missing_reports_zero_unreported_steps(tmp_path)
     envs.close()
     assert [entry["unreported_steps"] for entry in entries.values()] == [0, 0]
     assert all("unreported_reason" not in entry for entry in entries.values())
+
+
+def test_a_refused_payload_is_counted_warned_about_and_its_steps_reported_missing(tmp_path):
+    envs = SubprocessEnvManager([SabotagingEnv] * 2, context="fork", flush_every=1)
+    envs.reset(seed=0)
+    envs.step(np.array([1, 1]))
+    with pytest.warns(RuntimeWarning, match="dropped a malformed timer payload from worker 0"):
+        envs.step(np.array([2, 1]))  # worker 0's payload for this step carries a NaN time
+    envs.step(np.array([1, 1]))
+    path = envs.dump_timers(tmp_path, "refused")
+    envs.close()
+    entries = worker_entries(path)
+    assert entries[0]["refused_payloads"] == 1
+    assert entries[0]["unreported_steps"] == 1
+    assert "refused" in entries[0]["unreported_reason"]
+    assert count_of(entries[0], "env.step") == 2  # the steps of the payloads merged
+    assert count_of(entries[1], "env.step") == 3
+    assert "refused_payloads" not in entries[1]

@@ -107,7 +107,7 @@ def test_a_malformed_payload_raises_and_merges_nothing(fake_clock):
         merger.merge_payload(0, half_good)
     tree = get_timer_tree()
     assert tree["children"] == []
-    assert "workers" not in tree
+    assert [(entry["payloads"], entry["refused_payloads"], entry["children"]) for entry in tree["workers"]] == [(0, 1, [])]
 
 
 def test_a_foreign_object_raises_payload_error(fake_clock):
@@ -594,3 +594,12 @@ def test_the_merged_tree_is_the_tree_the_worker_ran_whatever_the_flushes_cut(fak
     ran = [child.to_dict(1) for child in reference.root.children.values()]
     assert [without_parallel_marks(child) for child in find(tree, "collect")["children"]] == ran
     assert worker_entry(tree, 0)["children"] == ran
+
+
+def test_a_refused_payload_is_counted_in_the_workers_entry(fake_clock):
+    merger = TimerMerger()
+    merger.merge_payload(0, payload(step()))
+    with pytest.raises(PayloadError):
+        merger.merge_payload(0, payload(("env.step", float("nan"), 1, 0, None, ()), sequence=2))
+    entry = worker_entry(get_timer_tree(), 0)
+    assert (entry["payloads"], entry["refused_payloads"]) == (1, 1)

@@ -25,7 +25,8 @@ waited for, how much CPU their envs used); it adds that to each worker's entry i
 A payload is validated completely before anything is touched, so a bad one raises
 :class:`PayloadError` and merges nothing. Each payload carries its stack's stream id and a
 sequence number, so one merged before is ignored (and counted as a duplicate); a gap in the
-sequence is counted as missed payloads.
+sequence is counted as missed payloads, until a payload of the gap arrives after all (Ray results
+fetched in another order) and is merged.
 
 Merging may run on a receiver thread while the trainer keeps timing. The merger's own state is
 behind its lock, which the trainer's hot path never takes; the only shared structures are child
@@ -308,16 +309,18 @@ class TimerMerger:
             if worker is None:
                 worker = self._workers[worker_id] = _WorkerRecord(worker_id)
             stream = self._streams.get((worker_id, stream_id))
-            if stream is None or payload[7][1] or payload[7][0] != len(stream.names):
-                if stream is not None and sequence <= stream.last_sequence:
-                    worker.duplicates += 1
-                    return
-                stream = self._stream_declaring(worker_id, payload)
-            elif sequence <= stream.last_sequence:
+            if stream is not None and sequence <= stream.last_sequence and sequence not in stream.missing:
                 worker.duplicates += 1
                 return
-            worker.missed_payloads += sequence - stream.last_sequence - 1
-            stream.last_sequence = sequence
+            if stream is None or payload[7][1] or payload[7][0] != len(stream.names):
+                stream = self._stream_declaring(worker_id, payload)
+            if sequence > stream.last_sequence:
+                stream.skipped(sequence)
+                worker.missed_payloads += sequence - stream.last_sequence - 1
+                stream.last_sequence = sequence
+            else:  # it arrives after a later one (Ray results fetched in another order)
+                stream.missing.discard(sequence)
+                worker.missed_payloads -= 1
             worker.pid = pid
             if not _merging:
                 worker.paused_payloads += 1
@@ -568,6 +571,7 @@ worker's ``shortened_names``): a name is a label for people, and a runaway one (
 batch) must not swell every dump."""
 
 _MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (see _Stream.nodes)
+_MAX_MISSING_KEPT = 4096  # skipped sequence numbers a stream remembers (see _Stream.skipped)
 
 
 class _Stream:
@@ -579,12 +583,15 @@ class _Stream:
     order of their ids (parents first), as the worker created them.
     """
 
-    __slots__ = ("names", "depths", "last_sequence", "merged_nodes", "own_nodes", "own_root", "pairs")
+    __slots__ = ("names", "depths", "last_sequence", "missing", "merged_nodes", "own_nodes", "own_root", "pairs")
 
     def __init__(self) -> None:
         self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
         self.depths: list[int] = []  # id -> depth below the tree it is merged into (top level: 1)
         self.last_sequence = 0
+        # Sequence numbers skipped so far (the latest _MAX_MISSING_KEPT): such a payload may still
+        # arrive, and is then merged rather than taken for a duplicate.
+        self.missing: set[int] = set()
         self.merged_nodes: dict[TimerNode, list[TimerNode | None]] = {}  # anchor -> id -> node
         self.own_nodes: list[TimerNode | None] = []
         self.own_root: TimerNode | None = None
@@ -638,6 +645,14 @@ class _Stream:
                 pairs.extend(padding)
             self.own_nodes.extend(padding)
         return shortened
+
+    def skipped(self, sequence: int) -> None:
+        """A payload numbered ``sequence`` arrived: note the ones between it and the last."""
+        first_skipped = max(self.last_sequence + 1, sequence - _MAX_MISSING_KEPT)
+        if first_skipped < sequence:
+            self.missing.update(range(first_skipped, sequence))
+            if len(self.missing) > _MAX_MISSING_KEPT:
+                self.missing = set(sorted(self.missing)[-_MAX_MISSING_KEPT:])
 
     def forget_nodes(self) -> None:
         """The trees were reset: resolve the ids again, in the new trees."""

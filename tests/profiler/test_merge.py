@@ -603,3 +603,13 @@ def test_a_refused_payload_is_counted_in_the_workers_entry(fake_clock):
         merger.merge_payload(0, payload(("env.step", float("nan"), 1, 0, None, ()), sequence=2))
     entry = worker_entry(get_timer_tree(), 0)
     assert (entry["payloads"], entry["refused_payloads"]) == (1, 1)
+
+
+def test_a_payload_arriving_after_a_later_one_is_merged_not_taken_for_a_duplicate(fake_clock):
+    merger = TimerMerger()
+    for sequence in (1, 3, 2, 2):
+        merger.merge_payload(0, payload(step(), sequence=sequence))
+    tree = get_timer_tree()
+    entry = worker_entry(tree, 0)
+    assert find(tree, "env.step")["count"] == 3
+    assert (entry["payloads"], entry["missed_payloads"], entry["duplicates"]) == (3, 0, 1)

@@ -131,3 +131,16 @@ def test_async_actors_are_refused():
 
     with pytest.raises(TypeError, match="Streamer.next is async"):
         timed_ray.remote(Streamer)
+
+
+def test_results_fetched_in_any_order_lose_no_blocks(ray_cluster):
+    learner = Learner.remote()
+    with hierarchical_timer("train"):
+        refs = [learner.update.remote() for _ in range(3)]
+    for ref in reversed(refs):  # the last call's payload arrives first
+        timed_ray.get(ref)
+    tree = get_timer_tree()
+    assert find(tree, "train", "Learner.update", "backward")["count"] == 3
+    (actor,) = [worker for worker in ray_workers(tree) if worker["ray"]["kind"] == "actor"]
+    assert (actor["payloads"], actor["missed_payloads"], actor["duplicates"]) == (3, 0, 0)
+    ray.kill(learner.handle)

@@ -9,8 +9,11 @@ trainer wakes the worker, the worker steps its env and wakes the trainer back.  
 the two wake-ups (a scheduler switch each way) cost far more than anything Python does, so the
 floor is measured here, on this machine, beside the manager:
 
-* ``pipe ping-pong``: one byte each way through a ``multiprocessing.Pipe`` (``send_bytes`` /
+* ``pipe ping-pong``: one byte each way through a ``multiprocessing.Pipe()`` (``send_bytes`` /
   ``recv_bytes``), nothing else; the reference every ratio is against;
+* ``one-way pipes ping-pong``: the same through two ``Pipe(duplex=False)``, one per direction,
+  as the manager's workers use them: a two-way ``Pipe()`` is a Unix socket pair, and a plain
+  pipe wakes the other side sooner;
 * ``shared memory + wake-up``: an action written into shared memory, a one-byte wake-up on a
   raw pipe, the other side reads the action, writes a reward back and wakes the first back;
 * ``ours``: ``SubprocessEnvManager`` with one worker and an env whose step costs a couple of
@@ -74,9 +77,9 @@ class TrivialEnv(gym.Env):
         return self._observation, 1.0, False, False, {}
 
 
-def _echo_bytes(conn: Any) -> None:
+def _echo_bytes(requests: Any, replies: Any) -> None:
     """The far end of the ping-pong: answer every message with one byte, until EOF."""
-    recv_bytes, send_bytes = conn.recv_bytes, conn.send_bytes
+    recv_bytes, send_bytes = requests.recv_bytes, replies.send_bytes
     try:
         while True:
             recv_bytes()
@@ -86,18 +89,27 @@ def _echo_bytes(conn: Any) -> None:
 
 
 class PipePingPong:
-    """One byte each way through a ``multiprocessing.Pipe``: the floor every ratio is against."""
+    """One byte each way through a ``multiprocessing.Pipe()`` (the floor every ratio is against),
+    or through two one-way pipes (``duplex=False``)."""
 
-    def __init__(self, context: str | None = None) -> None:
+    def __init__(self, context: str | None = None, duplex: bool = True) -> None:
         ctx = multiprocessing.get_context(context)
-        self._conn, child_end = ctx.Pipe()
-        self._process = ctx.Process(target=_echo_bytes, args=(child_end,), daemon=True)
+        if duplex:
+            self._requests, child_end = ctx.Pipe()
+            self._replies = self._requests
+            child_ends: tuple[Any, ...] = (child_end, child_end)
+        else:
+            requests_reader, self._requests = ctx.Pipe(duplex=False)
+            self._replies, replies_writer = ctx.Pipe(duplex=False)
+            child_ends = (requests_reader, replies_writer)
+        self._process = ctx.Process(target=_echo_bytes, args=child_ends, daemon=True)
         self._process.start()
-        child_end.close()
+        for end in set(child_ends):
+            end.close()
 
     def run(self, steps: int) -> float:
         """Seconds for ``steps`` round trips."""
-        send_bytes, recv_bytes = self._conn.send_bytes, self._conn.recv_bytes
+        send_bytes, recv_bytes = self._requests.send_bytes, self._replies.recv_bytes
         started = time.perf_counter()
         for _ in range(steps):
             send_bytes(b"x")
@@ -105,8 +117,9 @@ class PipePingPong:
         return time.perf_counter() - started
 
     def close(self) -> None:
-        self._conn.close()
+        self._requests.close()  # the other side reads EOF and returns
         self._process.join(5)
+        self._replies.close()
         if self._process.is_alive():
             self._process.kill()
 
@@ -180,11 +193,13 @@ class VectorEnvSteps:
 
 
 PING_PONG = "pipe ping-pong"
+ONE_WAY_PIPES = "one-way pipes ping-pong"
 SHARED_MEMORY = "shared memory + wake-up"
 OURS, OURS_OFF, ASYNC = "ours (profiling on)", "ours profiling off", "async"
 
 FLOOR_VARIANTS: dict[str, Callable[[], Any]] = {
     PING_PONG: PipePingPong,
+    ONE_WAY_PIPES: lambda: PipePingPong(duplex=False),
     SHARED_MEMORY: SharedMemoryRoundTrip,
     OURS: lambda: VectorEnvSteps(lambda fns: SubprocessEnvManager(fns)),
     OURS_OFF: lambda: VectorEnvSteps(lambda fns: SubprocessEnvManager(fns, profiling=False)),

@@ -13,8 +13,8 @@ reply to the latest request was ready, so the trainer can tell whom a step waite
 
 A pipe is a byte stream: an interrupt (Ctrl-C's ``KeyboardInterrupt``) that lands while a
 message is half read or half written leaves the rest of that message where the next read
-expects a header.  Such a worker is *cut off*: no request is written to it again, and its side
-of the pipe is shut so that it exits once it has answered.  If the interrupt cut a request
+expects a header.  Such a worker is *cut off*: no request is written to it again, and the
+trainer's end of its requests pipe is closed so that it exits once it has answered.  If the interrupt cut a request
 (the replies are intact), its replies and last timers are still read at shutdown or restart;
 if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
 updated before a write and right after a read, so an interrupt anywhere else leaves it sound.
@@ -31,7 +31,6 @@ import math
 import multiprocessing
 import os
 import select
-import socket
 import threading
 import time
 from dataclasses import replace
@@ -66,7 +65,11 @@ _NOTHING_AWAITED = 0
 
 
 class WorkerHandle:
-    """The trainer's view of one worker: its process, its pipe end and its envs."""
+    """The trainer's view of one worker: its process, its two pipe ends and its envs.
+
+    Two one-way pipes, not one two-way ``Pipe()``: a two-way one is a Unix socket pair, and a
+    pipe wakes the other side up markedly sooner (``benchmarks/step_floor.py`` shows both).
+    """
 
     __slots__ = (
         "index",
@@ -74,6 +77,7 @@ class WorkerHandle:
         "config",
         "process",
         "conn",
+        "requests",
         "fds",
         "awaiting",
         "outstanding",
@@ -90,7 +94,8 @@ class WorkerHandle:
         self.envs = envs
         self.config = config
         self.process: Any = None
-        self.conn: Connection | None = None
+        self.conn: Connection | None = None  # the end its replies are read from
+        self.requests: Connection | None = None  # the end requests are written to
         self.fds = (-1, -1)  # (pipe, process sentinel): what a wait polls, kept past close
         self.awaiting = _NOTHING_AWAITED  # sequence number of the reply we are waiting for
         self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
@@ -159,9 +164,15 @@ class WorkerPool:
     # -- processes -------------------------------------------------------------------------
 
     def _start(self, handle: WorkerHandle) -> None:
-        parent_end, child_end = self._ctx.Pipe()
+        requests_reader, requests_writer = self._ctx.Pipe(duplex=False)
+        replies_reader, replies_writer = self._ctx.Pipe(duplex=False)
         fork = self._start_method == "fork"
-        inherited = [h.conn for h in self.workers if h.conn is not None] + [parent_end] if fork else []
+        inherited = (
+            [end for h in self.workers for end in (h.conn, h.requests) if end is not None]
+            + [replies_reader, requests_writer]
+            if fork
+            else []
+        )
         config = replace(
             handle.config,
             permits=self.permits,
@@ -176,20 +187,23 @@ class WorkerPool:
         process = self._ctx.Process(
             target=run_worker,
             name=f"Worker<SubprocessEnvManager>-{handle.index}",
-            args=(config, child_end),
+            args=(config, requests_reader, replies_writer),
             daemon=self._daemon,
         )
         try:
             process.start()
         except Exception as exc:
-            parent_end.close()
+            replies_reader.close()
+            requests_writer.close()
             _add_note(exc, self._start_note(handle))
             raise
         finally:
-            child_end.close()  # only the worker holds it now, so its exit shows up as EOF here
+            # Only the worker holds them now, so its exit shows up as EOF here.
+            requests_reader.close()
+            replies_writer.close()
         self._lifeline.bind(process)
-        handle.process, handle.conn = process, parent_end
-        handle.fds = (parent_end.fileno(), process.sentinel)
+        handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
+        handle.fds = (replies_reader.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
         handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
 
@@ -221,9 +235,7 @@ class WorkerPool:
 
     def _bury(self, handle: WorkerHandle) -> None:
         """Forget a worker that has exited or must go; end its process group and reap it."""
-        if handle.conn is not None:
-            handle.conn.close()
-            handle.conn = None
+        _close_ends(handle)
         handle.awaiting = _NOTHING_AWAITED
         self.ready_at[handle.index] = None
         # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
@@ -243,8 +255,8 @@ class WorkerPool:
         sequence = self._sequence
         ready_at = self.ready_at
         for i, handle in enumerate(targets):
-            conn = handle.conn
-            if conn is None:
+            requests = handle.requests
+            if requests is None:
                 continue
             # Pickled before the write, so a body that does not pickle leaves the pipe untouched.
             data = protocol.encode((sequence, command, None if bodies is None else bodies[i]))
@@ -253,7 +265,7 @@ class WorkerPool:
                 # Counted before it is written: once a byte is out, the worker may answer.
                 handle.awaiting = sequence
                 handle.outstanding += 1
-                protocol.write_message(conn.fileno(), data)
+                protocol.write_message(requests.fileno(), data)
             except (BrokenPipeError, ConnectionResetError):
                 self._bury(handle)
             except BaseException as exc:
@@ -332,7 +344,10 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            data = protocol.read_message(handle.conn.fileno())
+            fd = handle.conn.fileno()
+            # Owing one reply, the worker writes nothing more until it gets a request: the
+            # whole reply can be read at once.
+            data = protocol.read_only_message(fd) if handle.outstanding == 1 else protocol.read_message(fd)
             handle.outstanding -= 1
             # Replies come in request order and only the latest request is awaited, so the
             # reply that settles the last one owed is the awaited one; the others answer
@@ -383,19 +398,18 @@ class WorkerPool:
 
     def _cut_off(self, handle: WorkerHandle, interrupt: BaseException, mid_reply: bool) -> None:
         """Never send this worker a request again: ``interrupt`` may have left half a message in
-        its pipe.  Our side is shut at once, so the worker reads end-of-file and exits by itself
-        once it has answered what it holds (see :meth:`_end_cut_off`)."""
+        its pipe.  Our end of its requests pipe is closed at once, so the worker reads
+        end-of-file and exits by itself once it has answered what it holds (see
+        :meth:`_end_cut_off`)."""
         when = "while its reply was being read" if mid_reply else "while a request to it was being written"
         handle.cut_off = f"({type(interrupt).__name__}) {when}, so its pipe may hold half a message"
         handle.cut_conn, handle.conn = handle.conn, None
         handle.cut_mid_reply = mid_reply
         handle.awaiting = _NOTHING_AWAITED
         self.ready_at[handle.index] = None
-        try:
-            with socket.socket(fileno=os.dup(handle.cut_conn.fileno())) as end:
-                end.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # not a socket: the worker is terminated at the end instead
+        if handle.requests is not None:
+            handle.requests.close()
+            handle.requests = None
 
     def _end_cut_off(self, handles: list[WorkerHandle], grace: float) -> None:
         """Read cut-off workers' pipes to the end, for up to ``grace`` seconds, then end them.
@@ -463,9 +477,7 @@ class WorkerPool:
         # Not yet reaped (a reaped worker's number may belong to another process by now).
         _stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
         for handle in self.workers:
-            if handle.conn is not None:
-                handle.conn.close()
-                handle.conn = None
+            _close_ends(handle)
             if handle.process is not None:
                 handle.exitcode = handle.process.exitcode
         # Every worker is gone: the lifeline and the permits have no one left to serve.
@@ -476,6 +488,14 @@ class WorkerPool:
 
 def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
     pass
+
+
+def _close_ends(handle: WorkerHandle) -> None:
+    """Close the trainer's ends of a worker's pipes (those still open)."""
+    for end in (handle.conn, handle.requests):
+        if end is not None:
+            end.close()
+    handle.conn = handle.requests = None
 
 
 def _add_note(exc: BaseException, note: str) -> None:

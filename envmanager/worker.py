@@ -142,7 +142,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise _Terminated
 
 
-def run_worker(config: WorkerConfig, conn: Connection) -> None:
+def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) -> None:
     """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
     parent_pid = os.getppid()
     lead_new_process_group()
@@ -156,7 +156,7 @@ def run_worker(config: WorkerConfig, conn: Connection) -> None:
     configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        _WorkerLoop(config, conn).serve()
+        _WorkerLoop(config, requests, replies).serve()
     except _Terminated:
         _flush_standard_streams()  # the kill below skips the interpreter's own flushing
         if trainer_is_gone(config.lifeline, parent_pid):
@@ -206,15 +206,16 @@ def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
 
 
 class _WorkerLoop:
-    """One worker subprocess: an :class:`EnvRunner` answering the requests of its pipe end."""
+    """One worker subprocess: an :class:`EnvRunner` answering the requests of one pipe on another."""
 
-    def __init__(self, config: WorkerConfig, conn: Connection) -> None:
-        self.conn = conn
+    def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection) -> None:
+        self.requests = requests
+        self.replies = replies
         self.runner = EnvRunner(config)
 
     def serve(self) -> None:
         runner = self.runner
-        requests = protocol.MessageReader(self.conn.fileno())
+        requests = protocol.MessageReader(self.requests.fileno())
         try:
             runner.build_envs()
             while True:
@@ -238,25 +239,25 @@ class _WorkerLoop:
         """Send the last timer data without ever blocking, when the trainer stopped writing.
 
         Usually the trainer is gone and this fails at once.  But a trainer that an interrupt
-        caught while it was writing to us shuts its side of the pipe and still reads our
-        replies, so these timers are not lost.  Never blocking matters: a pipe end that
+        caught while it was writing to us closes its end of our requests pipe and still
+        reads our replies, so these timers are not lost.  Never blocking matters: a pipe end that
         nobody reads must not keep this process from exiting.
         """
         if self.runner.timers is None:
             return
         try:
-            os.set_blocking(self.conn.fileno(), False)
+            os.set_blocking(self.replies.fileno(), False)
             self._send(0, True, None, self.runner.last_timers(), time.perf_counter())
         except OSError:
             pass  # gone, or not reading: nothing to be done about it
 
     def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any, finished_at: float) -> None:
         try:
-            protocol.send(self.conn, (sequence, ok, body, timer_payload, finished_at))
+            protocol.send(self.replies, (sequence, ok, body, timer_payload, finished_at))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             # Nothing was written (the message is pickled before it is sent): report instead.
             failure = RemoteFailure(exc, None)
-            protocol.send(self.conn, (sequence, False, failure, timer_payload, finished_at))
+            protocol.send(self.replies, (sequence, False, failure, timer_payload, finished_at))
 
 
 class EnvRunner:

@@ -77,3 +77,13 @@ def test_the_wake_ups_decode_to_the_messages_they_stand_for():
     with_timers = (7, True, protocol.IN_SHARED_MEMORY, ("payload", 0.0, 0.0, 0), 12.5)
     decoded = protocol.decode(protocol.encode(with_timers))
     assert decoded == with_timers and decoded[2] is protocol.IN_SHARED_MEMORY
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_only_message_in_a_pipe_is_read_whole_whatever_its_size(size):
+    message = os.urandom(size)
+    read_end = written_through_a_pipe([message])
+    assert bytes(protocol.read_only_message(read_end)) == message
+    with pytest.raises(EOFError):
+        protocol.read_only_message(read_end)
+    os.close(read_end)

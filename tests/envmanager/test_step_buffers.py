@@ -57,7 +57,7 @@ def pipe_messages() -> Iterator[tuple[list[int], list[int]]]:
         name = frame.f_code.co_name
         if event == "call" and name == "write_message":
             sent.append(len(frame.f_locals["data"]))
-        elif event == "return" and name == "read_message" and arg is not None:
+        elif event == "return" and name in ("read_message", "read_only_message") and arg is not None:
             received.append(len(arg))
 
     sys.setprofile(hook)

@@ -4,6 +4,12 @@ Messages are plain tuples of built-ins and numpy arrays, never class instances, 
 pickling a tuple of scalars is several times cheaper than pickling an object and the step
 path sends two messages per worker per step.  The layouts below are the whole protocol.
 
+Each worker has two one-way pipes, one for requests and one for replies.  A message on either
+is framed as ``multiprocessing.Connection`` frames it (a 4-byte big-endian length, then the
+bytes) but written and read straight on the file descriptor (:func:`write_message`,
+:func:`read_message`, :func:`read_only_message`, :class:`MessageReader`): on the step path the
+Python around the system calls costs as much as the calls themselves.
+
 Request (manager -> worker)::
 
     (sequence, command, body)

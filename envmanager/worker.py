@@ -6,8 +6,8 @@ request, runs it on all of its envs, and sends one reply: one round trip per wor
 step, however many envs it holds.  The message layouts are in :mod:`envmanager.protocol`.
 
 :class:`EnvRunner` knows nothing of pipes: it turns a request into a reply.  The subprocess
-loop here carries requests and replies over a pipe; a Ray actor (:mod:`envmanager.ray_worker`)
-carries the very same ones as method calls and their results.
+loop here carries requests and replies over two one-way pipes; a Ray actor
+(:mod:`envmanager.ray_worker`) carries the very same ones as method calls and their results.
 
 A failing env never kills the worker: the exception goes back in the reply, and the worker
 keeps serving until the trainer decides what to do (it shuts it down after a failed step or

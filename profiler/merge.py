@@ -300,7 +300,9 @@ class TimerMerger:
                 if stream is None or payload[4] > stream.last_sequence:
                     self._stream_declaring(worker_id, payload)
             raise
-        _, _, pid, stream_id, sequence, window_start, window_end, _, _, labels, gauges, timeline, memory = payload
+        _, _, pid, stream_id, sequence, window_start, window_end, _, _, error_counts, labels, gauges, timeline, memory = (
+            payload
+        )
         if anchor is None:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
@@ -330,6 +332,10 @@ class TimerMerger:
 
             if rows:
                 stream.add_rows(anchor, worker.root, rows)
+            for node_id, errors in error_counts:
+                merged, own = stream.nodes(anchor, worker.root, node_id)
+                merged.errors += errors
+                own.errors += errors
             for node_id, domain, object_type, scopes in labels:
                 merged, own = stream.nodes(anchor, worker.root, node_id)
                 merged.add_labels(domain, object_type, scopes)
@@ -716,9 +722,7 @@ class _Stream:
             pairs = self.pairs[anchor] = [None] * len(self.names)
         pair_of = self._pair
         row_fields = iter(rows)
-        for node_id, count, errors, total, minimum, maximum in zip(
-            row_fields, row_fields, row_fields, row_fields, row_fields, row_fields
-        ):
+        for node_id, count, total, minimum, maximum in zip(row_fields, row_fields, row_fields, row_fields, row_fields):
             merged, own = pairs[node_id] or pair_of(pairs, anchor, own_root, node_id)
             merged.total += total
             own.total += total
@@ -736,9 +740,6 @@ class _Stream:
                 mean = total / count
                 if mean > own.peak_mean:
                     own.peak_mean = mean
-            if errors:
-                merged.errors += errors
-                own.errors += errors
 
 
 def _merge_gauge(

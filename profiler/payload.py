@@ -15,11 +15,12 @@ columns to validate it, whatever the names.
 Layout, version 4 (a tuple; readers unpack it by position)::
 
     ("rlprof.timers", 4, pid, stream_id, sequence, window_start, window_end,
-     names, blocks, labels, gauges, timeline, memory)
+     names, blocks, errors, labels, gauges, timeline, memory)
 
     names    = (first_id, ((parent_id, name), ...))   # declares ids first_id, first_id + 1, ...
-    blocks   = bytes: rows of (id, count, errors, total, minimum, maximum), little-endian
-               int64, int64, int64, float64, float64, float64: 48 bytes a row
+    blocks   = bytes: rows of (id, count, total, minimum, maximum), little-endian
+               uint32, int64, float64, float64, float64: 36 bytes a row
+    errors   = ((block_id, error_count), ...)          # blocks whose calls raised, if any
     labels   = ((block_id, domain, object_type, (scope, ...)), ...)   # blocks that have any
     gauges   = ((name, value, min, max, count), ...)
     timeline = None | (host, clock_origin, thread_name,
@@ -80,7 +81,7 @@ from profiler.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
     "MAX_COUNT",
-    "MAX_ROW_INTEGER",
+    "MAX_ROW_COUNT",
     "MAX_SECONDS",
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
@@ -96,7 +97,7 @@ __all__ = [
 
 PAYLOAD_TAG = "rlprof.timers"
 PAYLOAD_VERSION = 4
-PAYLOAD_FIELDS = 13
+PAYLOAD_FIELDS = 14
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
@@ -107,14 +108,16 @@ MAX_SECONDS = 2.0**49
 """Every time a payload carries is below this (2**49 s, 17.8 million years): any number of merged
 payloads then still sums to a finite float, which the strict JSON dump needs. A power of two, so
 that one look at the top byte of each number of a row checks it."""
-MAX_ROW_INTEGER = 0x43 << 56
-"""Block ids, counts and error counts in a payload's rows are below this (about 4.8e18): bounded
-for the same top-byte check."""
+MAX_ROW_COUNT = 0x43 << 56
+"""Counts in a payload's rows are below this (about 4.8e18), and block ids below ``0x43 << 24``
+(about 1.1e9): bounded for the same top-byte check."""
 _SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below the bounds
 
-_ROW_FORMAT = "qqqddd"  # id, count, errors (int64); total, minimum, maximum (float64)
+_ROW_FORMAT = "Iqddd"  # id (uint32), count (int64); total, minimum, maximum (float64)
 _ROW_FIELDS = len(_ROW_FORMAT)
 _ROW_BYTES = struct.calcsize("<" + _ROW_FORMAT)
+# Where each number's last (little-endian) byte sits in a row: its sign and its highest bits.
+_TOP_BYTE_OFFSETS = tuple(struct.calcsize("<" + _ROW_FORMAT[: field + 1]) - 1 for field in range(_ROW_FIELDS))
 
 
 class PayloadError(ValueError):
@@ -149,23 +152,26 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         if block_ids.labelled
         else ()
     )
-    # One flat list of rows (id, count, errors, total, minimum, maximum), packed in one call.
+    # One flat list of rows (id, count, total, minimum, maximum), packed in one call; the rare
+    # error counts apart, so that the common row carries none.
     rows: list[float] = []
     add_row = rows.extend
+    error_counts: list[tuple[int, int]] = []
     infinity = math.inf
     for node_id, node in zip(block_ids.present_ids, block_ids.present_nodes):
         count = node.count
         if count:
+            add_row((node_id, count, node.total, node.min, node.max))
             errors = node.errors
-            add_row((node_id, count, errors, node.total, node.min, node.max))
+            if errors:
+                error_counts.append((node_id, errors))
+                node.errors = 0
             node.total = 0.0
             node.count = 0
-            if errors:
-                node.errors = 0
             node.min = infinity
             node.max = 0.0
         elif node.total:  # a run open now, none closed in this window
-            add_row((node_id, 0, 0, node.total, 0.0, 0.0))
+            add_row((node_id, 0, node.total, 0.0, 0.0))
             node.total = 0.0
     for node in shallow_open:
         node.total = -node.running_for(at)
@@ -174,8 +180,12 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         for fold_id, node in block_ids.folds:
             row = _fold_deep_blocks(node, deep_open, at)
             if row is not None:
-                add_row((fold_id, *row))
+                count, errors, total, minimum, maximum = row
+                add_row((fold_id, count, total, minimum, maximum))
+                if errors:
+                    error_counts.append((fold_id, errors))
         rows = _sorted_rows(rows)
+        error_counts.sort()
     gauges = ()
     if stack.gauges:
         gauges = tuple(
@@ -195,6 +205,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         at,
         block_ids.declarations(declare_all),
         _rows_struct(len(rows) // _ROW_FIELDS).pack(*rows),
+        tuple(error_counts),
         labels,
         gauges,
         drain_timeline(stack),
@@ -405,17 +416,17 @@ _NO_ROWS: tuple[float, ...] = ()
 
 
 def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
-    """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, errors,
-    total, minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``);
-    ids, counts and errors >= 0 and below :data:`MAX_ROW_INTEGER`; every time finite, >= 0 and
-    below :data:`MAX_SECONDS`; each minimum at most its maximum.
+    """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, total,
+    minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``); counts >= 0
+    and below :data:`MAX_ROW_COUNT`; every time finite, >= 0 and below :data:`MAX_SECONDS`; each
+    minimum at most its maximum.
 
     One look at every number's top byte, one unpacking and two passes of builtins, whatever the
     blocks are called: this is the trainer's validation cost per payload, linear in the number
     of rows with a small constant.
     """
     if type(blocks) is not bytes:
-        raise PayloadError(f"blocks: must be bytes (rows of six numbers), not {type(blocks).__name__}")
+        raise PayloadError(f"blocks: must be bytes (rows of five numbers), not {type(blocks).__name__}")
     size = len(blocks)
     if size % _ROW_BYTES:
         raise PayloadError(
@@ -424,23 +435,26 @@ def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
     if not size:
         return _NO_ROWS
     values = _rows_struct(size // _ROW_BYTES).unpack(blocks)
-    # The last byte of a little-endian int64 or float64 holds its sign and its highest bits: at
-    # most 0x42 means >= 0 and below the bounds, and for a float also not NaN or infinite.
-    if blocks[7::8].translate(None, _SMALL_TOP_BYTES):
-        raise PayloadError(_bad_row(values, _out_of_bounds, "a number out of bounds"))
+    # A number's last byte holds its sign and its highest bits: at most 0x42 means >= 0 and below
+    # the bounds, and for a float also not NaN or infinite.
+    for offset in _TOP_BYTE_OFFSETS:
+        if blocks[offset::_ROW_BYTES].translate(None, _SMALL_TOP_BYTES):
+            raise PayloadError(_bad_row(values, _out_of_bounds, "a number out of bounds"))
     ids = values[0::_ROW_FIELDS]
     if not (ids[-1] < declared and all(map(operator.lt, ids, ids[1:]))):
         raise PayloadError(_bad_ids(ids, declared))
-    if not all(map(operator.le, values[4::_ROW_FIELDS], values[5::_ROW_FIELDS])):
-        raise PayloadError(_bad_row(values, lambda row: row[4] > row[5], "a shortest call longer than its longest"))
+    if not all(map(operator.le, values[3::_ROW_FIELDS], values[4::_ROW_FIELDS])):
+        raise PayloadError(_bad_row(values, lambda row: row[3] > row[4], "a shortest call longer than its longest"))
     return values
 
 
 def _out_of_bounds(row: tuple[float, ...]) -> bool:
     return not (
-        all(0 <= value < MAX_ROW_INTEGER for value in row[:3])
-        and all(0.0 <= value < MAX_SECONDS for value in row[3:])
+        0 <= row[0] < _MAX_ROW_ID and 0 <= row[1] < MAX_ROW_COUNT and all(0.0 <= value < MAX_SECONDS for value in row[2:])
     )
+
+
+_MAX_ROW_ID = 0x43 << 24
 
 
 def _first_bad_row(values: tuple[float, ...], is_bad: Any) -> tuple[float, ...] | None:
@@ -465,18 +479,17 @@ def _bad_ids(ids: Any, declared: int) -> str:
 
 def _bad_row(values: tuple[float, ...], is_bad: Any, what: str) -> str:
     """The message for the first row ``is_bad`` picks: its id and every figure."""
-    node_id, count, errors, total, minimum, maximum = _first_bad_row(values, is_bad)  # type: ignore[misc]
-    return (
-        f"blocks: block {node_id} has {what} (count {count}, errors {errors}, total {total!r}, "
-        f"min {minimum!r}, max {maximum!r})"
-    )
+    node_id, count, total, minimum, maximum = _first_bad_row(values, is_bad)  # type: ignore[misc]
+    return f"blocks: block {node_id} has {what} (count {count}, total {total!r}, min {minimum!r}, max {maximum!r})"
 
 
 def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
     """Check every field after the names (blocks, labels, gauges, timeline, memory) of a payload
     whose header was checked; return its block rows (see :func:`block_rows`)."""
     rows = block_rows(payload[8], declared)
-    labels, gauges, timeline, memory = payload[9:]
+    error_counts, labels, gauges, timeline, memory = payload[9:]
+    if error_counts != ():
+        _validate_error_counts(error_counts, declared)
     if labels != ():
         _sequence(labels, "labels")
         for label in labels:
@@ -490,6 +503,20 @@ def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
     if memory is not None:
         _validate_memory(memory)
     return rows
+
+
+def _validate_error_counts(error_counts: Any, declared: int) -> None:
+    """``errors``: ((block id, error count), ...), ids declared and ascending, counts >= 1."""
+    _sequence(error_counts, "errors")
+    previous = -1
+    for pair in error_counts:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise PayloadError(f"errors: must be ((block_id, error_count), ...), got {_short(pair)}")
+        node_id, errors = pair
+        if type(node_id) is not int or not previous < node_id < declared:
+            raise PayloadError(f"errors: block id {_short(node_id)} was never declared, or comes twice or out of order")
+        _whole(errors, f"errors of block {node_id}", minimum=1)
+        previous = node_id
 
 
 def _validate_gauge(gauge: Any, where: str) -> None:

@@ -17,14 +17,16 @@ from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, block_rows
 
 def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None):
     """A payload whose blocks are given as a tree; extremes None means (total, total)."""
-    names, rows, labels = [], [], []
+    names, rows, error_counts, labels = [], [], [], []
 
     def add(block, parent_id):
         name, total, count, errors, extremes, children, *label = block
         node_id = len(names)
         names.append((parent_id, name))
         minimum, maximum = extremes if extremes is not None else ((total, total) if count else (0.0, 0.0))
-        rows.append((node_id, count, errors, total, minimum, maximum))
+        rows.append((node_id, count, total, minimum, maximum))
+        if errors:
+            error_counts.append((node_id, errors))
         if label:
             domain, object_type, scopes = label[0]
             labels.append((node_id, domain, object_type, scopes))
@@ -34,12 +36,12 @@ def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gau
     for block in blocks:
         add(block, -1)
     return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, (0, tuple(names)),
-            pack_rows(rows), tuple(labels), gauges, timeline, memory)
+            pack_rows(rows), tuple(error_counts), tuple(labels), gauges, timeline, memory)
 
 
 def pack_rows(rows) -> bytes:
-    """Rows (id, count, errors, total, minimum, maximum) as a payload's ``blocks`` bytes."""
-    return struct.pack("<" + "qqqddd" * len(rows), *[value for row in rows for value in row])
+    """Rows (id, count, total, minimum, maximum) as a payload's ``blocks`` bytes."""
+    return struct.pack("<" + "Iqddd" * len(rows), *[value for row in rows for value in row])
 
 
 def with_rows(payload, rows):
@@ -60,9 +62,10 @@ def rows_of(payload, stack=None) -> dict[str, tuple[Any, ...]]:
     """{path: (total, count, errors, minimum, maximum)} of the payload's rows."""
     names = paths(payload, stack)
     row_fields = iter(block_rows(payload[8], len(names)))
+    errors = dict(payload[9])
     return {
-        names[node_id]: (total, count, errors, minimum, maximum)
-        for node_id, count, errors, total, minimum, maximum in zip(*[row_fields] * 6)
+        names[node_id]: (total, count, errors.get(node_id, 0), minimum, maximum)
+        for node_id, count, total, minimum, maximum in zip(*[row_fields] * 5)
     }
 
 

@@ -120,16 +120,16 @@ def test_recorded_events_travel_in_the_payload_and_are_drained(recording, fake_c
     events.mark("reset", worker)
     first = snapshot_and_flush(worker)
     second = snapshot_and_flush(worker)
-    host, _, thread_name, spans, instants, counters, dropped = first[11]
+    host, _, thread_name, spans, instants, counters, dropped = first[12]
     assert (host, thread_name) == (events.HOST, "worker main")
     assert spans == (("env.step", 1000.0, 1001.0),)
     assert instants == (("reset", 1001.0),)
-    assert second[11][3:6] == ((), (), ())
+    assert second[12][3:6] == ((), (), ())
 
 
 def test_a_payload_carries_no_timeline_when_nothing_was_recorded(fake_clock):
     events.clear_recording()
-    assert snapshot_and_flush(TimerStack("worker"))[11] is None
+    assert snapshot_and_flush(TimerStack("worker"))[12] is None
 
 
 def test_worker_events_land_on_the_workers_own_track(recording, fake_clock):
@@ -150,7 +150,7 @@ def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recordi
     remote_origin = events.clock_origin() + 50.0  # its clock reads 50 s less than ours
     payload = snapshot_and_flush(TimerStack("remote"))
     timeline = ("other-host", remote_origin, "main", (("env.step", 1.0, 2.0),), (), (), 0)
-    TimerMerger().merge_payload(0, payload[:11] + (timeline,) + payload[12:])
+    TimerMerger().merge_payload(0, payload[:12] + (timeline,) + payload[13:])
     remote = get_timer_tree()["timeline"]["processes"][1]
     assert remote["clock_offset"] == pytest.approx(50.0, abs=0.01)  # wall clock moves meanwhile
     assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(51.0, abs=0.01), pytest.approx(52.0, abs=0.01)]]
@@ -159,7 +159,7 @@ def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recordi
 def remote_payload(spans: tuple, host: str = "other-host") -> tuple:
     """A payload from a process on ``host`` whose timeline holds ``spans`` (its own clock)."""
     payload = snapshot_and_flush(TimerStack("remote"))
-    return payload[:11] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),) + payload[12:]
+    return payload[:12] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),) + payload[13:]
 
 
 def test_a_round_trip_clock_estimate_replaces_the_wall_clock_guess(recording, fake_clock):
@@ -218,8 +218,8 @@ def test_a_span_open_across_a_flush_keeps_its_real_start_and_nests(recording, fa
         first = snapshot_and_flush(worker)
         fake_clock.advance(1.0)
     second = snapshot_and_flush(worker)
-    assert first[11][3] == (("env.step", 1000.0, 1001.0),)
-    assert second[11][3] == (("worker.loop", 1000.0, 1002.0),)
+    assert first[12][3] == (("env.step", 1000.0, 1001.0),)
+    assert second[12][3] == (("worker.loop", 1000.0, 1002.0),)
 
 
 def time_in_a_thread(block: str, thread_name: str) -> None:

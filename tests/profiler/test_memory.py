@@ -253,11 +253,11 @@ def test_a_payload_carries_the_samples_since_the_last_flush(fake_clock):
     memory.start_sampling(every_blocks=1)
     with hierarchical_timer("env.step", stack):
         fake_clock.advance(1.0)
-    host, origin, samples, allocations = snapshot_and_flush(stack)[12]
+    host, origin, samples, allocations = snapshot_and_flush(stack)[13]
     assert host == events.HOST
     assert [sample[0] for sample in samples] == [1000.0, 1001.0]
     assert allocations == ()
-    assert snapshot_and_flush(stack)[12] is None  # drained
+    assert snapshot_and_flush(stack)[13] is None  # drained
 
 
 def test_merged_worker_samples_land_in_the_workers_memory_entry(fake_clock):
@@ -270,14 +270,14 @@ def test_merged_worker_samples_land_in_the_workers_memory_entry(fake_clock):
     TimerMerger().merge_payload(2, payload)
     processes = get_timer_tree()["memory"]["processes"]
     worker = next(process for process in processes if process["name"] == "worker 2")
-    assert worker["samples"] == [list(sample) for sample in payload[12][2]]
+    assert worker["samples"] == [list(sample) for sample in payload[13][2]]
     assert worker["blocks"][0]["path"] == ["env.step"]
 
 
 def test_samples_from_another_machine_are_shifted_onto_the_trainers_clock():
     payload = snapshot_and_flush(TimerStack("remote"))
     remote = ("other-host", events.clock_origin() + 50.0, ((1.0, MEGABYTE, None),), ())
-    TimerMerger().merge_payload(0, payload[:12] + (remote,))
+    TimerMerger().merge_payload(0, payload[:13] + (remote,))
     (worker,) = get_timer_tree()["memory"]["processes"]
     assert worker["clock_offset"] == pytest.approx(50.0, abs=0.01)
     assert worker["samples"][0][0] == pytest.approx(51.0, abs=0.01)
@@ -294,7 +294,7 @@ def test_samples_from_another_machine_are_shifted_onto_the_trainers_clock():
 def test_a_malformed_memory_field_is_refused(field, message):
     payload = snapshot_and_flush(TimerStack("worker"))
     with pytest.raises(PayloadError, match=message):
-        validate_payload(payload[:12] + (field,))
+        validate_payload(payload[:13] + (field,))
 
 
 def _forked_worker(connection):
@@ -315,7 +315,7 @@ def test_a_forked_worker_samples_on_its_own_and_ships_none_of_its_parents_sample
     assert trainer_end.poll(60), "the forked worker sent nothing"
     payload = trainer_end.recv()
     process.join(60)
-    samples = payload[12][2]
+    samples = payload[13][2]
     assert len(samples) == 1  # its own block's, none of the parent's
     assert len(trainer_samples()) == parent_samples
 
@@ -329,7 +329,7 @@ def test_samples_follow_the_clock_offset_its_driver_estimates():
     merger.set_clock(0, clock)
     payload = snapshot_and_flush(TimerStack("remote"))
     remote = ("other-host", 0.0, ((1.0, MEGABYTE, None),), ())
-    merger.merge_payload(0, payload[:12] + (remote,))
+    merger.merge_payload(0, payload[:13] + (remote,))
     (worker,) = get_timer_tree()["memory"]["processes"]
     assert worker["samples"][0][0] == pytest.approx(51.001)
 
@@ -341,6 +341,6 @@ def test_a_process_that_merges_payloads_keeps_its_samples_for_its_own_dump(fake_
     with hierarchical_timer("env.step", worker_thread_stack):
         fake_clock.advance(1.0)
     payload = snapshot_and_flush(worker_thread_stack)
-    assert payload[12] is None
+    assert payload[13] is None
     merger.merge_payload(0, payload)
     assert [process["name"] for process in get_timer_tree()["memory"]["processes"]] == ["trainer"]

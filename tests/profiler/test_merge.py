@@ -450,7 +450,7 @@ def test_a_payload_naming_an_id_never_declared_is_refused(fake_clock):
     first = payload(step())
     merger.merge_payload(0, first)
     # The stream declared id 0 only: a row for id 1 names a block nobody declared.
-    unknown = with_rows(first[:4] + (2,) + first[5:7] + ((1, ()),) + first[8:], [(1, 1, 0, 0.5, 0.5, 0.5)])
+    unknown = with_rows(first[:4] + (2,) + first[5:7] + ((1, ()),) + first[8:], [(1, 1, 0.5, 0.5, 0.5)])
     with pytest.raises(PayloadError, match="block id 1 was never declared"):
         merger.merge_payload(0, unknown)
 
@@ -486,7 +486,7 @@ def test_a_payload_refused_for_its_figures_still_declares_its_names(fake_clock):
     merger = TimerMerger()
     worker = TimerStack("worker")
     first, second = worker_payloads(worker, ["env.step"], ["env.step"])
-    bad_first = with_rows(first, [(0, 1, 0, float("nan"), 0.5, 0.5)])
+    bad_first = with_rows(first, [(0, 1, float("nan"), 0.5, 0.5)])
     with pytest.raises(PayloadError, match="out of bounds"):
         merger.merge_payload(0, bad_first)
     merger.merge_payload(0, second)

@@ -94,8 +94,8 @@ def test_gauges_travel_once_then_reset(fake_clock):
     set_gauge("reward", 3.0)
     first = snapshot_and_flush()
     second = snapshot_and_flush()
-    assert first[10] == (("reward", 3.0, 1.0, 3.0, 2),)
-    assert second[10] == ()
+    assert first[11] == (("reward", 3.0, 1.0, 3.0, 2),)
+    assert second[11] == ()
 
 
 def test_an_open_block_is_split_at_the_flush_and_counted_once_when_it_closes(fake_clock):
@@ -279,13 +279,13 @@ def test_a_well_formed_payload_validates():
     validate_payload(good_payload())
 
 
-ROW = (0, 2, 0, 0.5, 0.2, 0.3)  # env.step's row in good_payload
+ROW = (0, 2, 0.5, 0.2, 0.3)  # env.step's row in good_payload
 
 
 def with_step_row(**changes):
-    fields = ("id", "count", "errors", "total", "minimum", "maximum")
+    fields = ("id", "count", "total", "minimum", "maximum")
     row = tuple(changes.get(field, value) for field, value in zip(fields, ROW))
-    return with_rows(good_payload(), [row, (1, 2, 0, 0.25, 0.1, 0.15)])
+    return with_rows(good_payload(), [row, (1, 2, 0.25, 0.1, 0.15)])
 
 
 @pytest.mark.parametrize(
@@ -295,7 +295,7 @@ def with_step_row(**changes):
         (("someone.else", 1), "not an rlprof timer payload"),
         (replace(good_payload(), 1, 99), "version 99"),
         (replace(good_payload(), 1, 3), "version 3"),
-        (good_payload()[:12], "has 12 fields"),
+        (good_payload()[:13], "has 13 fields"),
         (replace(good_payload(), 4, 0), "sequence"),
         (replace(good_payload(), 6, 9.0), "ends before it starts"),
         (replace(good_payload(), 7, (0, ((-1, ""),))), "name"),
@@ -311,17 +311,21 @@ def with_step_row(**changes):
         (with_step_row(total=1e300), "block 0 has a number out of bounds"),
         (with_step_row(count=2**63 - 1), "block 0 has a number out of bounds"),
         (with_step_row(count=-1), "block 0 has a number out of bounds"),
-        (with_step_row(errors=-3), "block 0 has a number out of bounds"),
+        (with_step_row(id=2**31), "block 2147483648 has a number out of bounds"),
+        (replace(good_payload(), 9, ((0, -3),)), "errors of block 0"),
+        (replace(good_payload(), 9, ((5, 1),)), "errors: block id 5 was never declared"),
+        (replace(good_payload(), 9, ((1, 1), (0, 1))), "out of order"),
+        (replace(good_payload(), 9, ((0,),)), "errors: must be"),
         (with_step_row(minimum=0.75), "shortest call longer"),
         (with_step_row(id=2), "block id 2 was never declared"),
         (with_step_row(id=1), "ascend"),
-        (replace(good_payload(), 9, ((0, "rl", "task"),)), "labels"),
-        (replace(good_payload(), 9, ((0, "rl", 3, ()),)), "object_type"),
-        (replace(good_payload(), 9, ((7, "rl", "task", ()),)), "block id 7 was never declared"),
-        (replace(good_payload(), 10, (("reward", 1.0),)), r"gauges\[0\]"),
-        (replace(good_payload(), 11, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
-        (replace(good_payload(), 11, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
-        (replace(good_payload(), 11, ("host",)), "timeline"),
+        (replace(good_payload(), 10, ((0, "rl", "task"),)), "labels"),
+        (replace(good_payload(), 10, ((0, "rl", 3, ()),)), "object_type"),
+        (replace(good_payload(), 10, ((7, "rl", "task", ()),)), "block id 7 was never declared"),
+        (replace(good_payload(), 11, (("reward", 1.0),)), r"gauges\[0\]"),
+        (replace(good_payload(), 12, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
+        (replace(good_payload(), 12, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
+        (replace(good_payload(), 12, ("host",)), "timeline"),
     ],
 )
 def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
@@ -332,10 +336,10 @@ def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
 def test_a_time_just_below_the_bound_is_accepted_and_the_bound_refused():
     from profiler.payload import MAX_SECONDS
 
-    below = with_rows(good_payload(), [(0, 1, 0, MAX_SECONDS * 0.99, 0.5, 0.5)])
+    below = with_rows(good_payload(), [(0, 1, MAX_SECONDS * 0.99, 0.5, 0.5)])
     validate_payload(below)
     with pytest.raises(PayloadError, match="out of bounds"):
-        validate_payload(with_rows(good_payload(), [(0, 1, 0, MAX_SECONDS, 0.5, 0.5)]))
+        validate_payload(with_rows(good_payload(), [(0, 1, MAX_SECONDS, 0.5, 0.5)]))
 
 
 def test_payload_error_is_a_value_error():
@@ -357,7 +361,7 @@ def test_numpy_gauge_readings_travel_as_python_floats(fake_clock):
     set_gauge("reward", np.float32(0.5))
     payload = snapshot_and_flush()
     validate_payload(payload)
-    assert payload[10] == (("reward", 0.5, 0.5, 1.5, 2),)
+    assert payload[11] == (("reward", 0.5, 0.5, 1.5, 2),)
     assert only_plain_data(payload)
 
 
@@ -368,11 +372,11 @@ def test_nan_and_infinite_gauge_readings_are_valid(fake_clock):
 
 
 def test_a_payload_with_a_numpy_reading_validates(fake_clock):
-    validate_payload(replace(good_payload(), 10, (("reward", np.float32(1.0), np.float64(0.0), 2, 3),)))
+    validate_payload(replace(good_payload(), 11, (("reward", np.float32(1.0), np.float64(0.0), 2, 3),)))
 
 
 def test_a_gauge_that_is_not_a_number_is_refused_naming_the_gauge():
-    bad = replace(good_payload(), 10, (("reward", "high", 0.0, 2.0, 3),))
+    bad = replace(good_payload(), 11, (("reward", "high", 0.0, 2.0, 3),))
     with pytest.raises(PayloadError, match=r"gauges\[0\].value: gauge 'reward': expected a real number, got str"):
         validate_payload(bad)
 
@@ -438,7 +442,7 @@ def test_labels_and_event_details_travel_as_plain_data(fake_clock):
         events.clear_recording()
     validate_payload(payload)
     assert only_plain_data(payload)
-    assert payload[9] == ((0, "rl", "task", ()),)
-    _, _, _, spans, instants, _, _ = payload[11]
+    assert payload[10] == ((0, "rl", "task", ()),)
+    _, _, _, spans, instants, _, _ = payload[12]
     assert spans[0][3] == (("cat", "rl"), ("object_type", "task"))
     assert instants[0][2] == (("cat", "rl"), ("scope", "p"))

@@ -317,8 +317,9 @@ class TimerMerger:
             if stream is None or payload[7][1] or payload[7][0] != len(stream.names):
                 stream = self._stream_declaring(worker_id, payload)
             if sequence > stream.last_sequence:
-                stream.skipped(sequence)
-                worker.missed_payloads += sequence - stream.last_sequence - 1
+                if sequence != stream.last_sequence + 1:
+                    stream.skipped(sequence)
+                    worker.missed_payloads += sequence - stream.last_sequence - 1
                 stream.last_sequence = sequence
             else:  # it arrives after a later one (Ray results fetched in another order)
                 stream.missing.discard(sequence)

@@ -170,13 +170,13 @@ def run_50_blocks(fake_clock) -> None:
                     fake_clock.advance(0.001)
 
 
-def test_a_50_node_payload_after_the_first_pickles_under_2_5_kb(fake_clock):
+def test_a_50_node_payload_after_the_first_pickles_under_2_kb(fake_clock):
     run_50_blocks(fake_clock)
     snapshot_and_flush()
     run_50_blocks(fake_clock)
     payload = snapshot_and_flush()
     assert len(blocks_of(payload)) == 50
-    assert len(pickle.dumps(payload)) < 2560
+    assert len(pickle.dumps(payload)) < 2048
 
 
 def test_the_names_travel_in_the_first_payload_only(fake_clock):

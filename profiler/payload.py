@@ -8,9 +8,9 @@ field before merging anything (see :func:`validate_payload` and ``profiler.merge
 
 Block names travel once. Each block path has an id (:mod:`profiler.block_ids`): a stream's
 first payload declares every block as ``(parent id, name)``, a later one only the blocks that
-appeared since, and the figures travel as rows of numbers keyed by id, packed in one bytes object. So a payload
-costs the worker one pass over its blocks, and the trainer a few passes of builtins over the
-columns to validate it, whatever the names.
+appeared since, and the figures travel as rows of numbers keyed by id, packed in one bytes
+object. So a payload costs the worker one pass over its blocks, and the trainer one unpacking
+and a few passes of builtins to validate it, whatever the names.
 
 Layout, version 4 (a tuple; readers unpack it by position)::
 
@@ -54,9 +54,10 @@ totals over any run of payloads add up to the real time, counts to the real numb
 an outer block around a worker's whole loop still reports its time at every flush. An open
 block whose run has not closed yet appears with ``count`` 0 (and minimum and maximum 0).
 
-``minimums`` and ``maximums`` hold the shortest and longest single call among the ``count`` calls
+A row's minimum and maximum are the shortest and longest single call among the ``count`` calls
 that closed in the window (a split run counts whole, in the window where it closes, so a maximum
-may exceed that window's total).
+may exceed that window's total). Error counts, rare, travel apart in ``errors``, so that the
+common row carries none.
 
 ``memory`` holds the worker's memory samples and per-block allocations since the last flush, when
 it samples its memory (see :mod:`profiler.memory`). Version 3 named every block in every payload,

@@ -96,6 +96,7 @@ __all__ = [
     "TRAINER_TOP_BLOCKS",
     "TRANSPORT_BOUND",
     "TRANSPORT_MIN_SHARE",
+    "UNEVEN_SPLIT_PER_ENV_TOLERANCE",
     "UNTIMED",
     "UNTIMED_MIN_SHARE",
     "WORKERS_BALANCED",
@@ -122,6 +123,10 @@ last: its env is slow. A worker that is last by send order or wake-up computes n
 INFERRED_STRAGGLER_MIN_EXCESS = 0.5
 """Without critical-path counters, a worker is inferred to be a straggler when it computed at
 least 50% longer than the other workers' mean (and the extra costs STRAGGLER_MIN_COST_SHARE)."""
+
+UNEVEN_SPLIT_PER_ENV_TOLERANCE = 1.25
+"""A straggler that steps more envs than the others is told the split is uneven, not that its env
+is slow, when its compute per env is at most 25% above the others' mean."""
 
 CPU_MIN_COST_SHARE = 0.10
 """CPU oversubscription is a verdict when the time it costs reaches 10% of the wall time."""
@@ -353,7 +358,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
             f"{most_last.label} holds up the vector step: its reply came last in "
             f"{format_percent(path.last_share)} of {path.vector_steps} steps (fair share "
             f"{format_percent(fair)}), and the steps waited {format_seconds(cost)} on it alone",
-            cost, evidence, _straggler_advice(most_last))
+            cost, evidence, _straggler_advice(most_last, workers, run.vector_steps))
     if often and costly:
         reason = (f"{most_last.label} replies last in {format_percent(path.last_share)} of steps, "
                   f"costing {format_seconds(cost)}, but its env computes no longer than the "
@@ -390,7 +395,7 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
             f"{slowest.label} likely holds up the vector step: it computed "
             f"{format_percent(ratio)} longer than the other workers (inferred from env compute; "
             "this file does not record which worker each step waited on)",
-            cost, evidence, _straggler_advice(slowest))
+            cost, evidence, _straggler_advice(slowest, workers, run.vector_steps))
     return run.verdict(
         WORKERS_BALANCED,
         f"workers are balanced by env compute: the slowest, {slowest.label}, computed "
@@ -400,11 +405,37 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
         0.0, evidence, "Nothing to fix between workers.")
 
 
-def _straggler_advice(worker: WorkerMeasurements) -> str:
+def _straggler_advice(worker: WorkerMeasurements, workers: list[WorkerMeasurements], steps: int) -> str:
+    extra_envs = _more_envs_than_the_others(worker, workers, steps)
+    if extra_envs is not None:
+        mine, others = extra_envs
+        return (f"{worker.label} steps {mine:.3g} envs per vector step where the other workers step "
+                f"{others:.3g} on average, and its envs are no slower than theirs: the step waits "
+                "for its extra env. Give every worker as many envs: a number of envs that is a "
+                "multiple of the workers (envs_per_worker=\"auto\" spreads them within one env of "
+                "each other, so a multiple of the cores evens them).")
     return (f"Find what makes {worker.label}'s env slower than the others' (its seed or level, "
             f"longer episodes, a slow resource; `rlprof report` shows {worker.label}'s own blocks). "
             "Until it is fixed every vector step waits for it; spreading its envs over other "
             "workers (envs_per_worker) evens the load.")
+
+
+def _more_envs_than_the_others(
+    worker: WorkerMeasurements, workers: list[WorkerMeasurements], steps: int
+) -> tuple[float, float] | None:
+    """``(its envs, the others' mean)`` per vector step when ``worker`` steps at least half an env
+    more than the others on average and its envs compute no longer each (an uneven split of the
+    envs, not a slow env); None otherwise, or when the env.step counts do not tell."""
+    others = [other for other in workers if other is not worker]
+    if steps <= 0 or not others or any(each.env_step_calls <= 0 for each in workers):
+        return None
+    mine = worker.env_step_calls / steps
+    others_envs = sum(other.env_step_calls for other in others) / len(others) / steps
+    per_env = _compute_seconds(worker) / worker.env_step_calls
+    others_per_env = sum(_compute_seconds(other) / other.env_step_calls for other in others) / len(others)
+    if mine >= others_envs + 0.5 and per_env <= UNEVEN_SPLIT_PER_ENV_TOLERANCE * others_per_env:
+        return mine, others_envs
+    return None
 
 
 # --- CPU oversubscription ---------------------------------------------------------------------------

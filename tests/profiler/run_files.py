@@ -47,6 +47,7 @@ def write_vector_run(
     cores: int | None = None,
     busy_processes: int | None = None,
     untimed_seconds: float = 0.0,
+    envs_per_worker: Sequence[int] | None = None,
 ) -> Path:
     """Write a run of ``steps`` vector steps; worker ``i`` takes ``worker_step_seconds[i]`` per step.
 
@@ -56,9 +57,11 @@ def write_vector_run(
     last reply (the pipe's round trip). ``env_cpu_fraction`` is the share of env compute spent on
     a CPU (the rest descheduled or sleeping). ``untimed_seconds`` passes outside any block.
     ``cores`` and ``busy_processes`` go in the metadata when given, and are absent otherwise.
+    ``envs_per_worker[i]`` envs share worker ``i``'s time per step (one each by default).
     """
     plan = _per_step_seconds(worker_step_seconds, steps)
     count = len(plan[0])
+    envs = tuple(envs_per_worker) if envs_per_worker is not None else (1,) * count
     delays = tuple(reply_delays) if reply_delays is not None else (0.0,) * count
     workers = [TimerStack(f"worker {index}") for index in range(count)]
     last_to_reply = [0] * count
@@ -73,8 +76,9 @@ def write_vector_run(
                     clock.advance(SEND_SECONDS)
                 with hierarchical_timer(names["wait"]):
                     # The workers run at once, so the trainer waits for the last reply.
-                    for stack, seconds in zip(workers, step_seconds):
-                        stack.root.get_child("env.step").add_runs(seconds, 1, 0, seconds, seconds)
+                    for stack, seconds, envs_of_worker in zip(workers, step_seconds, envs):
+                        each = seconds / envs_of_worker
+                        stack.root.get_child("env.step").add_runs(seconds, envs_of_worker, 0, each, each)
                     replies = [seconds + delay for seconds, delay in zip(step_seconds, delays)]
                     last = max(range(count), key=lambda index: replies[index])
                     last_to_reply[last] += 1
@@ -99,7 +103,7 @@ def write_vector_run(
                     "wait_as_last_histogram": {"bounds_seconds": [0.001, 0.01], "counts": [0, 0, 0]},
                 }
                 entry["env_time"] = {"wall_seconds": wall, "cpu_seconds": wall * env_cpu_fraction,
-                                     "calls": steps}
+                                     "calls": steps * envs[index]}
     # The machine's own core count would make the verdicts depend on where the tests run.
     document["metadata"].pop("cores_available", None)
     if cores is not None:

@@ -100,6 +100,22 @@ def test_a_stragglers_own_compute_explains_at_least_half_of_its_wait(run, comput
     assert bool(verdicts.of_kind(STRAGGLER)) is is_straggler
 
 
+def test_a_straggler_with_more_envs_than_the_others_is_told_the_split_is_uneven(run):
+    # envs_per_worker="auto" with 5 envs on 2 cores: 3 and 2 envs of 2 ms each.
+    verdicts = run(measured=True, worker_step_seconds=(0.006, 0.004), envs_per_worker=(3, 2))
+    straggler = only(verdicts, STRAGGLER)
+    assert straggler.evidence["worker"] == "worker 0"
+    assert "worker 0 steps 3 envs per vector step where the other workers step 2" in straggler.suggestion
+    assert "a multiple of the workers" in straggler.suggestion
+    assert "Find what makes" not in straggler.suggestion
+
+
+def test_a_straggler_with_more_envs_whose_envs_are_also_slower_is_told_to_find_why(run):
+    # 3 envs of 4 ms against 2 of 2 ms: the envs themselves are twice as slow.
+    verdicts = run(measured=True, worker_step_seconds=(0.012, 0.004), envs_per_worker=(3, 2))
+    assert "Find what makes worker 0's env slower" in only(verdicts, STRAGGLER).suggestion
+
+
 def test_identical_workers_taking_turns_at_being_last_are_balanced(run):
     """The PPO case: identical envs, whoever is last by a hair changes from step to step."""
     steps = 40

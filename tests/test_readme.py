@@ -28,3 +28,23 @@ def test_ci_runs_the_readmes_test_command_word_for_word():
 
 def test_the_test_command_installs_the_extras_whose_tests_would_otherwise_skip():
     assert "pip install -e '.[test,tensorboard,ray,nvtx]'" in quick_start_commands()[1]
+
+
+def performance_section() -> str:
+    readme = (ROOT / "README.md").read_text()
+    return readme.split("## Performance", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_performance_figures_name_the_benchmark_that_prints_them_and_it_exists():
+    command = re.search(r"`python (benchmarks/\S+\.py)`", performance_section())
+    assert command is not None, "the section must say the command that printed its figures"
+    assert (ROOT / command.group(1)).is_file()
+
+
+def test_the_performance_figures_stand_next_to_every_goal_the_benchmarks_table_prints():
+    benchmark = (ROOT / "benchmarks" / "vector_throughput.py").read_text()
+    table = benchmark.split("def print_table", 1)[1]
+    goals = set(re.findall(r"goal [<>]= [\d.]+%?", table))
+    assert goals, "the benchmark prints its goals"
+    section = performance_section()
+    assert {goal for goal in goals if goal not in section} == set()

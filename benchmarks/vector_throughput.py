@@ -445,7 +445,7 @@ def main() -> None:
 def print_table(env_names: list[str], sizes: list[int], quick: bool) -> None:
     """Every row: each variant's rate and its ratios to async and sync, profiling's cost; then
     the goals."""
-    rounds = 7 if quick else 25
+    rounds = 6 if quick else 15
     load = " ".join(f"{value:.2f}" for value in os.getloadavg())
     print(
         f"{rounds} interleaved rounds per row, every variant built afresh every {ROUNDS_PER_BUILD}; rates: median round; ratios: median of per-round ratios; "

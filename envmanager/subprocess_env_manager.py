@@ -109,11 +109,10 @@ class SubprocessEnvManager(VectorEnv):
             spread evenly (8 envs on 3 cores: 3, 3, 2). ``worker_env_ranges`` tells which envs
             each worker got. The default stays 1, AsyncVectorEnv's layout, on measurements
             (``benchmarks/vector_throughput.py``, 2 cores): "auto" runs cheap CPU-bound envs that
-            outnumber the cores several times faster (CartPole x8: 2-3x AsyncVectorEnv against
-            about 1.2x), but envs that wait off the CPU (a simulator in another process, a
-            network call) about envs / cores times slower (an env sleeping 1 ms, x8: about 0.35x
-            AsyncVectorEnv against 1.0x), and a machine other programs keep busy gives 2 workers
-            less CPU than 8. The profiler's verdicts advise "auto" where it pays
+            outnumber the cores faster (CartPole x8: 3.1x AsyncVectorEnv against 1.6x), but envs
+            that wait off the CPU (a simulator in another process, a network call) about
+            envs / cores times slower (an env sleeping 1 ms, x8: 0.37x AsyncVectorEnv against
+            1.1x), and a machine other programs keep busy gives 2 workers less CPU than 8. The profiler's verdicts advise "auto" where it pays
             (docs/envmanager.md, *How many worker processes*).
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
             as the workers live.

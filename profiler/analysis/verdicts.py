@@ -556,6 +556,8 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
         round_trips = (f"envs_per_worker={per_worker} (one round trip then carries {per_worker} "
                        f"envs; {math.ceil(envs / per_worker)} processes for {envs} envs on "
                        f"{cores} cores)")
+        if envs > cores:
+            round_trips += f", or envs_per_worker=\"auto\" (one worker per core, {cores} for {envs} envs)"
     else:
         round_trips = "envs_per_worker=k, about envs / cores (one round trip then carries k envs)"
     receive_share = receive / transport if transport > 0 else 0.0

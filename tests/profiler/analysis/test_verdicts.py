@@ -254,6 +254,19 @@ def test_when_receiving_outweighs_sending_the_advice_starts_with_the_observation
     assert "receiving and decoding them is 66.7% of the transport" in suggestion
 
 
+def test_workers_bound_by_their_pipes_and_outnumbering_the_cores_are_told_of_auto(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.0005,) * 4, latency_seconds=0.002,
+                   cores=2, busy_processes=5, env_cpu_fraction=0.1)
+    suggestion = only(verdicts, TRANSPORT_BOUND).suggestion
+    assert 'envs_per_worker="auto" (one worker per core, 2 for 4 envs)' in suggestion
+
+
+def test_workers_bound_by_their_pipes_with_a_core_each_are_not_told_of_auto(run):
+    verdicts = run(measured=True, worker_step_seconds=(0.0005, 0.0005), latency_seconds=0.002,
+                   cores=2, busy_processes=3)
+    assert '"auto"' not in only(verdicts, TRANSPORT_BOUND).suggestion
+
+
 def test_a_lone_worker_bound_by_its_pipe_is_not_told_to_batch_envs_per_worker(run):
     verdicts = run(measured=True, worker_step_seconds=(0.0005,), latency_seconds=0.002,
                    cores=2, busy_processes=2)

@@ -17,7 +17,7 @@ anything.  With a single worker there is no second-to-last reply, so its extra w
 whole wait.
 
 Recording a step is a handful of C calls when every worker replied (the usual step): ``sorted``
-orders the stamps, no Python loop runs over the workers.  The per-worker loop is kept
+orders the stamps, no Python loop runs over the workers, and three figures change.  The per-worker loop is kept
 for the steps in which some worker did not reply.
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from profiler.timers import TimerStack
 
@@ -45,27 +45,37 @@ class CriticalPath:
     While the timer stack records a timeline, each step also leaves an instant
     ``env_manager.last_to_reply: worker <i>`` at the moment the last reply was ready and a
     sample of the counter ``env_manager.wait_as_last`` (the step's extra wait, in seconds).
+
+    When the timer stack is reset, the steps counted before are forgotten, as the tree forgets
+    its blocks, and ``on_stack_reset`` (if given) is called: the check rides on each step,
+    which reads the stack anyway.
     """
 
     __slots__ = (
         "timer_stack",
         "steps_all_replied",
         "partial_steps",
-        "last_to_reply",
         "wait_as_last",
         "histograms",
+        "on_stack_reset",
+        "_generation",
         "_instant_names",
     )
 
-    def __init__(self, workers: int, timer_stack: TimerStack) -> None:
+    def __init__(
+        self, workers: int, timer_stack: TimerStack, on_stack_reset: Callable[[], None] | None = None
+    ) -> None:
         self.timer_stack = timer_stack
         # A worker's vector steps are the steps all workers replied in, plus those it replied in
         # while some other did not: one counter for the usual step rather than one per worker.
         self.steps_all_replied = 0
         self.partial_steps = [0] * workers
-        self.last_to_reply = [0] * workers
         self.wait_as_last = [0.0] * workers
+        # A step in which the worker was last adds one to a bucket of its histogram: the times
+        # it was last are the sum of its histogram, not a counter more per step.
         self.histograms = [[0] * (len(WAIT_BOUNDS_SECONDS) + 1) for _ in range(workers)]
+        self.on_stack_reset = on_stack_reset
+        self._generation = timer_stack.generation
         self._instant_names = [f"env_manager.last_to_reply: worker {index}" for index in range(workers)]
 
     @property
@@ -73,11 +83,19 @@ class CriticalPath:
         """Per worker, the vector steps it replied in."""
         return [self.steps_all_replied + partial for partial in self.partial_steps]
 
+    @property
+    def last_to_reply(self) -> list[int]:
+        """Per worker, the vector steps whose last reply was its own."""
+        return [sum(histogram) for histogram in self.histograms]
+
     def record_step(self, ready_at: list[float | None], waiting_since: float) -> None:
         """Count one vector step from each worker's reply time (None: no reply this step).
 
         ``waiting_since`` is when the trainer began waiting for the replies, on the same clock.
         """
+        timer_stack = self.timer_stack
+        if timer_stack.generation != self._generation:
+            self._forget_steps_before_reset()
         try:
             ordered = sorted(ready_at)
         except TypeError:
@@ -88,21 +106,28 @@ class CriticalPath:
             last_worker, last, second = self._count_partial_step(ready_at)
             if last_worker < 0:
                 return
+            if second > waiting_since:
+                waiting_since = second
         else:
             self.steps_all_replied += 1
             last = ordered[-1]
             last_worker = ready_at.index(last)  # the first of equal stamps, as a loop with > finds
-            second = ordered[-2] if len(ordered) > 1 else -math.inf
-        extra_wait = last - (second if second > waiting_since else waiting_since)
+            if len(ordered) > 1 and ordered[-2] > waiting_since:
+                waiting_since = ordered[-2]
+        extra_wait = last - waiting_since
         if extra_wait < 0.0:
             extra_wait = 0.0
-        self.last_to_reply[last_worker] += 1
         self.wait_as_last[last_worker] += extra_wait
         self.histograms[last_worker][bisect.bisect_right(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
-        timeline = self.timer_stack.timeline
+        timeline = timer_stack.timeline
         if timeline is not None and timeline.recording:
             timeline.add_instant(self._instant_names[last_worker], last)
             timeline.add_counter("env_manager.wait_as_last", last, extra_wait)
+
+    def _forget_steps_before_reset(self) -> None:
+        self.clear()
+        if self.on_stack_reset is not None:
+            self.on_stack_reset()
 
     def _count_partial_step(self, ready_at: Sequence[float | None]) -> tuple[int, float, float]:
         """Count a step some worker did not reply in (it died or was shut down during it):
@@ -124,10 +149,10 @@ class CriticalPath:
 
     def clear(self) -> None:
         """Forget every step counted so far (the timer stack was reset)."""
+        self._generation = self.timer_stack.generation
         workers = len(self.partial_steps)
         self.steps_all_replied = 0
         self.partial_steps[:] = [0] * workers
-        self.last_to_reply[:] = [0] * workers
         self.wait_as_last[:] = [0.0] * workers
         for histogram in self.histograms:
             histogram[:] = [0] * len(histogram)
@@ -138,7 +163,7 @@ class CriticalPath:
             return None
         return {
             "vector_steps": self.steps_all_replied + self.partial_steps[worker],
-            "last_to_reply": self.last_to_reply[worker],
+            "last_to_reply": sum(self.histograms[worker]),
             "wait_as_last_seconds": self.wait_as_last[worker],
             "wait_as_last_histogram": {
                 "bounds_seconds": list(WAIT_BOUNDS_SECONDS),

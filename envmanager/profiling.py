@@ -48,6 +48,10 @@ _NO_BLOCK = contextlib.nullcontext()
 def _no_block(name: str) -> Any:
     return _NO_BLOCK
 
+
+def _record_nothing(ready_at: list[float | None], waiting_since: float) -> None:
+    return None
+
 # Every manager of this process whose workers are running, profiled or not, by id: they all
 # compete for the same cores, so each profiled one reports them all in ``busy_processes``.
 # Removal takes no lock: a manager collected as garbage closes itself from ``__del__``, which
@@ -68,6 +72,7 @@ class ManagerProfiling:
     __slots__ = (
         "enabled",
         "block",
+        "step_block",
         "timer_stack",
         "merger",
         "step_anchor",
@@ -77,6 +82,7 @@ class ManagerProfiling:
         "bad_payloads",
         "workers",
         "critical_path",
+        "record_step",
         "env_times",
         "busy_processes",
         "unreported",
@@ -92,6 +98,14 @@ class ManagerProfiling:
         # ``profiler.disable()`` or ``profiler.pause()`` holds).  ``node`` is the block's
         # TimerNode only while it is timed.
         self.block: Callable[[str], Any] = timers.hierarchical_timer if self.enabled else _no_block
+        # ``step`` times itself and its parts from clock stamps with this (None: not profiled),
+        # in a third of what a `with` per block costs: the step path's blocks are most of what
+        # profiling adds to a step of a cheap env (benchmarks/vector_throughput.py --overhead).
+        self.step_block = (
+            timers.PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
+            if self.enabled
+            else None
+        )
         # The constructing thread's stack: the trainer loop's, in every program we know of.
         self.timer_stack = timers.get_timer_stack_for_thread(threading.current_thread())
         # Named after the manager, so its workers' entries say whose they are.
@@ -109,6 +123,10 @@ class ManagerProfiling:
         self.bad_payloads = 0
         self.workers = 0
         self.critical_path: CriticalPath | None = None
+        # ``record_step(ready_at, waiting_since)`` counts whom a vector step waited for last (see
+        # CriticalPath.record_step): the critical path's own method once the workers run, so a
+        # step pays no call more for it.
+        self.record_step: Callable[[list[float | None], float], None] = _record_nothing
         self.env_times: list[EnvTime] = []
         self.busy_processes = 0
         self.kept_metadata: dict[str, Any] = {}
@@ -119,7 +137,8 @@ class ManagerProfiling:
         """The manager's ``workers`` processes run from now on: count them and their figures."""
         self.workers = workers
         if self.merger is not None:
-            self.critical_path = CriticalPath(workers, self.timer_stack)
+            self.critical_path = CriticalPath(workers, self.timer_stack, self._follow_stack_resets)
+            self.record_step = self.critical_path.record_step
             self.env_times = [EnvTime() for _ in range(workers)]
             self.merger.add_worker_section("critical_path", self._critical_path_section)
             self.merger.add_worker_section("env_time", self._env_time_section)
@@ -189,14 +208,6 @@ class ManagerProfiling:
         (a fact about the manager's workers, true for as long as they run)."""
         self.kept_metadata[key] = value
         timers.add_metadata(key, value, self.timer_stack)
-
-    def record_step(self, ready_at: list[float | None], waiting_since: float) -> None:
-        """Count whom this vector step waited for last (see :class:`CriticalPath`)."""
-        critical_path = self.critical_path
-        if critical_path is not None:
-            if self._generation != self.timer_stack.generation:
-                self._follow_stack_resets()
-            critical_path.record_step(ready_at, waiting_since)
 
     def _critical_path_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         return None if self.critical_path is None else self.critical_path.section(entry["worker_id"])

@@ -65,6 +65,7 @@ from envmanager.worker import EnvFactories, WorkerConfig
 __all__ = ["SubprocessEnvManager"]
 
 _T = TypeVar("_T")
+_PERF_COUNTER = time.perf_counter
 
 
 class _State(Enum):
@@ -468,24 +469,66 @@ class SubprocessEnvManager(VectorEnv):
 
     def step(self, actions: ActType) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every sub-env with its action and batch the results."""
-        with self._profiling.block("env_manager.step"):
-            self.step_async(actions)
-            return self.step_wait()
+        profiling = self._profiling
+        step_block = profiling.step_block
+        if step_block is None:  # not profiled: nothing to time
+            self._check_step_allowed()
+            self._send_step(actions)
+            try:
+                self._pool.wait(self._pool.workers, self.timeout, "step_wait")
+                return self._receive_replies("step", self._on_step_reply, self._step_results)
+            finally:
+                self._state = _State.DEFAULT
+        self._check_step_allowed()
+        clock = step_block.open()
+        if clock is None:  # paused, or a companion watches every block: `with` blocks then
+            with profiling.block("env_manager.step"):
+                self.step_async(actions)
+                return self.step_wait()
+        # The step and its three parts are timed from clock stamps (see
+        # ManagerProfiling.step_block): the same blocks as the `with` blocks above give.
+        profiling.step_anchor = step_block.node
+        sent = waited = None
+        try:
+            self._send_step(actions)
+            sent = clock()
+            # The workers stamp their replies on time.perf_counter: the timers' clock but in tests.
+            waiting_since = sent if clock is _PERF_COUNTER else time.perf_counter()
+            try:
+                self._pool.wait(self._pool.workers, self.timeout, "step_wait")
+                waited = clock()
+                results = self._receive_replies("step", self._on_step_reply, self._step_results)
+            finally:
+                self._state = _State.DEFAULT
+        except BaseException:
+            step_block.fail(sent, waited)
+            raise
+        step_block.close(sent, waited)
+        profiling.record_step(self._pool.ready_at, waiting_since)
+        if profiling.resources is not None:
+            profiling.sample_resources(self._pool.workers)
+        return results
 
     def step_async(self, actions: ActType) -> None:
         """Send each worker the actions of its envs; collect the results with :meth:`step_wait`."""
+        self._check_step_allowed()
+        with self._profiling.block("send_actions") as node:
+            if type(node) is TimerNode:  # not a stand-in: timed
+                self._profiling.step_anchor = node.parent
+            self._send_step(actions)
+
+    def _check_step_allowed(self) -> None:
         self._assert_is_running()
         if self._state is not _State.DEFAULT:
             raise AlreadyPendingCallError(
                 f"Calling `step_async` while waiting for a pending call to `{self._state.value}` to complete.",
                 str(self._state.value),
             )
-        with self._profiling.block("send_actions") as node:
-            if type(node) is TimerNode:  # not a stand-in: timed
-                self._profiling.step_anchor = node.parent
-            if self._values_in_body:
-                self._values_in_body = []
-            self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
+
+    def _send_step(self, actions: ActType) -> None:
+        if self._values_in_body:
+            self._values_in_body = []
+        self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
         self._state = _State.WAITING_STEP
 
     def _split_actions(self, actions: ActType) -> list[Any]:
@@ -751,20 +794,24 @@ class SubprocessEnvManager(VectorEnv):
         The state machine is back to idle whatever happens, as in Gymnasium: after a timeout
         or an error the user may issue a new call (late replies are recognised and dropped).
         """
-        call = what.removesuffix("_wait")
         workers = self._pool.workers
         try:
             with self._profiling.block("wait_for_workers"):
                 self._pool.wait(workers, self.timeout if timeout is None else timeout, what)
             with self._profiling.block("receive_results"):
-                for handle in self._pool.collect(workers, on_reply):
-                    self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
-                    if call == "step":
-                        self._cut_short(handle.envs)
-                self._raise_failures(shut_down=call in ("step", "reset"))
-                return results()
+                return self._receive_replies(what.removesuffix("_wait"), on_reply, results)
         finally:
             self._state = _State.DEFAULT
+
+    def _receive_replies(self, call: str, on_reply: Callable, results: Callable[[], _T]) -> _T:
+        """Read the replies the wait found ready, replace the workers that died, raise the
+        envs' failures, and return ``results()``."""
+        for handle in self._pool.collect(self._pool.workers, on_reply):
+            self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
+            if call == "step":
+                self._cut_short(handle.envs)
+        self._raise_failures(shut_down=call in ("step", "reset"))
+        return results()
 
     def _revive_workers(self, what: str) -> None:
         """Before a call: restart (and reset) any worker that is gone, or raise for it."""

@@ -41,6 +41,7 @@ __all__ = [
     "ENDED_THREAD_GROUPS",
     "FOLDED_BLOCK_NAME",
     "MAX_DEPTH",
+    "PhasedBlock",
     "TIMER_FORMAT_VERSION",
     "GaugeNode",
     "TimerNode",
@@ -56,6 +57,8 @@ __all__ = [
     "is_enabled",
     "merge_gauges",
     "now",
+    "current_clock",
+    "plain_blocks",
     "reset_timers",
     "set_clock",
     "set_gauge",
@@ -800,6 +803,11 @@ _new_thread_timeline: Callable[[], Any] | None = None
 _registry = _StackRegistry()
 _thread_local = threading.local()
 _enabled = os.environ.get("RLPROF_DISABLE", "").strip().lower() not in {"1", "true", "yes", "on"}
+plain_blocks = _enabled
+"""True while timing is on and no companion watches blocks (timeline recording, memory sampling,
+NVTX ranges, profiler scopes): a block's run is then fully described by its start and end
+stamps, so a hot path may time it from stamps it takes itself (see :class:`PhasedBlock`) rather
+than enter it. Read it as ``timers.plain_blocks`` each time: it changes as companions come and go."""
 
 
 def _forget_parent_timers() -> None:
@@ -901,6 +909,131 @@ def set_device_block(make_block: Callable[[TimerNode, str, bool], Any]) -> None:
     """Have ``hierarchical_timer(name, device=...)`` return ``make_block(node, device, cuda_sync)``."""
     global _device_block
     _device_block = make_block
+
+
+class PhasedBlock:
+    """A block timed from clock stamps its caller takes, its run cut into consecutive phases.
+
+    ``with hierarchical_timer(...)`` costs a function call and two special-method calls per
+    block, which on a path taken thousands of times a second, through several nested blocks
+    (a vector env's step: the step, then sending, waiting and receiving), is most of what
+    profiling adds to it. Here a run costs one call to :meth:`open`, a clock read where each
+    phase ends, and one call to :meth:`close`, and leaves the tree exactly as the nested
+    ``with`` blocks would: the block as the child ``name`` of the block open in the calling
+    thread, each phase a child of it that ends where the next one begins, with the same
+    totals, counts, per-call extremes and errors. While the block is open it is the thread's
+    open block, so blocks opened meanwhile (and trees merged under it) nest under it.
+
+    ::
+
+        clock = step_block.open()
+        if clock is None:            # not timed this way now: use `with` blocks
+            ...
+        try:
+            send()
+            sent = clock()
+            wait()
+        except BaseException:
+            step_block.fail(sent)    # the phase ends reached so far
+            raise
+        step_block.close(sent)
+
+    :meth:`open` returns None while timing is off or paused, or while a companion watches
+    every block (timeline recording, memory sampling, NVTX ranges, profiler scopes): those
+    need each block's own entry and exit, so the caller times its phases with ``with`` blocks
+    then. A phased block is used by one thread at a time.
+    """
+
+    __slots__ = ("name", "phase_names", "node", "_parent", "_phases")
+
+    def __init__(self, name: str, phase_names: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.phase_names = tuple(phase_names)
+        # The block's node under the parent it was last opened in (None before that): read it,
+        # never set it.
+        self.node: TimerNode | None = None
+        self._parent: TimerNode | None = None
+        self._phases: tuple[TimerNode, ...] = ()
+
+    def open(self) -> Callable[[], float] | None:
+        """Open the block in the calling thread and return the clock to stamp phase ends with
+        (the timers' clock); None, opening nothing, when it cannot be timed this way now."""
+        if not plain_blocks:
+            return None
+        try:
+            stack = _thread_local.stack
+        except AttributeError:
+            stack = _current_thread_stack()
+        parent = stack.current
+        if parent is not self._parent:
+            # The nodes hang under the block open now; found once per parent, not per run.
+            node = self.node = parent.get_child(self.name)
+            self._phases = tuple(node.get_child(phase) for phase in self.phase_names)
+            self._parent = parent
+        node = self.node
+        stack.current = node
+        node._start = _clock()
+        return _clock
+
+    def close(self, *phase_ends: float) -> None:
+        """Close the block now; ``phase_ends`` are the stamps at which all phases but the last
+        ended (the last one ends now)."""
+        end = _clock()
+        node: TimerNode = self.node  # type: ignore[assignment]
+        node._stack.current = node.parent  # type: ignore[assignment]
+        start = node._start
+        # What TimerNode.__exit__ does, written out here: a call per node would cost as much
+        # as the rest of the run's bookkeeping together.
+        elapsed = end - start
+        node.total += elapsed
+        node.count += 1
+        if elapsed > node.max:
+            node.max = elapsed
+        if elapsed < node.min:
+            node.min = elapsed
+        # An index rather than zip(): building the zip costs more than a phase's figures.
+        ended = len(phase_ends)
+        index = 0
+        for phase in self._phases:
+            phase_end = phase_ends[index] if index < ended else end
+            elapsed = phase_end - start
+            phase.total += elapsed
+            phase.count += 1
+            if elapsed > phase.max:
+                phase.max = elapsed
+            if elapsed < phase.min:
+                phase.min = elapsed
+            start = phase_end
+            index += 1
+
+    def fail(self, *phase_ends: float | None) -> None:
+        """Close the block now, as an exception leaving it: the phases that ended (stamps in
+        ``phase_ends``; None for one not reached) count normally, the block and the phase that
+        was running count the run and an error, later phases nothing."""
+        end = _clock()
+        node: TimerNode = self.node  # type: ignore[assignment]
+        node._stack.current = node.parent  # type: ignore[assignment]
+        start = node._start
+        _add_run(node, end - start)
+        node.errors += 1
+        reached = [stamp for stamp in phase_ends if stamp is not None]
+        for phase, phase_end in zip(self._phases, reached):
+            _add_run(phase, phase_end - start)
+            start = phase_end
+        if len(reached) < len(self._phases):
+            running = self._phases[len(reached)]
+            _add_run(running, end - start)
+            running.errors += 1
+
+
+def _add_run(node: TimerNode, elapsed: float) -> None:
+    """Count one closed run of ``elapsed`` seconds, as :meth:`TimerNode.__exit__` does."""
+    node.total += elapsed
+    node.count += 1
+    if elapsed > node.max:
+        node.max = elapsed
+    if elapsed < node.min:
+        node.min = elapsed
 
 
 @overload
@@ -1077,6 +1210,12 @@ def _install_block_methods() -> None:
             exit_method = _observed_exit(exit_method, on_exit)
     TimerNode.__enter__ = enter_method  # type: ignore[method-assign]
     TimerNode.__exit__ = exit_method  # type: ignore[method-assign]
+    _note_plain_blocks()
+
+
+def _note_plain_blocks() -> None:
+    global plain_blocks
+    plain_blocks = _enabled and TimerNode.__enter__ is _plain_enter and TimerNode.__exit__ is _plain_exit
 
 
 def _observed_enter(
@@ -1104,6 +1243,12 @@ def now() -> float:
     return _clock()
 
 
+def current_clock() -> Callable[[], float]:
+    """The function every timer reads the time with (see :func:`set_clock`), for a hot path that
+    reads it itself: one call less per read than :func:`now`."""
+    return _clock
+
+
 def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
     """Make every timer read ``clock`` (seconds, monotonic) and return the clock used before.
 
@@ -1119,12 +1264,14 @@ def enable() -> None:
     """Turn timing back on after :func:`disable`."""
     global _enabled
     _enabled = True
+    _note_plain_blocks()
 
 
 def disable() -> None:
     """Turn timing off: every block, decorator and gauge becomes a no-op that records nothing."""
     global _enabled
     _enabled = False
+    _note_plain_blocks()
 
 
 def is_enabled() -> bool:

@@ -2,7 +2,7 @@
 
     python benchmarks/vector_throughput.py            # the full table (several minutes)
     python benchmarks/vector_throughput.py --quick    # a rough table in a couple of minutes
-    python benchmarks/vector_throughput.py --overhead # profiling on vs off, CartPole x4 only
+    python benchmarks/vector_throughput.py --overhead # profiling on vs off, every row, closely
     python benchmarks/vector_throughput.py --envs sleep-1ms   # other envs (see ENVS)
 
 For CartPole-v1 and a synthetic env doing ~50 us and ~1 ms of CPU work per step, with 2, 4
@@ -28,12 +28,11 @@ Goals (issue 12; printed next to the figures, never asserted, since they depend 
   * busy-1ms x8 (a 1 ms CPU env): never slower than AsyncVectorEnv (ratio >= 1.0);
   * profiling on vs off at default settings: <= 2 % on every row (printed per row and the worst).
 
-``--overhead`` measures the profiling cost closely on CartPole x4, where the per-step cost of
-profiling shows most (the env itself costs microseconds): the two managers step in many short
-interleaved rounds and the figure is the median of the per-round ratios, for the wall time and
-for the CPU time of the trainer and of the workers (apart and together).  It then breaks what
-profiling adds to a step into its parts, each timed alone in this process and set against the
-vector step with profiling off.
+``--overhead`` measures the profiling cost closely on every row (``benchmarks/profiling_overhead.py``):
+only the two managers, on and off, in many short interleaved rounds; the figure is the median of
+the per-round ratios, for the wall time and for the CPU time of the trainer and workers.  It then
+breaks what profiling adds to a step into its parts, each timed alone in this process and set
+against the rows' vector steps with profiling off.
 """
 
 from __future__ import annotations
@@ -42,9 +41,7 @@ import argparse
 import inspect
 import os
 import statistics
-import threading
 import time
-import timeit
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -53,12 +50,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 from envmanager import SubprocessEnvManager
-from envmanager.critical_path import CriticalPath
-from envmanager.env_time import CpuSampler
-from envmanager.profiling import ManagerProfiling
-from profiler import timers
 from profiler.cpu_cores import cores_available
-from profiler.payload import WorkerTimers
 
 
 class BusyEnv(gym.Env):
@@ -274,170 +266,28 @@ def paired_ratio(samples: dict[str, list[float]], label: str, reference: str) ->
     return statistics.median(mine / theirs for mine, theirs in zip(samples[label], samples[reference]))
 
 
-def measure_overhead(rounds: int, steps: int, rounds_per_pair: int = 4) -> None:
-    """Profiling on vs off on CartPole x4 at default settings, and the arrival tracking's parts.
+def measure_overhead(rounds: int | None) -> None:
+    """Profiling on vs off on every row, then what profiling adds part by part: see
+    ``benchmarks/profiling_overhead.py``, which ``--overhead`` runs (``rounds`` per row)."""
+    from profiling_overhead import ROWS, print_breakdown, print_rows
 
-    A fresh pair of managers is built every ``rounds_per_pair`` rounds: on a machine with fewer
-    cores than processes, where the scheduler happens to place one manager's workers can make it
-    10 % faster or slower for its whole life, whatever it runs, so the figure must come from many
-    pairs, not from one.
-    """
-    num_envs = 4
-    env_fns = [ENVS["CartPole-v1"]] * num_envs
-    wall_ratios, cpu_ratios, trainer_ratios, worker_ratios, off_rates = [], [], [], [], []
-    per_step: dict[str, list[float]] = {"trainer on": [], "trainer off": [], "workers on": [], "workers off": []}
-    for first_round in range(0, rounds, rounds_per_pair):
-        on, off = SubprocessEnvManager(env_fns), SubprocessEnvManager(env_fns, profiling=False)
-        try:
-            for envs in (on, off):
-                envs.reset(seed=0)
-                steps_per_second(envs, num_envs, steps // 5)  # warm up
-            for round_index in range(first_round, min(rounds, first_round + rounds_per_pair)):
-                pair = (on, off) if round_index % 2 else (off, on)
-                rates, trainer_cpu, worker_cpu = {}, {}, {}
-                for envs in pair:
-                    trainer_before, workers_before = time.thread_time(), _worker_cpu_seconds(envs)
-                    rates[envs] = steps_per_second(envs, num_envs, steps)
-                    trainer_cpu[envs] = (time.thread_time() - trainer_before) / steps
-                    worker_cpu[envs] = (_worker_cpu_seconds(envs) - workers_before) / steps
-                wall_ratios.append(rates[off] / rates[on])
-                off_rates.append(rates[off])
-                if worker_cpu[off] > 0:  # 0.0: no per-process CPU clock fine enough here
-                    cpu_ratios.append((trainer_cpu[on] + worker_cpu[on]) / (trainer_cpu[off] + worker_cpu[off]))
-                    trainer_ratios.append(trainer_cpu[on] / trainer_cpu[off])
-                    worker_ratios.append(worker_cpu[on] / worker_cpu[off])
-                    for label, envs in (("on", on), ("off", off)):
-                        per_step[f"trainer {label}"].append(trainer_cpu[envs])
-                        per_step[f"workers {label}"].append(worker_cpu[envs])
-        finally:
-            on.close()
-            off.close()
-    vector_step = num_envs / statistics.median(off_rates)
-    pairs = -(-rounds // rounds_per_pair)
-    print(f"CartPole-v1 x{num_envs}, default settings, {rounds} interleaved rounds of {steps} steps, {pairs} manager pairs")
-    print(f"  vector step, profiling off (median):        {vector_step * 1e6:8.1f} us")
-    print(f"  profiling overhead (off/on - 1), wall:      {_median_and_quartiles(wall_ratios)}   goal <= 3%")
-    if cpu_ratios:
-        print(f"  CPU of trainer + workers per step, on/off:  {_median_and_quartiles(cpu_ratios)}   goal <= 3%")
-        print(f"    trainer's CPU per step, on/off:           {_median_and_quartiles(trainer_ratios)}")
-        print(f"    workers' CPU per step (all 4), on/off:    {_median_and_quartiles(worker_ratios)}")
-        print("    CPU per vector step (median):  " + ",  ".join(
-            f"{label} {statistics.median(values) * 1e6:.1f} us" for label, values in per_step.items()
-        ))
-    print("  what profiling adds per vector step, part by part (each timed alone here, best of 5):")
-    for label, seconds in profiling_costs(num_envs).items():
-        print(f"    {label:<52} {seconds * 1e6:6.2f} us  {seconds / vector_step:6.2%} of a step")
-
-
-def _median_and_quartiles(ratios: list[float]) -> str:
-    low, _, high = statistics.quantiles(ratios, n=4)
-    return f"{statistics.median(ratios) - 1:+8.1%}   (quartiles {low - 1:+.1%} .. {high - 1:+.1%})"
-
-
-def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
-    """CPU time used so far by the manager's workers, to the nanosecond.
-
-    ``/proc/<pid>/schedstat`` (Linux) counts nanoseconds on a CPU; elsewhere nothing as fine is
-    at hand (psutil counts clock ticks), so the CPU figure is left out (0.0).  The trainer's own
-    is ``time.thread_time()``, as fine.
-    """
-    total = 0.0
-    for handle in envs._pool.workers:
-        try:
-            with open(f"/proc/{handle.process.pid}/schedstat") as schedstat:
-                total += int(schedstat.read().split()[0]) / 1e9
-        except OSError:
-            return 0.0
-    return total
-
-
-def profiling_costs(workers: int) -> dict[str, float]:
-    """Seconds per vector step of each part profiling adds, measured here (best of several
-    repeats), each against what the same code does with profiling off.
-
-    The worker parts run in every worker at once: a step waits for one worker's share while
-    there are cores for all, and the CPU does all of them when the workers outnumber the cores.
-    """
-
-    def best(function: Callable[[], Any], number: int = 100_000) -> float:
-        return min(timeit.repeat(function, number=number, repeat=5)) / number
-
-    timed, untimed = ManagerProfiling(True, None, "costs"), ManagerProfiling(False, None, "costs")
-
-    def trainer_blocks(profiling: ManagerProfiling) -> Callable[[], None]:
-        block = profiling.block
-
-        def four_blocks() -> None:
-            # The blocks of one manager step, as step, step_async and step_wait open them.
-            with block("env_manager.step"):
-                with block("send_actions"):
-                    pass
-                with block("wait_for_workers"):
-                    pass
-                with block("receive_results"):
-                    pass
-
-        return four_blocks
-
-    critical_path = CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
-    stamps = [1.0 + index * 1e-4 for index in range(workers)]
-    clock = time.perf_counter
-
-    def trainer_arrivals() -> None:
-        # What a step adds in the trainer: note when the wait began, find who was last.
-        critical_path.record_step(stamps, clock())
-
-    hierarchical_timer = timers.hierarchical_timer
-
-    def env_block() -> None:
-        with hierarchical_timer("env.step"):
-            pass
-
-    worker_timers = WorkerTimers()
-
-    def stamp_and_flush_check() -> None:
-        # A profiled worker's stamp is the timers' clock, which also tells if a flush is due.
-        if timers.now() < worker_timers.quiet_until:
-            return
-
-    sampler = CpuSampler()
-
-    def sampled_env_call() -> None:
-        # As a worker's guard makes an env call (here one that does nothing).
-        if sampler.countdown:
-            sampler.countdown -= 1
-            return _no_env_work()
-        return sampler.measure(_no_env_work)
-
-    return {
-        "trainer: its four blocks (step, send, wait, receive)": (
-            best(trainer_blocks(timed)) - best(trainer_blocks(untimed))
-        ),
-        f"trainer: when the wait began, who was last of {workers}": best(trainer_arrivals),
-        "each worker: its env.step block": best(env_block),
-        "each worker: stamp on the timers' clock, flush check": best(stamp_and_flush_check) - best(clock),
-        "each worker: env call with its CPU time sampled": best(sampled_env_call) - best(_no_env_work),
-    }
-
-
-def _no_env_work() -> None:
-    return None
+    print_breakdown(print_rows(ROWS, rounds))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and rounds: rough figures, fast")
     parser.add_argument(
-        "--overhead", action="store_true", help="only profiling on vs off on CartPole x4, closely"
+        "--overhead", action="store_true", help="only profiling on vs off, closely, on every row"
     )
-    parser.add_argument("--rounds", type=int, default=120, help="rounds of --overhead")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per row of --overhead")
     parser.add_argument(
         "--envs", nargs="+", choices=list(ENVS), default=list(TABLE_ENVS), help="the envs of the table's rows"
     )
     parser.add_argument("--sizes", nargs="+", type=int, default=[2, 4, 8], help="numbers of envs of the rows")
     args = parser.parse_args()
     if args.overhead:
-        measure_overhead(args.rounds, 500)
+        measure_overhead(args.rounds)
         return
     print_table(args.envs, args.sizes, quick=args.quick)
 

@@ -921,8 +921,10 @@ class PhasedBlock:
     phase ends, and one call to :meth:`close`, and leaves the tree exactly as the nested
     ``with`` blocks would: the block as the child ``name`` of the block open in the calling
     thread, each phase a child of it that ends where the next one begins, with the same
-    totals, counts, per-call extremes and errors. While the block is open it is the thread's
-    open block, so blocks opened meanwhile (and trees merged under it) nest under it.
+    totals, counts, per-call extremes and errors (the nodes of all phases are made at the first
+    run, where ``with`` blocks make a phase's node when it is first entered). While the block is
+    open it is the thread's open block, so blocks opened meanwhile (and trees merged under it)
+    nest under it.
 
     ::
 

@@ -10,7 +10,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from envmanager_testenvs import CountingEnv, SuicidalEnv
+from envmanager_testenvs import CountingEnv, RaisingEnv, SuicidalEnv
 
 import profiler
 from envmanager import SubprocessEnvManager, WorkerDiedError
@@ -290,3 +290,45 @@ def test_steps_taken_while_the_profiler_is_paused_run_and_record_nothing_in_the_
         tree = profiler.get_timer_tree()
     assert count_of(tree, "env_manager.step") == 1
     assert count_of(tree, "env_manager.reset") == 1
+
+
+STEP_PARTS = ("send_actions", "wait_for_workers", "receive_results")
+
+
+def test_steps_timed_from_stamps_and_steps_timed_with_blocks_fill_the_same_blocks():
+    # While a timeline is recorded every block is entered with `with`; otherwise the step times
+    # itself from clock stamps. Both must count into the same nodes, worker blocks beneath.
+    with SubprocessEnvManager([CountingEnv] * 2, context="fork", flush_every=1) as envs:
+        envs.reset(seed=0)
+        for _ in range(3):
+            envs.step(np.array([0, 0]))
+        profiler.events.start_recording()
+        try:
+            for _ in range(2):
+                envs.step(np.array([0, 0]))
+        finally:
+            profiler.events.stop_recording()
+        tree = profiler.get_timer_tree()
+    (step,) = nodes_named(tree, "env_manager.step")
+    assert step["count"] == 5
+    children = {child["name"]: child for child in step["children"]}
+    assert all(children[part]["count"] == 5 for part in STEP_PARTS)
+    assert children["env.step"]["count"] == 10 and children["env.step"]["is_parallel"] is True
+    assert sum(children[part]["total"] for part in STEP_PARTS) <= step["total"]
+
+
+@pytest.mark.filterwarnings("ignore:.*ERROR:")  # Gymnasium's logger reports the failed step
+def test_a_step_whose_env_raises_counts_an_error_in_the_step_in_its_receive_part_and_in_env_step():
+    envs = SubprocessEnvManager([RaisingEnv] * 2, context="fork", flush_every=1)
+    envs.reset(seed=10)  # seed 1 makes a RaisingEnv fail its reset
+    envs.step(np.array([0, 0]))
+    with pytest.raises(ValueError, match="Error in step with 1"):
+        envs.step(np.array([0, 1]))
+    envs.close()
+    tree = profiler.get_timer_tree()
+    (step,) = nodes_named(tree, "env_manager.step")
+    children = {child["name"]: child for child in step["children"]}
+    assert step["count"] == 2 and step["errors"] == 1
+    assert children["receive_results"]["errors"] == 1
+    assert "errors" not in children["send_actions"] and "errors" not in children["wait_for_workers"]
+    assert children["env.step"]["count"] == 4 and children["env.step"]["errors"] == 1

@@ -1,0 +1,245 @@
+"""What profiling costs a vector step: SubprocessEnvManager with profiling on vs off, side by side.
+
+    python benchmarks/profiling_overhead.py                  # every row (a few minutes)
+    python benchmarks/profiling_overhead.py --rows CartPole-v1:4 --rounds 120
+    python benchmarks/vector_throughput.py --overhead        # the same
+
+The rows are those of ``benchmarks/vector_throughput.py``: CartPole-v1 and the synthetic envs
+doing ~50 us and ~1 ms of CPU work per step, with 2, 4 and 8 envs, at default settings. Per row
+the two managers step in short rounds, in turn (who goes first alternates), and a fresh pair is
+built every few rounds: on a machine with fewer cores than processes, where the scheduler
+happens to place one manager's workers can make it several percent faster or slower for its
+whole life. A row's figure is the median of the per-round ratios, with its quartiles:
+
+* wall: the rate with profiling off over the rate with it on, minus 1;
+* CPU: the CPU time per vector step of the trainer and all workers together, on over off,
+  minus 1 (Linux: ``/proc/<pid>/schedstat``; left out elsewhere).
+
+Goal (issue 12): at most 2 % on every row. Printed, never asserted: it depends on the machine.
+
+Then it breaks what profiling adds to a vector step into its parts, each run alone in this
+process (best of several repeats) and set against what the same code does unprofiled: the
+trainer's step block and its three parts, the critical path's count of the step, and per worker
+its env call's timing (the real guard a worker wraps each env call in, CPU sampling included)
+and the stamp and flush check of its reply. Timed alone, in a hot loop, a part costs less than
+it does inside a real step, where the caches are cold after the other processes ran: the sum
+is a floor, not the whole cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+import timeit
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from envmanager import SubprocessEnvManager  # noqa: E402
+from envmanager.critical_path import CriticalPath  # noqa: E402
+from envmanager.env_time import CpuSampler  # noqa: E402
+from envmanager.worker import _make_guards  # noqa: E402
+from profiler import timers  # noqa: E402
+from profiler.payload import WorkerTimers  # noqa: E402
+from vector_throughput import ENVS, steps_per_second  # noqa: E402
+
+GOAL = 0.02
+"""Issue 12: profiling on costs at most 2 % against off, on every row."""
+
+ROWS = [(env_name, num_envs) for env_name in ("CartPole-v1", "busy-50us", "busy-1ms") for num_envs in (2, 4, 8)]
+STEPS_PER_ROUND = {"CartPole-v1": 300, "busy-50us": 150, "busy-1ms": 20}
+"""Short rounds, many of them: a burst of load from the machine then hits few rounds."""
+ROUNDS_PER_PAIR = 4
+
+
+class RowFigures:
+    """One row's per-round ratios: wall (off rate / on rate) and CPU per step (on / off)."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.step_seconds_off: list[float] = []
+
+
+def measure_row(env_name: str, num_envs: int, rounds: int, steps: int) -> RowFigures:
+    """Profiling on vs off on one row: ``rounds`` rounds of ``steps`` vector steps each."""
+    env_fns = [ENVS[env_name]] * num_envs
+    figures = RowFigures()
+    for first_round in range(0, rounds, ROUNDS_PER_PAIR):
+        on, off = SubprocessEnvManager(env_fns), SubprocessEnvManager(env_fns, profiling=False)
+        try:
+            for envs in (on, off):
+                envs.reset(seed=0)
+                steps_per_second(envs, num_envs, max(5, steps // 5))  # warm up
+            for round_index in range(first_round, min(rounds, first_round + ROUNDS_PER_PAIR)):
+                pair = (on, off) if round_index % 2 else (off, on)
+                rates, cpu = {}, {}
+                for envs in pair:
+                    trainer_before, workers_before = time.thread_time(), _worker_cpu_seconds(envs)
+                    rates[envs] = steps_per_second(envs, num_envs, steps)
+                    workers = _worker_cpu_seconds(envs) - workers_before
+                    cpu[envs] = (time.thread_time() - trainer_before + workers) if workers > 0 else 0.0
+                figures.wall.append(rates[off] / rates[on])
+                figures.step_seconds_off.append(num_envs / rates[off])
+                if cpu[off] > 0:  # 0.0: no per-process CPU clock fine enough here
+                    figures.cpu.append(cpu[on] / cpu[off])
+        finally:
+            on.close()
+            off.close()
+    return figures
+
+
+def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
+    """CPU time used so far by the manager's workers, to the nanosecond.
+
+    ``/proc/<pid>/schedstat`` (Linux) counts nanoseconds on a CPU; elsewhere nothing as fine is
+    at hand (psutil counts clock ticks), so the CPU figure is left out (0.0). The trainer's own
+    is ``time.thread_time()``, as fine.
+    """
+    total = 0.0
+    for handle in envs._pool.workers:
+        try:
+            with open(f"/proc/{handle.process.pid}/schedstat") as schedstat:
+                total += int(schedstat.read().split()[0]) / 1e9
+        except OSError:
+            return 0.0
+    return total
+
+
+def _median_and_quartiles(ratios: list[float]) -> str:
+    if len(ratios) < 2:
+        return f"{statistics.median(ratios) - 1:+7.1%}"
+    low, _, high = statistics.quantiles(ratios, n=4)
+    return f"{statistics.median(ratios) - 1:+7.1%} ({low - 1:+.1%} .. {high - 1:+.1%})"
+
+
+def print_rows(rows: list[tuple[str, int]], rounds: int | None) -> dict[tuple[str, int], RowFigures]:
+    print(
+        f"profiling on vs off at default settings, fresh managers every {ROUNDS_PER_PAIR} rounds; "
+        "median of per-round ratios (quartiles)"
+    )
+    print(f"{'env':<12} {'n':>2} {'step off':>10}  {'wall: off/on - 1':<28} {'CPU per step: on/off - 1':<28} goal")
+    measured = {}
+    for env_name, num_envs in rows:
+        steps = STEPS_PER_ROUND.get(env_name, 100)
+        row_rounds = rounds if rounds is not None else (16 if env_name == "busy-1ms" else 24)
+        figures = measure_row(env_name, num_envs, row_rounds, steps)
+        measured[(env_name, num_envs)] = figures
+        step_us = statistics.median(figures.step_seconds_off) * 1e6
+        cpu = _median_and_quartiles(figures.cpu) if figures.cpu else "n/a"
+        print(
+            f"{env_name:<12} {num_envs:>2} {step_us:8.0f}us  {_median_and_quartiles(figures.wall):<28} "
+            f"{cpu:<28} <= {GOAL:.0%}",
+            flush=True,
+        )
+    worst_key, worst = max(
+        ((key, statistics.median(figures.wall) - 1) for key, figures in measured.items()), key=lambda item: item[1]
+    )
+    print(f"worst row, wall: {worst_key[0]} x{worst_key[1]} {worst:+.1%}   goal <= {GOAL:.0%} on every row")
+    return measured
+
+
+def profiling_costs(workers: int) -> dict[str, float]:
+    """Seconds per vector step of each part profiling adds, measured here (best of several
+    repeats), each against what the same code does with profiling off.
+
+    The worker parts run in every worker at once: a step waits for one worker's share while
+    there are cores for all, and the CPU does all of them when the workers outnumber the cores.
+    """
+
+    def best(function: Callable[[], Any], number: int = 50_000) -> float:
+        return min(timeit.repeat(function, number=number, repeat=5)) / number
+
+    step_block = timers.PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
+
+    def timed_step_parts() -> None:
+        # What the manager's step does to time itself and its parts (see SubprocessEnvManager.step).
+        clock = step_block.open()
+        sent = clock()  # type: ignore[misc]
+        waited = clock()  # type: ignore[misc]
+        step_block.close(sent, waited)
+
+    critical_path = CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
+    stamps = [1.0 + index * 1e-4 for index in range(workers)]
+
+    def count_the_step() -> None:
+        critical_path.record_step(stamps, 1.0)
+
+    env = _NoWorkEnv()
+    _, profiled_step = _make_guards(None, True, CpuSampler())
+    _, plain_step = _make_guards(None, False, CpuSampler())
+    action = np.int64(0)
+    worker_timers = WorkerTimers()
+    now, perf_counter = timers.now, time.perf_counter
+
+    def stamp_and_flush_check() -> None:
+        # A profiled worker stamps its reply on the timers' clock, which also tells if a flush is due.
+        if now() < worker_timers.quiet_until:
+            return
+
+    return {
+        "trainer: step block and its 3 parts (stamps)": best(timed_step_parts),
+        f"trainer: critical path, who was last of {workers}": best(count_the_step),
+        "each worker: env.step timed, CPU sampled": best(lambda: profiled_step(env, action))
+        - best(lambda: plain_step(env, action)),
+        "each worker: reply stamp and flush check": best(stamp_and_flush_check) - best(perf_counter),
+    }
+
+
+class _NoWorkEnv:
+    """An env whose step does nothing: what remains of a guarded call is the guard."""
+
+    def step(self, action: Any) -> None:
+        return None
+
+
+def print_breakdown(measured: dict[tuple[str, int], RowFigures]) -> None:
+    """What profiling adds per vector step, part by part, against the rows' steps."""
+    for num_envs in sorted({num_envs for _, num_envs in measured}):
+        costs = profiling_costs(num_envs)
+        steps = {
+            env_name: statistics.median(figures.step_seconds_off)
+            for (env_name, size), figures in measured.items()
+            if size == num_envs
+        }
+        print(f"\nwhat profiling adds per vector step with {num_envs} workers, each part alone, best of 5:")
+        header = "  ".join(f"{'% ' + name:>14}" for name in steps)
+        print(f"  {'part':<46} {'us':>6}  {header}")
+        trainer = worker = 0.0
+        for label, seconds in costs.items():
+            shares = "  ".join(f"{seconds / step:14.2%}" for step in steps.values())
+            print(f"  {label:<46} {seconds * 1e6:6.2f}  {shares}")
+            if label.startswith("trainer"):
+                trainer += seconds
+            else:
+                worker += seconds
+        # All workers' parts together: what the CPU does per step when the workers outnumber the cores.
+        total = trainer + num_envs * worker
+        shares = "  ".join(f"{total / step:14.2%}" for step in steps.values())
+        print(f"  {'sum: trainer + all workers (CPU per step)':<46} {total * 1e6:6.2f}  {shares}")
+
+
+def parse_row(text: str) -> tuple[str, int]:
+    env_name, _, size = text.partition(":")
+    if env_name not in ENVS or not size.isdigit():
+        raise argparse.ArgumentTypeError(f"a row is ENV:N with ENV one of {', '.join(ENVS)}, got {text!r}")
+    return env_name, int(size)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", type=parse_row, default=ROWS, help="rows as ENV:N (default: all)")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 24, 16 for busy-1ms)")
+    arguments = parser.parse_args(argv)
+    measured = print_rows(arguments.rows, arguments.rounds)
+    print_breakdown(measured)
+
+
+if __name__ == "__main__":
+    main()

@@ -31,6 +31,12 @@ from profiler import events, hierarchical_timer, timed  # noqa: E402
 from reference_timers import load_mlagents_timers  # noqa: E402
 
 
+GOAL_ENABLED = 1.3
+"""Issues 2 and 9: an enabled block, per-call min and max included, within 1.3x of nullcontext()."""
+GOAL_DISABLED = 1.0
+"""A disabled (or paused) block costs less than nullcontext()."""
+
+
 def measure_side_by_side(
     cases: dict[str, Callable[[], None]], rounds: int, number: int
 ) -> dict[str, tuple[float, float]]:
@@ -137,9 +143,16 @@ def main() -> None:
     print(f"{'case':42} {'ns/block':>9} {'x floor':>8}")
     for label, nanoseconds, ratio in rows:
         print(f"{label:42} {nanoseconds:9.1f} {ratio:8.2f}")
+    print()
+    for label, ratio, goal, comparison in (
+        ("hierarchical_timer, flat", enabled["flat"][1], GOAL_ENABLED, "<="),
+        ("hierarchical_timer, disabled", disabled["flat"][1], GOAL_DISABLED, "<"),
+    ):
+        met = ratio <= goal if comparison == "<=" else ratio < goal
+        print(f"goal: {label} {comparison} {goal:.2f}x floor: {ratio:.2f}x, {'met' if met else 'NOT met'}")
     if mlagents is not None:
         speedup = enabled["mlagents"][1] / enabled["flat"][1]
-        print(f"\nML-Agents / rlprof (flat, ratio of ratios): {speedup:.2f}x faster")
+        print(f"goal: ML-Agents / rlprof (flat, ratio of ratios) >= 4x: {speedup:.2f}x, {'met' if speedup >= 4 else 'NOT met'}")
 
 
 def measure_emit_nvtx(

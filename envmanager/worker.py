@@ -476,15 +476,18 @@ def _make_guards(
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     clock = timers.current_clock()
 
-    def sampled(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def sampled_step(env: Env, action: Any) -> tuple:
         if cpu_sampler.countdown:
             cpu_sampler.countdown -= 1
-            return function(*args, **kwargs)
-        return cpu_sampler.measure(function, *args, **kwargs)
+            return env.step(action)
+        return cpu_sampler.measure(env.step, action)
 
     def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
         with hierarchical_timer("env.reset"):
-            return sampled(env.reset, seed=seed, options=options)
+            if cpu_sampler.countdown:
+                cpu_sampler.countdown -= 1
+                return env.reset(seed=seed, options=options)
+            return cpu_sampler.measure(env.reset, seed=seed, options=options)
 
     def timed_step(env: Env, action: Any) -> tuple:
         # Every env call of every step goes through here, so the ``env.step`` block is timed
@@ -492,7 +495,7 @@ def _make_guards(
         # ``with``; while a companion watches blocks (timers.plain_blocks false) it is a ``with``.
         if not timers.plain_blocks:
             with hierarchical_timer("env.step"):
-                return sampled(env.step, action)
+                return sampled_step(env, action)
         parent = stack.current
         try:
             node = parent.children["env.step"]

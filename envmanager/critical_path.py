@@ -23,8 +23,8 @@ for the steps in which some worker did not reply.
 
 from __future__ import annotations
 
-import bisect
 import math
+from bisect import bisect_right as _bucket
 from typing import Any, Callable, Sequence
 
 from profiler.timers import TimerStack
@@ -59,6 +59,7 @@ class CriticalPath:
         "histograms",
         "on_stack_reset",
         "_generation",
+        "_several",
         "_instant_names",
     )
 
@@ -76,6 +77,7 @@ class CriticalPath:
         self.histograms = [[0] * (len(WAIT_BOUNDS_SECONDS) + 1) for _ in range(workers)]
         self.on_stack_reset = on_stack_reset
         self._generation = timer_stack.generation
+        self._several = workers > 1
         self._instant_names = [f"env_manager.last_to_reply: worker {index}" for index in range(workers)]
 
     @property
@@ -98,31 +100,51 @@ class CriticalPath:
             self._forget_steps_before_reset()
         try:
             ordered = sorted(ready_at)
-        except TypeError:
-            # A None (no reply) cannot be ordered among stamps; testing for it first would cost
-            # more (``None in ready_at`` compares None with every float the slow way).
-            ordered = None
-        if ordered is None or ordered[-1] is None:  # [None]: a single worker, without a reply
-            last_worker, last, second = self._count_partial_step(ready_at)
-            if last_worker < 0:
-                return
-            if second > waiting_since:
-                waiting_since = second
-        else:
-            self.steps_all_replied += 1
             last = ordered[-1]
-            last_worker = ready_at.index(last)  # the first of equal stamps, as a loop with > finds
-            if len(ordered) > 1 and ordered[-2] > waiting_since:
-                waiting_since = ordered[-2]
-        extra_wait = last - waiting_since
+            # The wait the last reply alone decided began at the second-to-last reply, or when
+            # the trainer began waiting if that was later (with one worker: then, always).
+            began = ordered[-2] if self._several else waiting_since
+            if waiting_since > began:
+                began = waiting_since
+            extra_wait = last - began
+        except TypeError:
+            # A None (no reply) is neither ordered among stamps nor subtracted from one; testing
+            # for it first would cost every step more (``None in ready_at`` compares None with
+            # every float the slow way).
+            self._record_partial_step(ready_at, waiting_since)
+            return
+        self.steps_all_replied += 1
+        # What _count_last does, inline.
+        worker = ready_at.index(last)  # the first of equal stamps, as a loop with > finds
         if extra_wait < 0.0:
             extra_wait = 0.0
-        self.wait_as_last[last_worker] += extra_wait
-        self.histograms[last_worker][bisect.bisect_right(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
+        self.wait_as_last[worker] += extra_wait
+        self.histograms[worker][_bucket(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
         timeline = timer_stack.timeline
         if timeline is not None and timeline.recording:
-            timeline.add_instant(self._instant_names[last_worker], last)
-            timeline.add_counter("env_manager.wait_as_last", last, extra_wait)
+            self._mark_last(worker, last, extra_wait)
+
+    def _record_partial_step(self, ready_at: Sequence[float | None], waiting_since: float) -> None:
+        last_worker, last, second = self._count_partial_step(ready_at)
+        if last_worker >= 0:
+            self._count_last(last_worker, last, last - (second if second > waiting_since else waiting_since))
+
+    def _count_last(self, worker: int, last: float, extra_wait: float) -> None:
+        """``worker``'s reply, at ``last``, was the step's last, after ``extra_wait`` seconds it
+        alone decided (clamped at 0). :meth:`record_step` does the same inline: a call per
+        step would cost more than these lines."""
+        if extra_wait < 0.0:
+            extra_wait = 0.0
+        self.wait_as_last[worker] += extra_wait
+        self.histograms[worker][_bucket(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
+        timeline = self.timer_stack.timeline
+        if timeline is not None and timeline.recording:
+            self._mark_last(worker, last, extra_wait)
+
+    def _mark_last(self, worker: int, last: float, extra_wait: float) -> None:
+        timeline = self.timer_stack.timeline
+        timeline.add_instant(self._instant_names[worker], last)
+        timeline.add_counter("env_manager.wait_as_last", last, extra_wait)
 
     def _forget_steps_before_reset(self) -> None:
         self.clear()

@@ -14,9 +14,9 @@ reply to the latest request was ready, so the trainer can tell whom a step waite
 A pipe is a byte stream: an interrupt (Ctrl-C's ``KeyboardInterrupt``) that lands while a
 message is half read or half written leaves the rest of that message where the next read
 expects a header.  Such a worker is *cut off*: no request is written to it again, and the
-trainer's end of its requests pipe is closed so that it exits once it has answered.  If the interrupt cut a request
-(the replies are intact), its replies and last timers are still read at shutdown or restart;
-if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
+trainer's end of its requests pipe is closed so that it exits once it has answered.  If the
+interrupt cut a request (the replies are intact), its replies and last timers are still read at
+shutdown or restart; if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
 updated before a write and right after a read, so an interrupt anywhere else leaves it sound.
 
 The pool also owns what ties the workers' lives to the trainer's: the lifeline through which
@@ -333,7 +333,7 @@ class WorkerPool:
         for handle in targets:
             if handle.awaiting != _NOTHING_AWAITED:
                 self._receive(handle, on_reply)
-        return [h for h in targets if h.conn is None]  # gone: not h.alive, without a property call
+        return [h for h in targets if h.conn is None]  # the gone ones (``alive`` without a call)
 
     def gather(
         self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler

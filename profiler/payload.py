@@ -357,11 +357,12 @@ def check_header(payload: Any) -> None:
     stream, sequence and window."""
     if type(payload) is not tuple and type(payload) is not list:
         raise PayloadError(f"not an rlprof timer payload: a {type(payload).__name__}")
-    if len(payload) < 2 or payload[0] != PAYLOAD_TAG:
+    # Types first: comparing a NumPy array with ``==`` gives an array, not a truth value.
+    if len(payload) < 2 or type(payload[0]) is not str or payload[0] != PAYLOAD_TAG:
         raise PayloadError("not an rlprof timer payload: it does not start with the rlprof tag")
-    if payload[1] != PAYLOAD_VERSION:
+    if type(payload[1]) is not int or payload[1] != PAYLOAD_VERSION:
         raise PayloadError(
-            f"timer payload version {payload[1]!r} cannot be merged: this rlprof reads version "
+            f"timer payload version {_short(payload[1])} cannot be merged: this rlprof reads version "
             f"{PAYLOAD_VERSION} (are the worker and the trainer running different rlprof versions?)"
         )
     if len(payload) != PAYLOAD_FIELDS:
@@ -393,7 +394,7 @@ def check_header(payload: Any) -> None:
 def check_declarations(names: Any) -> int:
     """Check the ``names`` field, ``(first_id, ((parent_id, name), ...))``; return how many ids
     the stream has declared with this payload (the ids its rows may use)."""
-    if type(names) is tuple and len(names) == 2 and names[1] == () and type(names[0]) is int and names[0] >= 0:
+    if type(names) is tuple and len(names) == 2 and type(names[1]) is tuple and not names[1] and type(names[0]) is int and names[0] >= 0:
         return names[0]  # the common case: nothing new declared
     if (type(names) is not tuple and type(names) is not list) or len(names) != 2:
         raise PayloadError(f"names: must be (first_id, ((parent_id, name), ...)), got {_short(names)}")
@@ -419,8 +420,8 @@ _NO_ROWS: tuple[float, ...] = ()
 def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
     """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, total,
     minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``); counts >= 0
-    and below :data:`MAX_ROW_COUNT`; every time finite, >= 0 and below :data:`MAX_SECONDS`; each
-    minimum at most its maximum.
+    and below :data:`MAX_ROW_COUNT`; every time finite, >= 0 and below :data:`MAX_SECONDS` (a
+    negative zero, -0.0, is refused: its sign bit is set); each minimum at most its maximum.
 
     One look at every number's top byte, one unpacking and two passes of builtins, whatever the
     blocks are called: this is the trainer's validation cost per payload, linear in the number
@@ -450,8 +451,12 @@ def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
 
 
 def _out_of_bounds(row: tuple[float, ...]) -> bool:
+    """What the top-byte check refuses, number by number, to name the row: a sign bit set counts,
+    so -0.0 is out of bounds here as there (no worker measures a negative zero)."""
     return not (
-        0 <= row[0] < _MAX_ROW_ID and 0 <= row[1] < MAX_ROW_COUNT and all(0.0 <= value < MAX_SECONDS for value in row[2:])
+        0 <= row[0] < _MAX_ROW_ID
+        and 0 <= row[1] < MAX_ROW_COUNT
+        and all(math.copysign(1.0, value) > 0.0 and value < MAX_SECONDS for value in row[2:])
     )
 
 
@@ -489,13 +494,14 @@ def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
     whose header was checked; return its block rows (see :func:`block_rows`)."""
     rows = block_rows(payload[8], declared)
     error_counts, labels, gauges, timeline, memory = payload[9:]
-    if error_counts != ():
+    # ``type(...) is not tuple or ...`` rather than ``!= ()``: a NumPy array compares elementwise.
+    if type(error_counts) is not tuple or error_counts:
         _validate_error_counts(error_counts, declared)
-    if labels != ():
+    if type(labels) is not tuple or labels:
         _sequence(labels, "labels")
         for label in labels:
             _validate_labels(label, declared)
-    if gauges != ():
+    if type(gauges) is not tuple or gauges:
         _sequence(gauges, "gauges")
         for index, gauge in enumerate(gauges):
             _validate_gauge(gauge, f"gauges[{index}]")
@@ -541,7 +547,7 @@ def _validate_labels(label: Any, declared: int) -> None:
     """A block's labels: (block id, domain, object_type, scopes): names or None, and a sequence
     of names."""
     if not isinstance(label, (tuple, list)) or len(label) != 4:
-        raise PayloadError(f"labels: must be (block_id, domain, object_type, scopes), got {label!r:.80}")
+        raise PayloadError(f"labels: must be (block_id, domain, object_type, scopes), got {_short(label)}")
     node_id, domain, object_type, scopes = label
     if type(node_id) is not int or not 0 <= node_id < declared:
         raise PayloadError(f"labels: block id {_short(node_id)} was never declared")
@@ -598,7 +604,7 @@ def _validate_details(details: Any, where: str) -> None:
         raise PayloadError(f"{where}: details must be up to {_MAX_DETAILS} (key, value) pairs")
     for pair in details:
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise PayloadError(f"{where}: a detail is a (key, value) pair, got {pair!r:.80}")
+            raise PayloadError(f"{where}: a detail is a (key, value) pair, got {_short(pair)}")
         _name(pair[0], f"{where}.details")
         value = pair[1]
         if type(value) is not str:
@@ -644,7 +650,7 @@ def _sequence(value: Any, where: str) -> None:
 
 def _name(value: Any, where: str) -> None:
     if not isinstance(value, str) or not value:
-        raise PayloadError(f"{where}: a name must be a non-empty string, got {value!r}")
+        raise PayloadError(f"{where}: a name must be a non-empty string, got {_short(value)}")
 
 
 def _whole(value: Any, where: str, *, minimum: int) -> None:
@@ -655,10 +661,14 @@ def _whole(value: Any, where: str, *, minimum: int) -> None:
 
 
 def _short(value: Any) -> str:
-    """``repr`` cut to a readable length: a crafted value can be a 400-digit number."""
+    """``repr`` cut to a readable length: a crafted value can be a 400-digit number, or hold one
+    too long for ``repr`` to write at all (Python refuses ints of more than 4,300 digits)."""
     if isinstance(value, int) and value.bit_length() > 64:
         return f"a {value.bit_length()}-bit integer"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too large to show"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

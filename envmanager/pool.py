@@ -51,6 +51,7 @@ __all__ = [
     "CLOSE_GRACE_SECONDS",
     "TERMINATE_GRACE_SECONDS",
     "REPLY_GRACE_SECONDS",
+    "KILLED_EXIT_SECONDS",
 ]
 
 # A healthy worker answers CLOSE within milliseconds; past this it is terminated.
@@ -60,6 +61,10 @@ TERMINATE_GRACE_SECONDS = 1.0
 # How long closing or dumping waits for a reply a worker still owes (a step that Ctrl-C cut
 # short, a request abandoned after a timeout, a flush request): its timer data rides on it.
 REPLY_GRACE_SECONDS = 1.0
+# How long closing waits for a process it sent SIGKILL to be gone. SIGKILL cannot be blocked, so
+# this is only ever waited on a machine so loaded that the dying process is not scheduled; a
+# shorter wait would let the worker outlive close() (or the trainer's exit) there.
+KILLED_EXIT_SECONDS = 60.0
 
 _NOTHING_AWAITED = 0
 
@@ -536,4 +541,4 @@ def _stop(processes: list[Any]) -> None:
         if not kill_process_group(process.pid) and not _has_exited(process):
             process.kill()  # it had not made its group yet
     for process in processes:
-        process.join(TERMINATE_GRACE_SECONDS)
+        process.join(KILLED_EXIT_SECONDS)

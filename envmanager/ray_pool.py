@@ -40,7 +40,7 @@ from profiler.clock_offset import ClockOffset, RoundTrip, monotonic_clock_id
 
 from envmanager import protocol
 from envmanager.errors import WorkerDiedError, WorkerPlacementError
-from envmanager.pool import CLOSE_GRACE_SECONDS, REPLY_GRACE_SECONDS, ReplyHandler, TimersSink
+from envmanager.pool import CLOSE_GRACE_SECONDS, KILLED_EXIT_SECONDS, REPLY_GRACE_SECONDS, ReplyHandler, TimersSink
 from envmanager.protocol import RemoteFailure
 from envmanager.ray_worker import EnvWorkerActor
 from envmanager.worker import WorkerConfig
@@ -60,7 +60,8 @@ CLOCK_ROUND_TRIPS_PERIODIC = 3
 """Round trips per actor at each later synchronisation."""
 
 EXIT_GRACE_SECONDS = 5.0
-"""How long closing waits for a killed actor's process on the driver's machine to be gone."""
+"""How long closing waits for Ray to end a killed actor's process on the driver's machine; then
+the driver kills the process itself."""
 
 _NOTHING_AWAITED = 0
 
@@ -244,22 +245,27 @@ class RayWorkerPool:
         handle.death_cause = cause
 
     def _end(self, handles: list[RayWorkerHandle]) -> None:
-        """Kill the handles' actors and, on this machine, wait for their processes to be gone."""
-        local_pids = []
+        """Kill the handles' actors and, on this machine, make sure their processes are gone."""
+        local_processes = []
         for handle in handles:
             if handle.actor is None:
                 continue
+            if handle.on_this_machine and handle.pid is not None:
+                # Taken before the kill: psutil then recognises the process by its start time
+                # too, so a pid the system reuses later is never mistaken for it.
+                try:
+                    local_processes.append(psutil.Process(handle.pid))
+                except psutil.Error:
+                    pass  # gone already
             try:
                 ray.kill(handle.actor, no_restart=True)
             except (RayError, ValueError):
                 pass  # it is gone already
-            if handle.on_this_machine and handle.pid is not None:
-                local_pids.append(handle.pid)
             handle.actor = None
             handle.pending.clear()
             handle.awaiting = _NOTHING_AWAITED
             self.ready_at[handle.index] = None
-        _wait_for_exit(local_pids, EXIT_GRACE_SECONDS)
+        _end_processes(local_processes)
 
     # -- requests and replies --------------------------------------------------------------
 
@@ -504,14 +510,35 @@ def _original(error: RayError) -> BaseException:
     return cause if isinstance(cause, BaseException) else error
 
 
-def _wait_for_exit(pids: list[int], grace: float) -> None:
-    """Wait up to ``grace`` seconds for these processes of this machine to be gone."""
+def _end_processes(processes: list[psutil.Process]) -> None:
+    """Make sure these actor processes of this machine end: Ray's kill travels through its GCS and
+    the raylet, which a loaded machine (or a stopped actor) can delay past any grace, and no
+    actor may outlive ``close()``. So those still running after ``EXIT_GRACE_SECONDS`` are sent
+    SIGKILL."""
+    running = _running_after(processes, EXIT_GRACE_SECONDS)
+    for process in running:
+        try:
+            process.kill()  # psutil checks it is still the same process first
+        except psutil.Error:
+            pass  # it ended meanwhile
+    _running_after(running, KILLED_EXIT_SECONDS)
+
+
+def _running_after(processes: list[psutil.Process], grace: float) -> list[psutil.Process]:
+    """Those of ``processes`` still running after up to ``grace`` seconds of waiting for them."""
     deadline = time.monotonic() + grace
-    for pid in pids:
-        while psutil.pid_exists(pid) and time.monotonic() < deadline:
-            try:
-                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                    break  # ended; its parent (Ray's raylet) reaps it
-            except psutil.Error:
-                break
-            time.sleep(0.01)
+    running = list(processes)
+    while running:
+        running = [process for process in running if _is_running(process)]
+        if not running or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    return running
+
+
+def _is_running(process: psutil.Process) -> bool:
+    """Whether it has not ended yet: a zombie has (its parent, Ray's raylet, reaps it)."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -23,7 +23,7 @@ from envmanager_testenvs import CountingEnv, DictObsEnv, HangingEnv, RaisingEnv,
 from gymnasium.vector import AutoresetMode
 from verdict_runs import LargeObservationEnv, PLANTED_DELAYS, planted_straggler_run, run_vector_steps
 
-from envmanager import RayEnvManager, WorkerDiedError, WorkerError, WorkerPlacementError
+from envmanager import RayEnvManager, WorkerDiedError, WorkerError, WorkerPlacementError, ray_pool
 from envmanager.ray_env_manager import cores_of_worker_nodes
 from profiler import events
 from profiler.analysis.block_stats import walk_nodes
@@ -252,6 +252,16 @@ def test_no_actor_outlives_close():
     actors = [entry["ray"]["pid"] for entry in envs.timer_merger.worker_entries()]
     assert sorted(child.pid for child in worker_children()) == sorted(actors)
     envs.close()
+    assert worker_children() == []
+
+
+def test_close_ends_an_actor_process_that_does_not_end_when_ray_kills_it(monkeypatch):
+    # A stopped process cannot act on Ray's kill, as a loaded machine can delay it past any grace.
+    monkeypatch.setattr(ray_pool, "EXIT_GRACE_SECONDS", 0.0)
+    envs = ray_envs(cartpoles(2))
+    envs.reset(seed=0)
+    os.kill(envs.timer_merger.worker_entries()[0]["ray"]["pid"], signal.SIGSTOP)
+    envs.close(terminate=True)
     assert worker_children() == []
 
 

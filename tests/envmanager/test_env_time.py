@@ -188,8 +188,11 @@ def test_cpu_bound_envs_oversubscribing_the_cores_wait_descheduled(tmp_path):
     wall = sum(worker["env_time"]["wall_seconds"] for worker in tree["workers"])
     cpu = sum(worker["env_time"]["cpu_seconds"] for worker in tree["workers"])
     assert cpu >= 0.9 * workers * STEPS * 0.003
-    # More than twice as many busy workers as cores: each runs at most half the time it is busy.
-    assert wall > 1.5 * cpu
+    # More than twice as many busy workers as cores: a worker waits descheduled for part of its
+    # step, so its wall time clearly exceeds its CPU time (without oversubscription they are equal
+    # within the clocks' slack). How much it exceeds depends on how the kernel happened to order
+    # the workers in each step (measured from 1.45 to over 2), so the bound leaves room for that.
+    assert wall > 1.2 * cpu
 
 
 def test_with_profiling_off_no_env_time_is_recorded(tmp_path):

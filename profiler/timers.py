@@ -815,7 +815,6 @@ def _forget_parent_timers() -> None:
     global _registry, _thread_local
     _registry = _StackRegistry()
     _thread_local = threading.local()
-    _note_plain_blocks()
 
 
 os.register_at_fork(after_in_child=_forget_parent_timers)
@@ -866,11 +865,6 @@ class _DisabledBlock:
 
 
 _DISABLED_BLOCK = _DisabledBlock()
-# Where hierarchical_timer's fast path finds the calling thread's stack: the threads' stacks
-# while timing is on; while it is off, an object that has none, so that the fast path tests no
-# switch (it falls through to the slow path, which gives the stand-in).
-_NO_THREADS = object()
-_timed_threads: Any = _thread_local if _enabled else _NO_THREADS
 
 
 def hierarchical_timer(
@@ -889,9 +883,9 @@ def hierarchical_timer(
     """
     # The common case first, in as few steps as possible: timing on, the calling thread's stack
     # already made, a block that ran here before. Everything else takes the slow path.
-    if timer_stack is None and device is None:
+    if _enabled and timer_stack is None and device is None:
         try:
-            return _timed_threads.stack.current.children[name]
+            return _thread_local.stack.current.children[name]
         except (AttributeError, KeyError):
             pass
     if not _enabled:
@@ -1222,9 +1216,8 @@ def _install_block_methods() -> None:
 
 
 def _note_plain_blocks() -> None:
-    global plain_blocks, _timed_threads
+    global plain_blocks
     plain_blocks = _enabled and TimerNode.__enter__ is _plain_enter and TimerNode.__exit__ is _plain_exit
-    _timed_threads = _thread_local if _enabled else _NO_THREADS
 
 
 def _observed_enter(

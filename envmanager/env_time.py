@@ -40,10 +40,12 @@ __all__ = [
 ENV_BLOCKS = ("env.step", "env.reset")
 """The worker's blocks around its envs' calls: their wall time is the env time."""
 
-MEAN_SAMPLE_SPACING = 8
-"""On cheap env calls, the CPU clock is read on one call in this many, on average. Not sparser:
-after a cheap call (a reset) the next measured call may be up to twice this many calls away, and
-a slow env's calls are all measured only from its first measured one on."""
+MEAN_SAMPLE_SPACING = 32
+"""On cheap env calls, the CPU clock is read on one call in this many, on average: a measured
+call costs two system calls and a Python call more (1 to 2 us here, a tenth of a CartPole step).
+A worker times every env step anyway, so a step of at least :data:`EXACT_ABOVE_SECONDS` that
+was not measured makes the next one measured: a slow env is measured from its second step on,
+however far the next sample was."""
 
 EXACT_ABOVE_SECONDS = 1e-3
 """A measured call at least this long makes the next call be measured too."""

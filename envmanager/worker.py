@@ -58,7 +58,7 @@ from profiler.payload import WorkerTimers
 
 from envmanager import protocol
 from envmanager.autoreset import SubEnv
-from envmanager.env_time import CpuSampler
+from envmanager.env_time import EXACT_ABOVE_SECONDS, CpuSampler
 from envmanager.lifeline import (
     ask_for_signal_at_parent_death,
     terminate_after_trainer_death,
@@ -475,6 +475,7 @@ def _make_guards(
     # actor's one thread), so its stack is looked up once.
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     clock = timers.current_clock()
+    exact_above = EXACT_ABOVE_SECONDS
 
     def sampled_step(env: Env, action: Any) -> tuple:
         if cpu_sampler.countdown:
@@ -515,6 +516,8 @@ def _make_guards(
         finally:
             elapsed = clock() - start
             stack.current = parent
+            if elapsed >= exact_above:
+                cpu_sampler.countdown = 0  # a slow env is measured from its next call on
             node.total += elapsed
             node.count += 1
             if elapsed > node.max:

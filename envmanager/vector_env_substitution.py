@@ -5,7 +5,8 @@ A training script that builds ``gymnasium.vector.AsyncVectorEnv(env_fns, ...)`` 
 vectorization_mode="async")``) gets a :class:`~envmanager.SubprocessEnvManager` built from the
 same arguments, so its workers' timers, stragglers and transport costs are measured without an
 edit to the script. With ``"all"``, ``SyncVectorEnv`` is replaced too (its environments then run
-in subprocesses, which is the point of measuring them).
+in subprocesses, which is the point of measuring them). ``--envs-per-worker`` sets the managers'
+``envs_per_worker`` (a whole number or ``"auto"``), which Gymnasium's classes have no argument for.
 
 The replacement is a subclass of Gymnasium's class whose metaclass builds the manager: code that
 checks ``isinstance(envs, AsyncVectorEnv)`` still holds, and a class the script derives from
@@ -23,6 +24,7 @@ import gymnasium.vector
 import gymnasium.vector.async_vector_env
 import gymnasium.vector.sync_vector_env
 
+from envmanager.envs_per_worker import EnvsPerWorker, checked_envs_per_worker
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 
 __all__ = ["VECTOR_ENV_MODES", "VectorEnvSubstitution", "substitute_vector_envs"]
@@ -36,9 +38,14 @@ _MANAGER_PARAMETERS = frozenset(inspect.signature(SubprocessEnvManager).paramete
 class VectorEnvSubstitution:
     """Gymnasium's vector env classes replaced until :meth:`restore`; remembers what it built."""
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, envs_per_worker: EnvsPerWorker | None = None) -> None:
+        """``envs_per_worker``: what every manager built here runs with (None: the manager's
+        default). Checked here, so a bad value is refused before the program runs."""
         if mode not in VECTOR_ENV_MODES:
             raise ValueError(f"unknown vector env mode {mode!r}; choose one of: {', '.join(VECTOR_ENV_MODES)}")
+        self.manager_options: dict[str, Any] = {}
+        if envs_per_worker is not None:
+            self.manager_options["envs_per_worker"] = checked_envs_per_worker(envs_per_worker)
         self.managers: weakref.WeakSet[SubprocessEnvManager] = weakref.WeakSet()
         self._originals: list[tuple[Any, str, type]] = []
         self._replace(gymnasium.vector.async_vector_env, "AsyncVectorEnv")
@@ -47,7 +54,7 @@ class VectorEnvSubstitution:
 
     def _replace(self, defining_module: Any, name: str) -> None:
         original = getattr(defining_module, name)
-        stand_in = _stand_in_for(original, self.managers)
+        stand_in = _stand_in_for(original, self.managers, self.manager_options)
         for module in (defining_module, gymnasium.vector):
             self._originals.append((module, name, getattr(module, name)))
             setattr(module, name, stand_in)
@@ -66,9 +73,9 @@ class VectorEnvSubstitution:
         self._originals.clear()
 
 
-def substitute_vector_envs(mode: str) -> VectorEnvSubstitution:
+def substitute_vector_envs(mode: str, envs_per_worker: EnvsPerWorker | None = None) -> VectorEnvSubstitution:
     """Replace Gymnasium's vector env classes (``mode`` is one of :data:`VECTOR_ENV_MODES`)."""
-    return VectorEnvSubstitution(mode)
+    return VectorEnvSubstitution(mode, envs_per_worker)
 
 
 class _BuildsManager(type):
@@ -76,6 +83,7 @@ class _BuildsManager(type):
 
     replaced: type
     managers: weakref.WeakSet[SubprocessEnvManager]
+    manager_options: dict[str, Any]  # options of the manager that the replaced class lacks
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         if not cls._is_the_stand_in():
@@ -88,7 +96,7 @@ class _BuildsManager(type):
                 f"{', '.join(unknown)}, which SubprocessEnvManager does not take; run without "
                 "--vector-env, or build a SubprocessEnvManager in the script"
             )
-        manager = SubprocessEnvManager(**arguments)
+        manager = SubprocessEnvManager(**arguments, **cls.manager_options)
         cls.managers.add(manager)
         return manager
 
@@ -101,7 +109,9 @@ class _BuildsManager(type):
         return cls.__dict__.get("_is_stand_in") is True
 
 
-def _stand_in_for(original: type, managers: weakref.WeakSet[SubprocessEnvManager]) -> type:
+def _stand_in_for(
+    original: type, managers: weakref.WeakSet[SubprocessEnvManager], manager_options: dict[str, Any]
+) -> type:
     metaclass = type(original)
     stand_in_metaclass = type(f"BuildsManager_{metaclass.__name__}", (_BuildsManager, metaclass), {})
     stand_in = stand_in_metaclass(
@@ -112,4 +122,5 @@ def _stand_in_for(original: type, managers: weakref.WeakSet[SubprocessEnvManager
     )
     stand_in.replaced = original
     stand_in.managers = managers
+    stand_in.manager_options = manager_options
     return stand_in

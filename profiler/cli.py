@@ -406,6 +406,9 @@ def _add_run(subparsers: Any) -> None:
     parser.add_argument("--vector-env", nargs="?", const="async", choices=("async", "all"),
                         help="build Gymnasium's AsyncVectorEnv as SubprocessEnvManager, so its "
                         "workers are profiled; =all replaces SyncVectorEnv too")
+    parser.add_argument("--envs-per-worker", type=_envs_per_worker, metavar="N|auto",
+                        help="with --vector-env: envs per worker process, or auto (one worker per "
+                        "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
                         help="do not record when each block ran (the trace then shows totals)")
     parser.set_defaults(run=_run_program)
@@ -421,7 +424,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
     )
     try:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
-                          vector_env=arguments.vector_env, timeline=arguments.timeline)
+                          vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
+                          timeline=arguments.timeline)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)
@@ -455,6 +459,19 @@ def _seconds_or_percent(unit: str) -> Callable[[str], float]:
 
 
 _seconds = _seconds_or_percent("seconds")
+
+
+def _envs_per_worker(text: str) -> int | str:
+    """``auto`` or a whole number >= 1 (the envmanager checks it again: profiler does not import it)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, got {value}")
+    return value
 
 
 def _order_key(text: str) -> tuple[str, bool]:

@@ -49,7 +49,7 @@ __all__ = [
 VECTOR_ENV_GROUP = "rlprof.vector_env"
 """Entry-point group of the ``--vector-env`` substitution (``envmanager`` provides it)."""
 
-_OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id")
+_OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker")
 _ANALYSIS_TOP = 10
 
 
@@ -172,14 +172,20 @@ def run_program(
     summaries_dir: str | os.PathLike[str] | None = None,
     run_id: str | None = None,
     vector_env: str | None = None,
+    envs_per_worker: int | str | None = None,
     timeline: bool = True,
     report_to: TextIO | None = None,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
+    ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
+    ``vector_env`` run with; None leaves the manager's default.
+
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
+    if envs_per_worker is not None and not vector_env:
+        raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
     program.check()
     run_id = run_id or program.name
     run_dir = Path(summaries_dir) if summaries_dir is not None else default_summaries_dir(run_id)
@@ -189,7 +195,7 @@ def run_program(
         raise RunError(f"cannot create the summaries folder {str(run_dir)!r}: {error.strerror or error}") from None
     shown_from = Path.cwd()
     run_dir = run_dir.absolute()  # the program may change the working folder
-    substitution = _substitute_vector_envs(vector_env) if vector_env else None
+    substitution = _substitute_vector_envs(vector_env, envs_per_worker) if vector_env else None
     report_to = report_to or sys.stderr
     timers.reset_timers()
     timers.add_metadata("rlprof_run", program.target)
@@ -223,7 +229,7 @@ def exit_like(end: ProgramEnd) -> int:
     return end.exit_code
 
 
-def _substitute_vector_envs(mode: str) -> Any:
+def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any:
     plugins = list(entry_points(group=VECTOR_ENV_GROUP))
     if not plugins:
         raise RunError(
@@ -234,7 +240,12 @@ def _substitute_vector_envs(mode: str) -> Any:
         substitute = plugins[0].load()
     except ImportError as error:
         raise RunError(f"--vector-env: {error}") from None
-    return substitute(mode)
+    if envs_per_worker is None:
+        return substitute(mode)
+    try:
+        return substitute(mode, envs_per_worker=envs_per_worker)
+    except (TypeError, ValueError) as error:
+        raise RunError(f"--envs-per-worker: {error}") from None
 
 
 @contextmanager

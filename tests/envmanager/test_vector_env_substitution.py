@@ -8,6 +8,7 @@ The others build vector envs in this process while the substitution is in place.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,6 +79,44 @@ def test_async_vector_env_is_built_as_a_manager_with_the_same_arguments():
     finally:
         substitution.close_managers()
         substitution.restore()
+
+
+def test_envs_per_worker_is_given_to_every_manager_built():
+    substitution = VectorEnvSubstitution("async", envs_per_worker=2)
+    try:
+        envs = gym.vector.AsyncVectorEnv(counting_envs(3))
+        assert envs.worker_env_ranges == (range(0, 2), range(2, 3))
+    finally:
+        substitution.close_managers()
+        substitution.restore()
+
+
+def test_a_bad_envs_per_worker_is_refused_before_anything_is_replaced():
+    original = gym.vector.AsyncVectorEnv
+    with pytest.raises(ValueError, match="`envs_per_worker` must be a whole number >= 1 or 'auto'"):
+        VectorEnvSubstitution("async", envs_per_worker="all")
+    assert gym.vector.AsyncVectorEnv is original
+
+
+def test_an_unmodified_script_runs_with_auto_envs_per_worker(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import gymnasium as gym\n"
+        "envs = gym.vector.AsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 3)\n"
+        "envs.reset(seed=0)\n"
+        "for _ in range(5):\n"
+        "    envs.step(envs.action_space.sample())\n"
+        "print(len(envs.worker_env_ranges), sum(len(r) for r in envs.worker_env_ranges))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "profiler", "run", "--vector-env", "--envs-per-worker", "auto",
+         "--summaries-dir", "out", str(script)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    workers, envs = map(int, result.stdout.split())
+    assert envs == 3
+    assert workers == min(3, len(os.sched_getaffinity(0)))
 
 
 def test_sync_vector_env_is_left_alone_unless_all_are_asked_for():

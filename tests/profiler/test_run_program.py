@@ -196,10 +196,28 @@ def test_run_without_a_program_is_a_one_line_error(tmp_path):
     assert "give the program to run" in result.stderr
 
 
+def test_envs_per_worker_without_vector_env_is_a_one_line_error(tmp_path):
+    script = write_script(tmp_path, "train.py", "print('ran')\n")
+    result = rlprof_run("--envs-per-worker", "auto", str(script), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "rlprof: error: run: --envs-per-worker applies to the vector envs that --vector-env "
+        "replaces: add --vector-env\n")
+
+
+@pytest.mark.parametrize("value", ["0", "many", "1.5"])
+def test_a_bad_envs_per_worker_is_a_one_line_error(tmp_path, value):
+    result = rlprof_run("--vector-env", "--envs-per-worker", value, "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--envs-per-worker" in result.stderr and "whole number >= 1 or auto" in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # argparse's usage line and the error
+
+
 @pytest.mark.parametrize("arguments, own, program", [
     (["train.py", "--lr", "3"], ["train.py"], ["--lr", "3"]),
     (["--vector-env", "train.py"], ["train.py", "--vector-env"], []),
     (["--vector-env=all", "--run-id", "a", "t.py", "x"], ["t.py", "--vector-env=all", "--run-id", "a"], ["x"]),
+    (["--envs-per-worker", "auto", "t.py", "x"], ["t.py", "--envs-per-worker", "auto"], ["x"]),
     (["-m", "pkg.train", "--seed", "1"], ["-m", "pkg.train"], ["--seed", "1"]),
     (["-mpkg.train", "-m", "x"], ["-m", "pkg.train"], ["-m", "x"]),
 ])

@@ -44,6 +44,17 @@ def _aligned(offset: int) -> int:
     return -(-offset // _ALIGNMENT) * _ALIGNMENT
 
 
+def _layout(action_dtype: np.dtype, action_shape: tuple[int, ...], num_envs: int) -> tuple[int, int, int, int, int]:
+    """Where each part of the block begins, and its size: ``(action bytes, rewards at,
+    terminations at, truncations at, block size)``; one place, so the block allocated and the
+    views made over it in every process always agree."""
+    action_bytes = num_envs * int(np.prod(action_shape, dtype=np.int64)) * action_dtype.itemsize
+    rewards_at = _aligned(action_bytes)
+    terminations_at = rewards_at + np.dtype(np.float64).itemsize * num_envs
+    truncations_at = terminations_at + num_envs
+    return action_bytes, rewards_at, terminations_at, truncations_at, truncations_at + num_envs
+
+
 class StepBuffers:
     """The shared block of one manager and its numpy views (made again in each process).
 
@@ -59,10 +70,9 @@ class StepBuffers:
         self.action_dtype = np.dtype(action_dtype)
         self.action_shape = tuple(action_shape)
         self.num_envs = num_envs
-        action_bytes = num_envs * int(np.prod(self.action_shape, dtype=np.int64)) * self.action_dtype.itemsize
-        rewards_at = _aligned(action_bytes)
-        terminations_at = rewards_at + 8 * num_envs
-        truncations_at = terminations_at + num_envs
+        action_bytes, rewards_at, terminations_at, truncations_at, _ = _layout(
+            self.action_dtype, self.action_shape, num_envs
+        )
         self.actions = np.frombuffer(
             block, dtype=self.action_dtype, count=action_bytes // self.action_dtype.itemsize
         ).reshape((num_envs, *self.action_shape))
@@ -74,8 +84,7 @@ class StepBuffers:
     def allocate(cls, action_space: Space, num_envs: int, ctx: Any) -> StepBuffers:
         """A fresh block for ``num_envs`` envs of ``action_space`` (an array-like space)."""
         dtype = np.dtype(action_space.dtype)
-        action_bytes = num_envs * int(np.prod(action_space.shape, dtype=np.int64)) * dtype.itemsize
-        size = _aligned(action_bytes) + 10 * num_envs
+        size = _layout(dtype, action_space.shape, num_envs)[-1]
         return cls(ctx.RawArray("b", size), dtype, action_space.shape, num_envs)
 
     def __getstate__(self) -> tuple:

@@ -48,6 +48,7 @@ from profiler import events, timers
 from profiler.clock_offset import ClockOffset
 from profiler.memory import ProcessMemory
 from profiler.payload import (
+    ROW_FIELDS,
     PayloadError,
     check_declarations,
     check_header,
@@ -292,8 +293,10 @@ class TimerMerger:
     def _merge(self, worker_id: int, payload: Any, anchor: TimerNode | None) -> None:
         check_header(payload)
         declared = check_declarations(payload[7])
+        # Read without the lock: any ids a stream ever kept passed the check (see _Stream.add_rows).
+        known_stream = self._streams.get((worker_id, payload[3]))
         try:
-            rows = check_payload(payload, declared)
+            rows = check_payload(payload, declared, known_stream.row_ids if known_stream is not None else ())
         except PayloadError:
             with self._lock, contextlib.suppress(PayloadError):  # the first error is the one to tell
                 stream = self._streams.get((worker_id, payload[3]))
@@ -588,9 +591,26 @@ class _Stream:
     own tree), on the first payload that has figures for it; then a payload's rows are added
     into nodes found by list index. Nodes are created as the blocks first have figures, in the
     order of their ids (parents first), as the worker created them.
+
+    A worker's payloads usually have rows for the same blocks, flush after flush. So the stream
+    keeps the ids of its last payload's rows (``row_ids``, known to ascend: see
+    :func:`profiler.payload.block_rows`) and, per anchor, their nodes in both trees in row order
+    (``row_nodes``): a payload with the same ids is added by walking the node lists and the rows
+    side by side, with no lookup per row.
     """
 
-    __slots__ = ("names", "depths", "last_sequence", "missing", "merged_nodes", "own_nodes", "own_root", "pairs")
+    __slots__ = (
+        "names",
+        "depths",
+        "last_sequence",
+        "missing",
+        "merged_nodes",
+        "own_nodes",
+        "own_root",
+        "pairs",
+        "row_ids",
+        "row_nodes",
+    )
 
     def __init__(self) -> None:
         self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
@@ -604,6 +624,9 @@ class _Stream:
         self.own_root: TimerNode | None = None
         # anchor -> id -> (trainer's node, worker's own node): what a row is added into.
         self.pairs: dict[TimerNode, list[tuple[TimerNode, TimerNode] | None]] = {}
+        self.row_ids: tuple[float, ...] = ()  # the ids of the last payload's rows, in order
+        # anchor -> the trainer's and the worker's own nodes of ``row_ids``, in the same order.
+        self.row_nodes: dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]] = {}
 
     def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
         """Add the names of ids ``first_id`` on; return how many had to be shortened.
@@ -665,6 +688,7 @@ class _Stream:
         """The trees were reset: resolve the ids again, in the new trees."""
         self.merged_nodes = {}
         self.pairs = {}
+        self.row_nodes = {}
         self.own_nodes = [None] * len(self.names)
         self.own_root = None
 
@@ -683,12 +707,14 @@ class _Stream:
             self.own_root = own_root
             self.own_nodes = [None] * len(self.names)
             self.pairs = {}
+            self.row_nodes = {}
         merged_nodes = self.merged_nodes.get(anchor)
         if merged_nodes is None:
             if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
                 # Many anchors in turn: resolving again is cheap enough.
                 self.merged_nodes.clear()
                 self.pairs.clear()
+                self.row_nodes.clear()
             merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
         return merged_nodes, self.own_nodes
 
@@ -715,16 +741,20 @@ class _Stream:
     def add_rows(self, anchor: TimerNode, own_root: TimerNode, rows: tuple[float, ...]) -> None:
         """Add a payload's rows (checked, flat: see :func:`profiler.payload.block_rows`) into the
         trainer's tree under ``anchor`` and into the worker's own tree, keeping each own node's
-        peak mean per payload. One loop for both trees, over nodes found by index: this loop is
-        most of the trainer's merge cost."""
-        pairs = self.pairs.get(anchor)
-        if pairs is None or self.own_root is not own_root:
-            self._node_lists(anchor, own_root)
-            pairs = self.pairs[anchor] = [None] * len(self.names)
-        pair_of = self._pair
+        peak mean per payload. One loop for both trees: this loop is most of the trainer's merge
+        cost."""
+        ids = rows[0::ROW_FIELDS]
+        if ids != self.row_ids or self.own_root is not own_root:
+            self.row_ids = ids  # other blocks than last time: expect these next
+            self.row_nodes = {}
+        row_nodes = self.row_nodes.get(anchor)
+        if row_nodes is None:
+            row_nodes = self._nodes_in_row_order(anchor, own_root)
+        trainer_nodes, worker_nodes = row_nodes
         row_fields = iter(rows)
-        for node_id, count, total, minimum, maximum in zip(row_fields, row_fields, row_fields, row_fields, row_fields):
-            merged, own = pairs[node_id] or pair_of(pairs, anchor, own_root, node_id)
+        for merged, own, _, count, total, minimum, maximum in zip(
+            trainer_nodes, worker_nodes, row_fields, row_fields, row_fields, row_fields, row_fields
+        ):
             merged.total += total
             own.total += total
             if count:
@@ -741,6 +771,23 @@ class _Stream:
                 mean = total / count
                 if mean > own.peak_mean:
                     own.peak_mean = mean
+
+    def _nodes_in_row_order(
+        self, anchor: TimerNode, own_root: TimerNode
+    ) -> tuple[list[TimerNode], list[TimerNode]]:
+        """The trainer's nodes under ``anchor`` and the worker's own nodes of ``row_ids``, in row
+        order, kept for the next payload with the same rows (resolving the ids no row had before)."""
+        pairs = self.pairs.get(anchor)
+        if pairs is None or self.own_root is not own_root:
+            self._node_lists(anchor, own_root)
+            pairs = self.pairs[anchor] = [None] * len(self.names)
+        pair_of = self._pair
+        in_row_order = [pairs[node_id] or pair_of(pairs, anchor, own_root, node_id) for node_id in self.row_ids]
+        row_nodes = ([merged for merged, _ in in_row_order], [own for _, own in in_row_order])
+        if len(self.row_nodes) >= _MAX_ANCHORS_PER_STREAM:
+            self.row_nodes.clear()
+        self.row_nodes[anchor] = row_nodes
+        return row_nodes
 
 
 def _merge_gauge(

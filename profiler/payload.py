@@ -86,6 +86,7 @@ __all__ = [
     "MAX_SECONDS",
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
+    "ROW_FIELDS",
     "PayloadError",
     "WorkerTimers",
     "block_rows",
@@ -110,15 +111,27 @@ MAX_SECONDS = 2.0**49
 payloads then still sums to a finite float, which the strict JSON dump needs. A power of two, so
 that one look at the top byte of each number of a row checks it."""
 MAX_ROW_COUNT = 0x43 << 56
-"""Counts in a payload's rows are below this (about 4.8e18), and block ids below ``0x43 << 24``
-(about 1.1e9): bounded for the same top-byte check."""
+"""Counts in a payload's rows are below this (about 4.8e18): bounded for the same top-byte check."""
 _SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below the bounds
 
 _ROW_FORMAT = "Iqddd"  # id (uint32), count (int64); total, minimum, maximum (float64)
-_ROW_FIELDS = len(_ROW_FORMAT)
+ROW_FIELDS = len(_ROW_FORMAT)
+"""Numbers in a row: id, count, total, minimum, maximum."""
 _ROW_BYTES = struct.calcsize("<" + _ROW_FORMAT)
-# Where each number's last (little-endian) byte sits in a row: its sign and its highest bits.
-_TOP_BYTE_OFFSETS = tuple(struct.calcsize("<" + _ROW_FORMAT[: field + 1]) - 1 for field in range(_ROW_FIELDS))
+# Where the last (little-endian) byte of each number after the id sits in a row: its sign and its
+# highest bits. An id needs no such look: it is unsigned, and below the ids declared.
+_TOP_BYTE_OFFSETS = tuple(struct.calcsize("<" + _ROW_FORMAT[: field + 1]) - 1 for field in range(1, ROW_FIELDS))
+
+
+_pid = os.getpid()  # read once, not by a system call per flush; again in a forked child
+
+
+def _note_pid() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_note_pid)
 
 
 class PayloadError(ValueError):
@@ -199,13 +212,13 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
     return (
         PAYLOAD_TAG,
         PAYLOAD_VERSION,
-        os.getpid(),
+        _pid,
         stack.stream_id,
         stack.flushes,
         window_start,
         at,
         block_ids.declarations(declare_all),
-        _rows_struct(len(rows) // _ROW_FIELDS).pack(*rows),
+        _rows_struct(len(rows) // ROW_FIELDS).pack(*rows),
         tuple(error_counts),
         labels,
         gauges,
@@ -222,7 +235,7 @@ def _rows_struct(rows: int) -> struct.Struct:
 
 def _sorted_rows(rows: list[float]) -> list[float]:
     """Rows in ascending id order, after folded blocks were appended at the end."""
-    grouped = sorted(zip(*[iter(rows)] * _ROW_FIELDS), key=lambda row: row[0])
+    grouped = sorted(zip(*[iter(rows)] * ROW_FIELDS), key=lambda row: row[0])
     return [value for row in grouped for value in row]
 
 
@@ -417,7 +430,7 @@ def check_declarations(names: Any) -> int:
 _NO_ROWS: tuple[float, ...] = ()
 
 
-def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
+def block_rows(blocks: Any, declared: int, ascending_ids: tuple[float, ...] = ()) -> tuple[float, ...]:
     """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, total,
     minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``); counts >= 0
     and below :data:`MAX_ROW_COUNT`; every time finite, >= 0 and below :data:`MAX_SECONDS` (a
@@ -425,7 +438,9 @@ def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
 
     One look at every number's top byte, one unpacking and two passes of builtins, whatever the
     blocks are called: this is the trainer's validation cost per payload, linear in the number
-    of rows with a small constant.
+    of rows with a small constant. ``ascending_ids`` are ids known to ascend (the rows of the
+    stream's previous payload, which passed this check): rows with exactly these ids skip the
+    pass over the ids, as a worker's payloads mostly have rows for the same blocks.
     """
     if type(blocks) is not bytes:
         raise PayloadError(f"blocks: must be bytes (rows of five numbers), not {type(blocks).__name__}")
@@ -442,10 +457,10 @@ def block_rows(blocks: Any, declared: int) -> tuple[float, ...]:
     for offset in _TOP_BYTE_OFFSETS:
         if blocks[offset::_ROW_BYTES].translate(None, _SMALL_TOP_BYTES):
             raise PayloadError(_bad_row(values, _out_of_bounds, "a number out of bounds"))
-    ids = values[0::_ROW_FIELDS]
-    if not (ids[-1] < declared and all(map(operator.lt, ids, ids[1:]))):
+    ids = values[0::ROW_FIELDS]
+    if not (ids[-1] < declared and (ids == ascending_ids or all(map(operator.lt, ids, ids[1:])))):
         raise PayloadError(_bad_ids(ids, declared))
-    if not all(map(operator.le, values[3::_ROW_FIELDS], values[4::_ROW_FIELDS])):
+    if not all(map(operator.le, values[3::ROW_FIELDS], values[4::ROW_FIELDS])):
         raise PayloadError(_bad_row(values, lambda row: row[3] > row[4], "a shortest call longer than its longest"))
     return values
 
@@ -454,18 +469,14 @@ def _out_of_bounds(row: tuple[float, ...]) -> bool:
     """What the top-byte check refuses, number by number, to name the row: a sign bit set counts,
     so -0.0 is out of bounds here as there (no worker measures a negative zero)."""
     return not (
-        0 <= row[0] < _MAX_ROW_ID
-        and 0 <= row[1] < MAX_ROW_COUNT
+        0 <= row[1] < MAX_ROW_COUNT
         and all(math.copysign(1.0, value) > 0.0 and value < MAX_SECONDS for value in row[2:])
     )
 
 
-_MAX_ROW_ID = 0x43 << 24
-
-
 def _first_bad_row(values: tuple[float, ...], is_bad: Any) -> tuple[float, ...] | None:
     """The first row ``is_bad`` picks (the slow path, once a fast check failed)."""
-    for row in zip(*[iter(values)] * _ROW_FIELDS):
+    for row in zip(*[iter(values)] * ROW_FIELDS):
         if is_bad(row):
             return row
     return None
@@ -489,10 +500,11 @@ def _bad_row(values: tuple[float, ...], is_bad: Any, what: str) -> str:
     return f"blocks: block {node_id} has {what} (count {count}, total {total!r}, min {minimum!r}, max {maximum!r})"
 
 
-def check_payload(payload: Any, declared: int) -> tuple[float, ...]:
+def check_payload(payload: Any, declared: int, ascending_ids: tuple[float, ...] = ()) -> tuple[float, ...]:
     """Check every field after the names (blocks, labels, gauges, timeline, memory) of a payload
-    whose header was checked; return its block rows (see :func:`block_rows`)."""
-    rows = block_rows(payload[8], declared)
+    whose header was checked; return its block rows (see :func:`block_rows`, which
+    ``ascending_ids`` goes to)."""
+    rows = block_rows(payload[8], declared, ascending_ids)
     error_counts, labels, gauges, timeline, memory = payload[9:]
     # ``type(...) is not tuple or ...`` rather than ``!= ()``: a NumPy array compares elementwise.
     if type(error_counts) is not tuple or error_counts:

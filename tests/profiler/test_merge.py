@@ -613,3 +613,38 @@ def test_a_payload_arriving_after_a_later_one_is_merged_not_taken_for_a_duplicat
     entry = worker_entry(tree, 0)
     assert find(tree, "env.step")["count"] == 3
     assert (entry["payloads"], entry["missed_payloads"], entry["duplicates"]) == (3, 0, 1)
+
+
+def test_payloads_with_the_same_blocks_land_under_the_block_open_as_each_arrives(fake_clock):
+    merger = TimerMerger()
+    worker = TimerStack("worker")
+    for anchor_name in ("collect", "update", "collect"):
+        with hierarchical_timer(anchor_name):
+            (flushed,) = worker_payloads(worker, ["env.step/physics"])
+            merger.merge_payload(0, flushed)
+    tree = get_timer_tree()
+    assert find(tree, "collect", "env.step", "physics")["count"] == 2
+    assert find(tree, "update", "env.step", "physics")["count"] == 1
+    assert find(worker_entry(tree, 0), "env.step", "physics")["count"] == 3
+
+
+def test_blocks_that_come_and_go_between_payloads_merge_into_their_own_nodes(fake_clock):
+    merger = TimerMerger()
+    runs = [["a", "b"], ["a", "c"], ["a", "b"], ["c"], ["a", "b"]]
+    for flushed in worker_payloads(TimerStack("worker"), *runs):
+        merger.merge_payload(0, flushed)
+    tree = get_timer_tree()
+    expected = {"a": 4, "b": 3, "c": 2}
+    assert {name: find(tree, name)["count"] for name in expected} == expected
+    assert {name: find(worker_entry(tree, 0), name)["count"] for name in expected} == expected
+
+
+def test_a_payload_with_the_rows_of_the_last_one_but_claiming_no_declared_ids_is_refused(fake_clock):
+    merger = TimerMerger()
+    first, second = worker_payloads(TimerStack("worker"), ["env.step"], ["env.step"])
+    merger.merge_payload(0, first)
+    lying = second[:7] + ((0, ()),) + second[8:]  # says the stream declared nothing before it
+    with pytest.raises(PayloadError, match="block id 0 was never declared"):
+        merger.merge_payload(0, lying)
+    merger.merge_payload(0, second)
+    assert find(get_timer_tree(), "env.step")["count"] == 2

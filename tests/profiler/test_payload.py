@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 
@@ -14,6 +15,7 @@ from profiler.payload import (
     PAYLOAD_VERSION,
     PayloadError,
     WorkerTimers,
+    block_rows,
     snapshot_and_flush,
     validate_payload,
 )
@@ -47,6 +49,23 @@ def test_a_payload_is_plain_data_that_pickles(fake_clock):
 def test_a_payload_is_tagged_versioned_and_names_its_process(fake_clock):
     payload = snapshot_and_flush()
     assert payload[:3] == (PAYLOAD_TAG, PAYLOAD_VERSION, os.getpid())
+
+
+def test_a_payload_made_in_a_forked_child_names_the_child(fake_clock):
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+
+    def flush_in_child() -> None:
+        with hierarchical_timer("env.step"):
+            pass
+        sender.send((os.getpid(), snapshot_and_flush()[2]))
+
+    child = context.Process(target=flush_in_child)
+    child.start()
+    assert receiver.poll(60), "the forked child sent nothing"
+    child_pid, payload_pid = receiver.recv()
+    child.join(60)
+    assert payload_pid == child_pid == child.pid != os.getpid()
 
 
 def test_a_payload_covers_the_window_since_the_previous_flush(fake_clock):
@@ -311,7 +330,7 @@ def with_step_row(**changes):
         (with_step_row(total=1e300), "block 0 has a number out of bounds"),
         (with_step_row(count=2**63 - 1), "block 0 has a number out of bounds"),
         (with_step_row(count=-1), "block 0 has a number out of bounds"),
-        (with_step_row(id=2**31), "block 2147483648 has a number out of bounds"),
+        (with_step_row(id=2**31), "block id 2147483648 was never declared"),
         (replace(good_payload(), 9, ((0, -3),)), "errors of block 0"),
         (replace(good_payload(), 9, ((5, 1),)), "errors: block id 5 was never declared"),
         (replace(good_payload(), 9, ((1, 1), (0, 1))), "out of order"),
@@ -340,6 +359,19 @@ def test_a_time_just_below_the_bound_is_accepted_and_the_bound_refused():
     validate_payload(below)
     with pytest.raises(PayloadError, match="out of bounds"):
         validate_payload(with_rows(good_payload(), [(0, 1, MAX_SECONDS, 0.5, 0.5)]))
+
+
+def test_rows_with_the_ids_known_to_ascend_are_still_checked_against_the_declared_ids():
+    rows = [(0, 1, 0.5, 0.5, 0.5), (1, 1, 0.25, 0.25, 0.25)]
+    blocks = pack_rows(rows)
+    assert block_rows(blocks, 2, ascending_ids=(0, 1))[5:] == rows[1]
+    with pytest.raises(PayloadError, match="block id 1 was never declared"):
+        block_rows(blocks, 1, ascending_ids=(0, 1))
+
+
+def test_rows_with_other_ids_than_the_known_ones_are_checked_in_full():
+    with pytest.raises(PayloadError, match="ascend"):
+        block_rows(pack_rows([(1, 1, 0.5, 0.5, 0.5), (0, 1, 0.25, 0.25, 0.25)]), 2, ascending_ids=(0, 1))
 
 
 def test_payload_error_is_a_value_error():

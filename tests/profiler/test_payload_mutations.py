@@ -66,8 +66,8 @@ def replaced(value, path, new):
 
 
 @st.composite
-def damaged_payloads(draw):
-    payload = VALID
+def damaged_payloads(draw, valid=VALID):
+    payload = valid
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(PATHS))
         damage = draw(st.sampled_from(["replace", "truncate", "flip bytes", "flip a sign"]))
@@ -78,7 +78,7 @@ def damaged_payloads(draw):
             payload = replaced(payload, path, lambda old: old[: draw(st.integers(0, max(0, len(old) - 1)))]
                                if isinstance(old, (tuple, bytes, str)) else old)
         else:
-            blocks = bytearray(payload[8]) if type(payload[8]) is bytes else bytearray(VALID[8])
+            blocks = bytearray(payload[8]) if type(payload[8]) is bytes else bytearray(valid[8])
             if damage == "flip bytes":
                 for _ in range(draw(st.integers(1, 4))):
                     blocks[draw(st.integers(0, len(blocks) - 1))] = draw(st.integers(0, 255))
@@ -108,6 +108,31 @@ def test_a_damaged_payload_is_merged_whole_or_refused_with_a_payload_error(paylo
             return
     rows = block_rows(payload[8], check_declarations(payload[7]))
     assert merged_count(merger) == sum(rows[1::5])
+
+
+SECOND = VALID[:4] + (2,) + VALID[5:]  # the stream's next payload, with the same rows
+
+
+@settings(max_examples=100, derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(damaged_payloads(SECOND))
+def test_a_damaged_payload_after_a_good_one_of_its_stream_is_merged_whole_or_refused(payload):
+    # The merger knows the stream's rows from the first payload: damage must be caught all the same.
+    merger = TimerMerger(TimerStack())
+    merger.merge_payload(0, VALID)
+    before = merged_count(merger)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            merger.merge_payload(0, payload)
+        except PayloadError as error:
+            assert str(error)
+            assert merged_count(merger) == before
+            return
+    if merger.worker_entries()[0]["duplicates"]:  # its sequence number was damaged into the first's
+        assert merged_count(merger) == before
+        return
+    rows = block_rows(payload[8], check_declarations(payload[7]))
+    assert merged_count(merger) == before + sum(rows[1::5])
 
 
 def test_a_row_with_a_negative_zero_time_is_refused_naming_its_block():

@@ -16,6 +16,12 @@ payloads a round each), so all see the same load; the figure is the median merge
 over the rounds, and in the first and the last round. Goal: flat from 1 to 1,000 workers (and from
 early to late in a run): at most 1.5 times the cost with one worker.
 
+Part 3, where a 50-node payload's time goes (version 4), each stage timed apart in one loop:
+the snapshot; pickling, and the part of it any message through a pipe pays (pickling ``None``);
+the trainer's validation on its own, as the merger runs it (the payload's first reading); then
+the whole merge, which validates again (on data now in cache) and adds each row into the
+trainer's node and the worker's own node.
+
 Microseconds depend on the machine and its load, so the script also prints the cost of the
 cheapest Python ``with`` block (``contextlib.nullcontext()``) measured in the same run, and every
 comparison is a ratio of figures measured side by side.
@@ -231,6 +237,42 @@ def merged_dump(payload: ModuleType, merge: ModuleType, workers: int, steps: int
         timers.set_clock(previous)
 
 
+def stage_breakdown(repeats: int) -> None:
+    """Part 3: the median of each stage of a 50-node payload's trip, version 4."""
+    worker = TimerStack("worker, stages")
+    merger = merge_v4.TimerMerger(TimerStack("trainer, stages"))
+    stages: dict[str, list[float]] = {"snapshot": [], "pickle": [], "any message": [], "validation": [], "merge": []}
+    known_ids: tuple[float, ...] = ()  # the previous payload's row ids, which the merger keeps
+    clock = time.perf_counter
+    for _ in range(repeats):
+        run_blocks(worker, 50)
+        started = clock()
+        payload = payload_v4.snapshot_and_flush(worker)
+        snapped = clock()
+        received = pickle.loads(ForkingPickler.dumps(payload))
+        unpickled = clock()
+        pickle.loads(ForkingPickler.dumps(None))
+        nothing_sent = clock()
+        payload_v4.check_header(received)
+        rows = payload_v4.check_payload(received, payload_v4.check_declarations(received[7]), known_ids)
+        validated = clock()
+        merger.merge_payload(0, received)
+        merged = clock()
+        known_ids = rows[0 :: payload_v4.ROW_FIELDS]
+        for stage, seconds in zip(
+            stages,
+            (snapped - started, unpickled - snapped, nothing_sent - unpickled, validated - nothing_sent, merged - validated),
+        ):
+            stages[stage].append(seconds)
+    figures = {stage: median_us(samples) for stage, samples in stages.items()}
+    print(
+        f"\nwhere a 50-node payload's time goes (v4, median us): snapshot {figures['snapshot']:.1f}, "
+        f"pickling {figures['pickle']:.1f} (of which {figures['any message']:.1f} any message pays), "
+        f"validation on its own {figures['validation']:.1f}, then the merge, validating again "
+        f"{figures['merge']:.1f}"
+    )
+
+
 def nullcontext_ns() -> float:
     """Nanoseconds per ``with nullcontext():`` block, the floor benchmarks/timer_overhead.py uses."""
     floor = contextlib.nullcontext()
@@ -255,6 +297,7 @@ def main() -> None:
     print(f"machine speed: `with nullcontext()` costs {floor_ns:.0f} ns here\n")
     stage_table(version_3, arguments.repeats)
     worker_table(version_3, arguments.rounds)
+    stage_breakdown(arguments.repeats)
     if version_3 is not None:
         same = merged_dump(payload_v4, merge_v4, 4, 30) == merged_dump(*version_3, 4, 30)
         print(f"\nmerged trees and worker entries of one run, v4 against v3: {'identical JSON' if same else 'DIFFERENT'}")

@@ -18,7 +18,9 @@ whole wait.
 
 Recording a step is a handful of C calls when every worker replied (the usual step): ``sorted``
 orders the stamps, no Python loop runs over the workers, and three figures change.  The per-worker loop is kept
-for the steps in which some worker did not reply.
+for the steps in which some worker did not reply.  :meth:`CriticalPath.count_steps` counts many
+steps at once from a table of their stamps: the manager's profiled step keeps its stamps with
+its own timer block's and has them counted in bulk (see ``profiler.timers.PhasedBlock``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_right as _bucket
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from profiler.timers import TimerStack
 
@@ -124,12 +128,51 @@ class CriticalPath:
         if timeline is not None and timeline.recording:
             self._mark_last(worker, last, extra_wait)
 
-    def _record_partial_step(self, ready_at: Sequence[float | None], waiting_since: float) -> None:
+    def count_steps(self, steps: np.ndarray) -> None:
+        """Count many vector steps at once, as :meth:`record_step` would one by one, but without
+        timeline marks (they ended earlier; a manager records a timeline step by step).
+
+        ``steps`` holds a row per step: the moment the trainer began waiting, then each
+        worker's reply stamp. Its dtype is object when some worker did not reply in some step
+        (a None in its row): those rows are counted one by one.
+        """
+        if self.timer_stack.generation != self._generation:
+            self._forget_steps_before_reset()
+        if steps.dtype == object:
+            whole = []
+            for waiting_since, *ready_at in steps.tolist():
+                if None in ready_at:
+                    self._record_partial_step(ready_at, waiting_since, mark=False)
+                else:
+                    whole.append((waiting_since, *ready_at))
+            if whole:
+                self.count_steps(np.array(whole, dtype=np.float64))
+            return
+        waiting_since, replies = steps[:, 0], steps[:, 1:]
+        last_worker = replies.argmax(axis=1)  # the first of equal stamps, as record_step finds
+        last = replies.max(axis=1)
+        began = np.maximum(np.partition(replies, -2, axis=1)[:, -2], waiting_since) if self._several else waiting_since
+        extra_wait = np.maximum(last - began, 0.0)
+        workers = len(self.wait_as_last)
+        buckets = len(WAIT_BOUNDS_SECONDS) + 1
+        wait_sums = np.bincount(last_worker, weights=extra_wait, minlength=workers)
+        bucket_of_step = np.searchsorted(WAIT_BOUNDS_SECONDS, extra_wait, side="right")
+        counts = np.bincount(last_worker * buckets + bucket_of_step, minlength=workers * buckets)
+        self.steps_all_replied += len(steps)
+        for worker in np.flatnonzero(counts.reshape(workers, buckets).sum(axis=1)).tolist():
+            self.wait_as_last[worker] += float(wait_sums[worker])
+            histogram = self.histograms[worker]
+            for bucket, count in enumerate(counts[worker * buckets : (worker + 1) * buckets].tolist()):
+                histogram[bucket] += count
+
+    def _record_partial_step(
+        self, ready_at: Sequence[float | None], waiting_since: float, mark: bool = True
+    ) -> None:
         last_worker, last, second = self._count_partial_step(ready_at)
         if last_worker >= 0:
-            self._count_last(last_worker, last, last - (second if second > waiting_since else waiting_since))
+            self._count_last(last_worker, last, last - (second if second > waiting_since else waiting_since), mark)
 
-    def _count_last(self, worker: int, last: float, extra_wait: float) -> None:
+    def _count_last(self, worker: int, last: float, extra_wait: float, mark: bool = True) -> None:
         """``worker``'s reply, at ``last``, was the step's last, after ``extra_wait`` seconds it
         alone decided (clamped at 0). :meth:`record_step` does the same inline: a call per
         step would cost more than these lines."""
@@ -138,7 +181,7 @@ class CriticalPath:
         self.wait_as_last[worker] += extra_wait
         self.histograms[worker][_bucket(WAIT_BOUNDS_SECONDS, extra_wait)] += 1
         timeline = self.timer_stack.timeline
-        if timeline is not None and timeline.recording:
+        if mark and timeline is not None and timeline.recording:
             self._mark_last(worker, last, extra_wait)
 
     def _mark_last(self, worker: int, last: float, extra_wait: float) -> None:
@@ -181,6 +224,8 @@ class CriticalPath:
 
     def section(self, worker: int) -> dict[str, Any] | None:
         """The worker's ``critical_path`` entry in the dump (None for an index it never had)."""
+        if self.timer_stack.generation != self._generation:
+            self._forget_steps_before_reset()
         if not 0 <= worker < len(self.partial_steps):
             return None
         return {

@@ -101,6 +101,8 @@ class ManagerProfiling:
         # ``step`` times itself and its parts from clock stamps with this (None: not profiled),
         # in a third of what a `with` per block costs: the step path's blocks are most of what
         # profiling adds to a step of a cheap env (benchmarks/vector_throughput.py --overhead).
+        # Each run also carries the step's critical-path stamps (when the trainer began waiting,
+        # each worker's reply), counted in bulk with the run (CriticalPath.count_steps).
         self.step_block = (
             timers.PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
             if self.enabled
@@ -139,6 +141,9 @@ class ManagerProfiling:
         if self.merger is not None:
             self.critical_path = CriticalPath(workers, self.timer_stack, self._follow_stack_resets)
             self.record_step = self.critical_path.record_step
+            if self.step_block is not None:
+                # A profiled step keeps its critical-path stamps with its own (see step_block).
+                self.step_block.on_fold = self.critical_path.count_steps
             self.env_times = [EnvTime() for _ in range(workers)]
             self.merger.add_worker_section("critical_path", self._critical_path_section)
             self.merger.add_worker_section("env_time", self._env_time_section)
@@ -210,7 +215,11 @@ class ManagerProfiling:
         timers.add_metadata(key, value, self.timer_stack)
 
     def _critical_path_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
-        return None if self.critical_path is None else self.critical_path.section(entry["worker_id"])
+        if self.critical_path is None:
+            return None
+        if self.step_block is not None:
+            self.step_block.fold()  # the steps it holds count on the critical path too
+        return self.critical_path.section(entry["worker_id"])
 
     def _env_time_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         worker = entry["worker_id"]

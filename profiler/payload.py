@@ -148,6 +148,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
     with ``declare_all``, of every block.
     """
     stack = timers._resolve(timer_stack)
+    stack.settle()
     at = timers.now()
     block_ids = block_ids_of(stack)
     open_blocks = stack.open_blocks() if stack.current is not stack.root else []

@@ -44,6 +44,7 @@ def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
     for other in all_timer_stacks():
         if other is stack or not other.root.children:
             continue
+        other.settle()
         thread_node = TimerNode(f"thread:{other.thread_name}", None, other)
         thread_node.add(other.root, parallel=True)
         thread_node.count = other.ended_threads or 1
@@ -77,6 +78,7 @@ def get_timer_tree(
     """
     check_layout(layout)
     stack = timers._resolve(timer_stack)
+    stack.settle()
     end_wall_time = time.time()
     root = stack.root
     tree = root.to_dict()

@@ -35,6 +35,9 @@ import re
 import sys
 import threading
 import time
+import weakref
+from _thread import get_ident
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, TypeVar, overload
 
 __all__ = [
@@ -539,6 +542,7 @@ class TimerStack:
         "ended_threads",
         "shape_changed",
         "block_ids",
+        "deferred",
     )
 
     def __init__(self, thread_name: str | None = None) -> None:
@@ -554,6 +558,10 @@ class TimerStack:
         # What payloads need to name blocks by number (see profiler.block_ids): the ids given
         # so far, and whether a block or a block's labels appeared since the last flush.
         self.block_ids: Any = None
+        # Recorders that keep runs of this stack's blocks as raw stamps and fold them into the
+        # nodes later, in bulk (see PhasedBlock): settle() folds them before anything reads the
+        # tree, reset() drops what they hold. Weak: a recorder's owner may go at any time.
+        self.deferred: weakref.WeakSet[Any] = weakref.WeakSet()
         self.reset()
 
     def reset(self) -> None:
@@ -572,6 +580,12 @@ class TimerStack:
         self.shape_changed = True
         self.ended_threads = 0
         self.timeline = _new_thread_timeline() if _new_thread_timeline is not None else None
+
+    def settle(self) -> None:
+        """Fold into the tree the runs that deferred recorders still hold as stamps (see
+        :class:`PhasedBlock`): every reader of the tree's figures calls this first."""
+        for recorder in list(self.deferred):
+            recorder.fold()
 
     def open_blocks(self) -> list[TimerNode]:
         """The blocks open right now, outermost first (the root excluded)."""
@@ -615,6 +629,7 @@ class TimerStack:
         This is what ML-Agents' workers send to the trainer: merged with
         ``merge(root, root_name="worker_root")``, the root's total is the worker's own run time.
         """
+        self.settle()
         root = self.root
         root.total = self.elapsed()
         root.count = 1
@@ -630,6 +645,7 @@ class TimerStack:
         with merged workers and the timeline, is :func:`profiler.get_timer_tree`.
         """
         if node is not None:
+            self.settle()
             return _keyed_by_name(node.to_dict())
         tree: dict[str, Any] = {"name": "root"}
         if self.gauges:
@@ -760,6 +776,7 @@ class _StackRegistry:
         if stack.mergers:
             self.kept.append(stack)  # its mergers dump their workers with it
             return
+        stack.settle()
         if stack.root.children or stack.gauges:
             group = self._group_for(stack.thread_name)
             group.root.add(stack.root)
@@ -911,6 +928,11 @@ def set_device_block(make_block: Callable[[TimerNode, str, bool], Any]) -> None:
     _device_block = make_block
 
 
+FOLD_AT_RUNS = 1024
+"""A phased block folds the runs it holds into its nodes once it holds this many: seldom enough
+that folding costs a run next to nothing, often enough that the runs stay in cache."""
+
+
 class PhasedBlock:
     """A block timed from clock stamps its caller takes, its run cut into consecutive phases.
 
@@ -940,73 +962,101 @@ class PhasedBlock:
             raise
         step_block.close(sent)
 
+    A closed run is not added to the nodes at once: its stamps go to :attr:`runs`, and the runs
+    are folded into the nodes in bulk, with numpy (:meth:`fold`): when :data:`FOLD_AT_RUNS` are
+    held, and before anything reads the tree (:meth:`TimerStack.settle`, which every reader
+    calls: dumps, payloads, :func:`get_timer_root`). Adding a run to four nodes as it closed
+    cost several times what the same lines cost in a loop: between two steps of a vector env
+    its workers run on the trainer's cores and evict its caches, so each node and each line of
+    code touched is a miss (``benchmarks/profiling_overhead.py``). Code that holds a node and
+    reads its figures directly calls :meth:`fold` first.
+
+    The hottest callers close a run inline, as :meth:`close` does: set the stack's ``current``
+    back to :attr:`parent`, append ``(start, *phase_ends, end, *extra)`` to :attr:`runs`,
+    ``start`` being ``node._start``, and fold once :data:`FOLD_AT_RUNS` are held. Extra columns (numbers, or None) go to ``on_fold`` at each
+    fold, as a table with a row per run: float64, or object when some run carried a None.
+
     :meth:`open` returns None while timing is off or paused, or while a companion watches
     every block (timeline recording, memory sampling, NVTX ranges, profiler scopes): those
     need each block's own entry and exit, so the caller times its phases with ``with`` blocks
-    then. A phased block is used by one thread at a time.
+    then. A phased block is used by one thread at a time; any thread may fold it.
     """
 
-    __slots__ = ("name", "phase_names", "node", "_parent", "_phases")
+    __slots__ = (
+        "name",
+        "phase_names",
+        "node",
+        "parent",
+        "stack",
+        "runs",
+        "on_fold",
+        "_phases",
+        "_phase_ends",
+        "_thread",
+        "_fold_lock",
+        "__weakref__",
+    )
 
-    def __init__(self, name: str, phase_names: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, name: str, phase_names: tuple[str, ...] = (), on_fold: Callable[[Any], None] | None = None
+    ) -> None:
         self.name = name
         self.phase_names = tuple(phase_names)
-        # The block's node under the parent it was last opened in (None before that): read it,
-        # never set it.
+        # The block's node, the block it hangs under and the stack it was last opened in (None
+        # before that): read them, never set them.
         self.node: TimerNode | None = None
-        self._parent: TimerNode | None = None
+        self.parent: TimerNode | None = None
+        self.stack: TimerStack | None = None
+        # The runs not folded into the nodes yet: start, the phase ends, end, any extra columns.
+        self.runs: list[tuple[Any, ...]] = []
+        self.on_fold = on_fold
         self._phases: tuple[TimerNode, ...] = ()
+        # How many stamps close() takes: where each phase but the last ended.
+        self._phase_ends = max(len(self.phase_names) - 1, 0)
+        self._thread = 0  # the identifier of the thread that opened it last
+        self._fold_lock = threading.Lock()
 
     def open(self) -> Callable[[], float] | None:
         """Open the block in the calling thread and return the clock to stamp phase ends with
         (the timers' clock); None, opening nothing, when it cannot be timed this way now."""
         if not plain_blocks:
             return None
-        try:
-            stack = _thread_local.stack
-        except AttributeError:
-            stack = _current_thread_stack()
-        parent = stack.current
-        if parent is not self._parent:
-            # The nodes hang under the block open now; found once per parent, not per run.
-            node = self.node = parent.get_child(self.name)
-            self._phases = tuple(node.get_child(phase) for phase in self.phase_names)
-            self._parent = parent
+        stack = self.stack
+        # The stack of the thread that opened the block last, if this is that thread: asking
+        # the thread-local storage for it costs a run more than the rest of open().
+        if stack is None or get_ident() != self._thread or stack.current is not self.parent:
+            stack = self._attach()
         node = self.node
         stack.current = node
-        node._start = _clock()
+        node._start = _clock()  # type: ignore[union-attr]
         return _clock
+
+    def _attach(self) -> TimerStack:
+        """Fold the runs held so far into the nodes they ran in, then hang the block's nodes
+        under the calling thread's open block; return that thread's stack."""
+        stack = _current_thread_stack()
+        parent = stack.current
+        with self._fold_lock:
+            self._fold_held()
+            node = self.node = parent.get_child(self.name)
+            self._phases = tuple(node.get_child(phase) for phase in self.phase_names)
+            self.parent = parent
+            self.stack = stack
+            self._thread = get_ident()
+        stack.deferred.add(self)
+        return stack
 
     def close(self, *phase_ends: float) -> None:
         """Close the block now; ``phase_ends`` are the stamps at which all phases but the last
         ended (the last one ends now)."""
         end = _clock()
-        node: TimerNode = self.node  # type: ignore[assignment]
-        node._stack.current = node.parent  # type: ignore[assignment]
-        start = node._start
-        # What TimerNode.__exit__ does, written out here: a call per node would cost as much
-        # as the rest of the run's bookkeeping together.
-        elapsed = end - start
-        node.total += elapsed
-        node.count += 1
-        if elapsed > node.max:
-            node.max = elapsed
-        if elapsed < node.min:
-            node.min = elapsed
-        # An index rather than zip(): building the zip costs more than a phase's figures.
-        ended = len(phase_ends)
-        index = 0
-        for phase in self._phases:
-            phase_end = phase_ends[index] if index < ended else end
-            elapsed = phase_end - start
-            phase.total += elapsed
-            phase.count += 1
-            if elapsed > phase.max:
-                phase.max = elapsed
-            if elapsed < phase.min:
-                phase.min = elapsed
-            start = phase_end
-            index += 1
+        self.stack.current = self.parent  # type: ignore[union-attr]
+        if len(phase_ends) != self._phase_ends:
+            raise TypeError(f"{self.name}: close() takes {self._phase_ends} phase ends, got {len(phase_ends)}")
+        runs = self.runs
+        runs.append((self.node._start, *phase_ends, end))  # type: ignore[union-attr]
+        if len(runs) >= FOLD_AT_RUNS:
+            self.fold()
 
     def fail(self, *phase_ends: float | None) -> None:
         """Close the block now, as an exception leaving it: the phases that ended (stamps in
@@ -1014,7 +1064,8 @@ class PhasedBlock:
         was running count the run and an error, later phases nothing."""
         end = _clock()
         node: TimerNode = self.node  # type: ignore[assignment]
-        node._stack.current = node.parent  # type: ignore[assignment]
+        self.stack.current = self.parent  # type: ignore[union-attr]
+        self.fold()
         start = node._start
         _add_run(node, end - start)
         node.errors += 1
@@ -1026,6 +1077,57 @@ class PhasedBlock:
             running = self._phases[len(reached)]
             _add_run(running, end - start)
             running.errors += 1
+
+    def fold(self) -> None:
+        """Add the runs held to the block's nodes, and their extra columns to ``on_fold``."""
+        with self._fold_lock:
+            self._fold_held()
+
+    def discard(self) -> None:
+        """Drop the runs held: the stack was reset, and its tree with them."""
+        with self._fold_lock:
+            del self.runs[:]
+
+    def _fold_held(self) -> None:
+        runs = self.runs
+        held = len(runs)
+        if not held:
+            return
+        # Only the runs taken are removed: the owner thread may be appending one meanwhile.
+        taken = runs[:held]
+        del runs[:held]
+        import numpy  # a core dependency; imported by the first fold, not with the timers
+
+        columns = len(taken[0])
+        if len(taken[-1]) != columns:
+            raise TypeError(f"{self.name}: runs of different widths were appended")
+        try:
+            table = numpy.fromiter(chain.from_iterable(taken), numpy.float64, held * columns)
+        except (TypeError, ValueError):
+            table = numpy.array(taken, dtype=object)  # an extra column holds a None, or worse
+            if table.shape != (held, columns):
+                raise TypeError(f"{self.name}: runs of different widths were appended") from None
+        table = table.reshape(held, columns)
+        width = self._phase_ends + 2
+        stamps = table[:, :width].astype(numpy.float64, copy=False)
+        _add_runs(self.node, stamps[:, -1] - stamps[:, 0])  # type: ignore[arg-type]
+        if self._phases:
+            for phase, elapsed in zip(self._phases, numpy.diff(stamps, axis=1).T):
+                _add_runs(phase, elapsed)
+        if self.on_fold is not None and table.shape[1] > width:
+            self.on_fold(table[:, width:])
+
+
+def _add_runs(node: TimerNode, elapsed: Any) -> None:
+    """Count closed runs of ``elapsed`` seconds each (a numpy array), as as many
+    :meth:`TimerNode.__exit__` would."""
+    node.total += float(elapsed.sum())
+    node.count += len(elapsed)
+    longest, shortest = float(elapsed.max()), float(elapsed.min())
+    if longest > node.max:
+        node.max = longest
+    if shortest < node.min:
+        node.min = shortest
 
 
 def _add_run(node: TimerNode, elapsed: float) -> None:

@@ -559,15 +559,19 @@ class TimerStack:
         # so far, and whether a block or a block's labels appeared since the last flush.
         self.block_ids: Any = None
         # Recorders that keep runs of this stack's blocks as raw stamps and fold them into the
-        # nodes later, in bulk (see PhasedBlock): settle() folds them before anything reads the
-        # tree, reset() drops what they hold. Weak: a recorder's owner may go at any time.
+        # nodes later, in bulk (see PhasedBlock): settle() has them fold() before anything reads
+        # the tree, reset() has them discard(stack) what they hold for it. Weak: a recorder's
+        # owner may go at any time.
         self.deferred: weakref.WeakSet[Any] = weakref.WeakSet()
         self.reset()
 
     def reset(self) -> None:
         """Forget every block, gauge, metadata entry, attached merger and timeline event, and
         restart the run clock. Mergers re-attach (with emptied worker trees) on their next merge.
+        Runs that deferred recorders hold for this stack go with the tree.
         """
+        for recorder in list(self.deferred):
+            recorder.discard(self)
         self.root = TimerNode("root", None, self)
         self.current = self.root
         self.gauges: dict[str, GaugeNode] = {}
@@ -1083,10 +1087,11 @@ class PhasedBlock:
         with self._fold_lock:
             self._fold_held()
 
-    def discard(self) -> None:
-        """Drop the runs held: the stack was reset, and its tree with them."""
+    def discard(self, stack: TimerStack) -> None:
+        """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""
         with self._fold_lock:
-            del self.runs[:]
+            if stack is self.stack:
+                del self.runs[:]
 
     def _fold_held(self) -> None:
         runs = self.runs
@@ -1101,13 +1106,10 @@ class PhasedBlock:
         columns = len(taken[0])
         if len(taken[-1]) != columns:
             raise TypeError(f"{self.name}: runs of different widths were appended")
-        try:
-            table = numpy.fromiter(chain.from_iterable(taken), numpy.float64, held * columns)
-        except (TypeError, ValueError):
-            table = numpy.array(taken, dtype=object)  # an extra column holds a None, or worse
-            if table.shape != (held, columns):
-                raise TypeError(f"{self.name}: runs of different widths were appended") from None
-        table = table.reshape(held, columns)
+        # fromiter reads a None as NaN, which no clock gives: a NaN is a None in an extra column.
+        table = numpy.fromiter(chain.from_iterable(taken), numpy.float64, held * columns).reshape(held, columns)
+        if numpy.isnan(table).any():
+            table = numpy.array(taken, dtype=object)
         width = self._phase_ends + 2
         stamps = table[:, :width].astype(numpy.float64, copy=False)
         _add_runs(self.node, stamps[:, -1] - stamps[:, 0])  # type: ignore[arg-type]

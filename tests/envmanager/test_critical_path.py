@@ -283,3 +283,60 @@ def test_a_step_in_which_a_worker_died_and_was_restarted_still_has_one_last_repl
     paths = [worker["critical_path"] for worker in workers]
     assert sum(path["last_to_reply"] for path in paths) == steps
     assert [path["vector_steps"] for path in paths] == [steps] * 3
+
+
+# --- steps counted in bulk ------------------------------------------------------------------------
+
+
+def figures(path: CriticalPath) -> tuple:
+    return path.vector_steps, path.last_to_reply, path.wait_as_last, path.histograms
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_steps_counted_in_bulk_give_the_figures_of_steps_counted_one_by_one(workers):
+    generator = np.random.default_rng(workers)
+    steps = []
+    for _ in range(300):
+        waiting_since = 1000.0 + generator.uniform(0.0, 0.01)
+        replies = 1000.0 + generator.choice([0.0, 0.002, 0.004], size=workers) + generator.uniform(0.0, 0.01, workers)
+        steps.append([waiting_since, *replies.tolist()])
+    steps.append([1000.0, *[1000.001] * workers])  # a tie: the first worker counts as last
+    one_by_one, in_bulk = new_path(workers), new_path(workers)
+    for waiting_since, *ready_at in steps:
+        one_by_one.record_step(ready_at, waiting_since)
+    in_bulk.count_steps(np.array(steps, dtype=np.float64))
+    expected_steps, expected_last, expected_wait, expected_histograms = figures(one_by_one)
+    steps_counted, last, wait, histograms = figures(in_bulk)
+    assert (steps_counted, last, histograms) == (expected_steps, expected_last, expected_histograms)
+    assert wait == pytest.approx(expected_wait)
+
+
+def test_steps_some_worker_did_not_reply_in_are_counted_in_bulk_as_one_by_one():
+    steps = [[1000.0, 1000.002, None, 1000.001], [1000.0, 1000.001, 1000.003, 1000.002], [1000.0, None, None, None]]
+    one_by_one, in_bulk = new_path(3), new_path(3)
+    for waiting_since, *ready_at in steps:
+        one_by_one.record_step(ready_at, waiting_since)
+    in_bulk.count_steps(np.array(steps, dtype=object))
+    assert figures(in_bulk)[:2] == figures(one_by_one)[:2] == ([2, 1, 2], [1, 1, 0])
+    assert in_bulk.wait_as_last == pytest.approx(one_by_one.wait_as_last)
+
+
+def test_steps_counted_in_bulk_leave_no_marks_on_a_timeline_recorded_since():
+    path = new_path(2)
+    events.start_recording()
+    try:
+        path.count_steps(np.array([[1000.0, 1000.001, 1000.002]]))
+        path.count_steps(np.array([[1000.0, 1000.001, None]], dtype=object))
+        timeline = timers.get_timer_stack_for_thread(threading.current_thread()).timeline
+        assert not timeline.instants and not timeline.counters
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    assert path.last_to_reply == [1, 1]
+
+
+def test_steps_counted_before_a_reset_of_the_timers_are_forgotten_by_the_next_read():
+    path = new_path(2)
+    path.count_steps(np.array([[1000.0, 1000.001, 1000.002]]))
+    timers.reset_timers()
+    assert path.section(0)["vector_steps"] == 0

@@ -332,3 +332,21 @@ def test_a_step_whose_env_raises_counts_an_error_in_the_step_in_its_receive_part
     assert children["receive_results"]["errors"] == 1
     assert "errors" not in children["send_actions"] and "errors" not in children["wait_for_workers"]
     assert children["env.step"]["count"] == 4 and children["env.step"]["errors"] == 1
+
+
+def test_steps_held_for_counting_in_bulk_are_all_in_the_dump_and_on_the_critical_path(tmp_path):
+    # The step's runs and critical-path stamps are counted in bulk: at every fold of
+    # FOLD_AT_RUNS runs, and for what is left when the dump reads them.
+    steps = profiler.timers.FOLD_AT_RUNS + 5
+    envs = SubprocessEnvManager([CountingEnv] * 2, context="fork", summaries_dir=tmp_path, run_id="run")
+    envs.reset(seed=0)
+    for _ in range(steps):
+        envs.step(np.array([0, 0]))
+    envs.close()
+    tree = json.loads((tmp_path / "run_timers.json").read_text())
+    (step,) = nodes_named(tree, "env_manager.step")
+    assert step["count"] == steps
+    assert all(child["count"] == steps for child in step["children"] if child["name"] in STEP_PARTS)
+    paths = [worker["critical_path"] for worker in tree["workers"]]
+    assert [path["vector_steps"] for path in paths] == [steps, steps]
+    assert sum(path["last_to_reply"] for path in paths) == steps

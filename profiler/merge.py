@@ -581,6 +581,8 @@ worker's ``shortened_names``): a name is a label for people, and a runaway one (
 batch) must not swell every dump."""
 
 _MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (see _Stream.nodes)
+_MAX_LAYOUTS_PER_STREAM = 4  # sets of row ids whose nodes a stream keeps in row order
+_MAX_ANCHORS_PER_LAYOUT = 4  # anchors a layout keeps its nodes for
 _MAX_MISSING_KEPT = 4096  # skipped sequence numbers a stream remembers (see _Stream.skipped)
 
 
@@ -588,15 +590,15 @@ class _Stream:
     """One worker stream's declared names and the tree nodes its ids resolve to.
 
     An id is resolved to a node once per tree (the trainer's tree under an anchor, the worker's
-    own tree), on the first payload that has figures for it; then a payload's rows are added
-    into nodes found by list index. Nodes are created as the blocks first have figures, in the
-    order of their ids (parents first), as the worker created them.
+    own tree), on the first payload that has figures for it. Nodes are created as the blocks
+    first have figures, in the order of their ids (parents first), as the worker created them.
 
-    A worker's payloads usually have rows for the same blocks, flush after flush. So the stream
-    keeps the ids of its last payload's rows (``row_ids``, known to ascend: see
-    :func:`profiler.payload.block_rows`) and, per anchor, their nodes in both trees in row order
-    (``row_nodes``): a payload with the same ids is added by walking the node lists and the rows
-    side by side, with no lookup per row.
+    A worker's payloads usually have rows for the same blocks, flush after flush, or for one of a
+    few sets of blocks (windows with an episode's reset and windows without). So the stream keeps,
+    per set of row ids (a *layout*) and per anchor, the rows' nodes in both trees in row order:
+    a payload is added by walking those node lists and its rows side by side, with no lookup per
+    row. ``row_ids`` and ``row_nodes`` are the last payload's layout, known to ascend (see
+    :func:`profiler.payload.block_rows`).
     """
 
     __slots__ = (
@@ -607,7 +609,7 @@ class _Stream:
         "merged_nodes",
         "own_nodes",
         "own_root",
-        "pairs",
+        "layouts",
         "row_ids",
         "row_nodes",
     )
@@ -622,10 +624,9 @@ class _Stream:
         self.merged_nodes: dict[TimerNode, list[TimerNode | None]] = {}  # anchor -> id -> node
         self.own_nodes: list[TimerNode | None] = []
         self.own_root: TimerNode | None = None
-        # anchor -> id -> (trainer's node, worker's own node): what a row is added into.
-        self.pairs: dict[TimerNode, list[tuple[TimerNode, TimerNode] | None]] = {}
-        self.row_ids: tuple[float, ...] = ()  # the ids of the last payload's rows, in order
-        # anchor -> the trainer's and the worker's own nodes of ``row_ids``, in the same order.
+        # Row ids -> anchor -> (the trainer's nodes, the worker's own nodes) of those rows, in order.
+        self.layouts: dict[tuple[float, ...], dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]]] = {}
+        self.row_ids: tuple[float, ...] = ()
         self.row_nodes: dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]] = {}
 
     def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
@@ -671,8 +672,6 @@ class _Stream:
             padding = [None] * len(additions)
             for nodes in self.merged_nodes.values():
                 nodes.extend(padding)
-            for pairs in self.pairs.values():
-                pairs.extend(padding)
             self.own_nodes.extend(padding)
         return shortened
 
@@ -687,10 +686,15 @@ class _Stream:
     def forget_nodes(self) -> None:
         """The trees were reset: resolve the ids again, in the new trees."""
         self.merged_nodes = {}
-        self.pairs = {}
-        self.row_nodes = {}
+        self._follow_own_root(None)
+
+    def _follow_own_root(self, own_root: TimerNode | None) -> None:
+        """Resolve the ids in ``own_root``'s tree from now on (the worker's tree was replaced)."""
+        self.own_root = own_root
         self.own_nodes = [None] * len(self.names)
-        self.own_root = None
+        self.layouts = {}
+        self.row_ids = ()
+        self.row_nodes = {}
 
     def nodes(self, anchor: TimerNode, own_root: TimerNode, node_id: int) -> tuple[TimerNode, TimerNode]:
         """The trainer's node (under ``anchor``) and the worker's own node of block ``node_id``."""
@@ -704,26 +708,13 @@ class _Stream:
         self, anchor: TimerNode, own_root: TimerNode
     ) -> tuple[list[TimerNode | None], list[TimerNode | None]]:
         if self.own_root is not own_root:
-            self.own_root = own_root
-            self.own_nodes = [None] * len(self.names)
-            self.pairs = {}
-            self.row_nodes = {}
+            self._follow_own_root(own_root)
         merged_nodes = self.merged_nodes.get(anchor)
         if merged_nodes is None:
             if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
-                # Many anchors in turn: resolving again is cheap enough.
-                self.merged_nodes.clear()
-                self.pairs.clear()
-                self.row_nodes.clear()
+                self.merged_nodes.clear()  # many anchors in turn: resolving again is cheap enough
             merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
         return merged_nodes, self.own_nodes
-
-    def _pair(
-        self, pairs: list[tuple[TimerNode, TimerNode] | None], anchor: TimerNode, own_root: TimerNode, node_id: int
-    ) -> tuple[TimerNode, TimerNode]:
-        """Resolve block ``node_id``'s nodes in both trees, for ``pairs`` (the list for ``anchor``)."""
-        pairs[node_id] = pair = self.nodes(anchor, own_root, node_id)
-        return pair
 
     def _resolve(self, nodes: list[TimerNode | None], root: TimerNode, node_id: int, parallel: bool) -> TimerNode:
         """Find (creating it and its parents if need be) the node of ``node_id`` under ``root``."""
@@ -743,13 +734,12 @@ class _Stream:
         trainer's tree under ``anchor`` and into the worker's own tree, keeping each own node's
         peak mean per payload. One loop for both trees: this loop is most of the trainer's merge
         cost."""
+        if self.own_root is not own_root:
+            self._follow_own_root(own_root)
         ids = rows[0::ROW_FIELDS]
-        if ids != self.row_ids or self.own_root is not own_root:
-            self.row_ids = ids  # other blocks than last time: expect these next
-            self.row_nodes = {}
-        row_nodes = self.row_nodes.get(anchor)
-        if row_nodes is None:
-            row_nodes = self._nodes_in_row_order(anchor, own_root)
+        if ids != self.row_ids:
+            self._lay_out(ids)
+        row_nodes = self.row_nodes.get(anchor) or self._nodes_in_row_order(anchor, own_root)
         trainer_nodes, worker_nodes = row_nodes
         row_fields = iter(rows)
         for merged, own, _, count, total, minimum, maximum in zip(
@@ -772,19 +762,28 @@ class _Stream:
                 if mean > own.peak_mean:
                     own.peak_mean = mean
 
+    def _lay_out(self, ids: tuple[float, ...]) -> None:
+        """Make the layout of rows ``ids`` the current one (a new one if it is not kept)."""
+        row_nodes = self.layouts.get(ids)
+        if row_nodes is None:
+            if len(self.layouts) >= _MAX_LAYOUTS_PER_STREAM:
+                self.layouts.clear()  # blocks changing in every payload: lay them out afresh
+            row_nodes = self.layouts[ids] = {}
+        self.row_ids, self.row_nodes = ids, row_nodes
+
     def _nodes_in_row_order(
         self, anchor: TimerNode, own_root: TimerNode
     ) -> tuple[list[TimerNode], list[TimerNode]]:
-        """The trainer's nodes under ``anchor`` and the worker's own nodes of ``row_ids``, in row
-        order, kept for the next payload with the same rows (resolving the ids no row had before)."""
-        pairs = self.pairs.get(anchor)
-        if pairs is None or self.own_root is not own_root:
-            self._node_lists(anchor, own_root)
-            pairs = self.pairs[anchor] = [None] * len(self.names)
-        pair_of = self._pair
-        in_row_order = [pairs[node_id] or pair_of(pairs, anchor, own_root, node_id) for node_id in self.row_ids]
-        row_nodes = ([merged for merged, _ in in_row_order], [own for _, own in in_row_order])
-        if len(self.row_nodes) >= _MAX_ANCHORS_PER_STREAM:
+        """The trainer's nodes under ``anchor`` and the worker's own nodes of the current layout, in
+        row order (resolving the ids no row had before), kept for the layout's next payload."""
+        merged_nodes, own_nodes = self._node_lists(anchor, own_root)
+        resolve = self._resolve
+        ids = self.row_ids
+        row_nodes = (
+            [merged_nodes[node_id] or resolve(merged_nodes, anchor, node_id, True) for node_id in ids],
+            [own_nodes[node_id] or resolve(own_nodes, own_root, node_id, False) for node_id in ids],
+        )
+        if len(self.row_nodes) >= _MAX_ANCHORS_PER_LAYOUT:
             self.row_nodes.clear()
         self.row_nodes[anchor] = row_nodes
         return row_nodes

@@ -648,3 +648,23 @@ def test_a_payload_with_the_rows_of_the_last_one_but_claiming_no_declared_ids_is
         merger.merge_payload(0, lying)
     merger.merge_payload(0, second)
     assert find(get_timer_tree(), "env.step")["count"] == 2
+
+
+def test_payloads_changing_blocks_and_anchors_every_time_lose_nothing(fake_clock):
+    # More sets of blocks and more anchors than a stream keeps laid out, in turn.
+    merger = TimerMerger()
+    worker = TimerStack("worker")
+    expected: dict[tuple[str, str], int] = {}
+    for flush in range(24):
+        anchor_name = f"anchor{flush % 6}"
+        names = [name for bit, name in enumerate("abc") if (flush % 7 + 1) >> bit & 1]  # 7 sets
+        with hierarchical_timer(anchor_name):
+            (flushed,) = worker_payloads(worker, names)
+            merger.merge_payload(0, flushed)
+        for name in names:
+            expected[anchor_name, name] = expected.get((anchor_name, name), 0) + 1
+    tree = get_timer_tree()
+    assert {key: find(tree, *key)["count"] for key in expected} == expected
+    own = worker_entry(tree, 0)
+    for name in "abc":
+        assert find(own, name)["count"] == sum(count for (_, block), count in expected.items() if block == name)

@@ -36,7 +36,6 @@ import sys
 import threading
 import time
 import weakref
-from _thread import get_ident
 from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, TypeVar, overload
 
@@ -977,8 +976,9 @@ class PhasedBlock:
 
     The hottest callers close a run inline, as :meth:`close` does: set the stack's ``current``
     back to :attr:`parent`, append ``(start, *phase_ends, end, *extra)`` to :attr:`runs`,
-    ``start`` being ``node._start``, and fold once :data:`FOLD_AT_RUNS` are held. Extra columns (numbers, or None) go to ``on_fold`` at each
-    fold, as a table with a row per run: float64, or object when some run carried a None.
+    ``start`` being ``node._start``, and fold once :data:`FOLD_AT_RUNS` are held. Extra columns
+    (numbers, or None) go to ``on_fold`` at each fold, as a table with a row per run: float64,
+    or object when some run carried a None.
 
     :meth:`open` returns None while timing is off or paused, or while a companion watches
     every block (timeline recording, memory sampling, NVTX ranges, profiler scopes): those
@@ -996,7 +996,6 @@ class PhasedBlock:
         "on_fold",
         "_phases",
         "_phase_ends",
-        "_thread",
         "_fold_lock",
         "__weakref__",
     )
@@ -1017,7 +1016,6 @@ class PhasedBlock:
         self._phases: tuple[TimerNode, ...] = ()
         # How many stamps close() takes: where each phase but the last ended.
         self._phase_ends = max(len(self.phase_names) - 1, 0)
-        self._thread = 0  # the identifier of the thread that opened it last
         self._fold_lock = threading.Lock()
 
     def open(self) -> Callable[[], float] | None:
@@ -1025,20 +1023,20 @@ class PhasedBlock:
         (the timers' clock); None, opening nothing, when it cannot be timed this way now."""
         if not plain_blocks:
             return None
-        stack = self.stack
-        # The stack of the thread that opened the block last, if this is that thread: asking
-        # the thread-local storage for it costs a run more than the rest of open().
-        if stack is None or get_ident() != self._thread or stack.current is not self.parent:
-            stack = self._attach()
+        try:
+            stack = _thread_local.stack
+        except AttributeError:
+            stack = _current_thread_stack()
+        if stack.current is not self.parent:
+            self._attach(stack)
         node = self.node
         stack.current = node
         node._start = _clock()  # type: ignore[union-attr]
         return _clock
 
-    def _attach(self) -> TimerStack:
+    def _attach(self, stack: TimerStack) -> None:
         """Fold the runs held so far into the nodes they ran in, then hang the block's nodes
-        under the calling thread's open block; return that thread's stack."""
-        stack = _current_thread_stack()
+        under the block open in ``stack`` (found once per parent, not per run)."""
         parent = stack.current
         with self._fold_lock:
             self._fold_held()
@@ -1046,9 +1044,7 @@ class PhasedBlock:
             self._phases = tuple(node.get_child(phase) for phase in self.phase_names)
             self.parent = parent
             self.stack = stack
-            self._thread = get_ident()
         stack.deferred.add(self)
-        return stack
 
     def close(self, *phase_ends: float) -> None:
         """Close the block now; ``phase_ends`` are the stamps at which all phases but the last

@@ -581,7 +581,7 @@ worker's ``shortened_names``): a name is a label for people, and a runaway one (
 batch) must not swell every dump."""
 
 _MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (see _Stream.nodes)
-_MAX_LAYOUTS_PER_STREAM = 4  # sets of row ids whose nodes a stream keeps in row order
+_MAX_LAYOUTS_PER_STREAM = 8  # sets of row ids whose nodes a stream keeps in row order
 _MAX_ANCHORS_PER_LAYOUT = 4  # anchors a layout keeps its nodes for
 _MAX_MISSING_KEPT = 4096  # skipped sequence numbers a stream remembers (see _Stream.skipped)
 
@@ -775,18 +775,21 @@ class _Stream:
         self, anchor: TimerNode, own_root: TimerNode
     ) -> tuple[list[TimerNode], list[TimerNode]]:
         """The trainer's nodes under ``anchor`` and the worker's own nodes of the current layout, in
-        row order (resolving the ids no row had before), kept for the layout's next payload."""
+        row order, kept for the layout's next payload."""
         merged_nodes, own_nodes = self._node_lists(anchor, own_root)
-        resolve = self._resolve
-        ids = self.row_ids
-        row_nodes = (
-            [merged_nodes[node_id] or resolve(merged_nodes, anchor, node_id, True) for node_id in ids],
-            [own_nodes[node_id] or resolve(own_nodes, own_root, node_id, False) for node_id in ids],
-        )
+        row_nodes = (self._in_row_order(merged_nodes, anchor, True), self._in_row_order(own_nodes, own_root, False))
         if len(self.row_nodes) >= _MAX_ANCHORS_PER_LAYOUT:
             self.row_nodes.clear()
         self.row_nodes[anchor] = row_nodes
         return row_nodes
+
+    def _in_row_order(self, nodes: list[TimerNode | None], root: TimerNode, parallel: bool) -> list[TimerNode]:
+        """The nodes of ``row_ids`` in one tree, resolving the ids no row had before (one pass of
+        builtins when every id has its node: a worker whose blocks vary a lot lays them out often)."""
+        in_row_order = list(map(nodes.__getitem__, self.row_ids))
+        if all(in_row_order):
+            return in_row_order  # type: ignore[return-value]
+        return [nodes[node_id] or self._resolve(nodes, root, node_id, parallel) for node_id in self.row_ids]
 
 
 def _merge_gauge(

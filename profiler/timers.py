@@ -587,8 +587,9 @@ class TimerStack:
     def settle(self) -> None:
         """Fold into the tree the runs that deferred recorders still hold as stamps (see
         :class:`PhasedBlock`): every reader of the tree's figures calls this first."""
-        for recorder in list(self.deferred):
-            recorder.fold()
+        if self.deferred:  # iterating even an empty WeakSet costs a microsecond: once per flush
+            for recorder in list(self.deferred):
+                recorder.fold()
 
     def open_blocks(self) -> list[TimerNode]:
         """The blocks open right now, outermost first (the root excluded)."""

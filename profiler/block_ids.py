@@ -4,7 +4,7 @@ A payload (:mod:`profiler.payload`) carries a worker's figures as flat columns k
 not as a tree of names. The ids belong to the worker's timer stack: its first payload declares
 every block as ``(parent id, name)``, later payloads declare only the blocks that appeared since
 (a block first entered late), and the trainer's merger (:mod:`profiler.merge`) keeps each
-stream's declarations and resolves every id to its tree nodes once.
+stream's declarations and resolves every id to its tree nodes once (:mod:`profiler.worker_stream`).
 
 Ids are given in the order of a walk of the tree, parents before children, so a parent's id is
 always smaller than its children's; top-level blocks have the parent id -1. An id stands for a

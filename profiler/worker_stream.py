@@ -12,7 +12,7 @@ Everything here runs under the merger's lock.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from profiler.payload import ROW_FIELDS, PayloadError
 from profiler.timers import MAX_DEPTH, TimerNode
@@ -25,8 +25,8 @@ worker's ``shortened_names``): a name is a label for people, and a runaway one (
 batch) must not swell every dump."""
 
 _MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (see WorkerStream.nodes)
-_MAX_LAYOUTS_PER_STREAM = 8  # sets of row ids whose node pairs a stream keeps in row order
-_MAX_ANCHORS_PER_LAYOUT = 4  # anchors a layout keeps its pairs for
+_MAX_LAYOUTS_PER_STREAM = 8  # sets of row ids whose nodes a stream keeps in row order
+_MAX_ANCHORS_PER_LAYOUT = 4  # anchors a layout keeps its nodes for
 _MAX_MISSING_KEPT = 4096  # skipped sequence numbers a stream remembers (see WorkerStream.skipped)
 
 
@@ -37,13 +37,15 @@ class WorkerStream:
     own tree), on the first payload that has figures for it. Nodes are created as the blocks
     first have figures, in the order of their ids (parents first), as the worker created them.
 
-    A row is added into a pair of nodes, the trainer's and the worker's own. A worker's payloads
-    usually have rows for the same blocks, flush after flush, or for one of a few sets of blocks
-    (windows with an episode's reset and windows without). So the stream keeps, per set of row
-    ids (a *layout*, the last 8) and per anchor, the rows' pairs in row order: a payload is added
-    by walking that list and its rows side by side, with no lookup per row. ``row_ids`` and
-    ``row_pairs`` are the last payload's layout, known to ascend (see
-    :func:`profiler.payload.block_rows`).
+    A worker's payloads usually have rows for the same blocks, flush after flush, or for one of a
+    few sets of blocks (windows with an episode's reset and windows without). So the stream keeps,
+    per set of row ids (a *layout*, the last 8) and per anchor, the rows' nodes in both trees in
+    row order: a payload is added by walking those node lists and its rows side by side, with no
+    lookup per row. Two lists of nodes rather than one of pairs: with many workers, each worker's
+    nodes are read from memory, and a pair would be one more object to read per row. A worker
+    whose blocks cycle through more layouts than are kept pays for laying them out every time,
+    more than a lookup per row would cost. ``row_ids`` and ``row_nodes`` are the last payload's
+    layout, known to ascend (see :func:`profiler.payload.block_rows`).
     """
 
     __slots__ = (
@@ -54,10 +56,9 @@ class WorkerStream:
         "merged_nodes",
         "own_nodes",
         "own_root",
-        "pairs",
         "layouts",
         "row_ids",
-        "row_pairs",
+        "row_nodes",
     )
 
     def __init__(self) -> None:
@@ -70,12 +71,10 @@ class WorkerStream:
         self.merged_nodes: dict[TimerNode, list[TimerNode | None]] = {}  # anchor -> id -> node
         self.own_nodes: list[TimerNode | None] = []
         self.own_root: TimerNode | None = None
-        # anchor -> id -> (the trainer's node, the worker's own node), resolved as rows need them.
-        self.pairs: dict[TimerNode, list[tuple[TimerNode, TimerNode] | None]] = {}
-        # Row ids -> anchor -> the pairs of those rows, in row order (see add_rows).
-        self.layouts: dict[tuple[float, ...], dict[TimerNode, list[tuple[TimerNode, TimerNode]]]] = {}
+        # Row ids -> anchor -> (the trainer's nodes, the worker's own nodes) of those rows, in order.
+        self.layouts: dict[tuple[float, ...], dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]]] = {}
         self.row_ids: tuple[float, ...] = ()
-        self.row_pairs: dict[TimerNode, list[tuple[TimerNode, TimerNode]]] = {}  # [] until laid out
+        self.row_nodes: dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]] = {}
 
     def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
         """Add the names of ids ``first_id`` on; return how many had to be shortened.
@@ -120,8 +119,6 @@ class WorkerStream:
             padding = [None] * len(additions)
             for nodes in self.merged_nodes.values():
                 nodes.extend(padding)
-            for pairs in self.pairs.values():
-                pairs.extend(padding)
             self.own_nodes.extend(padding)
         return shortened
 
@@ -142,10 +139,9 @@ class WorkerStream:
         """Resolve the ids in ``own_root``'s tree from now on (the worker's tree was replaced)."""
         self.own_root = own_root
         self.own_nodes = [None] * len(self.names)
-        self.pairs = {}
         self.layouts = {}
         self.row_ids = ()
-        self.row_pairs = {}
+        self.row_nodes = {}
 
     def nodes(self, anchor: TimerNode, own_root: TimerNode, node_id: int) -> tuple[TimerNode, TimerNode]:
         """The trainer's node (under ``anchor``) and the worker's own node of block ``node_id``."""
@@ -164,7 +160,6 @@ class WorkerStream:
         if merged_nodes is None:
             if len(self.merged_nodes) >= _MAX_ANCHORS_PER_STREAM:
                 self.merged_nodes.clear()  # many anchors in turn: resolving again is cheap enough
-                self.pairs.clear()
             merged_nodes = self.merged_nodes[anchor] = [None] * len(self.names)
         return merged_nodes, self.own_nodes
 
@@ -191,10 +186,11 @@ class WorkerStream:
         ids = rows[0::ROW_FIELDS]
         if ids != self.row_ids:
             self._lay_out(ids)
-        row_pairs = self.row_pairs.get(anchor) or self._pairs_in_row_order(anchor, own_root)
+        row_nodes = self.row_nodes.get(anchor) or self._nodes_in_row_order(anchor, own_root)
+        trainer_nodes, worker_nodes = row_nodes
         row_fields = iter(rows)
-        for (merged, own), _, count, total, minimum, maximum in zip(
-            row_pairs, row_fields, row_fields, row_fields, row_fields, row_fields
+        for merged, own, _, count, total, minimum, maximum in zip(
+            trainer_nodes, worker_nodes, row_fields, row_fields, row_fields, row_fields, row_fields
         ):
             merged.total += total
             own.total += total
@@ -215,40 +211,29 @@ class WorkerStream:
 
     def _lay_out(self, ids: tuple[float, ...]) -> None:
         """Make the layout of rows ``ids`` the current one (a new one if it is not kept)."""
-        row_pairs = self.layouts.get(ids)
-        if row_pairs is None:
+        row_nodes = self.layouts.get(ids)
+        if row_nodes is None:
             if len(self.layouts) >= _MAX_LAYOUTS_PER_STREAM:
                 del self.layouts[next(iter(self.layouts))]  # the oldest goes
-            row_pairs = self.layouts[ids] = {}
-        self.row_ids, self.row_pairs = ids, row_pairs
+            row_nodes = self.layouts[ids] = {}
+        self.row_ids, self.row_nodes = ids, row_nodes
 
-    def _pairs_in_row_order(self, anchor: TimerNode, own_root: TimerNode) -> Iterable[tuple[TimerNode, TimerNode]]:
-        """The node pairs of the current layout's rows under ``anchor``, in row order.
+    def _nodes_in_row_order(
+        self, anchor: TimerNode, own_root: TimerNode
+    ) -> tuple[list[TimerNode], list[TimerNode]]:
+        """The trainer's nodes under ``anchor`` and the worker's own nodes of the current layout, in
+        row order, kept for the layout's next payload."""
+        merged_nodes, own_nodes = self._node_lists(anchor, own_root)
+        row_nodes = (self._in_row_order(merged_nodes, anchor, True), self._in_row_order(own_nodes, own_root, False))
+        if len(self.row_nodes) >= _MAX_ANCHORS_PER_LAYOUT:
+            self.row_nodes.clear()
+        self.row_nodes[anchor] = row_nodes
+        return row_nodes
 
-        The layout's first payload under ``anchor`` looks them up by id, one by one; its next
-        one lays them out in a list, kept: a worker whose blocks vary more than the layouts kept
-        then pays no more than a lookup per row, as before layouts were kept.
-        """
-        pairs = self.pairs.get(anchor)
-        if pairs is None:
-            self._node_lists(anchor, own_root)
-            pairs = self.pairs[anchor] = [None] * len(self.names)
-        pair_by_id = pairs.__getitem__
-        if not all(map(pair_by_id, self.row_ids)):
-            for node_id in self.row_ids:
-                if pairs[node_id] is None:
-                    self._pair(pairs, anchor, own_root, node_id)
-        if anchor in self.row_pairs:
-            in_row_order = self.row_pairs[anchor] = list(map(pair_by_id, self.row_ids))  # type: ignore[arg-type]
-            return in_row_order
-        if len(self.row_pairs) >= _MAX_ANCHORS_PER_LAYOUT:
-            self.row_pairs.clear()
-        self.row_pairs[anchor] = []  # seen once: laid out if it comes back
-        return map(pair_by_id, self.row_ids)  # type: ignore[arg-type]
-
-    def _pair(
-        self, pairs: list[tuple[TimerNode, TimerNode] | None], anchor: TimerNode, own_root: TimerNode, node_id: int
-    ) -> tuple[TimerNode, TimerNode]:
-        """Resolve block ``node_id``'s nodes in both trees, for ``pairs`` (the list for ``anchor``)."""
-        pairs[node_id] = pair = self.nodes(anchor, own_root, node_id)
-        return pair
+    def _in_row_order(self, nodes: list[TimerNode | None], root: TimerNode, parallel: bool) -> list[TimerNode]:
+        """The nodes of ``row_ids`` in one tree, resolving the ids no row had before (one pass of
+        builtins when every id has its node: a worker whose blocks vary a lot lays them out often)."""
+        in_row_order = list(map(nodes.__getitem__, self.row_ids))
+        if all(in_row_order):
+            return in_row_order  # type: ignore[return-value]
+        return [nodes[node_id] or self._resolve(nodes, root, node_id, parallel) for node_id in self.row_ids]

@@ -208,7 +208,7 @@ def profiling_costs(workers: int) -> dict[str, float]:
             return
 
     return {
-        f"trainer: step, 3 parts, last of {workers} (bulk count incl.)": best(timed_step_parts),
+        f"trainer: step, 3 parts, last of {workers}": best(timed_step_parts),
         "  of which the bulk count, per step": best(fold_held_runs, number=20) / timers.FOLD_AT_RUNS,
         "each worker: env.step timed, CPU sampled": best(lambda: profiled_step(env, action))
         - best(lambda: plain_step(env, action)),

@@ -158,12 +158,12 @@ class CriticalPath:
         wait_sums = np.bincount(last_worker, weights=extra_wait, minlength=workers)
         bucket_of_step = np.searchsorted(WAIT_BOUNDS_SECONDS, extra_wait, side="right")
         counts = np.bincount(last_worker * buckets + bucket_of_step, minlength=workers * buckets)
+        counts_per_worker = counts.reshape(workers, buckets)
         self.steps_all_replied += len(steps)
-        for worker in np.flatnonzero(counts.reshape(workers, buckets).sum(axis=1)).tolist():
+        for worker in np.flatnonzero(counts_per_worker.sum(axis=1)).tolist():
             self.wait_as_last[worker] += float(wait_sums[worker])
             histogram = self.histograms[worker]
-            for bucket, count in enumerate(counts[worker * buckets : (worker + 1) * buckets].tolist()):
-                histogram[bucket] += count
+            histogram[:] = [mine + more for mine, more in zip(histogram, counts_per_worker[worker].tolist())]
 
     def _record_partial_step(
         self, ready_at: Sequence[float | None], waiting_since: float, mark: bool = True

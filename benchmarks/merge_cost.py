@@ -2,31 +2,42 @@
 the current payload (version 4: names once, then columns of numbers) beside version 3 (every name
 in every payload), measured in one run.
 
-Part 1, for timer trees of 10, 50 and 200 nodes: the pickled payload's size and the median time of
-each stage, the two versions interleaved payload by payload: ``snapshot_and_flush`` in the worker;
+The merger holds a payload's rows and adds them into the trees in bulk, every
+``FOLD_AT_ROWS`` rows a stream holds and whenever the figures are read (see ``profiler.merge``).
+So a merge's cost is uneven: most payloads cost their validation, and one in every few also pays
+for adding the rows of all of them. Every merge figure here is therefore a mean over whole
+rounds of folds, the folds included, never a median of single merges (which would leave them out).
+
+Part 1, for timer trees of 10, 50 and 200 nodes: the pickled payload's size and the time of each
+stage, the two versions interleaved payload by payload: ``snapshot_and_flush`` in the worker;
 pickling and unpickling as a pipe does (``ForkingPickler.dumps``, ``pickle.loads``: what
 ``Connection.send`` and ``recv`` run, without the system calls); ``TimerMerger.merge_payload`` in
-the trainer (validation included). Goal (issue 12): a 50-node payload from snapshot to merged in
-at most 20 us. A real ``multiprocessing.Pipe`` trip of the same payload is printed beside, for
-scale: it is paid by the reply the payload rides on anyway.
+the trainer (validation included), folds included. Each figure is the median, over windows of
+payloads that each end with a fold, of the window's mean. Goal (issue 12): a 50-node payload from
+snapshot to merged in at most 20 us. A real ``multiprocessing.Pipe`` trip of the same payload is
+printed beside, for scale: it is paid by the reply the payload rides on anyway.
 
 Part 2, many workers: fleets of 1 to 1,000 simulated workers each flush a 50-node tree every step,
 and the trainer merges each payload as it arrives. Every fleet steps in every round (about 1,000
-payloads a round each), so all see the same load; the figure is the median merge cost per payload
-over the rounds, and in the first and the last round. Goal: flat from 1 to 1,000 workers (and from
-early to late in a run): at most 1.5 times the cost with one worker.
+payloads a round each), so all see the same load, and its figures are read (folded, as a dump
+would) once at the end, counted in its last round. The figure is the merge cost per payload over
+the whole run (every merge and fold, over the payloads), and over the first and the last round.
+A fleet of 1,000 workers gives each stream a few payloads, too few for a stream's own fold: its
+rows wait for the merger's bound on rows held (``FOLD_AT_HELD_ROWS``) or the read at the end.
+Goal: flat from 1 to 1,000 workers: at most 1.5 times the cost with one worker.
 
 Part 3, where a 50-node payload's time goes (version 4), each stage timed apart in one loop:
 the snapshot; pickling, and the part of it any message through a pipe pays (pickling ``None``);
 the trainer's validation on its own, as the merger runs it (the payload's first reading); then
-the whole merge, which validates again (on data now in cache) and adds each row into the
-trainer's node and the worker's own node.
+the whole merge, which validates again (on data now in cache) and holds the rows; then the fold,
+which adds the rows of all the payloads held, per payload; and the fold's cost when it holds
+1, 2, 4, 8, 20 and 40 payloads of the stream (a read of the figures folds whatever is held).
 
 Microseconds depend on the machine and its load, so the script also prints the cost of the
 cheapest Python ``with`` block (``contextlib.nullcontext()``) measured in the same run, and every
 comparison is a ratio of figures measured side by side.
 
-    python benchmarks/merge_cost.py [--repeats 400] [--rounds 6]
+    python benchmarks/merge_cost.py [--repeats 2000] [--rounds 6]
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ from profiler import get_timer_tree, hierarchical_timer, timers
 from profiler import merge as merge_v4
 from profiler import payload as payload_v4
 from profiler.timers import TimerStack
+from profiler.worker_stream import FOLD_AT_ROWS
 from reference_payload import load_version_3
 
 GOAL_SNAPSHOT_TO_MERGED_US = 20.0
@@ -70,6 +82,22 @@ def run_blocks(stack: TimerStack, nodes: int) -> None:
 
 def median_us(samples: list[float]) -> float:
     return statistics.median(samples) * 1e6
+
+
+def mean_us(samples: list[float]) -> float:
+    return statistics.fmean(samples) * 1e6
+
+
+def payloads_per_fold(nodes: int) -> int:
+    """How many payloads of ``nodes`` rows a stream holds until it folds them."""
+    return -(-FOLD_AT_ROWS // nodes)
+
+
+def windowed_us(samples: list[float], window: int) -> float:
+    """The median over consecutive windows of ``window`` samples of each window's mean: the
+    cost per payload with the folds spread over the payloads they add, noise filtered."""
+    means = [statistics.fmean(samples[start : start + window]) for start in range(0, len(samples) - window + 1, window)]
+    return statistics.median(means) * 1e6
 
 
 class Version:
@@ -100,8 +128,11 @@ class Version:
         self.sizes.append(len(data))
         return payload
 
-    def medians(self) -> dict[str, float]:
-        figures = {stage: median_us(samples) for stage, samples in self.stages.items()}
+    def figures(self) -> dict[str, float]:
+        """Each stage's cost per payload over windows of two folds (the first payload declared
+        the names, so the windows start after it, when the stream held nothing)."""
+        window = 2 * payloads_per_fold(self.nodes)
+        figures = {stage: windowed_us(samples[1:], window) for stage, samples in self.stages.items()}
         figures["total"] = sum(figures.values())
         figures["bytes"] = statistics.median(self.sizes)
         return figures
@@ -136,7 +167,7 @@ def stage_table(version_3: tuple[ModuleType, ModuleType] | None, repeats: int) -
                 payload = version.one_payload()
                 if version.name == "v4":
                     last_payload = payload
-        figures = {version.name: version.medians() for version in versions}
+        figures = {version.name: version.figures() for version in versions}
         for version in versions:
             costs = figures[version.name]
             ratio = f"{figures['v3']['total'] / costs['total']:6.2f}" if "v3" in figures and version.name == "v4" else ""
@@ -175,6 +206,14 @@ class WorkerFleet:
         if record:
             self.rounds[-1].extend(samples)
 
+    def read(self) -> None:
+        """Fold what the merger holds, as a dump would, counted in the last round."""
+        started = time.perf_counter()
+        fold = getattr(self.merger, "fold", None)  # version 3 adds every payload as it comes
+        if fold is not None:
+            fold()
+        self.rounds[-1][-1] += time.perf_counter() - started
+
 
 def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -> None:
     """Merge cost per payload for 1 to 1,000 workers, every fleet stepping in every round (so all
@@ -192,11 +231,13 @@ def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -
             fleet.rounds.append([])
             for _ in range(1000 // workers):
                 fleet.step(record=True)
+    for fleet in fleets.values():
+        fleet.read()
     print(
         f"\n{'workers':>7} {'v4 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11}"
         f" {'v3 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11} {'goal':>14}"
     )
-    base = {name: median_us([sample for samples in fleets[name, 1].rounds for sample in samples]) for name in versions}
+    base = {name: mean_us([sample for samples in fleets[name, 1].rounds for sample in samples]) for name in versions}
     for workers in counts:
         row = f"{workers:7d}"
         met = True
@@ -205,8 +246,8 @@ def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -
                 row += f" {'':>14} {'':>6} {'':>6} {'':>11}"
                 continue
             fleet = fleets[name, workers]
-            overall = median_us([sample for samples in fleet.rounds for sample in samples])
-            early, late = median_us(fleet.rounds[0]), median_us(fleet.rounds[-1])
+            overall = mean_us([sample for samples in fleet.rounds for sample in samples])
+            early, late = mean_us(fleet.rounds[0]), mean_us(fleet.rounds[-1])
             growth = overall / base[name]
             if name == "v4":
                 met = growth <= GOAL_FLAT
@@ -216,10 +257,13 @@ def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -
 
 
 def merged_dump(payload: ModuleType, merge: ModuleType, workers: int, steps: int) -> list[Any]:
-    """The trainer's merged blocks and worker entries after a run on a clock that ticks 1 us per
-    reading, as JSON text: the same run gives the same text whatever the payload version."""
+    """The trainer's merged blocks and worker entries after a run on a clock that ticks 2**-20 s
+    (about 1 us) per reading, as JSON text: the same run gives the same text whatever the payload
+    version. The ticks are powers of two so that every sum of them is exact: version 4 adds a
+    node's figures in bulk, in another order than version 3, and the text must not differ by
+    rounding."""
     readings = iter(range(10**9))
-    previous = timers.set_clock(lambda: next(readings) * 1e-6)
+    previous = timers.set_clock(lambda: next(readings) * 2.0**-20)
     try:
         worker_stacks = [TimerStack(f"worker {index}") for index in range(workers)]
         trainer = TimerStack("trainer")
@@ -238,11 +282,20 @@ def merged_dump(payload: ModuleType, merge: ModuleType, workers: int, steps: int
 
 
 def stage_breakdown(repeats: int) -> None:
-    """Part 3: the median of each stage of a 50-node payload's trip, version 4."""
+    """Part 3: the median of each stage of a 50-node payload's trip, version 4, the fold apart:
+    the script folds one payload before the stream would, so that no merge folds."""
     worker = TimerStack("worker, stages")
     merger = merge_v4.TimerMerger(TimerStack("trainer, stages"))
-    stages: dict[str, list[float]] = {"snapshot": [], "pickle": [], "any message": [], "validation": [], "merge": []}
-    known_ids: tuple[float, ...] = ()  # the previous payload's row ids, which the merger keeps
+    stages: dict[str, list[float]] = {
+        "snapshot": [],
+        "pickle": [],
+        "any message": [],
+        "validation": [],
+        "merge": [],
+    }
+    folds: list[float] = []  # per payload folded
+    known_ids: tuple[int, ...] = ()  # the previous payload's row ids, which the merger keeps
+    held = 0
     clock = time.perf_counter
     for _ in range(repeats):
         run_blocks(worker, 50)
@@ -254,22 +307,45 @@ def stage_breakdown(repeats: int) -> None:
         pickle.loads(ForkingPickler.dumps(None))
         nothing_sent = clock()
         payload_v4.check_header(received)
-        rows = payload_v4.check_payload(received, payload_v4.check_declarations(received[7]), known_ids)
+        row_ids = payload_v4.check_payload(received, payload_v4.check_declarations(received[7]), known_ids)
         validated = clock()
         merger.merge_payload(0, received)
         merged = clock()
-        known_ids = rows[0 :: payload_v4.ROW_FIELDS]
+        known_ids = row_ids
         for stage, seconds in zip(
             stages,
             (snapped - started, unpickled - snapped, nothing_sent - unpickled, validated - nothing_sent, merged - validated),
         ):
             stages[stage].append(seconds)
+        held += 1
+        if held == payloads_per_fold(50) - 1:
+            started = clock()
+            merger.fold()
+            folds.append((clock() - started) / held)
+            held = 0
     figures = {stage: median_us(samples) for stage, samples in stages.items()}
     print(
         f"\nwhere a 50-node payload's time goes (v4, median us): snapshot {figures['snapshot']:.1f}, "
         f"pickling {figures['pickle']:.1f} (of which {figures['any message']:.1f} any message pays), "
-        f"validation on its own {figures['validation']:.1f}, then the merge, validating again "
-        f"{figures['merge']:.1f}"
+        f"validation on its own {figures['validation']:.1f}, then the merge, validating again and "
+        f"holding the rows {figures['merge']:.1f}, and the fold that adds them "
+        f"{median_us(folds):.1f} per payload ({payloads_per_fold(50) - 1} payloads a fold)"
+    )
+    fold_sizes = (1, 2, 4, 8, 20, 40)
+    costs = {size: [] for size in fold_sizes}
+    for _ in range(max(repeats // 100, 3)):
+        for size in fold_sizes:  # interleaved, so all see the same load
+            for _ in range(size):
+                run_blocks(worker, 50)
+                merger.merge_payload(0, pickle.loads(ForkingPickler.dumps(payload_v4.snapshot_and_flush(worker))))
+            started = clock()
+            merger.fold()
+            costs[size].append(clock() - started)
+    print(
+        "a fold of a stream's 50-node payloads (a read folds what is held), median us per fold (per payload): "
+        + ", ".join(
+            f"{size} payloads {median_us(costs[size]):.1f} ({median_us(costs[size]) / size:.1f})" for size in fold_sizes
+        )
     )
 
 
@@ -288,7 +364,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=400, help="payloads per tree size and version")
+    parser.add_argument("--repeats", type=int, default=2000, help="payloads per tree size and version")
     parser.add_argument("--rounds", type=int, default=6, help="rounds of about 1,000 payloads per worker count")
     arguments = parser.parse_args()
 

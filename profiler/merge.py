@@ -28,6 +28,15 @@ sequence number, so one merged before is ignored (and counted as a duplicate); a
 sequence is counted as missed payloads, until a payload of the gap arrives after all (Ray results
 fetched in another order) and is merged.
 
+A payload's block figures are not added as it arrives. Its rows are held by its stream
+(:class:`profiler.worker_stream.WorkerStream`) and added in bulk: once the stream holds
+:data:`~profiler.worker_stream.FOLD_AT_ROWS` rows, once the merger holds
+:data:`FOLD_AT_HELD_ROWS` over all its streams, and before anything reads the figures (the
+merger is one of its stack's deferred recorders, which :meth:`TimerStack.settle` folds: every
+dump and :func:`~profiler.get_timer_root` call it; :meth:`TimerMerger.worker_entries` and
+:meth:`TimerMerger.worker_block_times` fold first too). Code that holds a merged node and reads
+its figures directly calls :meth:`TimerMerger.fold` first.
+
 Merging may run on a receiver thread while the trainer keeps timing. The merger's own state is
 behind its lock, which the trainer's hot path never takes; the only shared structures are child
 dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node atomically.
@@ -46,6 +55,7 @@ from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.clock_offset import ClockOffset
+from profiler.figure_table import FigureTable
 from profiler.memory import ProcessMemory
 from profiler.payload import (
     PayloadError,
@@ -54,9 +64,10 @@ from profiler.payload import (
     check_payload,
 )
 from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
-from profiler.worker_stream import MAX_NAME_LENGTH, WorkerStream
+from profiler.worker_stream import FOLD_AT_ROWS, MAX_NAME_LENGTH, WorkerStream, add_held_payloads
 
 __all__ = [
+    "FOLD_AT_HELD_ROWS",
     "PayloadError",
     "SlowestWorker",
     "TimerMerger",
@@ -65,6 +76,10 @@ __all__ = [
     "is_merging",
     "set_merging",
 ]
+
+FOLD_AT_HELD_ROWS = 2**19
+"""A merger adds every row its streams hold once they hold this many together (18 MiB): a fleet of
+thousands of workers, each holding fewer than a stream's fold, holds no more than that."""
 
 WorkerSection = Callable[["dict[str, Any]"], Any]
 """Gives a worker's extra section in the dump (any JSON value) from its entry so far, which has
@@ -260,8 +275,13 @@ class TimerMerger:
         self._expected: set[int] = set()
         self._clocks: dict[int, ClockOffset] = {}
         self._generation = -1
+        self._held_rows = 0  # rows the streams hold, over all of them
+        # Figures added from held rows, not yet in the nodes: the trainer's, and the workers' own.
+        self._trainer_figures = FigureTable()
+        self._worker_figures = FigureTable()
         with self._lock:
             self._follow_stack_resets()
+        self.timer_stack.deferred.add(self)  # its settle() folds the rows held
         for other in list(self.timer_stack.mergers):
             if other is not self and other._retired and other.name == name:
                 other.detach()
@@ -296,7 +316,7 @@ class TimerMerger:
         # Read without the lock: any ids a stream ever kept passed the check (see WorkerStream.add_rows).
         known_stream = self._streams.get((worker_id, payload[3]))
         try:
-            rows = check_payload(payload, declared, known_stream.row_ids if known_stream is not None else ())
+            row_ids = check_payload(payload, declared, known_stream.row_ids if known_stream is not None else ())
         except PayloadError:
             with self._lock, contextlib.suppress(PayloadError):  # the first error is the one to tell
                 stream = self._streams.get((worker_id, payload[3]))
@@ -334,8 +354,15 @@ class TimerMerger:
             worker.payloads += 1
             worker.covered += window_end - window_start
 
-            if rows:
-                stream.add_rows(anchor, worker.root, rows)
+            if row_ids:
+                held_before = stream.held_rows
+                held = stream.add_rows(anchor, worker.root, row_ids, payload[8])
+                self._held_rows += held - held_before
+                if held >= FOLD_AT_ROWS:
+                    self._held_rows -= held
+                    add_held_payloads(stream.take_held(), self._figures())
+                if self._held_rows >= FOLD_AT_HELD_ROWS:
+                    self._fold_held()
             for node_id, errors in error_counts:
                 merged, own = stream.nodes(anchor, worker.root, node_id)
                 merged.errors += errors
@@ -364,7 +391,7 @@ class TimerMerger:
         stream = self._streams.get(key)
         first_id, names = payload[7]
         if stream is None:
-            stream = WorkerStream()
+            stream = WorkerStream(self._figures())
         shortened = stream.declare(first_id, names, worker_id)
         self._streams[key] = stream
         if shortened:
@@ -391,8 +418,49 @@ class TimerMerger:
             self._workers = {worker_id: _WorkerRecord(worker_id) for worker_id in self._expected}
             for stream in self._streams.values():
                 stream.forget_nodes()
+            self._held_rows = 0
+            self._trainer_figures.clear()
+            self._worker_figures.clear()
         if self not in stack.mergers and not self._detached:
             stack.mergers.append(self)
+
+    @property
+    def held_rows(self) -> int:
+        """Payload rows merged but not yet added into the trees, over all streams: at most
+        :data:`FOLD_AT_HELD_ROWS` (and :data:`~profiler.worker_stream.FOLD_AT_ROWS` per stream)."""
+        return self._held_rows
+
+    def fold(self) -> None:
+        """Add the payload rows held so far into the trainer's tree (see the module docstring);
+        the workers' own trees get theirs when their entries are read."""
+        with self._lock:
+            self._fold_held()
+
+    def discard(self, stack: TimerStack) -> None:
+        """Drop the rows held if they were for ``stack``: it was reset, and its tree with them."""
+        with self._lock:
+            if stack is self.timer_stack:
+                for stream in self._streams.values():
+                    stream.drop_held()
+                self._held_rows = 0
+                self._trainer_figures.clear()
+                self._worker_figures.clear()
+
+    def _fold_held(self) -> None:
+        """Add the rows held into the figure tables, and the trainer's figures into its tree."""
+        if self._held_rows:
+            tables = [table for stream in self._streams.values() for table in stream.take_held()]
+            add_held_payloads(tables, self._figures())
+            self._held_rows = 0
+        self._trainer_figures.write_back()
+
+    def _fold_workers(self) -> None:
+        """Everything :meth:`_fold_held` does, and the workers' own figures into their trees."""
+        self._fold_held()
+        self._worker_figures.write_back()
+
+    def _figures(self) -> tuple[FigureTable, FigureTable]:
+        return self._trainer_figures, self._worker_figures
 
     def retire(self) -> None:
         """The workers are gone: a new merger of the same name on this stack replaces this one
@@ -406,6 +474,7 @@ class TimerMerger:
         tracks leave the stack's dumps. The merger keeps them for its own use.
         """
         with self._lock:
+            self._fold_workers()  # the rows held go into the trees, which may outlive this merger
             self._detached = True
             if self in self.timer_stack.mergers:
                 self.timer_stack.mergers.remove(self)
@@ -493,6 +562,7 @@ class TimerMerger:
         """The ``workers`` section: one node-like entry per worker, by worker id."""
         with self._lock:
             self._follow_stack_resets()
+            self._fold_workers()
             entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
             for entry in entries:
                 entry["manager"], entry["manager_id"] = self.name, self.manager_id
@@ -544,6 +614,7 @@ class TimerMerger:
     def worker_block_times(self, block: str) -> list[WorkerBlockTime]:
         """Each worker's count, total, mean and peak mean for ``block``, by worker id."""
         with self._lock:
+            self._fold_workers()
             times = [self._workers[worker_id].block_time(block) for worker_id in sorted(self._workers)]
         return [time for time in times if time is not None]
 

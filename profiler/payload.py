@@ -87,13 +87,16 @@ __all__ = [
     "PAYLOAD_TAG",
     "PAYLOAD_VERSION",
     "ROW_FIELDS",
+    "ROW_FIELD_NAMES",
     "PayloadError",
     "WorkerTimers",
-    "block_rows",
     "check_declarations",
     "check_header",
     "check_payload",
+    "row_dtype",
+    "row_ids",
     "snapshot_and_flush",
+    "unchecked_rows",
     "validate_payload",
 ]
 
@@ -117,10 +120,14 @@ _SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below
 _ROW_FORMAT = "Iqddd"  # id (uint32), count (int64); total, minimum, maximum (float64)
 ROW_FIELDS = len(_ROW_FORMAT)
 """Numbers in a row: id, count, total, minimum, maximum."""
+ROW_FIELD_NAMES = ("id", "count", "total", "min", "max")
+"""The fields of a row in :func:`row_dtype`, in row order."""
 _ROW_BYTES = struct.calcsize("<" + _ROW_FORMAT)
 # Where the last (little-endian) byte of each number after the id sits in a row: its sign and its
 # highest bits. An id needs no such look: it is unsigned, and below the ids declared.
 _TOP_BYTE_OFFSETS = tuple(struct.calcsize("<" + _ROW_FORMAT[: field + 1]) - 1 for field in range(1, ROW_FIELDS))
+_ID_BYTES = struct.calcsize("<" + _ROW_FORMAT[0])
+_EXTREMES_OFFSET = struct.calcsize("<" + _ROW_FORMAT[:3])  # where a row's minimum starts
 
 
 _pid = os.getpid()  # read once, not by a system call per flush; again in a forked child
@@ -226,6 +233,19 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         drain_timeline(stack),
         drain_memory(stack),
     )
+
+
+@lru_cache(maxsize=1)
+def row_dtype() -> Any:
+    """The numpy dtype of one row of ``blocks``, with fields ``id``, ``count``, ``total``,
+    ``min`` and ``max``: a merger reads the rows of many payloads at once through it. Made on
+    first use, so that a worker that only sends payloads never builds it."""
+    import numpy  # a core dependency, but the worker side of payloads does without it
+
+    codes = [numpy.dtype("<" + code) for code in _ROW_FORMAT]
+    dtype = numpy.dtype(list(zip(ROW_FIELD_NAMES, codes)))
+    assert dtype.itemsize == _ROW_BYTES  # packed like the struct: no padding between fields
+    return dtype
 
 
 @lru_cache(maxsize=256)
@@ -428,18 +448,19 @@ def check_declarations(names: Any) -> int:
     return first_id + len(declared)  # type: ignore[no-any-return]
 
 
-_NO_ROWS: tuple[float, ...] = ()
+_NO_ROWS: tuple[int, ...] = ()
 
 
-def block_rows(blocks: Any, declared: int, ascending_ids: tuple[float, ...] = ()) -> tuple[float, ...]:
-    """The rows of a payload's ``blocks``, checked, as one flat tuple ``(id, count, total,
-    minimum, maximum, id, ...)``: ids ascending, each declared (below ``declared``); counts >= 0
-    and below :data:`MAX_ROW_COUNT`; every time finite, >= 0 and below :data:`MAX_SECONDS` (a
-    negative zero, -0.0, is refused: its sign bit is set); each minimum at most its maximum.
+def row_ids(blocks: Any, declared: int, ascending_ids: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Check a payload's ``blocks`` and return the ids of its rows: ids ascending, each declared
+    (below ``declared``); counts >= 0 and below :data:`MAX_ROW_COUNT`; every time finite, >= 0
+    and below :data:`MAX_SECONDS` (a negative zero, -0.0, is refused: its sign bit is set); each
+    minimum at most its maximum.
 
-    One look at every number's top byte, one unpacking and two passes of builtins, whatever the
-    blocks are called: this is the trainer's validation cost per payload, linear in the number
-    of rows with a small constant. ``ascending_ids`` are ids known to ascend (the rows of the
+    One look at every number's top byte, and of the rows' numbers only the ids and the extremes
+    unpacked, whatever the blocks are called: this is the trainer's validation cost per
+    payload, linear in the number of rows with a small constant (the merger reads the figures
+    later, many payloads at once). ``ascending_ids`` are ids known to ascend (the rows of the
     stream's previous payload, which passed this check): rows with exactly these ids skip the
     pass over the ids, as a worker's payloads mostly have rows for the same blocks.
     """
@@ -452,18 +473,40 @@ def block_rows(blocks: Any, declared: int, ascending_ids: tuple[float, ...] = ()
         )
     if not size:
         return _NO_ROWS
-    values = _rows_struct(size // _ROW_BYTES).unpack(blocks)
+    rows = size // _ROW_BYTES
     # A number's last byte holds its sign and its highest bits: at most 0x42 means >= 0 and below
     # the bounds, and for a float also not NaN or infinite.
     for offset in _TOP_BYTE_OFFSETS:
         if blocks[offset::_ROW_BYTES].translate(None, _SMALL_TOP_BYTES):
-            raise PayloadError(_bad_row(values, _out_of_bounds, "a number out of bounds"))
-    ids = values[0::ROW_FIELDS]
+            raise PayloadError(_bad_row(unchecked_rows(blocks), _out_of_bounds, "a number out of bounds"))
+    ids = _ids_struct(rows).unpack(blocks)
     if not (ids[-1] < declared and (ids == ascending_ids or all(map(operator.lt, ids, ids[1:])))):
         raise PayloadError(_bad_ids(ids, declared))
-    if not all(map(operator.le, values[3::ROW_FIELDS], values[4::ROW_FIELDS])):
-        raise PayloadError(_bad_row(values, lambda row: row[3] > row[4], "a shortest call longer than its longest"))
-    return values
+    extremes = _extremes_struct(rows).unpack(blocks)
+    if not all(map(operator.le, extremes[0::2], extremes[1::2])):
+        raise PayloadError(
+            _bad_row(unchecked_rows(blocks), lambda row: row[3] > row[4], "a shortest call longer than its longest")
+        )
+    return ids  # type: ignore[no-any-return]
+
+
+def unchecked_rows(blocks: bytes | bytearray) -> tuple[float, ...]:
+    """The rows of ``blocks`` as one flat tuple ``(id, count, total, minimum, maximum, id,
+    ...)``, unchecked: for the bytes of a payload :func:`row_ids` accepted, or to name what it
+    refused."""
+    return _rows_struct(len(blocks) // _ROW_BYTES).unpack(blocks)  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=256)
+def _ids_struct(rows: int) -> struct.Struct:
+    """Reads only the ids of ``rows`` rows (the other numbers are skipped as padding)."""
+    return struct.Struct("<" + ("I" + "x" * (_ROW_BYTES - _ID_BYTES)) * rows)
+
+
+@lru_cache(maxsize=256)
+def _extremes_struct(rows: int) -> struct.Struct:
+    """Reads only the minimum and maximum of ``rows`` rows."""
+    return struct.Struct("<" + ("x" * _EXTREMES_OFFSET + "dd") * rows)
 
 
 def _out_of_bounds(row: tuple[float, ...]) -> bool:
@@ -501,11 +544,11 @@ def _bad_row(values: tuple[float, ...], is_bad: Any, what: str) -> str:
     return f"blocks: block {node_id} has {what} (count {count}, total {total!r}, min {minimum!r}, max {maximum!r})"
 
 
-def check_payload(payload: Any, declared: int, ascending_ids: tuple[float, ...] = ()) -> tuple[float, ...]:
+def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = ()) -> tuple[int, ...]:
     """Check every field after the names (blocks, labels, gauges, timeline, memory) of a payload
-    whose header was checked; return its block rows (see :func:`block_rows`, which
+    whose header was checked; return the ids of its block rows (see :func:`row_ids`, which
     ``ascending_ids`` goes to)."""
-    rows = block_rows(payload[8], declared, ascending_ids)
+    ids = row_ids(payload[8], declared, ascending_ids)
     error_counts, labels, gauges, timeline, memory = payload[9:]
     # ``type(...) is not tuple or ...`` rather than ``!= ()``: a NumPy array compares elementwise.
     if type(error_counts) is not tuple or error_counts:
@@ -522,7 +565,7 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[float, ...] 
         _validate_timeline(timeline)
     if memory is not None:
         _validate_memory(memory)
-    return rows
+    return ids
 
 
 def _validate_error_counts(error_counts: Any, declared: int) -> None:

@@ -3,9 +3,10 @@
 A worker names its blocks once per stream (:mod:`profiler.block_ids`), then sends rows of numbers
 keyed by id (:mod:`profiler.payload`). The merger (:mod:`profiler.merge`) keeps one
 :class:`WorkerStream` per worker stream: the names declared so far, the sequence numbers seen,
-and for each id the node it is added into, in the trainer's tree under an anchor and in the
-worker's own tree. Resolving ids to nodes once, and keeping the nodes of a payload's rows in row
-order, is what makes adding a payload a walk over its rows with no lookup per row.
+for each id the node it is added into, in the trainer's tree under an anchor and in the worker's
+own tree, and the payloads' rows not yet added. Resolving ids to nodes once, keeping the nodes
+of a payload's rows in row order, and adding many payloads' rows at once with numpy is what
+makes a payload cost the merger little more than its validation.
 
 Everything here runs under the merger's lock.
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.payload import ROW_FIELDS, PayloadError
+from profiler.figure_table import FigureTable
+from profiler.payload import PayloadError, row_dtype, unchecked_rows
 from profiler.timers import MAX_DEPTH, TimerNode
 
-__all__ = ["MAX_NAME_LENGTH", "WorkerStream"]
+__all__ = ["FOLD_AT_ROWS", "MAX_NAME_LENGTH", "WorkerStream", "add_held_payloads"]
 
 MAX_NAME_LENGTH = 1000
 """Block names longer than this are shortened to it as they are declared (and counted in the
@@ -28,6 +30,46 @@ _MAX_ANCHORS_PER_STREAM = 64  # trees a stream's ids are resolved in at once (se
 _MAX_LAYOUTS_PER_STREAM = 8  # sets of row ids whose nodes a stream keeps in row order
 _MAX_ANCHORS_PER_LAYOUT = 4  # anchors a layout keeps its nodes for
 _MAX_MISSING_KEPT = 4096  # skipped sequence numbers a stream remembers (see WorkerStream.skipped)
+
+FOLD_AT_ROWS = 4096
+"""A stream adds the payload rows it holds once it holds this many (144 KiB): enough payloads
+that adding them costs each little (80 of 50 blocks), few enough that they stay in cache."""
+
+# Fewer payloads than this in a stack of tables are added row by row: numpy costs more than the
+# rows of one or two payloads (benchmarks/merge_cost.py, part 3).
+_TABLE_FROM_PAYLOADS = 3
+_STACK_BYTES = 2**20  # rows read at once by add_held_payloads
+# Payload counts at least this large (summed over a table) are added row by row, as Python
+# integers: a figure table holds 64-bit ones (see profiler.figure_table).
+_TABLE_COUNT_BOUND = 2**62
+
+
+Figures = tuple[FigureTable, FigureTable]
+"""A merger's figure tables: for the trainer's nodes, and for its workers' own nodes."""
+
+
+class RowNodes:
+    """Where the rows of one layout go, under one anchor: the trainer's nodes and the worker's
+    own nodes, in row order, and their slots in the merger's figure tables.
+
+    ``worker_root`` is the root of the worker's own tree: the layouts of two workers never share
+    an own node. ``distinct``: no node comes twice in either list. A well-formed stream never
+    declares a block twice, but a payload may, and two rows into one node must then be added
+    one after the other.
+    """
+
+    __slots__ = ("trainer_nodes", "worker_nodes", "trainer_slots", "worker_slots", "worker_root", "distinct")
+
+    def __init__(
+        self, trainer_nodes: list[TimerNode], worker_nodes: list[TimerNode], worker_root: TimerNode, figures: Figures
+    ) -> None:
+        self.trainer_nodes = trainer_nodes
+        self.worker_nodes = worker_nodes
+        trainer_figures, worker_figures = figures
+        self.trainer_slots = trainer_figures.slots(trainer_nodes)
+        self.worker_slots = worker_figures.slots(worker_nodes)
+        self.worker_root = worker_root
+        self.distinct = len(set(trainer_nodes)) == len(trainer_nodes) == len(set(worker_nodes))
 
 
 class WorkerStream:
@@ -45,7 +87,15 @@ class WorkerStream:
     nodes are read from memory, and a pair would be one more object to read per row. A worker
     whose blocks cycle through more layouts than are kept pays for laying them out every time,
     more than a lookup per row would cost. ``row_ids`` and ``row_nodes`` are the last payload's
-    layout, known to ascend (see :func:`profiler.payload.block_rows`).
+    layout, known to ascend (see :func:`profiler.payload.row_ids`).
+
+    A payload's rows are not added to the nodes as it arrives: the stream holds its ``blocks``
+    (the rows' bytes) beside the nodes of its layout, until the merger adds them in bulk, with
+    numpy (:func:`add_held_payloads`): once the stream holds :data:`FOLD_AT_ROWS` rows and
+    whenever the merger is asked for its figures. Adding a row to two nodes as it came cost the merger more
+    than checking the whole payload (``benchmarks/merge_cost.py``). Only the figures wait: the
+    nodes of a layout are made with its first payload, so the trees keep the order in which
+    blocks first arrived.
     """
 
     __slots__ = (
@@ -59,9 +109,12 @@ class WorkerStream:
         "layouts",
         "row_ids",
         "row_nodes",
+        "held",
+        "held_rows",
+        "figures",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, figures: Figures) -> None:
         self.names: list[tuple[int, str]] = []  # id -> (parent id, name)
         self.depths: list[int] = []  # id -> depth below the tree it is merged into (top level: 1)
         self.last_sequence = 0
@@ -72,9 +125,14 @@ class WorkerStream:
         self.own_nodes: list[TimerNode | None] = []
         self.own_root: TimerNode | None = None
         # Row ids -> anchor -> (the trainer's nodes, the worker's own nodes) of those rows, in order.
-        self.layouts: dict[tuple[float, ...], dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]]] = {}
-        self.row_ids: tuple[float, ...] = ()
-        self.row_nodes: dict[TimerNode, tuple[list[TimerNode], list[TimerNode]]] = {}
+        self.layouts: dict[tuple[int, ...], dict[TimerNode, RowNodes]] = {}
+        self.row_ids: tuple[int, ...] = ()
+        self.row_nodes: dict[TimerNode, RowNodes] = {}
+        # Payloads' rows not added yet, by the nodes of their layout: a table each, the payloads'
+        # blocks one after the other (copied while they are in cache, not when added).
+        self.held: dict[RowNodes, bytearray] = {}
+        self.held_rows = 0
+        self.figures = figures  # the merger's, where the held rows are added
 
     def declare(self, first_id: int, declared: Any, worker_id: int) -> int:
         """Add the names of ids ``first_id`` on; return how many had to be shortened.
@@ -131,12 +189,20 @@ class WorkerStream:
                 self.missing = set(sorted(self.missing)[-_MAX_MISSING_KEPT:])
 
     def forget_nodes(self) -> None:
-        """The trees were reset: resolve the ids again, in the new trees."""
+        """The trees were reset: resolve the ids again, in the new trees, and drop the rows held
+        for the old ones (as the old trees dropped the rows added to them)."""
         self.merged_nodes = {}
         self._follow_own_root(None)
 
+    def drop_held(self) -> None:
+        """Forget the rows held: the trees they were for were reset."""
+        self.held = {}
+        self.held_rows = 0
+
     def _follow_own_root(self, own_root: TimerNode | None) -> None:
-        """Resolve the ids in ``own_root``'s tree from now on (the worker's tree was replaced)."""
+        """Resolve the ids in ``own_root``'s tree from now on (the worker's tree was replaced,
+        which happens only when the trees were reset: the rows held for the old ones go)."""
+        self.drop_held()
         self.own_root = own_root
         self.own_nodes = [None] * len(self.names)
         self.layouts = {}
@@ -176,40 +242,36 @@ class WorkerStream:
         nodes[node_id] = node
         return node
 
-    def add_rows(self, anchor: TimerNode, own_root: TimerNode, rows: tuple[float, ...]) -> None:
-        """Add a payload's rows (checked, flat: see :func:`profiler.payload.block_rows`) into the
-        trainer's tree under ``anchor`` and into the worker's own tree, keeping each own node's
-        peak mean per payload. One loop for both trees: this loop is most of the trainer's merge
-        cost."""
+    def add_rows(self, anchor: TimerNode, own_root: TimerNode, ids: tuple[int, ...], blocks: bytes) -> int:
+        """Hold a payload's rows for the trainer's tree under ``anchor`` and the worker's own tree;
+        return how many rows the stream holds now.
+
+        ``blocks`` are the payload's rows, checked, and ``ids`` their ids (see
+        :func:`profiler.payload.row_ids`). The rows' nodes are found (made, for blocks new to a
+        tree) now; their figures are added by :meth:`fold`.
+        """
         if self.own_root is not own_root:
             self._follow_own_root(own_root)
-        ids = rows[0::ROW_FIELDS]
         if ids != self.row_ids:
             self._lay_out(ids)
         row_nodes = self.row_nodes.get(anchor) or self._nodes_in_row_order(anchor, own_root)
-        trainer_nodes, worker_nodes = row_nodes
-        row_fields = iter(rows)
-        for merged, own, _, count, total, minimum, maximum in zip(
-            trainer_nodes, worker_nodes, row_fields, row_fields, row_fields, row_fields, row_fields
-        ):
-            merged.total += total
-            own.total += total
-            if count:
-                merged.count += count
-                own.count += count
-                if minimum < merged.min:
-                    merged.min = minimum
-                if maximum > merged.max:
-                    merged.max = maximum
-                if minimum < own.min:
-                    own.min = minimum
-                if maximum > own.max:
-                    own.max = maximum
-                mean = total / count
-                if mean > own.peak_mean:
-                    own.peak_mean = mean
+        table = self.held.get(row_nodes)
+        if table is None:
+            self.held[row_nodes] = bytearray(blocks)
+        else:
+            table += blocks
+        self.held_rows += len(ids)
+        return self.held_rows
 
-    def _lay_out(self, ids: tuple[float, ...]) -> None:
+    def take_held(self) -> list[tuple[RowNodes, bytearray]]:
+        """The payload rows held, as tables: the nodes of a layout and the ``blocks`` of its
+        payloads one after the other. The stream holds none after this (give them to
+        :func:`add_held_payloads`)."""
+        held = self.held
+        self.drop_held()
+        return list(held.items())
+
+    def _lay_out(self, ids: tuple[int, ...]) -> None:
         """Make the layout of rows ``ids`` the current one (a new one if it is not kept)."""
         row_nodes = self.layouts.get(ids)
         if row_nodes is None:
@@ -218,13 +280,16 @@ class WorkerStream:
             row_nodes = self.layouts[ids] = {}
         self.row_ids, self.row_nodes = ids, row_nodes
 
-    def _nodes_in_row_order(
-        self, anchor: TimerNode, own_root: TimerNode
-    ) -> tuple[list[TimerNode], list[TimerNode]]:
+    def _nodes_in_row_order(self, anchor: TimerNode, own_root: TimerNode) -> RowNodes:
         """The trainer's nodes under ``anchor`` and the worker's own nodes of the current layout, in
         row order, kept for the layout's next payload."""
         merged_nodes, own_nodes = self._node_lists(anchor, own_root)
-        row_nodes = (self._in_row_order(merged_nodes, anchor, True), self._in_row_order(own_nodes, own_root, False))
+        row_nodes = RowNodes(
+            self._in_row_order(merged_nodes, anchor, True),
+            self._in_row_order(own_nodes, own_root, False),
+            own_root,
+            self.figures,
+        )
         if len(self.row_nodes) >= _MAX_ANCHORS_PER_LAYOUT:
             self.row_nodes.clear()
         self.row_nodes[anchor] = row_nodes
@@ -237,3 +302,120 @@ class WorkerStream:
         if all(in_row_order):
             return in_row_order  # type: ignore[return-value]
         return [nodes[node_id] or self._resolve(nodes, root, node_id, parallel) for node_id in self.row_ids]
+
+
+def add_held_payloads(tables: list[tuple[RowNodes, bytearray]], figures: Figures) -> None:
+    """Add payloads' rows into the merger's ``figures``, from which they go into the nodes when
+    read. ``tables`` are as streams hold them: the nodes of a layout, and the ``blocks`` of its
+    payloads one after the other (a row of the table each).
+
+    Each node gets what adding the payloads one at a time would give it: the sum of the totals
+    and of the counts, the shortest and longest call, and for the worker's own node the highest
+    mean per call of any one payload (its ``peak_mean``). Totals are summed by numpy, so in
+    another order than one at a time: they may differ in the last bits.
+
+    Tables of the same size (payloads and rows) are stacked and added together, in a few numpy
+    calls whatever their number: a fleet of workers sending at the same pace gives one stack.
+    """
+    row_bytes = row_dtype().itemsize
+    stacks: dict[tuple[int, int], list[tuple[RowNodes, bytearray]]] = {}
+    for table in tables:
+        row_nodes, held = table
+        rows = len(row_nodes.trainer_nodes)
+        stacks.setdefault((len(held) // (rows * row_bytes), rows), []).append(table)
+    for (payloads, rows), stacked in stacks.items():
+        table_bytes = payloads * rows * row_bytes
+        # A stack is read in parts of about _STACK_BYTES: memory the allocator hands out again
+        # fold after fold, where a stack of a whole large fleet would be fresh pages each time.
+        part = max(1, _STACK_BYTES // table_bytes)
+        for start in range(0, len(stacked), part):
+            tables_part = stacked[start : start + part]
+            if payloads * len(tables_part) < _TABLE_FROM_PAYLOADS or not _add_stacked_tables(
+                tables_part, payloads, figures
+            ):
+                for row_nodes, held in tables_part:
+                    for offset in range(0, len(held), table_bytes // payloads):
+                        _add_rows(row_nodes, unchecked_rows(held[offset : offset + table_bytes // payloads]))
+
+
+def _add_stacked_tables(stacked: list[tuple[RowNodes, bytearray]], payloads: int, figures: Figures) -> bool:
+    """Add tables of ``payloads`` payloads each, of the same rows, into ``figures``; False,
+    adding nothing, if their counts are too large for the figure tables."""
+    import numpy  # a core dependency; imported by the first fold, not with the merger
+
+    held = stacked[0][1] if len(stacked) == 1 else b"".join(table for _, table in stacked)
+    rows = numpy.frombuffer(held, row_dtype())
+    rows = rows.reshape(len(stacked), payloads, len(stacked[0][0].trainer_nodes))
+    counts = rows["count"]
+    if int(counts.max()) >= _TABLE_COUNT_BOUND // payloads:
+        return False
+    totals = rows["total"]
+    closed = counts > 0
+    if closed.all():  # every block closed a call in every payload: no row to leave out
+        shortest = rows["min"].min(axis=1)
+        longest = rows["max"].max(axis=1)
+        peak_means = (totals / counts).max(axis=1)
+    else:  # a row with no closed call (a run still open) adds its total only, as TimerNode.add does
+        shortest = numpy.where(closed, rows["min"], numpy.inf).min(axis=1)
+        longest = numpy.where(closed, rows["max"], -numpy.inf).max(axis=1)
+        peak_means = numpy.where(closed, totals / numpy.maximum(counts, 1), -numpy.inf).max(axis=1)
+    total_sums = totals.sum(axis=1)
+    count_sums = counts.sum(axis=1)
+    trainer_figures, worker_figures = figures
+    if len(stacked) == 1:  # one worker's table, the usual case of a stream's own fold
+        nodes = stacked[0][0]
+        trainer_figures.add(
+            nodes.trainer_slots, total_sums[0], count_sums[0], shortest[0], longest[0], distinct=nodes.distinct
+        )
+        worker_figures.add(
+            nodes.worker_slots, total_sums[0], count_sums[0], shortest[0], longest[0], peak_means[0], distinct=nodes.distinct
+        )
+        return True
+    row_nodes = [row_nodes for row_nodes, _ in stacked]
+    distinct = all(nodes.distinct for nodes in row_nodes)
+    trainer_slots = numpy.stack([nodes.trainer_slots for nodes in row_nodes])
+    if distinct and (trainer_slots == trainer_slots[0]).all():
+        # Every table's rows go into the same trainer nodes (one anchor, one set of blocks, as
+        # in a fleet of alike workers): add the tables up first, then into each node once.
+        trainer_figures.add(
+            trainer_slots[0],
+            total_sums.sum(axis=0),
+            count_sums.sum(axis=0),
+            shortest.min(axis=0),
+            longest.max(axis=0),
+            distinct=True,
+        )
+    else:
+        trainer_figures.add(trainer_slots, total_sums, count_sums, shortest, longest)
+    worker_slots = numpy.stack([nodes.worker_slots for nodes in row_nodes])
+    # Tables of different workers never share an own node; tables of one worker may.
+    one_table_per_worker = len({id(nodes.worker_root) for nodes in row_nodes}) == len(row_nodes)
+    worker_figures.add(
+        worker_slots, total_sums, count_sums, shortest, longest, peak_means, distinct=distinct and one_table_per_worker
+    )
+    return True
+
+
+def _add_rows(row_nodes: RowNodes, rows: tuple[float, ...]) -> None:
+    """Add one payload's rows (flat, see :func:`profiler.payload.unchecked_rows`) straight into
+    their nodes, keeping each own node's peak mean per payload."""
+    row_fields = iter(rows)
+    for merged, own, _, count, total, minimum, maximum in zip(
+        row_nodes.trainer_nodes, row_nodes.worker_nodes, row_fields, row_fields, row_fields, row_fields, row_fields
+    ):
+        merged.total += total
+        own.total += total
+        if count:
+            merged.count += count
+            own.count += count
+            if minimum < merged.min:
+                merged.min = minimum
+            if maximum > merged.max:
+                merged.max = maximum
+            if minimum < own.min:
+                own.min = minimum
+            if maximum > own.max:
+                own.max = maximum
+            mean = total / count
+            if mean > own.peak_mean:
+                own.peak_mean = mean

@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from profiler import timers
-from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, block_rows
+from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, row_ids, unchecked_rows
 
 
 def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None):
@@ -61,7 +61,8 @@ def paths(payload, stack=None) -> list[str]:
 def rows_of(payload, stack=None) -> dict[str, tuple[Any, ...]]:
     """{path: (total, count, errors, minimum, maximum)} of the payload's rows."""
     names = paths(payload, stack)
-    row_fields = iter(block_rows(payload[8], len(names)))
+    row_ids(payload[8], len(names))  # checked first
+    row_fields = iter(unchecked_rows(payload[8]))
     errors = dict(payload[9])
     return {
         names[node_id]: (total, count, errors.get(node_id, 0), minimum, maximum)

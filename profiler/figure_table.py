@@ -128,15 +128,9 @@ class FigureTable:
             self.peak_mean[touched].tolist(),
         ):
             node = nodes[slot]
-            node.total += total
-            if count:
-                node.count += count
-                if minimum < node.min:
-                    node.min = minimum
-                if maximum > node.max:
-                    node.max = maximum
-                if peak_mean > node.peak_mean:
-                    node.peak_mean = peak_mean
+            node.add_runs(total, count, 0, minimum, maximum)
+            if count and peak_mean > node.peak_mean:
+                node.peak_mean = peak_mean
         self.total[touched] = 0.0
         self.count[touched] = 0
         self.minimum[touched] = numpy.inf

@@ -557,10 +557,11 @@ class TimerStack:
         # What payloads need to name blocks by number (see profiler.block_ids): the ids given
         # so far, and whether a block or a block's labels appeared since the last flush.
         self.block_ids: Any = None
-        # Recorders that keep runs of this stack's blocks as raw stamps and fold them into the
-        # nodes later, in bulk (see PhasedBlock): settle() has them fold() before anything reads
-        # the tree, reset() has them discard(stack) what they hold for it. Weak: a recorder's
-        # owner may go at any time.
+        # Recorders that keep figures for this stack's nodes raw and fold them in later, in bulk
+        # (the runs of a PhasedBlock, the payload rows of a TimerMerger): settle() has them
+        # fold() before anything reads the tree, reset() has them discard(stack) what they hold
+        # for it. Weak: a recorder's owner may go at any time (a merger holding rows cannot: its
+        # stack's mergers hold it, and detach() folds).
         self.deferred: weakref.WeakSet[Any] = weakref.WeakSet()
         self.reset()
 
@@ -585,8 +586,9 @@ class TimerStack:
         self.timeline = _new_thread_timeline() if _new_thread_timeline is not None else None
 
     def settle(self) -> None:
-        """Fold into the tree the runs that deferred recorders still hold as stamps (see
-        :class:`PhasedBlock`): every reader of the tree's figures calls this first."""
+        """Fold into the tree what deferred recorders still hold: the runs of a
+        :class:`PhasedBlock`, the payload rows of a merger (:mod:`profiler.merge`). Every reader
+        of the tree's figures calls this first."""
         if self.deferred:  # iterating even an empty WeakSet costs a microsecond: once per flush
             for recorder in list(self.deferred):
                 recorder.fold()

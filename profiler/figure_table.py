@@ -19,7 +19,7 @@ from typing import Any
 
 from profiler.timers import TimerNode
 
-__all__ = ["FigureTable"]
+__all__ = ["FigureTable", "Figures"]
 
 # Counts held per slot stay below this, so that adding more never overflows a 64-bit integer:
 # past it the table writes its figures into the nodes (Python integers) and starts again.
@@ -146,3 +146,7 @@ class FigureTable:
         self._allocate(256)
         self._touched = False
         self._count_bound = 0.0
+
+
+Figures = tuple[FigureTable, FigureTable]
+"""A merger's figure tables: for the trainer's nodes, and for its workers' own nodes."""

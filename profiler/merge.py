@@ -55,7 +55,8 @@ from typing import Any, Callable
 
 from profiler import events, timers
 from profiler.clock_offset import ClockOffset
-from profiler.figure_table import FigureTable
+from profiler.figure_table import FigureTable, Figures
+from profiler.held_rows import add_held_rows
 from profiler.memory import ProcessMemory
 from profiler.payload import (
     PayloadError,
@@ -64,7 +65,7 @@ from profiler.payload import (
     check_payload,
 )
 from profiler.timers import GaugeNode, TimerNode, TimerStack, gauge_value
-from profiler.worker_stream import FOLD_AT_ROWS, MAX_NAME_LENGTH, WorkerStream, add_held_payloads
+from profiler.worker_stream import FOLD_AT_ROWS, MAX_NAME_LENGTH, WorkerStream
 
 __all__ = [
     "FOLD_AT_HELD_ROWS",
@@ -360,7 +361,7 @@ class TimerMerger:
                 self._held_rows += held - held_before
                 if held >= FOLD_AT_ROWS:
                     self._held_rows -= held
-                    add_held_payloads(stream.take_held(), self._figures())
+                    add_held_rows(stream.take_held(), self._figures())
                 if self._held_rows >= FOLD_AT_HELD_ROWS:
                     self._fold_held()
             for node_id, errors in error_counts:
@@ -450,7 +451,7 @@ class TimerMerger:
         """Add the rows held into the figure tables, and the trainer's figures into its tree."""
         if self._held_rows:
             tables = [table for stream in self._streams.values() for table in stream.take_held()]
-            add_held_payloads(tables, self._figures())
+            add_held_rows(tables, self._figures())
             self._held_rows = 0
         self._trainer_figures.write_back()
 
@@ -459,7 +460,7 @@ class TimerMerger:
         self._fold_held()
         self._worker_figures.write_back()
 
-    def _figures(self) -> tuple[FigureTable, FigureTable]:
+    def _figures(self) -> Figures:
         return self._trainer_figures, self._worker_figures
 
     def retire(self) -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.figure_table import FigureTable
-from profiler.payload import PayloadError, row_dtype, unchecked_rows
+from profiler.figure_table import Figures
+from profiler.payload import PayloadError
 from profiler.timers import MAX_DEPTH, TimerNode
 
-__all__ = ["FOLD_AT_ROWS", "MAX_NAME_LENGTH", "WorkerStream", "add_held_payloads"]
+__all__ = ["FOLD_AT_ROWS", "MAX_NAME_LENGTH", "RowNodes", "WorkerStream"]
 
 MAX_NAME_LENGTH = 1000
 """Block names longer than this are shortened to it as they are declared (and counted in the
@@ -35,17 +35,6 @@ FOLD_AT_ROWS = 4096
 """A stream adds the payload rows it holds once it holds this many (144 KiB): enough payloads
 that adding them costs each little (80 of 50 blocks), few enough that they stay in cache."""
 
-# Fewer payloads than this in a stack of tables are added row by row: numpy costs more than the
-# rows of one or two payloads (benchmarks/merge_cost.py, part 3).
-_TABLE_FROM_PAYLOADS = 3
-_STACK_BYTES = 2**20  # rows read at once by add_held_payloads
-# Payload counts at least this large (summed over a table) are added row by row, as Python
-# integers: a figure table holds 64-bit ones (see profiler.figure_table).
-_TABLE_COUNT_BOUND = 2**62
-
-
-Figures = tuple[FigureTable, FigureTable]
-"""A merger's figure tables: for the trainer's nodes, and for its workers' own nodes."""
 
 
 class RowNodes:
@@ -90,9 +79,9 @@ class WorkerStream:
     layout, known to ascend (see :func:`profiler.payload.row_ids`).
 
     A payload's rows are not added to the nodes as it arrives: the stream holds its ``blocks``
-    (the rows' bytes) beside the nodes of its layout, until the merger adds them in bulk, with
-    numpy (:func:`add_held_payloads`): once the stream holds :data:`FOLD_AT_ROWS` rows and
-    whenever the merger is asked for its figures. Adding a row to two nodes as it came cost the merger more
+    (the rows' bytes) by the nodes of its layout, until the merger adds them in bulk
+    (:mod:`profiler.held_rows`): once the stream holds :data:`FOLD_AT_ROWS` rows and whenever the
+    merger is asked for its figures. Adding a row to two nodes as it came cost the merger more
     than checking the whole payload (``benchmarks/merge_cost.py``). Only the figures wait: the
     nodes of a layout are made with its first payload, so the trees keep the order in which
     blocks first arrived.
@@ -248,7 +237,7 @@ class WorkerStream:
 
         ``blocks`` are the payload's rows, checked, and ``ids`` their ids (see
         :func:`profiler.payload.row_ids`). The rows' nodes are found (made, for blocks new to a
-        tree) now; their figures are added by :meth:`fold`.
+        tree) now; their figures are added later (see :meth:`take_held`).
         """
         if self.own_root is not own_root:
             self._follow_own_root(own_root)
@@ -266,7 +255,7 @@ class WorkerStream:
     def take_held(self) -> list[tuple[RowNodes, bytearray]]:
         """The payload rows held, as tables: the nodes of a layout and the ``blocks`` of its
         payloads one after the other. The stream holds none after this (give them to
-        :func:`add_held_payloads`)."""
+        :func:`profiler.held_rows.add_held_rows`)."""
         held = self.held
         self.drop_held()
         return list(held.items())
@@ -302,120 +291,3 @@ class WorkerStream:
         if all(in_row_order):
             return in_row_order  # type: ignore[return-value]
         return [nodes[node_id] or self._resolve(nodes, root, node_id, parallel) for node_id in self.row_ids]
-
-
-def add_held_payloads(tables: list[tuple[RowNodes, bytearray]], figures: Figures) -> None:
-    """Add payloads' rows into the merger's ``figures``, from which they go into the nodes when
-    read. ``tables`` are as streams hold them: the nodes of a layout, and the ``blocks`` of its
-    payloads one after the other (a row of the table each).
-
-    Each node gets what adding the payloads one at a time would give it: the sum of the totals
-    and of the counts, the shortest and longest call, and for the worker's own node the highest
-    mean per call of any one payload (its ``peak_mean``). Totals are summed by numpy, so in
-    another order than one at a time: they may differ in the last bits.
-
-    Tables of the same size (payloads and rows) are stacked and added together, in a few numpy
-    calls whatever their number: a fleet of workers sending at the same pace gives one stack.
-    """
-    row_bytes = row_dtype().itemsize
-    stacks: dict[tuple[int, int], list[tuple[RowNodes, bytearray]]] = {}
-    for table in tables:
-        row_nodes, held = table
-        rows = len(row_nodes.trainer_nodes)
-        stacks.setdefault((len(held) // (rows * row_bytes), rows), []).append(table)
-    for (payloads, rows), stacked in stacks.items():
-        table_bytes = payloads * rows * row_bytes
-        # A stack is read in parts of about _STACK_BYTES: memory the allocator hands out again
-        # fold after fold, where a stack of a whole large fleet would be fresh pages each time.
-        part = max(1, _STACK_BYTES // table_bytes)
-        for start in range(0, len(stacked), part):
-            tables_part = stacked[start : start + part]
-            if payloads * len(tables_part) < _TABLE_FROM_PAYLOADS or not _add_stacked_tables(
-                tables_part, payloads, figures
-            ):
-                for row_nodes, held in tables_part:
-                    for offset in range(0, len(held), table_bytes // payloads):
-                        _add_rows(row_nodes, unchecked_rows(held[offset : offset + table_bytes // payloads]))
-
-
-def _add_stacked_tables(stacked: list[tuple[RowNodes, bytearray]], payloads: int, figures: Figures) -> bool:
-    """Add tables of ``payloads`` payloads each, of the same rows, into ``figures``; False,
-    adding nothing, if their counts are too large for the figure tables."""
-    import numpy  # a core dependency; imported by the first fold, not with the merger
-
-    held = stacked[0][1] if len(stacked) == 1 else b"".join(table for _, table in stacked)
-    rows = numpy.frombuffer(held, row_dtype())
-    rows = rows.reshape(len(stacked), payloads, len(stacked[0][0].trainer_nodes))
-    counts = rows["count"]
-    if int(counts.max()) >= _TABLE_COUNT_BOUND // payloads:
-        return False
-    totals = rows["total"]
-    closed = counts > 0
-    if closed.all():  # every block closed a call in every payload: no row to leave out
-        shortest = rows["min"].min(axis=1)
-        longest = rows["max"].max(axis=1)
-        peak_means = (totals / counts).max(axis=1)
-    else:  # a row with no closed call (a run still open) adds its total only, as TimerNode.add does
-        shortest = numpy.where(closed, rows["min"], numpy.inf).min(axis=1)
-        longest = numpy.where(closed, rows["max"], -numpy.inf).max(axis=1)
-        peak_means = numpy.where(closed, totals / numpy.maximum(counts, 1), -numpy.inf).max(axis=1)
-    total_sums = totals.sum(axis=1)
-    count_sums = counts.sum(axis=1)
-    trainer_figures, worker_figures = figures
-    if len(stacked) == 1:  # one worker's table, the usual case of a stream's own fold
-        nodes = stacked[0][0]
-        trainer_figures.add(
-            nodes.trainer_slots, total_sums[0], count_sums[0], shortest[0], longest[0], distinct=nodes.distinct
-        )
-        worker_figures.add(
-            nodes.worker_slots, total_sums[0], count_sums[0], shortest[0], longest[0], peak_means[0], distinct=nodes.distinct
-        )
-        return True
-    row_nodes = [row_nodes for row_nodes, _ in stacked]
-    distinct = all(nodes.distinct for nodes in row_nodes)
-    trainer_slots = numpy.stack([nodes.trainer_slots for nodes in row_nodes])
-    if distinct and (trainer_slots == trainer_slots[0]).all():
-        # Every table's rows go into the same trainer nodes (one anchor, one set of blocks, as
-        # in a fleet of alike workers): add the tables up first, then into each node once.
-        trainer_figures.add(
-            trainer_slots[0],
-            total_sums.sum(axis=0),
-            count_sums.sum(axis=0),
-            shortest.min(axis=0),
-            longest.max(axis=0),
-            distinct=True,
-        )
-    else:
-        trainer_figures.add(trainer_slots, total_sums, count_sums, shortest, longest)
-    worker_slots = numpy.stack([nodes.worker_slots for nodes in row_nodes])
-    # Tables of different workers never share an own node; tables of one worker may.
-    one_table_per_worker = len({id(nodes.worker_root) for nodes in row_nodes}) == len(row_nodes)
-    worker_figures.add(
-        worker_slots, total_sums, count_sums, shortest, longest, peak_means, distinct=distinct and one_table_per_worker
-    )
-    return True
-
-
-def _add_rows(row_nodes: RowNodes, rows: tuple[float, ...]) -> None:
-    """Add one payload's rows (flat, see :func:`profiler.payload.unchecked_rows`) straight into
-    their nodes, keeping each own node's peak mean per payload."""
-    row_fields = iter(rows)
-    for merged, own, _, count, total, minimum, maximum in zip(
-        row_nodes.trainer_nodes, row_nodes.worker_nodes, row_fields, row_fields, row_fields, row_fields, row_fields
-    ):
-        merged.total += total
-        own.total += total
-        if count:
-            merged.count += count
-            own.count += count
-            if minimum < merged.min:
-                merged.min = minimum
-            if maximum > merged.max:
-                merged.max = maximum
-            if minimum < own.min:
-                own.min = minimum
-            if maximum > own.max:
-                own.max = maximum
-            mean = total / count
-            if mean > own.peak_mean:
-                own.peak_mean = mean

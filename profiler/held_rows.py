@@ -1,12 +1,13 @@
 """Adding the payload rows a merger holds into its figure tables, many payloads at a time.
 
 A merger (:mod:`profiler.merge`) checks each worker payload as it arrives, but holds its rows,
-as the bytes they came in, in a table per layout of its stream (:class:`profiler.worker_stream.WorkerStream`). Here the
-tables are read with numpy: the payloads of a table summed and their extremes found column by
-column, tables of the same size stacked so that a fleet of alike workers costs a few numpy
-calls, and the results scattered into the merger's figure tables (:mod:`profiler.figure_table`),
-which write them into the nodes when read. A payload then costs the merger little more than its
-validation (``benchmarks/merge_cost.py``).
+as the bytes they came in, in a table per layout of its stream
+(:class:`profiler.worker_stream.WorkerStream`). Here the tables are read with numpy: the payloads
+of a table summed and their extremes found column by column, tables of the same size stacked so
+that a fleet of alike workers costs a few numpy calls, and the results scattered into the
+merger's figure tables (:mod:`profiler.figure_table`), which write them into the nodes when
+read. A payload then costs the merger little more than its validation
+(``benchmarks/merge_cost.py``).
 """
 
 from __future__ import annotations

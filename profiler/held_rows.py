@@ -91,7 +91,13 @@ def _add_stacked_tables(stacked: list[tuple[RowNodes, bytearray]], payloads: int
             nodes.trainer_slots, total_sums[0], count_sums[0], shortest[0], longest[0], distinct=nodes.distinct
         )
         worker_figures.add(
-            nodes.worker_slots, total_sums[0], count_sums[0], shortest[0], longest[0], peak_means[0], distinct=nodes.distinct
+            nodes.worker_slots,
+            total_sums[0],
+            count_sums[0],
+            shortest[0],
+            longest[0],
+            peak_means[0],
+            distinct=nodes.distinct,
         )
         return True
     row_nodes = [row_nodes for row_nodes, _ in stacked]

@@ -22,8 +22,8 @@ __all__ = ["add_held_rows"]
 # rows of one or two payloads (benchmarks/merge_cost.py, part 3).
 _TABLE_FROM_PAYLOADS = 3
 _STACK_BYTES = 2**20  # rows read at once (see add_held_rows)
-# Payload counts at least this large (summed over a table) are added row by row, as Python
-# integers: a figure table holds 64-bit ones (see profiler.figure_table).
+# Stacks whose counts add up to this or more are added row by row, as Python integers: a figure
+# table holds 64-bit ones (see profiler.figure_table).
 _TABLE_COUNT_BOUND = 2**62
 
 
@@ -63,14 +63,16 @@ def add_held_rows(tables: list[tuple[RowNodes, bytearray]], figures: Figures) ->
 
 def _add_stacked_tables(stacked: list[tuple[RowNodes, bytearray]], payloads: int, figures: Figures) -> bool:
     """Add tables of ``payloads`` payloads each, of the same rows, into ``figures``; False,
-    adding nothing, if their counts are too large for the figure tables."""
+    adding nothing, if their counts add up to more than the figure tables hold."""
     import numpy  # a core dependency; imported by the first fold, not with the merger
 
     held = stacked[0][1] if len(stacked) == 1 else b"".join(table for _, table in stacked)
     rows = numpy.frombuffer(held, row_dtype())
     rows = rows.reshape(len(stacked), payloads, len(stacked[0][0].trainer_nodes))
     counts = rows["count"]
-    if int(counts.max()) >= _TABLE_COUNT_BOUND // payloads:
+    # All counts added up fit the tables' integers, and so does every sum of some of them (a
+    # node's over its payloads, the trainer's node over the tables).
+    if counts.sum(dtype=numpy.float64) >= _TABLE_COUNT_BOUND:
         return False
     totals = rows["total"]
     closed = counts > 0

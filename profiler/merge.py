@@ -615,6 +615,7 @@ class TimerMerger:
     def worker_block_times(self, block: str) -> list[WorkerBlockTime]:
         """Each worker's count, total, mean and peak mean for ``block``, by worker id."""
         with self._lock:
+            self._follow_stack_resets()  # after a reset, the workers' trees start afresh
             self._fold_workers()
             times = [self._workers[worker_id].block_time(block) for worker_id in sorted(self._workers)]
         return [time for time in times if time is not None]

@@ -442,7 +442,7 @@ class TimerMerger:
         with self._lock:
             if stack is self.timer_stack:
                 for stream in self._streams.values():
-                    stream.drop_held()
+                    stream.forget_nodes()  # and their layouts' slots in the tables cleared below
                 self._held_rows = 0
                 self._trainer_figures.clear()
                 self._worker_figures.clear()

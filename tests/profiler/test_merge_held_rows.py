@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import sys
 import threading
 import weakref
 
@@ -199,6 +200,28 @@ def test_payloads_under_two_anchors_add_up_under_each_as_one_at_a_time(fake_cloc
     assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
 
 
+def test_one_workers_payloads_held_under_two_anchors_add_up_in_its_own_tree(fake_clock):
+    # Two tables of one stream, alike in size, added together: both go into the worker's own nodes.
+    trainer, worker = TimerStack("trainer"), TimerStack("worker")
+    merger, expected = TimerMerger(trainer), OneAtATime()
+    anchors = {name: trainer.root.get_child(name) for name in ("collect", "evaluate")}
+    for flush in range(6):
+        name = ("collect", "evaluate")[flush % 2]
+        payload = flushed(worker, fake_clock, ("env.step", flush + 1), ("env.step/physics", 1))
+        merge_and_expect(merger, expected, 0, worker, payload, anchors[name], (name,))
+    assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
+
+
+def test_the_payloads_of_a_restarted_worker_add_up_in_its_one_tree(fake_clock):
+    # The old process's stream and the new one's hold tables alike in size, of one worker.
+    trainer = TimerStack("trainer")
+    merger, expected = TimerMerger(trainer), OneAtATime()
+    for process in (TimerStack("worker"), TimerStack("worker, restarted")):
+        for flush in range(3):
+            merge_and_expect(merger, expected, 0, process, flushed(process, fake_clock, ("env.step", flush + 2)))
+    assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
+
+
 def test_reads_between_merges_see_the_figures_of_one_at_a_time_adding_each_time(fake_clock, fold_often):
     trainer = TimerStack("trainer")
     workers = [TimerStack("worker 0"), TimerStack("worker 1")]
@@ -219,12 +242,12 @@ FLUSH = st.tuples(
     st.lists(st.tuples(BLOCKS, st.integers(0, 5)), max_size=5),  # blocks timed, units spent in each
     st.booleans(),  # whether the worker's outer "loop" block is open across the flush
 )
-STEPS = st.lists(st.one_of(FLUSH, FLUSH, FLUSH, st.just(("read",))), max_size=40)
+STEPS = st.lists(st.one_of(FLUSH, FLUSH, FLUSH, FLUSH, st.just(("read",))), min_size=4, max_size=40)
 FOLD_THRESHOLDS = st.sampled_from([(2, 3), (5, 12), (9, 20), (4096, 2**19)])  # (FOLD_AT_ROWS, FOLD_AT_HELD_ROWS)
 
 
 @settings(
-    max_examples=60,
+    max_examples=200,
     derandomize=True,
     deadline=None,
     database=None,
@@ -571,7 +594,7 @@ def test_reads_while_a_thread_merges_lose_no_payload_and_never_go_back(monkeypat
     monkeypatch.setattr(merge_module, "FOLD_AT_HELD_ROWS", 20)
     trainer = TimerStack("trainer")
     merger = TimerMerger(trainer)
-    payloads_per_worker, workers = 150, 3
+    payloads_per_worker, workers = 500, 3
     failures: list[BaseException] = []
 
     def receive() -> None:
@@ -588,12 +611,17 @@ def test_reads_while_a_thread_merges_lose_no_payload_and_never_go_back(monkeypat
             failures.append(error)
 
     receiver = threading.Thread(target=receive, name="payload receiver")
-    receiver.start()
-    counts_read = []
-    while receiver.is_alive() or not counts_read:
-        tree = get_timer_tree(trainer)
-        counts_read.append(find(tree, "env.step")["count"] if "env.step" in child_names(tree) else 0)
-    receiver.join(timeout=60)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns often: merges, folds and reads interleave
+    try:
+        receiver.start()
+        counts_read = []
+        while receiver.is_alive() or not counts_read:
+            tree = get_timer_tree(trainer)
+            counts_read.append(find(tree, "env.step")["count"] if "env.step" in child_names(tree) else 0)
+        receiver.join(timeout=60)
+    finally:
+        sys.setswitchinterval(switch_interval)
     assert not receiver.is_alive() and failures == []
     assert counts_read == sorted(counts_read)  # a read never sees fewer calls than one before it
     tree = get_timer_tree(trainer)

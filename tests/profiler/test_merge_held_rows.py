@@ -222,6 +222,19 @@ def test_the_payloads_of_a_restarted_worker_add_up_in_its_one_tree(fake_clock):
     assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
 
 
+def test_more_sets_of_blocks_and_anchors_than_a_stream_keeps_add_up_as_one_at_a_time(fake_clock):
+    # 9 sets of blocks and 6 anchors in turn, every row held until the one read at the end.
+    trainer, worker = TimerStack("trainer"), TimerStack("worker")
+    merger, expected = TimerMerger(trainer), OneAtATime()
+    anchors = [trainer.root.get_child(f"anchor{index}") for index in range(6)]
+    for flush in range(40):
+        names = [name for bit, name in enumerate(["a", "b", "c", "a/d"]) if (flush % 9 + 1) >> bit & 1]
+        payload = flushed(worker, fake_clock, *[(name, flush % 4 + 1) for name in names])
+        anchor = anchors[flush % 6]
+        merge_and_expect(merger, expected, 0, worker, payload, anchor, (anchor.name,))
+    assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
+
+
 def test_reads_between_merges_see_the_figures_of_one_at_a_time_adding_each_time(fake_clock, fold_often):
     trainer = TimerStack("trainer")
     workers = [TimerStack("worker 0"), TimerStack("worker 1")]
@@ -536,6 +549,16 @@ def test_huge_counts_of_several_workers_sum_to_the_exact_whole_number(fake_clock
     tree = get_timer_tree(trainer)
     assert [find(entry, "env.step")["count"] for entry in tree["workers"]] == [payloads_per_worker * count] * 3
     assert find(tree, "env.step")["count"] == 3 * payloads_per_worker * count > 2**63
+
+
+def test_huge_counts_of_a_block_a_payload_declares_several_times_sum_to_the_exact_whole_number(fake_clock):
+    trainer = TimerStack("trainer")
+    merger = TimerMerger(trainer)
+    count = 15 * 10**17  # each row below 2**62 / 3, the rows of one node over three payloads not
+    for sequence in (1, 2, 3):
+        merger.merge_payload(0, tree_payload(*[("env.step", UNIT, count, 0, (0.0, UNIT), ())] * 3, sequence=sequence))
+    tree = get_timer_tree(trainer)
+    assert find(tree, "env.step")["count"] == find(worker_entry(tree, 0), "env.step")["count"] == 9 * count > 2**63
 
 
 # --- a block declared twice ---------------------------------------------------------------------

@@ -31,6 +31,7 @@ from profiler import merge as merge_module
 from profiler.merge import PayloadError, TimerMerger
 from profiler.payload import MAX_ROW_COUNT, snapshot_and_flush, unchecked_rows
 from profiler.timers import TimerStack
+from profiler.worker_stream import FOLD_AT_ROWS
 from tree_paths import child_names, find
 
 UNIT = 2.0**-8  # seconds: every time a test makes is a small multiple of it, exact in binary
@@ -392,6 +393,18 @@ def test_the_rows_held_over_all_streams_never_exceed_the_mergers_bound(fake_cloc
             expected.add(worker_id, declared_rows(payload))
             held.append(merger.held_rows)
     assert max(held) <= 10
+    assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
+
+
+def test_a_stream_adds_its_rows_once_it_holds_a_fold_of_them(fake_clock):
+    trainer = TimerStack("trainer")
+    merger, expected = TimerMerger(trainer), OneAtATime()
+    blocks = [(f"env.block{index}", UNIT * (index + 1), 1, 0, None, ()) for index in range(4)]
+    for sequence in range(1, FOLD_AT_ROWS // 4 + 4):
+        payload = tree_payload(*blocks, sequence=sequence)
+        merger.merge_payload(0, payload)
+        expected.add(0, declared_rows(payload))
+    assert merger.held_rows == 3 * 4  # the first FOLD_AT_ROWS rows were added, the last three payloads' are held
     assert_merged_one_at_a_time(get_timer_tree(trainer), expected)
 
 

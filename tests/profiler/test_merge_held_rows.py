@@ -453,6 +453,19 @@ def test_a_reset_drops_figures_added_in_bulk_but_not_yet_read(fake_clock, monkey
     assert (find(worker_entry(tree, 0), "env.step")["count"], worker_entry(tree, 0)["payloads"]) == (2, 1)
 
 
+def test_payloads_merged_between_a_discard_and_the_reset_it_belongs_to_still_add_up(fake_clock):
+    # reset() discards what recorders hold before the stack's generation moves on: a receiver
+    # thread may merge in between, into layouts made afresh for the cleared figure tables.
+    trainer = TimerStack("trainer")
+    merger = TimerMerger(trainer)
+    merger.merge_payload(0, step_payload(5, 1, 1))
+    merger.discard(trainer)
+    for sequence in range(2, 5):
+        merger.merge_payload(0, step_payload(1, 1, sequence))
+    tree = get_timer_tree(trainer)
+    assert (find(tree, "env.step")["total"], find(tree, "env.step")["count"]) == (3 * UNIT, 3)
+
+
 def test_worker_block_times_after_a_reset_list_nothing_from_before_it(fake_clock):
     trainer = TimerStack("trainer")
     merger = TimerMerger(trainer)

@@ -37,7 +37,7 @@ class FigureTable:
         self._slot_of: dict[TimerNode, int] = {}
         self._allocate(256)
         self._touched = False
-        self._count_bound = 0.0  # at least the largest count any slot holds
+        self._count_bound = 0.0  # the counts added since the last write-back, all together
 
     def _allocate(self, capacity: int) -> None:
         import numpy  # a core dependency; imported with the first table, not with the merger

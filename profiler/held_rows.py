@@ -47,18 +47,18 @@ def add_held_rows(tables: list[tuple[RowNodes, bytearray]], figures: Figures) ->
         rows = len(row_nodes.trainer_nodes)
         stacks.setdefault((len(held) // (rows * row_bytes), rows), []).append(table)
     for (payloads, rows), stacked in stacks.items():
-        table_bytes = payloads * rows * row_bytes
+        payload_bytes = rows * row_bytes
         # A stack is read in parts of about _STACK_BYTES: memory the allocator hands out again
         # fold after fold, where a stack of a whole large fleet would be fresh pages each time.
-        part = max(1, _STACK_BYTES // table_bytes)
+        part = max(1, _STACK_BYTES // (payloads * payload_bytes))
         for start in range(0, len(stacked), part):
             tables_part = stacked[start : start + part]
             if payloads * len(tables_part) < _TABLE_FROM_PAYLOADS or not _add_stacked_tables(
                 tables_part, payloads, figures
             ):
                 for row_nodes, held in tables_part:
-                    for offset in range(0, len(held), table_bytes // payloads):
-                        _add_rows(row_nodes, unchecked_rows(held[offset : offset + table_bytes // payloads]))
+                    for offset in range(0, len(held), payload_bytes):
+                        _add_rows(row_nodes, unchecked_rows(held[offset : offset + payload_bytes]))
 
 
 def _add_stacked_tables(stacked: list[tuple[RowNodes, bytearray]], payloads: int, figures: Figures) -> bool:

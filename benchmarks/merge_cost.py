@@ -19,12 +19,15 @@ printed beside, for scale: it is paid by the reply the payload rides on anyway.
 
 Part 2, many workers: fleets of 1 to 1,000 simulated workers each flush a 50-node tree every step,
 and the trainer merges each payload as it arrives. Every fleet steps in every round (about 1,000
-payloads a round each), so all see the same load, and its figures are read (folded, as a dump
-would) once at the end, counted in its last round. The figure is the merge cost per payload over
-the whole run (every merge and fold, over the payloads), and over the first and the last round.
-A fleet of 1,000 workers gives each stream a few payloads, too few for a stream's own fold: its
-rows wait for the merger's bound on rows held (``FOLD_AT_HELD_ROWS``) or the read at the end.
-Goal: flat from 1 to 1,000 workers: at most 1.5 times the cost with one worker.
+payloads a round each), so all see the same load, and its figures are read (folded into both
+trees, as a dump does) once at the end, counted in its last round. The figure is the merge cost
+per payload over the whole run (every merge and fold, over the payloads), and over the first and
+the last round. A fleet of 1,000 workers gives each stream one payload a round, too few for a
+stream's own fold: its rows wait for the merger's bound on rows held (``FOLD_AT_HELD_ROWS``) or
+the read, whose cost then falls on few payloads. So the table is printed for each number of
+rounds given (``--rounds``; by default 6 and 20: a read after 7 and after 21 payloads a worker,
+7 s and 21 s of a run flushing at the default interval). Goal: flat from 1 to 1,000 workers: at
+most 1.5 times the cost with one worker.
 
 Part 3, where a 50-node payload's time goes (version 4), each stage timed apart in one loop:
 the snapshot; pickling, and the part of it any message through a pipe pays (pickling ``None``);
@@ -37,7 +40,7 @@ Microseconds depend on the machine and its load, so the script also prints the c
 cheapest Python ``with`` block (``contextlib.nullcontext()``) measured in the same run, and every
 comparison is a ratio of figures measured side by side.
 
-    python benchmarks/merge_cost.py [--repeats 2000] [--rounds 6]
+    python benchmarks/merge_cost.py [--repeats 2000] [--rounds 6 20]
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ def payloads_per_fold(nodes: int) -> int:
 def windowed_us(samples: list[float], window: int) -> float:
     """The median over consecutive windows of ``window`` samples of each window's mean: the
     cost per payload with the folds spread over the payloads they add, noise filtered."""
+    if len(samples) < window:  # too few repeats for one window: the mean of them all
+        return statistics.fmean(samples) * 1e6
     means = [statistics.fmean(samples[start : start + window]) for start in range(0, len(samples) - window + 1, window)]
     return statistics.median(means) * 1e6
 
@@ -207,7 +212,7 @@ class WorkerFleet:
             self.rounds[-1].extend(samples)
 
     def read(self) -> None:
-        """Fold what the merger holds, as a dump would, counted in the last round."""
+        """Fold what the merger holds into both trees, as a dump does, counted in the last round."""
         started = time.perf_counter()
         fold = getattr(self.merger, "fold", None)  # version 3 adds every payload as it comes
         if fold is not None:
@@ -233,8 +238,9 @@ def worker_table(version_3: tuple[ModuleType, ModuleType] | None, rounds: int) -
                 fleet.step(record=True)
     for fleet in fleets.values():
         fleet.read()
+    print(f"\nthe figures read once, after {rounds + 1} payloads a worker")
     print(
-        f"\n{'workers':>7} {'v4 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11}"
+        f"{'workers':>7} {'v4 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11}"
         f" {'v3 us/payload':>14} {'early':>6} {'late':>6} {'x 1 worker':>11} {'goal':>14}"
     )
     base = {name: mean_us([sample for samples in fleets[name, 1].rounds for sample in samples]) for name in versions}
@@ -365,14 +371,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=2000, help="payloads per tree size and version")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds of about 1,000 payloads per worker count")
+    parser.add_argument(
+        "--rounds", type=int, nargs="+", default=[6, 20], help="rounds of about 1,000 payloads per worker count"
+    )
     arguments = parser.parse_args()
 
     version_3 = load_version_3()
     floor_ns = nullcontext_ns()
     print(f"machine speed: `with nullcontext()` costs {floor_ns:.0f} ns here\n")
     stage_table(version_3, arguments.repeats)
-    worker_table(version_3, arguments.rounds)
+    for rounds in arguments.rounds:
+        worker_table(version_3, rounds)
     stage_breakdown(arguments.repeats)
     if version_3 is not None:
         same = merged_dump(payload_v4, merge_v4, 4, 30) == merged_dump(*version_3, 4, 30)

@@ -5,8 +5,8 @@ worker's own tree. Writing each row into its node object is a cache miss per nod
 workers are many (1,000 workers' trees do not fit in any cache), so the merger adds the rows into
 a :class:`FigureTable` instead: one slot per node, the figures of all slots in a few numpy
 arrays, the rows of a whole fold scattered into them in one call per figure. The figures go into
-the node objects only when someone reads them (:meth:`FigureTable.write_back`): the trainer's
-tree at each settle, the workers' trees when their entries are dumped.
+the node objects only when someone reads them (:meth:`FigureTable.write_back`), at each settle
+of the trainer's stack and before the workers' entries are dumped.
 
 Every figure is one that can be added in any order and in any grouping (a sum, a least, a
 greatest), so rows added into the table and rows added straight into a node, at any time, give
@@ -127,10 +127,18 @@ class FigureTable:
             self.maximum[touched].tolist(),
             self.peak_mean[touched].tolist(),
         ):
+            # TimerNode.add_runs and the peak, inline: with many workers this loop writes tens of
+            # thousands of nodes, each read from memory, and a call per node costs a third more.
             node = nodes[slot]
-            node.add_runs(total, count, 0, minimum, maximum)
-            if count and peak_mean > node.peak_mean:
-                node.peak_mean = peak_mean
+            node.total += total
+            if count:
+                node.count += count
+                if minimum < node.min:
+                    node.min = minimum
+                if maximum > node.max:
+                    node.max = maximum
+                if peak_mean > node.peak_mean:
+                    node.peak_mean = peak_mean
         self.total[touched] = 0.0
         self.count[touched] = 0
         self.minimum[touched] = numpy.inf

@@ -35,7 +35,8 @@ A payload's block figures are not added as it arrives. Its rows are held by its 
 merger is one of its stack's deferred recorders, which :meth:`TimerStack.settle` folds: every
 dump and :func:`~profiler.get_timer_root` call it; :meth:`TimerMerger.worker_entries` and
 :meth:`TimerMerger.worker_block_times` fold first too). Code that holds a merged node and reads
-its figures directly calls :meth:`TimerMerger.fold` first.
+its figures directly calls :meth:`TimerMerger.fold` first. Folding adds the rows into figure
+tables (:mod:`profiler.figure_table`) and the tables into the nodes.
 
 Merging may run on a receiver thread while the trainer keeps timing. The merger's own state is
 behind its lock, which the trainer's hot path never takes; the only shared structures are child
@@ -363,7 +364,7 @@ class TimerMerger:
                     self._held_rows -= held
                     add_held_rows(stream.take_held(), self._figures())
                 if self._held_rows >= FOLD_AT_HELD_ROWS:
-                    self._fold_held()
+                    self._add_held()
             for node_id, errors in error_counts:
                 merged, own = stream.nodes(anchor, worker.root, node_id)
                 merged.errors += errors
@@ -432,8 +433,8 @@ class TimerMerger:
         return self._held_rows
 
     def fold(self) -> None:
-        """Add the payload rows held so far into the trainer's tree (see the module docstring);
-        the workers' own trees get theirs when their entries are read."""
+        """Add the payload rows held so far into the trainer's tree and the workers' own trees
+        (see the module docstring)."""
         with self._lock:
             self._fold_held()
 
@@ -447,17 +448,17 @@ class TimerMerger:
                 self._trainer_figures.clear()
                 self._worker_figures.clear()
 
-    def _fold_held(self) -> None:
-        """Add the rows held into the figure tables, and the trainer's figures into its tree."""
+    def _add_held(self) -> None:
+        """Add the rows every stream holds into the figure tables."""
         if self._held_rows:
             tables = [table for stream in self._streams.values() for table in stream.take_held()]
             add_held_rows(tables, self._figures())
             self._held_rows = 0
-        self._trainer_figures.write_back()
 
-    def _fold_workers(self) -> None:
-        """Everything :meth:`_fold_held` does, and the workers' own figures into their trees."""
-        self._fold_held()
+    def _fold_held(self) -> None:
+        """Add the rows held into the figure tables, and the tables' figures into the trees."""
+        self._add_held()
+        self._trainer_figures.write_back()
         self._worker_figures.write_back()
 
     def _figures(self) -> Figures:
@@ -475,7 +476,7 @@ class TimerMerger:
         tracks leave the stack's dumps. The merger keeps them for its own use.
         """
         with self._lock:
-            self._fold_workers()  # the rows held go into the trees, which may outlive this merger
+            self._fold_held()  # the rows held go into the trees, which may outlive this merger
             self._detached = True
             if self in self.timer_stack.mergers:
                 self.timer_stack.mergers.remove(self)
@@ -563,7 +564,7 @@ class TimerMerger:
         """The ``workers`` section: one node-like entry per worker, by worker id."""
         with self._lock:
             self._follow_stack_resets()
-            self._fold_workers()
+            self._fold_held()
             entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
             for entry in entries:
                 entry["manager"], entry["manager_id"] = self.name, self.manager_id
@@ -616,7 +617,7 @@ class TimerMerger:
         """Each worker's count, total, mean and peak mean for ``block``, by worker id."""
         with self._lock:
             self._follow_stack_resets()  # after a reset, the workers' trees start afresh
-            self._fold_workers()
+            self._fold_held()
             times = [self._workers[worker_id].block_time(block) for worker_id in sorted(self._workers)]
         return [time for time in times if time is not None]
 

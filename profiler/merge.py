@@ -418,11 +418,7 @@ class TimerMerger:
         if self._generation != stack.generation:
             self._generation = stack.generation
             self._workers = {worker_id: _WorkerRecord(worker_id) for worker_id in self._expected}
-            for stream in self._streams.values():
-                stream.forget_nodes()
-            self._held_rows = 0
-            self._trainer_figures.clear()
-            self._worker_figures.clear()
+            self._forget_trees()
         if self not in stack.mergers and not self._detached:
             stack.mergers.append(self)
 
@@ -442,11 +438,16 @@ class TimerMerger:
         """Drop the rows held if they were for ``stack``: it was reset, and its tree with them."""
         with self._lock:
             if stack is self.timer_stack:
-                for stream in self._streams.values():
-                    stream.forget_nodes()  # and their layouts' slots in the tables cleared below
-                self._held_rows = 0
-                self._trainer_figures.clear()
-                self._worker_figures.clear()
+                self._forget_trees()
+
+    def _forget_trees(self) -> None:
+        """The trees were reset: drop the rows held and the figures not yet written for them,
+        and the streams' nodes in them (with their layouts' slots in the cleared tables)."""
+        for stream in self._streams.values():
+            stream.forget_nodes()
+        self._held_rows = 0
+        self._trainer_figures.clear()
+        self._worker_figures.clear()
 
     def _add_held(self) -> None:
         """Add the rows every stream holds into the figure tables."""

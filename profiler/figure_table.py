@@ -127,18 +127,10 @@ class FigureTable:
             self.maximum[touched].tolist(),
             self.peak_mean[touched].tolist(),
         ):
-            # TimerNode.add_runs and the peak, inline: with many workers this loop writes tens of
-            # thousands of nodes, each read from memory, and a call per node costs a third more.
             node = nodes[slot]
-            node.total += total
-            if count:
-                node.count += count
-                if minimum < node.min:
-                    node.min = minimum
-                if maximum > node.max:
-                    node.max = maximum
-                if peak_mean > node.peak_mean:
-                    node.peak_mean = peak_mean
+            node.add_runs(total, count, 0, minimum, maximum)
+            if count and peak_mean > node.peak_mean:
+                node.peak_mean = peak_mean
         self.total[touched] = 0.0
         self.count[touched] = 0
         self.minimum[touched] = numpy.inf

@@ -21,6 +21,14 @@ whole life. A row's figure is the median of the per-round ratios, with its quart
 
 Goal (issue 12): at most 2 % on every row. Printed, never asserted: it depends on the machine.
 
+Then the trainer's share alone, inside real steps: one profiled manager steps in rounds that
+alternate between its timed step and its untimed one (its step block set aside; the workers time
+their env calls either way), so both arms run on the same processes, placed on the same cores.
+Two managers differ by where the scheduler put their workers, by a few microseconds per step on
+this project's machine even when pinned, more than the trainer's share itself; one manager
+toggled does not. Per row: what the step's timing added to the trainer's CPU time per step, and
+to the wall time of a step (median of per-round differences, quartiles).
+
 Then it breaks what profiling adds to a vector step into its parts, each run alone in this
 process (best of several repeats) and set against what the same code does unprofiled: the
 trainer's step block and its three parts with the critical path's stamps (kept as they are and
@@ -103,6 +111,60 @@ def measure_row(env_name: str, num_envs: int, rounds: int, steps: int) -> RowFig
             on.close()
             off.close()
     return figures
+
+
+def measure_trainer_in_situ(env_name: str, num_envs: int, rounds: int, steps: int) -> RowFigures:
+    """The trainer's step timing alone, inside real steps: one profiled manager, its step timed
+    and untimed in alternate rounds (``wall``: timed over untimed seconds per step;
+    ``trainer_added``: the trainer's CPU seconds per step, timed minus untimed)."""
+    figures = RowFigures()
+    for first_round in range(0, rounds, ROUNDS_PER_PAIR):
+        envs = SubprocessEnvManager([ENVS[env_name]] * num_envs)
+        profiling = envs._profiling
+        step_block = profiling.step_block
+        try:
+            envs.reset(seed=0)
+            steps_per_second(envs, num_envs, max(5, steps // 5))  # warm up
+            for round_index in range(first_round, min(rounds, first_round + ROUNDS_PER_PAIR)):
+                seconds, trainer = {}, {}
+                for timed in (True, False) if round_index % 2 else (False, True):
+                    # Without its step block the manager's step takes its unprofiled path.
+                    profiling.step_block = step_block if timed else None
+                    trainer_before = time.thread_time()
+                    seconds[timed] = num_envs / steps_per_second(envs, num_envs, steps)
+                    trainer[timed] = (time.thread_time() - trainer_before) / steps
+                figures.wall.append(seconds[True] / seconds[False])
+                figures.step_seconds_off.append(seconds[False])
+                figures.trainer_added.append(trainer[True] - trainer[False])
+        finally:
+            profiling.step_block = step_block
+            envs.close()
+    return figures
+
+
+def print_trainer_in_situ(rows: list[tuple[str, int]], rounds: int | None) -> None:
+    print(
+        "\nthe trainer's step timing alone, inside real steps: one profiled manager, its step timed "
+        "and untimed in alternate rounds; median of per-round figures (quartiles)"
+    )
+    print(f"{'env':<12} {'n':>2} {'step untimed':>12}  {'trainer CPU added per step':<30} {'wall: timed/untimed - 1':<28}")
+    for env_name, num_envs in rows:
+        steps = STEPS_PER_ROUND.get(env_name, 100)
+        row_rounds = rounds if rounds is not None else (16 if env_name == "busy-1ms" else 24)
+        figures = measure_trainer_in_situ(env_name, num_envs, row_rounds, steps)
+        step_us = statistics.median(figures.step_seconds_off) * 1e6
+        print(
+            f"{env_name:<12} {num_envs:>2} {step_us:10.0f}us  {_median_and_quartiles_us(figures.trainer_added):<30} "
+            f"{_median_and_quartiles(figures.wall):<28}",
+            flush=True,
+        )
+
+
+def _median_and_quartiles_us(differences: list[float]) -> str:
+    if len(differences) < 2:
+        return f"{statistics.median(differences) * 1e6:+6.2f}us"
+    low, _, high = statistics.quantiles(differences, n=4)
+    return f"{statistics.median(differences) * 1e6:+6.2f}us ({low * 1e6:+.2f} .. {high * 1e6:+.2f})"
 
 
 def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
@@ -264,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=None, help="rounds per row (default 24, 16 for busy-1ms)")
     arguments = parser.parse_args(argv)
     measured = print_rows(arguments.rows, arguments.rounds)
+    print_trainer_in_situ(arguments.rows, arguments.rounds)
     print_breakdown(measured)
 
 

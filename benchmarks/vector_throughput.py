@@ -269,9 +269,9 @@ def paired_ratio(samples: dict[str, list[float]], label: str, reference: str) ->
 def measure_overhead(rounds: int | None) -> None:
     """Profiling on vs off on every row, then what profiling adds part by part: see
     ``benchmarks/profiling_overhead.py``, which ``--overhead`` runs (``rounds`` per row)."""
-    from profiling_overhead import ROWS, print_breakdown, print_rows
+    import profiling_overhead
 
-    print_breakdown(print_rows(ROWS, rounds))
+    profiling_overhead.main([] if rounds is None else ["--rounds", str(rounds)])
 
 
 def main() -> None:

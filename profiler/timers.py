@@ -972,10 +972,10 @@ class PhasedBlock:
     are folded into the nodes in bulk, with numpy (:meth:`fold`): when :data:`FOLD_AT_RUNS` are
     held, and before anything reads the tree (:meth:`TimerStack.settle`, which every reader
     calls: dumps, payloads, :func:`get_timer_root`). Adding a run to four nodes as it closed
-    cost several times what the same lines cost in a loop: between two steps of a vector env
-    its workers run on the trainer's cores and evict its caches, so each node and each line of
-    code touched is a miss (``benchmarks/profiling_overhead.py``). Code that holds a node and
-    reads its figures directly calls :meth:`fold` first.
+    cost several times what the same lines cost in a loop, inside a vector env's real steps
+    (``benchmarks/profiling_overhead.py``): the trainer sleeps while its workers step, and what
+    it touches then is, most likely, no longer in its caches. Code that holds a node and reads
+    its figures directly calls :meth:`fold` first.
 
     The hottest callers close a run inline, as :meth:`close` does: set the stack's ``current``
     back to :attr:`parent`, append ``(start, *phase_ends, end, *extra)`` to :attr:`runs`,

@@ -24,9 +24,9 @@ Goal (issue 12): at most 2 % on every row. Printed, never asserted: it depends o
 Then the trainer's share alone, inside real steps: one profiled manager steps in rounds that
 alternate between its timed step and its untimed one (its step block set aside; the workers time
 their env calls either way), so both arms run on the same processes, placed on the same cores.
-Two managers differ by where the scheduler put their workers, by a few microseconds per step on
-this project's machine even when pinned, more than the trainer's share itself; one manager
-toggled does not. Per row: what the step's timing added to the trainer's CPU time per step, and
+Two managers built alike differ by a few microseconds per step on this project's machine, even
+with their processes pinned to the same cores, which is as much as the trainer's share itself;
+one manager toggled does not. Per row: what the step's timing added to the trainer's CPU time per step, and
 to the wall time of a step (median of per-round differences, quartiles).
 
 Then it breaks what profiling adds to a vector step into its parts, each run alone in this

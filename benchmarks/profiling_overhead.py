@@ -26,8 +26,8 @@ alternate between its timed step and its untimed one (its step block set aside; 
 their env calls either way), so both arms run on the same processes, placed on the same cores.
 Two managers built alike differ by a few microseconds per step on this project's machine, even
 with their processes pinned to the same cores, which is as much as the trainer's share itself;
-one manager toggled does not. Per row: what the step's timing added to the trainer's CPU time per step, and
-to the wall time of a step (median of per-round differences, quartiles).
+one manager toggled does not. Per row: what the step's timing added to the trainer's CPU time
+per step, and to the wall time of a step (median of per-round differences, quartiles).
 
 Then it breaks what profiling adds to a vector step into its parts, each run alone in this
 process (best of several repeats) and set against what the same code does unprofiled: the
@@ -149,22 +149,13 @@ def print_trainer_in_situ(rows: list[tuple[str, int]], rounds: int | None) -> No
     )
     print(f"{'env':<12} {'n':>2} {'step untimed':>12}  {'trainer CPU added per step':<30} {'wall: timed/untimed - 1':<28}")
     for env_name, num_envs in rows:
-        steps = STEPS_PER_ROUND.get(env_name, 100)
-        row_rounds = rounds if rounds is not None else (16 if env_name == "busy-1ms" else 24)
-        figures = measure_trainer_in_situ(env_name, num_envs, row_rounds, steps)
+        figures = measure_trainer_in_situ(env_name, num_envs, *_rounds_and_steps(env_name, rounds))
         step_us = statistics.median(figures.step_seconds_off) * 1e6
         print(
             f"{env_name:<12} {num_envs:>2} {step_us:10.0f}us  {_median_and_quartiles_us(figures.trainer_added):<30} "
             f"{_median_and_quartiles(figures.wall):<28}",
             flush=True,
         )
-
-
-def _median_and_quartiles_us(differences: list[float]) -> str:
-    if len(differences) < 2:
-        return f"{statistics.median(differences) * 1e6:+6.2f}us"
-    low, _, high = statistics.quantiles(differences, n=4)
-    return f"{statistics.median(differences) * 1e6:+6.2f}us ({low * 1e6:+.2f} .. {high * 1e6:+.2f})"
 
 
 def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
@@ -184,11 +175,30 @@ def _worker_cpu_seconds(envs: SubprocessEnvManager) -> float:
     return total
 
 
+def _rounds_and_steps(env_name: str, rounds: int | None) -> tuple[int, int]:
+    """A row's rounds (``rounds``, or the default for its env) and steps per round."""
+    row_rounds = rounds if rounds is not None else (16 if env_name == "busy-1ms" else 24)
+    return row_rounds, STEPS_PER_ROUND.get(env_name, 100)
+
+
 def _median_and_quartiles(ratios: list[float]) -> str:
-    if len(ratios) < 2:
-        return f"{statistics.median(ratios) - 1:+7.1%}"
-    low, _, high = statistics.quantiles(ratios, n=4)
-    return f"{statistics.median(ratios) - 1:+7.1%} ({low - 1:+.1%} .. {high - 1:+.1%})"
+    """Per-round ratios as a change: ``+1.2% (-0.3% .. +2.5%)``."""
+    return _summary([ratio - 1 for ratio in ratios], lambda value: f"{value:+.1%}", width=7)
+
+
+def _median_and_quartiles_us(differences: list[float]) -> str:
+    """Per-round differences in seconds, as microseconds: ``+1.20us (+0.80 .. +1.90)``."""
+    return _summary([seconds * 1e6 for seconds in differences], lambda value: f"{value:+.2f}", width=6, unit="us")
+
+
+def _summary(values: list[float], show: Callable[[float], str], width: int, unit: str = "") -> str:
+    """The median of ``values`` (right-aligned to ``width``), then their quartiles where there
+    are two values or more."""
+    median = f"{show(statistics.median(values)):>{width}}{unit}"
+    if len(values) < 2:
+        return median
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{median} ({show(low)} .. {show(high)})"
 
 
 def print_rows(rows: list[tuple[str, int]], rounds: int | None) -> dict[tuple[str, int], RowFigures]:
@@ -202,9 +212,7 @@ def print_rows(rows: list[tuple[str, int]], rounds: int | None) -> dict[tuple[st
     )
     measured = {}
     for env_name, num_envs in rows:
-        steps = STEPS_PER_ROUND.get(env_name, 100)
-        row_rounds = rounds if rounds is not None else (16 if env_name == "busy-1ms" else 24)
-        figures = measure_row(env_name, num_envs, row_rounds, steps)
+        figures = measure_row(env_name, num_envs, *_rounds_and_steps(env_name, rounds))
         measured[(env_name, num_envs)] = figures
         step_us = statistics.median(figures.step_seconds_off) * 1e6
         cpu = _median_and_quartiles(figures.cpu) if figures.cpu else "n/a"

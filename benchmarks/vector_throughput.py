@@ -267,8 +267,9 @@ def paired_ratio(samples: dict[str, list[float]], label: str, reference: str) ->
 
 
 def measure_overhead(rounds: int | None) -> None:
-    """Profiling on vs off on every row, then what profiling adds part by part: see
-    ``benchmarks/profiling_overhead.py``, which ``--overhead`` runs (``rounds`` per row)."""
+    """Profiling on vs off on every row, then the trainer's share in place, then what profiling
+    adds part by part: ``benchmarks/profiling_overhead.py``, which ``--overhead`` runs
+    (``rounds`` per row)."""
     import profiling_overhead
 
     profiling_overhead.main([] if rounds is None else ["--rounds", str(rounds)])

@@ -13,7 +13,7 @@ byte of file).
 
 Goals (issue 8, item 18): peak RSS of ``analyze`` at most 1.3x the ``json.load`` floor, and of
 ``convert --to chrome`` at most 1.6x; both at most the memory check's estimate
-(``profiler.memory_check.read_memory_estimate``), so that a file the check lets through fits.
+(``profiler.tree.memory_check.read_memory_estimate``), so that a file the check lets through fits.
 Before this work, on the files this script makes (200 MB indented, 70 MB compact): analyze 792 MB
 and 666 MB, convert 1268 MB and 1268 MB (the issue's 204 MB file: 2.0 GB and 4.2 GB).
 
@@ -36,16 +36,16 @@ import resource, sys
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 BODIES = {
-    "start-up (no file)": "from profiler.cli import main",
+    "start-up (no file)": "from profiler.cli.commands import main",
     "json.load (floor)": "import json\njson.load(open(sys.argv[1], encoding='utf-8'))",
     "rlprof analyze": (
-        "import contextlib, io\nfrom profiler.cli import main\n"
+        "import contextlib, io\nfrom profiler.cli.commands import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['analyze', sys.argv[1]])\n"
         "assert code == 0, code"
     ),
     "rlprof convert --to chrome": (
-        "import contextlib, io\nfrom profiler.cli import main\n"
+        "import contextlib, io\nfrom profiler.cli.commands import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['convert', sys.argv[1], '--to', 'chrome', '-o', sys.argv[2]])\n"
         "assert code == 0, code"
@@ -60,8 +60,9 @@ BYTES_PER_SPAN = 125  # about what one span takes in the indented JSON file
 
 def make_large_run(path: Path, megabytes: float) -> None:
     """Write a recorded run of about ``megabytes`` MB to ``path``, through rlprof's own API."""
-    from profiler import TimerMerger, TimerStack, events, hierarchical_timer, set_gauge, write_timing_tree
-    from profiler.payload import snapshot_and_flush
+    from profiler import TimerMerger, TimerStack, hierarchical_timer, set_gauge, write_timing_tree
+    from profiler.recording import events
+    from profiler.multiprocess.payload import snapshot_and_flush
 
     spans_wanted = int(megabytes * 1e6 / BYTES_PER_SPAN)
     # Each step records BLOCKS_PER_STEP trainer spans and 2 spans in each worker.
@@ -124,7 +125,7 @@ def main() -> None:
 
 
 def measure(run_file: Path, output: Path, repeats: int) -> None:
-    from profiler.memory_check import read_memory_estimate
+    from profiler.tree.memory_check import read_memory_estimate
 
     size = run_file.stat().st_size
     estimate = read_memory_estimate(run_file)

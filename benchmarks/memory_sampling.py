@@ -1,7 +1,7 @@
 """What memory sampling costs a timer block, measured side by side in one process.
 
 Every case times the same block (``with hierarchical_timer("block")``, with a small list made
-inside it, as real blocks allocate) under one memory setting of :mod:`profiler.memory`; the
+inside it, as real blocks allocate) under one memory setting of :mod:`profiler.recording.memory`; the
 settings are switched between cases, outside the timing, round after round, and each ratio is the
 median of the per-round ratios to "sampling off", so machine noise cancels. Goals (issue 10):
 
@@ -31,7 +31,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler import Profiler, hierarchical_timer, memory  # noqa: E402
+from profiler import Profiler, hierarchical_timer  # noqa: E402
+from profiler.recording import memory
 
 
 def block() -> None:

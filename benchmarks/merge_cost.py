@@ -3,7 +3,7 @@ the current payload (version 4: names once, then columns of numbers) beside vers
 in every payload), measured in one run.
 
 The merger holds a payload's rows and adds them into the trees in bulk, every
-``FOLD_AT_ROWS`` rows a stream holds and whenever the figures are read (see ``profiler.merge``).
+``FOLD_AT_ROWS`` rows a stream holds and whenever the figures are read (see ``profiler.multiprocess.merge``).
 So a merge's cost is uneven: most payloads cost their validation, and one in every few also pays
 for adding the rows of all of them. Every merge figure here is therefore a mean over whole
 rounds of folds, the folds included, never a median of single merges (which would leave them out).
@@ -57,11 +57,12 @@ from multiprocessing.reduction import ForkingPickler
 from types import ModuleType
 from typing import Any, Callable
 
-from profiler import get_timer_tree, hierarchical_timer, timers
-from profiler import merge as merge_v4
-from profiler import payload as payload_v4
-from profiler.timers import TimerStack
-from profiler.worker_stream import FOLD_AT_ROWS
+from profiler import get_timer_tree, hierarchical_timer
+from profiler.timing import timers
+from profiler.multiprocess import merge as merge_v4
+from profiler.multiprocess import payload as payload_v4
+from profiler.timing.timers import TimerStack
+from profiler.multiprocess.worker_stream import FOLD_AT_ROWS
 from reference_payload import load_version_3
 
 GOAL_SNAPSHOT_TO_MERGED_US = 20.0

@@ -55,11 +55,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from envmanager import SubprocessEnvManager  # noqa: E402
-from envmanager.critical_path import CriticalPath  # noqa: E402
-from envmanager.env_time import CpuSampler  # noqa: E402
-from envmanager.worker import _make_guards  # noqa: E402
-from profiler import timers  # noqa: E402
-from profiler.payload import WorkerTimers  # noqa: E402
+from envmanager.measurement.critical_path import CriticalPath  # noqa: E402
+from envmanager.measurement.env_time import CpuSampler  # noqa: E402
+from envmanager.transport.worker import _make_guards  # noqa: E402
+from profiler.timing import timers  # noqa: E402
+from profiler.multiprocess.payload import WorkerTimers  # noqa: E402
 from vector_throughput import ENVS, steps_per_second  # noqa: E402
 
 GOAL = 0.02

@@ -3,7 +3,7 @@ benchmarks can measure it beside the current version in one run.
 
 Version 3 named every block in every payload, as a nested tuple of names and figures, and checked
 it field by field; version 4 declares names once and sends columns of numbers (see
-``profiler.payload``). The two modules are read with ``git show`` from the last commit that had
+``profiler.multiprocess.payload``). The two modules are read with ``git show`` from the last commit that had
 version 3 and loaded under their own names, sharing everything else with the current rlprof.
 Returns None (with the reason on stderr) outside a git checkout, so a benchmark prints its other
 figures regardless.
@@ -35,7 +35,7 @@ def load_version_3() -> tuple[ModuleType, ModuleType] | None:
             return None
         sources[name] = shown.stdout
     payload = _load("rlprof_payload_v3", sources["payload"])
-    merge_source = sources["merge"].replace("from profiler.payload import", "from rlprof_payload_v3 import")
+    merge_source = sources["merge"].replace("from profiler.multiprocess.payload import", "from rlprof_payload_v3 import")
     merge = _load("rlprof_merge_v3", merge_source)
     return payload, merge
 

@@ -36,8 +36,8 @@ import psutil
 from gymnasium import spaces
 
 from envmanager import SubprocessEnvManager
-from envmanager.lifeline import GRACE_BEFORE_KILL_SECONDS
-from envmanager.pool import CLOSE_GRACE_SECONDS, REPLY_GRACE_SECONDS
+from envmanager.lifetime.lifeline import GRACE_BEFORE_KILL_SECONDS
+from envmanager.transport.pool import CLOSE_GRACE_SECONDS, REPLY_GRACE_SECONDS
 
 
 class SimulatorEnv(gym.Env):

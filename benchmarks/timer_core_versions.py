@@ -1,6 +1,6 @@
 """Two versions of the timer hot path, side by side in one process: did a change make it cheaper?
 
-``profiler/timers.py`` imports nothing of rlprof, so the file of any checkout loads on its own.
+``profiler/timing/timers.py`` imports nothing of rlprof, so the file of any checkout loads on its own.
 Each version's ``with hierarchical_timer("block"): pass`` runs in turn with
 ``contextlib.nullcontext()``, round after round; each figure is a median over rounds, each ratio
 the median of per-round ratios. Measuring both versions in the same rounds makes the comparison
@@ -23,11 +23,11 @@ from typing import Callable
 
 
 def load_timers(checkout: Path, label: str) -> ModuleType:
-    """``profiler/timers.py`` of ``checkout``, as a module of its own named ``label``."""
+    """``profiler/timing/timers.py`` of ``checkout``, as a module of its own named ``label``."""
     source = checkout / "profiler" / "timers.py"
     spec = importlib.util.spec_from_file_location(label, source)
     if spec is None or spec.loader is None:
-        raise SystemExit(f"no profiler/timers.py under {checkout}")
+        raise SystemExit(f"no profiler/timing/timers.py under {checkout}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -27,7 +27,8 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import profiler  # noqa: E402
-from profiler import events, hierarchical_timer, timed  # noqa: E402
+from profiler import hierarchical_timer, timed  # noqa: E402
+from profiler.recording import events
 from reference_timers import load_mlagents_timers  # noqa: E402
 
 

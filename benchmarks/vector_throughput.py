@@ -50,7 +50,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 from envmanager import SubprocessEnvManager
-from profiler.cpu_cores import cores_available
+from profiler.recording.cpu_cores import cores_available
 
 
 class BusyEnv(gym.Env):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from envmanager.protocol import RemoteFailure
+from envmanager.transport.protocol import RemoteFailure
 
 __all__ = [
     "EnvManagerError",

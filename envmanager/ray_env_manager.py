@@ -5,9 +5,9 @@ keeps everything a :class:`~envmanager.SubprocessEnvManager` user relies on — 
 ``VectorEnv`` front, results identical to ``SyncVectorEnv``, ``envs_per_worker``, ``timeout``,
 ``restart_on_failure``, the autoreset modes, the timer blocks, payloads, merged worker trees,
 critical path and env CPU time — and changes only where the workers run: each is a Ray actor
-(:mod:`envmanager.ray_worker`) placed by Ray's scheduler with the resources, placement group or
+(:mod:`envmanager.ray.ray_worker`) placed by Ray's scheduler with the resources, placement group or
 scheduling strategy given here. The actors and the calls to them live in
-:mod:`envmanager.ray_pool`.
+:mod:`envmanager.ray.ray_pool`.
 
 What Ray adds is recorded too: each worker's host, Ray node and actor, its process id and its
 clock offset from the driver (estimated from round trips, with its uncertainty) are in the
@@ -27,12 +27,12 @@ from typing import Any, Callable, Sequence
 from gymnasium import Env, Space
 from gymnasium.vector import AutoresetMode
 
-from profiler.clock_offset import ClockOffset
+from profiler.multiprocess.clock_offset import ClockOffset
 
-from envmanager.envs_per_worker import EnvsPerWorker
+from envmanager.transport.envs_per_worker import EnvsPerWorker
 from envmanager.errors import WorkerDiedError
 from envmanager.subprocess_env_manager import SubprocessEnvManager
-from envmanager.worker import WorkerConfig
+from envmanager.transport.worker import WorkerConfig
 
 __all__ = ["DEFAULT_CLOCK_SYNC_INTERVAL", "DEFAULT_START_TIMEOUT", "RayEnvManager", "cores_of_worker_nodes"]
 
@@ -172,8 +172,8 @@ class RayEnvManager(SubprocessEnvManager):
         return max(1, cores)
 
     def _start_workers(self, configs: list[WorkerConfig], env_ranges: list[range]) -> Any:
-        """One Ray actor per config (see :mod:`envmanager.ray_pool`)."""
-        from envmanager.ray_pool import RayWorkerPool
+        """One Ray actor per config (see :mod:`envmanager.ray.ray_pool`)."""
+        from envmanager.ray.ray_pool import RayWorkerPool
 
         merger = self._profiling.merger
         return RayWorkerPool(

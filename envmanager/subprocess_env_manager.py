@@ -5,22 +5,22 @@ for the same seeds and actions), with these additions:
 
 * ``envs_per_worker``: several envs stepped by one process, to cut inter-process traffic
   when an env step is cheap (CartPole); ``"auto"`` runs as many worker processes as the cores
-  the run may use (see :mod:`envmanager.envs_per_worker`); ``num_envs`` stays the total;
+  the run may use (see :mod:`envmanager.transport.envs_per_worker`); ``num_envs`` stays the total;
 * ``timeout``: the default for every wait, so a hung env cannot hang training;
 * ``restart_on_failure``: a worker that dies is replaced and training goes on;
 * no worker, and no helper process its envs started, outlives ``close()``, the trainer's
   exit (a manager left open is closed then) or the trainer's death (see
-  :mod:`envmanager.lifeline` and :mod:`envmanager.process_group`);
+  :mod:`envmanager.lifetime.lifeline` and :mod:`envmanager.lifetime.process_group`);
 * faults are reported clearly: an env's exception is re-raised with its own type and
   message (worker index and remote traceback attached), a dead worker raises
   :class:`~envmanager.errors.WorkerDiedError` naming it and its exit signal;
 * profiling built in: the trainer-side step is split into sending, waiting and receiving
   blocks, and each worker's timers (``env.step``, ``env.reset`` and the user's own blocks in
-  env code) are merged under it (see :mod:`envmanager.profiling`); timer data travels apart
+  env code) are merged under it (see :mod:`envmanager.measurement.profiling`); timer data travels apart
   from the infos, which stay exactly Gymnasium's.
 
-Processes and pipes live in :mod:`envmanager.pool`, the loop of a worker in
-:mod:`envmanager.worker`, the messages in :mod:`envmanager.protocol`.
+Processes and pipes live in :mod:`envmanager.transport.pool`, the loop of a worker in
+:mod:`envmanager.transport.worker`, the messages in :mod:`envmanager.transport.protocol`.
 """
 
 from __future__ import annotations
@@ -43,24 +43,24 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
-from profiler import events, memory
-from profiler.cpu_cores import cores_available
+from profiler.recording import events, memory
+from profiler.recording.cpu_cores import cores_available
 from profiler.gpu import nvtx_bridge
-from profiler.merge import TimerMerger
-from profiler.timers import FOLD_AT_RUNS, TimerNode
+from profiler.multiprocess.merge import TimerMerger
+from profiler.timing.timers import FOLD_AT_RUNS, TimerNode
 
-from envmanager import protocol
-from envmanager.close_at_exit import close_at_exit
-from envmanager.critical_path import stamps_within
-from envmanager.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
+from envmanager.transport import protocol
+from envmanager.lifetime.close_at_exit import close_at_exit
+from envmanager.measurement.critical_path import stamps_within
+from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
 from envmanager.errors import WorkerDiedError, exception_from_failure
-from envmanager.observations import ObservationBatch, allocate_shared_buffer
-from envmanager.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
-from envmanager.profiling import ManagerProfiling
-from envmanager.protocol import IN_SHARED_MEMORY, RemoteFailure, pack_array
-from envmanager.restart import RestartPolicy
-from envmanager.step_buffers import StepBuffers, shares_steps
-from envmanager.worker import EnvFactories, WorkerConfig
+from envmanager.transport.observations import ObservationBatch, allocate_shared_buffer
+from envmanager.transport.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.measurement.profiling import ManagerProfiling
+from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure, pack_array
+from envmanager.lifetime.restart import RestartPolicy
+from envmanager.transport.step_buffers import StepBuffers, shares_steps
+from envmanager.transport.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
 

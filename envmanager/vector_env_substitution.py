@@ -24,7 +24,7 @@ import gymnasium.vector
 import gymnasium.vector.async_vector_env
 import gymnasium.vector.sync_vector_env
 
-from envmanager.envs_per_worker import EnvsPerWorker, checked_envs_per_worker
+from envmanager.transport.envs_per_worker import EnvsPerWorker, checked_envs_per_worker
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 
 __all__ = ["VECTOR_ENV_MODES", "VectorEnvSubstitution", "substitute_vector_envs"]

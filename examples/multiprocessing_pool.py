@@ -19,12 +19,12 @@ from typing import Any
 
 from profiler import (
     TimerMerger,
-    events,
     hierarchical_timer,
     set_gauge,
     snapshot_and_flush,
     write_timing_tree,
 )
+from profiler.recording import events
 
 _worker_id = -1  # set in each pool process by assign_worker_id
 

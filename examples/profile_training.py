@@ -12,7 +12,8 @@ import gymnasium as gym
 import numpy as np
 
 from envmanager import SubprocessEnvManager
-from profiler import events, hierarchical_timer, load_timing_tree, timed, write_timing_tree
+from profiler import hierarchical_timer, load_timing_tree, timed, write_timing_tree
+from profiler.recording import events
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.export import write_export
 

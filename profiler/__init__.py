@@ -3,10 +3,10 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
-# Set before the imports below: profiler.timer_tree reads it while this package initialises.
+# Set before the imports below: profiler.tree.timer_tree reads it while this package initialises.
 __version__ = "0.1.0"
 
-from profiler.control import (
+from profiler.control.controls import (
     dump,
     dump_profile,
     pause,
@@ -17,26 +17,26 @@ from profiler.control import (
     set_kvstore_handle,
     set_state,
 )
-from profiler.counter import Counter
-from profiler.domain import Domain
-from profiler.durations import Event, Frame, Task
+from profiler.control.counter import Counter
+from profiler.control.domain import Domain
+from profiler.control.durations import Event, Frame, Task
 from profiler.gpu import emit_nvtx
-from profiler.events import mark, record_counter, start_recording, stop_recording
-from profiler.marker import Marker
-from profiler.scopes import scope
-from profiler.merge import PayloadError, TimerMerger
-from profiler.payload import WorkerTimers, snapshot_and_flush
+from profiler.recording.events import mark, record_counter, start_recording, stop_recording
+from profiler.control.marker import Marker
+from profiler.control.scopes import scope
+from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.multiprocess.payload import WorkerTimers, snapshot_and_flush
 from profiler.analysis import dumps
-from profiler.timer_json import (
+from profiler.tree.timer_json import (
     TimerFileError,
     load_timing_tree,
     timers_json_path,
     write_timing_tree,
 )
-from profiler.timer_tree import get_timer_tree
-from profiler.scalar_figures import scalars
+from profiler.tree.timer_tree import get_timer_tree
+from profiler.integrations.scalar_figures import scalars
 from profiler.session import Profiler, profile
-from profiler.timers import (
+from profiler.timing.timers import (
     TIMER_FORMAT_VERSION,
     GaugeNode,
     TimerNode,

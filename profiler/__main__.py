@@ -2,6 +2,6 @@
 
 import sys
 
-from profiler.cli import main
+from profiler.cli.commands import main
 
 sys.exit(main())

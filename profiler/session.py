@@ -13,7 +13,7 @@ Code written against ``megengine.utils.profiler`` ports by changing the import::
 
 While a session is on, the timeline is recorded (so the trace shows when each block ran, not a
 layout made up from totals) and, when asked (``sample_rate``, ``memory_interval``,
-``track_allocations``), memory is sampled (:mod:`profiler.memory`). An env manager built inside
+``track_allocations``), memory is sampled (:mod:`profiler.recording.memory`). An env manager built inside
 a session starts its workers recording and sampling too, so their blocks, spans and memory land in
 the same files. rlprof's timers are always on: the files hold the thread's whole timer tree, the
 blocks timed before the session included; call ``profiler.reset_timers()`` first to profile a
@@ -36,9 +36,10 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
-from profiler import events, memory, timers
-from profiler.dump_outputs import write_formats
-from profiler.timer_tree import get_timer_tree
+from profiler.recording import events, memory
+from profiler.timing import timers
+from profiler.control.dump_outputs import write_formats
+from profiler.tree.timer_tree import get_timer_tree
 
 __all__ = ["DEFAULT_DUMP_INTERVAL", "SESSION_FORMATS", "Profiler", "profile"]
 
@@ -72,7 +73,7 @@ class Profiler:
         sample_rate: sample memory every this many timer blocks (MegEngine: every n ops); 0: no.
         profile_device: must stay False: rlprof does not time device (GPU) work.
         memory_interval: also sample memory every this many seconds, on a sampler thread.
-        memory_uss: read each sample's unique set size too (costlier; see profiler.memory).
+        memory_uss: read each sample's unique set size too (costlier; see profiler.recording.memory).
         track_allocations: measure each block's Python allocations (tracemalloc; costly).
         name: time each entry of a ``with`` block as a block of this name (a decorator times
             each call as a block named for the function unless given one).

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from profiler import memory, timers
+from profiler.recording import memory
+from profiler.timing import timers
 from profiler.gpu import nvtx_bridge
 
 
@@ -58,7 +59,9 @@ def default_profiler_controls() -> Iterator[None]:
     end-of-run dump armed (it would write into the folder pytest runs in), no timeline being
     recorded, worker payloads merged."""
     yield
-    from profiler import control, end_of_run, events, memory, merge
+    from profiler.control import controls as control, end_of_run
+    from profiler.recording import events, memory
+    from profiler.multiprocess import merge
 
     if control._control.memory_sampling is not None:
         memory.stop_sampling()
@@ -76,7 +79,7 @@ def default_profiler_controls() -> Iterator[None]:
 @pytest.fixture
 def recording() -> Iterator[None]:
     """Timeline recording on for the test, then off and forgotten."""
-    from profiler import events
+    from profiler.recording import events
 
     events.start_recording()
     yield
@@ -88,7 +91,7 @@ def _reset_every_stack() -> None:
     timers.reset_timers()
     for stack in timers.all_timer_stacks():
         stack.reset()
-        # As a new stack: its next payload declares every block name (see profiler.block_ids).
+        # As a new stack: its next payload declares every block name (see profiler.multiprocess.block_ids).
         stack.block_ids = None
 
 
@@ -108,8 +111,13 @@ def strict_json() -> Callable[[str | bytes], Any]:
     return parse_strict_json
 
 
-# Modules the tests' envs and tasks come from, which Ray's worker processes must import too.
-_TEST_MODULE_FOLDERS = [Path(__file__).parent / "envmanager", Path(__file__).parent / "profiler"]
+# Modules the tests' envs and tasks come from, which Ray's worker processes must import too: the
+# shared helpers, and the Ray tests that define envs of their own.
+_TEST_MODULE_FOLDERS = [
+    Path(__file__).parent / "envmanager",
+    Path(__file__).parent / "envmanager" / "ray",
+    Path(__file__).parent / "profiler",
+]
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from profiler import TimerFileError, load_timing_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 PICKLING_MODULES = {"pickle", "cPickle", "_pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
-ALLOWED_TO_PICKLE = {"envmanager/protocol.py", "envmanager/worker.py"}
+ALLOWED_TO_PICKLE = {"envmanager/transport/protocol.py", "envmanager/transport/worker.py"}
 
 
 def imported_modules(source: Path) -> set[str]:
@@ -66,7 +66,7 @@ WATCH_FOR_UNPICKLING = """
 import sys
 found = []
 sys.addaudithook(lambda event, args: event.startswith("pickle.") and found.append(event))
-from profiler.cli import main
+from profiler.cli.commands import main
 run, out = sys.argv[1], sys.argv[2]
 codes = [
     main(["analyze", run]),

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPOSITORY))
 
 from profiler.export import render  # noqa: E402
 from profiler.export.chrome_trace import to_chrome_trace  # noqa: E402
-from profiler.timer_json import normalize_timing_tree  # noqa: E402
+from profiler.tree.timer_json import normalize_timing_tree  # noqa: E402
 
 IMAGES = Path(__file__).resolve().parent
 WORKERS, STEPS, STRAGGLER = 4, 12, 3

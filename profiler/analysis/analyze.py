@@ -30,7 +30,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiler import strict_json
+from profiler.tree import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table

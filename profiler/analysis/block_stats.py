@@ -51,7 +51,7 @@ MERGED_WORKERS = "workers"
 """The process of worker blocks merged into the trainer's tree: summed over every worker."""
 
 THREAD_PREFIX = "thread:"
-"""Another thread of the trainer's process, as a dump names it (see profiler.timer_tree)."""
+"""Another thread of the trainer's process, as a dump names it (see profiler.tree.timer_tree)."""
 
 
 @dataclass
@@ -145,7 +145,7 @@ Allocations = dict[str, dict[tuple[str, ...], tuple[float, float]]]
 
 
 def allocations_by_process(tree: dict[str, Any]) -> Allocations:
-    """What each process's blocks allocated (see :mod:`profiler.memory`): a worker restarted under
+    """What each process's blocks allocated (see :mod:`profiler.recording.memory`): a worker restarted under
     a new pid has its processes' figures added up; empty when allocations were not tracked."""
     allocations: Allocations = {}
     for process in (tree.get("memory") or {}).get("processes", []):

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from profiler import strict_json
+from profiler.tree import strict_json
 from profiler.analysis.block_stats import BlockStat, block_rows
 from profiler.analysis.text_format import (
     TABLE_WIDTH,

@@ -2,7 +2,7 @@
 that allocate most — the memory section of ``rlprof analyze`` (:func:`memory_text`,
 :func:`memory_document`).
 
-The figures come from the samples each process took of itself (see :mod:`profiler.memory`),
+The figures come from the samples each process took of itself (see :mod:`profiler.recording.memory`),
 RSS unless said otherwise. Growth compares the median of the run's first quarter of samples with
 the median of its last quarter, so a single spike at either end does not make or hide a trend;
 the four quarter medians show whether memory grew all along (a leak) or once (a warm-up, a cache
@@ -150,7 +150,7 @@ def _quarter_medians(values: list[float]) -> tuple[float, ...]:
 
 
 NOT_SAMPLED = ("Memory: not sampled in this run (profile with Profiler(sample_rate=N) or "
-               "profiler.memory.start_sampling(...) to see each process's memory over time).")
+               "profiler.recording.memory.start_sampling(...) to see each process's memory over time).")
 
 
 def memory_text(report: MemoryReport | None, *, width: int = TABLE_WIDTH) -> str:

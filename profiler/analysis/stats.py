@@ -10,12 +10,12 @@ share of wall time for every block; MXNet's ``sort_by`` keys all work, in either
 from __future__ import annotations
 
 
-from profiler import strict_json
+from profiler.tree import strict_json
 from profiler.analysis.block_stats import block_rows, select_blocks
 from profiler.analysis.block_table import block_columns, blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.text_format import format_seconds
-from profiler.timer_tree import get_timer_tree
-from profiler.timers import reset_timers
+from profiler.tree.timer_tree import get_timer_tree
+from profiler.timing.timers import reset_timers
 
 __all__ = ["DUMPS_FORMATS", "DUMPS_SORT_KEYS", "dumps"]
 

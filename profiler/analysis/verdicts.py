@@ -756,7 +756,7 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
                  "Python memory that was still allocated when they returned.")
     else:
         where = ("Profile with track_allocations=True (Profiler(track_allocations=True) or "
-                 "profiler.memory.start_sampling(track_allocations=True)) to see which block keeps it.")
+                 "profiler.recording.memory.start_sampling(track_allocations=True)) to see which block keeps it.")
     owner = ("its env keeps from every step (an episode history, an info log, a replay list, a "
              "cache without a bound)" if process.name.startswith("worker")
              else "the trainer keeps from every step (losses kept as tensors with their graphs, a "

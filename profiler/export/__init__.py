@@ -18,14 +18,14 @@ import os
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from profiler import strict_json
-from profiler.atomic_file import open_atomically, write_atomically
+from profiler.tree import strict_json
+from profiler.tree.atomic_file import open_atomically, write_atomically
 from profiler.export.chrome_trace import write_chrome_trace
 from profiler.export.collapsed import to_collapsed
 from profiler.export.html_report import to_html_report
 from profiler.export.memory_flow import to_memory_svg
 from profiler.export.speedscope import to_speedscope
-from profiler.mlagents_layout import to_mlagents_layout
+from profiler.tree.mlagents_layout import to_mlagents_layout
 
 __all__ = ["EXPORT_FORMATS", "render", "write_export"]
 

@@ -24,9 +24,9 @@ import math
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from profiler.export.aggregate_timeline import synthesize_timeline
-from profiler import strict_json
+from profiler.tree import strict_json
 from profiler.export.process_trees import split_into_process_trees
-from profiler.strict_json import named_reading
+from profiler.tree.strict_json import named_reading
 
 __all__ = ["EVENTS_PER_WRITE", "to_chrome_trace", "write_chrome_trace"]
 
@@ -207,7 +207,7 @@ _INSTANT_SCOPES = ("g", "p", "t")
 
 
 def _add_details(event: Event, details: dict[str, Any]) -> None:
-    """An event's recorded details (``profiler.events``): ``cat`` is the trace category, an
+    """An event's recorded details (``profiler.recording.events``): ``cat`` is the trace category, an
     instant's ``scope`` its reach (global, process or thread), the rest its ``args``."""
     arguments = dict(details)
     category = arguments.pop("cat", None)

@@ -30,7 +30,7 @@ from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.memory_flow import memory_chart
 from profiler.export.process_trees import split_into_process_trees
 from profiler.export.worker_blocks import main_worker_block, worker_block_times
-from profiler.strict_json import named_reading
+from profiler.tree.strict_json import named_reading
 
 __all__ = ["TOP_BLOCKS", "to_html_report"]
 
@@ -317,7 +317,7 @@ def _memory_section(tree: dict[str, Any]) -> str:
     heading = '<section id="memory"><h2>Memory over time</h2>\n'
     if report is None or not report.processes:
         return (heading + '<p class="note">This run did not sample its memory (profile with '
-                "<code>Profiler(sample_rate=N)</code> or <code>profiler.memory.start_sampling</code>)."
+                "<code>Profiler(sample_rate=N)</code> or <code>profiler.recording.memory.start_sampling</code>)."
                 "</p></section>\n")
     rows = "".join(
         f'<tr><td class="name">{_text(process.name)}</td>'

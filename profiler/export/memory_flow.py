@@ -2,7 +2,7 @@
 line per process, the trainer's blocks shaded behind the lines.
 
 It reads the dump's ``memory`` section (samples every process took of itself, see
-:mod:`profiler.memory`) and, for the shading, the trainer's outermost recorded spans (the
+:mod:`profiler.recording.memory`) and, for the shading, the trainer's outermost recorded spans (the
 ``timeline`` section; without one, nothing is shaded and a note says so). The same chart is the
 memory section of the HTML report (:func:`memory_chart`), so both show the run on one time axis:
 seconds from the run's first sample or span.
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.strict_json import printable_text
+from profiler.tree.strict_json import printable_text
 
 __all__ = ["PROCESS_COLORS", "memory_chart", "to_memory_svg"]
 
@@ -69,7 +69,7 @@ def memory_chart(tree: dict[str, Any]) -> str:
         parts.append(
             f'<text x="{_WIDTH / 2}" y="{_HEIGHT / 2}" text-anchor="middle" fill="#5c6670">No memory '
             "samples in this run: profile with Profiler(sample_rate=N) or "
-            "profiler.memory.start_sampling(...)</text>"
+            "profiler.recording.memory.start_sampling(...)</text>"
         )
         return "".join(parts) + "</svg>"
     moments = [sample[0] for process in processes for sample in process["samples"]]

@@ -30,8 +30,8 @@ import threading
 from collections import deque
 from typing import Any, Protocol
 
-from profiler import timers
-from profiler.timers import TimerNode, TimerStack
+from profiler.timing import timers
+from profiler.timing.timers import TimerNode, TimerStack
 
 __all__ = [
     "DeviceEvents",

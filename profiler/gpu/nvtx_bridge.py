@@ -25,7 +25,7 @@ config) and to running workers before the next request it sends them once the se
 (see :func:`nvtx_settings` and ``envmanager``).
 
 Switched off, nothing of this is left on a block's path: the bridge installs its observers on the
-timers (``profiler.timers.observe_blocks``) while active and takes them out after.
+timers (``profiler.timing.timers.observe_blocks``) while active and takes them out after.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from profiler import events, timers
+from profiler.recording import events
+from profiler.timing import timers
 from profiler.gpu.argument_shapes import ArgumentShapes, describe_arguments
-from profiler.timers import TimerNode
+from profiler.timing.timers import TimerNode
 
 __all__ = [
     "DOMAIN_NAME",

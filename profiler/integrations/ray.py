@@ -16,13 +16,13 @@
 
 Each call of a timed function or actor method runs inside a block named after it (``rollout``,
 ``Learner.update``) in its worker's timer tree; when it returns, the worker's blocks since its
-previous payload (:mod:`profiler.payload`) travel back *inside its result*, so shipping them
+previous payload (:mod:`profiler.multiprocess.payload`) travel back *inside its result*, so shipping them
 costs no extra message. :func:`get` unwraps the results and merges each payload into the driver's
 tree under the block that was open when the call was launched (``collect`` above, even if the
 result is fetched later), marked ``is_parallel``, and into a tree of its own per actor, or per
 worker process for tasks, in the dump's ``workers`` section (each entry with ``host`` and a
 ``ray`` section saying which actor or process it was). The merger is a
-:class:`~profiler.merge.TimerMerger`, the same that merges env workers.
+:class:`~profiler.multiprocess.merge.TimerMerger`, the same that merges env workers.
 
 Rules of use:
 
@@ -34,7 +34,7 @@ Rules of use:
   next result.
 * A timed task that launches timed tasks merges their blocks into its own tree, and they reach the
   driver inside its own payload.
-* While the driver records a timeline (:func:`profiler.events.start_recording`), the workers record
+* While the driver records a timeline (:func:`profiler.recording.events.start_recording`), the workers record
   theirs, and each worker process appears on it as its own process.
 
 Ray is imported when first used, never by ``import profiler``; ``pip install 'rlprof[ray]'``.
@@ -51,10 +51,11 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
-from profiler import events, timers
-from profiler.merge import PayloadError, TimerMerger
-from profiler.payload import snapshot_and_flush
-from profiler.timers import TimerNode, TimerStack
+from profiler.recording import events
+from profiler.timing import timers
+from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.multiprocess.payload import snapshot_and_flush
+from profiler.timing.timers import TimerNode, TimerStack
 
 __all__ = [
     "LAUNCHES_KEPT",
@@ -107,7 +108,7 @@ def _run_timed(block: str, function: Callable[..., Any], args: tuple, kwargs: di
     with timers.hierarchical_timer(block):
         value = function(*args, **kwargs)
     # Every payload declares every block name: Ray reuses this process for calls of other drivers,
-    # and a driver may fetch the results in any order, or never (see profiler.payload).
+    # and a driver may fetch the results in any order, or never (see profiler.multiprocess.payload).
     payload = snapshot_and_flush(declare_all=True) if timers.is_enabled() else None
     return TimedResult(value, payload, _this_worker())
 

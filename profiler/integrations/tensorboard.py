@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.scalar_figures import DEFAULT_MAX_BLOCKS, DEFAULT_PREFIX, scalars, scalars_of_tree
-from profiler.timers import TimerStack
+from profiler.integrations.scalar_figures import DEFAULT_MAX_BLOCKS, DEFAULT_PREFIX, scalars, scalars_of_tree
+from profiler.timing.timers import TimerStack
 
 __all__ = ["log_timers"]
 

@@ -95,7 +95,7 @@ class SabotagingEnv(CountingEnv):
 
     def step(self, action: Any) -> tuple:
         if action == 2:
-            from profiler import timers
+            from profiler.timing import timers
 
             timers.get_timer_root().get_child("sabotaged").add_runs(float("nan"), 1, 0, 0.1, 0.1)
         return super().step(action)

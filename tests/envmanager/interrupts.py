@@ -1,7 +1,7 @@
 """Real SIGINTs at chosen moments of the trainer's pipe traffic, where a Ctrl-C can land.
 
 A profile hook watches the calls the trainer's thread makes inside the pipe reading and writing
-of :mod:`envmanager.protocol` and raises a real SIGINT (through
+of :mod:`envmanager.transport.protocol` and raises a real SIGINT (through
 ``signal.raise_signal``, so Python's own handler turns it into ``KeyboardInterrupt``) at the
 moment the test chose: between two reads of one reply, or between a request's header and body.
 """
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from envmanager import protocol
+from envmanager.transport import protocol
 
 Moment = Callable[[FrameType, str, Any], bool]
 

@@ -9,7 +9,7 @@ from envmanager_testenvs import CountingEnv
 from nvtx_calls import RecordedCalls
 
 from envmanager import SubprocessEnvManager
-from profiler import events
+from profiler.recording import events
 from profiler.gpu import emit_nvtx
 
 

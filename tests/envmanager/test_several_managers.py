@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 from envmanager_testenvs import CountingEnv
-from test_profiling import count_of
+from tree_paths import count_of
 
 import profiler
 from envmanager import SubprocessEnvManager

@@ -26,9 +26,9 @@ from envmanager_testenvs import CountingEnv, CpuBurningEnv
 from gymnasium import spaces
 
 import profiler
-import profiler.memory
+import profiler.recording.memory
 from envmanager.subprocess_env_manager import SubprocessEnvManager
-from profiler.timer_json import normalize_timing_tree
+from profiler.tree.timer_json import normalize_timing_tree
 
 __all__ = [
     "LEAK_BYTES_PER_STEP",
@@ -162,11 +162,11 @@ def identical_cartpoles_run(steps: int = 1500) -> dict[str, Any]:
 def leaking_worker_run(leaking: Sequence[bool]) -> dict[str, Any]:
     """One worker per entry of ``leaking``, a :class:`LeakingEnv` that leaks where it is true; every
     process samples its memory every 4 blocks."""
-    profiler.memory.start_sampling(every_blocks=4)
+    profiler.recording.memory.start_sampling(every_blocks=4)
     try:
         return run_vector_steps([functools.partial(LeakingEnv, leak) for leak in leaking], steps=LEAK_STEPS)
     finally:
-        profiler.memory.stop_sampling()
+        profiler.recording.memory.stop_sampling()
 
 
 def _counting_env(delay: float) -> Callable[[], gym.Env]:

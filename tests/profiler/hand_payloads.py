@@ -1,6 +1,6 @@
 """Payloads for the specifications: written by hand as readable trees, and read back by path.
 
-A payload (version 4, see profiler.payload) names blocks by id and carries their figures as
+A payload (version 4, see profiler.multiprocess.payload) names blocks by id and carries their figures as
 columns of numbers. These helpers turn a tree of ``(name, total, count, errors, extremes,
 children[, labels])`` into such a payload, declaring every name (as ``declare_all`` does), and a
 payload back into ``{"parent/child": figures}`` with the names its stream declared.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from profiler import timers
-from profiler.payload import PAYLOAD_TAG, PAYLOAD_VERSION, row_ids, unchecked_rows
+from profiler.timing import timers
+from profiler.multiprocess.payload import PAYLOAD_TAG, PAYLOAD_VERSION, row_ids, unchecked_rows
 
 
 def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None):

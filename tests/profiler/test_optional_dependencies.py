@@ -35,7 +35,7 @@ def test_every_profiler_module_imports_without_gymnasium_and_numpy():
 def test_timers_and_rlprof_analyze_work_without_gymnasium_and_numpy():
     result = run_without_gymnasium_and_numpy(f"""
         import profiler
-        from profiler.cli import main
+        from profiler.cli.commands import main
         with profiler.hierarchical_timer("step"):
             pass
         assert profiler.get_timer_tree()["children"][0]["name"] == "step"

@@ -13,7 +13,8 @@ import textwrap
 import pytest
 
 import profiler
-from profiler import Profiler, events, hierarchical_timer, load_timing_tree, memory, profile
+from profiler import Profiler, hierarchical_timer, load_timing_tree, profile
+from profiler.recording import events, memory
 from profiler.session import SESSION_FORMATS
 
 

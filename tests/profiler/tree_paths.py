@@ -1,4 +1,4 @@
-"""Reading dumped trees in tests: a node by its path of names, a node's child names."""
+"""Reading dumped trees in tests: a node by its path of names, a node's child names, counts by name."""
 
 from __future__ import annotations
 
@@ -13,3 +13,16 @@ def find(tree: dict, *path: str) -> dict:
 
 def child_names(node: dict) -> list[str]:
     return [child["name"] for child in node["children"]]
+
+
+def nodes_named(node: dict, name: str) -> list[dict]:
+    """Every node called ``name`` in the tree under ``node``, ``node`` included."""
+    found = [node] if node.get("name") == name else []
+    for child in node.get("children", []):
+        found += nodes_named(child, name)
+    return found
+
+
+def count_of(tree: dict, name: str) -> int:
+    """The calls of every block called ``name`` in ``tree``, added up."""
+    return sum(node["count"] for node in nodes_named(tree, name))

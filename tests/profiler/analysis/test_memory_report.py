@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from profiler import get_timer_tree, hierarchical_timer, memory
+from profiler import get_timer_tree, hierarchical_timer
+from profiler.recording import memory
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
 from profiler.analysis.memory_report import memory_document, memory_report, memory_text
 

@@ -7,8 +7,8 @@ from run_files import STEPS, write_plain_run, write_vector_run
 
 from profiler import TimerStack, hierarchical_timer, load_timing_tree, write_timing_tree
 from profiler.analysis.worker_report import MAX_PER_CALL, PEAK_INTERVAL_MEAN, worker_report
-from profiler.merge import TimerMerger
-from profiler.payload import snapshot_and_flush
+from profiler.multiprocess.merge import TimerMerger
+from profiler.multiprocess.payload import snapshot_and_flush
 
 
 def test_each_worker_reports_its_mean_step_time(vector_tree):

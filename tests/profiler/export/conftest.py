@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from profiler import get_timer_root, get_timer_tree, hierarchical_timer, load_timing_tree, set_gauge
-from profiler.timers import TimerStack
+from profiler.timing.timers import TimerStack
 
 MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
 WORKER_STEP_SECONDS = (0.003, 0.003, 0.009)  # worker 2 is the straggler

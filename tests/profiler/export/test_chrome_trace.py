@@ -8,7 +8,7 @@ import pytest
 
 from profiler.export.aggregate_timeline import AGGREGATE_THREAD_NAME
 from profiler.export.chrome_trace import EVENTS_PER_WRITE, to_chrome_trace, write_chrome_trace
-from profiler.strict_json import dumps
+from profiler.tree.strict_json import dumps
 
 KNOWN_PHASES = {"X", "C", "i", "M"}
 
@@ -269,7 +269,7 @@ def test_the_trace_written_in_pieces_is_the_trace_document(run_with_timeline, st
 @pytest.fixture
 def run_with_domain_objects(fake_clock):
     import profiler
-    from profiler import events
+    from profiler.recording import events
 
     events.start_recording()
     try:

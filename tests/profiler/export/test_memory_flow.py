@@ -11,12 +11,11 @@ import pytest
 from profiler import (
     TimerMerger,
     TimerStack,
-    events,
     get_timer_tree,
     hierarchical_timer,
-    memory,
     snapshot_and_flush,
 )
+from profiler.recording import events, memory
 from profiler.export import render
 from profiler.export.chrome_trace import to_chrome_trace
 from profiler.export.html_report import to_html_report

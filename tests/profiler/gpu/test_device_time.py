@@ -13,7 +13,7 @@ import pytest
 
 from profiler import hierarchical_timer
 from profiler.gpu import DeviceTimingUnavailableError, device_time, set_device_events
-from profiler.timer_tree import get_timer_tree
+from profiler.tree.timer_tree import get_timer_tree
 
 
 class FakeEvent:

@@ -39,8 +39,8 @@ def test_without_a_backend_the_key_is_refused_and_nothing_changes(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(NvtxUnavailableError, match="rlprof\\[nvtx\\]"):
         profiler.set_config(emit_nvtx=True, run_id="changed")
-    assert not profiler.control.get_settings().emit_nvtx
-    assert profiler.control.get_settings().run_id != "changed"
+    assert not profiler.control.controls.get_settings().emit_nvtx
+    assert profiler.control.controls.get_settings().run_id != "changed"
 
 
 def test_the_key_leaves_an_emit_nvtx_block_of_the_program_alone():

@@ -13,8 +13,8 @@ import profiler
 from profiler import hierarchical_timer, timed
 from profiler.gpu import emit_nvtx, is_emitting, nvtx_bridge
 from profiler.gpu.nvtx_bridge import NvtxUnavailableError, resolve_backend
-from profiler.timer_tree import get_timer_tree
-from profiler.timers import TimerNode
+from profiler.tree.timer_tree import get_timer_tree
+from profiler.timing.timers import TimerNode
 
 TRAINER = f"trainer (pid {os.getpid()})"
 
@@ -129,7 +129,7 @@ def test_ranges_come_from_each_thread_that_times_blocks(calls):
 
 
 def test_memory_sampling_and_nvtx_observe_blocks_together(calls):
-    from profiler import memory
+    from profiler.recording import memory
 
     memory.start_sampling(every_blocks=1)
     with emit_nvtx(backend=calls):

@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from profiler import events, get_timer_tree, hierarchical_timer
+from profiler import get_timer_tree, hierarchical_timer
+from profiler.recording import events
 from profiler.analysis.block_stats import walk_nodes
 
 ray = pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs these tests")

@@ -1,0 +1,1 @@
+"""Process lifetime and faults: lifelines, process groups, exit hooks, permits, restarts."""

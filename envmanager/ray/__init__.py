@@ -1,0 +1,1 @@
+"""The Ray transport of :class:`~envmanager.RayEnvManager`: its actor pool and the actor that runs envs."""

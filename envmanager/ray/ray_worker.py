@@ -1,0 +1,71 @@
+"""The Ray actor that runs one worker's envs: an :class:`~envmanager.transport.worker.EnvRunner` whose
+requests arrive as method calls.
+
+Each request is one call of :meth:`EnvWorkerActor.request`, and its result is the very reply a
+worker subprocess writes to its pipe, ``(sequence, ok, body, timers, finished_at)`` (see
+:mod:`envmanager.transport.protocol`): the timer payload rides on the result as it rides on the pipe, and
+``finished_at`` is read from the actor's own ``perf_counter``, which the driver puts on its clock
+with the offset it estimates (:mod:`profiler.multiprocess.clock_offset`).
+
+An actor runs its calls one at a time, in the order they were submitted, so requests and replies
+pair up as they do on a pipe. This module imports nothing of Ray at import time: the driver makes
+the class a Ray actor (``ray.remote(EnvWorkerActor)``) and Ray imports it by name on each node,
+where rlprof must be installed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from profiler.multiprocess.clock_offset import monotonic_clock_id
+
+from envmanager.transport import protocol
+from envmanager.transport.worker import EnvRunner, WorkerConfig, configure_profiling
+
+__all__ = ["EnvWorkerActor", "WorkerIdentity"]
+
+WorkerIdentity = tuple[str, str, int, str, str]
+"""``(host name, Ray node id, pid, Ray actor id, monotonic clock id)`` of an actor."""
+
+
+class EnvWorkerActor:
+    """One worker of a :class:`~envmanager.ray_env_manager.RayEnvManager`, as a Ray actor."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        configure_profiling(config)
+        self.runner = EnvRunner(config)
+        self.runner.build_envs()
+
+    def identity(self) -> WorkerIdentity:
+        """Where this actor runs, so the driver can name it and compare clocks."""
+        import ray
+
+        context = ray.get_runtime_context()
+        return (
+            socket.gethostname(),
+            context.get_node_id(),
+            os.getpid(),
+            context.get_actor_id(),
+            monotonic_clock_id(),
+        )
+
+    def clock(self) -> float:
+        """A reading of this process's timer clock, for the driver's round trips."""
+        return time.perf_counter()
+
+    def request(self, request: protocol.Request) -> protocol.Reply:
+        """Answer one request ``(sequence, command, body)`` as a worker subprocess answers it on
+        its pipe (one argument: Ray serializes each argument of a call apart).
+
+        CLOSE closes the envs and carries the last timer data; the actor itself is ended by the
+        driver afterwards.
+        """
+        sequence, command, body = request
+        runner = self.runner
+        if command == protocol.CLOSE:
+            runner.close_envs()
+            return (sequence, True, None, runner.last_timers(), time.perf_counter())
+        return (sequence, *runner.answer(command, body))

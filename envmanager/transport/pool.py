@@ -1,0 +1,544 @@
+"""The worker processes and their pipes: starting, messaging, waiting, faults, shutdown.
+
+This module knows nothing of Gymnasium semantics; it moves requests and replies and makes
+sure no wait is endless.  Every wait watches, besides the reply pipes, each worker's
+``process.sentinel`` (readable once the process has exited), so a worker that is killed or
+crashes is noticed at once and reported (the caller raises
+:class:`~envmanager.errors.WorkerDiedError`), never as a bare ``EOFError`` nor as a hang.
+
+Collecting replies is two phases, :meth:`WorkerPool.wait` then :meth:`WorkerPool.collect`,
+so that the time spent waiting for the slowest worker and the time spent reading and
+decoding replies can be measured apart.  ``WorkerPool.ready_at`` keeps, per worker, when its
+reply to the latest request was ready, so the trainer can tell whom a step waited for last.
+
+A pipe is a byte stream: an interrupt (Ctrl-C's ``KeyboardInterrupt``) that lands while a
+message is half read or half written leaves the rest of that message where the next read
+expects a header.  Such a worker is *cut off*: no request is written to it again, and the
+trainer's end of its requests pipe is closed so that it exits once it has answered.  If the
+interrupt cut a request (the replies are intact), its replies and last timers are still read at
+shutdown or restart; if it cut a reply, the rest of the stream is drained unread.  The request bookkeeping is
+updated before a write and right after a read, so an interrupt anywhere else leaves it sound.
+
+The pool also owns what ties the workers' lives to the trainer's: the lifeline through which
+they learn of its death (:mod:`envmanager.lifetime.lifeline`) and the ``max_concurrency`` permits
+(:mod:`envmanager.lifetime.permits`).  Stopping a worker ends its process group too
+(:mod:`envmanager.lifetime.process_group`), so no helper process its envs started outlives it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import select
+import threading
+import time
+from dataclasses import replace
+from multiprocessing.connection import Connection, wait as wait_for_ready
+from typing import Any, Callable
+
+from envmanager.transport import protocol
+from envmanager.lifetime.lifeline import Lifeline
+from envmanager.lifetime.permits import ConcurrencyPermits
+from envmanager.lifetime.process_group import kill_process_group
+from envmanager.transport.worker import WorkerConfig, run_worker
+
+__all__ = [
+    "WorkerHandle",
+    "WorkerPool",
+    "ReplyHandler",
+    "TimersSink",
+    "CLOSE_GRACE_SECONDS",
+    "TERMINATE_GRACE_SECONDS",
+    "REPLY_GRACE_SECONDS",
+    "KILLED_EXIT_SECONDS",
+]
+
+# A healthy worker answers CLOSE within milliseconds; past this it is terminated.
+CLOSE_GRACE_SECONDS = 10.0
+# Between SIGTERM and SIGKILL for a worker that ignores or blocks SIGTERM.
+TERMINATE_GRACE_SECONDS = 1.0
+# How long closing or dumping waits for a reply a worker still owes (a step that Ctrl-C cut
+# short, a request abandoned after a timeout, a flush request): its timer data rides on it.
+REPLY_GRACE_SECONDS = 1.0
+# How long closing waits for a process it sent SIGKILL to be gone. SIGKILL cannot be blocked, so
+# this is only ever waited on a machine so loaded that the dying process is not scheduled; a
+# shorter wait would let the worker outlive close() (or the trainer's exit) there.
+KILLED_EXIT_SECONDS = 60.0
+
+_NOTHING_AWAITED = 0
+
+
+class WorkerHandle:
+    """The trainer's view of one worker: its process, its two pipe ends and its envs.
+
+    Two one-way pipes, not one two-way ``Pipe()``: a two-way one is a Unix socket pair, and a
+    pipe wakes the other side up markedly sooner (``benchmarks/step_floor.py`` shows both).
+    """
+
+    __slots__ = (
+        "index",
+        "envs",
+        "config",
+        "process",
+        "conn",
+        "requests",
+        "fds",
+        "awaiting",
+        "outstanding",
+        "exitcode",
+        "shut_down_after",
+        "cut_off",
+        "cut_conn",
+        "cut_mid_reply",
+        "restarts",
+    )
+
+    def __init__(self, index: int, envs: range, config: WorkerConfig) -> None:
+        self.index = index
+        self.envs = envs
+        self.config = config
+        self.process: Any = None
+        self.conn: Connection | None = None  # the end its replies are read from
+        self.requests: Connection | None = None  # the end requests are written to
+        self.fds = (-1, -1)  # (pipe, process sentinel): what a wait polls, kept past close
+        self.awaiting = _NOTHING_AWAITED  # sequence number of the reply we are waiting for
+        self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
+        self.exitcode: int | None = None
+        self.shut_down_after: str | None = None  # the env exception that made us retire it
+        self.cut_off: str | None = None  # when an interrupt left its pipe unusable
+        self.cut_conn: Connection | None = None  # that pipe, kept only to drain it at the end
+        self.cut_mid_reply = False  # the interrupt cut a reply, so what follows is unreadable
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.conn is not None
+
+
+ReplyHandler = Callable[[WorkerHandle, bool, Any], None]
+TimersSink = Callable[[int, int, Any], None]
+"""Receives ``(worker index, sequence number of the reply, the reply's timers field)``."""
+
+
+class WorkerPool:
+    """Starts the workers and carries requests to them and replies back.
+
+    ``timers_sink`` receives every timer payload that arrives, including those riding on
+    replies the trainer had stopped waiting for, so no timer data is dropped.
+
+    ``ready_at[i]`` is when worker ``i``'s reply to its latest request was ready (None until it
+    arrives): the worker's own stamp, as every process of a machine reads the same
+    ``perf_counter`` clock; or, once ``worker_clock_shared`` is set to False because the
+    worker's clock proved to be another, the moment the trainer saw the reply ready.
+
+    ``max_concurrency``: at most this many envs run ``reset``/``step`` at once.  A worker runs
+    one env at a time, so no permits are made when it is at least the number of workers.
+
+    If starting a worker fails, the workers already started are stopped before the error
+    propagates.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        configs: list[WorkerConfig],
+        envs: list[range],
+        daemon: bool,
+        max_concurrency: int | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self._daemon = daemon
+        self._start_method = ctx.get_start_method()
+        self.workers = [WorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
+        self.timers_sink: TimersSink | None = None
+        self.ready_at: list[float | None] = [None] * len(self.workers)
+        self.worker_clock_shared = True
+        self._sequence = 0
+        self._lifeline = Lifeline(ctx)
+        self.permits: ConcurrencyPermits | None = None
+        try:
+            if max_concurrency is not None and max_concurrency < len(self.workers):
+                self.permits = ConcurrencyPermits(max_concurrency)
+            for handle in self.workers:
+                self._start(handle)
+        except BaseException:
+            self.shutdown(graceful=False, timeout=None)
+            raise
+
+    # -- processes -------------------------------------------------------------------------
+
+    def _start(self, handle: WorkerHandle) -> None:
+        requests_reader, requests_writer = self._ctx.Pipe(duplex=False)
+        replies_reader, replies_writer = self._ctx.Pipe(duplex=False)
+        fork = self._start_method == "fork"
+        inherited = (
+            [end for h in self.workers for end in (h.conn, h.requests) if end is not None]
+            + [replies_reader, requests_writer]
+            if fork
+            else []
+        )
+        config = replace(
+            handle.config,
+            permits=self.permits,
+            inherited_connections=inherited,
+            lifeline=self._lifeline.reader,
+            # The kernel's parent-death signal follows the thread that forks the worker: only
+            # the main thread (or the forkserver's) is sure to live as long as the trainer.
+            signal_at_parent_death=(
+                self._start_method == "forkserver" or threading.current_thread() is threading.main_thread()
+            ),
+        )
+        process = self._ctx.Process(
+            target=run_worker,
+            name=f"Worker<SubprocessEnvManager>-{handle.index}",
+            args=(config, requests_reader, replies_writer),
+            daemon=self._daemon,
+        )
+        try:
+            process.start()
+        except Exception as exc:
+            replies_reader.close()
+            requests_writer.close()
+            _add_note(exc, self._start_note(handle))
+            raise
+        finally:
+            # Only the worker holds them now, so its exit shows up as EOF here.
+            requests_reader.close()
+            replies_writer.close()
+        self._lifeline.bind(process)
+        handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
+        handle.fds = (replies_reader.fileno(), process.sentinel)
+        handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
+        handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
+
+    def _start_note(self, handle: WorkerHandle) -> str:
+        where = f"while starting worker {handle.index} (envs {handle.envs.start}..{handle.envs.stop - 1})"
+        if self._start_method == "fork":
+            return f"({where})"
+        return f"({where} with start method {self._start_method!r}, which sends its env factories with cloudpickle)"
+
+    def restart(self, handle: WorkerHandle) -> None:
+        """Replace a gone worker by a fresh process running freshly built envs."""
+        if handle.cut_conn is not None:
+            self._end_cut_off([handle], REPLY_GRACE_SECONDS)
+        handle.restarts += 1
+        self._start(handle)
+
+    def retire(self, handle: WorkerHandle, reason: str) -> None:
+        """Shut down a worker whose env raised: its envs may be left half-stepped.
+
+        It is asked to CLOSE first, so its last timer data still arrives.
+        """
+        self.send([handle], protocol.CLOSE, None)
+        try:
+            self.gather([handle], CLOSE_GRACE_SECONDS, "close", _ignore_reply)
+        except multiprocessing.TimeoutError:
+            pass
+        self._bury(handle)
+        handle.shut_down_after = reason
+
+    def _bury(self, handle: WorkerHandle) -> None:
+        """Forget a worker that has exited or must go; end its process group and reap it."""
+        _close_ends(handle)
+        handle.awaiting = _NOTHING_AWAITED
+        self.ready_at[handle.index] = None
+        # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
+        _wait_for_exit([handle.process], TERMINATE_GRACE_SECONDS)
+        _stop([handle.process])
+        handle.exitcode = handle.process.exitcode
+
+    # -- requests and replies --------------------------------------------------------------
+
+    def send(self, targets: list[WorkerHandle], command: int, bodies: list[Any] | None) -> int:
+        """Send one request per target; ``bodies[i]`` goes to ``targets[i]`` (None: no body).
+
+        Targets that are gone are skipped (a wait reports them).  Returns the requests'
+        sequence number, which their replies carry.
+        """
+        self._sequence += 1
+        sequence = self._sequence
+        ready_at = self.ready_at
+        for i, handle in enumerate(targets):
+            requests = handle.requests
+            if requests is None:
+                continue
+            # Pickled before the write, so a body that does not pickle leaves the pipe untouched.
+            data = protocol.encode((sequence, command, None if bodies is None else bodies[i]))
+            ready_at[handle.index] = None
+            try:
+                # Counted before it is written: once a byte is out, the worker may answer.
+                handle.awaiting = sequence
+                handle.outstanding += 1
+                protocol.write_message(requests.fileno(), data)
+            except (BrokenPipeError, ConnectionResetError):
+                self._bury(handle)
+            except BaseException as exc:
+                self._cut_off(handle, exc, mid_reply=False)
+                raise
+        return sequence
+
+    def wait(self, targets: list[WorkerHandle], timeout: float | None, what: str) -> None:
+        """Block until every target's reply can be read or the target has died.
+
+        Late answers to abandoned requests met on the way are read and dropped (their timer
+        data goes to ``timers_sink``).
+
+        Raises:
+            multiprocessing.TimeoutError: ``timeout`` seconds passed first.
+        """
+        poller = select.poll()
+        owners: dict[int, tuple[WorkerHandle, bool]] = {}
+        for handle in targets:
+            if handle.awaiting != _NOTHING_AWAITED:
+                pipe_fd, sentinel_fd = handle.fds
+                poller.register(pipe_fd, select.POLLIN)
+                poller.register(sentinel_fd, select.POLLIN)
+                owners[pipe_fd] = (handle, False)
+                owners[sentinel_fd] = (handle, True)
+        waiting = len(owners) // 2
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while waiting:
+            if deadline is None:
+                events = poller.poll()
+            else:
+                events = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
+                if not events and time.monotonic() >= deadline:
+                    raise multiprocessing.TimeoutError(
+                        f"The call to `{what}` has timed out after {timeout} second(s)."
+                    )
+            for fd, _ in events:
+                owner = owners.get(fd)
+                if owner is None:
+                    continue  # its worker was settled earlier in this batch of events
+                handle, is_sentinel = owner
+                if not is_sentinel and handle.outstanding > 1:
+                    self._receive(handle, _ignore_reply)  # a stale reply: read it, keep waiting
+                    if handle.alive:
+                        continue
+                elif is_sentinel:
+                    # It exited; a reply it sent before dying still counts (collect reads it).
+                    while handle.alive and handle.outstanding > 1 and handle.conn.poll(0):
+                        self._receive(handle, _ignore_reply)
+                    if handle.alive and not (handle.outstanding == 1 and handle.conn.poll(0)):
+                        self._bury(handle)
+                if handle.alive and not self.worker_clock_shared:
+                    self.ready_at[handle.index] = time.perf_counter()
+                # Settled: its reply is ready, or it is dead.  Stop watching it.
+                for settled_fd in handle.fds:
+                    del owners[settled_fd]
+                    poller.unregister(settled_fd)
+                waiting -= 1
+
+    def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
+        """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.
+
+        ``on_reply(handle, ok, body)`` decodes each reply.
+        """
+        for handle in targets:
+            if handle.awaiting != _NOTHING_AWAITED:
+                self._receive(handle, on_reply)
+        return [h for h in targets if h.conn is None]  # the gone ones (``alive`` without a call)
+
+    def gather(
+        self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler
+    ) -> list[WorkerHandle]:
+        """:meth:`wait` then :meth:`collect`, for the calls off the step path."""
+        self.wait(targets, timeout, what)
+        return self.collect(targets, on_reply)
+
+    def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
+        try:
+            fd = handle.conn.fileno()
+            # Owing one reply, the worker writes nothing more until it gets a request: the
+            # whole reply can be read at once.
+            data = protocol.read_only_message(fd) if handle.outstanding == 1 else protocol.read_message(fd)
+            handle.outstanding -= 1
+            # Replies come in request order and only the latest request is awaited, so the
+            # reply that settles the last one owed is the awaited one; the others answer
+            # requests the trainer gave up on (after a timeout or an interrupt).
+            awaited = handle.outstanding == 0
+            if awaited:
+                handle.awaiting = _NOTHING_AWAITED
+        except (EOFError, OSError):
+            self._bury(handle)
+            return
+        except BaseException as exc:
+            self._cut_off(handle, exc, mid_reply=True)
+            raise
+        # An interrupt from here on loses this reply, but the pipe and the bookkeeping are sound.
+        sequence, ok, body, timers, finished_at = protocol.decode(data)
+        if awaited:
+            if self.worker_clock_shared:
+                self.ready_at[handle.index] = finished_at
+            on_reply(handle, ok, body)
+        # After on_reply, so that a step reply is counted before the payload that reports it.
+        if timers is not None and self.timers_sink is not None:
+            self.timers_sink(handle.index, sequence, timers)
+
+    def receive_outstanding(self, targets: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
+        """Read every reply ``targets`` still owe, for at most ``timeout`` seconds.
+
+        Their timer data goes to ``timers_sink``; the replies themselves are dropped.  Returns
+        the live targets that still owe a reply then (hung, or busy for longer).
+        """
+        deadline = time.monotonic() + timeout
+        owing = [h for h in targets if h.alive and h.outstanding > 0]
+        while owing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            ready = set(wait_for_ready([h.conn for h in owing] + [h.process.sentinel for h in owing], remaining))
+            for handle in owing:
+                if handle.conn in ready:
+                    self._receive(handle, _ignore_reply)
+                elif handle.process.sentinel in ready:
+                    # It exited: read what it sent before dying, then let it go.
+                    while handle.alive and handle.outstanding > 0 and handle.conn.poll(0):
+                        self._receive(handle, _ignore_reply)
+                    if handle.alive:
+                        self._bury(handle)
+            owing = [h for h in owing if h.alive and h.outstanding > 0]
+        return owing
+
+    def _cut_off(self, handle: WorkerHandle, interrupt: BaseException, mid_reply: bool) -> None:
+        """Never send this worker a request again: ``interrupt`` may have left half a message in
+        its pipe.  Our end of its requests pipe is closed at once, so the worker reads
+        end-of-file and exits by itself once it has answered what it holds (see
+        :meth:`_end_cut_off`)."""
+        when = "while its reply was being read" if mid_reply else "while a request to it was being written"
+        handle.cut_off = f"({type(interrupt).__name__}) {when}, so its pipe may hold half a message"
+        handle.cut_conn, handle.conn = handle.conn, None
+        handle.cut_mid_reply = mid_reply
+        handle.awaiting = _NOTHING_AWAITED
+        self.ready_at[handle.index] = None
+        if handle.requests is not None:
+            handle.requests.close()
+            handle.requests = None
+
+    def _end_cut_off(self, handles: list[WorkerHandle], grace: float) -> None:
+        """Read cut-off workers' pipes to the end, for up to ``grace`` seconds, then end them.
+
+        Reading lets each finish writing, see end-of-file and exit on its own, closing its envs.
+        Replies behind a cut request are intact and their timer data is merged; what follows a
+        cut reply is drained unread.
+        """
+        deadline = time.monotonic() + grace
+        open_ends = {h.cut_conn.fileno(): h for h in handles if h.cut_conn is not None}
+        while open_ends:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for fd in wait_for_ready(list(open_ends), remaining):
+                if not self._read_cut_off(open_ends[fd]):
+                    del open_ends[fd]
+        for handle in handles:
+            if handle.cut_conn is not None:
+                handle.cut_conn.close()
+                handle.cut_conn = None
+        _wait_for_exit([h.process for h in handles], max(0.0, deadline - time.monotonic()))
+        _stop([h.process for h in handles])
+        for handle in handles:
+            handle.exitcode = handle.process.exitcode
+
+    def _read_cut_off(self, handle: WorkerHandle) -> bool:
+        """Read what a cut-off worker sent (False once its pipe is at its end)."""
+        conn = handle.cut_conn
+        try:
+            if handle.cut_mid_reply:
+                return bool(os.read(conn.fileno(), 1 << 20))
+            sequence, _, _, timers, _ = protocol.receive(conn)
+        except Exception:  # its end (EOFError, OSError) or a reply that does not unpickle
+            return False
+        if timers is not None and self.timers_sink is not None:
+            self.timers_sink(handle.index, sequence, timers)
+        return True
+
+    # -- shutdown ---------------------------------------------------------------------------
+
+    def shutdown(self, graceful: bool, timeout: float | None) -> None:
+        """Stop every worker; no child process outlives this call.
+
+        Graceful: a worker still busy with a request (one that an interrupt or a timeout made
+        the trainer stop waiting for) gets ``REPLY_GRACE_SECONDS`` (or ``timeout``, if shorter)
+        to answer it, since its timer data rides on the answer.  Then each idle worker is asked
+        to CLOSE (closing its envs and sending its last timer data) and given ``timeout``
+        seconds (default ``CLOSE_GRACE_SECONDS``); a cut-off worker gets the short grace to
+        exit by itself.  Whatever is left is terminated, then killed with its process group.
+        """
+        cut_off = [h for h in self.workers if h.cut_conn is not None]
+        reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
+        if graceful:
+            self.receive_outstanding(self.workers, reply_grace)
+            idle = [h for h in self.workers if h.alive and h.outstanding == 0]
+            self.send(idle, protocol.CLOSE, None)
+            try:
+                self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
+            except multiprocessing.TimeoutError:
+                pass
+            # Workers that answered CLOSE exit by themselves; give them a moment to do so.
+            _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
+        self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
+        # Not yet reaped (a reaped worker's number may belong to another process by now).
+        _stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
+        for handle in self.workers:
+            _close_ends(handle)
+            if handle.process is not None:
+                handle.exitcode = handle.process.exitcode
+        # Every worker is gone: the lifeline and the permits have no one left to serve.
+        self._lifeline.close()
+        if self.permits is not None:
+            self.permits.remove()
+
+
+def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+    pass
+
+
+def _close_ends(handle: WorkerHandle) -> None:
+    """Close the trainer's ends of a worker's pipes (those still open)."""
+    for end in (handle.conn, handle.requests):
+        if end is not None:
+            end.close()
+    handle.conn = handle.requests = None
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note"):  # Python >= 3.11
+        exc.add_note(note)
+
+
+def _has_exited(process: Any) -> bool:
+    """Whether the process ended, without reaping it (its process group stays reserved)."""
+    return bool(wait_for_ready([process.sentinel], 0))
+
+
+def _wait_for_exit(processes: list[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for every process to end (none is reaped)."""
+    deadline = time.monotonic() + timeout
+    running = [p.sentinel for p in processes if not _has_exited(p)]
+    while running:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        for ended in wait_for_ready(running, remaining):
+            running.remove(ended)
+
+
+def _stop(processes: list[Any]) -> None:
+    """End worker processes with every helper process their envs left behind, and reap them.
+
+    A worker still running gets SIGTERM, on which it closes its envs (which stops their
+    helpers) and exits.  Then each worker's process group is killed: the worker itself if it
+    ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
+    left running.  Reaping comes last, so a group's number cannot have been reused.
+    """
+    running = [p for p in processes if not _has_exited(p)]
+    for process in running:
+        process.terminate()
+    _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
+    for process in processes:
+        if not kill_process_group(process.pid) and not _has_exited(process):
+            process.kill()  # it had not made its group yet
+    for process in processes:
+        process.join(KILLED_EXIT_SECONDS)

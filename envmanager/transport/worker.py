@@ -1,0 +1,549 @@
+"""What a worker does: its envs and its answers (:class:`EnvRunner`), and the loop that runs it
+inside each worker subprocess.
+
+A worker owns ``k >= 1`` consecutive envs of the batch (``envs_per_worker``).  It waits for a
+request, runs it on all of its envs, and sends one reply: one round trip per worker per
+step, however many envs it holds.  The message layouts are in :mod:`envmanager.transport.protocol`.
+
+:class:`EnvRunner` knows nothing of pipes: it turns a request into a reply.  The subprocess
+loop here carries requests and replies over two one-way pipes; a Ray actor
+(:mod:`envmanager.ray.ray_worker`) carries the very same ones as method calls and their results.
+
+A failing env never kills the worker: the exception goes back in the reply, and the worker
+keeps serving until the trainer decides what to do (it shuts it down after a failed step or
+reset, as Gymnasium does).
+
+Ending: after CLOSE (or EOF on the pipe) the worker closes its envs and returns.  SIGTERM
+(from the trainer's ``terminate``, or sent to itself when its trainer died, see
+:mod:`envmanager.lifetime.lifeline`) interrupts whatever the worker is doing, even an env call that
+hangs in Python code, closes the envs, so the helper processes they started are stopped,
+and ends the process with SIGTERM's exit code.  The worker leads a process group of its own
+(:mod:`envmanager.lifetime.process_group`): whatever the envs leave running is killed with that group,
+by the trainer, or by the worker itself when no trainer is left to do it.
+
+Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
+the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
+code.  A :class:`~profiler.multiprocess.payload.WorkerTimers` decides when the tree is due to ship; the
+payload rides on the next step reply, in the reply's own ``timers`` field, on every reset reply
+(the trainer merges those under its reset block), on a FLUSH reply, and once more on the CLOSE
+reply so nothing is lost.  Beside it travels the wall and CPU time of the env calls sampled
+since the previous payload (:mod:`envmanager.measurement.env_time`), and every reply is stamped with
+the moment the worker finished it, from which the trainer learns whom each step waited for
+last (:mod:`envmanager.measurement.critical_path`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+from gymnasium import Env, Space
+from gymnasium.vector import AutoresetMode
+
+from profiler.recording import events, memory
+from profiler.timing import timers
+from profiler.gpu import nvtx_bridge
+from profiler.gpu.nvtx_bridge import NvtxSettings
+from profiler.recording.memory import MemorySampling
+from profiler.multiprocess.payload import WorkerTimers
+
+from envmanager.transport import protocol
+from envmanager.transport.autoreset import SubEnv
+from envmanager.measurement.env_time import EXACT_ABOVE_SECONDS, CpuSampler
+from envmanager.lifetime.lifeline import (
+    ask_for_signal_at_parent_death,
+    terminate_after_trainer_death,
+    trainer_is_gone,
+    watch_trainer,
+)
+from envmanager.transport.observations import ObservationMismatch, ObservationPacker
+from envmanager.lifetime.permits import ConcurrencyPermits
+from envmanager.lifetime.process_group import kill_own_process_group, lead_new_process_group
+from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
+from envmanager.transport.step_buffers import StepBuffers, WorkerRows
+
+__all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "configure_profiling", "run_worker"]
+
+
+class EnvFactories:
+    """The env factories of one worker, pickled with cloudpickle when they cross processes.
+
+    Under ``spawn``/``forkserver`` the standard pickler cannot send the lambdas and closures
+    users write (``lambda: gym.make(...)``); cloudpickle can.  Under ``fork`` nothing is
+    pickled at all.
+    """
+
+    __slots__ = ("factories",)
+
+    def __init__(self, factories: Sequence[Callable[[], Env]]) -> None:
+        self.factories = list(factories)
+
+    def __getstate__(self) -> bytes:
+        import cloudpickle
+
+        return cloudpickle.dumps(self.factories)
+
+    def __setstate__(self, state: bytes) -> None:
+        self.factories = pickle.loads(state)
+
+
+@dataclass
+class WorkerConfig:
+    """Everything a worker needs, handed over once as the process argument."""
+
+    worker_index: int
+    first_env: int
+    num_envs: int  # in the whole manager, to lay out the shared observation buffer
+    factories: EnvFactories
+    autoreset_mode: AutoresetMode
+    observation_space: Space
+    shared_buffer: Any
+    permits: ConcurrencyPermits | None  # the pool's max_concurrency permits; None: no limit
+    profiling: bool
+    flush_every: int | None
+    flush_interval: float | None
+    record_timeline: bool
+    # The trainer's memory sampling (None: off), which the worker does on itself and ships.
+    memory_sampling: MemorySampling | None
+    # The trainer's profiler.gpu.emit_nvtx settings when the worker starts (None: off); the
+    # manager sends later changes as NVTX requests.
+    nvtx: NvtxSettings | None
+    # Under fork the child inherits the trainer's end of every pipe made so far; holding them
+    # would keep those pipes open, so a worker would never see EOF if the trainer died.
+    inherited_connections: list[Connection]
+    # The read end of the pool's lifeline (set by the pool), and whether to ask the kernel for
+    # SIGTERM when the parent dies (only when the thread that starts the worker lives as long
+    # as the trainer).
+    lifeline: Connection | None
+    signal_at_parent_death: bool
+    # The manager's shared step buffers, when a step's actions and results travel in shared
+    # memory (shared_memory=True and an array-like action space); None: in the messages.
+    step_buffers: StepBuffers | None = None
+
+
+class _Terminated(BaseException):
+    """Raised by SIGTERM in the worker's main thread, so the envs are closed on the way out.
+
+    A BaseException, so that an env's ``except Exception`` does not swallow it.
+    """
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # A second SIGTERM must not cut closing the envs short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise _Terminated
+
+
+def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) -> None:
+    """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
+    parent_pid = os.getppid()
+    lead_new_process_group()
+    for inherited in config.inherited_connections:
+        inherited.close()
+    # The trainer stops its workers itself when interrupted; Ctrl-C is not for them.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if config.signal_at_parent_death:
+        ask_for_signal_at_parent_death(signal.SIGTERM)
+    watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
+    configure_profiling(config)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _WorkerLoop(config, requests, replies).serve()
+    except _Terminated:
+        _flush_standard_streams()  # the kill below skips the interpreter's own flushing
+        if trainer_is_gone(config.lifeline, parent_pid):
+            kill_own_process_group()  # nobody else is left to stop what the envs left running
+        # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    # Closed normally: a late SIGTERM now just ends the process.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def configure_profiling(config: WorkerConfig) -> None:
+    """Set up this worker process's timers as the trainer asked, before any env is built."""
+    if not config.profiling:
+        timers.disable()  # this process only: user blocks in env code cost nothing either
+        memory.stop_sampling()  # a forked process inherits the trainer's; nothing would ship it
+    else:
+        if config.record_timeline and not events.is_recording():
+            events.start_recording()  # a spawned process does not inherit the trainer's recording
+        if config.memory_sampling is not None:
+            # Spawned: start sampling; forked: the sampler thread did not survive the fork.
+            memory.apply_sampling(config.memory_sampling)
+    # Also when off: a forked worker inherits the trainer's bridge, which names the trainer.
+    _apply_nvtx(config.nvtx if config.profiling else None, config.worker_index)
+
+
+def _apply_nvtx(settings: NvtxSettings | None, worker_index: int) -> None:
+    """Open NVTX ranges as the trainer does. A backend this process cannot load is said on
+    stderr (as a warning) rather than ending the worker: its envs still run, without ranges."""
+    try:
+        nvtx_bridge.apply_nvtx(settings, worker_index)
+    except (nvtx_bridge.NvtxUnavailableError, ValueError) as error:
+        warnings.warn(f"env worker {worker_index}: no NVTX ranges: {error}", RuntimeWarning, stacklevel=1)
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.flush()
+
+
+def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
+    if permits is not None:
+        permits.remove()  # the trainer cannot remove it any more
+    terminate_after_trainer_death()
+
+
+class _WorkerLoop:
+    """One worker subprocess: an :class:`EnvRunner` answering the requests of one pipe on another."""
+
+    def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection) -> None:
+        self.requests = requests
+        self.replies = replies
+        self.runner = EnvRunner(config)
+
+    def serve(self) -> None:
+        runner = self.runner
+        requests = protocol.MessageReader(self.requests.fileno())
+        try:
+            runner.build_envs()
+            while True:
+                try:
+                    sequence, command, body = protocol.decode(requests.read())
+                except (EOFError, OSError):
+                    self._offer_last_timers()
+                    return  # the trainer is gone, or stopped writing to us
+                if command == protocol.CLOSE:
+                    runner.close_envs()
+                    try:
+                        self._send(sequence, True, None, runner.last_timers(), time.perf_counter())
+                    except OSError:
+                        pass  # the trainer stopped listening; nothing left to tell it
+                    return
+                self._send(sequence, *runner.answer(command, body))
+        finally:
+            runner.close_envs()
+
+    def _offer_last_timers(self) -> None:
+        """Send the last timer data without ever blocking, when the trainer stopped writing.
+
+        Usually the trainer is gone and this fails at once.  But a trainer that an interrupt
+        caught while it was writing to us closes its end of our requests pipe and still
+        reads our replies, so these timers are not lost.  Never blocking matters: a pipe end that
+        nobody reads must not keep this process from exiting.
+        """
+        if self.runner.timers is None:
+            return
+        try:
+            os.set_blocking(self.replies.fileno(), False)
+            self._send(0, True, None, self.runner.last_timers(), time.perf_counter())
+        except OSError:
+            pass  # gone, or not reading: nothing to be done about it
+
+    def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any, finished_at: float) -> None:
+        try:
+            protocol.send(self.replies, (sequence, ok, body, timer_payload, finished_at))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            # Nothing was written (the message is pickled before it is sent): report instead.
+            failure = RemoteFailure(exc, None)
+            protocol.send(self.replies, (sequence, False, failure, timer_payload, finished_at))
+
+
+class EnvRunner:
+    """A worker's envs and its answer to each request, whatever carries the requests.
+
+    It holds the envs, how they pack observations, the worker's timers and its env time meter;
+    :meth:`answer` runs one request and returns the ``(ok, body, timers, finished_at)`` of its
+    reply (see :mod:`envmanager.transport.protocol`).  An env's exception is answered, never raised.
+    """
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self.first_env = config.first_env
+        self.envs: list[SubEnv] = []
+        self.creation_failure: RemoteFailure | None = None
+        self._failing_env: int | None = None  # the env being run, named in a failure reply
+        self.timers = WorkerTimers(config.flush_every, config.flush_interval) if config.profiling else None
+        # The timers' clock, read directly: timers.now() would add a call to every reply.
+        self.clock = timers.current_clock()
+        self.cpu_sampler = CpuSampler()
+        self.packer = ObservationPacker(
+            config.observation_space, config.shared_buffer, self.first_env, config.num_envs
+        )
+        self.step_rows = (
+            None
+            if config.step_buffers is None
+            else WorkerRows(config.step_buffers, self.first_env, len(config.factories.factories))
+        )
+
+    def build_envs(self) -> None:
+        """Build the envs; a factory that raises is answered to every request that follows."""
+        config = self.config
+        guard_reset, guard_step = _make_guards(config.permits, config.profiling, self.cpu_sampler)
+        for j, factory in enumerate(config.factories.factories):
+            try:
+                env = factory()
+            except Exception as exc:
+                self.creation_failure = RemoteFailure(exc, self.first_env + j)
+                break
+            self.envs.append(SubEnv(env, config.autoreset_mode, guard_reset, guard_step))
+
+    def answer(self, command: int, body: Any) -> tuple[bool, Any, Any, float]:
+        """Run one request (any command but CLOSE): the ``(ok, body, timers, finished_at)`` of its
+        reply, ``finished_at`` being the moment it was ready."""
+        if self.creation_failure is not None:
+            return False, self.creation_failure, None, time.perf_counter()
+        try:
+            ok, reply = True, self._handle(command, body)
+        except Exception as exc:
+            ok, reply = False, RemoteFailure(exc, self._failing_env)
+        worker_timers = self.timers
+        if worker_timers is None:
+            return ok, reply, None, time.perf_counter()
+        # One read of the timers' clock (time.perf_counter, unless a test set another) both
+        # stamps the reply and tells whether the timers are due to ship: between flushes a step
+        # pays one comparison for it, no second read, no call.
+        finished_at = self.clock()
+        if command == protocol.STEP:
+            if finished_at < worker_timers.quiet_until:
+                return ok, reply, None, finished_at
+            payload = worker_timers.step_done(finished_at)
+        elif command == protocol.RESET or command == protocol.FLUSH:
+            # Always on a reset: the trainer merges a reset reply's timers under its reset block,
+            # so they must hold the reset's time (it flushed the steps' time just before).
+            payload = worker_timers.final_payload()
+        else:
+            payload = None
+        if payload is None:
+            return ok, reply, None, finished_at
+        # With the env time measured since the previous payload; the reply is ready only now.
+        return ok, reply, (payload, *self.cpu_sampler.take()), timers.now()
+
+    def last_timers(self) -> Any:
+        """Everything timed since the previous payload, with its env time: the ``timers`` of a
+        worker's last reply (None when not profiling)."""
+        if self.timers is None:
+            return None
+        return (self.timers.final_payload(), *self.cpu_sampler.take())
+
+    def _handle(self, command: int, body: Any) -> Any:
+        self._failing_env = None
+        if command == protocol.STEP:
+            return self._step(body)
+        if command == protocol.RESET:
+            return self._reset(*body)
+        if command == protocol.CALL:
+            return self._call(*body)
+        if command == protocol.SET_ATTR:
+            return self._set_attr(*body)
+        if command == protocol.DESCRIBE:
+            return [(e.env.observation_space, e.env.action_space) for e in self.envs]
+        if command == protocol.FLUSH:
+            return None
+        if command == protocol.NVTX:
+            if self.config.profiling:
+                settings = None if body is None else NvtxSettings(*body)
+                _apply_nvtx(settings, self.config.worker_index)
+            return None
+        raise RuntimeError(f"worker received unknown command {command!r}")
+
+    def _step(self, actions: Sequence[Any] | protocol.PackedArray | Any) -> Any:
+        step_rows = self.step_rows
+        if actions is IN_SHARED_MEMORY:
+            actions = step_rows.read_actions()
+        elif type(actions) is tuple:  # a packed array; iterating it gives numpy scalars or rows
+            actions = protocol.unpack_array(actions)
+        envs = self.envs
+        observations = [None] * len(envs)
+        rewards = [0.0] * len(envs)
+        terminations = [False] * len(envs)
+        truncations = [False] * len(envs)
+        infos = None
+        for j, env in enumerate(envs):
+            self._failing_env = self.first_env + j
+            obs, rewards[j], terminations[j], truncations[j], info = env.step(actions[j])
+            observations[j] = obs
+            if info:
+                if infos is None:
+                    infos = [None] * len(envs)
+                infos[j] = info
+        packed_observations = self._pack(observations, None)
+        if step_rows is not None and step_rows.write_results(rewards, terminations, truncations):
+            if infos is None and packed_observations is None:
+                return IN_SHARED_MEMORY  # nothing else to say: the reply is a wake-up
+            return (packed_observations, None, None, None, infos)
+        return (
+            packed_observations,
+            tuple(rewards),
+            tuple(terminations),
+            tuple(truncations),
+            infos,
+        )
+
+    def _reset(self, seeds: Sequence[int | None], options: dict | None, mask: Sequence[bool] | None) -> tuple:
+        envs = self.envs
+        observations = [None] * len(envs)
+        infos = None
+        for j, env in enumerate(envs):
+            if mask is None or mask[j]:
+                self._failing_env = self.first_env + j
+                obs, info = env.reset(seed=seeds[j], options=options)
+                if info:
+                    if infos is None:
+                        infos = [None] * len(envs)
+                    infos[j] = info
+            else:
+                # Not reset: the env keeps its last observation, as Gymnasium's "reset-noop".
+                obs = env.last_obs
+            observations[j] = obs
+        return (self._pack(observations, mask), infos)
+
+    def _pack(self, observations: list, written: Sequence[bool] | None) -> Any:
+        try:
+            return self.packer.pack(observations, written)
+        except ObservationMismatch as exc:
+            self._failing_env = exc.env_index  # the env that returned it, not the last one run
+            raise
+
+    def _call(self, name: str, args: tuple, kwargs: dict) -> list:
+        if name in ("reset", "step", "close"):
+            raise ValueError(f"Trying to call function `{name}` with `call`, use `{name}` directly instead.")
+        results = []
+        for j, env in enumerate(self.envs):
+            self._failing_env = self.first_env + j
+            attr = env.env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return results
+
+    def _set_attr(self, name: str, values: Sequence[Any]) -> None:
+        for j, env in enumerate(self.envs):
+            self._failing_env = self.first_env + j
+            env.env.set_wrapper_attr(name, values[j])
+
+    def close_envs(self) -> None:
+        """Close every env (best effort); closing twice is harmless."""
+        # One at a time off the list: if SIGTERM cuts a CLOSE short, the SIGTERM path's own
+        # call closes the envs still on it.
+        envs = self.envs
+        while envs:
+            try:
+                envs.pop(0).env.close()
+            except Exception:
+                pass  # closing is best effort; the process is about to end anyway
+
+
+def _make_guards(
+    permits: ConcurrencyPermits | None, profiling: bool, cpu_sampler: CpuSampler
+) -> tuple[Callable, Callable]:
+    """The functions through which every env reset/step goes, built once per worker.
+
+    They hold a ``max_concurrency`` permit while the env runs, and time the env's own
+    work (not the wait for a permit) as ``env.reset`` / ``env.step``, on the wall clock and,
+    on a sample of calls, on the CPU clock too (see :mod:`envmanager.measurement.env_time`).  Each is
+    built for its case, so that a worker pays for nothing it does not do: without permits no
+    ``with`` is entered for them (even an empty context manager costs two Python calls a
+    step), and without profiling nothing is timed.
+    """
+    if not profiling:
+        if permits is None:
+            return _plain_reset, _plain_step
+
+        def guard_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+            with permits:
+                return env.reset(seed=seed, options=options)
+
+        def guard_step(env: Env, action: Any) -> tuple:
+            with permits:
+                return env.step(action)
+
+        return guard_reset, guard_step
+
+    hierarchical_timer = timers.hierarchical_timer
+    # The guards run on the thread that builds the envs (the worker's main thread, a Ray
+    # actor's one thread), so its stack is looked up once.
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    clock = timers.current_clock()
+    exact_above = EXACT_ABOVE_SECONDS
+
+    def sampled_step(env: Env, action: Any) -> tuple:
+        if cpu_sampler.countdown:
+            cpu_sampler.countdown -= 1
+            return env.step(action)
+        return cpu_sampler.measure(env.step, action)
+
+    def timed_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+        with hierarchical_timer("env.reset"):
+            if cpu_sampler.countdown:
+                cpu_sampler.countdown -= 1
+                return env.reset(seed=seed, options=options)
+            return cpu_sampler.measure(env.reset, seed=seed, options=options)
+
+    def timed_step(env: Env, action: Any) -> tuple:
+        # Every env call of every step goes through here, so the ``env.step`` block is timed
+        # inline, as TimerNode.__enter__ and __exit__ would time it, at half the cost of a
+        # ``with``; while a companion watches blocks (timers.plain_blocks false) it is a ``with``.
+        if not timers.plain_blocks:
+            with hierarchical_timer("env.step"):
+                return sampled_step(env, action)
+        parent = stack.current
+        try:
+            node = parent.children["env.step"]
+        except KeyError:
+            node = parent.get_child("env.step")
+        stack.current = node  # blocks in the env's own code nest under env.step
+        node._start = start = clock()
+        try:
+            if cpu_sampler.countdown:
+                cpu_sampler.countdown -= 1
+                result = env.step(action)
+            else:
+                result = cpu_sampler.measure(env.step, action)
+        except BaseException:
+            node.errors += 1
+            raise
+        finally:
+            elapsed = clock() - start
+            stack.current = parent
+            if elapsed >= exact_above:
+                cpu_sampler.countdown = 0  # a slow env is measured from its next call on
+            node.total += elapsed
+            node.count += 1
+            if elapsed > node.max:
+                node.max = elapsed
+            if elapsed < node.min:
+                node.min = elapsed
+        return result
+
+    if permits is None:
+        return timed_reset, timed_step
+
+    def timed_reset_with_permit(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+        with permits:
+            return timed_reset(env, seed, options)
+
+    def timed_step_with_permit(env: Env, action: Any) -> tuple:
+        with permits:
+            return timed_step(env, action)
+
+    return timed_reset_with_permit, timed_step_with_permit
+
+
+def _plain_reset(env: Env, seed: Any, options: Any) -> tuple[Any, dict]:
+    return env.reset(seed=seed, options=options)
+
+
+def _plain_step(env: Env, action: Any) -> tuple:
+    return env.step(action)

@@ -1,0 +1,493 @@
+"""The ``rlprof`` command line: analyse, compare, convert and report dumped runs.
+
+Sub-commands built in (each reads timer JSON — rlprof's or Unity ML-Agents' — never pickle):
+
+* ``rlprof analyze RUN.json`` — the verdicts (what limits the run, what it costs, what to
+  change), slowest blocks, where the vector step's time went, per worker;
+* ``rlprof diff BASE.json NEW.json`` — blocks that got slower or faster (exit 1 on regression
+  with ``--fail-on-regression``, for CI);
+* ``rlprof convert RUN.json --to FORMAT -o OUT`` and ``rlprof report RUN.json -o report.html`` —
+  through the exporters of :mod:`profiler.export`;
+* ``rlprof run [options] script.py [args...]`` (or ``-m module``) — run a program under rlprof,
+  unedited (:mod:`profiler.cli.run_program`).
+
+Bad input (a missing or foreign file, a bad option or pattern) ends with one line on stderr,
+``rlprof: error: ...``, and exit code 2: never a traceback, never a partial output file.
+
+**Plugins.** Other packages add sub-commands through the entry-point group ``rlprof.commands``
+(this is how the env-manager package adds ``rlprof demo`` without ``profiler`` importing it). An
+entry point names a callable ``register(subparsers) -> None`` that adds its parser and sets its
+handler, a function from the parsed arguments to an exit code::
+
+    # pyproject.toml of the plugin's package
+    [project.entry-points."rlprof.commands"]
+    hello = "mypackage.cli:register"
+
+    # mypackage/cli.py
+    def register(subparsers):
+        parser = subparsers.add_parser("hello", help="say hello")
+        parser.set_defaults(run=lambda arguments: print("hello") or 0)
+
+Plugins are loaded only when the command line asks for something that is not built in (or for
+help), so ``rlprof analyze`` stays fast and a broken plugin cannot break it; a plugin that fails
+to load is reported as a one-line warning and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import Any, NoReturn
+
+from profiler import __version__
+from profiler.analysis.analyze import (
+    ANALYZE_FORMATS,
+    ANALYZE_ORDER_KEYS,
+    AnalyzeOptions,
+    analyze_run,
+    render_analysis,
+)
+from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
+from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
+from profiler.analysis.text_format import terminal_width
+from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
+from profiler.tree.timer_json import TimerFileError, load_timing_tree
+
+__all__ = [
+    "BUILTIN_COMMANDS",
+    "PLUGIN_GROUP",
+    "CommandError",
+    "build_parser",
+    "load_plugin_commands",
+    "main",
+    "report_path_beside",
+]
+
+PLUGIN_GROUP = "rlprof.commands"
+BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report", "run")
+USAGE_ERROR = 2
+
+
+class CommandError(Exception):
+    """Bad input from the user: printed as ``rlprof: error: <message>``, exit code 2."""
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """An argument parser whose errors are exceptions, so ``main`` prints them as one line.
+
+    argparse's default prints the usage block and exits; scripts and CI logs want one line.
+    Abbreviated options are refused (``allow_abbrev=False``, for every sub-command too, since
+    argparse makes them of this class): with them ``--aggregate sum`` was read as an abbreviation
+    of ``--aggregate-by`` and failed, and a new option could silently change what an old
+    abbreviation means.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(message)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rlprof`` command line; returns the exit code (0 ok, 1 regression, 2 bad input)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        arguments, program_arguments = _set_program_arguments_apart(arguments)
+        parser = build_parser(with_plugins=_asks_for_a_plugin(arguments))
+        parsed = parser.parse_args(arguments)
+        parsed.program_arguments = program_arguments
+        return int(parsed.run(parsed))
+    except (CommandError, TimerFileError) as error:
+        one_line = " ".join(str(error).split())  # a message quoting the input could hold newlines
+        print(f"rlprof: error: {one_line}", file=sys.stderr)
+        return USAGE_ERROR
+    except SystemExit as exit_request:  # --help and --version end through argparse's exit()
+        code = exit_request.code
+        return 0 if code is None else code if isinstance(code, int) else USAGE_ERROR
+    except MemoryError:
+        # A file larger than the memory check foresaw; a traceback would add nothing to this.
+        print("rlprof: error: out of memory while reading or converting the run; the file is too "
+              "large for the memory this machine has free", file=sys.stderr)
+        return USAGE_ERROR
+    except BrokenPipeError:
+        # The reader (``| head``) went away: stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _asks_for_a_plugin(arguments: list[str]) -> bool:
+    """Whether the command line names something other than a built-in command, or asks for help.
+
+    Plugins import their own packages (the demo imports Gymnasium), so the built-in commands and
+    ``--version`` skip them: faster, and a broken plugin cannot get in their way.
+    """
+    command = next((argument for argument in arguments if not argument.startswith("-")), None)
+    if command is None:
+        return "-h" in arguments or "--help" in arguments
+    return command not in BUILTIN_COMMANDS
+
+
+def _set_program_arguments_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """For ``rlprof run``: rlprof's arguments, and the program's (everything after its name)."""
+    command_at = next((index for index, argument in enumerate(arguments)
+                       if not argument.startswith("-")), None)
+    if command_at is None or arguments[command_at] != "run":
+        return arguments, []
+    own, program = split_run_arguments(arguments[command_at + 1:])
+    return [*arguments[: command_at + 1], *own], program
+
+
+def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
+    """The full ``rlprof`` parser: built-in sub-commands, plus plugins when ``with_plugins``."""
+    parser = _OneLineErrorParser(
+        prog="rlprof",
+        description="Analyse, compare and convert rlprof timer files (and ML-Agents' timers.json).",
+    )
+    parser.add_argument("--version", action="version", version=f"rlprof {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_analyze(subparsers)
+    _add_diff(subparsers)
+    _add_convert(subparsers)
+    _add_report(subparsers)
+    _add_run(subparsers)
+    if with_plugins:
+        load_plugin_commands(subparsers)
+    return parser
+
+
+def load_plugin_commands(
+    subparsers: Any, plugins: Iterable[Any] | None = None, *, warn: Callable[[str], None] | None = None
+) -> list[str]:
+    """Let each entry point of ``rlprof.commands`` add its sub-command; returns the names loaded.
+
+    ``plugins`` defaults to the installed entry points; anything with ``name`` and ``load()``
+    works (tests pass their own). A plugin that raises while loading or registering is skipped
+    with a one-line warning, so one broken package cannot take the whole command line down.
+    """
+    warn = warn or (lambda message: print(message, file=sys.stderr))
+    loaded = []
+    for plugin in entry_points(group=PLUGIN_GROUP) if plugins is None else plugins:
+        try:
+            register = plugin.load()
+            register(subparsers)
+        except Exception as error:  # noqa: BLE001 - third-party code; report it, keep going
+            warn(f"rlprof: warning: plugin {plugin.name!r} skipped: {type(error).__name__}: {error}")
+            continue
+        loaded.append(plugin.name)
+    return loaded
+
+
+# --- analyze ------------------------------------------------------------------------------------
+
+
+def _add_analyze(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "analyze",
+        help="verdicts, slowest blocks, where the step time went, per-worker step times",
+        description="Report what limits a run (the verdicts: straggler, CPU oversubscription, "
+        "transport, trainer, env, untimed time; each with its cost, evidence and advice), its "
+        "slowest blocks, the vector step split into env compute, waiting and transport, and "
+        "each worker's figures. The block options are those of MegEngine's profile_analyze.",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("-t", "--top", type=_top_count, default=20, metavar="N",
+                        help="show the N first blocks (default 20; 0 for all)")
+    parser.add_argument("--order-by", type=_order_key, default=None, metavar="KEY",
+                        help=f"order blocks by this figure, largest first; +KEY for smallest first "
+                        f"({', '.join(ANALYZE_ORDER_KEYS)}; default total); min and max are the "
+                        "shortest and longest single call")
+    parser.add_argument("--ascending", action="store_true",
+                        help="smallest first (the same as --order-by +KEY)")
+    parser.add_argument("--aggregate-by", choices=AGGREGATE_KEYS, default=None,
+                        help="one row per block name, per worker, per process or per domain")
+    parser.add_argument("--aggregate", choices=AGGREGATE_OPERATIONS, default=None,
+                        help="how a row's figures are made from its blocks' (default sum); "
+                        "without --aggregate-by, over every block")
+    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+                        help="hide blocks whose total is under S seconds")
+    parser.add_argument("--max-time", type=_seconds, default=None, metavar="S",
+                        help="hide blocks whose total is over S seconds")
+    parser.add_argument("--type", action="append", dest="types", default=[], metavar="TYPE",
+                        help="keep blocks of this type: trainer, worker, domain (tasks and frames "
+                        "of a profiler.Domain), or a block kind (the name up to its first dot: env "
+                        "for env.step); repeat for several")
+    parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
+                        help="keep blocks whose name or path matches REGEX (Python syntax)")
+    parser.add_argument("--domain", default=None, metavar="NAME",
+                        help="keep the blocks of this domain: the tasks and frames of "
+                        "profiler.Domain(NAME)")
+    parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
+                        help="table (default), json (everything, verdicts included) or csv "
+                        "(block rows only)")
+    parser.set_defaults(run=_run_analyze)
+
+
+def _run_analyze(arguments: argparse.Namespace) -> int:
+    tree = load_timing_tree(arguments.run_path)
+    order_by, ascending = arguments.order_by or (None, False)
+    options = AnalyzeOptions(
+        top=arguments.top or None,
+        order_by=order_by,
+        ascending=ascending or arguments.ascending,
+        aggregate_by=arguments.aggregate_by,
+        aggregate=arguments.aggregate,
+        min_time=arguments.min_time,
+        max_time=arguments.max_time,
+        pattern=arguments.filter,
+        types=tuple(arguments.types),
+        domain=arguments.domain,
+    )
+    if options.max_time is not None and options.max_time < options.min_time:
+        raise CommandError(f"--max-time {options.max_time:g} is below --min-time {options.min_time:g}: "
+                           "no block can match")
+    try:
+        analysis = analyze_run(tree, options)
+    except ValueError as error:  # e.g. --order-by max on a file that records no per-call max
+        raise CommandError(f"{arguments.run_path}: {error}") from None
+    text = render_analysis(analysis, arguments.format, title=arguments.run_path, width=terminal_width())
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+# --- diff ---------------------------------------------------------------------------------------
+
+
+def _add_diff(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diff",
+        help="blocks that got slower or faster between two runs",
+        description="Compare two runs block by block, per call and in total, biggest change "
+        "first. With --fail-on-regression, exit 1 when a block is slower per call than the "
+        "threshold allows (for CI).",
+    )
+    parser.add_argument("base", metavar="BASE.json", help="the reference run")
+    parser.add_argument("new", metavar="NEW.json", help="the run to judge")
+    parser.add_argument("--threshold", type=_seconds_or_percent("percent"), default=10.0,
+                        metavar="PCT", help="per-call change that counts, in percent (default 10)")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when any block got slower per call beyond the threshold")
+    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+                        help="ignore blocks under S seconds in both runs (noise floor)")
+    parser.add_argument("--top", type=_top_count, default=0, metavar="N",
+                        help="show the N biggest changes only (default all)")
+    parser.add_argument("--all", action="store_true", dest="show_same",
+                        help="list unchanged blocks too")
+    parser.add_argument("--format", choices=DIFF_FORMATS, default="table",
+                        help="table (default), json or csv")
+    parser.set_defaults(run=_run_diff)
+
+
+def _run_diff(arguments: argparse.Namespace) -> int:
+    diff = diff_runs(
+        load_timing_tree(arguments.base),
+        load_timing_tree(arguments.new),
+        threshold_percent=arguments.threshold,
+        min_time=arguments.min_time,
+    )
+    text = render_diff(diff, arguments.format, top=arguments.top or None,
+                       show_same=arguments.show_same)
+    print(text, end="" if text.endswith("\n") else "\n")
+    if arguments.fail_on_regression and diff.regressions:
+        names = ", ".join(change.block for change in diff.regressions[:5])
+        more = f" and {len(diff.regressions) - 5} more" if len(diff.regressions) > 5 else ""
+        print(f"rlprof: {len(diff.regressions)} blocks regressed beyond "
+              f"{arguments.threshold:g}% per call: {names}{more}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- convert and report -------------------------------------------------------------------------
+
+
+def _add_convert(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="write a run as a Chrome trace, speedscope, collapsed stacks, HTML, ML-Agents' layout "
+        "or a memory picture",
+        description="Convert a timer JSON file for another viewer: chrome (Perfetto, "
+        "chrome://tracing), speedscope, collapsed (flamegraph.pl), html (the report), mlagents "
+        "(the timer JSON in ML-Agents' timers.json layout, children keyed by name) or memory-svg "
+        "(memory over time, one line per process, as an SVG picture).",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("--to", required=True, metavar="FORMAT",
+                        help="chrome, speedscope, collapsed, html, mlagents or memory-svg")
+    parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
+                        help="the file to write (replaced atomically)")
+    parser.set_defaults(run=_run_convert)
+
+
+def _add_report(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report of a run",
+        description="Write an HTML report (the verdicts, flame graph, per-worker bars, top "
+        "blocks) that opens in a browser with no server and no network.",
+    )
+    parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
+    parser.add_argument("-o", "--output", type=Path, default=None, metavar="OUT",
+                        help="the HTML file to write (replaced atomically); default: next to "
+                        "RUN.json, RUN_timers.json giving RUN_report.html")
+    parser.set_defaults(run=_run_convert, to="html")  # a report is the html conversion
+
+
+def report_path_beside(run_path: str | os.PathLike[str]) -> Path:
+    """Where ``rlprof report`` writes without ``-o``: beside the run, named as ``rlprof run``
+    names its report (``demo_timers.json`` gives ``demo_report.html``)."""
+    source = Path(run_path)
+    stem = source.name
+    for suffix in (".gz", ".json"):
+        stem = stem.removesuffix(suffix)
+    for suffix in ("_timers", ".timers"):
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return source.with_name(f"{stem}_report.html")
+
+
+def _run_convert(arguments: argparse.Namespace) -> int:
+    export = _exporters()
+    if arguments.to not in export.EXPORT_FORMATS:
+        raise CommandError(
+            f"argument --to: unknown format {arguments.to!r} "
+            f"(choose from {', '.join(export.EXPORT_FORMATS)})"
+        )
+    tree = load_timing_tree(arguments.run_path)
+    output = arguments.output if arguments.output is not None else report_path_beside(arguments.run_path)
+    try:
+        written = export.write_export(tree, arguments.to, output)
+    except OSError as error:
+        raise CommandError(f"cannot write {output}: {error.strerror or error}") from None
+    print(written)
+    return 0
+
+
+
+def _exporters() -> ModuleType:
+    """The exporters package, imported only by the commands that write files (it is the heavy part)."""
+    import profiler.export as export
+
+    if not hasattr(export, "write_export"):
+        raise CommandError(
+            "the exporters are missing from this installation (profiler.export.write_export)"
+        )
+    return export
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+def _add_run(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a Python program under rlprof, unedited, and profile it",
+        usage="rlprof run [options] (script.py | -m module) [args ...]",
+        description="Run a Python program as python would, with rlprof's timers on. However it "
+        "ends (exit, exception, Ctrl-C, SIGTERM), its timers, trace and report are written to "
+        "the summaries folder and the analysis is printed on stderr; rlprof then exits as the "
+        "program did. rlprof's options go before the program: everything after the script (or "
+        "the module) is the program's.",
+    )
+    parser.add_argument("script", nargs="?", help="the program's path")
+    parser.add_argument("-m", dest="module", metavar="module", help="run a module, as python -m")
+    parser.add_argument("--summaries-dir", type=Path, metavar="DIR",
+                        help="where the files go (default runs/<name>-<date>-<time>)")
+    parser.add_argument("--run-id", metavar="ID",
+                        help="names the files, ID_timers.json... (default the script's name)")
+    parser.add_argument("--vector-env", nargs="?", const="async", choices=("async", "all"),
+                        help="build Gymnasium's AsyncVectorEnv as SubprocessEnvManager, so its "
+                        "workers are profiled; =all replaces SyncVectorEnv too")
+    parser.add_argument("--envs-per-worker", type=_envs_per_worker, metavar="N|auto",
+                        help="with --vector-env: envs per worker process, or auto (one worker per "
+                        "core); default one env per worker")
+    parser.add_argument("--no-timeline", dest="timeline", action="store_false",
+                        help="do not record when each block ran (the trace then shows totals)")
+    parser.set_defaults(run=_run_program)
+
+
+def _run_program(arguments: argparse.Namespace) -> int:
+    if (arguments.script is None) == (arguments.module is None):
+        raise CommandError("run: give the program to run: a script's path, or -m module")
+    program = Program(
+        target=arguments.module or arguments.script,
+        is_module=arguments.module is not None,
+        arguments=tuple(arguments.program_arguments),
+    )
+    try:
+        end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
+                          vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
+                          timeline=arguments.timeline)
+    except RunError as error:
+        raise CommandError(f"run: {error}") from None
+    return exit_like(end)
+
+
+# --- argument types: each rejects bad input with a message argparse turns into one line ---------
+
+
+def _top_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, got {value}")
+    return value
+
+
+def _seconds_or_percent(unit: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}") from None
+        if not math.isfinite(value) or value < 0:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+        return value
+
+    parse.__name__ = unit
+    return parse
+
+
+_seconds = _seconds_or_percent("seconds")
+
+
+def _envs_per_worker(text: str) -> int | str:
+    """``auto`` or a whole number >= 1 (the envmanager checks it again: profiler does not import it)."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or auto, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, got {value}")
+    return value
+
+
+def _order_key(text: str) -> tuple[str, bool]:
+    """``KEY`` (largest first) or, as in MegEngine's profile_analyze, ``+KEY`` (smallest first)."""
+    ascending = text.startswith("+")
+    key = text[1:] if ascending else text
+    if key not in ANALYZE_ORDER_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice: {text!r} (choose from {', '.join(ANALYZE_ORDER_KEYS)}, each may "
+            "start with + for smallest first)"
+        )
+    return key, ascending
+
+
+def _pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {error}") from None

@@ -1,0 +1,371 @@
+"""``rlprof run``: profile a Python program as it is, without editing it.
+
+``rlprof run [options] script.py [args...]`` (or ``-m module``) runs the program in this process
+the way ``python`` would — ``__name__ == "__main__"``, ``sys.argv`` as the program expects, its
+folder first on ``sys.path`` — with rlprof's timers on and the timeline recording. The program's
+own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; with ``--vector-env``,
+Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s, so its environment workers are
+timed too.
+
+However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
+SIGTERM — the timers, the trace and the report are written under the summaries folder and the
+analysis is printed (on stderr: the program's stdout stays its own). Then rlprof ends the way the
+program did: the same exit code, or killed by the same signal.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from importlib.util import find_spec
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+from profiler.recording import events
+from profiler.timing import timers
+from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
+from profiler.tree.timer_json import load_timing_tree, timers_json_path, write_timing_tree
+
+__all__ = [
+    "VECTOR_ENV_GROUP",
+    "Program",
+    "ProgramEnd",
+    "RunError",
+    "RunFiles",
+    "default_summaries_dir",
+    "exit_like",
+    "run_program",
+    "split_run_arguments",
+]
+
+VECTOR_ENV_GROUP = "rlprof.vector_env"
+"""Entry-point group of the ``--vector-env`` substitution (``envmanager`` provides it)."""
+
+_OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker")
+_ANALYSIS_TOP = 10
+
+
+class RunError(Exception):
+    """The program cannot be run as asked (no such script or module, ``--vector-env`` missing)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    """What to run: a script's path or a module's name, and the arguments it is given."""
+
+    target: str
+    is_module: bool = False
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """How runs of it are named by default: the script's stem or the module's last part."""
+        return self.target.rsplit(".", 1)[-1] if self.is_module else Path(self.target).stem
+
+    def check(self) -> None:
+        """Refuse, before anything runs, a script that is not a file or a module not found."""
+        if self.is_module:
+            try:
+                found = find_spec(self.target)
+            except (ImportError, ValueError) as error:
+                raise RunError(f"no module named {self.target!r} ({error})") from None
+            if found is None:
+                raise RunError(f"no module named {self.target!r}")
+        elif not Path(self.target).is_file():
+            raise RunError(f"can't open file {self.target!r}: no such file")
+
+
+@dataclass
+class ProgramEnd:
+    """How the program ended: its exit code, or the signal that stopped it."""
+
+    exit_code: int = 0
+    signal_number: int | None = None
+    error: BaseException | None = None
+
+    def describe(self) -> str:
+        if self.signal_number is not None:
+            return f"stopped by {signal.Signals(self.signal_number).name}"
+        if self.error is not None:
+            return f"ended with {type(self.error).__name__} (exit code {self.exit_code})"
+        return f"exited with code {self.exit_code}"
+
+
+@dataclass
+class RunFiles:
+    """The files a run wrote."""
+
+    timers: Path
+    trace: Path | None = None
+    report: Path | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def shown_from(self, folder: Path) -> RunFiles:
+        """The same files, named relative to ``folder`` where they are inside it."""
+
+        def shown(path: Path | None) -> Path | None:
+            if path is None or not path.is_relative_to(folder):
+                return path
+            return path.relative_to(folder)
+
+        return RunFiles(timers=shown(self.timers) or self.timers, trace=shown(self.trace),
+                        report=shown(self.report), problems=self.problems)
+
+
+class _Terminated(BaseException):
+    """Raised in the program by SIGTERM, so its ``finally`` blocks run and the timers are kept.
+
+    A ``BaseException`` like ``KeyboardInterrupt``: a program's ``except Exception`` does not
+    swallow it.
+    """
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(f"terminated by signal {signal_number}")
+        self.signal_number = signal_number
+
+
+def split_run_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``rlprof run``'s arguments into rlprof's own and the program's.
+
+    As with ``python``, rlprof's options end at the program: everything after the script's path
+    (or ``-m``'s module) belongs to the program, even what looks like an rlprof option. rlprof's
+    part comes back with the program's name first, so that an option with an optional value
+    (``--vector-env[=all]``) cannot take the script's path for its value.
+    """
+    index = 0
+    while index < len(arguments):
+        token = arguments[index]
+        if token == "-m":
+            return [*arguments[index: index + 2], *arguments[:index]], arguments[index + 2:]
+        if token.startswith("-m") and not token.startswith("--"):
+            return ["-m", token[2:], *arguments[:index]], arguments[index + 1:]
+        if token in _OPTIONS_WITH_A_VALUE:
+            index += 2
+        elif token.startswith("-") and token != "-":
+            index += 1
+        else:
+            return [token, *arguments[:index]], arguments[index + 1:]
+    return list(arguments), []
+
+
+def default_summaries_dir(name: str, *, under: Path = Path("runs")) -> Path:
+    """``runs/<name>-<date>-<time>``, with ``-2``, ``-3``... for runs started in the same second."""
+    base = under / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    candidate, number = base, 1
+    while candidate.exists():
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
+def run_program(
+    program: Program,
+    *,
+    summaries_dir: str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+    vector_env: str | None = None,
+    envs_per_worker: int | str | None = None,
+    timeline: bool = True,
+    report_to: TextIO | None = None,
+) -> ProgramEnd:
+    """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
+
+    The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
+    ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
+    ``vector_env`` run with; None leaves the manager's default.
+
+    Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
+    """
+    if envs_per_worker is not None and not vector_env:
+        raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
+    program.check()
+    run_id = run_id or program.name
+    run_dir = Path(summaries_dir) if summaries_dir is not None else default_summaries_dir(run_id)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)  # a bad folder is refused before the run, not after
+    except OSError as error:
+        raise RunError(f"cannot create the summaries folder {str(run_dir)!r}: {error.strerror or error}") from None
+    shown_from = Path.cwd()
+    run_dir = run_dir.absolute()  # the program may change the working folder
+    substitution = _substitute_vector_envs(vector_env, envs_per_worker) if vector_env else None
+    report_to = report_to or sys.stderr
+    timers.reset_timers()
+    timers.add_metadata("rlprof_run", program.target)
+    if timeline:
+        events.start_recording()
+    try:
+        with _sigterm_raises_in_the_program():
+            end = _execute(program)
+            with _signals_held() as signals_meanwhile:
+                if substitution is not None:
+                    _close_managers(substitution, report_to)
+                    substitution.restore()
+                files, tree = _write_files(run_dir, run_id)
+    finally:
+        if timeline:
+            events.stop_recording()
+    if signals_meanwhile and end.signal_number is None:
+        end = ProgramEnd(signal_number=signals_meanwhile[0])
+    _report(program, end, files.shown_from(shown_from), tree, report_to)
+    return end
+
+
+def exit_like(end: ProgramEnd) -> int:
+    """The exit code to return for ``end``; a program stopped by a signal is stopped again by it,
+    so whoever started ``rlprof run`` sees what it would have seen without rlprof."""
+    if end.signal_number is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(end.signal_number, signal.SIG_DFL)
+        os.kill(os.getpid(), end.signal_number)
+    return end.exit_code
+
+
+def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any:
+    plugins = list(entry_points(group=VECTOR_ENV_GROUP))
+    if not plugins:
+        raise RunError(
+            "--vector-env needs rlprof's envmanager package (entry point group "
+            f"{VECTOR_ENV_GROUP!r} is empty): reinstall rlprof"
+        )
+    try:
+        substitute = plugins[0].load()
+    except ImportError as error:
+        raise RunError(f"--vector-env: {error}") from None
+    if envs_per_worker is None:
+        return substitute(mode)
+    try:
+        return substitute(mode, envs_per_worker=envs_per_worker)
+    except (TypeError, ValueError) as error:
+        raise RunError(f"--envs-per-worker: {error}") from None
+
+
+@contextmanager
+def _sigterm_raises_in_the_program() -> Iterator[None]:
+    def terminate(signal_number: int, frame: Any) -> None:
+        raise _Terminated(signal_number)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _signals_held() -> Iterator[list[int]]:
+    """Hold SIGINT and SIGTERM while the files are written: a second Ctrl-C waits until they are.
+
+    A signal that comes meanwhile is only noted in the list given to the ``with`` block; the
+    run then ends by it once the files are complete. (Masking the signals would not do: another
+    thread of the program could still take them.)
+    """
+    noted: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: noted.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield noted
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _execute(program: Program) -> ProgramEnd:
+    """Run the program as ``python`` would, and tell how it ended (never raises)."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [program.target, *program.arguments]
+    sys.path[0] = "" if program.is_module else str(Path(program.target).resolve().parent)
+    try:
+        if program.is_module:
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(program.target, run_name="__main__")
+        return ProgramEnd(exit_code=0)
+    except SystemExit as exit_request:
+        return ProgramEnd(exit_code=_exit_code(exit_request.code))
+    except KeyboardInterrupt as interrupt:
+        _print_program_traceback(interrupt)
+        return ProgramEnd(signal_number=signal.SIGINT, error=interrupt)
+    except _Terminated as terminated:
+        return ProgramEnd(signal_number=terminated.signal_number, error=terminated)
+    except BaseException as error:  # noqa: BLE001 - the program's own error: report it, keep the timers
+        _print_program_traceback(error)
+        return ProgramEnd(exit_code=1, error=error)
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _exit_code(code: Any) -> int:
+    """What Python makes of ``sys.exit(code)``: ``None`` is 0; anything but a number is printed
+    and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+_OWN_FILES = frozenset({__file__, runpy.__file__, "<frozen runpy>"})
+
+
+def _print_program_traceback(error: BaseException) -> None:
+    """Print the traceback as ``python`` would: from the program's first frame, not rlprof's."""
+    trace: TracebackType | None = error.__traceback__
+    while trace is not None and trace.tb_frame.f_code.co_filename in _OWN_FILES:
+        trace = trace.tb_next
+    traceback.print_exception(type(error), error, trace)
+
+
+def _close_managers(substitution: Any, report_to: TextIO) -> None:
+    """Close the vector envs the program left open, so their workers' timers are merged."""
+    try:
+        substitution.close_managers()
+    except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
+        print(f"rlprof: closing the program's vector envs failed: {type(error).__name__}: {error}",
+              file=report_to)
+
+
+def _write_files(run_dir: Path, run_id: str) -> tuple[RunFiles, dict[str, Any]]:
+    """The timers first, then the trace and the report made from the file written (so all three
+    agree); returns the files and the tree read back."""
+    try:
+        files = RunFiles(timers=write_timing_tree(timers_json_path(run_dir, run_id)))
+    except OSError as error:
+        raise RunError(f"cannot write the timers in {str(run_dir)!r}: {error.strerror or error}") from None
+    from profiler.export import write_export  # the exporters are the heavy part: only when needed
+
+    tree = load_timing_tree(files.timers)
+    for attribute, format_name, file_name in (
+        ("trace", "chrome", f"{run_id}_trace.json.gz"),
+        ("report", "html", f"{run_id}_report.html"),
+    ):
+        try:
+            setattr(files, attribute, write_export(tree, format_name, run_dir / file_name))
+        except (OSError, ValueError) as error:
+            files.problems.append(f"cannot write the {attribute}: {error}")
+    return files, tree
+
+
+def _report(
+    program: Program, end: ProgramEnd, files: RunFiles, tree: dict[str, Any], report_to: TextIO
+) -> None:
+    analysis = analyze_run(tree, AnalyzeOptions(top=_ANALYSIS_TOP))
+    print(f"\nrlprof: {program.target} {end.describe()}", file=report_to)
+    print(render_analysis(analysis, title=program.target), file=report_to)
+    print(f"\nrlprof: timers  {files.timers}", file=report_to)
+    if files.trace is not None:
+        print(f"rlprof: trace   {files.trace}  (open in https://ui.perfetto.dev)", file=report_to)
+    if files.report is not None:
+        print(f"rlprof: report  {files.report}  (open in a browser)", file=report_to)
+    for problem in files.problems:
+        print(f"rlprof: {problem}", file=report_to)

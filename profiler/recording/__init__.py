@@ -1,0 +1,1 @@
+"""What a run records besides block times: timeline spans, instants and counters; memory samples; cores."""

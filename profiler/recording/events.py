@@ -1,0 +1,260 @@
+"""Optional timeline recording: when each block ran, not only how long in total.
+
+While recording is on, every timer block also appends ``(name, start, end)`` to its thread's
+:class:`ThreadTimeline`; :func:`mark` adds instant events and :func:`record_counter` (and every
+``set_gauge``) adds counter samples. The buffers are rings of a fixed ``capacity`` per thread, so a
+multi-hour run keeps the most recent events and counts what fell out (``dropped``) instead of
+growing without bound.
+
+Recording off costs the hot path nothing: :func:`start_recording` swaps ``TimerNode.__exit__`` for
+a recording variant and :func:`stop_recording` swaps it back (through
+:func:`profiler.timing.timers.set_span_recording`), so the plain exit never tests a flag.
+
+An event may carry **details** after its fields — a span ``(name, start, end, details)``, an
+instant ``(name, at, details)``, a counter sample ``(name, at, value, details)`` — a tuple of
+``(key, value)`` pairs, kept as plain data so that it travels in payloads; in the dump it is an
+object. The MXNet-style objects use it: ``cat`` (the domain, a trace category), ``kind``,
+``frame`` (a frame's number) and ``scope`` (an instant's reach: ``g``, ``p`` or ``t``).
+
+Times are readings of the timers' clock (``time.perf_counter``: CLOCK_MONOTONIC on Linux, one
+clock for every process of a machine). A worker's events travel in its payloads; the merger shifts
+them by the worker's clock offset (0.0 on one machine) onto the trainer's clock. The dumped
+``timeline`` section is described in docs/multiprocess.md.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from profiler.timing import timers
+from profiler.timing.timers import TimerStack
+
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "ThreadTimeline",
+    "clear_recording",
+    "clock_origin",
+    "drain_timeline",
+    "is_recording",
+    "mark",
+    "record_counter",
+    "recording_timeline",
+    "start_recording",
+    "stop_recording",
+    "timeline_row",
+    "timeline_section",
+]
+
+Details = tuple[tuple[str, Any], ...]
+"""What an event may carry after its fields: ``(key, value)`` pairs, values strings or numbers."""
+
+DEFAULT_CAPACITY = 100_000
+"""Events kept per thread and kind (spans, instants, counters): about 10 MB of spans a thread."""
+
+CLOCK_NAME = "perf_counter"
+HOST = socket.gethostname()
+
+_recording = False
+_capacity = DEFAULT_CAPACITY
+
+
+class ThreadTimeline:
+    """One thread's recorded events, in bounded rings that drop their oldest entries when full.
+
+    Spans are appended when a block closes, so a parent follows its children and dropping the
+    oldest entries never leaves a child whose parent overlaps it wrongly: what is kept still nests.
+    """
+
+    __slots__ = ("spans", "instants", "counters", "spans_recorded", "dropped", "recording")
+
+    def __init__(self, capacity: int) -> None:
+        self.spans: deque[tuple[str, float, float]] = deque(maxlen=capacity)
+        self.instants: deque[tuple[str, float]] = deque(maxlen=capacity)
+        self.counters: deque[tuple[str, float, float]] = deque(maxlen=capacity)
+        # Spans are counted rather than checked for a full ring on the hot path; the difference
+        # to what the ring holds is what it dropped.
+        self.spans_recorded = 0
+        self.dropped = 0
+        self.recording = True
+
+    def add_span(self, name: str, start: float, end: float, details: Details) -> None:
+        """A span with details (plain blocks append theirs on the hot path, without any)."""
+        self.spans.append((name, start, end, details))
+        self.spans_recorded += 1
+
+    def add_instant(self, name: str, at: float, details: Details | None = None) -> None:
+        if len(self.instants) == self.instants.maxlen:
+            self.dropped += 1
+        self.instants.append((name, at) if details is None else (name, at, details))
+
+    def add_counter(self, name: str, at: float, value: float, details: Details | None = None) -> None:
+        if len(self.counters) == self.counters.maxlen:
+            self.dropped += 1
+        sample = (name, at, float(value))
+        self.counters.append(sample if details is None else (*sample, details))
+
+    def dropped_so_far(self) -> int:
+        return self.dropped + self.spans_recorded - len(self.spans)
+
+    def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int]:
+        """Hand over and forget every event held: (spans, instants, counters, dropped)."""
+        drained = (
+            tuple(self.spans),
+            tuple(self.instants),
+            tuple(self.counters),
+            self.dropped_so_far(),
+        )
+        self.spans.clear()
+        self.instants.clear()
+        self.counters.clear()
+        self.spans_recorded = 0
+        self.dropped = 0
+        return drained
+
+
+def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:
+    """Record every timer block, marker and gauge of this process from now on.
+
+    ``capacity`` bounds each thread's buffers (per kind of event). Processes forked afterwards
+    record too; a process started with ``spawn`` calls this itself. Calling it again while
+    recording changes the capacity of threads that start afterwards only.
+    """
+    global _recording, _capacity
+    if capacity < 1:
+        raise ValueError(f"capacity must be at least 1 event, got {capacity}")
+    _capacity = capacity
+    _recording = True
+    timers._new_thread_timeline = _new_timeline
+    for stack in timers.all_timer_stacks():
+        if stack.timeline is None:
+            stack.timeline = ThreadTimeline(capacity)
+        stack.timeline.recording = True
+    timers.set_span_recording(True)
+
+
+def stop_recording() -> None:
+    """Stop recording; what was recorded stays until dumped, flushed or reset."""
+    global _recording
+    _recording = False
+    timers.set_span_recording(False)
+    timers._new_thread_timeline = None
+    for stack in timers.all_timer_stacks():
+        if stack.timeline is not None:
+            stack.timeline.recording = False
+
+
+def is_recording() -> bool:
+    return _recording
+
+
+def clear_recording() -> None:
+    """Forget every thread's recorded events (buffers are made afresh if recording is on)."""
+    for stack in timers.all_timer_stacks():
+        stack.timeline = ThreadTimeline(_capacity) if _recording else None
+
+
+def _new_timeline() -> ThreadTimeline:
+    return ThreadTimeline(_capacity)
+
+
+def recording_timeline(timer_stack: TimerStack | None = None) -> ThreadTimeline | None:
+    """The stack's timeline (the calling thread's by default) if it records now, else None."""
+    timeline = timers._resolve(timer_stack).timeline
+    return timeline if timeline is not None and timeline.recording else None
+
+
+def mark(name: str, timer_stack: TimerStack | None = None) -> None:
+    """Record an instant event (e.g. ``"restart worker 2"``) on this thread's track, if recording
+    (and profiling is on: a paused profiler records nothing)."""
+    timeline = recording_timeline(timer_stack)
+    if timeline is not None and timers.is_enabled():
+        timeline.add_instant(name, timers.now())
+
+
+def record_counter(name: str, value: float, timer_stack: TimerStack | None = None) -> None:
+    """Record a counter sample (a resource reading, a queue length) at this moment, if recording.
+
+    ``set_gauge`` records one too, so gauges need no second call. ``value`` may be any real
+    number type ``set_gauge`` accepts.
+    """
+    timeline = recording_timeline(timer_stack)
+    if timeline is not None and timers.is_enabled():
+        timeline.add_counter(name, timers.now(), timers.gauge_value(name, value))
+
+
+def timeline_row(event: tuple[Any, ...]) -> list[Any]:
+    """An event as the dump writes it: a list, its details (if any) as an object."""
+    row = list(event)
+    if row and isinstance(row[-1], tuple):
+        row[-1] = dict(row[-1])
+    return row
+
+
+def clock_origin() -> float:
+    """Wall-clock seconds at which this process's timer clock read zero.
+
+    Two machines' monotonic clocks share nothing, but their wall clocks roughly agree, so the
+    difference of origins aligns them (to NTP precision). Within one machine it is not needed.
+    """
+    return time.time() - timers.now()
+
+
+def drain_timeline(stack: TimerStack) -> tuple[Any, ...] | None:
+    """The events a stack recorded since the last drain, as the plain-data timeline of a payload:
+    ``(host, clock_origin, thread_name, spans, instants, counters, dropped)``; None when the
+    stack has recorded nothing and is not recording."""
+    timeline = stack.timeline
+    if timeline is None:
+        return None
+    spans, instants, counters, dropped = timeline.drain()
+    return (HOST, clock_origin(), stack.thread_name, spans, instants, counters, dropped)
+
+
+def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) -> dict[str, Any] | None:
+    """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
+    ``mergers`` (default: every merger attached to ``stack``); None when nothing was recorded."""
+    stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
+    # The stacks holding ended threads' folded trees record nothing (see timers._StackRegistry).
+    recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
+    # Each merger gives (process entry, events it dropped) per worker it heard from.
+    worker_processes = [
+        entry
+        for merger in list(stack.mergers if mergers is None else mergers)
+        for entry in merger.timeline_processes()
+    ]
+    if not recorded and not worker_processes:
+        return None
+    threads = []
+    counters: list[list[Any]] = []
+    dropped = 0
+    for tid, other in enumerate(recorded, start=1):
+        timeline = other.timeline
+        assert timeline is not None
+        # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
+        threads.append(
+            {
+                "tid": tid,
+                "name": other.thread_name,
+                "spans": [timeline_row(span) for span in tuple(timeline.spans)],
+                "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
+            }
+        )
+        counters.extend(timeline_row(counter) for counter in tuple(timeline.counters))
+        dropped += timeline.dropped_so_far()
+    counters.sort(key=lambda counter: counter[1])
+    trainer = {
+        "pid": os.getpid(),
+        "name": "trainer",
+        "host": HOST,
+        "clock_offset": 0.0,
+        "threads": threads,
+        "counters": counters,
+    }
+    dropped += sum(worker_dropped for _, worker_dropped in worker_processes)
+    processes = [trainer, *(process for process, _ in worker_processes)]
+    return {"clock": CLOCK_NAME, "dropped": dropped, "processes": processes}

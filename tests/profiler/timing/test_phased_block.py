@@ -1,0 +1,266 @@
+"""Specification of PhasedBlock: a block and its consecutive phases timed from the caller's clock
+stamps leave exactly the tree the nested ``with`` blocks would, its runs held as stamps and
+folded in bulk before anything reads the tree."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import profiler
+from profiler import get_timer_tree, hierarchical_timer
+from profiler.recording import events
+from profiler.timing import timers
+from profiler.multiprocess.payload import snapshot_and_flush
+from profiler.timing.timers import PhasedBlock
+from hand_payloads import blocks_of
+from tree_paths import child_names, find
+
+PHASES = ("send", "wait", "receive")
+DURATIONS = (0.25, 1.5, 0.5)
+
+
+def run_with_blocks(clock, durations=DURATIONS, failing_phase: int | None = None) -> None:
+    """One run of the block as nested ``with`` blocks, each phase lasting its duration."""
+    with pytest.raises(RuntimeError) if failing_phase is not None else _nothing():
+        with hierarchical_timer("step"):
+            for index, (name, seconds) in enumerate(zip(PHASES, durations)):
+                with hierarchical_timer(name):
+                    clock.advance(seconds)
+                    if index == failing_phase:
+                        raise RuntimeError("failed in a phase")
+
+
+def run_phased(block: PhasedBlock, clock, durations=DURATIONS, failing_phase: int | None = None) -> None:
+    """The same run timed by ``block`` from stamps, as a hot path does."""
+    stamp = block.open()
+    assert stamp is not None
+    ends: list[float | None] = [None, None]
+    for index, seconds in enumerate(durations):
+        clock.advance(seconds)
+        if index == failing_phase:
+            block.fail(*ends)
+            return
+        if index < 2:
+            ends[index] = stamp()
+    block.close(*ends)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+def tree_after(run) -> dict:
+    timers.reset_timers()
+    run()
+    tree = get_timer_tree()
+    tree.pop("metadata", None)
+    return tree
+
+
+def test_phased_runs_leave_the_tree_of_nested_with_blocks(fake_clock):
+    block = PhasedBlock("step", PHASES)
+
+    def with_blocks() -> None:
+        for factor in (1.0, 3.0, 0.5):
+            run_with_blocks(fake_clock, [seconds * factor for seconds in DURATIONS])
+
+    def phased() -> None:
+        for factor in (1.0, 3.0, 0.5):
+            run_phased(block, fake_clock, [seconds * factor for seconds in DURATIONS])
+
+    expected = tree_after(with_blocks)
+    assert tree_after(phased) == expected
+    step = find(expected, "step")
+    assert child_names(step) == list(PHASES)
+    assert step["count"] == 3 and step["min"] == pytest.approx(1.125) and step["max"] == pytest.approx(6.75)
+
+
+@pytest.mark.parametrize("failing_phase", [0, 1, 2])
+def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock, failing_phase):
+    # After a run that succeeded: a phased block makes the nodes of all its phases on its first run.
+    block = PhasedBlock("step", PHASES)
+
+    def with_blocks() -> None:
+        run_with_blocks(fake_clock)
+        run_with_blocks(fake_clock, failing_phase=failing_phase)
+
+    def phased() -> None:
+        run_phased(block, fake_clock)
+        run_phased(block, fake_clock, failing_phase=failing_phase)
+
+    expected = tree_after(with_blocks)
+    assert tree_after(phased) == expected
+    assert find(expected, "step", PHASES[failing_phase])["errors"] == 1
+
+
+def test_blocks_opened_while_it_is_open_nest_under_it(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    stamp = block.open()
+    with hierarchical_timer("inside"):
+        fake_clock.advance(1.0)
+    sent = stamp()
+    block.close(sent, sent)
+    tree = get_timer_tree()
+    assert find(tree, "step", "inside")["total"] == 1.0
+    assert timers.get_timer_root().name == "root"
+    with hierarchical_timer("after"):
+        pass
+    assert child_names(get_timer_tree()) == ["step", "after"]  # the block closed: siblings again
+
+
+def test_its_nodes_hang_under_whichever_block_is_open_at_each_run(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    for outer, seconds in (("train", 1.0), ("evaluate", 2.0), ("train", 4.0)):
+        with hierarchical_timer(outer):
+            run_phased(block, fake_clock, (seconds, 0.0, 0.0))
+    tree = get_timer_tree()
+    assert find(tree, "train", "step", "send")["total"] == 5.0
+    assert find(tree, "evaluate", "step", "send")["total"] == 2.0
+    assert block.node is timers.get_timer_root().children["train"].children["step"]
+
+
+def test_it_is_not_opened_while_timing_is_off():
+    block = PhasedBlock("step", PHASES)
+    profiler.disable()
+    assert block.open() is None
+    profiler.enable()
+    assert block.open() is not None
+
+
+def test_it_is_not_opened_while_a_timeline_is_recorded_so_the_caller_uses_with_blocks():
+    block = PhasedBlock("step", PHASES)
+    events.start_recording()
+    try:
+        assert not timers.plain_blocks
+        assert block.open() is None
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    assert timers.plain_blocks
+
+
+# --- runs held as stamps, folded in bulk ---------------------------------------------------------
+
+
+def test_closed_runs_are_held_as_stamps_until_something_reads_the_tree(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    for _ in range(5):
+        run_phased(block, fake_clock)
+    assert len(block.runs) == 5
+    assert block.node.count == 0  # not folded yet: read through the stack, as readers do
+    assert find(get_timer_tree(), "step")["count"] == 5
+    assert block.runs == []
+
+
+def test_every_reader_of_the_stack_folds_the_held_runs_first(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    run_phased(block, fake_clock)
+    assert timers.get_timer_root().children["step"].count == 1
+    run_phased(block, fake_clock)
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    assert stack.get_timing_tree()["children"]["step"]["count"] == 2
+    run_phased(block, fake_clock)
+    assert stack.get_timing_tree(block.node)["count"] == 3
+    run_phased(block, fake_clock)
+    assert blocks_of(snapshot_and_flush())["step"][1] == 4  # the worker side: its payloads
+    assert block.runs == []
+
+
+def test_it_never_holds_more_than_a_fold_of_runs(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    for _ in range(timers.FOLD_AT_RUNS + 3):
+        run_phased(block, fake_clock)
+    assert len(block.runs) == 3
+    assert block.node.count == timers.FOLD_AT_RUNS
+
+
+def test_runs_held_when_the_timers_are_reset_are_forgotten_with_the_tree(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    run_phased(block, fake_clock)
+    timers.reset_timers()
+    assert block.runs == []
+    run_phased(block, fake_clock)
+    assert find(get_timer_tree(), "step")["count"] == 1
+
+
+def test_a_fold_from_another_thread_while_runs_close_loses_none(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    done = threading.Event()
+
+    def read_the_tree_again_and_again() -> None:
+        while not done.is_set():
+            stack.settle()
+
+    reader = threading.Thread(target=read_the_tree_again_and_again)
+    reader.start()
+    try:
+        for _ in range(5000):
+            run_phased(block, fake_clock)
+    finally:
+        done.set()
+        reader.join()
+    assert find(get_timer_tree(), "step")["count"] == 5000
+    assert find(get_timer_tree(), "step", "wait")["total"] == pytest.approx(5000 * DURATIONS[1])
+
+
+def test_a_run_in_another_thread_goes_into_that_threads_tree(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    run_phased(block, fake_clock)
+    worker = threading.Thread(target=run_phased, args=(block, fake_clock), name="other")
+    worker.start()
+    worker.join()
+    tree = get_timer_tree(include_threads=True)
+    assert find(tree, "step")["count"] == 1
+    assert find(tree, "thread:ended:other", "step")["count"] == 1
+
+
+def test_extra_columns_of_the_runs_go_to_on_fold_as_a_table(fake_clock):
+    tables = []
+    block = PhasedBlock("step", PHASES, on_fold=tables.append)
+    for extra in ((1.0, 2.0), (3.0, 4.0)):
+        clock = block.open()
+        ends = (clock(), clock())
+        block.stack.current = block.parent
+        block.runs.append((block.node._start, *ends, clock(), *extra))
+    block.fold()
+    (table,) = tables
+    assert table.dtype == np.float64
+    assert table.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert block.node.count == 2
+
+
+def test_a_none_among_the_extra_columns_gives_on_fold_an_object_table(fake_clock):
+    tables = []
+    block = PhasedBlock("step", PHASES, on_fold=tables.append)
+    clock = block.open()
+    block.stack.current = block.parent
+    block.runs.append((block.node._start, clock(), clock(), clock(), None, 2.0))
+    block.fold()
+    assert tables[0].dtype == object
+    assert tables[0].tolist() == [[None, 2.0]]
+    assert find(get_timer_tree(), "step")["count"] == 1
+
+
+def test_closing_with_the_wrong_number_of_phase_ends_is_refused(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    block.open()
+    with pytest.raises(TypeError, match="takes 2 phase ends, got 1"):
+        block.close(1.0)
+
+
+def test_resetting_another_threads_timers_keeps_the_runs_held_for_this_one(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    other = threading.Thread(target=run_phased, args=(block, fake_clock), name="other")
+    other.start()
+    other.join()
+    run_phased(block, fake_clock)  # now held for this thread's stack
+    timers.reset_timers(timers.get_timer_stack_for_thread(other))
+    assert find(get_timer_tree(), "step")["count"] == 1

@@ -47,7 +47,8 @@ from profiler.recording import events, memory
 from profiler.recording.cpu_cores import cores_available
 from profiler.gpu import nvtx_bridge
 from profiler.multiprocess.merge import TimerMerger
-from profiler.timing.timers import FOLD_AT_RUNS, TimerNode
+from profiler.timing.phased_block import FOLD_AT_RUNS
+from profiler.timing.timers import TimerNode
 
 from envmanager.transport import protocol
 from envmanager.lifetime.close_at_exit import close_at_exit

@@ -34,6 +34,7 @@ from profiler.recording import events
 from profiler.timing import timers
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.tree.timer_json import timers_json_path, write_timing_tree
+from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode
 
 from envmanager.measurement.critical_path import CriticalPath
@@ -105,7 +106,7 @@ class ManagerProfiling:
         # Each run also carries the step's critical-path stamps (when the trainer began waiting,
         # each worker's reply), counted in bulk with the run (CriticalPath.count_steps).
         self.step_block = (
-            timers.PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
+            PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
             if self.enabled
             else None
         )

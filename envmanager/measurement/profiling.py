@@ -42,7 +42,7 @@ from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_
 from envmanager.measurement.resources import ResourceGauges
 from envmanager.measurement.unreported_steps import UnreportedSteps
 
-__all__ = ["ManagerProfiling"]
+__all__ = ["ManagerProfiling", "check_flush_options"]
 
 _NO_BLOCK = contextlib.nullcontext()
 
@@ -279,3 +279,13 @@ class ManagerProfiling:
         path.parent.mkdir(parents=True, exist_ok=True)
         mergers = [] if self.merger is None else [self.merger]
         return write_timing_tree(path, self.timer_stack, mergers=mergers)
+
+
+def check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:
+    """Refuse a ``flush_every`` or ``flush_interval`` that no worker could keep to."""
+    if flush_every is not None and (
+        isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1
+    ):
+        raise ValueError(f"`flush_every` must be a whole number of steps >= 1 or None, got {flush_every!r}.")
+    if flush_interval is not None and not flush_interval > 0:
+        raise ValueError(f"`flush_interval` must be a number of seconds > 0 or None, got {flush_interval!r}.")

@@ -95,7 +95,7 @@ class TimerNode:
         # Only trees merged from worker payloads fill this in: the highest mean time per call
         # within a single payload (see profiler.multiprocess.merge).
         self.peak_mean = 0.0
-        # Set on the blocks that MXNet-style objects time (see profiler.control.durations): the domain
+        # Set on the blocks that MXNet-style objects time (see profiler.control.domain): the domain
         # they belong to and the object: "task", "frame" or "event". None on plain blocks.
         self.domain: str | None = None
         self.object_type: str | None = None

@@ -61,7 +61,7 @@ from envmanager.transport.worker import _make_guards  # noqa: E402
 from profiler.timing import timers  # noqa: E402
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock  # noqa: E402
 from profiler.multiprocess.payload import WorkerTimers  # noqa: E402
-from vector_throughput import ENVS, steps_per_second  # noqa: E402
+from benchmark_envs import ENVS, steps_per_second  # noqa: E402
 
 GOAL = 0.02
 """Issue 12: profiling on costs at most 2 % against off, on every row."""

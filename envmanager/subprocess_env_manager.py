@@ -22,10 +22,12 @@ for the same seeds and actions), with these additions:
 Processes and pipes live in :mod:`envmanager.transport.pool`, the loop of a worker in
 :mod:`envmanager.transport.worker`, the messages in :mod:`envmanager.transport.protocol`, the
 spaces read from the first env in :mod:`envmanager.transport.env_spaces`, and a step's actions
-and results in :mod:`envmanager.transport.step_batch`. What is left here is one concept that is
-not cut further: Gymnasium's vector env API (``reset``, ``step``, ``call`` and their split
-``*_async``/``*_wait`` halves, one state machine) driven over that pool, with the restarts and
-failures each call can meet; it stays longer than the package's other modules for that reason.
+and results in :mod:`envmanager.transport.step_batch`.
+
+Why this module is long: what is left here is one concept, Gymnasium's vector env API (``reset``,
+``step``, ``call`` and their split ``*_async``/``*_wait`` halves: one state machine) driven over
+the pool, with the restarts and failures each call can meet. Cut further, the state machine would
+be spread over several modules.
 """
 
 from __future__ import annotations

@@ -3,9 +3,7 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
-# Set before the imports below: profiler.tree.timer_tree reads it while this package initialises.
-__version__ = "0.1.0"
-
+from profiler.version import __version__
 from profiler.control.controls import (
     dump,
     dump_profile,

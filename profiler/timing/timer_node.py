@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
-
-if TYPE_CHECKING:
-    from profiler.timing.timer_stack import TimerStack
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 __all__ = [
     "FOLDED_BLOCK_NAME",
@@ -27,6 +24,7 @@ __all__ = [
     "PLAIN_ENTER",
     "PLAIN_EXIT",
     "TIMER_FORMAT_VERSION",
+    "NodeStack",
     "TimerNode",
     "current_clock",
     "now",
@@ -46,6 +44,18 @@ FOLDED_BLOCK_NAME = f"[folded: blocks nested deeper than {MAX_DEPTH} levels]"
 those of the blocks at the limit, whose time includes everything deeper."""
 
 _clock = time.perf_counter
+
+
+class NodeStack(Protocol):
+    """What a node needs of the stack it belongs to (a
+    :class:`~profiler.timing.timer_stack.TimerStack`): the pointer to the open block, which
+    entering and leaving a block moves; the flag that tells the next payload its blocks changed;
+    the timeline buffers a recorded span goes to. Named here so that the node's module does not
+    import the stack's, which holds nodes."""
+
+    current: TimerNode
+    shape_changed: bool
+    timeline: Any
 
 
 class TimerNode:
@@ -76,7 +86,7 @@ class TimerNode:
     )
 
     def __init__(
-        self, name: str = "root", parent: TimerNode | None = None, stack: TimerStack | None = None
+        self, name: str = "root", parent: TimerNode | None = None, stack: NodeStack | None = None
     ) -> None:
         # With no arguments (as ML-Agents' ``TimerNode()``) the node is detached: a tree to merge
         # into or read, never entered as a block.

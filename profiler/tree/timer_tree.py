@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from profiler import __version__
+from profiler.version import __version__
 from profiler.timing import timers
 from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section

@@ -369,6 +369,8 @@ def _run_convert(arguments: argparse.Namespace) -> int:
         written = export.write_export(tree, arguments.to, output, named_by_user=named)
     except OSError as error:
         raise CommandError(f"cannot write {output}: {error.strerror or error}") from None
+    except export.TraceTooLongError as error:
+        raise CommandError(f"{arguments.run_path}: {error}") from None
     if not is_standard_output(written):
         print(written)
     return 0

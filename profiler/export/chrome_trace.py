@@ -118,13 +118,15 @@ def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
     their threads would land on the trainer's tracks and their spans overlap the trainer's.
     """
     used: set[int] = set()
+    highest = 0  # kept as it grows: max(used) at every repeat made n shared pids cost n squared
     processes = []
     for process in timeline["processes"]:
         pid = process["pid"]
         if pid in used:
-            pid = max(used) + 1
+            pid = highest + 1
             process = dict(process, pid=pid, original_pid=process["pid"])
         used.add(pid)
+        highest = max(highest, pid)
         processes.append(process)
     return dict(timeline, processes=processes)
 

@@ -290,7 +290,7 @@ class _Reader:
         for field in _WORKER_COUNTS:
             if field in worker:
                 normalized[field] = _whole(worker[field], f"{where}.{field}")
-        if "manager" in worker:  # the analysis groups workers by manager: a name and a number
+        if worker.get("manager") is not None:  # workers are grouped by manager: a name (or null)
             normalized["manager"] = self.name(worker["manager"], f"{where}.manager")
         if "worker_id" not in normalized:
             raise TimerFileError(f"{where}: a worker tree needs a 'worker_id'")

@@ -33,6 +33,7 @@ from profiler.timing.timers import MAX_DEPTH, TimerStack
 __all__ = [
     "MAX_FILE_DEPTH",
     "TimerFileError",
+    "check_run_id",
     "load_timing_tree",
     "normalize_timing_tree",
     "timers_json_path",
@@ -56,8 +57,23 @@ instead of overflowing in the middle of an analysis."""
 
 
 def timers_json_path(summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
-    """Where a run's timers go: ``{summaries_dir}/{run_id}_timers.json``."""
-    return Path(summaries_dir) / f"{run_id}_timers.json"
+    """Where a run's timers go: ``{summaries_dir}/{run_id}_timers.json``.
+
+    Raises ``ValueError`` for a ``run_id`` that is not a plain name (see :func:`check_run_id`).
+    """
+    return Path(summaries_dir) / f"{check_run_id(run_id)}_timers.json"
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id`` when it is a name for files inside the summaries folder; else ``ValueError``.
+
+    A run's files are named ``{run_id}_timers.json`` and so on: a ``run_id`` holding a path
+    separator, or ``.``/``..``, would put them outside the folder (``../../x`` two levels up).
+    Every writer of run files checks it here: ``set_config``, the env managers, ``rlprof run``.
+    """
+    if not isinstance(run_id, str) or not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise ValueError(f"run_id must be a non-empty name without path separators, got {run_id!r}")
+    return run_id
 
 
 def write_timing_tree(

@@ -179,11 +179,11 @@ def _own_target(path: Path) -> Path:
     if stat.S_ISLNK(status.st_mode):
         raise OutputPathError(
             f"{path} is a symbolic link, and rlprof writes through no link it was not given: "
-            "remove it, or name the file with -o"
+            "remove it, or write elsewhere"
         )
     if not stat.S_ISREG(status.st_mode):
         raise OutputPathError(f"{path} is {_kind(status.st_mode)}, not a regular file: remove it, "
-                              "or name another file with -o")
+                              "or write elsewhere")
     return path
 
 

@@ -120,3 +120,17 @@ def test_a_symlink_named_with_o_is_followed_to_the_file_it_names(vector_run, tmp
     link.symlink_to(real)
     assert main(["report", vector_run, "-o", str(link)]) == 0
     assert link.is_symlink() and "<html" in real.read_text().lower()
+
+
+def test_rlprof_run_refuses_a_symlink_planted_at_its_timer_file_in_one_line(tmp_path, capsys):
+    secret = tmp_path / "secret"
+    secret.write_text("private")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "t_timers.json").symlink_to(secret)
+    script = tmp_path / "t.py"
+    script.write_text("pass\n")
+    assert main(["run", "--summaries-dir", str(runs), str(script)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "is a symbolic link" in error
+    assert secret.read_text() == "private"

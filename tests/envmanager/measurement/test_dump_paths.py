@@ -1,4 +1,5 @@
-"""A run's name names its files inside the summaries folder, never a path out of it."""
+"""A run's dump lands inside the summaries folder, in a regular file: its name is never a path, and
+no link planted there is written through."""
 
 from __future__ import annotations
 
@@ -24,3 +25,14 @@ def test_dump_timers_refuses_a_run_id_that_is_a_path(tmp_path):
         with pytest.raises(ValueError, match="run_id must be a non-empty name"):
             envs.dump_timers(tmp_path / "a", run_id="../x")
     assert not (tmp_path / "x_timers.json").exists()
+
+
+def test_a_symlink_planted_at_the_managers_dump_path_is_refused_and_its_target_kept(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("private")
+    (tmp_path / "envmanager_timers.json").symlink_to(secret)
+    with SubprocessEnvManager([CountingEnv] * 2, context="fork") as envs:
+        envs.reset(seed=0)
+        with pytest.raises(OSError, match="is a symbolic link"):
+            envs.dump_timers(tmp_path)
+    assert secret.read_text() == "private"

@@ -18,8 +18,9 @@ complete. Three things a user would otherwise trip over are taken care of here:
   is refused with an :class:`OutputPathError`, since nobody asked rlprof to write into it. A
   path the user names (``named_by_user=True``: ``-o``) is taken as the shell's ``>`` takes it: a
   symbolic link is followed to the file it names (the link stays), a character device
-  (``/dev/null``) or a FIFO is written into in place, never replaced, and ``-`` or
-  ``/dev/stdout`` is standard output. Block devices, sockets and folders are refused either way.
+  (``/dev/null``) or a FIFO is written into in place, never replaced, ``-`` or
+  ``/dev/stdout`` is standard output, and ``/dev/stderr`` or ``/dev/fd/N`` the descriptor it
+  names, whatever it holds (``2>log``: the log). Block devices, sockets and folders are refused either way.
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ def open_atomically(path: str | os.PathLike[str], *, named_by_user: bool = False
         yield _StandardOutput(sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return
+    inherited = _inherited_descriptor(path) if named_by_user else None
+    if inherited is not None:  # /dev/stderr, /dev/fd/N: what the shell opened, written as it is
+        sys.stderr.flush()
+        with os.fdopen(os.dup(inherited), "wb") as stream:
+            yield stream
+        return
     target = _user_target(Path(path)) if named_by_user else _own_target(Path(path))
     if isinstance(target, int):  # a character device or FIFO the user named, opened for writing
         with os.fdopen(target, "wb") as stream:
@@ -153,8 +160,32 @@ def remove_stale_temporary_files(target: str | os.PathLike[str]) -> list[Path]:
 
 
 def is_standard_output(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path``, typed by a user, means standard output: ``-`` or ``/dev/stdout``."""
-    return os.fspath(path) in ("-", "/dev/stdout")
+    """Whether ``path``, typed by a user, means standard output: ``-``, ``/dev/stdout`` or its
+    descriptor's paths."""
+    return os.fspath(path) in ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+_DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/(\d+)")
+
+
+def _inherited_descriptor(path: str | os.PathLike[str]) -> int | None:
+    """The descriptor that ``/dev/stderr``, ``/dev/fd/N`` or ``/proc/self/fd/N`` names, if open.
+
+    Followed as a link, such a path leads to whatever the descriptor holds; when that is a
+    regular file (``2>log``), replacing it would leave the shell writing to a deleted file.
+    """
+    text = os.fspath(path)
+    if text == "/dev/stderr":
+        return 2
+    match = _DESCRIPTOR_PATH.fullmatch(text)
+    if match is None:
+        return None
+    descriptor = int(match[1])
+    try:
+        os.fstat(descriptor)
+    except (OSError, OverflowError):
+        return None  # not open here: the path is then refused or created as any other
+    return descriptor
 
 
 class _StandardOutput:

@@ -65,7 +65,7 @@ def test_convert_into_a_fifo_feeds_its_reader_and_keeps_the_fifo(vector_run, tmp
     assert b"env.step" in received
 
 
-@pytest.mark.parametrize("output", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("output", ["-", "/dev/stdout", "/dev/fd/1"])
 def test_convert_to_stdout_writes_the_output_there_and_nothing_else(vector_run, output):
     result = subprocess.run(
         [sys.executable, "-m", "profiler", "convert", vector_run, "--to", "collapsed", "-o", output],
@@ -134,3 +134,18 @@ def test_rlprof_run_refuses_a_symlink_planted_at_its_timer_file_in_one_line(tmp_
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "is a symbolic link" in error
     assert secret.read_text() == "private"
+
+
+@pytest.mark.parametrize("output", ["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"])
+def test_an_inherited_descriptor_named_with_o_is_written_through_even_onto_a_file(vector_run, tmp_path, output):
+    """``-o /dev/stderr 2>log``: the output joins the log the shell opened, which stays that file."""
+    log = tmp_path / "log.txt"
+    with open(log, "wb") as stderr:
+        inode = os.fstat(stderr.fileno()).st_ino
+        result = subprocess.run(
+            [sys.executable, "-m", "profiler", "convert", vector_run, "--to", "collapsed", "-o", output],
+            stdout=subprocess.PIPE, stderr=stderr, timeout=120,
+        )
+    assert result.returncode == 0
+    assert os.stat(log).st_ino == inode
+    assert log.read_bytes().splitlines()[0].startswith(b"root;")

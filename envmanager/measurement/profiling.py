@@ -33,7 +33,7 @@ from typing import Any, Callable
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.multiprocess.merge import PayloadError, TimerMerger
-from profiler.tree.timer_json import timers_json_path, write_timing_tree
+from profiler.tree.timer_json import check_run_id, timers_json_path, write_timing_tree
 from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode
 
@@ -93,6 +93,7 @@ class ManagerProfiling:
     )
 
     def __init__(self, enabled: bool, resource_interval: float | None, name: str) -> None:
+        check_run_id(name)  # it names the dump: refused now, not when close() writes it
         self.enabled = enabled and timers.is_enabled()
         # ``with profiling.block(name) as node:`` times a block.  The step path opens four a
         # step, so this is the timers' own function, bound once: no method layer, no test of

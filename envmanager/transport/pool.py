@@ -42,6 +42,7 @@ from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
 from envmanager.transport.worker import WorkerConfig, run_worker
+from profiler.multiprocess.payload import MAX_SECONDS
 
 __all__ = [
     "WorkerHandle",
@@ -370,7 +371,15 @@ class WorkerPool:
         sequence, ok, body, timers, finished_at = protocol.decode(data)
         if awaited:
             if self.worker_clock_shared:
-                self.ready_at[handle.index] = finished_at
+                # A stamp beyond any payload's times (NaN, infinite, 1e300: a worker's clock gone
+                # wrong) is no reading of our clock: the trainer's own moments are used from now on.
+                if 0.0 <= finished_at < MAX_SECONDS:
+                    self.ready_at[handle.index] = finished_at
+                else:
+                    self.worker_clock_shared = False
+                    self.ready_at[handle.index] = time.perf_counter()
+            elif self.ready_at[handle.index] is None:  # waited for while stamps were trusted
+                self.ready_at[handle.index] = time.perf_counter()
             on_reply(handle, ok, body)
         # After on_reply, so that a step reply is counted before the payload that reports it.
         if timers is not None and self.timers_sink is not None:

@@ -26,7 +26,6 @@ CSV format holds the block rows only, since the other sections are not tables of
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +37,7 @@ from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
-from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds
+from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
 from profiler.analysis.verdict_text import verdicts_as_text
 from profiler.analysis.verdicts import RunVerdicts, judge_run
 from profiler.analysis.worker_groups import OtherManager, other_managers
@@ -271,7 +270,7 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> s
                               f"{format_seconds(breakdown.worker_time)} over {workers}, "
                               f"{breakdown.worker_calls} calls", width))
     for note in breakdown.notes:
-        lines.extend(textwrap.wrap(f"note: {note}", width, subsequent_indent="  "))
+        lines.extend(wrap_text(f"note: {note}", width, subsequent_indent="  "))
     return "\n".join(lines)
 
 

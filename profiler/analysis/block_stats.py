@@ -260,7 +260,7 @@ def select_blocks(
         and (max_time is None or row.total <= max_time)
         and (pattern is None or pattern.search(row.name) or pattern.search(row.label))
     ]
-    chosen.sort(key=lambda row: row.label)
+    chosen.sort(key=lambda row: row.path)  # not the label: joined, a deep tree's labels are its size squared
     chosen.sort(key=lambda row: _order_value(row, order_by), reverse=not ascending)
     return chosen if top is None else chosen[:top]
 

@@ -7,10 +7,9 @@ Both print this one rendering of :class:`profiler.analysis.verdicts.RunVerdicts`
 from __future__ import annotations
 
 import json
-import textwrap
 from typing import Any
 
-from profiler.analysis.text_format import TABLE_WIDTH, format_bytes, format_percent, format_seconds
+from profiler.analysis.text_format import TABLE_WIDTH, format_bytes, format_percent, format_seconds, wrap_text
 from profiler.analysis.verdicts import RunVerdicts, Verdict
 
 __all__ = ["format_evidence_value", "verdicts_as_text"]
@@ -29,23 +28,23 @@ def verdicts_as_text(run_verdicts: RunVerdicts, *, width: int = TABLE_WIDTH) -> 
     if run_verdicts.cannot_tell:
         lines.append("Cannot tell from this file:")
         for unknown in run_verdicts.cannot_tell:
-            lines.extend(textwrap.wrap(unknown, width, initial_indent=f"{_INDENT}- ",
+            lines.extend(wrap_text(unknown, width, initial_indent=f"{_INDENT}- ",
                                        subsequent_indent=_INDENT + "  "))
     return "\n".join(lines)
 
 
 def _verdict_lines(number: int, verdict: Verdict, width: int) -> list[str]:
     head = f"{number:>2}. [{verdict.kind}] "
-    lines = textwrap.wrap(verdict.title, width, initial_indent=head,
+    lines = wrap_text(verdict.title, width, initial_indent=head,
                           subsequent_indent=" " * len(head))
     if verdict.cost_seconds > 0:
         lines.append(f"{_INDENT}costs {format_seconds(verdict.cost_seconds)} "
                      f"({format_percent(verdict.share)} of the wall time)")
     evidence = "; ".join(f"{key}: {format_evidence_value(key, value)}"
                          for key, value in verdict.evidence.items())
-    lines.extend(textwrap.wrap(f"evidence: {evidence}", width, initial_indent=_INDENT,
+    lines.extend(wrap_text(f"evidence: {evidence}", width, initial_indent=_INDENT,
                                subsequent_indent=_INDENT + "  "))
-    lines.extend(textwrap.wrap(f"=> {verdict.suggestion}", width, initial_indent=_INDENT,
+    lines.extend(wrap_text(f"=> {verdict.suggestion}", width, initial_indent=_INDENT,
                                subsequent_indent=_INDENT + "   "))
     return lines
 

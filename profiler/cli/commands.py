@@ -58,6 +58,7 @@ from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
 from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
 from profiler.analysis.text_format import terminal_width
 from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
+from profiler.tree.atomic_file import is_standard_output
 from profiler.tree.timer_json import TimerFileError, load_timing_tree
 
 __all__ = [
@@ -322,7 +323,7 @@ def _add_convert(subparsers: Any) -> None:
     parser.add_argument("--to", required=True, metavar="FORMAT",
                         help="chrome, speedscope, collapsed, html, mlagents or memory-svg")
     parser.add_argument("-o", "--output", required=True, type=Path, metavar="OUT",
-                        help="the file to write (replaced atomically)")
+                        help="the file to write (replaced atomically; - for standard output)")
     parser.set_defaults(run=_run_convert)
 
 
@@ -362,12 +363,16 @@ def _run_convert(arguments: argparse.Namespace) -> int:
             f"(choose from {', '.join(export.EXPORT_FORMATS)})"
         )
     tree = load_timing_tree(arguments.run_path)
-    output = arguments.output if arguments.output is not None else report_path_beside(arguments.run_path)
+    named = arguments.output is not None  # a path rlprof picks is held to stricter rules
+    output = arguments.output if named else report_path_beside(arguments.run_path)
     try:
-        written = export.write_export(tree, arguments.to, output)
+        written = export.write_export(tree, arguments.to, output, named_by_user=named)
     except OSError as error:
         raise CommandError(f"cannot write {output}: {error.strerror or error}") from None
-    print(written)
+    except export.TraceTooLongError as error:
+        raise CommandError(f"{arguments.run_path}: {error}") from None
+    if not is_standard_output(written):
+        print(written)
     return 0
 
 

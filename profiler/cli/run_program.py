@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
-from profiler.tree.timer_json import load_timing_tree, timers_json_path, write_timing_tree
+from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
 
 __all__ = [
     "VECTOR_ENV_GROUP",
@@ -189,6 +189,10 @@ def run_program(
         raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
     program.check()
     run_id = run_id or program.name
+    try:
+        check_run_id(run_id)
+    except ValueError as error:
+        raise RunError(str(error)) from None
     run_dir = Path(summaries_dir) if summaries_dir is not None else default_summaries_dir(run_id)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)  # a bad folder is refused before the run, not after

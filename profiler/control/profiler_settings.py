@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profiler.tree.timer_json import check_run_id
+
 __all__ = [
     "DEFAULT_FILENAME",
     "OUTPUT_FORMATS",
@@ -160,11 +162,10 @@ def _folder(value: Any) -> Path | None:
 
 
 def _run_id(value: Any) -> str:
-    if not isinstance(value, str) or not value or "/" in value or "\\" in value or value in (".", ".."):
-        raise ValueError(
-            f"set_config: run_id must be a non-empty name without path separators, got {value!r}"
-        )
-    return value
+    try:
+        return check_run_id(value)
+    except ValueError as error:
+        raise ValueError(f"set_config: {error}") from None
 
 
 def _formats(value: Any) -> tuple[str, ...]:

@@ -20,14 +20,14 @@ from typing import Any, BinaryIO, Callable
 
 from profiler.tree import strict_json
 from profiler.tree.atomic_file import open_atomically, write_atomically
-from profiler.export.chrome_trace import write_chrome_trace
+from profiler.export.chrome_trace import TraceTooLongError, write_chrome_trace
 from profiler.export.collapsed import to_collapsed
 from profiler.export.html_report import to_html_report
 from profiler.export.memory_flow import to_memory_svg
 from profiler.export.speedscope import to_speedscope
 from profiler.tree.mlagents_layout import to_mlagents_layout
 
-__all__ = ["EXPORT_FORMATS", "render", "write_export"]
+__all__ = ["EXPORT_FORMATS", "TraceTooLongError", "render", "write_export"]
 
 EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", "mlagents", "memory-svg")
 """The format names :func:`render` and :func:`write_export` accept."""
@@ -62,17 +62,21 @@ def render(tree: dict[str, Any], format_name: str) -> str:
     return renderer(tree)
 
 
-def write_export(tree: dict[str, Any], format_name: str, path: str | os.PathLike[str]) -> Path:
+def write_export(
+    tree: dict[str, Any], format_name: str, path: str | os.PathLike[str], *, named_by_user: bool = False
+) -> Path:
     """Write the tree in ``format_name`` to ``path`` atomically and return the path.
 
     The output goes to a temporary file that replaces ``path`` only once complete, so a failure
     never leaves a partial file. A Chrome trace is written in pieces as it is made (a long run's
     trace never exists whole in memory); at a path ending in ``.json.gz`` it is gzip-compressed
-    (Perfetto and chrome://tracing open it as is; traces compress about tenfold).
+    (Perfetto and chrome://tracing open it as is; traces compress about tenfold). A run whose
+    times lie too far apart for a trace raises :class:`TraceTooLongError`. ``named_by_user`` says the user typed ``path``: a link there is then followed, and standard
+    output (``-``), a device or a FIFO written into (see :mod:`profiler.tree.atomic_file`).
     """
     target = Path(path)
     if format_name == "chrome":
-        with open_atomically(target) as output:
+        with open_atomically(target, named_by_user=named_by_user) as output:
             if target.name.endswith(".json.gz"):
                 # mtime=0 and no file name keep the bytes the same for the same trace.
                 with gzip.GzipFile(filename="", mode="wb", fileobj=output, mtime=0) as compressed:
@@ -80,4 +84,4 @@ def write_export(tree: dict[str, Any], format_name: str, path: str | os.PathLike
             else:
                 write_chrome_trace(tree, output)
         return target
-    return write_atomically(target, render(tree, format_name))
+    return write_atomically(target, render(tree, format_name), named_by_user=named_by_user)

@@ -28,7 +28,12 @@ from profiler.tree import strict_json
 from profiler.export.process_trees import split_into_process_trees
 from profiler.tree.strict_json import named_reading
 
-__all__ = ["EVENTS_PER_WRITE", "to_chrome_trace", "write_chrome_trace"]
+__all__ = ["EVENTS_PER_WRITE", "TraceTooLongError", "to_chrome_trace", "write_chrome_trace"]
+
+
+class TraceTooLongError(ValueError):
+    """A run whose times lie too far apart for a trace's nanoseconds (a float's range ends at
+    about 1.8e308: times from ~1.8e299 s apart, which a loaded file may hold, overflow it)."""
 
 Event = dict[str, Any]
 NANOSECONDS_PER_SECOND = 1_000_000_000
@@ -113,13 +118,15 @@ def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:
     their threads would land on the trainer's tracks and their spans overlap the trainer's.
     """
     used: set[int] = set()
+    highest = 0  # kept as it grows: max(used) at every repeat made n shared pids cost n squared
     processes = []
     for process in timeline["processes"]:
         pid = process["pid"]
         if pid in used:
-            pid = max(used) + 1
+            pid = highest + 1
             process = dict(process, pid=pid, original_pid=process["pid"])
         used.add(pid)
+        highest = max(highest, pid)
         processes.append(process)
     return dict(timeline, processes=processes)
 
@@ -140,6 +147,11 @@ class _TraceClock:
         moments.extend(sample[0] for process in memory for sample in process["samples"])
         self.origin = min(moments, default=0.0)
         self.end = max(moments, default=0.0)
+        if not math.isfinite((self.end - self.origin) * NANOSECONDS_PER_SECOND):
+            raise TraceTooLongError(
+                f"its times lie {self.end - self.origin:.3g} seconds apart, too far for a trace "
+                "to count in nanoseconds"
+            )
 
     def nanoseconds(self, seconds: float) -> int:
         return round((seconds - self.origin) * NANOSECONDS_PER_SECOND)

@@ -49,13 +49,13 @@ def nested_children(node: Node) -> list[Node]:
 
 def split_into_process_trees(tree: Node) -> list[ProcessTree]:
     """The trainer's tree, then each parallel subtree in depth-first order, then each worker's."""
-    used_pids: set[int] = set()
+    pids = _PidClaims()
     # Real pids are claimed first, so a made-up one never takes a worker's.
-    trainer_pid = _claim_pid(_as_int(tree.get("metadata", {}).get("pid")), used_pids)
+    trainer_pid = pids.claim(_as_int(tree.get("metadata", {}).get("pid")))
     workers = [
         ProcessTree(
             str(worker.get("name") or f"worker {worker.get('worker_id', index)}"),
-            _claim_pid(_as_int(worker.get("pid")), used_pids),
+            pids.claim(_as_int(worker.get("pid"))),
             worker,
             gauges=worker.get("gauges") or {},
         )
@@ -64,7 +64,7 @@ def split_into_process_trees(tree: Node) -> list[ProcessTree]:
     result = [ProcessTree("trainer", trainer_pid, tree, gauges=tree.get("gauges") or {})]
     for anchor, subtree, path in _parallel_subtrees(tree, ()):
         label = "parallel: " + " › ".join(path + (subtree["name"],))
-        result.append(ProcessTree(label, _claim_pid(None, used_pids), subtree, anchor=anchor))
+        result.append(ProcessTree(label, pids.claim(None), subtree, anchor=anchor))
     result.extend(workers)
     return result
 
@@ -88,10 +88,21 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def _claim_pid(wanted: int | None, used: set[int]) -> int:
-    """``wanted`` if free, else the smallest free positive id (trace viewers key tracks by pid)."""
-    pid = wanted if wanted is not None and wanted not in used else 1
-    while pid in used:
-        pid += 1
-    used.add(pid)
-    return pid
+class _PidClaims:
+    """Pids handed out so far. A pid already taken gets the smallest free positive id instead
+    (trace viewers key tracks by pid); the search for it resumes where the last one stopped, as
+    ids are never given back, so n processes sharing one pid cost linear time, not quadratic."""
+
+    def __init__(self) -> None:
+        self.used: set[int] = set()
+        self._lowest_maybe_free = 1
+
+    def claim(self, wanted: int | None) -> int:
+        if wanted is not None and wanted not in self.used:
+            pid = wanted
+        else:
+            while self._lowest_maybe_free in self.used:
+                self._lowest_maybe_free += 1
+            pid = self._lowest_maybe_free
+        self.used.add(pid)
+        return pid

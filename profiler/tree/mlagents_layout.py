@@ -45,16 +45,23 @@ def to_mlagents_layout(tree: dict[str, Any]) -> dict[str, Any]:
 def _node(node: dict[str, Any]) -> dict[str, Any]:
     converted = {key: value for key, value in node.items() if key not in ("name", "children")}
     children: dict[str, Any] = {}
+    last_number: dict[str, int] = {}
     for child in node.get("children", []):
-        children[_free_key(children, child["name"])] = _node(child)
+        children[_free_key(children, child["name"], last_number)] = _node(child)
     if children:
         converted["children"] = children
     return converted
 
 
-def _free_key(taken: dict[str, Any], name: str) -> str:
-    key, number = name, 1
+def _free_key(taken: dict[str, Any], name: str, last_number: dict[str, int]) -> str:
+    """``name``, else ``name #2``, ``#3``... the first not taken. The count resumes from the last
+    number given to ``name``: from 2 each time, n siblings of one name took n squared steps."""
+    if name not in taken:
+        return name
+    number = last_number.get(name, 1)
+    key = name
     while key in taken:
         number += 1
         key = f"{name} #{number}"
+    last_number[name] = number
     return key

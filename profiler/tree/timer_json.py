@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,14 @@ from profiler.tree import strict_json
 from profiler.tree.atomic_file import write_atomically
 from profiler.tree.memory_check import memory_shortage
 from profiler.tree.strict_json import named_reading, printable_text, reading_from_json
+from profiler.tree.timer_text import TimerTextError, read_timer_text
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.timing.timers import MAX_DEPTH, TimerStack
 
 __all__ = [
     "MAX_FILE_DEPTH",
     "TimerFileError",
+    "check_run_id",
     "load_timing_tree",
     "normalize_timing_tree",
     "timers_json_path",
@@ -54,8 +57,23 @@ instead of overflowing in the middle of an analysis."""
 
 
 def timers_json_path(summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
-    """Where a run's timers go: ``{summaries_dir}/{run_id}_timers.json``."""
-    return Path(summaries_dir) / f"{run_id}_timers.json"
+    """Where a run's timers go: ``{summaries_dir}/{run_id}_timers.json``.
+
+    Raises ``ValueError`` for a ``run_id`` that is not a plain name (see :func:`check_run_id`).
+    """
+    return Path(summaries_dir) / f"{check_run_id(run_id)}_timers.json"
+
+
+def check_run_id(run_id: Any) -> str:
+    """``run_id`` when it is a name for files inside the summaries folder; else ``ValueError``.
+
+    A run's files are named ``{run_id}_timers.json`` and so on: a ``run_id`` holding a path
+    separator, or ``.``/``..``, would put them outside the folder (``../../x`` two levels up).
+    Every writer of run files checks it here: ``set_config``, the env managers, ``rlprof run``.
+    """
+    if not isinstance(run_id, str) or not run_id or "/" in run_id or "\\" in run_id or run_id in (".", ".."):
+        raise ValueError(f"run_id must be a non-empty name without path separators, got {run_id!r}")
+    return run_id
 
 
 def write_timing_tree(
@@ -141,10 +159,12 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     if shortage is not None:
         raise TimerFileError(f"{source}: {shortage}")
     try:
-        text = source.read_text(encoding="utf-8")
+        text = read_timer_text(source).decode("utf-8")
     except FileNotFoundError:
         raise TimerFileError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
+    except TimerTextError as error:
+        raise TimerFileError(f"{source}: {error}") from None
+    except (OSError, EOFError, UnicodeDecodeError) as error:
         raise TimerFileError(f"{source}: cannot read: {error}") from None
     try:
         document = json.loads(text)
@@ -155,6 +175,11 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     except RecursionError:
         raise TimerFileError(
             f"{source}: nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
+        ) from None
+    except ValueError:  # Python's int_max_str_digits refuses to parse a longer integer
+        raise TimerFileError(
+            f"{source}: not a timer file: it holds an integer of more than "
+            f"{getattr(sys, 'get_int_max_str_digits', lambda: 4300)()} digits"
         ) from None
     del text  # the parsed document is several times larger; do not hold both longer than needed
     try:
@@ -183,7 +208,7 @@ def normalize_timing_tree(document: Any) -> dict[str, Any]:
 
 
 _WORKER_COUNTS = (
-    "worker_id", "pid", "payloads", "missed_payloads", "duplicates", "unreported_steps", "paused_payloads"
+    "worker_id", "manager_id", "pid", "payloads", "missed_payloads", "duplicates", "unreported_steps", "paused_payloads"
 )
 
 
@@ -246,7 +271,7 @@ class _Reader:
         if not isinstance(is_parallel, bool):
             raise TimerFileError(f"{where}.is_parallel: must be true or false")
         children = [
-            self.node(child, child_name, f"{where}/{printable_text(str(child_name))}", depth + 1)
+            self.node(child, child_name, _place(where, child_name), depth + 1)
             for child_name, child in _children_of(node, where)
         ]
         nested = sum(child["total"] for child in children if is_parallel or not child.get("is_parallel"))
@@ -281,6 +306,8 @@ class _Reader:
         for field in _WORKER_COUNTS:
             if field in worker:
                 normalized[field] = _whole(worker[field], f"{where}.{field}")
+        if worker.get("manager") is not None:  # workers are grouped by manager: a name (or null)
+            normalized["manager"] = self.name(worker["manager"], f"{where}.manager")
         if "worker_id" not in normalized:
             raise TimerFileError(f"{where}: a worker tree needs a 'worker_id'")
         normalized["gauges"] = self.gauges(worker.get("gauges", {}), f"{where}.gauges")
@@ -288,7 +315,7 @@ class _Reader:
         if not isinstance(peaks, dict):
             raise TimerFileError(f"{where}.peak_mean: must be an object keyed by block name")
         normalized["peak_mean"] = {
-            self.name(name, f"{where}.peak_mean"): _seconds(peak, f"{where}.peak_mean/{name}")
+            self.name(name, f"{where}.peak_mean"): _seconds(peak, _place(f"{where}.peak_mean", name))
             for name, peak in peaks.items()
         }
         if "critical_path" in worker:
@@ -309,13 +336,13 @@ class _Reader:
         normalized = {}
         for name, gauge in gauges.items():
             name = self.name(name, where)
+            place = _place(where, name)
             if not isinstance(gauge, dict):
-                raise TimerFileError(f"{where}/{name}: must be an object")
+                raise TimerFileError(f"{place}: must be an object")
             fields: dict[str, Any] = {
-                field: _reading(gauge.get(field), f"{where}/{name}.{field}")
-                for field in ("value", "min", "max")
+                field: _reading(gauge.get(field), f"{place}.{field}") for field in ("value", "min", "max")
             }
-            fields["count"] = _whole(gauge.get("count"), f"{where}/{name}.count")
+            fields["count"] = _whole(gauge.get("count"), f"{place}.count")
             normalized[name] = fields
         return normalized
 
@@ -473,6 +500,22 @@ def _check_details(details: dict[str, Any], where: str) -> None:
 
 _HUGE = 1e300
 """Times beyond this are not from any clock; the quick check on event rows uses it as its bound."""
+
+
+_PLACE_NAME_LENGTH = 40
+_PLACE_LENGTH = 240
+
+
+def _place(where: str, name: Any) -> str:
+    """``where/name`` for messages, bounded: a deep tree of megabyte-long names would otherwise
+    hold a path string per level, each as long as all the names above it (quadratic memory)."""
+    text = printable_text(name if isinstance(name, str) else str(name))
+    if len(text) > _PLACE_NAME_LENGTH:
+        text = text[: _PLACE_NAME_LENGTH - 3] + "..."
+    place = f"{where}/{text}"
+    if len(place) > _PLACE_LENGTH:
+        place = f"{place[:60]}.../{place[-(_PLACE_LENGTH - 64):]}"
+    return place
 
 
 def _short(value: Any) -> str:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.analysis.text_format import fit_left, format_percent, format_seconds, signed_seconds
+from profiler.analysis.text_format import (
+    LONGEST_WORD,
+    fit_left,
+    format_percent,
+    format_seconds,
+    signed_seconds,
+    wrap_text,
+)
 
 
 @pytest.mark.parametrize(
@@ -31,3 +38,15 @@ def test_a_long_name_is_cut_at_its_start_so_the_innermost_block_stays():
 
 def test_a_name_that_fits_is_left_alone():
     assert fit_left("train", 12) == "train"
+
+
+def test_wrap_text_wraps_as_textwrap_does():
+    assert wrap_text("the trainer is the limit", 12, initial_indent="- ") == ["- the", "trainer is", "the limit"]
+
+
+def test_wrap_text_keeps_the_ends_of_a_megabyte_long_word():
+    name = "head" + "x" * 1_000_000 + "tail"
+    lines = wrap_text(f"led by {name} (90%)", 100)
+    text = "".join(lines)
+    assert text.startswith("led by headxxx") and text.endswith("xxtail (90%)")
+    assert "..." in text and len(text) < LONGEST_WORD + 40

@@ -10,7 +10,12 @@ import sys
 
 import pytest
 
-from profiler.tree.atomic_file import open_atomically, remove_stale_temporary_files, write_atomically
+from profiler.tree.atomic_file import (
+    OutputPathError,
+    open_atomically,
+    remove_stale_temporary_files,
+    write_atomically,
+)
 
 
 def test_the_file_holds_exactly_what_was_written(tmp_path):
@@ -124,23 +129,69 @@ def test_replacing_a_file_keeps_its_mode(tmp_path):
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
 
 
-def test_writing_through_a_symlink_replaces_the_file_it_points_to(tmp_path):
+def test_a_symlink_the_user_named_is_followed_to_the_file_it_points_to(tmp_path):
     (tmp_path / "runs").mkdir()
     real = tmp_path / "runs" / "run_7_timers.json"
     real.write_text("old")
     link = tmp_path / "latest_timers.json"
     link.symlink_to(real)
-    assert write_atomically(link, "new") == link
+    assert write_atomically(link, "new", named_by_user=True) == link
     assert link.is_symlink()
     assert real.read_text() == "new"
     assert temporary_files(tmp_path) == temporary_files(tmp_path / "runs") == []
 
 
-def test_writing_through_a_dangling_symlink_creates_its_target(tmp_path):
+def test_a_dangling_symlink_the_user_named_gets_its_target_created(tmp_path):
     link = tmp_path / "latest_timers.json"
     link.symlink_to(tmp_path / "made_later.json")
-    write_atomically(link, "new")
+    write_atomically(link, "new", named_by_user=True)
     assert link.is_symlink() and (tmp_path / "made_later.json").read_text() == "new"
+
+
+def test_a_symlink_at_a_path_rlprof_chose_is_refused_and_its_target_kept(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("private")
+    link = tmp_path / "run_timers.json"
+    link.symlink_to(secret)
+    with pytest.raises(OutputPathError, match="is a symbolic link"):
+        write_atomically(link, "new")
+    assert link.is_symlink() and secret.read_text() == "private"
+    assert temporary_files(tmp_path) == []
+
+
+def test_a_dangling_symlink_at_a_path_rlprof_chose_creates_nothing(tmp_path):
+    link = tmp_path / "run_timers.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(OutputPathError):
+        write_atomically(link, "new")
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
+def test_a_fifo_at_a_path_rlprof_chose_is_refused_without_waiting_for_a_reader(tmp_path):
+    fifo = tmp_path / "run_timers.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OutputPathError, match="is a FIFO, not a regular file"):
+        write_atomically(fifo, "new")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_at_a_path_rlprof_chose_is_refused_and_kept(tmp_path):
+    device = tmp_path / "run_timers.json"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    with pytest.raises(OutputPathError, match="is a character device"):
+        write_atomically(device, "new")
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_the_user_named_is_written_into_and_kept(tmp_path):
+    device = tmp_path / "null"
+    os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    rdev = os.lstat(device).st_rdev
+    write_atomically(device, "new", named_by_user=True)
+    assert stat.S_ISCHR(os.lstat(device).st_mode) and os.lstat(device).st_rdev == rdev
+    assert temporary_files(tmp_path) == []
 
 
 # --- writing piece by piece -----------------------------------------------------------------------

@@ -573,6 +573,11 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     else:
         what = "the pipe is the limit: sending, receiving and the wait beyond the workers' compute take"
         data = f"shared_memory=True if it is off (array observations then skip the pipe) and {smaller}"
+    if "SyncVectorEnv" in str((run.tree.get("metadata") or {}).get("vector_env_substitution", "")).split(", "):
+        # The program's SyncVectorEnv has no pipe: --vector-env put this one there.
+        evidence["transport"] = "rlprof's substitution (--vector-env replaced SyncVectorEnv)"
+        what = ("this pipe is rlprof's substitution's, not your program's (--vector-env replaced "
+                "SyncVectorEnv, which steps its envs in your process): " + what)
     advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,

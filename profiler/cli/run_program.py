@@ -3,9 +3,10 @@
 ``rlprof run [options] script.py [args...]`` (or ``-m module``) runs the program in this process
 the way ``python`` would — ``__name__ == "__main__"``, ``sys.argv`` as the program expects, its
 folder first on ``sys.path`` — with rlprof's timers on and the timeline recording. The program's
-own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; with ``--vector-env``,
-Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s, so its environment workers are
-timed too.
+own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed, and so are the
+environments it builds, where they run (``envmanager.instrumentation``, through the
+``rlprof.environments`` entry point); with ``--vector-env``, Gymnasium's vector envs it builds are
+``SubprocessEnvManager``\\ s instead.
 
 However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
 SIGTERM — the timers, the trace and the report are written under the summaries folder and the
@@ -209,7 +210,7 @@ def run_program(
         with _sigterm_raises_in_the_program():
             end = _execute(program)
             with _signals_held() as signals_meanwhile:
-                told = _finish_instrumentation(instrumentation, report_to)
+                told = _finish_instrumentation(instrumentation)
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()
@@ -268,7 +269,7 @@ def _load_plugin(group: str, report_to: TextIO) -> Any:
         return None
 
 
-def _finish_instrumentation(instrumentation: Any, report_to: TextIO) -> list[str]:
+def _finish_instrumentation(instrumentation: Any) -> list[str]:
     """The lines the environments' instrumentation has to tell, once it has its last timers."""
     if instrumentation is None:
         return []

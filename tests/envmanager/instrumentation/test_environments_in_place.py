@@ -58,7 +58,7 @@ def rollout_resets(saved: Path) -> list[int]:
     return (1 + ended[:-1].sum(axis=0)).tolist()
 
 
-@pytest.mark.parametrize("context", ["fork", "spawn"])
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 def test_async_vector_env_workers_are_timed_in_place_with_identical_results(tmp_path, context):
     arguments = ("--vector", "async", "--context", context, "--envs", str(ENVS), "--steps", str(STEPS))
     run_plain(tmp_path, ROLLOUT, "plain.npz", *arguments)

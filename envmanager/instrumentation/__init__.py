@@ -142,7 +142,7 @@ class EnvironmentInstrumentation:
             envs = reference()
             if envs is not None and not _is_closed(envs):
                 try:
-                    envs.close()
+                    _close(envs)
                 except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
                     problems.append(f"closing the program's {type(envs).__name__} failed: "
                                     f"{type(error).__name__}: {error}")
@@ -178,6 +178,18 @@ class EnvironmentInstrumentation:
 
 def _is_closed(envs: Any) -> bool:
     return bool(getattr(envs, "closed", False))
+
+
+def _close(envs: Any) -> None:
+    """Close a vector env the program left open; a Gymnasium one stuck in a call (the program
+    was interrupted mid-step) gets :data:`FINAL_TIMERS_WAIT_SECONDS` before its workers are
+    terminated, so the end of the run never hangs on it."""
+    from gymnasium.vector import AsyncVectorEnv
+
+    if isinstance(envs, AsyncVectorEnv):
+        envs.close(timeout=FINAL_TIMERS_WAIT_SECONDS)
+    else:
+        envs.close()
 
 
 def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:

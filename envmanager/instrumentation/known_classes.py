@@ -4,7 +4,8 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
 
 * ``__init__`` wraps the env factories it is given (:class:`~envmanager.instrumentation.factories.TimedFactory`),
   so each env is timed where it runs, and registers the vector env;
-* ``step`` is the block ``vector.step``; for classes whose envs run in worker processes,
+* ``step`` is the block ``vector.step`` (for SB3, the ``step`` of the outermost ``VecEnvWrapper``
+  around a known class); for classes whose envs run in worker processes,
   ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (until
   every worker's pipe has its reply: :func:`wait_for_replies` only polls, it reads nothing) then
   ``vector.receive_results`` (the class's own ``step_wait``: reading, unpickling, stacking) — the
@@ -123,11 +124,23 @@ class Patches:
         self.patched.append(known.name)
         registry = self.registry
         self._set(cls, "__init__", _timed_init(cls.__init__, cls, known, registry))
-        self._set(cls, "step", _timed_block(cls.step, "vector.step", registry, anchor=known.in_workers))
+        if known.module.startswith("stable_baselines3"):
+            self._time_sb3_step(cls)
+        else:
+            self._set(cls, "step", _timed_block(cls.step, "vector.step", registry, anchor=known.in_workers))
         self._set(cls, "reset", _timed_block(cls.reset, "vector.reset", registry, anchor=False))
         if known.in_workers:
             self._set(cls, "step_async", _timed_send(cls.step_async, registry))
             self._set(cls, "step_wait", _timed_wait(cls.step_wait, known, registry))
+
+    def _time_sb3_step(self, cls: type) -> None:
+        """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
+        (``VecNormalize``, ``VecMonitor``...), which calls the wrapped env's ``step_async`` and
+        ``step_wait``, never its ``step``: so the base's is timed, for a known env however wrapped."""
+        base = next(klass for klass in cls.__mro__ if klass.__name__ == "VecEnv")
+        if "VecEnv.step" not in self.patched:
+            self.patched.append("VecEnv.step")
+            self._set(base, "step", _timed_sb3_step(base.step, self.registry))
 
 
 _ABSENT = object()
@@ -164,6 +177,27 @@ def _timed_block(original: Any, name: str, registry: Any, *, anchor: bool) -> An
             return original(self, *args, **kwargs)
 
     return timed
+
+
+def _timed_sb3_step(original: Any, registry: Any) -> Any:
+    hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
+
+    def step(self: Any, actions: Any) -> Any:
+        envs, record = self, None
+        for _ in range(16):  # the wrapped envs, outermost first
+            record = record_of(envs)
+            if record is not None or "venv" not in getattr(envs, "__dict__", {}):
+                break
+            envs = envs.venv
+        if record is None:
+            return original(self, actions)
+        with hierarchical_timer("vector.step") as node:
+            if record.in_workers and isinstance(node, TimerNode):
+                record.step_node = node
+            return original(self, actions)
+
+    return step
 
 
 def _timed_send(original: Any, registry: Any) -> Any:

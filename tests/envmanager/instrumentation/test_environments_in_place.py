@@ -43,6 +43,18 @@ def counts(node: dict, name: str) -> int:
     return own + sum(counts(child, name) for child in node["children"])
 
 
+def only_block(tree: dict, name: str) -> dict:
+    """The one trainer block of that name, wherever it sits (under the program's own blocks too)."""
+    found, pending = [], list(tree["children"])
+    while pending:
+        node = pending.pop()
+        if node["name"] == name and not node.get("is_parallel"):
+            found.append(node)
+        pending.extend(node["children"])
+    (node,) = found
+    return node
+
+
 def same_results(plain: Path, timed: Path) -> bool:
     if plain.suffix == ".npy":
         return np.array_equal(np.load(plain), np.load(timed))
@@ -81,7 +93,7 @@ def test_async_vector_env_workers_are_timed_in_place_with_identical_results(tmp_
 
 def test_the_trainer_tells_sending_waiting_and_receiving_apart(tmp_path):
     tree, _ = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--envs", "2", "--steps", "50")
-    (step,) = [child for child in tree["children"] if child["name"] == "vector.step"]
+    step = only_block(tree, "vector.step")
     own = {child["name"]: child["count"] for child in step["children"] if not child.get("is_parallel")}
     assert own == {"vector.send_actions": 50, "vector.wait_for_workers": 50, "vector.receive_results": 50}
     merged = {child["name"] for child in step["children"] if child.get("is_parallel")}
@@ -93,7 +105,7 @@ def test_sync_vector_env_steps_its_envs_in_the_trainer_with_identical_results(tm
     run_plain(tmp_path, ROLLOUT, "plain.npz", *arguments)
     tree, stderr = run_rlprof(tmp_path, ROLLOUT, "timed.npz", *arguments)
     assert same_results(tmp_path / "plain.npz", tmp_path / "timed.npz")
-    (step,) = [child for child in tree["children"] if child["name"] == "vector.step"]
+    step = only_block(tree, "vector.step")
     resets = rollout_resets(tmp_path / "timed.npz")
     assert step["count"] == STEPS
     assert counts(step, "env.step") == ENVS * STEPS - sum(resets) + ENVS  # each env call timed once
@@ -110,9 +122,9 @@ def test_a_vector_env_left_open_is_closed_at_the_end_and_its_last_timers_kept(tm
         assert worker["channel"] == "complete"
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_sb3_ppo_over_subproc_vec_env_gets_per_worker_trees_and_the_same_policy(tmp_path, start_method):
-    arguments = ("--vec", "subproc", "--start-method", start_method, "--envs", str(SB3_ENVS))
+@pytest.mark.parametrize("start_method, wrapped", [("fork", ()), ("spawn", ()), ("fork", ("--normalize",))])
+def test_sb3_ppo_over_subproc_vec_env_gets_per_worker_trees_and_the_same_policy(tmp_path, start_method, wrapped):
+    arguments = ("--vec", "subproc", "--start-method", start_method, "--envs", str(SB3_ENVS), *wrapped)
     run_plain(tmp_path, SB3_PPO, "plain.npy", *arguments)
     tree, stderr = run_rlprof(tmp_path, SB3_PPO, "timed.npy", *arguments)
     assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
@@ -122,6 +134,8 @@ def test_sb3_ppo_over_subproc_vec_env_gets_per_worker_trees_and_the_same_policy(
         assert counts(worker, "env.step") == SB3_STEPS_PER_ENV
         assert worker["critical_path"]["vector_steps"] == SB3_STEPS_PER_ENV
         assert worker["channel"] == "complete"
+    step = only_block(tree, "vector.step")  # VecNormalize's step, when it wraps the SubprocVecEnv
+    assert step["count"] == SB3_STEPS_PER_ENV and counts(step, "env.step") == SB3_ENVS * SB3_STEPS_PER_ENV
     assert "SubprocVecEnv (2 envs, in 2 worker processes)" in stderr
 
 

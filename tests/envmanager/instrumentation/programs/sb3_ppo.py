@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
 
 def main():
@@ -21,6 +21,7 @@ def main():
     parser.add_argument("--start-method", default=None)
     parser.add_argument("--envs", type=int, default=2)
     parser.add_argument("--timesteps", type=int, default=256)
+    parser.add_argument("--normalize", action="store_true", help="wrap the vector env in VecNormalize")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.vec == "dummy":
@@ -28,6 +29,8 @@ def main():
     else:
         env = make_vec_env("CartPole-v1", n_envs=args.envs, seed=3, vec_env_cls=SubprocVecEnv,
                            vec_env_kwargs={"start_method": args.start_method})
+    if args.normalize:
+        env = VecNormalize(env)
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=5, device="cpu")
     model.learn(total_timesteps=args.timesteps)
     env.close()

@@ -87,6 +87,8 @@ def test_async_vector_env_workers_are_timed_in_place_with_identical_results(tmp_
         assert worker["critical_path"]["vector_steps"] == STEPS
         assert worker["env_time"]["calls"] == STEPS + 1
     assert sum(worker["critical_path"]["last_to_reply"] for worker in workers) == STEPS
+    assert tree["metadata"]["vector_envs_in_place"] == "AsyncVectorEnv"  # the verdicts advise in its terms
+    assert tree["metadata"]["busy_processes"] == ENVS + 1
     assert "environments timed where they ran: AsyncVectorEnv (3 envs, in 3 worker processes)" in stderr
     assert "Per worker (env.step)" in stderr
 

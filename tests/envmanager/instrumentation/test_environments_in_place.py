@@ -8,11 +8,13 @@ once under ``rlprof run``, with real Gymnasium vector envs, real Stable-Baseline
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -207,3 +209,25 @@ def test_vector_env_substitution_names_the_class_it_replaced(tmp_path):
     assert ("rlprof: --vector-env replaced SyncVectorEnv by SubprocessEnvManager (1 built): its env workers, "
             "pipes and transport are rlprof's substitution, not your program's") in stderr
     assert tree["metadata"]["vector_env_substitution"] == "SyncVectorEnv"
+
+
+def test_a_run_stopped_by_sigterm_keeps_every_workers_timers_and_leaves_no_worker_behind(tmp_path):
+    program = tmp_path / "terminated.py"
+    program.write_text(
+        "import os, signal\n"
+        "import gymnasium as gym\n"
+        "envs = gym.vector.AsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 2, context='fork')\n"
+        "open('workers.txt', 'w').write(' '.join(str(process.pid) for process in envs.processes))\n"
+        "envs.reset(seed=1)\n"
+        "for step in range(50):\n"
+        "    envs.step(envs.action_space.sample())\n"
+        "    if step == 29:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    )
+    result = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == -signal.SIGTERM
+    tree = json.loads((tmp_path / "out" / "terminated_timers.json").read_text())
+    assert [(worker["channel"], worker["critical_path"]["vector_steps"]) for worker in tree["workers"]] == [
+        ("complete", 30)] * 2
+    assert not [pid for pid in map(int, (tmp_path / "workers.txt").read_text().split()) if psutil.pid_exists(pid)]

@@ -40,6 +40,7 @@ FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
 
 _TIMED = "_rlprof_timing"  # the instance attribute that marks an instrumented env
+_TIMED_METHODS = ("step", "reset", "close")  # the instance attributes that shadow the env's own
 
 
 class WorkerIdentity:
@@ -166,13 +167,17 @@ class _Timing:
 
 
 def _silence_inner(env: Any) -> None:
-    """Stop the timing of every env this one wraps: the outermost build times the calls once."""
+    """Give every env this one wraps its own methods back: the outermost build times the calls
+    once, and the inner envs are again exactly as the program built them."""
     seen = 0
     while env is not None and seen < 64:
-        timing = getattr(env, "__dict__", {}).get(_TIMED)
+        own = getattr(env, "__dict__", {})
+        timing = own.pop(_TIMED, None)
         if timing is not None:
             timing.stop()
-        env = env.__dict__.get("env") if hasattr(env, "__dict__") else None
+            for name in _TIMED_METHODS:
+                own.pop(name, None)
+        env = own.get("env")
         seen += 1
 
 

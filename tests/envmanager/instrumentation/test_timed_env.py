@@ -61,6 +61,7 @@ def test_an_env_built_inside_an_instrumented_build_is_timed_once():
     instrument_env(outer, None)
     rollout(outer)
     assert block("env.step").count == 30 and not block("env.step").children
+    assert "step" not in vars(inner)  # the inner env has its own methods back
 
 
 def test_a_factory_in_the_trainer_returns_the_programs_env_timed():

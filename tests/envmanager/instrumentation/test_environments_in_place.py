@@ -231,3 +231,21 @@ def test_a_run_stopped_by_sigterm_keeps_every_workers_timers_and_leaves_no_worke
     assert [(worker["channel"], worker["critical_path"]["vector_steps"]) for worker in tree["workers"]] == [
         ("complete", 30)] * 2
     assert not [pid for pid in map(int, (tmp_path / "workers.txt").read_text().split()) if psutil.pid_exists(pid)]
+
+
+def test_workers_sample_their_memory_when_the_program_samples_its_own(tmp_path):
+    program = tmp_path / "sampled.py"
+    program.write_text(
+        "import gymnasium as gym\n"
+        "from profiler.recording import memory\n"
+        "memory.start_sampling(every_blocks=20)\n"
+        "envs = gym.vector.AsyncVectorEnv([lambda: gym.make('CartPole-v1')] * 2, context='fork')\n"
+        "envs.reset(seed=1)\n"
+        "for _ in range(100):\n"
+        "    envs.step(envs.action_space.sample())\n"
+        "envs.close()\n"
+    )
+    tree, _ = run_rlprof(tmp_path, program)
+    processes = {process["name"]: process for process in tree["memory"]["processes"]}
+    assert {"trainer", "worker 0", "worker 1"} <= set(processes)
+    assert all(processes[f"worker {index}"]["samples"] for index in (0, 1))

@@ -578,6 +578,21 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     else:
         what = "the pipe is the limit: sending, receiving and the wait beyond the workers' compute take"
         data = f"shared_memory=True if it is off (array observations then skip the pipe) and {smaller}"
+    in_place = (run.tree.get("metadata") or {}).get("vector_envs_in_place")
+    if in_place:
+        # The program's own vector env (rlprof run timed it in place): advise in its terms.
+        evidence["vector_env"] = in_place
+        round_trips = (f"the pipe is {in_place}'s own: envs this cheap cost less stepped in the "
+                       "trainer process (Gymnasium's SyncVectorEnv, SB3's DummyVecEnv), or several to "
+                       "a worker process (rlprof's SubprocessEnvManager with envs_per_worker; "
+                       "rlprof run --vector-env=async builds one in place of an AsyncVectorEnv)")
+        if "AsyncVectorEnv" not in in_place:
+            data = smaller
+    if "SyncVectorEnv" in str((run.tree.get("metadata") or {}).get("vector_env_substitution", "")).split(", "):
+        # The program's SyncVectorEnv has no pipe: --vector-env put this one there.
+        evidence["transport"] = "rlprof's substitution (--vector-env replaced SyncVectorEnv)"
+        what = ("this pipe is rlprof's substitution's, not your program's (--vector-env replaced "
+                "SyncVectorEnv, which steps its envs in your process): " + what)
     advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,

@@ -3,9 +3,10 @@
 ``rlprof run [options] script.py [args...]`` (or ``-m module``) runs the program in this process
 the way ``python`` would — ``__name__ == "__main__"``, ``sys.argv`` as the program expects, its
 folder first on ``sys.path`` — with rlprof's timers on and the timeline recording. The program's
-own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; with ``--vector-env``,
-Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s, so its environment workers are
-timed too.
+own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed, and so are the
+environments it builds, where they run (``envmanager.instrumentation``, through the
+``rlprof.environments`` entry point); with ``--vector-env``, Gymnasium's vector envs it builds are
+``SubprocessEnvManager``\\ s instead.
 
 However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
 SIGTERM — the timers, the trace and the report are written under the summaries folder and the
@@ -49,6 +50,8 @@ __all__ = [
 
 VECTOR_ENV_GROUP = "rlprof.vector_env"
 """Entry-point group of the ``--vector-env`` substitution (``envmanager`` provides it)."""
+ENVIRONMENTS_GROUP = "rlprof.environments"
+"""Entry-point group of what times the program's environments where they run (``envmanager``)."""
 
 _OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker")
 _ANALYSIS_TOP = 10
@@ -206,13 +209,16 @@ def run_program(
     timers.add_metadata("rlprof_run", program.target)
     if timeline:
         events.start_recording()
+    instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to)
     try:
         with _sigterm_raises_in_the_program():
             end = _execute(program)
             with _signals_held() as signals_meanwhile:
+                told = _finish_instrumentation(instrumentation)
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()
+                    told += substitution.summary()
                 files, tree = _write_files(run_dir, run_id)
     finally:
         if timeline:
@@ -220,6 +226,8 @@ def run_program(
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
     _report(program, end, files.shown_from(shown_from), tree, report_to)
+    for line in told:
+        print(f"rlprof: {line}", file=report_to)
     return end
 
 
@@ -251,6 +259,28 @@ def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any
         return substitute(mode, envs_per_worker=envs_per_worker)
     except (TypeError, ValueError) as error:
         raise RunError(f"--envs-per-worker: {error}") from None
+
+
+def _load_plugin(group: str, report_to: TextIO) -> Any:
+    """What the first plugin of ``group`` returns when called (None when there is none, or it fails:
+    the program still runs, and one line says what is missing)."""
+    try:
+        return next(iter(entry_points(group=group))).load()()
+    except StopIteration:
+        return None
+    except Exception as error:  # noqa: BLE001 - measuring less never stops the program
+        print(f"rlprof: {group} unavailable ({type(error).__name__}: {error}); running without it", file=report_to)
+        return None
+
+
+def _finish_instrumentation(instrumentation: Any) -> list[str]:
+    """The lines the environments' instrumentation has to tell, once it has its last timers."""
+    if instrumentation is None:
+        return []
+    try:
+        return list(instrumentation.finish())
+    except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
+        return [f"finishing the environments' instrumentation failed: {type(error).__name__}: {error}"]
 
 
 @contextmanager

@@ -1,0 +1,131 @@
+"""The side channel rlprof owns between env worker processes and the trainer.
+
+The vector env's own pipes carry the user's actions and results and nothing else: the workers'
+timers travel on a Unix socket the trainer listens on, whose path each wrapped env factory carries
+(a string pickles under fork, spawn and forkserver alike). Each worker process connects once, says
+who it is, and sends its timers every second or so and when its env closes.
+
+Failure never reaches the training run. A worker that cannot connect (within
+:data:`CONNECT_TIMEOUT_SECONDS`) or whose send fails stops shipping and goes on stepping; the
+trainer sees which workers never connected or whose connection ended without their last timers,
+and the dump says so. The trainer's side is daemon threads, so nothing of the channel keeps the
+trainer alive, and a worker's end is a socket, which keeps no process alive either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+__all__ = ["CONNECT_TIMEOUT_SECONDS", "ChannelServer", "connect"]
+
+CONNECT_TIMEOUT_SECONDS = 5.0
+"""How long a worker waits to connect before it gives up shipping its timers."""
+
+Receiver = Callable[[int, Any], None]
+"""Called on a receiver thread with a connection's number and one message it sent."""
+
+
+class ChannelServer:
+    """The trainer's end: a listening socket, and a daemon thread reading each worker connection.
+
+    ``on_message(connection, message)`` and ``on_closed(connection)`` run on those threads.
+    """
+
+    def __init__(self, on_message: Receiver, on_closed: Callable[[int], None]) -> None:
+        self._folder = tempfile.mkdtemp(prefix="rlprof-envs-")  # 0700: only this user connects
+        self.address = os.path.join(self._folder, "channel")
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.address)
+        self._listener.listen(128)
+        self._lock = threading.Lock()
+        self._connections: dict[int, Connection] = {}
+        self._readers: list[threading.Thread] = []
+        self._closing = False
+        self._accepter = threading.Thread(target=self._accept, name="rlprof-env-channel", daemon=True)
+        self._accepter.start()
+
+    def _accept(self) -> None:
+        number = 0
+        while True:
+            try:
+                peer, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            connection = Connection(peer.detach())
+            with self._lock:
+                if self._closing:
+                    connection.close()
+                    return
+                self._connections[number] = connection
+                reader = threading.Thread(
+                    target=self._read, args=(number, connection), name=f"rlprof-env-channel-{number}", daemon=True
+                )
+                self._readers.append(reader)
+            reader.start()
+            number += 1
+
+    def _read(self, number: int, connection: Connection) -> None:
+        try:
+            while True:
+                try:
+                    message = connection.recv()
+                except (EOFError, OSError):
+                    return
+                except Exception:  # noqa: BLE001 - a message that does not unpickle ends this peer only
+                    return
+                self._on_message(number, message)
+        finally:
+            self._on_closed(number)
+
+    def wait_for_readers(self, timeout: float) -> bool:
+        """Wait until every connection so far has ended (its worker closed its env or exited);
+        False if some were still open after ``timeout`` seconds."""
+        with self._lock:
+            readers = list(self._readers)
+        deadline = time.monotonic() + timeout
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
+        return not any(reader.is_alive() for reader in readers)
+
+    def close(self) -> None:
+        """Stop listening, end every connection and remove the socket's folder."""
+        with self._lock:
+            self._closing = True
+            connections = list(self._connections.values())
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def connect(address: str, hello: Any) -> Connection | None:
+    """The worker's end: connected and introduced, or None when the trainer cannot be reached."""
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        peer.settimeout(CONNECT_TIMEOUT_SECONDS)
+        peer.connect(address)
+        peer.settimeout(None)
+        connection = Connection(peer.detach())
+    except OSError:
+        peer.close()
+        return None
+    try:
+        connection.send(hello)
+    except OSError:
+        connection.close()
+        return None
+    return connection
+

@@ -1,0 +1,272 @@
+"""The vector env classes rlprof knows, timed on the trainer's side without replacing them.
+
+Each known class keeps its own code; rlprof sets, on the class, methods that call the class's own:
+
+* ``__init__`` wraps the env factories it is given (:class:`~envmanager.instrumentation.factories.TimedFactory`),
+  so each env is timed where it runs, and registers the vector env;
+* ``step`` is the block ``vector.step`` (for SB3, the ``step`` of the outermost ``VecEnvWrapper``
+  around a known class); for classes whose envs run in worker processes,
+  ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (until
+  every worker's pipe has its reply: :func:`wait_for_replies` only polls, it reads nothing) then
+  ``vector.receive_results`` (the class's own ``step_wait``: reading, unpickling, stacking) — the
+  generic layout ``profiler.analysis.step_time`` splits into env compute, waiting and transport;
+* ``reset`` is the block ``vector.reset``.
+
+Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` (which ``gymnasium.make_vec`` builds) are
+patched at once. Stable-Baselines3's ``DummyVecEnv`` and ``SubprocVecEnv`` are patched when the
+program imports them (an import hook: SB3 and torch are never imported by rlprof), or at once if
+they are already imported. :meth:`Patches.restore` puts every original back.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+from profiler.timing import timers
+from profiler.timing.timers import TimerNode
+
+__all__ = ["KNOWN_CLASSES", "KnownClass", "Patches", "wait_for_replies"]
+
+
+@dataclass(frozen=True)
+class KnownClass:
+    """Where a known vector env class lives and how rlprof reaches its workers' pipes."""
+
+    module: str
+    name: str
+    in_workers: bool
+    pipes: Callable[[Any], list[Any]] | None = None  # the trainer's ends, one per worker
+    waiting: Callable[[Any], bool] | None = None  # whether step_wait has replies to wait for
+    timeout_argument: bool = False  # step_wait takes a timeout
+
+
+def _async_waiting(envs: Any) -> bool:
+    from gymnasium.vector.async_vector_env import AsyncState
+
+    return envs._state == AsyncState.WAITING_STEP
+
+
+KNOWN_CLASSES = (
+    KnownClass("gymnasium.vector.sync_vector_env", "SyncVectorEnv", in_workers=False),
+    KnownClass("gymnasium.vector.async_vector_env", "AsyncVectorEnv", in_workers=True,
+               pipes=lambda envs: envs.parent_pipes, waiting=_async_waiting, timeout_argument=True),
+    KnownClass("stable_baselines3.common.vec_env.dummy_vec_env", "DummyVecEnv", in_workers=False),
+    KnownClass("stable_baselines3.common.vec_env.subproc_vec_env", "SubprocVecEnv", in_workers=True,
+               pipes=lambda envs: envs.remotes, waiting=lambda envs: envs.waiting),
+)
+
+
+def wait_for_replies(pipes: list[Any], timeout: float | None) -> None:
+    """Return once every open pipe has something to read (or ``timeout`` passed): the wait for
+    the last worker, apart from reading its reply. Nothing is read, so the class's own
+    ``step_wait`` then finds every reply where it would have."""
+    pending = [pipe for pipe in pipes if pipe is not None and not pipe.closed]
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready = wait(pending, remaining)
+        if not ready:
+            return  # timed out: the class's own step_wait raises its own error
+        pending = [pipe for pipe in pending if pipe not in ready]
+
+
+class Patches:
+    """Methods set on known classes, and how to put the originals back."""
+
+    def __init__(self, registry: Any) -> None:
+        """``registry`` is the :class:`~envmanager.instrumentation.EnvironmentInstrumentation`:
+        ``new_record(cls, known, env_fns)``, ``built(envs, record)``, ``record_of(envs)``."""
+        self.registry = registry
+        self.patched: list[str] = []
+        self._originals: list[tuple[type, str, Any]] = []
+        self._hook: _PatchOnImport | None = None
+
+    def install(self) -> None:
+        """Patch the known classes imported now; the others when the program imports them."""
+        waiting = []
+        for known in KNOWN_CLASSES:
+            module = sys.modules.get(known.module)
+            if module is None and known.module.startswith("gymnasium"):
+                module = __import__(known.module, fromlist=[known.name])
+            if module is None:
+                waiting.append(known)
+            else:
+                self._patch(_defining_class(getattr(module, known.name), known), known)
+        if waiting:
+            self._hook = _PatchOnImport(waiting, self)
+            sys.meta_path.insert(0, self._hook)
+
+    def restore(self) -> None:
+        if self._hook is not None and self._hook in sys.meta_path:
+            sys.meta_path.remove(self._hook)
+        for owner, name, original in reversed(self._originals):
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self._originals.clear()
+
+    def _set(self, cls: type, name: str, method: Any) -> None:
+        self._originals.append((cls, name, cls.__dict__.get(name, _ABSENT)))
+        method.__name__ = name
+        method.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(cls, name, method)
+
+    def _patch(self, cls: type, known: KnownClass) -> None:
+        if known.name in self.patched:
+            return
+        self.patched.append(known.name)
+        registry = self.registry
+        self._set(cls, "__init__", _timed_init(cls.__init__, cls, known, registry))
+        if known.module.startswith("stable_baselines3"):
+            self._time_sb3_step(cls)
+        else:
+            self._set(cls, "step", _timed_block(cls.step, "vector.step", registry, anchor=known.in_workers))
+        self._set(cls, "reset", _timed_block(cls.reset, "vector.reset", registry, anchor=False))
+        if known.in_workers:
+            self._set(cls, "step_async", _timed_send(cls.step_async, registry))
+            self._set(cls, "step_wait", _timed_wait(cls.step_wait, known, registry))
+
+    def _time_sb3_step(self, cls: type) -> None:
+        """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
+        (``VecNormalize``, ``VecMonitor``...), which calls the wrapped env's ``step_async`` and
+        ``step_wait``, never its ``step``: so the base's is timed, for a known env however wrapped."""
+        base = next(klass for klass in cls.__mro__ if klass.__name__ == "VecEnv")
+        if "VecEnv.step" not in self.patched:
+            self.patched.append("VecEnv.step")
+            self._set(base, "step", _timed_sb3_step(base.step, self.registry))
+
+
+_ABSENT = object()
+
+
+def _defining_class(found: type, known: KnownClass) -> type:
+    """The known class itself, where ``--vector-env`` put a stand-in of the same name in its
+    module: the first class of that name that defines its own ``__init__`` (a stand-in does not)."""
+    for cls in found.__mro__:
+        if cls.__name__ == known.name and "__init__" in cls.__dict__:
+            return cls
+    return found
+
+
+def _timed_init(original: Any, cls: type, known: KnownClass, registry: Any) -> Any:
+    def __init__(self: Any, env_fns: Any, *args: Any, **kwargs: Any) -> None:
+        record, wrapped = registry.new_record(type(self), known, env_fns)
+        original(self, wrapped, *args, **kwargs)
+        registry.built(self, record)
+
+    return __init__
+
+
+def _timed_block(original: Any, name: str, registry: Any, *, anchor: bool) -> Any:
+    hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
+
+    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with hierarchical_timer(name) as node:
+            if anchor and isinstance(node, TimerNode):
+                record = record_of(self)
+                if record is not None:
+                    record.step_node = node  # the workers' payloads merge under it
+            return original(self, *args, **kwargs)
+
+    return timed
+
+
+def _timed_sb3_step(original: Any, registry: Any) -> Any:
+    hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
+
+    def step(self: Any, actions: Any) -> Any:
+        envs, record = self, None
+        for _ in range(16):  # the wrapped envs, outermost first
+            record = record_of(envs)
+            if record is not None or "venv" not in getattr(envs, "__dict__", {}):
+                break
+            envs = envs.venv
+        if record is None:
+            return original(self, actions)
+        with hierarchical_timer("vector.step") as node:
+            if record.in_workers and isinstance(node, TimerNode):
+                record.step_node = node
+            return original(self, actions)
+
+    return step
+
+
+def _timed_send(original: Any, registry: Any) -> Any:
+    hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
+
+    def step_async(self: Any, actions: Any) -> None:
+        record = record_of(self)
+        if record is not None:
+            record.sent_at = timers.now()
+        with hierarchical_timer("vector.send_actions"):
+            return original(self, actions)
+
+    return step_async
+
+
+def _timed_wait(original: Any, known: KnownClass, registry: Any) -> Any:
+    hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
+    pipes, waiting = known.pipes, known.waiting
+
+    def step_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        record = record_of(self)
+        if record is None or not waiting(self):  # nothing pending: the class raises its own error
+            return original(self, *args, **kwargs)
+        timeout = kwargs.get("timeout", args[0] if args else None) if known.timeout_argument else None
+        with hierarchical_timer("vector.wait_for_workers"):
+            waiting_since = timers.now()
+            wait_for_replies(pipes(self), timeout)
+        with hierarchical_timer("vector.receive_results"):
+            result = original(self, *args, **kwargs)
+        record.step_done(waiting_since, timers.now())
+        return result
+
+    return step_wait
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a known class as soon as the program imports its module (SB3 comes with torch: rlprof
+    never imports it itself)."""
+
+    def __init__(self, waiting: list[KnownClass], patches: Patches) -> None:
+        self.waiting = {known.module: known for known in waiting}
+        self.patches = patches
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        known = self.waiting.get(name)
+        if known is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        patches = self.patches
+
+        class _PatchingLoader(importlib.abc.Loader):
+            def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+                return loader.create_module(spec)
+
+            def exec_module(self, module: Any) -> None:
+                loader.exec_module(module)
+                patches._patch(_defining_class(getattr(module, known.name), known), known)
+
+        spec.loader = _PatchingLoader()
+        return spec

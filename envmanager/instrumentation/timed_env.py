@@ -1,0 +1,291 @@
+"""One environment's ``step`` and ``reset`` timed in the process that runs them.
+
+The env object the program built is kept as it is: its ``step``, ``reset`` and ``close`` are
+shadowed by instance attributes that time the original bound methods, so its class, its wrappers,
+its attributes and what it returns stay the program's own (no wrapper is added, ``isinstance``
+and ``env.spec`` are unchanged, an attribute set on it lands where it did).
+
+In the trainer's process the calls are blocks ``env.step`` and ``env.reset`` under whichever
+block is open (the vector step of a ``SyncVectorEnv``, say). In a worker process they are the
+top-level blocks of the worker's own tree, as in a ``SubprocessEnvManager`` worker, and the process
+also keeps each call's finish stamp (for the critical path) and a CPU-time sample of its env
+calls (:class:`~envmanager.measurement.env_time.CpuSampler`); it ships them over rlprof's channel
+(:mod:`envmanager.instrumentation.channel`) every :data:`FLUSH_INTERVAL_SECONDS` and when the env
+closes.
+
+An env built inside another instrumented build (``gymnasium.make`` inside a factory that a vector
+env's wrapper also times) is timed once, by the outermost instrumentation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from array import array
+from multiprocessing.connection import Connection
+from typing import Any
+
+from profiler.multiprocess.payload import WorkerTimers
+from profiler.recording import events, memory
+from profiler.recording.memory import MemorySampling
+from profiler.timing import timers
+
+from envmanager.instrumentation.channel import connect
+from envmanager.measurement.env_time import CpuSampler
+
+__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented"]
+
+FLUSH_INTERVAL_SECONDS = 1.0
+"""A worker ships its timers at most this often while stepping (and always when its env closes)."""
+
+_TIMED = "_rlprof_timing"  # the instance attribute that marks an instrumented env
+_TIMED_METHODS = ("step", "reset", "close")  # the instance attributes that shadow the env's own
+
+
+class WorkerIdentity:
+    """Who a worker process is to the trainer: which vector env, which index, where to ship."""
+
+    __slots__ = ("address", "vector_id", "index", "record_timeline", "memory_sampling")
+
+    def __init__(
+        self, address: str, vector_id: int, index: int, record_timeline: bool, memory_sampling: MemorySampling | None
+    ) -> None:
+        self.address = address
+        self.vector_id = vector_id
+        self.index = index
+        self.record_timeline = record_timeline
+        self.memory_sampling = memory_sampling
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling = state
+
+
+class WorkerShipping:
+    """A worker process's timers, stamps and CPU sample, and its end of the channel.
+
+    One per process (the first instrumented env of a worker decides who it is). When the channel
+    cannot be reached or breaks, the process keeps stepping and drops what it measures once per
+    flush, so nothing grows.
+    """
+
+    __slots__ = ("connection", "timers", "cpu_sampler", "stamps", "lost", "open_envs")
+
+    def __init__(self, identity: WorkerIdentity) -> None:
+        if identity.record_timeline and not events.is_recording():
+            events.start_recording()  # a spawned process does not inherit the trainer's recording
+        if identity.memory_sampling is not None:
+            memory.apply_sampling(identity.memory_sampling)
+        self.timers = WorkerTimers(flush_interval=FLUSH_INTERVAL_SECONDS)
+        self.cpu_sampler = CpuSampler()
+        self.stamps: list[float] = []
+        self.open_envs = 0
+        self.connection: Connection | None = connect(
+            identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
+        )
+        self.lost = self.connection is None
+
+    def ship(self, last: bool = False) -> None:
+        """Send what was measured since the previous shipment; ``last`` says goodbye and closes
+        the channel. Without a channel (never reached, broken, closed) it is dropped."""
+        payload = self.timers.final_payload()
+        cpu_figures = self.cpu_sampler.take()
+        stamps, self.stamps = self.stamps, []
+        connection = self.connection
+        if connection is None:
+            return
+        try:
+            connection.send(("timers", payload, *cpu_figures, array("d", stamps).tobytes()))
+            if last:
+                connection.send(("bye",))
+        except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
+            self.lost = last = True
+        if last:
+            self.connection = None
+            try:
+                connection.close()
+            except OSError:
+                pass
+
+
+_shipping: WorkerShipping | None = None
+_shipping_lock = threading.Lock()
+
+
+def _forget_parent_shipping() -> None:
+    global _shipping
+    _shipping = None
+
+
+os.register_at_fork(after_in_child=_forget_parent_shipping)
+
+
+def worker_shipping(identity: WorkerIdentity) -> WorkerShipping:
+    """This process's shipping, started by its first instrumented env."""
+    global _shipping
+    with _shipping_lock:
+        if _shipping is None:
+            _shipping = WorkerShipping(identity)
+        return _shipping
+
+
+def is_instrumented(env: Any) -> bool:
+    """Whether ``env`` or an env it wraps is timed already."""
+    seen = 0
+    while env is not None and seen < 64:
+        if _TIMED in getattr(env, "__dict__", {}):
+            return True
+        env = getattr(env, "env", None) if "env" in getattr(env, "__dict__", {}) else None
+        seen += 1
+    return False
+
+
+class _Timing:
+    """Whether an instrumented env still times its calls (an outer instrumentation takes over),
+    and the worker shipping it counts in (None in the trainer)."""
+
+    __slots__ = ("active", "shipping")
+
+    def __init__(self, shipping: WorkerShipping | None) -> None:
+        self.active = True
+        self.shipping = shipping
+        if shipping is not None:
+            shipping.open_envs += 1
+
+    def stop(self) -> bool:
+        """Time no more; True if this was the worker's last env that timed (its timers are due)."""
+        if not self.active:
+            return False
+        self.active = False
+        if self.shipping is None:
+            return False
+        self.shipping.open_envs -= 1
+        return self.shipping.open_envs <= 0
+
+
+def _silence_inner(env: Any) -> None:
+    """Give every env this one wraps its own methods back: the outermost build times the calls
+    once, and the inner envs are again exactly as the program built them."""
+    seen = 0
+    while env is not None and seen < 64:
+        own = getattr(env, "__dict__", {})
+        timing = own.pop(_TIMED, None)
+        if timing is not None:
+            timing.stop()
+            for name in _TIMED_METHODS:
+                own.pop(name, None)
+        env = own.get("env")
+        seen += 1
+
+
+def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
+    """Time ``env``'s ``step`` and ``reset`` here: in the trainer (``identity`` None) or as worker
+    ``identity``. Returns the switch of its timing (``active`` is false once an outer build took
+    over); None, changing nothing, for an object that takes no instance attributes."""
+    if not hasattr(env, "__dict__") or not callable(getattr(env, "step", None)):
+        return None
+    _silence_inner(env)
+    step, reset, close = env.step, env.reset, getattr(env, "close", None)
+    if identity is None:
+        timing = _Timing(None)
+        timed = _trainer_methods(timing, step, reset)
+    else:
+        shipping = worker_shipping(identity)
+        timing = _Timing(shipping)
+        timed = _worker_methods(timing, shipping, step, reset, close)
+    try:
+        env.__dict__[_TIMED] = timing
+        env.__dict__.update(timed)
+    except (AttributeError, TypeError):
+        return None
+    return timing
+
+
+def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
+    """``step`` timed inline (the stack's nodes set as a ``with`` block would, in half its cost:
+    a SyncVectorEnv of cheap envs makes several calls per vector step), on the thread that built
+    the env; any other thread, and ``reset``, through ``hierarchical_timer``. An inline call
+    records no timeline span: the vector step around it does."""
+    hierarchical_timer = timers.hierarchical_timer
+    is_enabled = timers.is_enabled
+    owner = threading.get_ident()
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    clock = timers.current_clock()
+
+    def timed_step(action: Any) -> Any:
+        if not timing.active or not is_enabled():
+            return step(action)
+        if threading.get_ident() != owner:
+            with hierarchical_timer("env.step"):
+                return step(action)
+        parent = stack.current
+        try:
+            node = parent.children["env.step"]
+        except KeyError:
+            node = parent.get_child("env.step")
+        stack.current = node  # blocks in the env's own code nest under env.step
+        node._start = start = clock()
+        try:
+            return step(action)
+        except BaseException:
+            node.errors += 1
+            raise
+        finally:
+            elapsed = clock() - start
+            stack.current = parent
+            node.total += elapsed
+            node.count += 1
+            if elapsed > node.max:
+                node.max = elapsed
+            if elapsed < node.min:
+                node.min = elapsed
+
+    def timed_reset(*args: Any, **kwargs: Any) -> Any:
+        if not timing.active:
+            return reset(*args, **kwargs)
+        with hierarchical_timer("env.reset"):
+            return reset(*args, **kwargs)
+
+    return {"step": timed_step, "reset": timed_reset}
+
+
+def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
+    hierarchical_timer = timers.hierarchical_timer
+    sampler = shipping.cpu_sampler
+    worker_timers = shipping.timers
+    clock = timers.current_clock()
+
+    def timed_step(action: Any) -> Any:
+        if not timing.active:
+            return step(action)
+        with hierarchical_timer("env.step"):
+            if sampler.countdown:
+                sampler.countdown -= 1
+                result = step(action)
+            else:
+                result = sampler.measure(step, action)
+        finished_at = clock()
+        shipping.stamps.append(finished_at)
+        if finished_at >= worker_timers.quiet_until:
+            shipping.ship()
+        return result
+
+    def timed_reset(*args: Any, **kwargs: Any) -> Any:
+        if not timing.active:
+            return reset(*args, **kwargs)
+        with hierarchical_timer("env.reset"):
+            result = sampler.measure(reset, *args, **kwargs)
+        shipping.stamps.append(clock())
+        return result
+
+    def timed_close(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return close(*args, **kwargs) if close is not None else None
+        finally:
+            if timing.stop():
+                shipping.ship(last=True)
+
+    return {"step": timed_step, "reset": timed_reset, "close": timed_close}

@@ -1,0 +1,177 @@
+"""The trainer's side of one vector env the program built: its steps, its workers' figures.
+
+For a vector env whose envs run in worker processes (``AsyncVectorEnv``, ``SubprocVecEnv``), the
+record is what a ``SubprocessEnvManager`` keeps about its workers, fed by rlprof's channel instead
+of the vector env's pipes:
+
+* a :class:`~profiler.multiprocess.merge.TimerMerger` named after the class, which merges each
+  worker's payload under the trainer's ``vector.step`` block and keeps the worker's own tree for
+  the dump's ``workers`` section;
+* the critical path (:class:`~envmanager.measurement.critical_path.CriticalPath`): the trainer
+  notes each vector step's window (actions sent, wait begun, results read), the workers ship the
+  finish stamps of their env calls, and the stamp of each worker's last env call inside a step's
+  window is its reply to that step (one monotonic clock for every process of the machine);
+* env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
+  ship with their payloads; CPU and memory gauges of every worker process
+  (:class:`~envmanager.measurement.resources.ResourceGauges`);
+* per worker, what the channel delivered: ``complete``, or what was lost and why.
+
+The steps are matched with the stamps in bulk, with numpy: every :data:`MATCH_EVERY_STEPS` steps
+for the steps every worker has shipped past, and for the rest when the dump is written.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import warnings
+from typing import Any
+
+import numpy as np
+
+from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.timing.timers import TimerNode, TimerStack
+
+from envmanager.measurement.critical_path import CriticalPath
+from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
+from envmanager.measurement.resources import ResourceGauges
+
+__all__ = ["MATCH_EVERY_STEPS", "RESOURCE_INTERVAL_SECONDS", "VectorEnvRecord"]
+
+MATCH_EVERY_STEPS = 4096
+"""Steps held before those every worker has shipped past are matched with their stamps."""
+
+RESOURCE_INTERVAL_SECONDS = 1.0
+"""Seconds between two samples of the workers' CPU and memory, taken at the end of a step."""
+
+COMPLETE = "complete"
+NEVER_CONNECTED = "never connected to rlprof's channel: this worker's timers are lost"
+CUT_SHORT = "its channel ended before its last timers: the dump lacks what it timed since its last shipment"
+
+
+class VectorEnvRecord:
+    """One vector env: its class, its envs, and (for worker processes) their merged figures."""
+
+    def __init__(self, class_name: str, name: str, envs: int, in_workers: bool, stack: TimerStack) -> None:
+        self.class_name = class_name
+        self.name = name
+        self.envs = envs
+        self.in_workers = in_workers
+        self.stack = stack
+        self.built = False
+        self.step_node: TimerNode | None = None
+        self.sent_at: float | None = None
+        self._lock = threading.Lock()
+        # Per vector step: actions sent, wait begun, results read (the trainer's clock).
+        self._steps: list[tuple[float, float, float]] = []
+        self.channel = [NEVER_CONNECTED] * envs
+        self.pids: list[int | None] = [None] * envs
+        self.refused = 0
+        if not in_workers:
+            self.merger = None
+            return
+        self.merger = TimerMerger(stack, name=name)
+        self.critical_path = CriticalPath(envs, stack)
+        self.env_times = [EnvTime() for _ in range(envs)]
+        self._stamps: list[list[np.ndarray]] = [[] for _ in range(envs)]
+        self._latest_stamp = [-math.inf] * envs
+        self.resources = ResourceGauges(RESOURCE_INTERVAL_SECONDS, stack)
+        for index in range(envs):
+            self.merger.expect_worker(index)
+        self.merger.add_worker_section("critical_path", self._critical_path_section)
+        self.merger.add_worker_section("env_time", self._env_time_section)
+        self.merger.add_worker_section("channel", lambda entry: self.channel[entry["worker_id"]]
+                                       if 0 <= entry["worker_id"] < envs else None)
+
+    # --- the trainer's thread ----------------------------------------------------------------
+
+    def step_done(self, waiting_since: float, end: float) -> None:
+        """A vector step's results were read at ``end``; the trainer began waiting at ``waiting_since``."""
+        steps = self._steps
+        steps.append((self.sent_at if self.sent_at is not None else waiting_since, waiting_since, end))
+        self.sent_at = None
+        self.resources.maybe_sample(enumerate(self.pids))
+        if len(steps) >= MATCH_EVERY_STEPS:
+            self.match_steps(min(self._latest_stamp))
+
+    # --- the channel's threads ---------------------------------------------------------------
+
+    def connected(self, index: int, pid: int) -> None:
+        self.channel[index] = CUT_SHORT
+        self.pids[index] = pid
+
+    def said_goodbye(self, index: int) -> None:
+        self.channel[index] = COMPLETE
+
+    def add_timers(self, index: int, message: tuple[Any, ...]) -> None:
+        """Merge one shipment: ``(payload, measured wall, measured cpu, measured calls, stamps)``."""
+        try:
+            payload, wall, cpu, calls, stamp_bytes = message
+            validate_env_time(wall, cpu, calls)
+            if not isinstance(stamp_bytes, bytes) or len(stamp_bytes) % 8:
+                raise PayloadError("the finish stamps are not a whole number of float64")
+            stamps = np.frombuffer(stamp_bytes, dtype=np.float64)
+            if stamps.size and (not np.isfinite(stamps).all() or (np.diff(stamps) < 0).any()):
+                raise PayloadError("the finish stamps are not finite and ascending")
+            anchor = self.step_node if self.step_node is not None else self.stack.root
+            self.merger.merge_payload(index, payload, anchor)
+        except (PayloadError, EnvTimeError, TypeError, ValueError) as error:
+            self.refused += 1
+            self.channel[index] = f"a shipment was refused ({error}): the dump lacks what it held"
+            if self.refused == 1:
+                warnings.warn(f"rlprof: dropped the timers of {self.name} worker {index}: {error}",
+                              RuntimeWarning, stacklevel=1)
+            return
+        self.env_times[index].add(wall, cpu, calls)
+        if stamps.size:
+            with self._lock:
+                self._stamps[index].append(stamps)
+                self._latest_stamp[index] = float(stamps[-1])
+
+    # --- matching steps with stamps -----------------------------------------------------------
+
+    def match_steps(self, up_to: float = math.inf) -> None:
+        """Count on the critical path the steps that ended by ``up_to``, each worker's reply
+        being its last env call inside the step's window."""
+        with self._lock:
+            steps = self._steps
+            ready = 0
+            while ready < len(steps) and steps[ready][2] <= up_to:
+                ready += 1
+            if not ready:
+                return
+            windows = np.array(steps[:ready], dtype=np.float64)
+            del steps[:ready]
+            stamps = [np.concatenate(arrays) if arrays else np.empty(0) for arrays in self._stamps]
+            keep_from = steps[0][0] if steps else math.inf
+            for index, worker_stamps in enumerate(stamps):
+                kept = worker_stamps[worker_stamps >= keep_from]
+                self._stamps[index] = [kept] if kept.size else []
+        table = np.empty((len(windows), self.envs + 1))
+        table[:, 0] = windows[:, 1]
+        for index, worker_stamps in enumerate(stamps):
+            last = np.searchsorted(worker_stamps, windows[:, 2], side="right") - 1
+            found = last >= 0
+            values = worker_stamps[np.maximum(last, 0)] if worker_stamps.size else np.zeros(len(windows))
+            table[:, index + 1] = np.where(found & (values >= windows[:, 0]), values, np.nan)
+        if np.isnan(table).any():
+            missing = np.isnan(table)
+            table = table.astype(object)
+            table[missing] = None
+        self.critical_path.count_steps(table)
+
+    def _critical_path_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        self.match_steps()
+        return self.critical_path.section(entry["worker_id"])
+
+    def _env_time_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        worker = entry["worker_id"]
+        if not 0 <= worker < self.envs:
+            return None
+        return self.env_times[worker].section(entry["children"])
+
+    def lost(self) -> list[str]:
+        """One line per worker whose timers did not all arrive."""
+        if not self.in_workers or not self.built:
+            return []
+        return [f"{self.name} worker {index}: {state}" for index, state in enumerate(self.channel) if state != COMPLETE]

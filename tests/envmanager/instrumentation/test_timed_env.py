@@ -1,0 +1,82 @@
+"""Specification of an env timed in the trainer's process: the env stays the program's own."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from profiler.timing import timers
+
+from envmanager.instrumentation.factories import TimedFactory
+from envmanager.instrumentation.timed_env import instrument_env, is_instrumented
+
+
+@pytest.fixture(autouse=True)
+def fresh_timers():
+    timers.reset_timers()
+    yield
+    timers.reset_timers()
+
+
+def block(name: str) -> timers.TimerNode:
+    return timers.get_timer_root().children[name]
+
+
+def rollout(env: gym.Env) -> list:
+    """Observations, rewards and ends of a reset and 30 steps (resetting after each end)."""
+    results = [env.reset(seed=4)[0]]
+    for action in [0, 1, 1, 0, 1] * 6:
+        observation, reward, terminated, truncated, _ = env.step(action)
+        results += [observation, reward, terminated, truncated]
+        if terminated or truncated:
+            results.append(env.reset()[0])
+    return results
+
+
+def test_an_instrumented_env_keeps_its_class_and_gives_the_same_results():
+    plain = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    timed = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    assert instrument_env(timed, None) is not None
+    assert type(timed) is type(plain) and timed.spec == plain.spec
+    plain_results, timed_results = rollout(plain), rollout(timed)
+    assert len(plain_results) == len(timed_results)
+    assert all(np.array_equal(mine, theirs) for mine, theirs in zip(timed_results, plain_results))
+
+
+def test_its_steps_and_resets_are_blocks_where_they_ran():
+    env = gym.make("CartPole-v1")
+    instrument_env(env, None)
+    with timers.hierarchical_timer("rollout"):
+        results = rollout(env)
+    assert block("rollout").children["env.step"].count == 30
+    assert block("rollout").children["env.reset"].count == len(results) - 4 * 30  # the observations left
+
+
+def test_an_env_built_inside_an_instrumented_build_is_timed_once():
+    inner = gym.make("CartPole-v1")
+    instrument_env(inner, None)
+    outer = gym.wrappers.RecordEpisodeStatistics(inner)
+    assert is_instrumented(outer)
+    instrument_env(outer, None)
+    rollout(outer)
+    assert block("env.step").count == 30 and not block("env.step").children
+    assert "step" not in vars(inner)  # the inner env has its own methods back
+
+
+def test_a_factory_in_the_trainer_returns_the_programs_env_timed():
+    factory = TimedFactory(lambda: gym.make("CartPole-v1"), trainer_pid=__import__("os").getpid(), identity=None)
+    env = factory()
+    env.reset(seed=1)
+    env.step(0)
+    assert isinstance(env, gym.Env) and block("env.step").count == 1
+
+
+def test_an_object_that_takes_no_attributes_is_left_alone():
+    class Slotted:
+        __slots__ = ()
+
+        def step(self, action):
+            return action
+
+    assert instrument_env(Slotted(), None) is None

@@ -1,0 +1,102 @@
+"""Specification of the trainer's record of a vector env whose envs run in worker processes:
+steps matched with the workers' finish stamps (critical path), shipments merged or refused."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+
+import pytest
+
+from profiler.multiprocess.payload import snapshot_and_flush
+from profiler.timing import timers
+from profiler.timing.timers import TimerStack
+
+from envmanager.instrumentation.vector_env_record import COMPLETE, NEVER_CONNECTED, VectorEnvRecord
+
+
+@pytest.fixture
+def record() -> VectorEnvRecord:
+    timers.reset_timers()
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    return VectorEnvRecord("AsyncVectorEnv", "AsyncVectorEnv", 2, True, stack)
+
+
+def shipment(stamps: list[float], steps: int = 0) -> tuple:
+    """What a worker ships: a real payload of its own stack, CPU figures, finish stamps."""
+    stack = TimerStack()
+    for _ in range(steps):
+        with timers.hierarchical_timer("env.step", stack):
+            pass
+    return (snapshot_and_flush(stack), 0.0, 0.0, 0, array("d", stamps).tobytes())
+
+
+def step(record: VectorEnvRecord, sent: float, waiting: float, end: float) -> None:
+    record.sent_at = sent
+    record.step_done(waiting, end)
+
+
+def test_each_worker_replies_to_a_step_with_its_last_env_call_inside_the_steps_window(record):
+    for window in ((0.0, 1.0, 2.0), (3.0, 4.0, 5.0), (6.0, 7.0, 8.0)):
+        step(record, *window)
+    record.add_timers(0, shipment([1.5, 4.2, 7.9]))
+    record.add_timers(1, shipment([1.8, 4.1, 7.0]))
+    record.match_steps()
+    first, second = record.critical_path.section(0), record.critical_path.section(1)
+    assert (first["vector_steps"], second["vector_steps"]) == (3, 3)
+    assert (first["last_to_reply"], second["last_to_reply"]) == (2, 1)
+    # Each wait after the second-to-last reply (or after the trainer began waiting, if later).
+    assert first["wait_as_last_seconds"] == pytest.approx((4.2 - 4.1) + (7.9 - 7.0))
+    assert second["wait_as_last_seconds"] == pytest.approx(1.8 - 1.5)
+
+
+def test_a_call_outside_every_step_is_no_reply_and_a_step_without_one_is_partial(record):
+    step(record, 0.0, 1.0, 2.0)
+    step(record, 3.0, 4.0, 5.0)
+    record.add_timers(0, shipment([1.5, 2.5, 4.5]))  # 2.5: a reset between the steps
+    record.add_timers(1, shipment([1.6]))  # no reply to the second step
+    record.match_steps()
+    assert record.critical_path.section(0)["vector_steps"] == 2
+    assert record.critical_path.section(1)["vector_steps"] == 1
+    # Worker 1 replied last to the first step; worker 0, alone, to the second.
+    assert [record.critical_path.section(worker)["last_to_reply"] for worker in (0, 1)] == [1, 1]
+
+
+def test_steps_are_matched_only_up_to_where_every_worker_has_shipped(record):
+    step(record, 0.0, 1.0, 2.0)
+    step(record, 3.0, 4.0, 5.0)
+    record.add_timers(0, shipment([1.5]))
+    record.add_timers(1, shipment([1.6]))
+    record.match_steps(up_to=2.0)
+    assert record.critical_path.section(0)["vector_steps"] == 1
+    record.add_timers(0, shipment([4.5]))
+    record.add_timers(1, shipment([4.4]))
+    record.match_steps()
+    assert record.critical_path.section(1)["vector_steps"] == 2
+
+
+def test_shipments_merge_into_the_workers_entries_and_goodbye_completes_the_channel(record):
+    record.connected(0, 1234)
+    record.add_timers(0, shipment([], steps=3))
+    record.said_goodbye(0)
+    entries = {entry["worker_id"]: entry for entry in record.merger.worker_entries()}
+    assert entries[0]["children"][0]["count"] == 3
+    assert entries[0]["channel"] == COMPLETE
+    assert entries[1]["channel"] == NEVER_CONNECTED
+
+
+def test_a_malformed_shipment_is_refused_and_the_dump_says_what_was_lost(record):
+    record.built = True
+    record.connected(1, 1234)
+    with pytest.warns(RuntimeWarning, match="dropped the timers of AsyncVectorEnv worker 1"):
+        record.add_timers(1, (("not a payload",), 0.0, 0.0, 0, b""))
+    record.add_timers(0, shipment([], steps=1))
+    record.said_goodbye(0)
+    assert record.channel[1].startswith("a shipment was refused")
+    assert record.lost() == [f"AsyncVectorEnv worker 1: {record.channel[1]}"]
+
+
+def test_finish_stamps_that_are_not_ascending_are_refused(record):
+    with pytest.warns(RuntimeWarning):
+        record.add_timers(0, shipment([2.0, 1.0]))
+    assert record.refused == 1

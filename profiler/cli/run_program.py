@@ -30,6 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from profiler.automatic import AutomaticPhases
+from profiler.automatic.stack_sampler import forget_samples
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -175,13 +177,17 @@ def run_program(
     vector_env: str | None = None,
     envs_per_worker: int | str | None = None,
     timeline: bool = True,
+    framework_phases: bool = True,
+    stack_sampler: bool = True,
     report_to: TextIO | None = None,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
-    ``vector_env`` run with; None leaves the manager's default.
+    ``vector_env`` run with; None leaves the manager's default. ``framework_phases`` times
+    PyTorch's and Stable-Baselines3's phases as blocks and ``stack_sampler`` names where the
+    untimed time went (see :mod:`profiler.automatic`).
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
@@ -202,15 +208,19 @@ def run_program(
     timers.add_metadata("rlprof_run", program.target)
     if timeline:
         events.start_recording()
+    automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
     try:
         with _sigterm_raises_in_the_program():
             end = _execute(program)
+            automatic.stop()
             with _signals_held() as signals_meanwhile:
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()
                 files, tree = _write_files(run_dir, run_id)
     finally:
+        automatic.stop()
+        forget_samples()
         if timeline:
             events.stop_recording()
     if signals_meanwhile and end.signal_number is None:

@@ -31,16 +31,19 @@ class UntimedPlace:
     function: str
     file: str
     line: int
+    calls: str
     samples: int
     seconds: float
     error_seconds: float
 
     @property
     def label(self) -> str:
-        return f"{self.function} ({os.path.basename(self.file)}:{self.line})"
+        """``main (train.py:12)``, and ``in PPO.learn`` when that line was in a library's call."""
+        label = f"{self.function} ({os.path.basename(self.file)}:{self.line})"
+        return f"{label} in {self.calls}" if self.calls else label
 
     def as_dict(self) -> dict[str, Any]:
-        return {"function": self.function, "file": self.file, "line": self.line,
+        return {"function": self.function, "file": self.file, "line": self.line, "calls": self.calls,
                 "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
 
 
@@ -71,7 +74,8 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
     found = []
     for place in places:
         share = place["seconds"] / sampled_seconds
-        found.append(UntimedPlace(place["function"], place["file"], place["line"], place["samples"],
+        found.append(UntimedPlace(place["function"], place["file"], place["line"], place["calls"],
+                                  place["samples"],
                                   untimed * share, untimed * math.sqrt(share * (1.0 - share) / samples)))
     named = sum(place["seconds"] for place in places)
     return UntimedPlaces(untimed, samples, section["interval_seconds"], tuple(found),

@@ -62,7 +62,7 @@ class StackSampler:
         self.samples = 0
         self.in_blocks = 0
         # [samples, seconds] per place; None is the place of samples in no code to name.
-        self.places: dict[tuple[str, str, int] | None, list[Any]] = {}
+        self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
         self._kind_of_file: dict[str, str] = {}
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
@@ -110,18 +110,23 @@ class StackSampler:
                 counts[0] += 1
                 counts[1] += elapsed
 
-    def _place(self, frame: FrameType | None) -> tuple[str, str, int] | None:
-        """The innermost frame of the program's own code, else the innermost frame outside rlprof."""
+    def _place(self, frame: FrameType | None) -> tuple[str, str, int, str] | None:
+        """The innermost frame of the program's own code and the call it is in (the function it
+        called: ``PPO.learn``, ``import`` ...; empty when the program's own code runs), else the
+        innermost frame outside rlprof."""
         innermost = None
+        called: FrameType | None = None
         while frame is not None:
             code = frame.f_code
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
                 kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
             if kind == "program":
-                return code.co_name, code.co_filename, frame.f_lineno
-            if kind == "library" and innermost is None:
-                innermost = (code.co_name, code.co_filename, frame.f_lineno)
+                return code.co_name, code.co_filename, frame.f_lineno, _call_name(called)
+            if kind == "library":
+                if innermost is None:
+                    innermost = (code.co_name, code.co_filename, frame.f_lineno, "")
+                called = frame
             frame = frame.f_back
         return innermost
 
@@ -139,10 +144,21 @@ class StackSampler:
             "unnamed": {"samples": unnamed[0], "seconds": unnamed[1]},
             "other_places": {"samples": sum(counts[0] for _, counts in left_out),
                              "seconds": sum(counts[1] for _, counts in left_out)},
-            "places": [{"function": function, "file": file, "line": line, "samples": samples,
-                        "seconds": seconds}
-                       for (function, file, line), (samples, seconds) in ranked[:MAX_PLACES]],
+            "places": [{"function": function, "file": file, "line": line, "calls": calls,
+                        "samples": samples, "seconds": seconds}
+                       for (function, file, line, calls), (samples, seconds) in ranked[:MAX_PLACES]],
         }
+
+
+def _call_name(frame: FrameType | None) -> str:
+    """What a library frame is, as a reader knows it: ``import`` for the import machinery, else the
+    function's qualified name (``OnPolicyAlgorithm.learn``)."""
+    if frame is None:
+        return ""
+    code = frame.f_code
+    if code.co_filename.startswith("<frozen importlib"):
+        return "import"
+    return getattr(code, "co_qualname", code.co_name)
 
 
 def _file_kind(filename: str) -> str:

@@ -408,7 +408,8 @@ class _Reader:
             places.append({"function": self.name(place.get("function") if isinstance(place, dict) else None,
                                                  f"{at}.function"),
                            "file": self.name(place.get("file"), f"{at}.file"),
-                           "line": _whole(place.get("line"), f"{at}.line"), **sampled(place, at)})
+                           "line": _whole(place.get("line"), f"{at}.line"),
+                           "calls": self.name(place.get("calls", ""), f"{at}.calls"), **sampled(place, at)})
         return {"thread": self.name(section.get("thread", "MainThread"), f"{where}.thread"),
                 "interval_seconds": _seconds(section.get("interval_seconds", 0.0), f"{where}.interval_seconds"),
                 "samples": _whole(section.get("samples", 0), f"{where}.samples"),

@@ -2,8 +2,8 @@
 
 It knows nothing of rlprof. ``--slow-logging S`` plants a function that sleeps S seconds after
 each update, outside anything the framework hooks time, for the stack sampler to find.
-``--hand-timers FILE`` writes the time of its policy calls and updates, measured by hand around
-the same code, as JSON (for benchmarks/run_overhead.py).
+``--hand-timers FILE`` writes the time of its policy calls, env steps, updates and whole training
+loop, measured by hand around the same code, as JSON (for benchmarks/run_overhead.py).
 """
 
 import argparse
@@ -26,6 +26,7 @@ def parse_args():
     parser.add_argument("--num-steps", type=int, default=16)
     parser.add_argument("--total-timesteps", type=int, default=128)
     parser.add_argument("--update-epochs", type=int, default=2)
+    parser.add_argument("--learning-rate", type=float, default=2.5e-4)
     parser.add_argument("--num-minibatches", type=int, default=2)
     parser.add_argument("--slow-logging", type=float, default=0.0)
     parser.add_argument("--hand-timers", type=str, default=None)
@@ -84,7 +85,7 @@ if __name__ == "__main__":
     torch.set_num_threads(1)
     envs = gym.vector.SyncVectorEnv([make_env("CartPole-v1") for _ in range(args.num_envs)])
     agent = Agent(envs)
-    optimizer = optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
+    optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
     obs = torch.zeros((args.num_steps, args.num_envs) + envs.single_observation_space.shape)
     actions = torch.zeros((args.num_steps, args.num_envs) + envs.single_action_space.shape)
@@ -93,9 +94,10 @@ if __name__ == "__main__":
     dones = torch.zeros((args.num_steps, args.num_envs))
     values = torch.zeros((args.num_steps, args.num_envs))
 
-    hand = {"policy": 0.0, "update": 0.0, "env_step": 0.0}
+    hand = {"policy": 0.0, "update": 0.0, "env_step": 0.0, "training": 0.0}
     global_step = 0
     start_time = time.time()
+    training_started = time.perf_counter()
     next_obs, _ = envs.reset(seed=args.seed)
     next_obs = torch.Tensor(next_obs)
     next_done = torch.zeros(args.num_envs)
@@ -155,6 +157,7 @@ if __name__ == "__main__":
         if args.slow_logging:
             write_logs(args.slow_logging)
 
+    hand["training"] = time.perf_counter() - training_started
     envs.close()
     if args.hand_timers:
         with open(args.hand_timers, "w") as file:

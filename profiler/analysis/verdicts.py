@@ -73,6 +73,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
+from profiler.analysis.untimed_gaps import untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
 
 __all__ = [
@@ -699,6 +700,9 @@ def _untimed(run: _Run) -> list[Verdict]:
     if (run.share(untimed) or 0.0) < UNTIMED_MIN_SHARE:
         return []
     evidence: dict[str, Any] = {"untimed_seconds": untimed, "wall_seconds": run.wall}
+    gaps = untimed_gaps(run.tree)
+    if gaps is not None:
+        evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts)
     sampled = untimed_places(run.tree)
     if not sampled.places:
         return [run.verdict(

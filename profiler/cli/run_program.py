@@ -3,9 +3,10 @@
 ``rlprof run [options] script.py [args...]`` (or ``-m module``) runs the program in this process
 the way ``python`` would — ``__name__ == "__main__"``, ``sys.argv`` as the program expects, its
 folder first on ``sys.path`` — with rlprof's timers on and the timeline recording. The program's
-own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; with ``--vector-env``,
-Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s, so its environment workers are
-timed too.
+own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; so are the phases of
+PyTorch and Stable-Baselines3 when it imports them, and a sampler names where the time outside
+any block went (:mod:`profiler.automatic`); with ``--vector-env``, Gymnasium's vector envs it
+builds are ``SubprocessEnvManager``\\ s, so its environment workers are timed too.
 
 However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
 SIGTERM — the timers, the trace and the report are written under the summaries folder and the

@@ -1,5 +1,5 @@
 """Specification: nothing of a framework is imported or hooked unless the program uses it, and
-``--no-framework-phases`` leaves the frameworks alone."""
+``--no-framework-phases`` leaves the frameworks alone (``--no-stack-sampler``, the sampler)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,22 @@ import textwrap
 
 import pytest
 
-from conftest import rlprof_run, rlprof
+from framework_runs import rlprof, rlprof_run
+from profiler import load_timing_tree
 
 
-def test_a_program_without_torch_runs_without_torch_imported(tmp_path):
-    script = tmp_path / "plain.py"
+def plain_program(folder):
+    script = folder / "plain.py"
     script.write_text(textwrap.dedent("""
         import sys
         total = sum(range(1000))
         print(sorted(name for name in sys.modules if name.split(".")[0] in ("torch", "stable_baselines3")))
     """))
-    result = rlprof("run", "--summaries-dir", "out", str(script), cwd=tmp_path)
+    return script
+
+
+def test_a_program_without_torch_runs_without_torch_imported(tmp_path):
+    result = rlprof("run", "--summaries-dir", "out", str(plain_program(tmp_path)), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "[]\n"
 
@@ -35,7 +40,6 @@ def test_torch_imported_inside_a_function_late_in_the_program_is_still_hooked(tm
     """))
     result = rlprof("run", "--summaries-dir", "out", str(script), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    from profiler import load_timing_tree
 
     tree = load_timing_tree(tmp_path / "out" / "late_timers.json")
     assert [child["name"] for child in tree["children"]] == ["network.forward"]
@@ -46,3 +50,10 @@ def test_no_framework_phases_times_no_module_backward_or_optimizer_call(tmp_path
     run = rlprof_run(tmp_path, "cleanrl_torch_ppo.py", options=("--no-framework-phases",))
     assert run["tree"]["children"] == []
     assert "rlprof_framework_phases" not in run["tree"]["metadata"]
+
+
+def test_no_stack_sampler_writes_no_samples(tmp_path):
+    result = rlprof("run", "--no-stack-sampler", "--summaries-dir", "out", str(plain_program(tmp_path)),
+                    cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "untimed_samples" not in load_timing_tree(tmp_path / "out" / "plain_timers.json")

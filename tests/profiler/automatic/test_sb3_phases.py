@@ -10,7 +10,7 @@ pytest.importorskip("stable_baselines3")  # installed by the README's test comma
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from conftest import PROGRAMS, rlprof_run  # noqa: E402
+from framework_runs import PROGRAMS, rlprof_run  # noqa: E402
 from profiler.automatic.sb3_phases import install_sb3_phases, uninstall_sb3_phases  # noqa: E402
 from tree_paths import child_names, find  # noqa: E402
 

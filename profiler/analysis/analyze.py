@@ -38,6 +38,8 @@ from profiler.analysis.memory_report import MemoryReport, memory_document, memor
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
+from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
+from profiler.analysis.untimed_places import UntimedPlaces, untimed_places, untimed_places_text
 from profiler.analysis.verdict_text import verdicts_as_text
 from profiler.analysis.verdicts import RunVerdicts, judge_run
 from profiler.analysis.worker_groups import OtherManager, other_managers
@@ -119,11 +121,19 @@ class RunAnalysis:
     other_managers: list[OtherManager] = field(default_factory=list)
     frames: list[FrameStat] = field(default_factory=list)
     memory: MemoryReport | None = None
+    untimed_places: UntimedPlaces | None = None
+    untimed_gaps: UntimedGaps | None = None
 
     @property
     def untimed_share(self) -> float | None:
         """The share of the wall time outside any block (the root's self time)."""
         return self.untimed / self.wall_time if self.wall_time > 0 else None
+
+    @property
+    def unexplained_share(self) -> float | None:
+        """The share of the wall time in no block that the stack sampler names no place for."""
+        unexplained = self.untimed if self.untimed_places is None else self.untimed_places.unexplained_seconds
+        return unexplained / self.wall_time if self.wall_time > 0 else None
 
 
 def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> RunAnalysis:
@@ -159,6 +169,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         other_managers=other_managers(tree),
         frames=frame_stats(tree),
         memory=memory_report(tree),
+        untimed_places=untimed_places(tree),
+        untimed_gaps=untimed_gaps(tree),
     )
 
 
@@ -203,6 +215,11 @@ def render_analysis(
         raise ValueError(f"unknown format {format_name!r}; choose one of {', '.join(ANALYZE_FORMATS)}")
     sections = [verdicts_as_text(analysis.verdicts, width=width), _blocks_text(analysis, title, width),
                 _breakdowns_text(analysis, width), _workers_text(analysis)]
+    if analysis.untimed_places is not None and analysis.untimed > 0:
+        untimed_text = untimed_places_text(analysis.untimed_places, analysis.wall_time)
+        if analysis.untimed_gaps is not None:
+            untimed_text = f"{untimed_gaps_text(analysis.untimed_gaps)}\n{untimed_text}"
+        sections.insert(2, untimed_text)
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     sections.append(memory_text(analysis.memory, width=width))
@@ -333,7 +350,11 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
     report = analysis.workers
     return {
         "wall_time": analysis.wall_time,
-        "untimed": {"seconds": analysis.untimed, "share": analysis.untimed_share},
+        "untimed": {"seconds": analysis.untimed, "share": analysis.untimed_share,
+                    "unexplained_share": analysis.unexplained_share,
+                    "places": [] if analysis.untimed_places is None
+                    else [place.as_dict() for place in analysis.untimed_places.places],
+                    "gaps": None if analysis.untimed_gaps is None else analysis.untimed_gaps.as_dict()},
         "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
         "cannot_tell": list(analysis.verdicts.cannot_tell),
         "order_by": analysis.options.ordered_by,

@@ -40,6 +40,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     the CPU is not oversubscribed.
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
+    Where the run sampled the trainer's stack (``rlprof run``), the verdict names the
+    :data:`UNTIMED_PLACES_NAMED` places that took most of it, with their sampling error.
 ``memory_leak``
     A process's memory (RSS, from the samples in the dump's ``memory`` section) grew steadily: by
     at least :data:`LEAK_MIN_GROWTH_BYTES` and :data:`LEAK_MIN_GROWTH_SHARE` of where it started,
@@ -76,6 +78,8 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
+from profiler.analysis.untimed_gaps import untimed_gaps
+from profiler.analysis.untimed_places import untimed_places
 
 __all__ = [
     "CPU_MIN_COST_SHARE",
@@ -158,6 +162,8 @@ ENV_MIN_SHARE = 0.30
 """Env compute is a verdict when it takes 30% of the wall time."""
 
 UNTIMED_MIN_SHARE = 0.10
+UNTIMED_PLACES_NAMED = 3
+"""Places the ``untimed`` verdict names (the costliest), when the run sampled its stack."""
 """Time outside any block is a verdict from 10% of the wall time."""
 
 LEAK_MIN_GROWTH_BYTES = 16 * 1024 * 1024
@@ -713,14 +719,31 @@ def _untimed(run: _Run) -> list[Verdict]:
     untimed = float(run.tree.get("self", 0.0))
     if (run.share(untimed) or 0.0) < UNTIMED_MIN_SHARE:
         return []
+    evidence: dict[str, Any] = {"untimed_seconds": untimed, "wall_seconds": run.wall}
+    gaps = untimed_gaps(run.tree)
+    if gaps is not None:
+        evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts)
+    sampled = untimed_places(run.tree)
+    if not sampled.places:
+        return [run.verdict(
+            UNTIMED,
+            f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
+            f"({format_seconds(untimed)}): nothing here says what it was",
+            untimed, evidence,
+            "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
+            "evaluation, data handling); start-up before the first block, such as spawning workers, "
+            "counts here too. `rlprof run` samples the stack to name where it went.")]
+    top = sampled.places[:UNTIMED_PLACES_NAMED]
+    evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
+    named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
+                      for place in top)
     return [run.verdict(
         UNTIMED,
         f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
-        f"({format_seconds(untimed)}): nothing here says what it was",
-        untimed, {"untimed_seconds": untimed, "wall_seconds": run.wall},
-        "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
-        "evaluation, data handling); start-up before the first block, such as spawning workers, "
-        "counts here too.")]
+        f"({format_seconds(untimed)}); the stack samples place it: {named}",
+        untimed, evidence,
+        "Those lines are the program's own code between the timed phases: wrap the costly ones "
+        "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")]
 
 
 # --- memory that keeps growing -----------------------------------------------------------------------

@@ -416,6 +416,11 @@ def _add_run(subparsers: Any) -> None:
                         "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
                         help="do not record when each block ran (the trace then shows totals)")
+    parser.add_argument("--no-framework-phases", dest="framework_phases", action="store_false",
+                        help="do not time PyTorch's forward/backward/optimizer step or "
+                        "Stable-Baselines3's rollout and train as blocks")
+    parser.add_argument("--no-stack-sampler", dest="stack_sampler", action="store_false",
+                        help="do not sample the trainer's stack to name where untimed time went")
     parser.set_defaults(run=_run_program)
 
 
@@ -430,7 +435,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
     try:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
-                          timeline=arguments.timeline)
+                          timeline=arguments.timeline, framework_phases=arguments.framework_phases,
+                          stack_sampler=arguments.stack_sampler)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

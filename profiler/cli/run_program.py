@@ -3,10 +3,11 @@
 ``rlprof run [options] script.py [args...]`` (or ``-m module``) runs the program in this process
 the way ``python`` would — ``__name__ == "__main__"``, ``sys.argv`` as the program expects, its
 folder first on ``sys.path`` — with rlprof's timers on and the timeline recording. The program's
-own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed, and so are the
+own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; so are the
 environments it builds, where they run (``envmanager.instrumentation``, through the
-``rlprof.environments`` entry point); with ``--vector-env``, Gymnasium's vector envs it builds are
-``SubprocessEnvManager``\\ s instead.
+``rlprof.environments`` entry point), the phases of PyTorch and Stable-Baselines3 when it imports
+them, and a sampler names where the time outside any block went (:mod:`profiler.automatic`); with
+``--vector-env``, Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s instead.
 
 However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
 SIGTERM — the timers, the trace and the report are written under the summaries folder and the
@@ -31,6 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from profiler.automatic import AutomaticPhases
+from profiler.automatic.stack_sampler import forget_samples
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -178,13 +181,17 @@ def run_program(
     vector_env: str | None = None,
     envs_per_worker: int | str | None = None,
     timeline: bool = True,
+    framework_phases: bool = True,
+    stack_sampler: bool = True,
     report_to: TextIO | None = None,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
-    ``vector_env`` run with; None leaves the manager's default.
+    ``vector_env`` run with; None leaves the manager's default. ``framework_phases`` times
+    PyTorch's and Stable-Baselines3's phases as blocks and ``stack_sampler`` names where the
+    untimed time went (see :mod:`profiler.automatic`).
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
@@ -210,9 +217,11 @@ def run_program(
     if timeline:
         events.start_recording()
     instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to)
+    automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
     try:
         with _sigterm_raises_in_the_program():
             end = _execute(program)
+            automatic.stop()
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)
                 if substitution is not None:
@@ -221,6 +230,8 @@ def run_program(
                     told += substitution.summary()
                 files, tree = _write_files(run_dir, run_id)
     finally:
+        automatic.stop()
+        forget_samples()
         if timeline:
             events.stop_recording()
     if signals_meanwhile and end.signal_number is None:

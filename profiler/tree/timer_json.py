@@ -236,6 +236,9 @@ class _Reader:
         memory = document.get("memory")
         if memory is not None:
             tree["memory"] = self.memory(memory)
+        untimed_samples = document.get("untimed_samples")
+        if untimed_samples is not None:
+            tree["untimed_samples"] = self.untimed_samples(untimed_samples)
         return tree
 
     def name(self, value: Any, where: str) -> str:
@@ -412,6 +415,35 @@ class _Reader:
                 for index, process in enumerate(processes)
             ],
         }
+
+    def untimed_samples(self, section: Any) -> dict[str, Any]:
+        """The ``untimed_samples`` section (see docs/formats.md): where the trainer's stack was
+        when sampled outside any block."""
+        where = "untimed_samples"
+        if not isinstance(section, dict) or not isinstance(section.get("places", []), list):
+            raise TimerFileError(f"{where}: must be an object whose 'places' is a list")
+
+        def sampled(entry: Any, at: str) -> dict[str, Any]:
+            if not isinstance(entry, dict):
+                raise TimerFileError(f"{at}: must be an object")
+            return {"samples": _whole(entry.get("samples", 0), f"{at}.samples"),
+                    "seconds": _seconds(entry.get("seconds", 0.0), f"{at}.seconds")}
+
+        places = []
+        for index, place in enumerate(section.get("places", [])):
+            at = f"{where}.places[{index}]"
+            places.append({"function": self.name(place.get("function") if isinstance(place, dict) else None,
+                                                 f"{at}.function"),
+                           "file": self.name(place.get("file"), f"{at}.file"),
+                           "line": _whole(place.get("line"), f"{at}.line"),
+                           "calls": self.name(place.get("calls", ""), f"{at}.calls"), **sampled(place, at)})
+        return {"thread": self.name(section.get("thread", "MainThread"), f"{where}.thread"),
+                "interval_seconds": _seconds(section.get("interval_seconds", 0.0), f"{where}.interval_seconds"),
+                "samples": _whole(section.get("samples", 0), f"{where}.samples"),
+                "in_blocks": _whole(section.get("in_blocks", 0), f"{where}.in_blocks"),
+                "unnamed": sampled(section.get("unnamed", {}), f"{where}.unnamed"),
+                "other_places": sampled(section.get("other_places", {}), f"{where}.other_places"),
+                "places": places}
 
     def memory_process(self, process: Any, where: str) -> dict[str, Any]:
         if not isinstance(process, dict):

@@ -18,6 +18,7 @@ from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
 from profiler.gpu.device_time import device_time_section
 from profiler.recording.memory import memory_section
+from profiler.automatic.stack_sampler import untimed_samples_section
 from profiler.tree.mlagents_layout import check_layout, to_mlagents_layout
 from profiler.timing.timers import TimerNode, TimerStack, all_timer_stacks
 
@@ -106,4 +107,7 @@ def get_timer_tree(
     memory = memory_section(stack, mergers)
     if memory is not None:
         tree["memory"] = memory
+    untimed_samples = untimed_samples_section(stack)
+    if untimed_samples is not None:
+        tree["untimed_samples"] = untimed_samples
     return to_mlagents_layout(tree) if layout == "mlagents" else tree

@@ -1,0 +1,102 @@
+"""The untimed time of a vectorized run split by where in the loop it fell: between steps or
+between rollouts.
+
+A training loop steps its envs many times in a row (a rollout), then does something else for
+longer (the update, logging), then steps again. The timeline of the trainer's thread (the dump's
+``timeline`` section) holds each vector step's span; the time between two consecutive steps that
+no other outermost block covers is untimed time *between steps* — the policy's inference and
+storage, where the program does not time them — unless that gap is much longer than the usual one
+(more than :data:`ROLLOUT_GAP_FACTOR` times the median gap), when it is *between rollouts*:
+advantages, the update, logging. The rest of the untimed time is *elsewhere*: start-up before the
+first step, the end after the last.
+
+A run whose timeline dropped its oldest events (a long run) is split over the steps it kept, the
+rest counted elsewhere; :class:`UntimedGaps` says how many gaps it read.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from profiler.analysis.step_time import STEP_LAYOUTS
+from profiler.analysis.text_format import format_seconds
+
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "untimed_gaps", "untimed_gaps_text"]
+
+ROLLOUT_GAP_FACTOR = 10.0
+"""A gap between steps longer than this many times the median gap ends a rollout."""
+
+_STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
+
+
+@dataclass(frozen=True)
+class UntimedGaps:
+    """Untimed seconds between consecutive vector steps and between rollouts, and around them."""
+
+    step_block: str
+    between_steps: float
+    between_steps_gaps: int
+    between_rollouts: float
+    between_rollouts_gaps: int
+    elsewhere: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"step_block": self.step_block,
+                "between_steps": {"seconds": self.between_steps, "gaps": self.between_steps_gaps},
+                "between_rollouts": {"seconds": self.between_rollouts, "gaps": self.between_rollouts_gaps},
+                "elsewhere": self.elsewhere}
+
+
+def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
+    """The split of the trainer thread's untimed time, or None without a timeline of vector steps."""
+    processes = tree.get("timeline", {}).get("processes", [])
+    if not processes or not processes[0].get("threads"):
+        return None
+    outermost = _outermost_spans(processes[0]["threads"][0]["spans"])
+    steps = [index for index, (name, _, _) in enumerate(outermost) if name in _STEP_NAMES]
+    if len(steps) < 2:
+        return None
+    step_block = outermost[steps[0]][0]
+    gaps = [_untimed_between(outermost, before, after) for before, after in zip(steps, steps[1:])]
+    lengths = [outermost[after][1] - outermost[before][2] for before, after in zip(steps, steps[1:])]
+    usual = statistics.median(lengths)
+    rollout_ends = [length > ROLLOUT_GAP_FACTOR * usual for length in lengths]
+    between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
+    between_rollouts = sum(gap for gap, ends in zip(gaps, rollout_ends) if ends)
+    return UntimedGaps(
+        step_block=step_block,
+        between_steps=between_steps,
+        between_steps_gaps=rollout_ends.count(False),
+        between_rollouts=between_rollouts,
+        between_rollouts_gaps=rollout_ends.count(True),
+        elsewhere=max(0.0, float(tree.get("self", 0.0)) - between_steps - between_rollouts),
+    )
+
+
+def _outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
+    """The spans no other span holds, in time order (a thread's blocks nest)."""
+    ordered = sorted(((span[0], span[1], span[2]) for span in spans), key=lambda span: (span[1], -span[2]))
+    outermost: list[tuple[str, float, float]] = []
+    for span in ordered:
+        if not outermost or span[1] >= outermost[-1][2]:
+            outermost.append(span)
+    return outermost
+
+
+def _covered(outermost: list[tuple[str, float, float]], start: int, stop: int) -> float:
+    return sum(end - begin for _, begin, end in outermost[start:stop])
+
+
+def _untimed_between(outermost: list[tuple[str, float, float]], before: int, after: int) -> float:
+    gap = outermost[after][1] - outermost[before][2]
+    return max(0.0, gap - _covered(outermost, before + 1, after))
+
+
+def untimed_gaps_text(gaps: UntimedGaps) -> str:
+    """One line for the report: the untimed time between steps, between rollouts, elsewhere."""
+    return (f"untimed time by where it fell in the loop ({gaps.step_block}): "
+            f"between steps {format_seconds(gaps.between_steps)} ({gaps.between_steps_gaps} gaps), "
+            f"between rollouts {format_seconds(gaps.between_rollouts)} ({gaps.between_rollouts_gaps} gaps), "
+            f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}")

@@ -1,0 +1,99 @@
+"""Where the untimed time went, from a dump's ``untimed_samples`` section.
+
+The stack sampler (:mod:`profiler.automatic.stack_sampler`) counted, outside any block, the
+place the trainer's thread was at, and the seconds its samples stand for. Each place gets the
+untimed time the tree measured in proportion to those seconds, ``untimed * p`` where ``p`` is the
+place's share of the sampled seconds, with the binomial standard error
+``untimed * sqrt(p (1 - p) / n)`` over the ``n`` samples: the more samples, the tighter. What no place explains — samples in no named code,
+places beyond those the dump keeps, or all of it when nothing was sampled — is **unexplained**,
+the figure that tells how much of the run rlprof still cannot name.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from profiler.analysis.text_format import format_percent, format_seconds
+
+__all__ = ["UntimedPlace", "UntimedPlaces", "untimed_places", "untimed_places_text"]
+
+SHOWN_PLACES = 8
+"""Places the text report lists."""
+
+
+@dataclass(frozen=True)
+class UntimedPlace:
+    """One place the trainer's thread was at outside any block, and the time it stands for."""
+
+    function: str
+    file: str
+    line: int
+    calls: str
+    samples: int
+    seconds: float
+    error_seconds: float
+
+    @property
+    def label(self) -> str:
+        """``main (train.py:12)``, and ``in PPO.learn`` when that line was in a library's call."""
+        label = f"{self.function} ({os.path.basename(self.file)}:{self.line})"
+        return f"{label} in {self.calls}" if self.calls else label
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"function": self.function, "file": self.file, "line": self.line, "calls": self.calls,
+                "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
+
+
+@dataclass(frozen=True)
+class UntimedPlaces:
+    """The untimed time split over the places sampled, and what no place explains."""
+
+    untimed_seconds: float
+    untimed_samples: int
+    interval_seconds: float
+    places: tuple[UntimedPlace, ...]
+    unexplained_seconds: float
+
+
+def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
+    """The places of a normalized tree's untimed time; all of it unexplained without samples."""
+    untimed = float(tree.get("self", 0.0))
+    section = tree.get("untimed_samples")
+    if section is None:
+        return UntimedPlaces(untimed, 0, 0.0, (), untimed)
+    places = section["places"]
+    sampled_seconds = (sum(place["seconds"] for place in places) + section["unnamed"]["seconds"]
+                       + section["other_places"]["seconds"])
+    samples = sum(place["samples"] for place in places) + section["unnamed"]["samples"] \
+        + section["other_places"]["samples"]
+    if sampled_seconds <= 0.0 or samples == 0:
+        return UntimedPlaces(untimed, 0, section["interval_seconds"], (), untimed)
+    found = []
+    for place in places:
+        share = place["seconds"] / sampled_seconds
+        found.append(UntimedPlace(place["function"], place["file"], place["line"], place["calls"],
+                                  place["samples"],
+                                  untimed * share, untimed * math.sqrt(share * (1.0 - share) / samples)))
+    named = sum(place["seconds"] for place in places)
+    return UntimedPlaces(untimed, samples, section["interval_seconds"], tuple(found),
+                         untimed * (sampled_seconds - named) / sampled_seconds)
+
+
+def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
+    """The report's section: the top places with their time, error and share of the wall time."""
+    if not places.places:
+        return ("where the untimed time went: not sampled (runs under `rlprof run` sample the "
+                "trainer's stack outside any block)")
+    share = places.unexplained_seconds / wall_seconds if wall_seconds > 0 else None
+    lines = [f"where the untimed time went ({places.untimed_samples} samples outside any block, "
+             f"one each {format_seconds(places.interval_seconds)}; "
+             f"unexplained {format_seconds(places.unexplained_seconds)}, {format_percent(share)} of wall time):"]
+    for place in places.places[:SHOWN_PLACES]:
+        lines.append(f"  {format_seconds(place.seconds):>9} ± {format_seconds(place.error_seconds):<8} "
+                     f"{place.label}")
+    if len(places.places) > SHOWN_PLACES:
+        lines.append(f"  ... {len(places.places) - SHOWN_PLACES} more places (--format json lists them)")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""Run a function once a package is imported, without importing it.
+
+``rlprof run`` times the phases of PyTorch and Stable-Baselines3 programs through hooks those
+packages offer, but must not import them: a program that does not use torch must not pay for
+importing it, or run differently because it is there. And most programs import torch after
+rlprof starts, at their first line. So :func:`when_imported` installs the hooks at once when the
+package is already in ``sys.modules``, and otherwise puts a finder on ``sys.meta_path`` that
+lets the package import as usual and calls the function right after its ``__init__`` has run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
+
+__all__ = ["PostImportWatch", "when_imported"]
+
+
+class _AfterLoading(Loader):
+    """The package's own loader, then ``then(module)``."""
+
+    def __init__(self, loader: Loader, then: Callable[[ModuleType], None]) -> None:
+        self._loader = loader
+        self._then = then
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The package's __loader__ stays its own loader: only its spec's loader is this one.
+        self._loader.exec_module(module)
+        self._then(module)
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ...: the package's own
+        return getattr(self._loader, name)
+
+
+class PostImportWatch(MetaPathFinder):
+    """Watches for one top-level package's import; removed by :meth:`cancel` (or once fired)."""
+
+    def __init__(self, package: str, then: Callable[[ModuleType], None]) -> None:
+        self.package = package
+        self._then = then
+        self.fired = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if fullname != self.package or self.fired:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _AfterLoading(spec.loader, self._fire)
+                return spec
+        return None
+
+    def _fire(self, module: ModuleType) -> None:
+        self.fired = True
+        self.cancel()
+        self._then(module)
+
+    def cancel(self) -> None:
+        """Stop watching (nothing happens if the package was never imported)."""
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+def when_imported(package: str, then: Callable[[ModuleType], None]) -> PostImportWatch | None:
+    """Call ``then(module)`` now if ``package`` is imported, else right after it is.
+
+    Returns the watch to cancel, or None when ``then`` ran at once.
+    """
+    module = sys.modules.get(package)
+    if module is not None:
+        then(module)
+        return None
+    watch = PostImportWatch(package, then)
+    sys.meta_path.insert(0, watch)
+    return watch

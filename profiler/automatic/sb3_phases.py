@@ -1,0 +1,80 @@
+"""Stable-Baselines3's learn loop as blocks, without edits: rollout against update.
+
+SB3's ``learn`` alternates ``collect_rollouts`` (the policy acts, the envs step) and ``train``
+(the update). While ``rlprof run`` runs, those methods are wrapped at class level, so each call
+is a block named after the algorithm (``PPO.collect_rollouts``, ``PPO.train``), and the policy's
+model-level calls are blocks inside them: ``<Policy>.predict``, ``evaluate_actions`` and
+``predict_values`` here, the policy's own ``forward`` through the torch phases
+(:mod:`profiler.automatic.torch_phases`). A policy method is timed whole: the modules it calls are
+not blocks of their own. SB3 itself is never edited, and :func:`uninstall_sb3_phases` puts every
+method back.
+
+Only the algorithms SB3 ships (imported with ``stable_baselines3``) are wrapped; an algorithm the
+program derives keeps its own ``train`` and ``collect_rollouts`` untimed unless it calls SB3's.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import Any
+
+from profiler.automatic.torch_phases import inside_model_call
+from profiler.timing import timers
+
+__all__ = ["install_sb3_phases", "uninstall_sb3_phases"]
+
+_ALGORITHM_METHODS = ("collect_rollouts", "train")
+_POLICY_METHODS = ("predict", "evaluate_actions", "predict_values")
+_restore: list[tuple[type, str, Any, Any]] = []
+
+
+def install_sb3_phases(stable_baselines3: ModuleType) -> None:
+    """Wrap the learn loop's methods of the imported ``stable_baselines3`` (idempotent)."""
+    if _restore:
+        return
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.policies import BasePolicy
+
+    for cls in _shipped_subclasses(BaseAlgorithm):
+        for name in _ALGORITHM_METHODS:
+            _wrap(cls, name, model_call=False)
+    for cls in [BasePolicy, *_shipped_subclasses(BasePolicy)]:
+        for name in _POLICY_METHODS:
+            _wrap(cls, name, model_call=True)
+
+
+def uninstall_sb3_phases() -> None:
+    """Put back every method :func:`install_sb3_phases` wrapped."""
+    while _restore:
+        cls, name, original, wrapper = _restore.pop()
+        if cls.__dict__.get(name) is wrapper:
+            setattr(cls, name, original)
+
+
+def _shipped_subclasses(base: type) -> list[type]:
+    found, pending = [], [base]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass.__module__.startswith("stable_baselines3.") and subclass not in found:
+                found.append(subclass)
+                pending.append(subclass)
+    return found
+
+
+def _wrap(cls: type, name: str, *, model_call: bool) -> None:
+    original = cls.__dict__.get(name)
+    if original is None or getattr(original, "__isabstractmethod__", False):
+        return
+    if model_call:
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"), inside_model_call():
+                return original(self, *args, **kwargs)
+    else:
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"):
+                return original(self, *args, **kwargs)
+    setattr(cls, name, wrapper)
+    _restore.append((cls, name, original, wrapper))

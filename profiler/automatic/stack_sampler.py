@@ -1,0 +1,187 @@
+"""Where the untimed time went: a low-rate sampler of the trainer's stack outside any block.
+
+Blocks say what they are; the time between them (the root's self time, "untimed") says nothing.
+A :class:`StackSampler` looks at one thread — the trainer's — every few milliseconds from a
+thread of its own (``sys._current_frames()``: no signal, no tracing, nothing slowed between
+looks) and, **only when no block is open in that thread**, counts the place the thread is at:
+the innermost frame of the program's own code (function, file and line), or, when the thread
+is in library code only (during an ``import``, say), the innermost frame. Samples taken while a
+block is open are counted apart and attributed to nothing: the blocks already say what that time
+was. ``rlprof analyze`` turns the counts into seconds — each place's share of the untimed samples
+times the untimed time the tree measured — with the sampling error (see
+:mod:`profiler.analysis.untimed_places`).
+
+The counts go into the dump's ``untimed_samples`` section (docs/formats.md): per place,
+the samples and the seconds they stand for (each sample, the time since the one before). The
+sampler's own
+cost is measured by ``benchmarks/run_overhead.py``, not tested.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from profiler.timing import timers
+from profiler.timing.timers import TimerStack
+
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "untimed_samples_section"]
+
+DEFAULT_INTERVAL = 0.005
+"""Seconds between two looks: 200 samples a second, a few microseconds each."""
+
+MAX_PLACES = 50
+"""Places kept in the dump, most sampled first; the rest are counted as ``other_samples``."""
+
+_PROFILER_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# rlprof's own packages: profiler and its sibling envmanager. Their frames are never a place.
+_OWN_FOLDERS = (_PROFILER_FOLDER + os.sep,
+                os.path.join(os.path.dirname(_PROFILER_FOLDER), "envmanager") + os.sep)
+_LIBRARY_FOLDERS = tuple(sorted(
+    {os.path.abspath(path) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
+     if (path := sysconfig.get_paths().get(key))},
+))
+_sections: dict[int, StackSampler] = {}  # id(stack) -> the last sampler that watched it
+
+
+class StackSampler:
+    """Samples one thread's stack while no block is open in it, from a daemon thread.
+
+    ``start()`` and ``stop()`` once each; :meth:`section` is the dump's ``untimed_samples``.
+    """
+
+    def __init__(self, thread: threading.Thread | None = None, *, interval: float = DEFAULT_INTERVAL) -> None:
+        self.thread = thread or threading.current_thread()
+        self.stack: TimerStack = timers.get_timer_stack_for_thread(self.thread)
+        self.interval = interval
+        self.samples = 0
+        self.in_blocks = 0
+        # [samples, seconds] per place; None is the place of samples in no code to name.
+        self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
+        self._kind_of_file: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+
+    def start(self) -> StackSampler:
+        _sections[id(self.stack)] = self
+        self._sampler = threading.Thread(target=self._run, name="rlprof-stack-sampler", daemon=True)
+        self._sampler.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling and wait for the sampling thread to end."""
+        self._stop.set()
+        if self._sampler is not None and self._sampler is not threading.current_thread():
+            self._sampler.join()
+
+    def _run(self) -> None:
+        # Each sample stands for the time since the one before, not for one interval: while the
+        # watched thread holds the GIL the sampler wakes late, so counting samples alone would
+        # favour the places where it sleeps or waits (which release the GIL) over Python code.
+        ident = self.thread.ident
+        stack = self.stack
+        wait = self._stop.wait
+        interval = self.interval
+        clock = time.perf_counter
+        last = clock()
+        while not wait(interval):
+            frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
+            now = clock()
+            elapsed, last = now - last, now
+            if frame is None:
+                if not self.thread.is_alive():
+                    return
+                continue
+            self.samples += 1
+            if stack.current is not stack.root:
+                self.in_blocks += 1
+                continue
+            place = self._place(frame)
+            del frame
+            counts = self.places.get(place)
+            if counts is None:
+                self.places[place] = [1, elapsed]
+            else:
+                counts[0] += 1
+                counts[1] += elapsed
+
+    def _place(self, frame: FrameType | None) -> tuple[str, str, int, str] | None:
+        """The innermost frame of the program's own code and the call it is in (the function it
+        called: ``PPO.learn``, ``import`` ...; empty when the program's own code runs), else the
+        innermost frame outside rlprof."""
+        innermost = None
+        called: FrameType | None = None
+        while frame is not None:
+            code = frame.f_code
+            kind = self._kind_of_file.get(code.co_filename)
+            if kind is None:
+                kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
+            if kind == "program":
+                return code.co_name, code.co_filename, frame.f_lineno, _call_name(called)
+            if kind == "library":
+                if innermost is None:
+                    innermost = (code.co_name, code.co_filename, frame.f_lineno, "")
+                called = frame
+            frame = frame.f_back
+        return innermost
+
+    def section(self) -> dict[str, Any]:
+        """The counts as the dump's ``untimed_samples`` section (docs/formats.md)."""
+        unnamed = self.places.get(None, [0, 0.0])
+        ranked = sorted(((place, counts) for place, counts in self.places.items() if place is not None),
+                        key=lambda item: -item[1][1])
+        left_out = ranked[MAX_PLACES:]
+        return {
+            "thread": self.thread.name,
+            "interval_seconds": self.interval,
+            "samples": self.samples,
+            "in_blocks": self.in_blocks,
+            "unnamed": {"samples": unnamed[0], "seconds": unnamed[1]},
+            "other_places": {"samples": sum(counts[0] for _, counts in left_out),
+                             "seconds": sum(counts[1] for _, counts in left_out)},
+            "places": [{"function": function, "file": file, "line": line, "calls": calls,
+                        "samples": samples, "seconds": seconds}
+                       for (function, file, line, calls), (samples, seconds) in ranked[:MAX_PLACES]],
+        }
+
+
+def _call_name(frame: FrameType | None) -> str:
+    """What a library frame is, as a reader knows it: ``import`` for the import machinery, else the
+    function's qualified name (``OnPolicyAlgorithm.learn``)."""
+    if frame is None:
+        return ""
+    code = frame.f_code
+    if code.co_filename.startswith("<frozen importlib"):
+        return "import"
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def _file_kind(filename: str) -> str:
+    """``"rlprof"`` for rlprof's own files (never a place), ``"library"`` for the standard library,
+    installed packages and frozen modules, ``"program"`` for the rest: the program's own code."""
+    if filename.startswith("<"):
+        return "library"
+    path = os.path.abspath(filename)
+    if path.startswith(_OWN_FOLDERS):
+        return "rlprof"
+    if path.startswith(_LIBRARY_FOLDERS) or os.sep + "site-packages" + os.sep in path:
+        return "library"
+    return "program"
+
+
+def untimed_samples_section(stack: TimerStack) -> dict[str, Any] | None:
+    """The ``untimed_samples`` section of the sampler that watched ``stack``, if one did."""
+    sampler = _sections.get(id(stack))
+    if sampler is None or sampler.stack is not stack:
+        return None
+    return sampler.section()
+
+
+def forget_samples() -> None:
+    """Drop the samplers' counts (``rlprof run`` does after writing its files)."""
+    _sections.clear()

@@ -1,0 +1,86 @@
+"""Specification: a dump's ``untimed_samples`` become places with seconds and an error, and the
+share of the wall time that no place explains; the ``untimed`` verdict names the places."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from profiler import TimerFileError
+from profiler.analysis.analyze import analyze_run, render_analysis
+from profiler.analysis.untimed_places import untimed_places
+from profiler.analysis.verdicts import UNTIMED, judge_run
+from profiler.tree.timer_json import normalize_timing_tree
+
+
+def place(function: str, samples: int, seconds: float, line: int = 10, calls: str = "") -> dict:
+    return {"function": function, "file": "/code/train.py", "line": line, "calls": calls,
+            "samples": samples, "seconds": seconds}
+
+
+def run_tree(*places: dict, unnamed: tuple[int, float] = (0, 0.0), untimed: float = 8.0) -> dict:
+    """A 10 s run with ``untimed`` seconds outside its one block, sampled at ``places``."""
+    return normalize_timing_tree({
+        "name": "root", "total": 10.0, "count": 1,
+        "children": [{"name": "update", "total": 10.0 - untimed, "count": 5, "children": []}],
+        "untimed_samples": {
+            "thread": "MainThread", "interval_seconds": 0.005,
+            "samples": 2000, "in_blocks": 400,
+            "unnamed": {"samples": unnamed[0], "seconds": unnamed[1]},
+            "other_places": {"samples": 0, "seconds": 0.0},
+            "places": list(places),
+        },
+    })
+
+
+def test_each_place_gets_the_untimed_time_in_proportion_to_its_sampled_seconds():
+    found = untimed_places(run_tree(place("log", 300, 1.5), place("main", 100, 0.5, line=3)))
+    log, main = found.places
+    assert (log.seconds, main.seconds) == (pytest.approx(6.0), pytest.approx(2.0))
+    assert log.error_seconds == pytest.approx(8.0 * math.sqrt(0.75 * 0.25 / 400))
+
+
+def test_samples_in_no_nameable_code_are_unexplained():
+    found = untimed_places(run_tree(place("log", 300, 1.5), unnamed=(100, 0.5)))
+    assert found.unexplained_seconds == pytest.approx(2.0)
+
+
+def test_without_samples_all_the_untimed_time_is_unexplained():
+    tree = run_tree()
+    del tree["untimed_samples"]
+    assert untimed_places(tree).unexplained_seconds == pytest.approx(8.0)
+    assert json.loads(render_analysis(analyze_run(tree), "json"))["untimed"]["unexplained_share"] \
+        == pytest.approx(0.8)
+
+
+def test_the_json_reports_the_unexplained_share_beside_the_untimed_share_and_the_places():
+    document = json.loads(render_analysis(analyze_run(run_tree(place("log", 300, 1.5), unnamed=(100, 0.5))),
+                                          "json"))
+    assert document["untimed"]["share"] == pytest.approx(0.8)
+    assert document["untimed"]["unexplained_share"] == pytest.approx(0.2)
+    assert document["untimed"]["places"][0]["function"] == "log"
+
+
+def test_the_table_shows_where_the_untimed_time_went():
+    text = render_analysis(analyze_run(run_tree(place("log", 300, 1.5, calls="import"))))
+    assert "where the untimed time went" in text
+    assert "log (train.py:10) in import" in text
+
+
+def test_the_untimed_verdict_names_the_costliest_places():
+    verdict = judge_run(run_tree(place("log", 300, 1.5), place("main", 100, 0.5, line=3))).of_kind(UNTIMED)[0]
+    assert "log (train.py:10) 6.00 s" in verdict.title
+    assert "nothing here says what it was" not in verdict.title
+
+
+def test_without_samples_the_untimed_verdict_says_nothing_names_it():
+    tree = run_tree()
+    del tree["untimed_samples"]
+    assert "nothing here says what it was" in judge_run(tree).of_kind(UNTIMED)[0].title
+
+
+def test_a_malformed_section_is_refused_in_one_line():
+    with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].line: must be a whole number"):
+        run_tree({"function": "log", "file": "a.py", "line": -1, "samples": 1, "seconds": 0.1})

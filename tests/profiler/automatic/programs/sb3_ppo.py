@@ -1,0 +1,38 @@
+"""Stable-Baselines3's ten-line PPO, as its docs show it. It knows nothing of rlprof.
+
+``--vec-env subproc`` steps the envs in ``SubprocVecEnv`` workers, else ``DummyVecEnv``.
+``--hand-timers FILE`` writes the time ``learn`` took, measured by hand, as JSON (for
+benchmarks/run_overhead.py).
+"""
+
+import argparse
+import json
+import time
+
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+if __name__ == "__main__":  # SubprocVecEnv's workers start by forkserver: they import this file
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--timesteps", type=int, default=256)
+    parser.add_argument("--n-steps", type=int, default=64)
+    parser.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
+    parser.add_argument("--hand-timers", default=None)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    vec_env_cls = SubprocVecEnv if args.vec_env == "subproc" else DummyVecEnv
+    env = make_vec_env("CartPole-v1", n_envs=4, seed=0, vec_env_cls=vec_env_cls)
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=64, n_epochs=2, seed=0, device="cpu")
+    started = time.perf_counter()
+    model.learn(total_timesteps=args.timesteps)
+    learn_seconds = time.perf_counter() - started
+    action, _ = model.predict(env.reset(), deterministic=True)
+    env.close()
+    if args.hand_timers:
+        with open(args.hand_timers, "w") as file:
+            json.dump({"training": learn_seconds}, file)
+    print("actions:", action.tolist())
+    print("parameter sum:", float(sum(parameter.sum() for parameter in model.policy.parameters())))

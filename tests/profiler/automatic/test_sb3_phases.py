@@ -1,0 +1,67 @@
+"""Specification: under ``rlprof run`` a Stable-Baselines3 program shows rollout against update,
+and inside the rollout the policy against the rest, with no edit to the program or to SB3."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("stable_baselines3")  # installed by the README's test command: runs in CI
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from framework_runs import PROGRAMS, rlprof_run  # noqa: E402
+from profiler.automatic.sb3_phases import install_sb3_phases, uninstall_sb3_phases  # noqa: E402
+from tree_paths import child_names, find  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sb3_run(tmp_path_factory):
+    return rlprof_run(tmp_path_factory.mktemp("sb3"), "sb3_ppo.py", "--timesteps", "512")
+
+
+def test_learn_alternates_rollout_and_train_blocks_once_per_iteration(sb3_run):
+    tree = sb3_run["tree"]
+    assert find(tree, "PPO.collect_rollouts")["count"] == 2  # 512 steps, 4 envs x 64 steps each
+    assert find(tree, "PPO.train")["count"] == 2
+
+
+def test_the_rollout_holds_the_policy_calls(sb3_run):
+    rollout = find(sb3_run["tree"], "PPO.collect_rollouts")
+    assert find(rollout, "ActorCriticPolicy.forward (no grad)")["count"] == 2 * 64
+    assert "ActorCriticPolicy.predict_values" in child_names(rollout)
+
+
+def test_the_update_holds_the_policy_evaluation_backward_and_optimizer_step(sb3_run):
+    train = find(sb3_run["tree"], "PPO.train")
+    minibatches = 2 * 2 * (256 // 64)  # iterations x epochs x minibatches of 64
+    for name in ("ActorCriticPolicy.evaluate_actions", "backward", "Adam.step", "Adam.zero_grad"):
+        assert find(train, name)["count"] == minibatches, name
+
+
+def test_a_policy_method_is_one_block_not_one_per_layer(sb3_run):
+    evaluate = find(sb3_run["tree"], "PPO.train", "ActorCriticPolicy.evaluate_actions")
+    assert evaluate["children"] == []
+
+
+def test_predict_outside_learn_is_a_block_of_its_own(sb3_run):
+    assert find(sb3_run["tree"], "ActorCriticPolicy.predict")["count"] == 1
+
+
+def test_the_program_gives_the_same_results_as_without_rlprof(sb3_run, tmp_path):
+    plain = subprocess.run([sys.executable, str(PROGRAMS / "sb3_ppo.py"), "--timesteps", "512"],
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == sb3_run["stdout"]
+
+
+def test_the_methods_are_put_back_after_the_hooks_are_removed():
+    import stable_baselines3
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    originals = (PPO.train, ActorCriticPolicy.evaluate_actions)
+    install_sb3_phases(stable_baselines3)
+    assert PPO.train is not originals[0]
+    uninstall_sb3_phases()
+    assert (PPO.train, ActorCriticPolicy.evaluate_actions) == originals

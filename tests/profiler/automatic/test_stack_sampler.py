@@ -1,0 +1,74 @@
+"""Specification: the stack sampler names where the trainer's time outside any block went, and
+never counts time inside a block.
+
+The in-process tests sample this very thread; they wait for a number of samples, never for a
+duration. The last tests read a real ``rlprof run`` of a CleanRL-style PPO with a slow function
+planted between updates.
+"""
+
+from __future__ import annotations
+
+import time
+
+from profiler import hierarchical_timer
+from profiler.automatic.stack_sampler import StackSampler
+from profiler.timing import timers
+
+SAMPLES = 20
+
+
+def wait_for_samples(sampler: StackSampler, count: int) -> None:
+    while sampler.samples < count:
+        time.sleep(0.0005)
+
+
+def planted_slow_function(sampler: StackSampler) -> None:
+    wait_for_samples(sampler, sampler.samples + SAMPLES)
+
+
+def sampled_functions(sampler: StackSampler) -> dict[str, int]:
+    return {place["function"]: place["samples"] for place in sampler.section()["places"]}
+
+
+def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line():
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    try:
+        planted_slow_function(sampler)
+    finally:
+        sampler.stop()
+    places = [place for place in sampler.section()["places"] if place["function"] == "wait_for_samples"]
+    assert places and places[0]["file"] == __file__
+    assert sum(place["samples"] for place in places) >= SAMPLES - 2  # the first and last may straddle
+
+
+def test_time_inside_a_block_is_counted_apart_and_named_nowhere():
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    try:
+        with hierarchical_timer("update"):
+            planted_slow_function(sampler)
+    finally:
+        sampler.stop()
+    section = sampler.section()
+    assert section["in_blocks"] >= SAMPLES - 2
+    assert sampled_functions(sampler).get("wait_for_samples", 0) <= 2
+
+
+def test_the_places_are_in_the_runs_dump_and_the_analysis(cleanrl_run):
+    places = cleanrl_run["untimed"]["places"]
+    write_logs = next(place for place in places if place["function"] == "write_logs")
+    assert write_logs["file"].endswith("cleanrl_torch_ppo.py")
+    assert write_logs["seconds"] > 0 and write_logs["error_seconds"] > 0
+    assert cleanrl_run["tree"]["untimed_samples"]["samples"] > 0
+
+
+def test_the_analysis_reports_the_unexplained_share_beside_the_untimed_share(cleanrl_run):
+    untimed = cleanrl_run["untimed"]
+    assert 0.0 <= untimed["unexplained_share"] <= untimed["share"]
+
+
+def test_the_untimed_verdict_names_where_the_time_went(cleanrl_run):
+    verdict = next(verdict for verdict in cleanrl_run["verdicts"] if verdict["kind"] == "untimed")
+    assert "the stack samples place it" in verdict["title"]
+    assert "nothing here says what it was" not in verdict["title"]

@@ -1,0 +1,106 @@
+"""Specification: under ``rlprof run`` a PyTorch program's phases are blocks, with no edit.
+
+The outermost module call (the network as the program calls it, not its layers), ``backward``,
+the optimizer's ``step`` and ``zero_grad`` — through torch's global hooks, installed when the
+program imports torch, removed after. Real torch throughout: a CleanRL-style PPO in a real
+``rlprof run``, and small models in this process for what a run cannot show cheaply.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")  # installed by the README's test command: runs in CI
+
+from profiler.automatic.torch_phases import install_torch_phases, uninstall_torch_phases  # noqa: E402
+from profiler import get_timer_tree  # noqa: E402
+from profiler.timing import timers  # noqa: E402
+from tree_paths import child_names, nodes_named  # noqa: E402
+
+
+@pytest.fixture
+def hooks():
+    timers.reset_timers()
+    install_torch_phases(torch)
+    try:
+        yield
+    finally:
+        uninstall_torch_phases()
+        timers.reset_timers()
+
+
+def top_level_names() -> list[str]:
+    return [child["name"] for child in get_timer_tree()["children"]]
+
+
+def test_the_policy_and_value_calls_are_blocks_named_as_the_program_holds_them(cleanrl_run):
+    names = child_names(cleanrl_run["tree"])
+    assert {"Agent.actor.forward", "Agent.critic.forward",
+            "Agent.actor.forward (no grad)", "Agent.critic.forward (no grad)"} <= set(names)
+
+
+def test_only_the_outermost_module_call_is_a_block_not_its_layers(cleanrl_run):
+    tree = cleanrl_run["tree"]
+    assert not [name for name in child_names(tree) if name.startswith(("Linear", "Tanh", "Sequential"))]
+    assert all(not node["children"] for node in nodes_named(tree, "Agent.actor.forward"))
+
+
+def test_backward_optimizer_step_and_zero_grad_are_blocks_once_per_minibatch(cleanrl_run):
+    tree = cleanrl_run["tree"]
+    minibatches = 2 * 2 * 2  # iterations x epochs x minibatches, the program's defaults
+    for name in ("backward", "Adam.step", "Adam.zero_grad"):
+        assert sum(node["count"] for node in nodes_named(tree, name)) == minibatches, name
+
+
+def test_the_dump_names_the_frameworks_whose_phases_were_timed(cleanrl_run):
+    assert cleanrl_run["tree"]["metadata"]["rlprof_framework_phases"] == "torch"
+
+
+def test_a_module_called_by_a_variable_is_named_after_it(hooks):
+    policy = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    policy(torch.zeros(1, 3))
+    assert top_level_names() == ["policy.forward"]
+
+
+def test_a_module_under_no_grad_is_named_as_inference(hooks):
+    value_network = torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        value_network(torch.zeros(1, 3))
+    assert top_level_names() == ["value_network.forward (no grad)"]
+
+
+def test_a_forward_that_raises_closes_its_block_and_the_next_call_is_timed_again(hooks):
+    class Failing(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("bad input")
+
+    failing = Failing()
+    with pytest.raises(ValueError):
+        failing(torch.zeros(1))
+    with pytest.raises(ValueError):
+        failing(torch.zeros(1))
+    node = get_timer_tree()["children"][0]
+    assert (node["name"], node["count"]) == ("failing.forward", 2)
+    assert timers.get_timer_stack_for_thread(threading.current_thread()).open_blocks() == []
+
+
+def test_backward_through_torch_autograd_backward_is_a_block_too(hooks):
+    weight = torch.ones(2, requires_grad=True)
+    torch.autograd.backward((weight * 2).sum())
+    assert top_level_names() == ["backward"]
+
+
+def test_once_uninstalled_nothing_is_timed_and_torch_is_as_it_was():
+    timers.reset_timers()
+    originals = (torch.autograd.backward, torch.optim.Optimizer.zero_grad)
+    install_torch_phases(torch)
+    uninstall_torch_phases()
+    layer = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+    optimizer.zero_grad()
+    layer(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    assert top_level_names() == []
+    assert (torch.autograd.backward, torch.optim.Optimizer.zero_grad) == originals

@@ -17,7 +17,7 @@ LAYERS = {
     "profiler": (
         ("version",),
         ("timing",),
-        ("recording",),
+        ("recording", "automatic"),
         ("gpu",),
         ("multiprocess",),
         ("tree",),
@@ -35,7 +35,7 @@ LAYERS = {
         ("errors",),
         ("ray",),
         ("subprocess_env_manager",),
-        ("ray_env_manager", "vector_env_substitution"),
+        ("ray_env_manager", "vector_env_substitution", "instrumentation"),
         ("demo",),
         ("",),
     ),

@@ -59,8 +59,9 @@ from envmanager.measurement.critical_path import CriticalPath  # noqa: E402
 from envmanager.measurement.env_time import CpuSampler  # noqa: E402
 from envmanager.transport.worker import _make_guards  # noqa: E402
 from profiler.timing import timers  # noqa: E402
+from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock  # noqa: E402
 from profiler.multiprocess.payload import WorkerTimers  # noqa: E402
-from vector_throughput import ENVS, steps_per_second  # noqa: E402
+from benchmark_envs import ENVS, steps_per_second  # noqa: E402
 
 GOAL = 0.02
 """Issue 12: profiling on costs at most 2 % against off, on every row."""
@@ -242,7 +243,7 @@ def profiling_costs(workers: int) -> dict[str, float]:
         return min(timeit.repeat(function, number=number, repeat=5)) / number
 
     critical_path = CriticalPath(workers, timers.get_timer_stack_for_thread(threading.current_thread()))
-    step_block = timers.PhasedBlock(
+    step_block = PhasedBlock(
         "env_manager.step", ("send_actions", "wait_for_workers", "receive_results"), critical_path.count_steps
     )
     ready_at = [1.0 + index * 1e-4 for index in range(workers)]
@@ -258,11 +259,11 @@ def profiling_costs(workers: int) -> dict[str, float]:
         step_block.stack.current = step_block.parent  # type: ignore[union-attr]
         runs = step_block.runs
         runs.append((node._start, sent, waited, end, sent, *ready_at))  # type: ignore[union-attr]
-        if len(runs) >= timers.FOLD_AT_RUNS:
+        if len(runs) >= FOLD_AT_RUNS:
             step_block.fold()
 
     def fold_held_runs() -> None:
-        step_block.runs.extend([(1.0, 1.1, 1.2, 1.3, 1.1, *ready_at)] * timers.FOLD_AT_RUNS)
+        step_block.runs.extend([(1.0, 1.1, 1.2, 1.3, 1.1, *ready_at)] * FOLD_AT_RUNS)
         step_block.fold()
 
     env = _NoWorkEnv()
@@ -279,7 +280,7 @@ def profiling_costs(workers: int) -> dict[str, float]:
 
     return {
         f"trainer: step, 3 parts, last of {workers}": best(timed_step_parts),
-        "  of which the bulk count, per step": best(fold_held_runs, number=20) / timers.FOLD_AT_RUNS,
+        "  of which the bulk count, per step": best(fold_held_runs, number=20) / FOLD_AT_RUNS,
         "each worker: env.step timed, CPU sampled": best(lambda: profiled_step(env, action))
         - best(lambda: plain_step(env, action)),
         "each worker: reply stamp and flush check": best(stamp_and_flush_check) - best(perf_counter),

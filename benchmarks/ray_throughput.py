@@ -42,7 +42,8 @@ import gymnasium as gym
 import numpy as np
 import ray
 from gymnasium.vector import AsyncVectorEnv
-from vector_throughput import BusyEnv, measure_variants
+from benchmark_envs import BusyEnv
+from vector_throughput import measure_variants
 
 from envmanager import RayEnvManager, SubprocessEnvManager
 from profiler import hierarchical_timer, load_timing_tree

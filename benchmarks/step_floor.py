@@ -248,7 +248,7 @@ def print_floor(steps: int, rounds: int) -> None:
 
 def print_oversubscribed(rounds: int) -> None:
     """Eight workers on this machine's cores: ours against AsyncVectorEnv, steps per second."""
-    from vector_throughput import ENVS  # the same envs as the throughput table
+    from benchmark_envs import ENVS  # the same envs as the throughput table
 
     print()
     print(f"oversubscribed: 8 workers on {len(os.sched_getaffinity(0))} cores, {rounds} interleaved rounds, medians")

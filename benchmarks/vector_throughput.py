@@ -41,56 +41,17 @@ import argparse
 import inspect
 import os
 import statistics
-import time
 from typing import Any, Callable
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+from benchmark_envs import ENVS, steps_per_second
 
 from envmanager import SubprocessEnvManager
 from profiler.recording.cpu_cores import cores_available
 
 
-class BusyEnv(gym.Env):
-    """Burns ``work_seconds`` of CPU per step: a stand-in for a physics simulator."""
-
-    def __init__(self, work_seconds: float) -> None:
-        self.observation_space = spaces.Box(-1, 1, shape=(8,), dtype=np.float32)
-        self.action_space = spaces.Discrete(2)
-        self.work_seconds = work_seconds
-        self.t = 0
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
-        super().reset(seed=seed)
-        self.t = 0
-        return np.zeros(8, dtype=np.float32), {}
-
-    def step(self, action: Any) -> tuple:
-        end = time.perf_counter() + self.work_seconds
-        while time.perf_counter() < end:
-            pass
-        self.t += 1
-        return np.full(8, self.t % 2, dtype=np.float32), 1.0, False, self.t >= 500, {}
-
-
-class SleepingEnv(BusyEnv):
-    """Waits ``work_seconds`` off the CPU per step: a stand-in for an env whose simulator runs in
-    another process or on another machine (a game engine, a robot), the worker idle meanwhile."""
-
-    def step(self, action: Any) -> tuple:
-        time.sleep(self.work_seconds)
-        self.t += 1
-        return np.full(8, self.t % 2, dtype=np.float32), 1.0, False, self.t >= 500, {}
-
-
-ENVS: dict[str, Callable[[], gym.Env]] = {
-    "CartPole-v1": lambda: gym.make("CartPole-v1"),
-    "busy-50us": lambda: BusyEnv(50e-6),
-    "busy-1ms": lambda: BusyEnv(1e-3),
-    "sleep-1ms": lambda: SleepingEnv(1e-3),
-}
 TABLE_ENVS = ("CartPole-v1", "busy-50us", "busy-1ms")
 """The rows of the table by default: the envs issue 12 sets goals for."""
 STEPS_PER_ROUND = {"CartPole-v1": 400, "busy-50us": 200, "busy-1ms": 25, "sleep-1ms": 25}
@@ -180,14 +141,6 @@ def _importable(module: str, what: str) -> bool:
             print(f"note: {what} are skipped: {error}", flush=True)
         return False
     return True
-
-
-def steps_per_second(envs: Any, num_envs: int, steps: int) -> float:
-    actions = np.zeros(num_envs, dtype=np.int64)
-    started = time.perf_counter()
-    for _ in range(steps):
-        envs.step(actions)
-    return steps * num_envs / (time.perf_counter() - started)
 
 
 def measure_row(env_name: str, num_envs: int, steps: int, rounds: int) -> dict[str, list[float]]:

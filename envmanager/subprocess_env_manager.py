@@ -20,7 +20,14 @@ for the same seeds and actions), with these additions:
   from the infos, which stay exactly Gymnasium's.
 
 Processes and pipes live in :mod:`envmanager.transport.pool`, the loop of a worker in
-:mod:`envmanager.transport.worker`, the messages in :mod:`envmanager.transport.protocol`.
+:mod:`envmanager.transport.worker`, the messages in :mod:`envmanager.transport.protocol`, the
+spaces read from the first env in :mod:`envmanager.transport.env_spaces`, and a step's actions
+and results in :mod:`envmanager.transport.step_batch`.
+
+Why this module is long: what is left here is one concept, Gymnasium's vector env API (``reset``,
+``step``, ``call`` and their split ``*_async``/``*_wait`` halves: one state machine) driven over
+the pool, with the restarts and failures each call can meet. Cut further, the state machine would
+be spread over several modules.
 """
 
 from __future__ import annotations
@@ -38,27 +45,29 @@ import numpy as np
 from gymnasium import Env, Space, logger
 from gymnasium.core import ActType, ObsType, RenderFrame
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
-from gymnasium.spaces import Box, MultiBinary, MultiDiscrete
-from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_differing_spaces, batch_space, iterate
 
 from profiler.recording import events, memory
 from profiler.recording.cpu_cores import cores_available
 from profiler.gpu import nvtx_bridge
 from profiler.multiprocess.merge import TimerMerger
-from profiler.timing.timers import FOLD_AT_RUNS, TimerNode
+from profiler.timing.phased_block import FOLD_AT_RUNS
+from profiler.timing.timers import TimerNode
 
 from envmanager.transport import protocol
 from envmanager.lifetime.close_at_exit import close_at_exit
+from envmanager.lifetime.permits import checked_max_concurrency
 from envmanager.measurement.critical_path import stamps_within
 from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.transport.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.transport.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
-from envmanager.measurement.profiling import ManagerProfiling
-from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure, pack_array
+from envmanager.measurement.profiling import ManagerProfiling, check_flush_options
+from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.lifetime.restart import RestartPolicy
+from envmanager.transport.autoreset import checked_autoreset_mode
+from envmanager.transport.env_spaces import check_worker_spaces, describe_first_env
+from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
 from envmanager.transport.worker import EnvFactories, WorkerConfig
 
@@ -75,10 +84,6 @@ class _State(Enum):
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
     WAITING_CALL = "call"
-
-
-# Batched action spaces whose batch is one ndarray, so a worker's actions are a slice of it.
-_ARRAY_ACTION_SPACES = (Box, MultiDiscrete, MultiBinary)
 
 
 def _nothing_to_cancel() -> None:
@@ -168,12 +173,12 @@ class SubprocessEnvManager(VectorEnv):
         self.daemon = daemon
         self.worker = worker
         self.observation_mode = observation_mode
-        self.autoreset_mode = _checked_autoreset_mode(autoreset_mode)
-        self.max_concurrency = _checked_max_concurrency(max_concurrency)
+        self.autoreset_mode = checked_autoreset_mode(autoreset_mode)
+        self.max_concurrency = checked_max_concurrency(max_concurrency)
         self.envs_per_worker = checked_envs_per_worker(envs_per_worker)
         self.timeout = timeout
         self._restart_policy = RestartPolicy(restart_on_failure)
-        _check_flush_options(flush_every, flush_interval)
+        check_flush_options(flush_every, flush_interval)
         self.flush_every, self.flush_interval = flush_every, flush_interval
         self.summaries_dir, self.run_id = summaries_dir, run_id
         self._profiling = ManagerProfiling(profiling, resource_interval, run_id)
@@ -186,7 +191,16 @@ class SubprocessEnvManager(VectorEnv):
             raise ValueError("`env_fns` must contain at least one environment factory.")
         self.num_envs = len(self.env_fns)
 
-        self._describe_first_env()
+        self._description = describe_first_env(
+            self.env_fns[0], self.num_envs, self.observation_mode, self.autoreset_mode
+        )
+        self.metadata = self._description.metadata
+        self.render_mode = self._description.render_mode
+        self.single_action_space = self._description.single_action_space
+        self.action_space = self._description.action_space
+        self.single_observation_space = self._description.single_observation_space
+        if self._description.observation_space is not None:
+            self.observation_space = self._description.observation_space
 
         ctx = multiprocessing.get_context(context)
         shared_buffer = (
@@ -217,8 +231,13 @@ class SubprocessEnvManager(VectorEnv):
             self._pool.worker_clock_shared = stamps_within(
                 self._pool.ready_at, describe_sent_at, time.perf_counter()
             )
-            self._observations = ObservationBatch(
-                self.single_observation_space, self.num_envs, copy, shared_buffer
+            self._batch = StepBatch(
+                self.action_space,
+                self.num_envs,
+                len(self._pool.workers),
+                ObservationBatch(self.single_observation_space, self.num_envs, copy, shared_buffer),
+                self._step_buffers,
+                self._add_info,
             )
         except BaseException:
             self._pool.shutdown(graceful=False, timeout=None)
@@ -226,53 +245,28 @@ class SubprocessEnvManager(VectorEnv):
             self.closed = True
             raise
         self._cancel_close_at_exit = close_at_exit(self)
-        # Plain lists, filled slice by slice as replies arrive and made arrays once per step:
-        # cheaper than a numpy conversion per worker.
-        self._rewards: list[float] = [0.0] * self.num_envs
-        self._terminations: list[bool] = [False] * self.num_envs
-        self._truncations: list[bool] = [False] * self.num_envs
-        self._array_actions = type(self.action_space) in _ARRAY_ACTION_SPACES
-        # The workers whose latest step reply carried its values (they did not fit shared memory).
-        self._values_in_body: list[WorkerHandle] = []
-        self._all_in_shared_memory = [IN_SHARED_MEMORY] * len(self._pool.workers)
-        # Per-call scratch, filled by the reply handlers as replies arrive.
-        self._worker_infos: list[list | None] = [None] * len(self._pool.workers)
         self._failures: list[tuple[WorkerHandle, RemoteFailure]] = []
+        # Per-call scratch, filled by the reply handlers as replies arrive.
         self._call_results: list[list | None] = [None] * len(self._pool.workers)
         self._reset_bodies: list[Any] = []
 
     # -- construction ----------------------------------------------------------------------
 
-    def _describe_first_env(self) -> None:
-        """Metadata, render mode and spaces, from one env built here as Gymnasium does."""
-        first_env = self.env_fns[0]()
-        try:
-            # A copy, so the env class's own metadata never gains our "autoreset_mode" key.
-            self.metadata = dict(first_env.metadata)
-            self.metadata["autoreset_mode"] = self.autoreset_mode
-            self.render_mode = first_env.render_mode
-            self.single_action_space = first_env.action_space
-            self.action_space = batch_space(self.single_action_space, self.num_envs)
-            mode = self.observation_mode
-            if isinstance(mode, tuple) and len(mode) == 2:
-                if not isinstance(mode[0], Space) or not isinstance(mode[1], Space):
-                    raise TypeError(
-                        f"Expected both elements of observation_mode to be Spaces, got {type(mode[0])} and {type(mode[1])}"
-                    )
-                self.observation_space, self.single_observation_space = mode
-            elif mode == "same":
-                self.single_observation_space = first_env.observation_space
-                self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-            elif mode == "different":
-                # The batched space needs every env's space; the workers report them later.
-                self.single_observation_space = first_env.observation_space
+    def _check_worker_spaces(self) -> None:
+        """Every sub-env must have the spaces the batch was built for (RuntimeError if not)."""
+        spaces: list[tuple[Space, Space]] = [None] * self.num_envs  # type: ignore[list-item]
+
+        def on_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+            if ok:
+                spaces[handle.envs.start : handle.envs.stop] = body
             else:
-                raise ValueError(
-                    "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
-                    f"batch observation space, actual got {mode}"
-                )
-        finally:
-            first_env.close()
+                self._failures.append((handle, body))
+
+        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
+        self._raise_failures(shut_down=False)
+        self.observation_space = check_worker_spaces(
+            spaces, self._description, self.observation_mode, type(self).__name__
+        )
 
     def _start_workers(self, configs: list[WorkerConfig], env_ranges: list[range]) -> WorkerPool:
         """One worker per config, running the envs of ``env_ranges``: here, subprocesses.
@@ -322,40 +316,6 @@ class SubprocessEnvManager(VectorEnv):
                 )
             )
         return configs, env_ranges
-
-    def _check_worker_spaces(self) -> None:
-        """Every sub-env must have the spaces the batch was built for (RuntimeError if not)."""
-        spaces: list[tuple[Space, Space]] = [None] * self.num_envs  # type: ignore[list-item]
-
-        def on_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
-            if ok:
-                spaces[handle.envs.start : handle.envs.stop] = body
-            else:
-                self._failures.append((handle, body))
-
-        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
-        self._raise_failures(shut_down=False)
-        observation_spaces = [obs for obs, _ in spaces]
-        if self.observation_mode == "different":
-            self.observation_space = batch_differing_spaces(observation_spaces)
-        for observation_space, action_space in spaces:
-            if self.observation_mode == "same":
-                if observation_space != self.single_observation_space:
-                    raise RuntimeError(
-                        f"{type(self).__name__}(..., observation_mode='same') however some of the sub-environments "
-                        "observation spaces are not equivalent. If this is intentional, use "
-                        "`observation_mode='different'` instead."
-                    )
-            elif not is_space_dtype_shape_equiv(observation_space, self.single_observation_space):
-                raise RuntimeError(
-                    f"{type(self).__name__}(..., observation_mode='different' or custom space) however the "
-                    "sub-environment's observation spaces do not share a common shape and dtype."
-                )
-            if action_space != self.single_action_space:
-                raise RuntimeError(
-                    f"Some environments have an action space different from `{self.single_action_space}`. "
-                    "In order to batch actions, the action spaces from all environments must be equal."
-                )
 
     @property
     def worker_env_ranges(self) -> tuple[range, ...]:
@@ -455,19 +415,17 @@ class SubprocessEnvManager(VectorEnv):
         return self._gather("reset_wait", self._on_reset_reply, timeout, self._reset_results)
 
     def _reset_results(self) -> tuple[ObsType, dict[str, Any]]:
-        return self._observations.result(), self._collect_infos()
+        return self._batch.reset_result(self._pool.workers)
 
     def _on_reset_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         if not ok:
             self._failures.append((handle, body))
             return
-        observations, infos = body
-        self._observations.store(handle.envs.start, handle.envs.stop, observations)
-        self._worker_infos[handle.index] = infos
+        self._batch.store_reset(handle, body)
 
     # -- step ------------------------------------------------------------------------------
 
-    def step(self, actions: ActType) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: ActType) -> VectorStepResult:
         """Step every sub-env with its action and batch the results."""
         profiling = self._profiling
         step_block = profiling.step_block
@@ -533,54 +491,12 @@ class SubprocessEnvManager(VectorEnv):
             )
 
     def _send_step(self, actions: ActType) -> None:
-        if self._values_in_body:
-            self._values_in_body = []
-        self._send_to_all(protocol.STEP, self._split_actions(actions), "step")
+        self._send_to_all(protocol.STEP, self._batch.split_actions(actions, self._pool.workers), "step")
         self._state = _State.WAITING_STEP
-
-    def _split_actions(self, actions: ActType) -> list[Any]:
-        """One body per worker: its slice of the batch, packed when it is an array; or
-        ``IN_SHARED_MEMORY``, its slice written into the shared step buffers.
-
-        A worker that still owes a reply (to a step the trainer gave up on) may yet read its
-        rows for that step, so its actions travel in the message instead.
-        """
-        workers = self._pool.workers
-        buffers = self._step_buffers
-        if buffers is not None and buffers.fits(actions):
-            for handle in workers:
-                if handle.outstanding:
-                    break
-            else:
-                buffers.actions[...] = actions
-                return self._all_in_shared_memory
-            bodies = []
-            for handle in workers:
-                rows = slice(handle.envs.start, handle.envs.stop)
-                if handle.outstanding:
-                    bodies.append(pack_array(actions[rows]))
-                else:
-                    buffers.actions[rows] = actions[rows]
-                    bodies.append(IN_SHARED_MEMORY)
-            return bodies
-        if self._array_actions and isinstance(actions, np.ndarray):
-            if actions.ndim == 0:
-                raise TypeError(f"Expected a batch of {self.num_envs} actions, got a scalar {actions!r}.")
-            if len(actions) != self.num_envs:
-                raise ValueError(
-                    f"Expected {self.num_envs} actions, one per sub-environment, got {len(actions)}."
-                )
-            return [pack_array(actions[h.envs.start : h.envs.stop]) for h in workers]
-        per_env = list(iterate(self.action_space, actions))
-        if len(per_env) != self.num_envs:
-            raise ValueError(
-                f"Expected {self.num_envs} actions, one per sub-environment, got {len(per_env)}."
-            )
-        return [per_env[h.envs.start : h.envs.stop] for h in workers]
 
     def step_wait(
         self, timeout: float | None = None
-    ) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    ) -> VectorStepResult:
         """Wait for the steps sent by :meth:`step_async` and return the batched results.
 
         Raises:
@@ -599,95 +515,15 @@ class SubprocessEnvManager(VectorEnv):
         profiling.sample_resources(self._pool.workers)
         return results
 
-    def _step_results(self) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        buffers = self._step_buffers
-        if buffers is not None:
-            return self._step_results_in_shared_memory(buffers)
-        try:
-            rewards = np.array(self._rewards, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise self._reward_error(exc, range(self.num_envs)) from exc
-        return (
-            self._observations.result(),
-            rewards,
-            np.array(self._terminations, dtype=np.bool_),
-            np.array(self._truncations, dtype=np.bool_),
-            self._collect_infos(),
-        )
-
-    def _step_results_in_shared_memory(
-        self, buffers: StepBuffers
-    ) -> tuple[ObsType, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """The results the workers wrote into shared memory, copies for the user (the next
-        step overwrites the buffers); first, into their rows, those that came in a reply."""
-        for handle in self._values_in_body:
-            start, stop = handle.envs.start, handle.envs.stop
-            try:
-                buffers.rewards[start:stop] = np.array(self._rewards[start:stop], dtype=np.float64)
-            except (TypeError, ValueError) as exc:
-                raise self._reward_error(exc, handle.envs) from exc
-            buffers.terminations[start:stop] = np.array(self._terminations[start:stop], dtype=np.bool_)
-            buffers.truncations[start:stop] = np.array(self._truncations[start:stop], dtype=np.bool_)
-        return (
-            self._observations.result(),
-            buffers.rewards.copy(),
-            buffers.terminations.copy(),
-            buffers.truncations.copy(),
-            self._collect_infos(),
-        )
-
-    def _cut_short(self, envs: range) -> None:
-        """The step results of envs whose worker died in the step and was replaced: their
-        episode was cut short, so say so, as a time limit would."""
-        buffers = self._step_buffers
-        if buffers is not None:
-            buffers.rewards[envs.start : envs.stop] = 0.0
-            buffers.terminations[envs.start : envs.stop] = False
-            buffers.truncations[envs.start : envs.stop] = True
-            return
-        count = len(envs)
-        self._rewards[envs.start : envs.stop] = [0.0] * count
-        self._terminations[envs.start : envs.stop] = [False] * count
-        self._truncations[envs.start : envs.stop] = [True] * count
-
-    def _reward_error(self, error: Exception, envs: range) -> Exception:
-        """Numpy's error for a reward that is not a number, made to name the env and its worker.
-
-        Looked into only once numpy refused the rewards of ``envs``, so the step path pays
-        nothing for it.  The exception type stays numpy's (``ValueError`` for a string).
-        """
-        for env_index in envs:
-            reward = self._rewards[env_index]
-            try:
-                fits = np.array(reward, dtype=np.float64).shape == ()
-            except (TypeError, ValueError) as exc:
-                fits, error = False, exc
-            if not fits:
-                worker_index = next(h.index for h in self._pool.workers if env_index in h.envs)
-                return type(error)(
-                    f"env {env_index} (worker {worker_index}) returned a reward of type "
-                    f"{type(reward).__name__} ({reward!r:.80}); a reward must be a real number ({error})"
-                )
-        return error
+    def _step_results(self) -> VectorStepResult:
+        return self._batch.step_result(self._pool.workers)
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         self._unreported_steps[handle.index] += 1  # until a payload reports it
-        if body is IN_SHARED_MEMORY:  # everything is in shared memory, and there were no infos
-            self._worker_infos[handle.index] = None
-            return
-        if not ok:
+        if ok or body is IN_SHARED_MEMORY:
+            self._batch.store_step(handle, body)
+        else:
             self._failures.append((handle, body))
-            return
-        observations, rewards, terminations, truncations, infos = body
-        start, stop = handle.envs.start, handle.envs.stop
-        self._observations.store(start, stop, observations)
-        if rewards is not None:
-            self._rewards[start:stop] = rewards
-            self._terminations[start:stop] = terminations
-            self._truncations[start:stop] = truncations
-            if self._step_buffers is not None:
-                self._values_in_body.append(handle)
-        self._worker_infos[handle.index] = infos
 
     # -- call, attributes, render ----------------------------------------------------------
 
@@ -816,7 +652,7 @@ class SubprocessEnvManager(VectorEnv):
         for handle in self._pool.collect(self._pool.workers, on_reply):
             self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
             if call == "step":
-                self._cut_short(handle.envs)
+                self._batch.cut_short(handle.envs)
         self._raise_failures(shut_down=call in ("step", "reset"))
         return results()
 
@@ -895,19 +731,6 @@ class SubprocessEnvManager(VectorEnv):
         handle, failure = failures[-1]
         exc = exception_from_failure(failure, handle.index)
         raise exc from exc.__cause__
-
-    def _collect_infos(self) -> dict[str, Any]:
-        """Gymnasium's vector infos, built in env order exactly as SyncVectorEnv builds them."""
-        infos: dict[str, Any] = {}
-        for handle in self._pool.workers:
-            worker_infos = self._worker_infos[handle.index]
-            if worker_infos is None:
-                continue
-            self._worker_infos[handle.index] = None
-            for env_index, info in zip(handle.envs, worker_infos):
-                if info:
-                    infos = self._add_info(infos, info, env_index)
-        return infos
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -1015,39 +838,4 @@ class SubprocessEnvManager(VectorEnv):
     def __del__(self) -> None:
         if not self.closed and self._owner_pid is not None:
             self.close(terminate=True)
-
-
-def _check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:
-    if flush_every is not None and (
-        isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1
-    ):
-        raise ValueError(f"`flush_every` must be a whole number of steps >= 1 or None, got {flush_every!r}.")
-    if flush_interval is not None and not flush_interval > 0:
-        raise ValueError(f"`flush_interval` must be a number of seconds > 0 or None, got {flush_interval!r}.")
-
-
-def _checked_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
-    """The enum for ``value``: a member, its value (``"NextStep"``) or its name (``"next_step"``)."""
-    if isinstance(value, AutoresetMode):
-        return value
-    try:
-        return AutoresetMode(value)
-    except ValueError:
-        if isinstance(value, str) and value.upper() in AutoresetMode.__members__:
-            return AutoresetMode[value.upper()]
-        allowed = ", ".join(f"{m.value!r}/{m.name.lower()!r}" for m in AutoresetMode)
-        raise ValueError(
-            f"Invalid `autoreset_mode` {value!r}, expected an AutoresetMode or one of {allowed}."
-        ) from None
-
-
-def _checked_max_concurrency(value: int | None) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise ValueError(f"`max_concurrency` must be an integer or None, got {type(value)}.")
-    if value < 1:
-        raise ValueError(f"`max_concurrency` must be a positive or None, got {value}.")
-    return int(value)
-
 

@@ -3,9 +3,7 @@
 Everything a user needs day to day is importable from here; the modules hold the details.
 """
 
-# Set before the imports below: profiler.tree.timer_tree reads it while this package initialises.
-__version__ = "0.1.0"
-
+from profiler.version import __version__
 from profiler.control.controls import (
     dump,
     dump_profile,
@@ -17,12 +15,9 @@ from profiler.control.controls import (
     set_kvstore_handle,
     set_state,
 )
-from profiler.control.counter import Counter
-from profiler.control.domain import Domain
-from profiler.control.durations import Event, Frame, Task
+from profiler.control.domain import Counter, Domain, Event, Frame, Marker, Task
 from profiler.gpu import emit_nvtx
 from profiler.recording.events import mark, record_counter, start_recording, stop_recording
-from profiler.control.marker import Marker
 from profiler.control.scopes import scope
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.multiprocess.payload import WorkerTimers, snapshot_and_flush

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import numbers
 import os
 from typing import Any
 
-__all__ = ["ConcurrencyPermits"]
+__all__ = ["ConcurrencyPermits", "checked_max_concurrency"]
 
 _IPC_PRIVATE = 0
 _IPC_CREAT = 0o1000
@@ -93,3 +94,14 @@ class ConcurrencyPermits:
 
     def __setstate__(self, state: tuple[int, int]) -> None:
         self.limit, self.semaphore_id = state
+
+
+def checked_max_concurrency(value: int | None) -> int | None:
+    """``max_concurrency`` as an int (None: no bound), or ``ValueError`` naming what is wrong."""
+    if value is None:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise ValueError(f"`max_concurrency` must be an integer or None, got {type(value)}.")
+    if value < 1:
+        raise ValueError(f"`max_concurrency` must be a positive or None, got {value}.")
+    return int(value)

@@ -20,7 +20,7 @@ Recording a step is a handful of C calls when every worker replied (the usual st
 orders the stamps, no Python loop runs over the workers, and three figures change.  The per-worker loop is kept
 for the steps in which some worker did not reply.  :meth:`CriticalPath.count_steps` counts many
 steps at once from a table of their stamps: the manager's profiled step keeps its stamps with
-its own timer block's and has them counted in bulk (see ``profiler.timing.timers.PhasedBlock``).
+its own timer block's and has them counted in bulk (see ``profiler.timing.phased_block.PhasedBlock``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from profiler.recording import events
 from profiler.timing import timers
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.tree.timer_json import check_run_id, timers_json_path, write_timing_tree
+from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode
 
 from envmanager.measurement.critical_path import CriticalPath
@@ -41,7 +42,7 @@ from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_
 from envmanager.measurement.resources import ResourceGauges
 from envmanager.measurement.unreported_steps import UnreportedSteps
 
-__all__ = ["ManagerProfiling"]
+__all__ = ["ManagerProfiling", "check_flush_options"]
 
 _NO_BLOCK = contextlib.nullcontext()
 
@@ -106,7 +107,7 @@ class ManagerProfiling:
         # Each run also carries the step's critical-path stamps (when the trainer began waiting,
         # each worker's reply), counted in bulk with the run (CriticalPath.count_steps).
         self.step_block = (
-            timers.PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
+            PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
             if self.enabled
             else None
         )
@@ -279,3 +280,13 @@ class ManagerProfiling:
         path.parent.mkdir(parents=True, exist_ok=True)
         mergers = [] if self.merger is None else [self.merger]
         return write_timing_tree(path, self.timer_stack, mergers=mergers)
+
+
+def check_flush_options(flush_every: int | None, flush_interval: float | None) -> None:
+    """Refuse a ``flush_every`` or ``flush_interval`` that no worker could keep to."""
+    if flush_every is not None and (
+        isinstance(flush_every, bool) or not isinstance(flush_every, int) or flush_every < 1
+    ):
+        raise ValueError(f"`flush_every` must be a whole number of steps >= 1 or None, got {flush_every!r}.")
+    if flush_interval is not None and not flush_interval > 0:
+        raise ValueError(f"`flush_interval` must be a number of seconds > 0 or None, got {flush_interval!r}.")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from gymnasium import Env
 from gymnasium.vector import AutoresetMode
 
-__all__ = ["SubEnv", "StepResult"]
+__all__ = ["SubEnv", "StepResult", "checked_autoreset_mode"]
 
 StepResult = tuple[Any, float, bool, bool, dict]
 
@@ -82,3 +82,18 @@ class SubEnv:
         result = self._guard_step(self.env, action)
         self.last_obs = result[0]
         return result
+
+
+def checked_autoreset_mode(value: str | AutoresetMode) -> AutoresetMode:
+    """The enum for ``value``: a member, its value (``"NextStep"``) or its name (``"next_step"``)."""
+    if isinstance(value, AutoresetMode):
+        return value
+    try:
+        return AutoresetMode(value)
+    except ValueError:
+        if isinstance(value, str) and value.upper() in AutoresetMode.__members__:
+            return AutoresetMode[value.upper()]
+        allowed = ", ".join(f"{m.value!r}/{m.name.lower()!r}" for m in AutoresetMode)
+        raise ValueError(
+            f"Invalid `autoreset_mode` {value!r}, expected an AutoresetMode or one of {allowed}."
+        ) from None

@@ -51,6 +51,11 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 
 What a file cannot tell (no critical path, no CPU time, no cores, no per-worker trees) is listed
 in :attr:`RunVerdicts.cannot_tell`, in plain words, rather than guessed.
+
+Why this module is long: every rule is here on purpose, so that one place decides what rlprof
+tells a user (the CLI, the report, the demo and ``rlprof run`` print the same verdicts) and every
+threshold is defined once. The figures the rules read are computed elsewhere
+(:mod:`profiler.analysis.step_time`, :mod:`profiler.analysis.run_measurements`).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
-from profiler import __version__
+from profiler.version import __version__
 from profiler.analysis.analyze import (
     ANALYZE_FORMATS,
     ANALYZE_ORDER_KEYS,

@@ -7,7 +7,7 @@ tasks each see their own. Every block that closes while a scope is in force reco
 lists, per block, the scopes it ran in (``"scopes"``).
 
 Recording costs nothing while no scope is open anywhere: the first scope to open installs an
-exit hook on the timers (``profiler.timing.timers.set_exit_hook``) and the last to close removes it.
+exit hook on the timers (``profiler.timing.block_hooks.set_exit_hook``) and the last to close removes it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from profiler.timing import timers
+from profiler.timing import block_hooks
 from profiler.timing.timers import TimerNode
 
 __all__ = ["DEFAULT_SCOPE", "current_scope", "note_current_scope", "scope"]
@@ -50,7 +50,7 @@ def scope(name: str = DEFAULT_SCOPE, append_mode: bool = True) -> Iterator[str]:
     with _open_lock:
         _open_scopes += 1
         if _open_scopes == 1:
-            timers.set_exit_hook(note_current_scope)
+            block_hooks.set_exit_hook(note_current_scope)
     try:
         yield name
     finally:
@@ -58,7 +58,7 @@ def scope(name: str = DEFAULT_SCOPE, append_mode: bool = True) -> Iterator[str]:
         with _open_lock:
             _open_scopes -= 1
             if _open_scopes == 0:
-                timers.set_exit_hook(None)
+                block_hooks.set_exit_hook(None)
 
 
 def note_current_scope(node: TimerNode) -> None:

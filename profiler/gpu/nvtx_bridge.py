@@ -25,7 +25,7 @@ config) and to running workers before the next request it sends them once the se
 (see :func:`nvtx_settings` and ``envmanager``).
 
 Switched off, nothing of this is left on a block's path: the bridge installs its observers on the
-timers (``profiler.timing.timers.observe_blocks``) while active and takes them out after.
+timers (``profiler.timing.block_hooks.observe_blocks``) while active and takes them out after.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from profiler.recording import events
-from profiler.timing import timers
+from profiler.timing import block_hooks, timers
 from profiler.gpu.argument_shapes import ArgumentShapes, describe_arguments
 from profiler.timing.timers import TimerNode
 
@@ -230,7 +230,7 @@ def apply_nvtx(settings: NvtxSettings | None, worker_index: int | None = None) -
     bridge = _bridge
     with bridge.lock:
         if settings is None:
-            timers.observe_blocks(None, None, companion="nvtx")
+            block_hooks.observe_blocks(None, None, companion="nvtx")
             timers.set_argument_describer(None)
             bridge.settings = bridge.backend = None
             return
@@ -240,10 +240,10 @@ def apply_nvtx(settings: NvtxSettings | None, worker_index: int | None = None) -
         bridge.settings = settings
         if settings.record_shapes:
             timers.set_argument_describer(describe_arguments)
-            timers.observe_blocks(bridge.on_enter_with_shapes, bridge.on_exit, companion="nvtx")
+            block_hooks.observe_blocks(bridge.on_enter_with_shapes, bridge.on_exit, companion="nvtx")
         else:
             timers.set_argument_describer(None)
-            timers.observe_blocks(bridge.on_enter, bridge.on_exit, companion="nvtx")
+            block_hooks.observe_blocks(bridge.on_enter, bridge.on_exit, companion="nvtx")
 
 
 def start_nvtx(record_shapes: bool = False, backend: str | NvtxBackend | None = None) -> NvtxSettings:

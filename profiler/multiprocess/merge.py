@@ -41,6 +41,11 @@ tables (:mod:`profiler.multiprocess.figure_table`) and the tables into the nodes
 Merging may run on a receiver thread while the trainer keeps timing. The merger's own state is
 behind its lock, which the trainer's hot path never takes; the only shared structures are child
 dicts of the trainer's tree, where :meth:`TimerNode.get_child` creates a node atomically.
+
+Why this module is long: it is one class, the merger, with the records it keeps per worker. What
+could be cut out of it already is: streams and block ids (:mod:`profiler.multiprocess.worker_stream`),
+bulk adding (:mod:`profiler.multiprocess.held_rows`, :mod:`profiler.multiprocess.figure_table`),
+payload checks (:mod:`profiler.multiprocess.payload`) and clock offsets.
 """
 
 from __future__ import annotations

@@ -62,6 +62,10 @@ common row carries none.
 ``memory`` holds the worker's memory samples and per-block allocations since the last flush, when
 it samples its memory (see :mod:`profiler.recording.memory`). Version 3 named every block in every payload,
 as a tree of tuples; version 2 had no memory, version 1 no per-call extremes.
+
+Why this module is long: it holds both sides. the layout, the worker's writing of it and the trainer's checks
+of every field are one concept, the payload format. Writer and checks share the layout's
+constants and change together; split, a field could be written that nothing checks.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ growing without bound.
 
 Recording off costs the hot path nothing: :func:`start_recording` swaps ``TimerNode.__exit__`` for
 a recording variant and :func:`stop_recording` swaps it back (through
-:func:`profiler.timing.timers.set_span_recording`), so the plain exit never tests a flag.
+:func:`profiler.timing.block_hooks.set_span_recording`), so the plain exit never tests a flag.
 
 An event may carry **details** after its fields — a span ``(name, start, end, details)``, an
 instant ``(name, at, details)``, a counter sample ``(name, at, value, details)`` — a tuple of
@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from profiler.timing import timers
+from profiler.timing import block_hooks, timer_stack, timers
 from profiler.timing.timers import TimerStack
 
 __all__ = [
@@ -129,20 +129,20 @@ def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:
         raise ValueError(f"capacity must be at least 1 event, got {capacity}")
     _capacity = capacity
     _recording = True
-    timers._new_thread_timeline = _new_timeline
+    timer_stack.set_timeline_factory(_new_timeline)
     for stack in timers.all_timer_stacks():
         if stack.timeline is None:
             stack.timeline = ThreadTimeline(capacity)
         stack.timeline.recording = True
-    timers.set_span_recording(True)
+    block_hooks.set_span_recording(True)
 
 
 def stop_recording() -> None:
     """Stop recording; what was recorded stays until dumped, flushed or reset."""
     global _recording
     _recording = False
-    timers.set_span_recording(False)
-    timers._new_thread_timeline = None
+    block_hooks.set_span_recording(False)
+    timer_stack.set_timeline_factory(None)
     for stack in timers.all_timer_stacks():
         if stack.timeline is not None:
             stack.timeline.recording = False
@@ -219,7 +219,7 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
     ``mergers`` (default: every merger attached to ``stack``); None when nothing was recorded."""
     stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
-    # The stacks holding ended threads' folded trees record nothing (see timers._StackRegistry).
+    # The stacks holding ended threads' folded trees record nothing (see profiler.timing.thread_registry.StackRegistry).
     recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
     # Each merger gives (process entry, events it dropped) per worker it heard from.
     worker_processes = [

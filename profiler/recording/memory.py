@@ -40,7 +40,7 @@ from typing import Any
 import psutil
 
 from profiler.recording import events
-from profiler.timing import timers
+from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
 
 __all__ = [
@@ -323,7 +323,7 @@ class _ProcessSampler:
         uss = self.reader.uss() if settings is not None and settings.uss else None
         self.buffer.add((timers.now(), self.reader.rss(), uss))
 
-    # The block observers (see timers.observe_blocks): one of these is installed, never a branch.
+    # The block observers (see block_hooks.observe_blocks): one of these is installed, never a branch.
     def count_block(self, node: TimerNode) -> None:
         self.blocks_left -= 1
         if self.blocks_left <= 0:
@@ -419,14 +419,14 @@ def _install_observers(settings: MemorySampling) -> None:
         on_exit = sampler.allocations.exit
     else:
         on_exit = None
-    timers.observe_blocks(on_enter, on_exit, companion="memory")
+    block_hooks.observe_blocks(on_enter, on_exit, companion="memory")
 
 
 def stop_sampling() -> None:
     """Stop sampling and tracking allocations; what was measured stays until dumped or drained."""
     sampler = _sampler
     with sampler.lock:
-        timers.observe_blocks(None, None, companion="memory")
+        block_hooks.observe_blocks(None, None, companion="memory")
         sampler.stop_thread()
         sampler.allocations.stop()
         sampler.settings = None

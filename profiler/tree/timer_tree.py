@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from profiler import __version__
+from profiler.version import __version__
 from profiler.timing import timers
 from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
@@ -51,7 +51,7 @@ def _other_thread_nodes(stack: TimerStack) -> list[dict[str, Any]]:
         thread_node.count = other.ended_threads or 1
         thread_node.total = sum(child.total for child in other.root.children.values())
         # One run per thread: its outermost blocks back to back. A group of ended threads keeps
-        # the shortest and longest of its threads' runs on its root (see timers._StackRegistry).
+        # the shortest and longest of its threads' runs on its root (see profiler.timing.thread_registry.StackRegistry).
         if other.holds_ended_threads:
             thread_node.min, thread_node.max = other.root.min, other.root.max
         else:

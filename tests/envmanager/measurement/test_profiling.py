@@ -16,6 +16,7 @@ from tree_paths import count_of, nodes_named
 import profiler
 from envmanager import SubprocessEnvManager, WorkerDiedError
 from profiler import hierarchical_timer, timed
+from profiler.timing.phased_block import FOLD_AT_RUNS
 
 
 class TimedEnv(CountingEnv):
@@ -327,7 +328,7 @@ def test_a_step_whose_env_raises_counts_an_error_in_the_step_in_its_receive_part
 def test_steps_held_for_counting_in_bulk_are_all_in_the_dump_and_on_the_critical_path(tmp_path):
     # The step's runs and critical-path stamps are counted in bulk: at every fold of
     # FOLD_AT_RUNS runs, and for what is left when the dump reads them.
-    steps = profiler.timing.timers.FOLD_AT_RUNS + 5
+    steps = FOLD_AT_RUNS + 5
     envs = SubprocessEnvManager([CountingEnv] * 2, context="fork", summaries_dir=tmp_path, run_id="run")
     envs.reset(seed=0)
     for _ in range(steps):

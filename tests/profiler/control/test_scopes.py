@@ -9,6 +9,7 @@ from tree_paths import find
 
 from profiler import Domain, get_timer_tree, hierarchical_timer, scope
 from profiler.timing import timers
+from profiler.timing.timer_node import PLAIN_EXIT
 from profiler.control.scopes import DEFAULT_SCOPE, current_scope
 
 
@@ -48,8 +49,8 @@ def test_a_task_records_its_scope():
 
 def test_with_no_scope_open_the_plain_exit_is_back_in_place():
     with scope("train"):
-        assert timers.TimerNode.__exit__ is not timers._plain_exit
-    assert timers.TimerNode.__exit__ is timers._plain_exit
+        assert timers.TimerNode.__exit__ is not PLAIN_EXIT
+    assert timers.TimerNode.__exit__ is PLAIN_EXIT
 
 
 def test_asyncio_tasks_each_see_their_own_scope():

@@ -11,9 +11,10 @@ from nvtx_calls import RecordedCalls, skip_without_nvtx_package
 
 import profiler
 from profiler import hierarchical_timer, timed
-from profiler.gpu import emit_nvtx, is_emitting, nvtx_bridge
+from profiler.gpu import emit_nvtx, is_emitting
 from profiler.gpu.nvtx_bridge import NvtxUnavailableError, resolve_backend
 from profiler.tree.timer_tree import get_timer_tree
+from profiler.timing.timer_node import PLAIN_ENTER
 from profiler.timing.timers import TimerNode
 
 TRAINER = f"trainer (pid {os.getpid()})"
@@ -94,7 +95,7 @@ def test_no_range_once_emit_nvtx_ended(calls):
     with hierarchical_timer("step"):
         pass
     assert calls.calls() == []
-    assert TimerNode.__enter__ is nvtx_bridge.timers._plain_enter
+    assert TimerNode.__enter__ is PLAIN_ENTER
 
 
 def test_enabled_false_emits_nothing_and_needs_no_backend(calls):
@@ -102,7 +103,7 @@ def test_enabled_false_emits_nothing_and_needs_no_backend(calls):
         with hierarchical_timer("step"):
             pass
     assert not is_emitting()
-    assert TimerNode.__enter__ is nvtx_bridge.timers._plain_enter
+    assert TimerNode.__enter__ is PLAIN_ENTER
 
 
 def test_leaving_a_nested_emit_nvtx_restores_the_outer_settings(calls, tmp_path):

@@ -20,6 +20,7 @@ from profiler import (
     write_timing_tree,
 )
 from profiler.recording import events, memory
+from profiler.timing.timer_node import PLAIN_ENTER, PLAIN_EXIT
 from profiler.multiprocess.payload import PayloadError, validate_payload
 
 MEGABYTE = 1024 * 1024
@@ -58,10 +59,8 @@ def test_a_buffer_that_never_fills_keeps_every_sample():
 
 
 def test_sampling_off_leaves_the_plain_block_methods_in_place():
-    from profiler.timing import timers
-
-    assert TimerNode.__enter__ is timers._plain_enter
-    assert TimerNode.__exit__ is timers._plain_exit
+    assert TimerNode.__enter__ is PLAIN_ENTER
+    assert TimerNode.__exit__ is PLAIN_EXIT
 
 
 def test_sample_rate_samples_every_n_blocks(fake_clock):
@@ -93,11 +92,9 @@ def test_an_interval_samples_on_a_thread_without_any_block():
 
 
 def test_stopping_takes_the_observers_out_and_ends_the_thread(fake_clock):
-    from profiler.timing import timers
-
     memory.start_sampling(every_blocks=1, interval=0.01)
     memory.stop_sampling()
-    assert TimerNode.__exit__ is timers._plain_exit
+    assert TimerNode.__exit__ is PLAIN_EXIT
     assert not any(thread.name == "rlprof memory sampler" for thread in threading.enumerate())
     kept = len(trainer_samples())
     run_blocks(3, fake_clock)

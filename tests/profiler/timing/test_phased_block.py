@@ -14,7 +14,7 @@ from profiler import get_timer_tree, hierarchical_timer
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.multiprocess.payload import snapshot_and_flush
-from profiler.timing.timers import PhasedBlock
+from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 from hand_payloads import blocks_of
 from tree_paths import child_names, find
 
@@ -175,10 +175,10 @@ def test_every_reader_of_the_stack_folds_the_held_runs_first(fake_clock):
 
 def test_it_never_holds_more_than_a_fold_of_runs(fake_clock):
     block = PhasedBlock("step", PHASES)
-    for _ in range(timers.FOLD_AT_RUNS + 3):
+    for _ in range(FOLD_AT_RUNS + 3):
         run_phased(block, fake_clock)
     assert len(block.runs) == 3
-    assert block.node.count == timers.FOLD_AT_RUNS
+    assert block.node.count == FOLD_AT_RUNS
 
 
 def test_runs_held_when_the_timers_are_reset_are_forgotten_with_the_tree(fake_clock):

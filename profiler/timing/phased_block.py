@@ -1,0 +1,218 @@
+"""A block timed from clock stamps its caller takes, its run cut into consecutive phases."""
+
+from __future__ import annotations
+
+import threading
+from itertools import chain
+from typing import Any, Callable
+
+from profiler.timing import timers
+from profiler.timing.timer_node import TimerNode, current_clock
+from profiler.timing.timer_stack import TimerStack
+
+__all__ = ["FOLD_AT_RUNS", "PhasedBlock"]
+
+
+FOLD_AT_RUNS = 1024
+"""A phased block folds the runs it holds into its nodes once it holds this many: seldom enough
+that folding costs a run next to nothing, often enough that the runs stay in cache."""
+
+
+class PhasedBlock:
+    """A block timed from clock stamps its caller takes, its run cut into consecutive phases.
+
+    ``with hierarchical_timer(...)`` costs a function call and two special-method calls per
+    block, which on a path taken thousands of times a second, through several nested blocks
+    (a vector env's step: the step, then sending, waiting and receiving), is most of what
+    profiling adds to it. Here a run costs one call to :meth:`open`, a clock read where each
+    phase ends, and one call to :meth:`close`, and leaves the tree exactly as the nested
+    ``with`` blocks would: the block as the child ``name`` of the block open in the calling
+    thread, each phase a child of it that ends where the next one begins, with the same
+    totals, counts, per-call extremes and errors (the nodes of all phases are made at the first
+    run, where ``with`` blocks make a phase's node when it is first entered). While the block is
+    open it is the thread's open block, so blocks opened meanwhile (and trees merged under it)
+    nest under it.
+
+    ::
+
+        clock = step_block.open()
+        if clock is None:            # not timed this way now: use `with` blocks
+            ...
+        try:
+            send()
+            sent = clock()
+            wait()
+        except BaseException:
+            step_block.fail(sent)    # the phase ends reached so far
+            raise
+        step_block.close(sent)
+
+    A closed run is not added to the nodes at once: its stamps go to :attr:`runs`, and the runs
+    are folded into the nodes in bulk, with numpy (:meth:`fold`): when :data:`FOLD_AT_RUNS` are
+    held, and before anything reads the tree (:meth:`TimerStack.settle`, which every reader
+    calls: dumps, payloads, :func:`get_timer_root`). Adding a run to four nodes as it closed
+    cost several times what the same lines cost in a loop, inside a vector env's real steps
+    (``benchmarks/profiling_overhead.py``): the trainer sleeps while its workers step, and what
+    it touches then is, most likely, no longer in its caches. Code that holds a node and reads
+    its figures directly calls :meth:`fold` first.
+
+    The hottest callers close a run inline, as :meth:`close` does: set the stack's ``current``
+    back to :attr:`parent`, append ``(start, *phase_ends, end, *extra)`` to :attr:`runs`,
+    ``start`` being ``node._start``, and fold once :data:`FOLD_AT_RUNS` are held. Extra columns
+    (numbers, or None) go to ``on_fold`` at each fold, as a table with a row per run: float64,
+    or object when some run carried a None.
+
+    :meth:`open` returns None while timing is off or paused, or while a companion watches
+    every block (timeline recording, memory sampling, NVTX ranges, profiler scopes): those
+    need each block's own entry and exit, so the caller times its phases with ``with`` blocks
+    then. A phased block is used by one thread at a time; any thread may fold it.
+    """
+
+    __slots__ = (
+        "name",
+        "phase_names",
+        "node",
+        "parent",
+        "stack",
+        "runs",
+        "on_fold",
+        "_phases",
+        "_phase_ends",
+        "_fold_lock",
+        "__weakref__",
+    )
+
+    def __init__(
+        self, name: str, phase_names: tuple[str, ...] = (), on_fold: Callable[[Any], None] | None = None
+    ) -> None:
+        self.name = name
+        self.phase_names = tuple(phase_names)
+        # The block's node, the block it hangs under and the stack it was last opened in (None
+        # before that): read them, never set them.
+        self.node: TimerNode | None = None
+        self.parent: TimerNode | None = None
+        self.stack: TimerStack | None = None
+        # The runs not folded into the nodes yet: start, the phase ends, end, any extra columns.
+        self.runs: list[tuple[Any, ...]] = []
+        self.on_fold = on_fold
+        self._phases: tuple[TimerNode, ...] = ()
+        # How many stamps close() takes: where each phase but the last ended.
+        self._phase_ends = max(len(self.phase_names) - 1, 0)
+        self._fold_lock = threading.Lock()
+
+    def open(self) -> Callable[[], float] | None:
+        """Open the block in the calling thread and return the clock to stamp phase ends with
+        (the timers' clock); None, opening nothing, when it cannot be timed this way now."""
+        if not timers.plain_blocks:
+            return None
+        stack = timers.current_thread_stack()
+        if stack.current is not self.parent:
+            self._attach(stack)
+        node = self.node
+        stack.current = node
+        clock = current_clock()
+        node._start = clock()  # type: ignore[union-attr]
+        return clock
+
+    def _attach(self, stack: TimerStack) -> None:
+        """Fold the runs held so far into the nodes they ran in, then hang the block's nodes
+        under the block open in ``stack`` (found once per parent, not per run)."""
+        parent = stack.current
+        with self._fold_lock:
+            self._fold_held()
+            node = self.node = parent.get_child(self.name)
+            self._phases = tuple(node.get_child(phase) for phase in self.phase_names)
+            self.parent = parent
+            self.stack = stack
+        stack.deferred.add(self)
+
+    def close(self, *phase_ends: float) -> None:
+        """Close the block now; ``phase_ends`` are the stamps at which all phases but the last
+        ended (the last one ends now)."""
+        end = current_clock()()
+        self.stack.current = self.parent  # type: ignore[union-attr]
+        if len(phase_ends) != self._phase_ends:
+            raise TypeError(f"{self.name}: close() takes {self._phase_ends} phase ends, got {len(phase_ends)}")
+        runs = self.runs
+        runs.append((self.node._start, *phase_ends, end))  # type: ignore[union-attr]
+        if len(runs) >= FOLD_AT_RUNS:
+            self.fold()
+
+    def fail(self, *phase_ends: float | None) -> None:
+        """Close the block now, as an exception leaving it: the phases that ended (stamps in
+        ``phase_ends``; None for one not reached) count normally, the block and the phase that
+        was running count the run and an error, later phases nothing."""
+        end = current_clock()()
+        node: TimerNode = self.node  # type: ignore[assignment]
+        self.stack.current = self.parent  # type: ignore[union-attr]
+        self.fold()
+        start = node._start
+        _add_run(node, end - start)
+        node.errors += 1
+        reached = [stamp for stamp in phase_ends if stamp is not None]
+        for phase, phase_end in zip(self._phases, reached):
+            _add_run(phase, phase_end - start)
+            start = phase_end
+        if len(reached) < len(self._phases):
+            running = self._phases[len(reached)]
+            _add_run(running, end - start)
+            running.errors += 1
+
+    def fold(self) -> None:
+        """Add the runs held to the block's nodes, and their extra columns to ``on_fold``."""
+        with self._fold_lock:
+            self._fold_held()
+
+    def discard(self, stack: TimerStack) -> None:
+        """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""
+        with self._fold_lock:
+            if stack is self.stack:
+                del self.runs[:]
+
+    def _fold_held(self) -> None:
+        runs = self.runs
+        held = len(runs)
+        if not held:
+            return
+        # Only the runs taken are removed: the owner thread may be appending one meanwhile.
+        taken = runs[:held]
+        del runs[:held]
+        import numpy  # a core dependency; imported by the first fold, not with the timers
+
+        columns = len(taken[0])
+        if len(taken[-1]) != columns:
+            raise TypeError(f"{self.name}: runs of different widths were appended")
+        # fromiter reads a None as NaN, which no clock gives: a NaN is a None in an extra column.
+        table = numpy.fromiter(chain.from_iterable(taken), numpy.float64, held * columns).reshape(held, columns)
+        if numpy.isnan(table).any():
+            table = numpy.array(taken, dtype=object)
+        width = self._phase_ends + 2
+        stamps = table[:, :width].astype(numpy.float64, copy=False)
+        _add_runs(self.node, stamps[:, -1] - stamps[:, 0])  # type: ignore[arg-type]
+        if self._phases:
+            for phase, elapsed in zip(self._phases, numpy.diff(stamps, axis=1).T):
+                _add_runs(phase, elapsed)
+        if self.on_fold is not None and table.shape[1] > width:
+            self.on_fold(table[:, width:])
+
+
+def _add_runs(node: TimerNode, elapsed: Any) -> None:
+    """Count closed runs of ``elapsed`` seconds each (a numpy array), as as many
+    :meth:`TimerNode.__exit__` would."""
+    node.total += float(elapsed.sum())
+    node.count += len(elapsed)
+    longest, shortest = float(elapsed.max()), float(elapsed.min())
+    if longest > node.max:
+        node.max = longest
+    if shortest < node.min:
+        node.min = shortest
+
+
+def _add_run(node: TimerNode, elapsed: float) -> None:
+    """Count one closed run of ``elapsed`` seconds, as :meth:`TimerNode.__exit__` does."""
+    node.total += elapsed
+    node.count += 1
+    if elapsed > node.max:
+        node.max = elapsed
+    if elapsed < node.min:
+        node.min = elapsed

@@ -14,19 +14,16 @@ docs/formats.md.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from profiler.tree import strict_json
 from profiler.tree.atomic_file import write_atomically
-from profiler.tree.memory_check import memory_shortage
 from profiler.tree.strict_json import named_reading, printable_text, reading_from_json
-from profiler.tree.timer_text import TimerTextError, read_timer_text
+from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, read_timer_document
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.timing.timers import MAX_DEPTH, TimerStack
 
@@ -41,15 +38,6 @@ __all__ = [
     "write_tree",
 ]
 
-
-class TimerFileError(ValueError):
-    """A timer file that cannot be read: missing, not JSON, or JSON of another shape."""
-
-
-MAX_FILE_DEPTH = 2 * MAX_DEPTH
-"""Trees nested deeper than this are refused with a :class:`TimerFileError`. rlprof folds its own
-trees at :data:`profiler.timing.timers.MAX_DEPTH`, so this only stops foreign or crafted files, before
-they can exhaust Python's recursion limit in the parser or the tools that walk the tree."""
 
 MAX_COUNT = 2**63 - 1
 """The largest count a file may hold (a 64-bit counter): a 400-digit "count" is refused on load
@@ -150,38 +138,7 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     file too large for the memory available (see :mod:`profiler.tree.memory_check`).
     """
     source = Path(path)
-    try:
-        shortage = memory_shortage(source)
-    except FileNotFoundError:
-        raise TimerFileError(f"{source}: no such file") from None
-    except OSError as error:
-        raise TimerFileError(f"{source}: cannot read: {error}") from None
-    if shortage is not None:
-        raise TimerFileError(f"{source}: {shortage}")
-    try:
-        text = read_timer_text(source).decode("utf-8")
-    except FileNotFoundError:
-        raise TimerFileError(f"{source}: no such file") from None
-    except TimerTextError as error:
-        raise TimerFileError(f"{source}: {error}") from None
-    except (OSError, EOFError, UnicodeDecodeError) as error:
-        raise TimerFileError(f"{source}: cannot read: {error}") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise TimerFileError(
-            f"{source}: not JSON ({error.msg} at line {error.lineno})"
-        ) from None
-    except RecursionError:
-        raise TimerFileError(
-            f"{source}: nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
-        ) from None
-    except ValueError:  # Python's int_max_str_digits refuses to parse a longer integer
-        raise TimerFileError(
-            f"{source}: not a timer file: it holds an integer of more than "
-            f"{getattr(sys, 'get_int_max_str_digits', lambda: 4300)()} digits"
-        ) from None
-    del text  # the parsed document is several times larger; do not hold both longer than needed
+    document = read_timer_document(source)
     try:
         return normalize_timing_tree(document)
     except TimerFileError as error:

@@ -1,30 +1,49 @@
-"""The bytes of a timer file, read with bounds: whatever the path turns out to be.
+"""A timer file's JSON document, read with bounds, whatever the path turns out to be.
 
-``rlprof analyze /dev/zero`` read zeros until the machine ran out of memory, and a gzip-compressed
-dump (``run_timers.json.gz``) was refused with a message about UTF-8. This module reads a file's
-bytes for the loader so that neither can happen:
+:func:`read_timer_document` is the reading half of ``profiler.load_timing_tree`` (which then
+checks the document's shape): every way reading can fail ends in a one-line
+:class:`TimerFileError`. ``rlprof analyze /dev/zero`` used to read zeros until the machine ran
+out of memory, a gzip-compressed dump (``run_timers.json.gz``) was refused with a message about
+UTF-8, and an integer of 5,000 digits raised a bare ``ValueError``. Now:
 
+* **A file too large for the memory free** is refused before reading
+  (:mod:`profiler.tree.memory_check`).
 * **gzip** is recognised by its magic bytes, whatever the name, and decompressed as it is read
   (rlprof writes its Chrome traces as ``.json.gz``; users compress timer files the same way).
 * **Anything that is not JSON text** is refused from its first bytes: a JSON document starts, after
   any whitespace, with one of ``{["-0123456789tfn``, so ``/dev/zero``'s NUL bytes or a binary
   file end the read at once.
 * **A source without a size** (a device, a pipe, a FIFO, a compressed file) is read in pieces up to
-  the most text the memory check of :mod:`profiler.tree.memory_check` would let a file have, then
-  refused; a regular file's size was checked before reading.
+  the most text the memory check would let a file have, then refused; a regular file's size was
+  checked before reading.
+* **JSON Python will not parse** (nested past the recursion limit, an integer of more than 4,300
+  digits) is refused in one line.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import stat
+import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from profiler.tree.memory_check import READ_MEMORY_PER_DENSE_BYTE, available_memory
+from profiler.timing.timers import MAX_DEPTH
+from profiler.tree.memory_check import READ_MEMORY_PER_DENSE_BYTE, available_memory, memory_shortage
 
-__all__ = ["TimerTextError", "read_timer_text"]
+__all__ = ["MAX_FILE_DEPTH", "TimerFileError", "read_timer_document", "read_timer_text"]
+
+
+class TimerFileError(ValueError):
+    """A timer file that cannot be read: missing, not JSON, or JSON of another shape."""
+
+
+MAX_FILE_DEPTH = 2 * MAX_DEPTH
+"""Trees nested deeper than this are refused with a :class:`TimerFileError`. rlprof folds its own
+trees at :data:`profiler.timing.timers.MAX_DEPTH`, so this only stops foreign or crafted files, before
+they can exhaust Python's recursion limit in the parser or the tools that walk the tree."""
 
 GZIP_MAGIC = b"\x1f\x8b"
 _JSON_STARTS = frozenset(b'{["-0123456789tfn')
@@ -34,6 +53,40 @@ _PIECE_BYTES = 1 << 20
 
 class TimerTextError(ValueError):
     """Bytes that cannot be a timer file, or more of them than memory can hold once parsed."""
+
+
+def read_timer_document(source: Path) -> Any:
+    """The JSON document of the timer file at ``source``, unchecked; :class:`TimerFileError`
+    with a one-line reason, naming ``source``, if it cannot be read."""
+    try:
+        shortage = memory_shortage(source)
+    except FileNotFoundError:
+        raise TimerFileError(f"{source}: no such file") from None
+    except OSError as error:
+        raise TimerFileError(f"{source}: cannot read: {error}") from None
+    if shortage is not None:
+        raise TimerFileError(f"{source}: {shortage}")
+    try:
+        text = read_timer_text(source).decode("utf-8")
+    except FileNotFoundError:
+        raise TimerFileError(f"{source}: no such file") from None
+    except TimerTextError as error:
+        raise TimerFileError(f"{source}: {error}") from None
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise TimerFileError(f"{source}: cannot read: {error}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise TimerFileError(f"{source}: not JSON ({error.msg} at line {error.lineno})") from None
+    except RecursionError:
+        raise TimerFileError(
+            f"{source}: nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
+        ) from None
+    except ValueError:  # Python's int_max_str_digits refuses to parse a longer integer
+        raise TimerFileError(
+            f"{source}: not a timer file: it holds an integer of more than "
+            f"{getattr(sys, 'get_int_max_str_digits', lambda: 4300)()} digits"
+        ) from None
 
 
 def read_timer_text(path: str | os.PathLike[str]) -> bytes:

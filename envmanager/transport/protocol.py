@@ -78,11 +78,12 @@ travel in the body, for the trainer to report).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import struct
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -357,22 +358,33 @@ class RemoteFailure:
     The original exception object is sent when it pickles, so the manager can re-raise the
     very same type with the very same arguments.  When it does not pickle (a lambda in its
     args, a class defined in ``__main__`` under spawn, ...), its type name and message are
-    kept instead and the manager raises a ``RuntimeError`` that says so.
+    kept instead and the manager raises a ``RuntimeError`` that says so; so it does for an
+    exception that is no ``Exception`` (an env's own ``KeyboardInterrupt``), which raised as
+    such in the trainer would pass for the user's Ctrl-C.  An exception whose ``str()`` or
+    traceback cannot be made still reports its type.  ``context`` (when given) says where
+    it happened, as a note.
     """
 
     __slots__ = ("exception", "type_name", "message", "traceback", "env_index")
 
-    def __init__(self, exc: BaseException, env_index: int | None) -> None:
+    def __init__(self, exc: BaseException, env_index: int | None, context: str | None = None) -> None:
         self.type_name = type(exc).__qualname__
-        self.message = str(exc)
-        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.message = _describe(str, exc)
+        if context is not None:
+            with contextlib.suppress(Exception):
+                exc.add_note(f"({context})")
+        self.traceback = _describe(
+            lambda e: "".join(traceback.format_exception(type(e), e, e.__traceback__)), exc
+        )
         self.env_index = env_index
-        try:
-            # Prove the round trip here, where a failure can still be handled.
-            pickle.loads(pickle.dumps(exc))
-            self.exception: BaseException | None = exc
-        except Exception:
-            self.exception = None
+        self.exception: BaseException | None = None
+        if isinstance(exc, Exception):
+            try:
+                # Prove the round trip here, where a failure can still be handled.
+                pickle.loads(pickle.dumps(exc))
+                self.exception = exc
+            except Exception:
+                pass
 
     def __getstate__(self) -> tuple:
         exc = self.exception
@@ -383,3 +395,12 @@ class RemoteFailure:
 
     def __setstate__(self, state: tuple) -> None:
         self.exception, self.type_name, self.message, self.traceback, self.env_index = state
+
+
+def _describe(render: Callable[[BaseException], str], exc: BaseException) -> str:
+    """``render(exc)``, or what can still be said when the exception refuses (its ``__str__``
+    raises)."""
+    try:
+        return render(exc)
+    except Exception as failure:
+        return f"<{type(exc).__qualname__}; printing it raised {type(failure).__qualname__}>"

@@ -6,6 +6,7 @@ trainer (``lifecycle_trainer.py``) as a process of its own and watch its workers
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import gc
 import json
@@ -27,6 +28,7 @@ from envmanager_testenvs import (
     CountingEnv,
     DiesInResetEnv,
     HangingEnv,
+    HelperAtConstructionEnv,
     HelperProcessEnv,
     LeakyHelperProcessEnv,
     SuicidalEnv,
@@ -353,3 +355,68 @@ def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_pa
     with pytest.raises(OSError):
         envs.close()
     assert _merged_env_steps(load_timing_tree(envs.dump_timers(tmp_path))) == 2
+
+
+# -- round two: whoever sees the trainer gone ends the workers' groups ------------------------
+
+_GETVAL = 12
+
+
+def _semaphore_exists(semaphore_id: int) -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.semctl(semaphore_id, 0, _GETVAL) != -1
+
+
+def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
+    deadline = time.monotonic() + within
+    while _semaphore_exists(semaphore_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_forgotten_helpers_die_with_a_trainer_killed_while_its_workers_write_their_replies(start_method):
+    with _trainer("replying", start_method) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_forgotten_helpers_and_the_permits_go_when_the_trainer_main_thread_ends_before_its_process(start_method):
+    with _trainer("main-thread-ends", start_method) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        time.sleep(0.5)  # the main thread is gone; the process lives on in another thread
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+        assert _semaphore_removed_within(report["semaphore"])
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_helper_of_the_env_built_to_read_the_spaces_dies_with_a_trainer_killed_meanwhile(start_method):
+    with _trainer("constructing", start_method) as (trainer, report):
+        watched = _processes(report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+
+
+def test_a_helper_forgotten_by_the_env_built_to_read_the_spaces_is_gone_after_construction():
+    envs = SubprocessEnvManager([HelperAtConstructionEnv] * 2, context="fork")
+    try:
+        worker_helpers = set(envs.get_attr("helper_pid"))
+        strays = [p for p in worker_children() if p.name() == "sleep" and p.pid not in worker_helpers]
+        assert _survivors(strays) == []
+    finally:
+        envs.close()
+
+
+def test_the_helper_of_a_worker_killed_from_outside_dies_without_waiting_for_the_next_call():
+    with _manager_with_helpers(LeakyHelperProcessEnv) as (envs, helpers):
+        envs._pool.workers[1].process.kill()
+        assert _survivors(helpers[1:]) == []  # no call to the manager in between
+        assert not _is_gone(helpers[0])
+        with pytest.raises(WorkerDiedError, match="worker 1"):
+            envs.step(np.array([0, 0]))
+        envs.close()

@@ -56,6 +56,7 @@ from profiler.timing.timers import TimerNode
 
 from envmanager.transport import protocol
 from envmanager.lifetime.close_at_exit import close_at_exit
+from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.permits import checked_max_concurrency
 from envmanager.measurement.critical_path import stamps_within
 from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
@@ -756,6 +757,9 @@ class SubprocessEnvManager(VectorEnv):
         Their last timer data is merged first (unless ``terminate``), and the timers are
         dumped if the manager was given a ``summaries_dir``.
 
+        Ctrl-C during the close stops the waiting: the workers are stopped at once (a second
+        Ctrl-C waits until they are), the timers are dumped, and the KeyboardInterrupt goes on.
+
         A call still pending (``step_async`` without ``step_wait``) is abandoned, as one that
         Ctrl-C cut short: its workers get ``REPLY_GRACE_SECONDS`` (one second, or ``timeout``
         if shorter) to answer, so their timer data is kept, and a worker stuck in it is then
@@ -770,24 +774,32 @@ class SubprocessEnvManager(VectorEnv):
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
-        with self._profiling.block("env_manager.close"):
-            if self._state is not _State.DEFAULT:
-                logger.warn(
-                    f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
-                )
-                self._state = _State.DEFAULT  # its replies are read and dropped by the shutdown
-            pool.shutdown(graceful=not terminate, timeout=timeout)
-        self._profiling.workers_stopped()
-        if self.summaries_dir is not None:
-            try:
-                self._profiling.dump(self.summaries_dir, self.run_id)
-            except Exception as exc:
-                if hasattr(exc, "add_note"):  # Python >= 3.11
-                    exc.add_note(
-                        "(raised writing the timers in close(); the workers are stopped and the manager is "
-                        "closed; dump_timers(summaries_dir=...) can still write the timers elsewhere)"
+        try:
+            with self._profiling.block("env_manager.close"):
+                if self._state is not _State.DEFAULT:
+                    logger.warn(
+                        f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
                     )
-                raise
+                    self._state = _State.DEFAULT  # its replies are read and dropped by the shutdown
+                pool.shutdown(graceful=not terminate, timeout=timeout)
+        finally:
+            # Also after a Ctrl-C that cut the waiting short (the workers are stopped then too):
+            # the timers gathered so far are written, with Ctrl-C held meanwhile.
+            with interrupts_held():
+                self._profiling.workers_stopped()
+                if self.summaries_dir is not None:
+                    self._dump_at_close()
+
+    def _dump_at_close(self) -> None:
+        try:
+            self._profiling.dump(self.summaries_dir, self.run_id)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(
+                    "(raised writing the timers in close(); the workers are stopped and the manager is "
+                    "closed; dump_timers(summaries_dir=...) can still write the timers elsewhere)"
+                )
+            raise
 
     # -- timers ----------------------------------------------------------------------------
 

@@ -22,15 +22,22 @@ updated before a write and right after a read, so an interrupt anywhere else lea
 The pool also owns what ties the workers' lives to the trainer's: the lifeline through which
 they learn of its death (:mod:`envmanager.lifetime.lifeline`) and the ``max_concurrency`` permits
 (:mod:`envmanager.lifetime.permits`).  Stopping a worker ends its process group too
-(:mod:`envmanager.lifetime.process_group`), so no helper process its envs started outlives it.
+(:mod:`envmanager.lifetime.process_group`), so no helper process its envs started outlives it;
+so does a worker's death however it comes, at once (:mod:`envmanager.lifetime.death_watch`).
+
+Ctrl-C is the trainer's alone: a worker is started with SIGINT blocked, so that a Ctrl-C at
+the terminal while it starts (before it leaves the trainer's process group and ignores SIGINT)
+cannot print its traceback; the trainer receives the same Ctrl-C as soon as the start returns.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import select
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -38,6 +45,8 @@ from multiprocessing.connection import Connection, wait as wait_for_ready
 from typing import Any, Callable
 
 from envmanager.transport import protocol
+from envmanager.lifetime.death_watch import DeathWatch
+from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
@@ -156,6 +165,7 @@ class WorkerPool:
         self.worker_clock_shared = True
         self._sequence = 0
         self._lifeline = Lifeline(ctx)
+        self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
         try:
             if max_concurrency is not None and max_concurrency < len(self.workers):
@@ -195,6 +205,11 @@ class WorkerPool:
             args=(config, requests_reader, replies_writer),
             daemon=self._daemon,
         )
+        if self._start_method == "forkserver":
+            # Started outside the blocked SIGINT below, so the user's own forkserver processes
+            # still get Ctrl-C.
+            multiprocessing.forkserver.ensure_running()
+        signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
         except Exception as exc:
@@ -203,10 +218,12 @@ class WorkerPool:
             _add_note(exc, self._start_note(handle))
             raise
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
             # Only the worker holds them now, so its exit shows up as EOF here.
             requests_reader.close()
             replies_writer.close()
         self._lifeline.bind(process)
+        self._death_watch.watch(process)
         handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
         handle.fds = (replies_reader.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
@@ -245,7 +262,7 @@ class WorkerPool:
         self.ready_at[handle.index] = None
         # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
         _wait_for_exit([handle.process], TERMINATE_GRACE_SECONDS)
-        _stop([handle.process])
+        self._stop([handle.process])
         handle.exitcode = handle.process.exitcode
 
     # -- requests and replies --------------------------------------------------------------
@@ -437,7 +454,7 @@ class WorkerPool:
                 handle.cut_conn.close()
                 handle.cut_conn = None
         _wait_for_exit([h.process for h in handles], max(0.0, deadline - time.monotonic()))
-        _stop([h.process for h in handles])
+        self._stop([h.process for h in handles])
         for handle in handles:
             handle.exitcode = handle.process.exitcode
 
@@ -468,27 +485,54 @@ class WorkerPool:
         """
         cut_off = [h for h in self.workers if h.cut_conn is not None]
         reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
-        if graceful:
-            self.receive_outstanding(self.workers, reply_grace)
-            idle = [h for h in self.workers if h.alive and h.outstanding == 0]
-            self.send(idle, protocol.CLOSE, None)
-            try:
-                self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
-            except multiprocessing.TimeoutError:
-                pass
-            # Workers that answered CLOSE exit by themselves; give them a moment to do so.
-            _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
-        self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
-        # Not yet reaped (a reaped worker's number may belong to another process by now).
-        _stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
-        for handle in self.workers:
-            _close_ends(handle)
-            if handle.process is not None:
-                handle.exitcode = handle.process.exitcode
-        # Every worker is gone: the lifeline and the permits have no one left to serve.
-        self._lifeline.close()
-        if self.permits is not None:
-            self.permits.remove()
+        try:
+            if graceful:
+                self.receive_outstanding(self.workers, reply_grace)
+                idle = [h for h in self.workers if h.alive and h.outstanding == 0]
+                self.send(idle, protocol.CLOSE, None)
+                try:
+                    self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
+                except multiprocessing.TimeoutError:
+                    pass
+                # Workers that answered CLOSE exit by themselves; give them a moment to do so.
+                _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
+        finally:
+            # Also when Ctrl-C cut the graceful part short: then at once, and a second Ctrl-C
+            # waits until every worker is gone (a second or so).
+            with interrupts_held():
+                self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
+                # Not yet reaped (a reaped worker's number may belong to another process by now).
+                self._stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
+                for handle in self.workers:
+                    _close_ends(handle)
+                    if handle.process is not None:
+                        handle.exitcode = handle.process.exitcode
+                # Every worker is gone: the lifeline, the watch and the permits have no one left to serve.
+                self._death_watch.stop()
+                self._lifeline.close()
+                if self.permits is not None:
+                    self.permits.remove()
+
+    def _stop(self, processes: list[Any]) -> None:
+        """End worker processes with every helper process their envs left behind, and reap them.
+
+        A worker still running gets SIGTERM, on which it closes its envs (which stops their
+        helpers) and exits.  Then each worker's process group is killed: the worker itself if it
+        ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
+        left running.  Reaping comes last, so a group's number cannot have been reused; the death
+        watch forgets each worker first, under its lock, for the same reason.
+        """
+        running = [p for p in processes if not _has_exited(p)]
+        for process in running:
+            process.terminate()
+        _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
+        for process in processes:
+            if not kill_process_group(process.pid) and not _has_exited(process):
+                process.kill()  # it had not made its group yet
+        for process in processes:
+            with self._death_watch.lock:
+                self._death_watch.forget(process)
+                process.join(KILLED_EXIT_SECONDS)
 
 
 def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
@@ -523,22 +567,3 @@ def _wait_for_exit(processes: list[Any], timeout: float) -> None:
             return
         for ended in wait_for_ready(running, remaining):
             running.remove(ended)
-
-
-def _stop(processes: list[Any]) -> None:
-    """End worker processes with every helper process their envs left behind, and reap them.
-
-    A worker still running gets SIGTERM, on which it closes its envs (which stops their
-    helpers) and exits.  Then each worker's process group is killed: the worker itself if it
-    ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
-    left running.  Reaping comes last, so a group's number cannot have been reused.
-    """
-    running = [p for p in processes if not _has_exited(p)]
-    for process in running:
-        process.terminate()
-    _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
-    for process in processes:
-        if not kill_process_group(process.pid) and not _has_exited(process):
-            process.kill()  # it had not made its group yet
-    for process in processes:
-        process.join(KILLED_EXIT_SECONDS)

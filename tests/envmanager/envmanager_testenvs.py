@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -491,3 +492,12 @@ class NoneRewardEnv(CountingEnv):
     def step(self, action: Any) -> tuple:
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, None if action == 2 else reward, terminated, truncated, info
+
+
+_GETVAL = 12  # semctl: read a System V semaphore's value
+
+
+def semaphore_exists(semaphore_id: int) -> bool:
+    """Whether the System V semaphore (the max_concurrency permits) still exists."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.semctl(semaphore_id, 0, _GETVAL) != -1

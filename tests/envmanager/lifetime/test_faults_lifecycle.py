@@ -6,7 +6,6 @@ trainer (``lifecycle_trainer.py``) as a process of its own and watch its workers
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import json
@@ -32,6 +31,7 @@ from envmanager_testenvs import (
     HelperProcessEnv,
     LeakyHelperProcessEnv,
     SuicidalEnv,
+    semaphore_exists,
     worker_children,
 )
 from lifecycle_trainer import NEVER_CLOSED_STEPS
@@ -206,17 +206,6 @@ def test_helper_processes_an_env_forgot_to_stop_die_with_their_worker(terminate)
         assert _survivors(helpers) == []
 
 
-def test_the_helper_of_a_worker_killed_from_outside_is_stopped_when_the_death_is_noticed():
-    with _manager_with_helpers(LeakyHelperProcessEnv) as (envs, helpers):
-        envs._pool.workers[1].process.kill()
-        with pytest.raises(WorkerDiedError, match="worker 1"):
-            envs.step(np.array([0, 0]))
-        assert _survivors(helpers[1:]) == []
-        assert not _is_gone(helpers[0])
-        envs.close()
-        assert _survivors(helpers) == []
-
-
 # -- item 3: max_concurrency and a dying worker -----------------------------------------------
 
 
@@ -359,17 +348,9 @@ def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_pa
 
 # -- round two: whoever sees the trainer gone ends the workers' groups ------------------------
 
-_GETVAL = 12
-
-
-def _semaphore_exists(semaphore_id: int) -> bool:
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.semctl(semaphore_id, 0, _GETVAL) != -1
-
-
 def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
     deadline = time.monotonic() + within
-    while _semaphore_exists(semaphore_id):
+    while semaphore_exists(semaphore_id):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)

@@ -25,6 +25,8 @@ then does what the scenario says:
                    dies), to be killed later.
 ``replying``       envs with 2 MB observations and forgotten helpers; both workers are writing
                    a reply the trainer does not read; the trainer sleeps (to be killed).
+``starting``       spawned workers announce themselves (``{"worker_starting": pid}``) and take
+                   30 s to import this script: the trainer is to get Ctrl-C meanwhile.
 ``constructing``   the first env, built to read the spaces, starts a helper, prints
                    ``{"helpers": [pid]}`` and hangs: the trainer is killed during construction.
 """
@@ -55,6 +57,11 @@ from envmanager_testenvs import (  # noqa: E402
 from envmanager import SubprocessEnvManager  # noqa: E402
 
 NEVER_CLOSED_STEPS = 7
+
+if __name__ == "__mp_main__" and os.environ.get("LIFECYCLE_SLOW_WORKER_START"):
+    # A spawned worker importing the trainer's script: a slow start-up, as a large import makes.
+    print(json.dumps({"worker_starting": os.getpid()}), flush=True)
+    time.sleep(30)
 
 
 def _report(**pids: object) -> None:
@@ -138,6 +145,8 @@ def main(scenario: str, start_method: str, summaries_dir: str | None) -> Subproc
         time.sleep(0.5)  # let both workers fill their reply pipes
         _report(**pids)
         time.sleep(600)
+    elif scenario == "starting":
+        envs = SubprocessEnvManager([CountingEnv] * 2, context=start_method)
     elif scenario == "constructing":
         envs = SubprocessEnvManager([functools.partial(HelperAtConstructionEnv, hang=True)] * 2, context=start_method)
     else:

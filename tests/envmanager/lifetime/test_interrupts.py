@@ -170,3 +170,25 @@ def test_ctrl_c_during_close_with_a_step_pending_still_stops_everything_and_dump
         for helper in helpers:
             with contextlib.suppress(psutil.Error):
                 helper.kill()
+
+
+def test_ctrl_c_while_spawned_workers_start_is_the_trainers_alone():
+    trainer = subprocess.Popen(
+        [sys.executable, str(HERE / "lifecycle_trainer.py"), "starting", "spawn"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+        start_new_session=True,  # its own process group, which the test's Ctrl-C goes to
+        env={**os.environ, "LIFECYCLE_SLOW_WORKER_START": "1"},
+    )
+    try:
+        assert "worker_starting" in trainer.stdout.readline()
+        os.killpg(trainer.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole group
+        _, stderr = trainer.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.communicate()
+    assert trainer.returncode == -signal.SIGINT
+    assert stderr.count("Traceback") == 1, stderr  # the trainer's; none from the workers

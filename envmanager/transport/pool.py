@@ -50,6 +50,7 @@ from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
+from envmanager.transport.protocol import RemoteFailure
 from envmanager.transport.worker import WorkerConfig, run_worker
 
 __all__ = [
@@ -321,8 +322,10 @@ class WorkerPool:
             else:
                 events = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
                 if not events and time.monotonic() >= deadline:
+                    late = sorted({handle.index: handle for handle, _ in owners.values()}.items())
+                    names = ", ".join(f"worker {i} (envs {h.envs.start}..{h.envs.stop - 1})" for i, h in late)
                     raise multiprocessing.TimeoutError(
-                        f"The call to `{what}` has timed out after {timeout} second(s)."
+                        f"The call to `{what}` has timed out after {timeout} second(s); no reply from {names}."
                     )
             for fd, _ in events:
                 owner = owners.get(fd)
@@ -384,7 +387,10 @@ class WorkerPool:
             self._cut_off(handle, exc, mid_reply=True)
             raise
         # An interrupt from here on loses this reply, but the pipe and the bookkeeping are sound.
-        sequence, ok, body, timers, finished_at = protocol.decode(data)
+        try:
+            sequence, ok, body, timers, finished_at = protocol.decode(data)
+        except Exception as exc:
+            sequence, ok, body, timers, finished_at = self._unreadable_reply(handle, data, exc)
         if awaited:
             if self.worker_clock_shared:
                 self.ready_at[handle.index] = finished_at
@@ -392,6 +398,22 @@ class WorkerPool:
         # After on_reply, so that a step reply is counted before the payload that reports it.
         if timers is not None and self.timers_sink is not None:
             self.timers_sink(handle.index, sequence, timers)
+
+    def _unreadable_reply(self, handle: WorkerHandle, data: bytes, error: Exception) -> tuple:
+        """A reply that does not unpickle here: a failure naming the worker in its place, and
+        its sequence number, timers and stamp when they can still be read."""
+        failure = RemoteFailure(
+            error,
+            None,
+            f"raised in the trainer reading worker {handle.index}'s reply: an info, observation or "
+            "result holds an object the trainer cannot rebuild, such as an instance of a class "
+            "only the worker can import",
+        )
+        try:
+            sequence, _, _, timers, finished_at = protocol.decode_salvaging(data)
+        except Exception:
+            return handle.awaiting, False, failure, None, time.perf_counter()
+        return sequence, False, failure, timers, finished_at
 
     def receive_outstanding(self, targets: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
         """Read every reply ``targets`` still owe, for at most ``timeout`` seconds.

@@ -79,6 +79,7 @@ travel in the body, for the trainer to report).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import struct
@@ -191,6 +192,32 @@ def decode(data: bytes) -> Any:
     if first == _STEP_REQUEST_FIRST:
         return (_STEP_REQUEST.unpack(data)[1], STEP, IN_SHARED_MEMORY)
     return pickle.loads(data)
+
+
+def decode_salvaging(data: bytes) -> Any:
+    """The message :func:`decode` could not make of ``data``, every object whose class this
+    process cannot import (an env's info holding an instance of a class only the worker
+    knows) replaced by a stand-in: so a reply's sequence number and timers survive a body that
+    cannot be rebuilt here.  Raises as :func:`decode` does for anything else."""
+    return _SalvagingUnpickler(io.BytesIO(data)).load()
+
+
+class _StandIn:
+    """What :func:`decode_salvaging` puts in place of an object it cannot rebuild."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _SalvagingUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            return _StandIn
 
 
 def send(conn: Any, message: Request | Reply) -> None:

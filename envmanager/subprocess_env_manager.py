@@ -122,7 +122,7 @@ class SubprocessEnvManager(VectorEnv):
             1.1x), and a machine other programs keep busy gives 2 workers less CPU than 8. The profiler's verdicts advise "auto" where it pays
             (docs/envmanager.md, *How many worker processes*).
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
-            as the workers live.
+            as the workers live. It does not bound the workers' start-up in the constructor.
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
             A restarted worker's envs are reset and report ``truncated=True`` for that step.
         profiling: time the manager and its workers (also off when ``profiler.disable()`` was
@@ -263,7 +263,9 @@ class SubprocessEnvManager(VectorEnv):
             else:
                 self._failures.append((handle, body))
 
-        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
+        # No timeout: this reply waits for the workers' start-up (an interpreter and the user's
+        # imports under spawn), which ``timeout`` is not about; a worker that dies is noticed.
+        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, None)
         self._raise_failures(shut_down=False)
         self.observation_space = check_worker_spaces(
             spaces, self._description, self.observation_mode, type(self).__name__

@@ -56,6 +56,7 @@ from profiler.timing.timers import TimerNode
 
 from envmanager.transport import protocol
 from envmanager.lifetime.close_at_exit import close_at_exit
+from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.permits import checked_max_concurrency
 from envmanager.measurement.critical_path import stamps_within
 from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
@@ -121,7 +122,7 @@ class SubprocessEnvManager(VectorEnv):
             1.1x), and a machine other programs keep busy gives 2 workers less CPU than 8. The profiler's verdicts advise "auto" where it pays
             (docs/envmanager.md, *How many worker processes*).
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
-            as the workers live.
+            as the workers live. It does not bound the workers' start-up in the constructor.
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
             A restarted worker's envs are reset and report ``truncated=True`` for that step.
         profiling: time the manager and its workers (also off when ``profiler.disable()`` was
@@ -262,7 +263,9 @@ class SubprocessEnvManager(VectorEnv):
             else:
                 self._failures.append((handle, body))
 
-        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, self.timeout)
+        # No timeout: this reply waits for the workers' start-up (an interpreter and the user's
+        # imports under spawn), which ``timeout`` is not about; a worker that dies is noticed.
+        self._run_on_all(protocol.DESCRIBE, None, "describe", on_reply, None)
         self._raise_failures(shut_down=False)
         self.observation_space = check_worker_spaces(
             spaces, self._description, self.observation_mode, type(self).__name__
@@ -756,6 +759,9 @@ class SubprocessEnvManager(VectorEnv):
         Their last timer data is merged first (unless ``terminate``), and the timers are
         dumped if the manager was given a ``summaries_dir``.
 
+        Ctrl-C during the close stops the waiting: the workers are stopped at once (a second
+        Ctrl-C waits until they are), the timers are dumped, and the KeyboardInterrupt goes on.
+
         A call still pending (``step_async`` without ``step_wait``) is abandoned, as one that
         Ctrl-C cut short: its workers get ``REPLY_GRACE_SECONDS`` (one second, or ``timeout``
         if shorter) to answer, so their timer data is kept, and a worker stuck in it is then
@@ -770,24 +776,32 @@ class SubprocessEnvManager(VectorEnv):
         pool = getattr(self, "_pool", None)
         if pool is None:
             return
-        with self._profiling.block("env_manager.close"):
-            if self._state is not _State.DEFAULT:
-                logger.warn(
-                    f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
-                )
-                self._state = _State.DEFAULT  # its replies are read and dropped by the shutdown
-            pool.shutdown(graceful=not terminate, timeout=timeout)
-        self._profiling.workers_stopped()
-        if self.summaries_dir is not None:
-            try:
-                self._profiling.dump(self.summaries_dir, self.run_id)
-            except Exception as exc:
-                if hasattr(exc, "add_note"):  # Python >= 3.11
-                    exc.add_note(
-                        "(raised writing the timers in close(); the workers are stopped and the manager is "
-                        "closed; dump_timers(summaries_dir=...) can still write the timers elsewhere)"
+        try:
+            with self._profiling.block("env_manager.close"):
+                if self._state is not _State.DEFAULT:
+                    logger.warn(
+                        f"Calling `close` while waiting for a pending call to `{self._state.value}` to complete."
                     )
-                raise
+                    self._state = _State.DEFAULT  # its replies are read and dropped by the shutdown
+                pool.shutdown(graceful=not terminate, timeout=timeout)
+        finally:
+            # Also after a Ctrl-C that cut the waiting short (the workers are stopped then too):
+            # the timers gathered so far are written, with Ctrl-C held meanwhile.
+            with interrupts_held():
+                self._profiling.workers_stopped()
+                if self.summaries_dir is not None:
+                    self._dump_at_close()
+
+    def _dump_at_close(self) -> None:
+        try:
+            self._profiling.dump(self.summaries_dir, self.run_id)
+        except Exception as exc:
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(
+                    "(raised writing the timers in close(); the workers are stopped and the manager is "
+                    "closed; dump_timers(summaries_dir=...) can still write the timers elsewhere)"
+                )
+            raise
 
     # -- timers ----------------------------------------------------------------------------
 

@@ -15,10 +15,18 @@ released, so it costs nothing until then, and it acts even while the env hangs i
 code (a C call that never releases the GIL is beyond any thread's reach).
 
 On Linux a worker started from the trainer's main thread (or from the forkserver) also asks
-the kernel for SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), which also covers a
+the kernel for a signal when its parent dies (``PR_SET_PDEATHSIG``), which also covers a
 lifeline copy kept by a process forked outside Python.  Not from other threads: the kernel
 sends that signal when the *thread* that forked the worker ends, which would kill healthy
-workers of a manager built in a short-lived thread.
+workers of a manager built in a short-lived thread.  That signal is ``PARENT_DEATH_SIGNAL``
+(SIGHUP, "your controlling process hung up"), not the SIGTERM the trainer stops workers with:
+it comes as soon as the trainer's main thread ends, while the dying process may still hold the
+lifeline open in its other threads (numpy's), so the worker must know it by the signal alone.
+
+Whatever route tells a worker that its trainer is gone (the lifeline, that signal, a broken
+reply pipe, end-of-file on its requests with the lifeline broken), it ends the same way
+(:func:`end_after_trainer_death`): it removes the ``max_concurrency`` semaphore and kills its
+own process group, with every helper process its envs left running.  Nobody else is left to.
 
 A forked copy of the trainer also stops counting the workers as its own children, so that
 ``multiprocessing``'s exit hook in that copy does not terminate them.
@@ -45,12 +53,24 @@ __all__ = [
     "trainer_is_gone",
     "terminate_after_trainer_death",
     "ask_for_signal_at_parent_death",
+    "end_after_trainer_death",
     "GRACE_BEFORE_KILL_SECONDS",
+    "PARENT_DEATH_SIGNAL",
+    "TRAINER_EXIT_SECONDS",
 ]
 
 # After the trainer's death: how long a worker's SIGTERM path may take before its watcher
 # kills it outright (an env that swallows the exception or takes long to close).
 GRACE_BEFORE_KILL_SECONDS = 2.0
+
+# How long a worker that read end-of-file on its requests waits for the lifeline to say whether
+# the trainer is gone: a dying trainer's descriptors close one after another, so the lifeline's
+# end can follow by a moment.  A trainer that cut the worker off (Ctrl-C mid-message) and lives
+# stops the worker itself; this only delays that worker's own exit by as much.
+TRAINER_EXIT_SECONDS = 0.2
+
+# The signal the kernel sends a worker when the thread that started it ends (see above).
+PARENT_DEATH_SIGNAL = signal.SIGHUP
 
 _PR_SET_PDEATHSIG = 1
 
@@ -105,14 +125,26 @@ def watch_trainer(reader: Connection, on_trainer_death: Callable[[], None]) -> N
     threading.Thread(target=watch, name="rlprof-lifeline", daemon=True).start()
 
 
-def trainer_is_gone(reader: Connection, parent_pid: int) -> bool:
-    """Whether the lifeline is broken (EOF is readable) or the parent changed, without blocking."""
+def trainer_is_gone(reader: Connection, parent_pid: int, wait: float = 0.0) -> bool:
+    """Whether the lifeline is broken (EOF is readable) or the parent changed, waiting up to
+    ``wait`` seconds for the lifeline to tell."""
     if os.getppid() != parent_pid:
         return True  # orphaned: the kernel's parent-death signal can come before the EOF
     try:
-        return reader.poll(0)
+        return reader.poll(wait)
     except (EOFError, OSError):
         return True
+
+
+def end_after_trainer_death(permits: Any) -> None:
+    """The end of a worker whose trainer is gone, whatever told it: remove the ``max_concurrency``
+    semaphore (``permits``, None if there is none) and kill the worker's process group."""
+    if permits is not None:
+        try:
+            permits.remove()  # the trainer cannot remove it any more
+        except OSError:
+            pass  # not ours to remove, or already gone: the group must still end
+    kill_own_process_group()
 
 
 def terminate_after_trainer_death() -> None:

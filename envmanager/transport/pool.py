@@ -22,15 +22,22 @@ updated before a write and right after a read, so an interrupt anywhere else lea
 The pool also owns what ties the workers' lives to the trainer's: the lifeline through which
 they learn of its death (:mod:`envmanager.lifetime.lifeline`) and the ``max_concurrency`` permits
 (:mod:`envmanager.lifetime.permits`).  Stopping a worker ends its process group too
-(:mod:`envmanager.lifetime.process_group`), so no helper process its envs started outlives it.
+(:mod:`envmanager.lifetime.process_group`), so no helper process its envs started outlives it;
+so does a worker's death however it comes, at once (:mod:`envmanager.lifetime.death_watch`).
+
+Ctrl-C is the trainer's alone: a worker is started with SIGINT blocked, so that a Ctrl-C at
+the terminal while it starts (before it leaves the trainer's process group and ignores SIGINT)
+cannot print its traceback; the trainer receives the same Ctrl-C as soon as the start returns.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import select
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -38,9 +45,12 @@ from multiprocessing.connection import Connection, wait as wait_for_ready
 from typing import Any, Callable
 
 from envmanager.transport import protocol
+from envmanager.lifetime.death_watch import DeathWatch
+from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
+from envmanager.transport.protocol import RemoteFailure
 from envmanager.transport.worker import WorkerConfig, run_worker
 from profiler.multiprocess.payload import MAX_SECONDS
 
@@ -157,6 +167,7 @@ class WorkerPool:
         self.worker_clock_shared = True
         self._sequence = 0
         self._lifeline = Lifeline(ctx)
+        self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
         try:
             if max_concurrency is not None and max_concurrency < len(self.workers):
@@ -196,6 +207,11 @@ class WorkerPool:
             args=(config, requests_reader, replies_writer),
             daemon=self._daemon,
         )
+        if self._start_method == "forkserver":
+            # Started outside the blocked SIGINT below, so the user's own forkserver processes
+            # still get Ctrl-C.
+            multiprocessing.forkserver.ensure_running()
+        signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             process.start()
         except Exception as exc:
@@ -204,10 +220,12 @@ class WorkerPool:
             _add_note(exc, self._start_note(handle))
             raise
         finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
             # Only the worker holds them now, so its exit shows up as EOF here.
             requests_reader.close()
             replies_writer.close()
         self._lifeline.bind(process)
+        self._death_watch.watch(process)
         handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
         handle.fds = (replies_reader.fileno(), process.sentinel)
         handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
@@ -246,7 +264,7 @@ class WorkerPool:
         self.ready_at[handle.index] = None
         # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
         _wait_for_exit([handle.process], TERMINATE_GRACE_SECONDS)
-        _stop([handle.process])
+        self._stop([handle.process])
         handle.exitcode = handle.process.exitcode
 
     # -- requests and replies --------------------------------------------------------------
@@ -305,8 +323,10 @@ class WorkerPool:
             else:
                 events = poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000)))
                 if not events and time.monotonic() >= deadline:
+                    late = sorted({handle.index: handle for handle, _ in owners.values()}.items())
+                    names = ", ".join(f"worker {i} (envs {h.envs.start}..{h.envs.stop - 1})" for i, h in late)
                     raise multiprocessing.TimeoutError(
-                        f"The call to `{what}` has timed out after {timeout} second(s)."
+                        f"The call to `{what}` has timed out after {timeout} second(s); no reply from {names}."
                     )
             for fd, _ in events:
                 owner = owners.get(fd)
@@ -368,7 +388,10 @@ class WorkerPool:
             self._cut_off(handle, exc, mid_reply=True)
             raise
         # An interrupt from here on loses this reply, but the pipe and the bookkeeping are sound.
-        sequence, ok, body, timers, finished_at = protocol.decode(data)
+        try:
+            sequence, ok, body, timers, finished_at = protocol.decode(data)
+        except Exception as exc:
+            sequence, ok, body, timers, finished_at = self._unreadable_reply(handle, data, exc)
         if awaited:
             if self.worker_clock_shared:
                 # A stamp beyond any payload's times (NaN, infinite, 1e300: a worker's clock gone
@@ -384,6 +407,22 @@ class WorkerPool:
         # After on_reply, so that a step reply is counted before the payload that reports it.
         if timers is not None and self.timers_sink is not None:
             self.timers_sink(handle.index, sequence, timers)
+
+    def _unreadable_reply(self, handle: WorkerHandle, data: bytes, error: Exception) -> tuple:
+        """A reply that does not unpickle here: a failure naming the worker in its place, and
+        its sequence number, timers and stamp when they can still be read."""
+        failure = RemoteFailure(
+            error,
+            None,
+            f"raised in the trainer reading worker {handle.index}'s reply: an info, observation or "
+            "result holds an object the trainer cannot rebuild, such as an instance of a class "
+            "only the worker can import",
+        )
+        try:
+            sequence, _, _, timers, finished_at = protocol.decode_salvaging(data)
+        except Exception:
+            return handle.awaiting, False, failure, None, time.perf_counter()
+        return sequence, False, failure, timers, finished_at
 
     def receive_outstanding(self, targets: list[WorkerHandle], timeout: float) -> list[WorkerHandle]:
         """Read every reply ``targets`` still owe, for at most ``timeout`` seconds.
@@ -446,7 +485,7 @@ class WorkerPool:
                 handle.cut_conn.close()
                 handle.cut_conn = None
         _wait_for_exit([h.process for h in handles], max(0.0, deadline - time.monotonic()))
-        _stop([h.process for h in handles])
+        self._stop([h.process for h in handles])
         for handle in handles:
             handle.exitcode = handle.process.exitcode
 
@@ -477,27 +516,54 @@ class WorkerPool:
         """
         cut_off = [h for h in self.workers if h.cut_conn is not None]
         reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
-        if graceful:
-            self.receive_outstanding(self.workers, reply_grace)
-            idle = [h for h in self.workers if h.alive and h.outstanding == 0]
-            self.send(idle, protocol.CLOSE, None)
-            try:
-                self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
-            except multiprocessing.TimeoutError:
-                pass
-            # Workers that answered CLOSE exit by themselves; give them a moment to do so.
-            _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
-        self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
-        # Not yet reaped (a reaped worker's number may belong to another process by now).
-        _stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
-        for handle in self.workers:
-            _close_ends(handle)
-            if handle.process is not None:
-                handle.exitcode = handle.process.exitcode
-        # Every worker is gone: the lifeline and the permits have no one left to serve.
-        self._lifeline.close()
-        if self.permits is not None:
-            self.permits.remove()
+        try:
+            if graceful:
+                self.receive_outstanding(self.workers, reply_grace)
+                idle = [h for h in self.workers if h.alive and h.outstanding == 0]
+                self.send(idle, protocol.CLOSE, None)
+                try:
+                    self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
+                except multiprocessing.TimeoutError:
+                    pass
+                # Workers that answered CLOSE exit by themselves; give them a moment to do so.
+                _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
+        finally:
+            # Also when Ctrl-C cut the graceful part short: then at once, and a second Ctrl-C
+            # waits until every worker is gone (a second or so).
+            with interrupts_held():
+                self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
+                # Not yet reaped (a reaped worker's number may belong to another process by now).
+                self._stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
+                for handle in self.workers:
+                    _close_ends(handle)
+                    if handle.process is not None:
+                        handle.exitcode = handle.process.exitcode
+                # Every worker is gone: the lifeline, the watch and the permits have no one left to serve.
+                self._death_watch.stop()
+                self._lifeline.close()
+                if self.permits is not None:
+                    self.permits.remove()
+
+    def _stop(self, processes: list[Any]) -> None:
+        """End worker processes with every helper process their envs left behind, and reap them.
+
+        A worker still running gets SIGTERM, on which it closes its envs (which stops their
+        helpers) and exits.  Then each worker's process group is killed: the worker itself if it
+        ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
+        left running.  Reaping comes last, so a group's number cannot have been reused; the death
+        watch forgets each worker first, under its lock, for the same reason.
+        """
+        running = [p for p in processes if not _has_exited(p)]
+        for process in running:
+            process.terminate()
+        _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
+        for process in processes:
+            if not kill_process_group(process.pid) and not _has_exited(process):
+                process.kill()  # it had not made its group yet
+        for process in processes:
+            with self._death_watch.lock:
+                self._death_watch.forget(process)
+                process.join(KILLED_EXIT_SECONDS)
 
 
 def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
@@ -532,22 +598,3 @@ def _wait_for_exit(processes: list[Any], timeout: float) -> None:
             return
         for ended in wait_for_ready(running, remaining):
             running.remove(ended)
-
-
-def _stop(processes: list[Any]) -> None:
-    """End worker processes with every helper process their envs left behind, and reap them.
-
-    A worker still running gets SIGTERM, on which it closes its envs (which stops their
-    helpers) and exits.  Then each worker's process group is killed: the worker itself if it
-    ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
-    left running.  Reaping comes last, so a group's number cannot have been reused.
-    """
-    running = [p for p in processes if not _has_exited(p)]
-    for process in running:
-        process.terminate()
-    _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
-    for process in processes:
-        if not kill_process_group(process.pid) and not _has_exited(process):
-            process.kill()  # it had not made its group yet
-    for process in processes:
-        process.join(KILLED_EXIT_SECONDS)

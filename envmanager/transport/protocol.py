@@ -78,11 +78,13 @@ travel in the body, for the trainer to report).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pickle
 import struct
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -190,6 +192,32 @@ def decode(data: bytes) -> Any:
     if first == _STEP_REQUEST_FIRST:
         return (_STEP_REQUEST.unpack(data)[1], STEP, IN_SHARED_MEMORY)
     return pickle.loads(data)
+
+
+def decode_salvaging(data: bytes) -> Any:
+    """The message :func:`decode` could not make of ``data``, every object whose class this
+    process cannot import (an env's info holding an instance of a class only the worker
+    knows) replaced by a stand-in: so a reply's sequence number and timers survive a body that
+    cannot be rebuilt here.  Raises as :func:`decode` does for anything else."""
+    return _SalvagingUnpickler(io.BytesIO(data)).load()
+
+
+class _StandIn:
+    """What :func:`decode_salvaging` puts in place of an object it cannot rebuild."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __setstate__(self, state: Any) -> None:
+        pass
+
+
+class _SalvagingUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError):
+            return _StandIn
 
 
 def send(conn: Any, message: Request | Reply) -> None:
@@ -357,22 +385,33 @@ class RemoteFailure:
     The original exception object is sent when it pickles, so the manager can re-raise the
     very same type with the very same arguments.  When it does not pickle (a lambda in its
     args, a class defined in ``__main__`` under spawn, ...), its type name and message are
-    kept instead and the manager raises a ``RuntimeError`` that says so.
+    kept instead and the manager raises a ``RuntimeError`` that says so; so it does for an
+    exception that is no ``Exception`` (an env's own ``KeyboardInterrupt``), which raised as
+    such in the trainer would pass for the user's Ctrl-C.  An exception whose ``str()`` or
+    traceback cannot be made still reports its type.  ``context`` (when given) says where
+    it happened, as a note.
     """
 
     __slots__ = ("exception", "type_name", "message", "traceback", "env_index")
 
-    def __init__(self, exc: BaseException, env_index: int | None) -> None:
+    def __init__(self, exc: BaseException, env_index: int | None, context: str | None = None) -> None:
         self.type_name = type(exc).__qualname__
-        self.message = str(exc)
-        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.message = _describe(str, exc)
+        if context is not None:
+            with contextlib.suppress(Exception):
+                exc.add_note(f"({context})")
+        self.traceback = _describe(
+            lambda e: "".join(traceback.format_exception(type(e), e, e.__traceback__)), exc
+        )
         self.env_index = env_index
-        try:
-            # Prove the round trip here, where a failure can still be handled.
-            pickle.loads(pickle.dumps(exc))
-            self.exception: BaseException | None = exc
-        except Exception:
-            self.exception = None
+        self.exception: BaseException | None = None
+        if isinstance(exc, Exception):
+            try:
+                # Prove the round trip here, where a failure can still be handled.
+                pickle.loads(pickle.dumps(exc))
+                self.exception = exc
+            except Exception:
+                pass
 
     def __getstate__(self) -> tuple:
         exc = self.exception
@@ -383,3 +422,12 @@ class RemoteFailure:
 
     def __setstate__(self, state: tuple) -> None:
         self.exception, self.type_name, self.message, self.traceback, self.env_index = state
+
+
+def _describe(render: Callable[[BaseException], str], exc: BaseException) -> str:
+    """``render(exc)``, or what can still be said when the exception refuses (its ``__str__``
+    raises)."""
+    try:
+        return render(exc)
+    except Exception as failure:
+        return f"<{type(exc).__qualname__}; printing it raised {type(failure).__qualname__}>"

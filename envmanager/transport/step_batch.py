@@ -167,6 +167,8 @@ class StepBatch:
             return self._step_result_in_shared_memory(buffers, workers)
         try:
             rewards = np.array(self.rewards, dtype=np.float64)
+            if None in self.rewards:  # numpy makes it NaN without a word
+                raise TypeError("None is not a number")
         except (TypeError, ValueError) as exc:
             raise self._reward_error(exc, range(self.num_envs), workers) from exc
         return (
@@ -188,6 +190,8 @@ class StepBatch:
             start, stop = handle.envs.start, handle.envs.stop
             try:
                 buffers.rewards[start:stop] = np.array(self.rewards[start:stop], dtype=np.float64)
+                if None in self.rewards[start:stop]:  # numpy makes it NaN without a word
+                    raise TypeError("None is not a number")
             except (TypeError, ValueError) as exc:
                 raise self._reward_error(exc, handle.envs, workers) from exc
             buffers.terminations[start:stop] = np.array(self.terminations[start:stop], dtype=np.bool_)
@@ -209,7 +213,7 @@ class StepBatch:
         for env_index in envs:
             reward = self.rewards[env_index]
             try:
-                fits = np.array(reward, dtype=np.float64).shape == ()
+                fits = reward is not None and np.array(reward, dtype=np.float64).shape == ()
             except (TypeError, ValueError) as exc:
                 fits, error = False, exc
             if not fits:

@@ -133,6 +133,8 @@ class WorkerRows:
                 self.terminations[0] = terminations[0]
                 self.truncations[0] = truncations[0]
             else:
+                if None in rewards:
+                    return False  # numpy would write NaN without a word
                 self.rewards[:] = rewards
                 self.terminations[:] = terminations
                 self.truncations[:] = truncations

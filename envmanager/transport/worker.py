@@ -38,6 +38,7 @@ import contextlib
 import functools
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -61,14 +62,17 @@ from envmanager.transport import protocol
 from envmanager.transport.autoreset import SubEnv
 from envmanager.measurement.env_time import EXACT_ABOVE_SECONDS, CpuSampler
 from envmanager.lifetime.lifeline import (
+    PARENT_DEATH_SIGNAL,
+    TRAINER_EXIT_SECONDS,
     ask_for_signal_at_parent_death,
+    end_after_trainer_death,
     terminate_after_trainer_death,
     trainer_is_gone,
     watch_trainer,
 )
 from envmanager.transport.observations import ObservationMismatch, ObservationPacker
 from envmanager.lifetime.permits import ConcurrencyPermits
-from envmanager.lifetime.process_group import kill_own_process_group, lead_new_process_group
+from envmanager.lifetime.process_group import lead_new_process_group
 from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.transport.step_buffers import StepBuffers, WorkerRows
 
@@ -138,10 +142,20 @@ class _Terminated(BaseException):
     """
 
 
+class _TrainerGone(_Terminated):
+    """Raised by the parent-death signal: the trainer is dying (see :mod:`envmanager.lifetime.lifeline`)."""
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     # A second SIGTERM must not cut closing the envs short.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated
+
+
+def _on_parent_death(signum: int, frame: Any) -> None:
+    signal.signal(PARENT_DEATH_SIGNAL, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise _TrainerGone
 
 
 def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) -> None:
@@ -150,22 +164,32 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
     lead_new_process_group()
     for inherited in config.inherited_connections:
         inherited.close()
-    # The trainer stops its workers itself when interrupted; Ctrl-C is not for them.
+    # The trainer stops its workers itself when interrupted; Ctrl-C is not for them.  The
+    # trainer started this process with SIGINT blocked (see pool.py), so that a Ctrl-C meant
+    # for the trainer could not reach it before this line: a pending one is discarded here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(PARENT_DEATH_SIGNAL, _on_parent_death)
     if config.signal_at_parent_death:
-        ask_for_signal_at_parent_death(signal.SIGTERM)
+        ask_for_signal_at_parent_death(PARENT_DEATH_SIGNAL)
     watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
     configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        _WorkerLoop(config, requests, replies).serve()
+        trainer_gone = _WorkerLoop(config, requests, replies, parent_pid).serve()
+    except _TrainerGone:
+        trainer_gone = True
     except _Terminated:
-        _flush_standard_streams()  # the kill below skips the interpreter's own flushing
-        if trainer_is_gone(config.lifeline, parent_pid):
-            kill_own_process_group()  # nobody else is left to stop what the envs left running
-        # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        trainer_gone = trainer_is_gone(config.lifeline, parent_pid)
+        if not trainer_gone:
+            # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
+            _flush_standard_streams()  # the kill below skips the interpreter's own flushing
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+    if trainer_gone:
+        # Nobody else is left to stop what the envs left running, nor to remove the permits.
+        _flush_standard_streams()
+        end_after_trainer_death(config.permits)
     # Closed normally: a late SIGTERM now just ends the process.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -202,20 +226,28 @@ def _flush_standard_streams() -> None:
 
 
 def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
+    """The lifeline broke: remove the permits at once (the main thread may be stuck in an env)
+    and end the worker through its SIGTERM path."""
     if permits is not None:
-        permits.remove()  # the trainer cannot remove it any more
+        try:
+            permits.remove()  # the trainer cannot remove it any more
+        except OSError:
+            pass
     terminate_after_trainer_death()
 
 
 class _WorkerLoop:
     """One worker subprocess: an :class:`EnvRunner` answering the requests of one pipe on another."""
 
-    def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection) -> None:
+    def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection, parent_pid: int) -> None:
         self.requests = requests
         self.replies = replies
+        self.lifeline = config.lifeline
+        self.parent_pid = parent_pid
         self.runner = EnvRunner(config)
 
-    def serve(self) -> None:
+    def serve(self) -> bool:
+        """Answer requests until CLOSE or end-of-file; True if it ended seeing the trainer gone."""
         runner = self.runner
         requests = protocol.MessageReader(self.requests.fileno())
         try:
@@ -224,42 +256,71 @@ class _WorkerLoop:
                 try:
                     sequence, command, body = protocol.decode(requests.read())
                 except (EOFError, OSError):
-                    self._offer_last_timers()
-                    return  # the trainer is gone, or stopped writing to us
+                    return self._trainer_gone_after_end_of_requests()
                 if command == protocol.CLOSE:
                     runner.close_envs()
                     try:
                         self._send(sequence, True, None, runner.last_timers(), time.perf_counter())
                     except OSError:
-                        pass  # the trainer stopped listening; nothing left to tell it
-                    return
-                self._send(sequence, *runner.answer(command, body))
+                        return True  # the trainer died after asking: its envs' leftovers are ours to end
+                    return False
+                try:
+                    self._send(sequence, *runner.answer(command, body))
+                except OSError:
+                    # Nobody reads our replies any more: the trainer is gone (a live trainer
+                    # closes its end only once it has stopped the worker).
+                    return True
         finally:
             runner.close_envs()
 
-    def _offer_last_timers(self) -> None:
-        """Send the last timer data without ever blocking, when the trainer stopped writing.
+    def _trainer_gone_after_end_of_requests(self) -> bool:
+        """The trainer stopped writing to us: it is gone, or an interrupt cut us off and it
+        still reads our replies (then it stops us itself).  Offer the last timers, and ask the
+        lifeline which it is."""
+        if not self._offer_last_timers():
+            return True  # our replies have no reader left: the trainer is gone
+        self.replies.close()  # a trainer reading the rest sees the end of it at once
+        return trainer_is_gone(self.lifeline, self.parent_pid, TRAINER_EXIT_SECONDS)
+
+    def _offer_last_timers(self) -> bool:
+        """Send the last timer data without ever blocking, when the trainer stopped writing;
+        False if the reply pipe has no reader any more.
 
         Usually the trainer is gone and this fails at once.  But a trainer that an interrupt
         caught while it was writing to us closes its end of our requests pipe and still
         reads our replies, so these timers are not lost.  Never blocking matters: a pipe end that
         nobody reads must not keep this process from exiting.
         """
+        fd = self.replies.fileno()
+        if not _has_reader(fd):
+            return False
         if self.runner.timers is None:
-            return
+            return True
         try:
-            os.set_blocking(self.replies.fileno(), False)
+            os.set_blocking(fd, False)
             self._send(0, True, None, self.runner.last_timers(), time.perf_counter())
+        except BrokenPipeError:
+            return False
         except OSError:
-            pass  # gone, or not reading: nothing to be done about it
+            pass  # not reading now (a full pipe): nothing to be done about it
+        return True
 
     def _send(self, sequence: int, ok: bool, body: Any, timer_payload: Any, finished_at: float) -> None:
         try:
-            protocol.send(self.replies, (sequence, ok, body, timer_payload, finished_at))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            # Nothing was written (the message is pickled before it is sent): report instead.
-            failure = RemoteFailure(exc, None)
-            protocol.send(self.replies, (sequence, False, failure, timer_payload, finished_at))
+            data = protocol.encode((sequence, ok, body, timer_payload, finished_at))
+        except Exception as exc:
+            # An info or a result that does not pickle (its class refuses, it nests too deep):
+            # nothing was written, so the reply reports that instead.
+            failure = RemoteFailure(exc, None, f"its reply could not be pickled in worker {self.runner.config.worker_index}")
+            data = protocol.encode((sequence, False, failure, timer_payload, finished_at))
+        protocol.write_message(self.replies.fileno(), data)
+
+
+def _has_reader(pipe_fd: int) -> bool:
+    """Whether the read end of the pipe we write to is still open somewhere (no POLLERR)."""
+    poller = select.poll()
+    poller.register(pipe_fd, select.POLLOUT)
+    return not any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 class EnvRunner:
@@ -308,7 +369,9 @@ class EnvRunner:
             return False, self.creation_failure, None, time.perf_counter()
         try:
             ok, reply = True, self._handle(command, body)
-        except Exception as exc:
+        except (Exception, KeyboardInterrupt, SystemExit) as exc:
+            # Also an env's own KeyboardInterrupt or sys.exit: the worker ignores Ctrl-C, so
+            # these are the env's, and the trainer must hear of them rather than of an exit code.
             ok, reply = False, RemoteFailure(exc, self._failing_env)
         worker_timers = self.timers
         if worker_timers is None:

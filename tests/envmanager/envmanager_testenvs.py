@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
+import types
 from typing import Any
 
 import gymnasium as gym
@@ -411,3 +415,89 @@ class ActionSumEnv(CountingEnv):
     def step(self, action: Any) -> tuple:
         self.action_sum += int(action)
         return super().step(action)
+
+
+class LeakyBigObservationEnv(LeakyHelperProcessEnv, BigObservationEnv):
+    """2 MB observations and a helper process its ``close()`` forgets: a worker still writing its
+    reply when the trainer dies must end that helper all the same."""
+
+
+class HelperAtConstructionEnv(CountingEnv):
+    """Starts a helper process (``sleep 60``) as it is built, and forgets it in ``close()``.
+
+    With ``hang=True`` it prints ``{"helpers": [pid]}`` once the helper runs, then sleeps: a
+    trainer to be killed while it builds its first env.
+    """
+
+    def __init__(self, hang: bool = False) -> None:
+        super().__init__()
+        self.helper_pid = subprocess.Popen(["sleep", "60"]).pid
+        if hang:
+            print(json.dumps({"helpers": [self.helper_pid]}), flush=True)
+            time.sleep(600)
+
+
+class UnimportableInfoEnv(CountingEnv):
+    """Puts in its info, at action 2, an object whose class the trainer cannot import (a module
+    that exists only inside the worker's process)."""
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = super().step(action)
+        if action == 2:
+            module = types.ModuleType("only_in_the_worker")
+            exec("class Thing:\n    pass\n", module.__dict__)
+            sys.modules["only_in_the_worker"] = module
+            info = {"thing": module.Thing()}
+        return obs, reward, terminated, truncated, info
+
+
+class _RefusesToPickle:
+    def __reduce__(self) -> Any:
+        raise ValueError("this object refuses to be pickled")
+
+
+class _UnprintableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("cannot print this error")
+
+
+class HostileInfoEnv(CountingEnv):
+    """At action 2, the info or the exception a reply carries defeats the worker's pickling or
+    printing: ``kind`` says how (``"reduce"``, ``"recursion"``, ``"unprintable"``, ``"ctrl-c"``)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = super().step(action)
+        if action == 2:
+            if self.kind == "reduce":
+                info = {"bad": _RefusesToPickle()}
+            elif self.kind == "recursion":
+                nested: list = []
+                for _ in range(100_000):
+                    nested = [nested]
+                info = {"deep": nested}
+            elif self.kind == "unprintable":
+                raise _UnprintableError()
+            elif self.kind == "ctrl-c":
+                raise KeyboardInterrupt
+        return obs, reward, terminated, truncated, info
+
+
+class NoneRewardEnv(CountingEnv):
+    """Returns the reward None when stepped with action 2."""
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, None if action == 2 else reward, terminated, truncated, info
+
+
+_GETVAL = 12  # semctl: read a System V semaphore's value
+
+
+def semaphore_exists(semaphore_id: int) -> bool:
+    """Whether the System V semaphore (the max_concurrency permits) still exists."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.semctl(semaphore_id, 0, _GETVAL) != -1

@@ -70,3 +70,10 @@ def is_write_done(frame: FrameType, event: str, arg: Any) -> bool:
 
 def is_protocol_frame(frame: FrameType, function: str) -> bool:
     return frame.f_code.co_name == function and frame.f_code.co_filename == protocol.__file__
+
+
+def entering(module: Any, function: str) -> Moment:
+    """A call of ``module``'s function named ``function`` begins."""
+    return lambda frame, event, arg: (
+        event == "call" and frame.f_code.co_name == function and frame.f_code.co_filename == module.__file__
+    )

@@ -19,10 +19,22 @@ then does what the scenario says:
 ``child-exits``    the trainer forks a child that ends through ``sys.exit`` (running the
                    interpreter's exit hooks), then steps and closes the manager, and prints
                    ``{"stepped": true}``.
+``main-thread-ends`` envs whose helpers their ``close()`` forgets, under ``max_concurrency=1``
+                   (the report adds ``semaphore``); the trainer's main thread ends while another
+                   thread keeps the process alive (as numpy's threads do while a killed trainer
+                   dies), to be killed later.
+``replying``       envs with 2 MB observations and forgotten helpers; both workers are writing
+                   a reply the trainer does not read; the trainer sleeps (to be killed).
+``starting``       spawned workers announce themselves (``{"worker_starting": pid}``) and take
+                   30 s to import this script: the trainer is to get Ctrl-C meanwhile.
+``constructing``   the first env, built to read the spaces, starts a helper, prints
+                   ``{"helpers": [pid]}`` and hangs: the trainer is killed during construction.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
 import sys
@@ -34,11 +46,22 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from envmanager_testenvs import CountingEnv, HelperProcessEnv  # noqa: E402
+from envmanager_testenvs import (  # noqa: E402
+    CountingEnv,
+    HelperAtConstructionEnv,
+    HelperProcessEnv,
+    LeakyBigObservationEnv,
+    LeakyHelperProcessEnv,
+)
 
 from envmanager import SubprocessEnvManager  # noqa: E402
 
 NEVER_CLOSED_STEPS = 7
+
+if __name__ == "__mp_main__" and os.environ.get("LIFECYCLE_SLOW_WORKER_START"):
+    # A spawned worker importing the trainer's script: a slow start-up, as a large import makes.
+    print(json.dumps({"worker_starting": os.getpid()}), flush=True)
+    time.sleep(30)
 
 
 def _report(**pids: object) -> None:
@@ -108,6 +131,24 @@ def main(scenario: str, start_method: str, summaries_dir: str | None) -> Subproc
         envs.step(np.array([1, 1]))
         envs.close()
         _report(stepped=True)
+    elif scenario == "main-thread-ends":
+        envs = SubprocessEnvManager([LeakyHelperProcessEnv] * 2, context=start_method, max_concurrency=1)
+        envs.reset(seed=0)
+        _report(semaphore=envs._pool.permits.semaphore_id, **_pids(envs))
+        threading.Thread(target=time.sleep, args=(600,)).start()
+        ctypes.CDLL(None).pthread_exit(None)
+    elif scenario == "replying":
+        envs = SubprocessEnvManager([LeakyBigObservationEnv] * 2, context=start_method, shared_memory=False)
+        envs.reset(seed=0)
+        pids = _pids(envs)
+        envs.step_async(np.array([0, 0]))
+        time.sleep(0.5)  # let both workers fill their reply pipes
+        _report(**pids)
+        time.sleep(600)
+    elif scenario == "starting":
+        envs = SubprocessEnvManager([CountingEnv] * 2, context=start_method)
+    elif scenario == "constructing":
+        envs = SubprocessEnvManager([functools.partial(HelperAtConstructionEnv, hang=True)] * 2, context=start_method)
     else:
         raise SystemExit(f"unknown scenario {scenario!r}")
     return envs

@@ -220,3 +220,10 @@ def test_mixed_space_types_raise_in_different_mode():
     env_fns = [cartpole, lambda: gym.make("FrozenLake-v1")]
     with pytest.raises((AssertionError, RuntimeError, TypeError)):
         SubprocessEnvManager(env_fns, context="fork", observation_mode="different")
+
+
+def test_the_timeout_bounds_calls_not_the_start_up_of_spawned_workers():
+    # Starting an interpreter takes far longer than a millisecond, loaded machine or not.
+    envs = SubprocessEnvManager([CountingEnv] * 2, context="spawn", timeout=0.001)
+    assert envs.timeout == 0.001
+    envs.close()

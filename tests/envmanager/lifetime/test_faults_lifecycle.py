@@ -27,9 +27,11 @@ from envmanager_testenvs import (
     CountingEnv,
     DiesInResetEnv,
     HangingEnv,
+    HelperAtConstructionEnv,
     HelperProcessEnv,
     LeakyHelperProcessEnv,
     SuicidalEnv,
+    semaphore_exists,
     worker_children,
 )
 from lifecycle_trainer import NEVER_CLOSED_STEPS
@@ -204,17 +206,6 @@ def test_helper_processes_an_env_forgot_to_stop_die_with_their_worker(terminate)
         assert _survivors(helpers) == []
 
 
-def test_the_helper_of_a_worker_killed_from_outside_is_stopped_when_the_death_is_noticed():
-    with _manager_with_helpers(LeakyHelperProcessEnv) as (envs, helpers):
-        envs._pool.workers[1].process.kill()
-        with pytest.raises(WorkerDiedError, match="worker 1"):
-            envs.step(np.array([0, 0]))
-        assert _survivors(helpers[1:]) == []
-        assert not _is_gone(helpers[0])
-        envs.close()
-        assert _survivors(helpers) == []
-
-
 # -- item 3: max_concurrency and a dying worker -----------------------------------------------
 
 
@@ -353,3 +344,60 @@ def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_pa
     with pytest.raises(OSError):
         envs.close()
     assert _merged_env_steps(load_timing_tree(envs.dump_timers(tmp_path))) == 2
+
+
+# -- round two: whoever sees the trainer gone ends the workers' groups ------------------------
+
+def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
+    deadline = time.monotonic() + within
+    while semaphore_exists(semaphore_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_forgotten_helpers_die_with_a_trainer_killed_while_its_workers_write_their_replies(start_method):
+    with _trainer("replying", start_method) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_forgotten_helpers_and_the_permits_go_when_the_trainer_main_thread_ends_before_its_process(start_method):
+    with _trainer("main-thread-ends", start_method) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        time.sleep(0.5)  # the main thread is gone; the process lives on in another thread
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+        assert _semaphore_removed_within(report["semaphore"])
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_helper_of_the_env_built_to_read_the_spaces_dies_with_a_trainer_killed_meanwhile(start_method):
+    with _trainer("constructing", start_method) as (trainer, report):
+        watched = _processes(report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+
+
+def test_a_helper_forgotten_by_the_env_built_to_read_the_spaces_is_gone_after_construction():
+    envs = SubprocessEnvManager([HelperAtConstructionEnv] * 2, context="fork")
+    try:
+        worker_helpers = set(envs.get_attr("helper_pid"))
+        strays = [p for p in worker_children() if p.name() == "sleep" and p.pid not in worker_helpers]
+        assert _survivors(strays) == []
+    finally:
+        envs.close()
+
+
+def test_the_helper_of_a_worker_killed_from_outside_dies_without_waiting_for_the_next_call():
+    with _manager_with_helpers(LeakyHelperProcessEnv) as (envs, helpers):
+        envs._pool.workers[1].process.kill()
+        assert _survivors(helpers[1:]) == []  # no call to the manager in between
+        assert not _is_gone(helpers[0])
+        with pytest.raises(WorkerDiedError, match="worker 1"):
+            envs.step(np.array([0, 0]))
+        envs.close()

@@ -3,18 +3,20 @@ nothing is read out of step, no process is left behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
-from envmanager_testenvs import BigActionEnv, CountingEnv, CtrlCEnv
-from interrupts import after_request, between_header_and_body, ctrl_c_when
+from envmanager_testenvs import BigActionEnv, CountingEnv, CtrlCEnv, LeakyHelperProcessEnv, semaphore_exists
+from interrupts import after_request, between_header_and_body, ctrl_c_when, entering
 from tree_paths import count_of
 
 from envmanager import SubprocessEnvManager, WorkerDiedError
@@ -145,3 +147,48 @@ def test_ctrl_c_while_workers_are_busy_lets_them_deliver_their_reply_and_last_ti
         envs.step(np.array([1, 1]))
     envs.close()
     assert env_steps_per_worker(tmp_path / "busy_timers.json") == {0: 4, 1: 4}
+
+
+def test_ctrl_c_during_close_with_a_step_pending_still_stops_everything_and_dumps(tmp_path):
+    envs = SubprocessEnvManager(
+        [LeakyHelperProcessEnv] * 2, context="fork", max_concurrency=1, summaries_dir=tmp_path, run_id="closing"
+    )
+    envs.reset(seed=0)
+    helpers = [psutil.Process(pid) for pid in envs.get_attr("helper_pid")]
+    semaphore = envs._pool.permits.semaphore_id
+    envs.step_async(np.array([0, 2]))  # worker 1 hangs in its step
+    try:
+        with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # gymnasium's "closing while waiting" warning
+            with ctrl_c_when(entering(pool, "receive_outstanding")):
+                envs.close()
+        assert envs.closed
+        assert still_running([helper.pid for helper in helpers]) == []
+        assert not semaphore_exists(semaphore)
+        assert (tmp_path / "closing_timers.json").is_file()
+    finally:
+        for helper in helpers:
+            with contextlib.suppress(psutil.Error):
+                helper.kill()
+
+
+def test_ctrl_c_while_spawned_workers_start_is_the_trainers_alone():
+    trainer = subprocess.Popen(
+        [sys.executable, str(HERE / "lifecycle_trainer.py"), "starting", "spawn"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+        start_new_session=True,  # its own process group, which the test's Ctrl-C goes to
+        env={**os.environ, "LIFECYCLE_SLOW_WORKER_START": "1"},
+    )
+    try:
+        assert "worker_starting" in trainer.stdout.readline()
+        os.killpg(trainer.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the whole group
+        _, stderr = trainer.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(trainer.pid, signal.SIGKILL)
+        trainer.communicate()
+    assert trainer.returncode == -signal.SIGINT
+    assert stderr.count("Traceback") == 1, stderr  # the trainer's; none from the workers

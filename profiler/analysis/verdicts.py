@@ -65,8 +65,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
+from profiler.analysis.machine_verdicts import (
+    GIL_CONTENTION,
+    OUTSIDE_LOAD,
+    gil_contention,
+    kernel_count,
+    outside_load,
+)
 from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
+from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     STEP_LAYOUTS,
@@ -83,6 +92,7 @@ __all__ = [
     "CPU_OVERSUBSCRIPTION",
     "ENV_BOUND",
     "ENV_MIN_SHARE",
+    "GIL_CONTENTION",
     "INFERRED_STRAGGLER_MIN_EXCESS",
     "KINDS",
     "LEAK_MIN_GROWTH_BYTES",
@@ -91,6 +101,7 @@ __all__ = [
     "LEAK_MIN_SAMPLES",
     "LEAK_TOP_BLOCKS",
     "MEMORY_LEAK",
+    "OUTSIDE_LOAD",
     "STRAGGLER",
     "STRAGGLER_LAST_SHARE_BEYOND_FAIR",
     "STRAGGLER_MIN_COMPUTE_EXPLAINED",
@@ -191,8 +202,8 @@ TRAINER_BOUND = "trainer_bound"
 ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
 MEMORY_LEAK = "memory_leak"
-KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, TRANSPORT_BOUND, TRAINER_BOUND, ENV_BOUND, UNTIMED,
-         MEMORY_LEAK, WORKERS_BALANCED)
+KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPORT_BOUND,
+         TRAINER_BOUND, ENV_BOUND, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
@@ -254,12 +265,17 @@ def judge_run(
     if breakdowns is None:
         breakdowns = step_breakdowns(tree, measurements)
     run = _Run(tree, measurements, breakdowns)
-    cpu = _cpu_oversubscription(run)
-    verdicts = [*_workers(run), *cpu, *_transport_bound(run, cpu_limited=bool(cpu)),
+    machine = read_machine_figures(tree)
+    cpu = _cpu_oversubscription(run, machine)
+    # Other programs' load is a verdict of its own, beside what the run's design costs.
+    outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
+    verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
+                *_transport_bound(run, cpu_limited=bool(cpu)),
                 *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run),
                 *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
-    return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + measurements.problems))
+    problems = measurements.problems + machine.problems
+    return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
 @dataclass
@@ -270,6 +286,11 @@ class _Run:
     measurements: RunMeasurements
     breakdowns: list[StepBreakdown]
     cannot_tell: list[str] = field(default_factory=list)
+
+    @property
+    def settings(self) -> RunSettings:
+        """How the run was set up (shared memory, envs per worker, how it was started)."""
+        return read_run_settings(self.tree)
 
     @property
     def wall(self) -> float:
@@ -446,11 +467,17 @@ def _more_envs_than_the_others(
 # --- CPU oversubscription ---------------------------------------------------------------------------
 
 
-def _cpu_oversubscription(run: _Run) -> list[Verdict]:
+def _cpu_oversubscription(run: _Run, machine: MachineFigures) -> list[Verdict]:
     measurements = run.measurements
     step = run.step
     if step is None:
         return []
+    measured = machine.every_process_measured and bool(machine.workers)
+    if measurements.workers and not measured:
+        run.cannot_tell.append(
+            "how long each process waited for a core: this file has no run-queue delay (the "
+            "kernel's schedstat, which rlprof records on Linux), so CPU contention is "
+            "inferred from the env calls' time off the CPU")
     if not measurements.every_worker_has_env_time:
         run.cannot_tell.append(
             "CPU contention: this file does not record the workers' env CPU time, so a CPU with "
@@ -494,7 +521,9 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
         title = (f"the CPU is the limit: the envs need {format_seconds(cpu_per_step)} of CPU per "
                  f"vector step, {crowd}, so a step takes at least {format_seconds(floor_per_step)} "
                  f"where the busiest worker alone needs {format_seconds(busiest_per_step)}")
-    elif (demand >= CPU_MIN_DEMAND_SHARE
+        if measured:
+            title, evidence = kernel_count(title, evidence, machine)
+    elif (not measured and demand >= CPU_MIN_DEMAND_SHARE
             and (run.share(off_cpu) or 0.0) >= CPU_MIN_COST_SHARE):
         cost = off_cpu
         evidence["measured_by"] = "time off the CPU"
@@ -508,9 +537,9 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
     return [run.verdict(
         CPU_OVERSUBSCRIPTION, title, cost, evidence,
         f"More workers will not help, and the pipe is not the problem. Run as many worker "
-        f"processes as cores: envs_per_worker=\"auto\" ({min(cores, envs)} workers for {envs} "
-        f"envs, spread evenly); or give the run more cores (other programs on the machine take "
-        f"them too), or make env.step cheaper.")]
+        f"processes as cores: {run.settings.envs_per_worker_auto(min(cores, envs), envs)}; or "
+        f"give the run more cores (other programs on the machine take them too), or make "
+        f"env.step cheaper.")]
 
 
 def _cpu_share(workers: list[WorkerMeasurements]) -> float | None:
@@ -537,6 +566,7 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     cores = run.measurements.cores_available
     cpu_measured = run.measurements.every_worker_has_env_time and cores is not None
     envs = _envs(run, step)
+    settings = run.settings
     evidence = {
         "block": step.block,
         "vector_steps": step.calls,
@@ -558,13 +588,15 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
                        "SyncVectorEnv) or give each step more envs")
     elif cores is not None:
         per_worker = max(2, math.ceil(envs / cores))
-        round_trips = (f"envs_per_worker={per_worker} (one round trip then carries {per_worker} "
-                       f"envs; {math.ceil(envs / per_worker)} processes for {envs} envs on "
-                       f"{cores} cores)")
+        round_trips = (f"{settings.envs_per_worker_option(per_worker)} (one round trip then carries "
+                       f"{per_worker} envs; {math.ceil(envs / per_worker)} processes for {envs} envs "
+                       f"on {cores} cores)")
         if envs > cores:
-            round_trips += f", or envs_per_worker=\"auto\" (one worker per core, {cores} for {envs} envs)"
+            round_trips += (f", or {settings.envs_per_worker_option('auto')} (one worker per core, "
+                            f"{cores} for {envs} envs)")
     else:
-        round_trips = "envs_per_worker=k, about envs / cores (one round trip then carries k envs)"
+        round_trips = (f"{settings.envs_per_worker_option('k')}, k about envs / cores (one round "
+                       "trip then carries k envs)")
     receive_share = receive / transport if transport > 0 else 0.0
     smaller = (f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
                f"{format_percent(receive_share)} of the transport")
@@ -577,7 +609,8 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
                 "trainer's machine where the cluster allows (a placement group, node affinity)")
     else:
         what = "the pipe is the limit: sending, receiving and the wait beyond the workers' compute take"
-        data = f"shared_memory=True if it is off (array observations then skip the pipe) and {smaller}"
+        shared = settings.shared_memory_advice()
+        data = f"{shared} and {smaller}" if shared else smaller
     advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,

@@ -211,6 +211,11 @@ class _Reader:
         memory = document.get("memory")
         if memory is not None:
             tree["memory"] = self.memory(memory)
+        # Checked where they are read (profiler.analysis.machine_figures): a damaged one is
+        # reported there and ignored, never a reason to refuse the whole file.
+        for section in ("scheduling", "machine_load"):
+            if section in document:
+                tree[section] = document[section]
         return tree
 
     def name(self, value: Any, where: str) -> str:

@@ -29,6 +29,7 @@ from profiler.analysis.verdicts import (
     CPU_OVERSUBSCRIPTION,
     LEAK_MIN_GROWTH_BYTES,
     MEMORY_LEAK,
+    OUTSIDE_LOAD,
     STRAGGLER,
     TRAINER_BOUND,
     TRANSPORT_BOUND,
@@ -71,8 +72,10 @@ def only(verdicts, kind):
 
 
 def test_cpu_bound_envs_oversubscribing_the_cores_make_the_cpu_the_first_verdict(cpu_bound):
-    assert cpu_bound.kinds[0] == CPU_OVERSUBSCRIPTION
-    evidence = cpu_bound.verdicts[0].evidence
+    # Only other programs' load (on a shared machine) may cost more than the run's own crowding.
+    first = cpu_bound.kinds.index(CPU_OVERSUBSCRIPTION)
+    assert set(cpu_bound.kinds[:first]) <= {OUTSIDE_LOAD}
+    evidence = cpu_bound.verdicts[first].evidence
     assert (evidence["cores_available"], evidence["workers"]) == (PINNED_CORES, 6)
     assert evidence["busy_processes"] == 7
 

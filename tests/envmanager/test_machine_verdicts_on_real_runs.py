@@ -41,13 +41,17 @@ def test_each_workers_dumped_run_queue_delay_is_the_kernels_count(oversubscribed
 
 def test_an_oversubscribed_run_quotes_the_longest_wait_for_a_core(oversubscribed):
     tree, _ = oversubscribed
-    cpu = judge_run(tree).of_kind(CPU_OVERSUBSCRIPTION)[0]
-    waits = cpu.evidence["run_queue_by_process"]
-    worst = max(waits, key=lambda label: (waits[label]["waiting_share"], label))
-    assert f"{worst} waited {waits[worst]['waiting_share']:.1%} of its wall time for a core" in cpu.title
+    verdicts = judge_run(tree)
+    # The run's own crowding, and on a shared machine other programs' load, each quote it.
+    cpu = verdicts.of_kind(CPU_OVERSUBSCRIPTION) + verdicts.of_kind(OUTSIDE_LOAD)
+    assert cpu
     dumped = {entry["name"]: entry["scheduling"] for entry in tree["workers"]}
-    if worst in dumped:
-        assert waits[worst]["run_queue_seconds"] == dumped[worst]["run_queue_seconds"]
+    for verdict in cpu:
+        waits = verdict.evidence["run_queue_by_process"]
+        worst = max(waits, key=lambda label: (waits[label]["waiting_share"], label))
+        assert f"{worst} waited {waits[worst]['waiting_share']:.1%} of its wall time for a core" in verdict.title
+        if worst in dumped:
+            assert waits[worst]["run_queue_seconds"] == dumped[worst]["run_queue_seconds"]
 
 
 def test_a_busy_program_on_the_runs_cores_is_named_with_what_it_cost(beside_a_busy_program):

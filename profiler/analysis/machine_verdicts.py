@@ -107,12 +107,11 @@ def _most_waiting(figures: MachineFigures) -> ProcessWaits:
 
 def _waits_evidence(figures: MachineFigures) -> dict[str, Any]:
     processes = [*([figures.trainer] if figures.trainer else []), *figures.measured_workers]
-    return {"run_queue_by_process": {
-        process.label: {"run_queue_seconds": process.run_queue_seconds,
-                        "wall_seconds": process.wall_seconds,
-                        "waiting_share": process.waiting_share,
-                        "involuntary_switches": process.involuntary_switches}
-        for process in processes}}
+    return {"run_queue_by_process": [
+        {"process": process.label, "run_queue_seconds": process.run_queue_seconds,
+         "wall_seconds": process.wall_seconds, "waiting_share": process.waiting_share,
+         "involuntary_switches": process.involuntary_switches}
+        for process in processes]}
 
 
 def _waited(process: ProcessWaits) -> str:
@@ -149,7 +148,7 @@ def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> li
                                        for process in named) if named else "")
     load = (f", load average {machine.load_average:.1f}" if machine.load_average is not None else "")
     cores_taken = outside / machine.wall_seconds
-    free = max(0, int(cores - cores_taken))
+    left = max(0.0, cores - cores_taken)
     evidence = {"cores": machine.cores, "outside_core_seconds": outside,
                 "outside_share_of_cores": core_share, "run_cpu_seconds": figures.run_cpu_seconds,
                 "busy_core_seconds": machine.busy_core_seconds, "load_average_1min": machine.load_average,
@@ -158,8 +157,9 @@ def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> li
                                        "cpu_seconds": process.cpu_seconds}
                                       for process in machine.outside_processes],
                 **_waits_evidence(figures)}
-    fewer = (f"; or, sharing the machine, run fewer busy processes: the others leave about {free} "
-             f"of the {cores} cores" if workers and free < workers + 1 else "")
+    fewer = (f"; or, sharing the machine, run fewer busy processes: the others leave the run "
+             f"{left:.1f} of the {cores} cores for its {workers + 1} processes"
+             if workers and left < workers + 1 else "")
     return [run.verdict(
         OUTSIDE_LOAD,
         f"other programs took the run's cores: they kept {cores_taken:.2g} of its {machine.cores} "

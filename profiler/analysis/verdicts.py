@@ -24,7 +24,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     over every step is the cost, a lower bound — or, when other programs load the machine too,
     the workers' env calls spent their wall time off the CPU while their CPU work was a real load
     on the cores (:data:`CPU_MIN_DEMAND_SHARE`); the mean worker's time off the CPU is then the
-    cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`.
+    cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`. Where
+    the dump has the kernel's count of every process's waits for a core (run-queue delay), the
+    title quotes the longest of them, and time off the CPU is no longer read as waiting: other
+    programs' part of the waits is the ``outside_load`` verdict.
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
@@ -37,7 +40,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
 ``env_bound``
     The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the wall time and
-    the CPU is not oversubscribed.
+    the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
+``outside_load`` and ``gil_contention``
+    Other programs' load on the run's cores, and Python threads queued for the GIL: rules of
+    :mod:`profiler.analysis.machine_verdicts`, from the kernel's counts where the dump has them.
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
 ``memory_leak``
@@ -271,7 +277,8 @@ def judge_run(
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
     verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
                 *_transport_bound(run, cpu_limited=bool(cpu)),
-                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run),
+                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu or outside)),
+                *_untimed(run),
                 *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
     problems = measurements.problems + machine.problems

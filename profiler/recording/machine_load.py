@@ -27,7 +27,7 @@ import psutil
 
 __all__ = ["OUTSIDE_PROCESSES_LISTED", "follow_stack", "machine_load_section"]
 
-OUTSIDE_PROCESSES_LISTED = 5
+OUTSIDE_PROCESSES_LISTED = 10
 """How many of the busiest processes outside the run the dump names."""
 
 _IDLE_FIELDS = ("idle", "iowait")

@@ -47,7 +47,7 @@ def test_an_oversubscribed_run_quotes_the_longest_wait_for_a_core(oversubscribed
     assert cpu
     dumped = {entry["name"]: entry["scheduling"] for entry in tree["workers"]}
     for verdict in cpu:
-        waits = verdict.evidence["run_queue_by_process"]
+        waits = {entry["process"]: entry for entry in verdict.evidence["run_queue_by_process"]}
         worst = max(waits, key=lambda label: (waits[label]["waiting_share"], label))
         assert f"{worst} waited {waits[worst]['waiting_share']:.1%} of its wall time for a core" in verdict.title
         if worst in dumped:

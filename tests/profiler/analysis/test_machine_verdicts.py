@@ -76,8 +76,9 @@ def test_an_oversubscribed_run_quotes_the_process_that_waited_longest_for_a_core
     assert cpu.cost_seconds == pytest.approx(0.040)
     assert f"worker 1 waited {0.043 / wall:.1%} of its wall time for a core" in cpu.title
     assert "the kernel's count" in cpu.title
-    assert cpu.evidence["run_queue_by_process"]["worker 1"]["run_queue_seconds"] == 0.043
-    assert cpu.evidence["run_queue_by_process"]["trainer"]["involuntary_switches"] == 7
+    waits = {entry["process"]: entry for entry in cpu.evidence["run_queue_by_process"]}
+    assert waits["worker 1"]["run_queue_seconds"] == 0.043
+    assert waits["trainer"]["involuntary_switches"] == 7
     assert "likely" not in cpu.title
 
 
@@ -224,3 +225,12 @@ def test_gil_contention_must_cost_a_tenth_of_the_wall_time(cpu, is_verdict):
     # Threads mostly waiting for a core (run queue 0.5 s): what the GIL costs is half their CPU.
     verdicts = judge_run(threaded_run(cpu=cpu, run_queue=0.5))
     assert bool(verdicts.of_kind(GIL_CONTENTION)) is is_verdict
+
+
+def test_env_compute_spent_waiting_for_cores_other_programs_took_is_not_called_env_bound(vector_run):
+    # Env compute is 60% of the wall time, but the workers waited most of it for a core.
+    tree = vector_run(worker_step_seconds=(0.01, 0.01), env_cpu_fraction=0.2, busy_processes=3)
+    assert judge_run(tree).of_kind("env_bound")
+    verdicts = judge_run(with_machine(tree, trainer=(0.01, 0.02), workers=[(0.08, 0.02)] * 2,
+                                      outside_core_seconds=0.2))
+    assert verdicts.of_kind(OUTSIDE_LOAD) and not verdicts.of_kind("env_bound")

@@ -317,6 +317,13 @@ class _Run:
             return max(counted)
         return self.step.calls if self.step else 0
 
+    @property
+    def has_workers(self) -> bool:
+        """The run's steps ran in workers (processes or threads): the file has their entries, or
+        their blocks were merged under the step. A run without (a single process stepping its
+        envs in place) is told nothing about workers it does not have."""
+        return bool(self.measurements.workers) or (self.step is not None and self.step.worker_time > 0)
+
     def share(self, seconds: float) -> float | None:
         return seconds / self.wall if self.wall > 0 else None
 
@@ -331,7 +338,7 @@ class _Run:
 def _workers(run: _Run) -> list[Verdict]:
     workers = run.measurements.workers
     if run.step is None or len(workers) < 2:
-        if run.step is not None and not run.measurements.has_workers_section:
+        if run.has_workers and not run.measurements.has_workers_section:
             run.cannot_tell.append(
                 "which worker holds up the step: this file has no workers section (no per-worker "
                 "trees), so a straggler cannot be told from pipe latency")
@@ -477,7 +484,7 @@ def _more_envs_than_the_others(
 def _cpu_oversubscription(run: _Run, machine: MachineFigures) -> list[Verdict]:
     measurements = run.measurements
     step = run.step
-    if step is None:
+    if step is None or not run.has_workers:
         return []
     measured = machine.every_process_measured and bool(machine.workers)
     if measurements.workers and not measured:

@@ -61,3 +61,12 @@ def test_the_cpu_verdict_names_the_command_line_option_too(tmp_path, fake_clock)
         cores=2, busy_processes=5))
     tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py")
     assert "--envs-per-worker auto (2 workers for 4 envs" in suggestion(judge_run(tree), CPU_OVERSUBSCRIPTION)
+
+
+def test_a_run_stepping_its_envs_in_one_process_gets_no_lines_about_workers_it_does_not_have():
+    # A vector step timed in the trainer (gymnasium's SyncVectorEnv) with nothing merged under it.
+    step = {"name": "vector.step", "total": 2.0, "count": 100, "self": 2.0, "children": []}
+    tree = {"name": "root", "total": 10.0, "count": 1, "self": 0.5, "gauges": {},
+            "metadata": {"cores_available": "2"},
+            "children": [{"name": "train", "total": 9.5, "count": 1, "self": 7.5, "children": [step]}]}
+    assert judge_run(tree).cannot_tell == ()

@@ -20,12 +20,16 @@ dump, never per step. A timer stack is followed with :func:`follow_stack`, like
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
 import psutil
 
-__all__ = ["OUTSIDE_PROCESSES_LISTED", "follow_stack", "machine_load_section"]
+from profiler.recording import scheduling
+from profiler.timing import timers
+
+__all__ = ["OUTSIDE_PROCESSES_LISTED", "follow_run", "follow_stack", "machine_load_section"]
 
 OUTSIDE_PROCESSES_LISTED = 10
 """How many of the busiest processes outside the run the dump names."""
@@ -105,6 +109,14 @@ def follow_stack(stack: Any) -> None:
         return
     baseline = _baselines[id(stack)] = _LoadBaseline()
     stack.deferred.add(baseline)
+
+
+def follow_run() -> None:
+    """The run starts now, on this thread's timer stack: count the machine's load and this
+    process's waits for a core from here (``rlprof run`` calls this before the program starts)."""
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    scheduling.follow_stack(stack)
+    follow_stack(stack)
 
 
 def _run_pids() -> set[int]:

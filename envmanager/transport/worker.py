@@ -333,19 +333,20 @@ class EnvRunner:
         if payload is None:
             return ok, reply, None, finished_at
         # With the env time measured since the previous payload; the reply is ready only now.
-        return ok, reply, self._with_figures(payload), timers.now()
+        # A reset's or a flush's reply reads the kernel's figures always: a dump may follow.
+        return ok, reply, self._with_figures(payload, final=command != protocol.STEP), timers.now()
 
     def last_timers(self) -> Any:
         """Everything timed since the previous payload, with its env time: the ``timers`` of a
         worker's last reply (None when not profiling)."""
         if self.timers is None:
             return None
-        return self._with_figures(self.timers.final_payload())
+        return self._with_figures(self.timers.final_payload(), final=True)
 
-    def _with_figures(self, payload: Any) -> tuple[Any, float, float, int, Any]:
+    def _with_figures(self, payload: Any, final: bool = False) -> tuple[Any, float, float, int, Any]:
         """A reply's ``timers``: the payload, the env time and the waits for a core since the
         previous payload (see :mod:`envmanager.transport.protocol`)."""
-        scheduling = self.scheduling.take() if self.scheduling is not None else None
+        scheduling = self.scheduling.take(final) if self.scheduling is not None else None
         return (payload, *self.cpu_sampler.take(), scheduling)
 
     def _handle(self, command: int, body: Any) -> Any:

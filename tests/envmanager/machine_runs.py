@@ -10,54 +10,19 @@ Beside the tree, a builder returns what the kernel itself counted, read by the t
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from envmanager_testenvs import CpuBurningEnv
+from kernel_counts import kernel_run_queue_seconds
 from verdict_runs import PINNED_CORES, pinned_to_cores
 
 import profiler
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from profiler.tree.timer_json import normalize_timing_tree
 
-__all__ = ["busy_program_outside_the_run", "kernel_run_queue_seconds", "stepped_run"]
-
-_BUSY_LOOP = "import os, sys\nos.sched_setaffinity(0, {cores})\nwhile True:\n    pass\n"
-
-
-def kernel_run_queue_seconds(pid: int) -> float:
-    """The run-queue delay the kernel counted so far for every live thread of process ``pid``."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
-    return total * 1e-9
-
-
-@contextlib.contextmanager
-def busy_program_outside_the_run() -> Iterator[int]:
-    """A Python busy loop on the cores this process may use, started by a shell that exits at once,
-    so that the loop is no descendant of this process (not part of the run); yields its pid."""
-    cores = sorted(os.sched_getaffinity(0))[:PINNED_CORES]
-    command = f"{sys.executable} -c {_quoted(_BUSY_LOOP.format(cores=cores))} >/dev/null 2>&1 & echo $!"
-    pid = int(subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout)
-    try:
-        yield pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+__all__ = ["stepped_run"]
 
 
 def stepped_run(workers: int, cpu_seconds: float, steps: int) -> tuple[dict[str, Any], list[float]]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from machine_runs import busy_program_outside_the_run, stepped_run
+from kernel_counts import busy_program_outside_the_run
+from machine_runs import stepped_run
 
 from profiler.analysis.machine_verdicts import OUTSIDE_LOAD
 from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run

@@ -63,8 +63,7 @@ def test_the_dump_lists_each_live_python_thread_with_its_cpu_time():
         thread.join()
 
 
-def test_a_followed_stack_counts_from_its_reset(fake_clock):
-    timers.set_clock(time.perf_counter)  # the fixture's reset and restore; the real clock here
+def test_a_followed_stack_counts_from_its_reset():
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     scheduling.follow_stack(stack)
     burn(0.03)

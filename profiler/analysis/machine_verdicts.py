@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 CPU_MIN_COST_SHARE = 0.10
-"""A CPU verdict is told when the time it costs reaches 10% of the wall time."""
+"""A CPU verdict (``cpu_oversubscription`` too) is told when the time it costs reaches 10% of the
+wall time."""
 
 OUTSIDE_MIN_CORE_SHARE = 0.10
 """Other programs' load is a verdict only when they used at least a tenth of the run's cores over
@@ -72,14 +73,12 @@ process that mostly sleeps or waits on I/O is not held up by the GIL."""
 
 OUTSIDE_LOAD = "outside_load"
 GIL_CONTENTION = "gil_contention"
-CPU_OVERSUBSCRIPTION = "cpu_oversubscription"
 
 
 class JudgedRun(Protocol):
     """What these rules read of the run being judged (``profiler.analysis.verdicts._Run``)."""
 
     measurements: Any
-    cannot_tell: list[str]
 
     @property
     def wall(self) -> float: ...

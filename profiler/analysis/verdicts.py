@@ -73,6 +73,7 @@ from typing import Any
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
 from profiler.analysis.machine_verdicts import (
+    CPU_MIN_COST_SHARE,
     GIL_CONTENTION,
     OUTSIDE_LOAD,
     gil_contention,
@@ -149,9 +150,6 @@ least 50% longer than the other workers' mean (and the extra costs STRAGGLER_MIN
 UNEVEN_SPLIT_PER_ENV_TOLERANCE = 1.25
 """A straggler that steps more envs than the others is told the split is uneven, not that its env
 is slow, when its compute per env is at most 25% above the others' mean."""
-
-CPU_MIN_COST_SHARE = 0.10
-"""CPU oversubscription is a verdict when the time it costs reaches 10% of the wall time."""
 
 CPU_MIN_DEMAND_SHARE = 0.05
 """When more workers than cores share the CPU but the cores floor does not explain the wall time

@@ -12,8 +12,8 @@ changes (fewer workers; ``taskset`` or a quieter machine), so the dump records t
   that used the most CPU over the run, by name and pid, so a verdict can name them. A process
   that ended before the dump is not listed (its CPU still counts in ``busy_core_seconds``).
 
-Two samples of every process's CPU times cost a few milliseconds each, once per run and once per
-dump, never per step. A timer stack is followed with :func:`follow_stack`, like
+A sample of every process's CPU times costs a few tens of milliseconds: taken at the run's start
+and at a dump, at most every :data:`OUTSIDE_SCAN_SPACING_SECONDS`, never per step. A timer stack is followed with :func:`follow_stack`, like
 :mod:`profiler.recording.scheduling`, and each reset of the timers samples afresh.
 """
 
@@ -29,10 +29,16 @@ import psutil
 from profiler.recording import scheduling
 from profiler.timing import timers
 
-__all__ = ["OUTSIDE_PROCESSES_LISTED", "follow_run", "follow_stack", "machine_load_section"]
+__all__ = ["OUTSIDE_PROCESSES_LISTED", "OUTSIDE_SCAN_SPACING_SECONDS", "follow_run", "follow_stack",
+           "machine_load_section"]
 
 OUTSIDE_PROCESSES_LISTED = 10
 """How many of the busiest processes outside the run the dump names."""
+
+OUTSIDE_SCAN_SPACING_SECONDS = 10.0
+"""Reading every process's CPU time costs a few tens of milliseconds: a dump repeated sooner than
+this (a dashboard logging the timers every few steps) names the processes of the previous scan.
+The cores' busy time is read afresh on every dump."""
 
 _IDLE_FIELDS = ("idle", "iowait")
 
@@ -73,7 +79,7 @@ def _process_cpu() -> dict[int, tuple[str, float, float]]:
 class _LoadBaseline:
     """The machine at the start of a timer stack's run; sampled again at each reset."""
 
-    __slots__ = ("cores", "busy", "processes", "wall", "started", "__weakref__")
+    __slots__ = ("cores", "busy", "processes", "wall", "started", "scanned_at", "outside", "__weakref__")
 
     def __init__(self) -> None:
         self.discard(None)
@@ -85,6 +91,8 @@ class _LoadBaseline:
         self.cores = _run_cores()
         self.started = time.time()
         self.wall = time.monotonic()
+        self.scanned_at: float | None = None
+        self.outside: list[dict[str, Any]] = []
         try:
             self.busy: float | None = _busy_seconds(self.cores)
             self.processes = _process_cpu()
@@ -136,12 +144,29 @@ def machine_load_section(stack: Any) -> dict[str, Any] | None:
         return None
     try:
         busy = _busy_seconds(baseline.cores) - baseline.busy
-        now = _process_cpu()
+        now = time.monotonic()
+        if baseline.scanned_at is None or now - baseline.scanned_at >= OUTSIDE_SCAN_SPACING_SECONDS:
+            baseline.outside, baseline.scanned_at = _outside_processes(baseline), now
     except (psutil.Error, OSError):
         return None
+    try:
+        load_average: float | None = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load_average = None
+    return {
+        "cores": baseline.cores,
+        "wall_seconds": now - baseline.wall,
+        "busy_core_seconds": max(0.0, busy),
+        "load_average_1min": load_average,
+        "outside_processes": [dict(entry) for entry in baseline.outside],
+    }
+
+
+def _outside_processes(baseline: _LoadBaseline) -> list[dict[str, Any]]:
+    """The busiest processes outside the run since ``baseline``, by the CPU time they used."""
     run = _run_pids()
     outside = []
-    for pid, (name, created, cpu) in now.items():
+    for pid, (name, created, cpu) in _process_cpu().items():
         if pid in run:
             continue
         before = baseline.processes.get(pid)
@@ -154,14 +179,4 @@ def machine_load_section(stack: Any) -> dict[str, Any] | None:
         if used > 0:
             outside.append({"pid": pid, "name": name, "cpu_seconds": used})
     outside.sort(key=lambda entry: (-entry["cpu_seconds"], entry["pid"]))
-    try:
-        load_average = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load_average = None
-    return {
-        "cores": baseline.cores,
-        "wall_seconds": time.monotonic() - baseline.wall,
-        "busy_core_seconds": max(0.0, busy),
-        "load_average_1min": load_average,
-        "outside_processes": outside[:OUTSIDE_PROCESSES_LISTED],
-    }
+    return outside[:OUTSIDE_PROCESSES_LISTED]

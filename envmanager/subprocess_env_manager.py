@@ -223,6 +223,11 @@ class SubprocessEnvManager(VectorEnv):
         self._pool = self._start_workers(*self._worker_configs(shared_buffer))
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
+        # What the run really ran with, so that advice fits it (profiler.analysis.run_settings).
+        for key, value in (("env_manager_class", type(self).__name__),
+                           ("shared_memory", shared_buffer is not None),
+                           ("envs_per_worker", self.envs_per_worker), ("num_envs", self.num_envs)):
+            self._profiling.keep_metadata(key, value)
         # Step replies per worker since its last payload: what a dump lacks if it never comes.
         self._unreported_steps = self._profiling.account_for(self._pool.workers).pending
         try:

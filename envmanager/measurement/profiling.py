@@ -16,7 +16,8 @@ reset reply, and the manager asks for the steps' unshipped timers (FLUSH) right 
 
 Each worker's entry in the dump's ``workers`` section also gets ``critical_path`` (whom the
 steps waited for last, :mod:`envmanager.measurement.critical_path`) and ``env_time`` (wall and CPU time of
-its env calls, :mod:`envmanager.measurement.env_time`); the run's metadata gets ``busy_processes``: the
+its env calls, :mod:`envmanager.measurement.env_time`) and ``scheduling`` (its waits for a core,
+the kernel's count, :mod:`envmanager.measurement.cpu_waits`); the run's metadata gets ``busy_processes``: the
 trainer plus the workers of every manager alive at once, at the most.
 """
 
@@ -30,13 +31,14 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from profiler.recording import events
+from profiler.recording import events, machine_load, scheduling
 from profiler.timing import timers
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.tree.timer_json import check_run_id, timers_json_path, write_timing_tree
 from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode
 
+from envmanager.measurement.cpu_waits import CpuWaits, CpuWaitsError, validate_cpu_waits
 from envmanager.measurement.critical_path import CriticalPath
 from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.measurement.resources import ResourceGauges
@@ -86,6 +88,7 @@ class ManagerProfiling:
         "critical_path",
         "record_step",
         "env_times",
+        "cpu_waits",
         "busy_processes",
         "unreported",
         "kept_metadata",
@@ -133,10 +136,16 @@ class ManagerProfiling:
         # step pays no call more for it.
         self.record_step: Callable[[list[float | None], float], None] = _record_nothing
         self.env_times: list[EnvTime] = []
+        self.cpu_waits: list[CpuWaits] = []
         self.busy_processes = 0
         self.kept_metadata: dict[str, Any] = {}
         self.unreported = UnreportedSteps(())
         self._generation = self.timer_stack.generation
+        if self.enabled:
+            # The trainer's waits for a core and the machine's load, counted from here (and
+            # from each reset of the timers).
+            scheduling.follow_stack(self.timer_stack)
+            machine_load.follow_stack(self.timer_stack)
 
     def workers_started(self, workers: int) -> None:
         """The manager's ``workers`` processes run from now on: count them and their figures."""
@@ -148,8 +157,10 @@ class ManagerProfiling:
                 # A profiled step keeps its critical-path stamps with its own (see step_block).
                 self.step_block.on_fold = self.critical_path.count_steps
             self.env_times = [EnvTime() for _ in range(workers)]
+            self.cpu_waits = [CpuWaits() for _ in range(workers)]
             self.merger.add_worker_section("critical_path", self._critical_path_section)
             self.merger.add_worker_section("env_time", self._env_time_section)
+            self.merger.add_worker_section("scheduling", self._scheduling_section)
         with _live_managers_lock:
             _live_managers[id(self)] = self
             live = list(_live_managers.values())
@@ -206,6 +217,8 @@ class ManagerProfiling:
             self.critical_path.clear()
         for env_time in self.env_times:
             env_time.clear()
+        for waits in self.cpu_waits:
+            waits.clear()
         if self.enabled and self.busy_processes:
             timers.add_metadata("busy_processes", self.busy_processes, self.timer_stack)
         for key, value in self.kept_metadata.items():
@@ -230,6 +243,12 @@ class ManagerProfiling:
             return None
         return self.env_times[worker].section(entry["children"])
 
+    def _scheduling_section(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        worker = entry["worker_id"]
+        if not 0 <= worker < len(self.cpu_waits):
+            return None
+        return self.cpu_waits[worker].section()
+
     def reset_sent(self, sequence: int) -> None:
         """The reset requests numbered ``sequence`` went out: time their replies under the reset."""
         self.reset_sequences.append(sequence)
@@ -245,15 +264,18 @@ class ManagerProfiling:
         else:
             anchor = self.step_anchor
         try:
-            if not isinstance(timers_field, tuple) or len(timers_field) != 4:
-                raise PayloadError("a reply's timers are a payload and three env time figures")
-            payload, *env_time = timers_field
+            if not isinstance(timers_field, tuple) or len(timers_field) != 5:
+                raise PayloadError("a reply's timers are a payload, three env time figures and "
+                                   "the scheduling figures")
+            payload, *env_time, cpu_waits = timers_field
             validate_env_time(*env_time)
+            validate_cpu_waits(cpu_waits)
             self.merger.merge_payload(worker_index, payload, anchor)
             self.unreported.reported(worker_index)
             if 0 <= worker_index < len(self.env_times):
                 self.env_times[worker_index].add(*env_time)
-        except (PayloadError, EnvTimeError) as exc:
+                self.cpu_waits[worker_index].add(cpu_waits)
+        except (PayloadError, EnvTimeError, CpuWaitsError) as exc:
             # Timing data must never break training: count it, say it once (and in the dump), go on.
             self.unreported.refused(worker_index, str(exc))
             self.bad_payloads += 1

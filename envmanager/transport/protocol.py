@@ -21,9 +21,12 @@ Reply (worker -> manager)::
 ``sequence`` is echoed back so the manager can recognise and drop a late reply to a request
 it already gave up on (after a timeout) instead of mistaking it for the current answer.
 ``ok`` is False when the command raised; ``body`` is then a :class:`RemoteFailure`.
-``timers`` is None, or ``(payload, measured_wall, measured_cpu, measured_calls)``: a profiler
-payload and, since the worker's previous payload, the wall time, CPU time and number of the env
-calls whose CPU time it measured (:mod:`envmanager.measurement.env_time`).  It rides on the reply so that shipping timer data never
+``timers`` is None, or ``(payload, measured_wall, measured_cpu, measured_calls, scheduling)``: a
+profiler payload and, since the worker's previous payload, the wall time, CPU time and number of
+the env calls whose CPU time it measured (:mod:`envmanager.measurement.env_time`), and the
+kernel's count of the worker's waits for a core, ``(run-queue seconds, CPU seconds, wall seconds,
+involuntary switches)``, or None where schedstat is missing
+(:mod:`profiler.recording.scheduling`).  It rides on the reply so that shipping timer data never
 costs an extra round trip, and it is kept apart from ``body`` so it can never leak into the
 infos a user sees.  ``finished_at`` is the worker's ``time.perf_counter()`` when it finished
 the request (read through the timers' clock while profiling, which is that one unless a test

@@ -61,6 +61,7 @@ from profiler.multiprocess.payload import WorkerTimers
 from envmanager.transport import protocol
 from envmanager.transport.autoreset import SubEnv
 from envmanager.measurement.env_time import EXACT_ABOVE_SECONDS, CpuSampler
+from profiler.recording.scheduling import SchedulingSampler
 from envmanager.lifetime.lifeline import (
     PARENT_DEATH_SIGNAL,
     TRAINER_EXIT_SECONDS,
@@ -341,6 +342,8 @@ class EnvRunner:
         # The timers' clock, read directly: timers.now() would add a call to every reply.
         self.clock = timers.current_clock()
         self.cpu_sampler = CpuSampler()
+        # The kernel's count of this worker's waits for a core, shipped beside each payload.
+        self.scheduling = SchedulingSampler() if config.profiling else None
         self.packer = ObservationPacker(
             config.observation_space, config.shared_buffer, self.first_env, config.num_envs
         )
@@ -393,14 +396,21 @@ class EnvRunner:
         if payload is None:
             return ok, reply, None, finished_at
         # With the env time measured since the previous payload; the reply is ready only now.
-        return ok, reply, (payload, *self.cpu_sampler.take()), timers.now()
+        # A reset's or a flush's reply reads the kernel's figures always: a dump may follow.
+        return ok, reply, self._with_figures(payload, final=command != protocol.STEP), timers.now()
 
     def last_timers(self) -> Any:
         """Everything timed since the previous payload, with its env time: the ``timers`` of a
         worker's last reply (None when not profiling)."""
         if self.timers is None:
             return None
-        return (self.timers.final_payload(), *self.cpu_sampler.take())
+        return self._with_figures(self.timers.final_payload(), final=True)
+
+    def _with_figures(self, payload: Any, final: bool = False) -> tuple[Any, float, float, int, Any]:
+        """A reply's ``timers``: the payload, the env time and the waits for a core since the
+        previous payload (see :mod:`envmanager.transport.protocol`)."""
+        scheduling = self.scheduling.take(final) if self.scheduling is not None else None
+        return (payload, *self.cpu_sampler.take(), scheduling)
 
     def _handle(self, command: int, body: Any) -> Any:
         self._failing_env = None

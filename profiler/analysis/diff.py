@@ -29,9 +29,18 @@ from profiler.analysis.text_format import (
     signed_seconds,
 )
 
-__all__ = ["DIFF_FORMATS", "BlockChange", "RunDiff", "diff_runs", "render_diff"]
+__all__ = ["DIFF_FORMATS", "UNTIMED_ROW", "BlockChange", "RunDiff", "diff_runs", "render_diff"]
 
 DIFF_FORMATS = ("table", "json", "csv")
+
+UNTIMED_ROW = "(untimed: outside any block)"
+"""The row of the wall time outside every block (the root's self time), compared like a block:
+a run that got slower outside its blocks shows where the wall time went."""
+
+
+def _untimed_row(tree: dict[str, Any]) -> BlockStat:
+    untimed = float(tree.get("self", 0.0))
+    return BlockStat(UNTIMED_ROW, (UNTIMED_ROW,), untimed, untimed, 1)
 
 
 @dataclass
@@ -88,6 +97,8 @@ def diff_runs(
     """Compare two normalized timer trees (see :func:`profiler.load_timing_tree`)."""
     base_rows = {row.label: row for row in block_rows(base)}
     new_rows = {row.label: row for row in block_rows(new)}
+    if base.get("self") or new.get("self"):
+        base_rows[UNTIMED_ROW], new_rows[UNTIMED_ROW] = _untimed_row(base), _untimed_row(new)
     changes = []
     for label in sorted(base_rows.keys() | new_rows.keys()):
         before, after = base_rows.get(label), new_rows.get(label)

@@ -24,7 +24,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     over every step is the cost, a lower bound — or, when other programs load the machine too,
     the workers' env calls spent their wall time off the CPU while their CPU work was a real load
     on the cores (:data:`CPU_MIN_DEMAND_SHARE`); the mean worker's time off the CPU is then the
-    cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`.
+    cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`. Where
+    the dump has the kernel's count of every process's waits for a core (run-queue delay), the
+    title quotes the longest of them, and time off the CPU is no longer read as waiting: other
+    programs' part of the waits is the ``outside_load`` verdict.
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
@@ -37,7 +40,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
 ``env_bound``
     The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the wall time and
-    the CPU is not oversubscribed.
+    the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
+``outside_load`` and ``gil_contention``
+    Other programs' load on the run's cores, and Python threads queued for the GIL: rules of
+    :mod:`profiler.analysis.machine_verdicts`, from the kernel's counts where the dump has them.
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
     Where the run sampled the trainer's stack (``rlprof run``), the verdict names the
@@ -67,8 +73,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
+from profiler.analysis.machine_verdicts import (
+    CPU_MIN_COST_SHARE,
+    GIL_CONTENTION,
+    OUTSIDE_LOAD,
+    gil_contention,
+    kernel_count,
+    outside_load,
+)
 from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
+from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     STEP_LAYOUTS,
@@ -87,6 +103,7 @@ __all__ = [
     "CPU_OVERSUBSCRIPTION",
     "ENV_BOUND",
     "ENV_MIN_SHARE",
+    "GIL_CONTENTION",
     "INFERRED_STRAGGLER_MIN_EXCESS",
     "KINDS",
     "LEAK_MIN_GROWTH_BYTES",
@@ -95,6 +112,7 @@ __all__ = [
     "LEAK_MIN_SAMPLES",
     "LEAK_TOP_BLOCKS",
     "MEMORY_LEAK",
+    "OUTSIDE_LOAD",
     "STRAGGLER",
     "STRAGGLER_LAST_SHARE_BEYOND_FAIR",
     "STRAGGLER_MIN_COMPUTE_EXPLAINED",
@@ -136,9 +154,6 @@ least 50% longer than the other workers' mean (and the extra costs STRAGGLER_MIN
 UNEVEN_SPLIT_PER_ENV_TOLERANCE = 1.25
 """A straggler that steps more envs than the others is told the split is uneven, not that its env
 is slow, when its compute per env is at most 25% above the others' mean."""
-
-CPU_MIN_COST_SHARE = 0.10
-"""CPU oversubscription is a verdict when the time it costs reaches 10% of the wall time."""
 
 CPU_MIN_DEMAND_SHARE = 0.05
 """When more workers than cores share the CPU but the cores floor does not explain the wall time
@@ -197,8 +212,8 @@ TRAINER_BOUND = "trainer_bound"
 ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
 MEMORY_LEAK = "memory_leak"
-KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, TRANSPORT_BOUND, TRAINER_BOUND, ENV_BOUND, UNTIMED,
-         MEMORY_LEAK, WORKERS_BALANCED)
+KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPORT_BOUND,
+         TRAINER_BOUND, ENV_BOUND, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
@@ -260,12 +275,18 @@ def judge_run(
     if breakdowns is None:
         breakdowns = step_breakdowns(tree, measurements)
     run = _Run(tree, measurements, breakdowns)
-    cpu = _cpu_oversubscription(run)
-    verdicts = [*_workers(run), *cpu, *_transport_bound(run, cpu_limited=bool(cpu)),
-                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu)), *_untimed(run),
+    machine = read_machine_figures(tree)
+    cpu = _cpu_oversubscription(run, machine)
+    # Other programs' load is a verdict of its own, beside what the run's design costs.
+    outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
+    verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
+                *_transport_bound(run, cpu_limited=bool(cpu)),
+                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu or outside)),
+                *_untimed(run),
                 *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
-    return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + measurements.problems))
+    problems = measurements.problems + machine.problems
+    return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
 @dataclass
@@ -276,6 +297,11 @@ class _Run:
     measurements: RunMeasurements
     breakdowns: list[StepBreakdown]
     cannot_tell: list[str] = field(default_factory=list)
+
+    @property
+    def settings(self) -> RunSettings:
+        """How the run was set up (shared memory, envs per worker, how it was started)."""
+        return read_run_settings(self.tree)
 
     @property
     def wall(self) -> float:
@@ -295,6 +321,13 @@ class _Run:
             return max(counted)
         return self.step.calls if self.step else 0
 
+    @property
+    def has_workers(self) -> bool:
+        """The run's steps ran in workers (processes or threads): the file has their entries, or
+        their blocks were merged under the step. A run without (a single process stepping its
+        envs in place) is told nothing about workers it does not have."""
+        return bool(self.measurements.workers) or (self.step is not None and self.step.worker_time > 0)
+
     def share(self, seconds: float) -> float | None:
         return seconds / self.wall if self.wall > 0 else None
 
@@ -309,7 +342,7 @@ class _Run:
 def _workers(run: _Run) -> list[Verdict]:
     workers = run.measurements.workers
     if run.step is None or len(workers) < 2:
-        if run.step is not None and not run.measurements.has_workers_section:
+        if run.has_workers and not run.measurements.has_workers_section:
             run.cannot_tell.append(
                 "which worker holds up the step: this file has no workers section (no per-worker "
                 "trees), so a straggler cannot be told from pipe latency")
@@ -452,11 +485,17 @@ def _more_envs_than_the_others(
 # --- CPU oversubscription ---------------------------------------------------------------------------
 
 
-def _cpu_oversubscription(run: _Run) -> list[Verdict]:
+def _cpu_oversubscription(run: _Run, machine: MachineFigures) -> list[Verdict]:
     measurements = run.measurements
     step = run.step
-    if step is None:
+    if step is None or not run.has_workers:
         return []
+    measured = machine.every_process_measured and bool(machine.workers)
+    if measurements.workers and not measured:
+        run.cannot_tell.append(
+            "how long each process waited for a core: this file has no run-queue delay (the "
+            "kernel's schedstat, which rlprof records on Linux), so CPU contention is "
+            "inferred from the env calls' time off the CPU")
     if not measurements.every_worker_has_env_time:
         run.cannot_tell.append(
             "CPU contention: this file does not record the workers' env CPU time, so a CPU with "
@@ -500,7 +539,9 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
         title = (f"the CPU is the limit: the envs need {format_seconds(cpu_per_step)} of CPU per "
                  f"vector step, {crowd}, so a step takes at least {format_seconds(floor_per_step)} "
                  f"where the busiest worker alone needs {format_seconds(busiest_per_step)}")
-    elif (demand >= CPU_MIN_DEMAND_SHARE
+        if measured:
+            title, evidence = kernel_count(title, evidence, machine)
+    elif (not measured and demand >= CPU_MIN_DEMAND_SHARE
             and (run.share(off_cpu) or 0.0) >= CPU_MIN_COST_SHARE):
         cost = off_cpu
         evidence["measured_by"] = "time off the CPU"
@@ -514,9 +555,9 @@ def _cpu_oversubscription(run: _Run) -> list[Verdict]:
     return [run.verdict(
         CPU_OVERSUBSCRIPTION, title, cost, evidence,
         f"More workers will not help, and the pipe is not the problem. Run as many worker "
-        f"processes as cores: envs_per_worker=\"auto\" ({min(cores, envs)} workers for {envs} "
-        f"envs, spread evenly); or give the run more cores (other programs on the machine take "
-        f"them too), or make env.step cheaper.")]
+        f"processes as cores: {run.settings.envs_per_worker_auto(min(cores, envs), envs)}; or "
+        f"give the run more cores (other programs on the machine take them too), or make "
+        f"env.step cheaper.")]
 
 
 def _cpu_share(workers: list[WorkerMeasurements]) -> float | None:
@@ -543,6 +584,7 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     cores = run.measurements.cores_available
     cpu_measured = run.measurements.every_worker_has_env_time and cores is not None
     envs = _envs(run, step)
+    settings = run.settings
     evidence = {
         "block": step.block,
         "vector_steps": step.calls,
@@ -564,13 +606,15 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
                        "SyncVectorEnv) or give each step more envs")
     elif cores is not None:
         per_worker = max(2, math.ceil(envs / cores))
-        round_trips = (f"envs_per_worker={per_worker} (one round trip then carries {per_worker} "
-                       f"envs; {math.ceil(envs / per_worker)} processes for {envs} envs on "
-                       f"{cores} cores)")
+        round_trips = (f"{settings.envs_per_worker_option(per_worker)} (one round trip then carries "
+                       f"{per_worker} envs; {math.ceil(envs / per_worker)} processes for {envs} envs "
+                       f"on {cores} cores)")
         if envs > cores:
-            round_trips += f", or envs_per_worker=\"auto\" (one worker per core, {cores} for {envs} envs)"
+            round_trips += (f", or {settings.envs_per_worker_option('auto')} (one worker per core, "
+                            f"{cores} for {envs} envs)")
     else:
-        round_trips = "envs_per_worker=k, about envs / cores (one round trip then carries k envs)"
+        round_trips = (f"{settings.envs_per_worker_option('k')}, k about envs / cores (one round "
+                       "trip then carries k envs)")
     receive_share = receive / transport if transport > 0 else 0.0
     smaller = (f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
                f"{format_percent(receive_share)} of the transport")
@@ -583,7 +627,8 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
                 "trainer's machine where the cluster allows (a placement group, node affinity)")
     else:
         what = "the pipe is the limit: sending, receiving and the wait beyond the workers' compute take"
-        data = f"shared_memory=True if it is off (array observations then skip the pipe) and {smaller}"
+        shared = settings.shared_memory_advice()
+        data = f"{shared} and {smaller}" if shared else smaller
     in_place = (run.tree.get("metadata") or {}).get("vector_envs_in_place")
     if in_place:
         # The program's own vector env (rlprof run timed it in place): advise in its terms.

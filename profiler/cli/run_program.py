@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.recording import events
+from profiler.recording import events, machine_load
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
 from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
@@ -214,6 +215,8 @@ def run_program(
     report_to = report_to or sys.stderr
     timers.reset_timers()
     timers.add_metadata("rlprof_run", program.target)
+    timers.add_metadata("run_id", run_id)  # the report's title
+    machine_load.follow_run()  # the program's waits for a core and the machine's load from here
     if timeline:
         events.start_recording()
     instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to)

@@ -5,6 +5,10 @@ by rescaling. A block's width is its share of its parent's width by total time. 
 (time that ran beside the parent in other processes) can add up to more than the parent lasted;
 then all the parent's children are shrunk together to fit inside it, and the hover text gives the
 real numbers.
+
+The root's own time, the wall time outside every block, is a box of its own at the end of the
+first row, named :data:`UNTIMED_BOX`: a run that times little of its loop shows a labelled gap,
+not a blank one.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FlameBox", "lay_out_flame_graph"]
+__all__ = ["UNTIMED_BOX", "FlameBox", "lay_out_flame_graph"]
+
+UNTIMED_BOX = "(untimed: outside any block)"
 
 
 @dataclass(frozen=True)
@@ -65,4 +71,9 @@ def lay_out_flame_graph(tree: dict[str, Any]) -> list[FlameBox]:
             cursor += child_width
 
     place(tree, None, 0, 0.0, 1.0)
+    placed = sum(child["total"] for child in tree["children"])
+    untimed = root_total - placed
+    if untimed > 0 and root_total > 0:
+        boxes.append(FlameBox(len(boxes), 0, UNTIMED_BOX, 1, placed / root_total, untimed / root_total,
+                              untimed, untimed, 1, untimed / root_total, False))
     return boxes

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from typing import Any, Iterable
 
 from profiler.analysis.frames import FrameStat, frame_stats
@@ -25,6 +26,7 @@ from profiler.analysis.text_format import format_bytes
 from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.verdict_text import format_evidence_value
 from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
+from profiler.export.counter_names import counter_explanation, format_counter
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.memory_flow import memory_chart
@@ -38,6 +40,8 @@ TOP_BLOCKS = 30
 """Rows in the top-blocks table; the rest of the blocks are in the flame graph."""
 
 FRAME_HEIGHT_PX = 18
+WORKER_BAR_HEADROOM = 1.25
+"""The worker bars' scale: the largest mean time per call, plus a quarter."""
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 )
@@ -46,7 +50,7 @@ CONTENT_SECURITY_POLICY = (
 def to_html_report(tree: dict[str, Any]) -> str:
     """The whole report page for a normalized timer tree, as one HTML string."""
     metadata = tree.get("metadata") or {}
-    run_name = metadata.get("run_id") or "rlprof run"
+    run_name = _run_name(metadata)
     measurements = read_measurements(tree)
     verdicts = judge_run(tree, measurements)
     sections = [
@@ -73,6 +77,17 @@ def to_html_report(tree: dict[str, Any]) -> str:
             f"<script>{REPORT_SCRIPT}</script>\n</body>\n</html>\n",
         ]
     )
+
+
+def _run_name(metadata: dict[str, Any]) -> str:
+    """The run's name: its ``run_id``, else the program ``rlprof run`` ran, else the script of its
+    command line; every report then says which run it is."""
+    if metadata.get("run_id"):
+        return str(metadata["run_id"])
+    program = metadata.get("rlprof_run") or next(
+        (word for word in str(metadata.get("command_line_arguments", "")).split() if word.endswith(".py")),
+        None)
+    return os.path.basename(str(program)) if program else "rlprof run"
 
 
 def _text(value: Any) -> str:
@@ -198,19 +213,22 @@ def _workers_section(
                    for worker in measurements.workers if worker.critical_path is not None}
     # Where each worker ran, when the run recorded it (workers on other machines: Ray actors).
     hosts = {worker.get("worker_id"): worker["host"] for worker in workers if isinstance(worker.get("host"), str)}
-    longest = max((row.max if row.max is not None else row.mean) for row in rows) or 1.0
+    # Scaled to the largest mean, with headroom: one slow call (a reset, a first step) must not
+    # shrink every mean to nothing. A longest call beyond the scale is drawn at its end.
+    longest = max(row.mean for row in rows) * WORKER_BAR_HEADROOM or 1.0
     lines = []
     for row in rows:
         detail = f"mean {_seconds(row.mean)} × {row.count:,}"
         if row.max is not None:
-            detail += f", max {_seconds(row.max)}"
+            detail += f", max {_seconds(row.max)}" + (" (off the scale)" if row.max > longest else "")
         if row.worker_id in last_shares:
             detail += f", last in {_percent(last_shares[row.worker_id])} of steps"
         is_straggler = row.worker_id in stragglers
         if is_straggler:
             detail += " · straggler (see the verdicts)"
         max_marker = (
-            f'<div class="max" style="left:{row.max / longest * 100:.3f}%"></div>' if row.max is not None else ""
+            f'<div class="max" style="left:{min(row.max / longest, 1.0) * 100:.3f}%"></div>'
+            if row.max is not None else ""
         )
         lines.append(
             f'<div class="worker-row{" straggler" if is_straggler else ""}">'
@@ -221,7 +239,8 @@ def _workers_section(
     return (
         heading
         + f'<p class="note">Mean time per call of <code>{_text(block_name)}</code>, the block the '
-        "workers spend the most time in (the grey tick is the longest call, where recorded). A vector "
+        "workers spend the most time in, on a scale to the largest mean (the grey tick is the longest "
+        "call, where recorded, at the end of the bar when it is off the scale). A vector "
         "step waits for its slowest worker; a worker is marked a straggler only when the verdicts "
         "name it.</p>\n"
         + "".join(lines)
@@ -237,13 +256,14 @@ def _gauges_section(tree: dict[str, Any]) -> str:
     rows = []
     for process_tree in split_into_process_trees(tree):
         for name, gauge in (process_tree.gauges or {}).items():
-            cells = [process_tree.name, name]
-            numbers = [gauge["value"], gauge["min"], gauge["max"], gauge["count"]]
+            explanation = counter_explanation(name)
+            about = f'<br><span class="note">{_text(explanation)}</span>' if explanation else ""
+            readings = [_figure(name, gauge[key]) for key in ("value", "min", "max")]
             rows.append(
-                "<tr>"
-                + "".join(f'<td class="name">{_text(cell)}</td>' for cell in cells)
-                + "".join(f'<td class="number">{_text(_reading(number))}</td>' for number in numbers)
-                + "</tr>\n"
+                f'<tr><td class="name">{_text(process_tree.name)}</td>'
+                f'<td class="name">{_text(name)}{about}</td>'
+                + "".join(f'<td class="number">{_text(reading)}</td>' for reading in readings)
+                + f'<td class="number">{gauge["count"]:,}</td></tr>\n'
             )
     table = (
         "<table><thead><tr><th>process</th><th>gauge</th><th class=\"number\">last</th>"
@@ -273,9 +293,10 @@ def _counter_charts(timeline: dict[str, Any] | None) -> str:
     return "<h3>Counters over time</h3>\n" + "".join(charts)
 
 
-def _reading(number: float) -> str:
-    """A gauge figure: 6 significant digits, and NaN / Infinity spelled as in the JSON file."""
-    return f"{number:.6g}" if math.isfinite(number) else str(named_reading(number))
+def _figure(name: str, number: float) -> str:
+    """A counter's or gauge's figure in its unit (see :mod:`profiler.export.counter_names`);
+    NaN and the infinities spelled as in the JSON file."""
+    return format_counter(name, number) if math.isfinite(number) else str(named_reading(number))
 
 
 def _counter_chart(
@@ -299,7 +320,11 @@ def _counter_chart(
         f"{height - margin - (value - low) / value_span * (height - 2 * margin):.1f}"
         for moment, value in points
     )
-    caption = f"{process}: {name} (min {low:.4g}, max {high:.4g}, last {_reading(last)}; {_seconds(end - origin)} shown)"
+    caption = (f"{process}: {name} (min {_figure(name, low)}, max {_figure(name, high)}, "
+               f"last {_figure(name, last)}; {_seconds(end - origin)} shown)")
+    explanation = counter_explanation(name)
+    if explanation:
+        caption += f": {explanation}"
     if not_drawn:
         caption += f"; {not_drawn} NaN or infinite samples not drawn"
     return (

@@ -19,6 +19,7 @@ from profiler.recording.events import timeline_section
 from profiler.gpu.device_time import device_time_section
 from profiler.recording.memory import memory_section
 from profiler.automatic.stack_sampler import untimed_samples_section
+from profiler.recording import machine_load, scheduling
 from profiler.tree.mlagents_layout import check_layout, to_mlagents_layout
 from profiler.timing.timers import TimerNode, TimerStack, all_timer_stacks
 
@@ -110,4 +111,13 @@ def get_timer_tree(
     untimed_samples = untimed_samples_section(stack)
     if untimed_samples is not None:
         tree["untimed_samples"] = untimed_samples
+    # This process's waits for a core and the machine's load, from where the run started: the
+    # kernel's clocks, so not under a fake timer clock (a simulated run has no such figures).
+    if timers.current_clock() is time.perf_counter:
+        for key, section in (("scheduling", scheduling.scheduling_section(stack)),
+                             ("machine_load", machine_load.machine_load_section(stack))):
+            if section is not None:
+                tree[key] = section
+        scheduling.follow_stack(stack)
+        machine_load.follow_stack(stack)
     return to_mlagents_layout(tree) if layout == "mlagents" else tree

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from profiler.analysis.diff import diff_runs, render_diff
+from profiler.analysis.diff import UNTIMED_ROW, diff_runs, render_diff
 
 
 def run(wall, **blocks):
@@ -103,3 +103,17 @@ def test_csv_leaves_the_missing_side_empty():
     rows = {row["block"]: row for row in csv.DictReader(io.StringIO(text))}
     assert rows["fresh"]["base_total_s"] == ""
     assert float(rows["fresh"]["new_total_s"]) == pytest.approx(0.3)
+
+
+def test_the_time_outside_any_block_is_a_row_of_its_own():
+    base = {**run(10.0, env=(5.0, 100)), "self": 5.0}
+    new = {**run(27.0, env=(5.0, 100)), "self": 22.0}
+    untimed = diff_runs(base, new).changes[0]
+    assert untimed.block == UNTIMED_ROW
+    assert untimed.total_change == pytest.approx(17.0)
+    assert untimed.status == "slower"
+    assert render_diff(diff_runs(base, new)).splitlines()[3].endswith(f"  {UNTIMED_ROW}")
+
+
+def test_runs_timed_throughout_get_no_untimed_row():
+    assert UNTIMED_ROW not in statuses(diff_runs(BASE, NEW))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.export.flame_graph import lay_out_flame_graph
+from profiler.export.flame_graph import UNTIMED_BOX, lay_out_flame_graph
 
 
 def boxes_by_name(tree):
@@ -39,3 +39,16 @@ def test_parallel_children_adding_up_to_more_than_their_parent_are_shrunk_inside
     worker_root = next(box for box in boxes if box.name == "worker_root")
     assert worker_root.is_parallel
     assert worker_root.share > worker_root.width  # its real share is shown on hover
+
+
+def test_the_time_outside_any_block_is_a_labelled_box_after_the_blocks(trainer_tree):
+    boxes = boxes_by_name(trainer_tree)
+    untimed, train = boxes[UNTIMED_BOX], boxes["train"]
+    assert untimed.depth == 1 and untimed.parent_index == 0
+    assert untimed.start == pytest.approx(train.start + train.width)
+    assert untimed.width == pytest.approx(trainer_tree["self"] / trainer_tree["total"])
+
+
+def test_a_run_timed_throughout_has_no_untimed_box(run_with_workers):
+    assert UNTIMED_BOX not in boxes_by_name({**run_with_workers, "self": 0.0,
+                                             "total": sum(child["total"] for child in run_with_workers["children"])})

@@ -46,7 +46,7 @@ def test_block_names_are_escaped_wherever_they_appear(hostile_tree):
 
 
 def test_the_flame_graph_has_a_bar_per_block(trainer_tree):
-    blocks = 1 + 5  # the root, train, vector.step, wait, policy.act, policy.update
+    blocks = 1 + 5 + 1  # the root, train, vector.step, wait, policy.act, policy.update; untimed
     assert frame_count(to_html_report(trainer_tree)) == blocks
 
 
@@ -117,7 +117,33 @@ def test_gauges_of_the_trainer_and_of_each_worker_are_listed(run_with_workers):
 def test_recorded_counters_are_drawn_over_time(run_with_timeline):
     page = to_html_report(run_with_timeline)
     assert page.count("<polyline") == 2  # trainer cpu_percent, worker 0 rss_mb
-    assert "trainer: cpu_percent (min 40, max 85, last 40" in page
+    assert "trainer: cpu_percent (min 40.0 %, max 85.0 %, last 40.0 %" in page
+
+
+def test_rlprofs_own_counters_are_in_their_unit_and_explained():
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 0.0, "children": [], "metadata": {},
+            "gauges": {"resources.worker_0.rss_mb": {"value": 312.5, "min": 300.0, "max": 312.5,
+                                                     "count": 4}}}
+    page = to_html_report(tree)
+    assert "312.5 MiB" in page and "resident memory of worker 0" in page
+
+
+@pytest.mark.parametrize("metadata, title", [
+    ({"run_id": "ppo-7"}, "ppo-7"),
+    ({"rlprof_run": "/home/me/cleanrl/ppo.py"}, "ppo.py"),
+    ({"command_line_arguments": "python train.py --envs 8"}, "train.py"),
+    ({}, "rlprof run"),
+])
+def test_the_report_is_titled_with_the_runs_name(metadata, title):
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 0.0, "children": [], "gauges": {},
+            "metadata": metadata}
+    assert f"<h1>rlprof report: {title}</h1>" in to_html_report(tree)
+
+
+def test_worker_bars_are_scaled_to_the_means_not_to_one_slow_call(run_with_workers):
+    page = to_html_report(run_with_workers)
+    widths = [float(width) for width in re.findall(r'class="mean" style="width:([0-9.]+)%', page)]
+    assert max(widths) == pytest.approx(100 / 1.25)
 
 
 def test_the_top_blocks_table_puts_the_most_self_time_first(trainer_tree):

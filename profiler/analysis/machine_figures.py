@@ -1,0 +1,168 @@
+"""What a dump says about the machine: the kernel's count of each process's waits for a core, its
+Python threads, and the CPU other programs took of the run's cores.
+
+The figures come from three sections (see docs/formats.md): the root's ``scheduling`` (the
+trainer process and its Python threads, :mod:`profiler.recording.scheduling`), each worker's
+``scheduling`` (summed by the trainer from the worker's payloads) and the root's ``machine_load``
+(:mod:`profiler.recording.machine_load`). A section that is missing reads as None; one that is
+damaged reads as None too, with a sentence in :attr:`MachineFigures.problems`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiler.analysis.worker_groups import compared_workers
+
+__all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "PythonThread",
+           "read_machine_figures"]
+
+
+@dataclass(frozen=True)
+class ProcessWaits:
+    """A process's time waiting for a core (run-queue delay), on a core, and alive, in seconds."""
+
+    label: str
+    run_queue_seconds: float
+    cpu_seconds: float
+    wall_seconds: float
+    involuntary_switches: int
+
+    @property
+    def waiting_share(self) -> float:
+        """The share of its wall time the process waited, runnable, for a core."""
+        return min(1.0, self.run_queue_seconds / self.wall_seconds) if self.wall_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PythonThread:
+    """One Python thread of the trainer, alive at the dump."""
+
+    name: str
+    cpu_seconds: float
+    run_queue_seconds: float
+
+
+@dataclass(frozen=True)
+class OutsideProcess:
+    """A process outside the run, with the CPU time it used over the run."""
+
+    pid: int
+    name: str
+    cpu_seconds: float
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """The run's cores over the run: how busy they were, and the busiest processes outside it."""
+
+    cores: int
+    wall_seconds: float
+    busy_core_seconds: float
+    load_average: float | None
+    outside_processes: tuple[OutsideProcess, ...]
+
+
+@dataclass(frozen=True)
+class MachineFigures:
+    """Everything :func:`read_machine_figures` found; None or empty where the file does not tell."""
+
+    trainer: ProcessWaits | None
+    threads: tuple[PythonThread, ...]
+    workers: tuple[ProcessWaits | None, ...]
+    machine: MachineLoad | None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def every_process_measured(self) -> bool:
+        """The trainer and every worker carry the kernel's count of their waits."""
+        return self.trainer is not None and all(worker is not None for worker in self.workers)
+
+    @property
+    def measured_workers(self) -> list[ProcessWaits]:
+        return [worker for worker in self.workers if worker is not None]
+
+    @property
+    def run_cpu_seconds(self) -> float:
+        """CPU time of the run's own processes (the trainer and the measured workers)."""
+        trainer = self.trainer.cpu_seconds if self.trainer is not None else 0.0
+        return trainer + sum(worker.cpu_seconds for worker in self.measured_workers)
+
+    @property
+    def outside_core_seconds(self) -> float | None:
+        """CPU time other programs took of the run's cores over the run: the cores' busy time
+        less the run's own; None without the machine's figures or the trainer's."""
+        if self.machine is None or self.trainer is None:
+            return None
+        return max(0.0, self.machine.busy_core_seconds - self.run_cpu_seconds)
+
+
+def read_machine_figures(tree: dict[str, Any]) -> MachineFigures:
+    """Read the scheduling and machine-load sections of a normalized tree."""
+    problems: list[str] = []
+    root = tree.get("scheduling")
+    trainer = _process_waits(root, "trainer", "scheduling", problems)
+    threads = _threads(root, problems) if trainer is not None else ()
+    workers = []
+    for index, entry in enumerate(compared_workers(tree)):
+        label = str(entry.get("name") or f"worker {entry.get('worker_id', index)}")
+        workers.append(_process_waits(entry.get("scheduling"), label, f"{label}: scheduling", problems))
+    return MachineFigures(trainer, threads, tuple(workers),
+                          _machine_load(tree.get("machine_load"), problems), problems)
+
+
+def _process_waits(value: Any, label: str, where: str, problems: list[str]) -> ProcessWaits | None:
+    if value is None:
+        return None
+    figures = [value.get(key) if isinstance(value, dict) else None
+               for key in ("run_queue_seconds", "cpu_seconds", "wall_seconds")]
+    switches = value.get("involuntary_switches") if isinstance(value, dict) else None
+    if not (all(_is_seconds(figure) for figure in figures) and _is_whole(switches)):
+        problems.append(f"{where} needs run_queue_seconds, cpu_seconds and wall_seconds >= 0 and "
+                        "whole involuntary_switches; ignored")
+        return None
+    return ProcessWaits(label, *(float(figure) for figure in figures), switches)
+
+
+def _threads(value: dict[str, Any], problems: list[str]) -> tuple[PythonThread, ...]:
+    entries = value.get("python_threads", [])
+    threads = []
+    for entry in entries if isinstance(entries, list) else [None]:
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+                and _is_seconds(entry.get("cpu_seconds")) and _is_seconds(entry.get("run_queue_seconds"))):
+            problems.append("scheduling.python_threads is malformed; ignored")
+            return ()
+        threads.append(PythonThread(entry["name"], float(entry["cpu_seconds"]),
+                                    float(entry["run_queue_seconds"])))
+    return tuple(threads)
+
+
+def _machine_load(value: Any, problems: list[str]) -> MachineLoad | None:
+    if value is None:
+        return None
+    try:
+        cores = value["cores"]
+        outside = tuple(OutsideProcess(int(entry["pid"]), str(entry["name"]), float(entry["cpu_seconds"]))
+                        for entry in value["outside_processes"])
+        load = value.get("load_average_1min")
+        machine = MachineLoad(len(cores), float(value["wall_seconds"]), float(value["busy_core_seconds"]),
+                              None if load is None else float(load), outside)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        machine = None
+    if (machine is None or machine.cores < 1 or not _is_seconds(machine.wall_seconds)
+            or not _is_seconds(machine.busy_core_seconds)):
+        problems.append("machine_load needs cores, wall_seconds, busy_core_seconds and "
+                        "outside_processes; ignored")
+        return None
+    return machine
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_seconds(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)

@@ -1,0 +1,206 @@
+"""Verdicts on what the machine did to the run, from the kernel's own counts.
+
+Where the dump carries the run-queue delay of every process (:mod:`profiler.analysis.machine_figures`),
+the CPU verdicts quote it instead of inferring waits from time off the CPU, and tell the run's own
+crowding of the cores from other programs' load. The rules, each with its thresholds:
+
+``cpu_oversubscription`` (measured)
+    The rule itself is :mod:`profiler.analysis.verdicts`' (the run's own CPU demand beyond its
+    cores, a lower bound of what it costs); with the kernel's count at hand it quotes the process
+    that waited the longest share of its wall time for a core (:func:`kernel_count`), and no longer
+    reads time off the CPU as waiting ("likely").
+``outside_load``
+    Other programs used at least :data:`OUTSIDE_MIN_CORE_SHARE` of the run's cores over the run
+    (the cores' busy time less the run's own CPU time), and the run's waits for a core beyond
+    what its own crowding costs (the ``cpu_oversubscription`` cost, or nothing) cost at least
+    :data:`CPU_MIN_COST_SHARE` of the wall time. The waits' cost is the trainer's run-queue delay
+    plus the largest worker's: the trainer's own waits hold up every step, and in lockstep a step
+    waits at least for its most delayed worker; a lower bound. The busiest other programs are
+    named, by the CPU time they used over the run.
+``gil_contention``
+    Two or more Python threads of the trainer did real work (each at least
+    :data:`GIL_MIN_THREAD_CPU_SHARE` of the process's CPU time, together at least
+    :data:`GIL_MIN_PYTHON_CPU_SHARE` of it), yet the process ran on about one core at a time (at most
+    :data:`GIL_MAX_CORES` cores on average) while holding or waiting for it most of the wall time (at
+    least :data:`GIL_MIN_BUSY_SHARE`), on a machine with two cores or more: the threads queued for
+    the GIL, not for a core. The cost, what spreading their CPU time over the cores would save, must
+    reach :data:`CPU_MIN_COST_SHARE`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from profiler.analysis.machine_figures import MachineFigures, ProcessWaits
+from profiler.analysis.text_format import format_percent, format_seconds
+
+__all__ = [
+    "CPU_MIN_COST_SHARE",
+    "GIL_CONTENTION",
+    "GIL_MAX_CORES",
+    "GIL_MIN_BUSY_SHARE",
+    "GIL_MIN_PYTHON_CPU_SHARE",
+    "GIL_MIN_THREAD_CPU_SHARE",
+    "OUTSIDE_LOAD",
+    "OUTSIDE_MIN_CORE_SHARE",
+    "gil_contention",
+    "kernel_count",
+    "outside_load",
+]
+
+CPU_MIN_COST_SHARE = 0.10
+"""A CPU verdict (``cpu_oversubscription`` too) is told when the time it costs reaches 10% of the
+wall time."""
+
+OUTSIDE_MIN_CORE_SHARE = 0.10
+"""Other programs' load is a verdict only when they used at least a tenth of the run's cores over
+the run: below that, the waits are the run's own or the kernel's housekeeping."""
+
+GIL_MIN_THREAD_CPU_SHARE = 0.10
+"""A thread counts as working when it used at least 10% of the process's CPU time."""
+
+GIL_MIN_PYTHON_CPU_SHARE = 0.80
+"""... and the Python threads did at least 80% of the process's CPU work (native threads of a
+library, which hold no GIL, did not)."""
+
+GIL_MAX_CORES = 1.25
+"""A process whose Python threads contend for the GIL runs on about one core: at most this many
+cores' worth of CPU time per second of wall time (threads that release the GIL run on more)."""
+
+GIL_MIN_BUSY_SHARE = 0.60
+"""... and it held a core, or waited in the run queue for one, at least 60% of its wall time: a
+process that mostly sleeps or waits on I/O is not held up by the GIL."""
+
+OUTSIDE_LOAD = "outside_load"
+GIL_CONTENTION = "gil_contention"
+
+
+class JudgedRun(Protocol):
+    """What these rules read of the run being judged (``profiler.analysis.verdicts._Run``)."""
+
+    measurements: Any
+
+    @property
+    def wall(self) -> float: ...
+
+    @property
+    def step(self) -> Any: ...
+
+    def share(self, seconds: float) -> float | None: ...
+
+    def verdict(self, kind: str, title: str, cost: float, evidence: dict[str, Any],
+                suggestion: str) -> Any: ...
+
+
+def _wait_cost(run: JudgedRun, figures: MachineFigures) -> float:
+    """What the run's waits for a core cost its wall time, at least (see the module docstring)."""
+    trainer = figures.trainer.run_queue_seconds if figures.trainer else 0.0
+    workers = max((worker.run_queue_seconds for worker in figures.measured_workers), default=0.0)
+    return min(run.wall, trainer + workers)
+
+
+def _most_waiting(figures: MachineFigures) -> ProcessWaits:
+    processes = [*figures.measured_workers, *([figures.trainer] if figures.trainer else [])]
+    return max(processes, key=lambda process: (process.waiting_share, process.label))
+
+
+def _waits_evidence(figures: MachineFigures) -> dict[str, Any]:
+    processes = [*([figures.trainer] if figures.trainer else []), *figures.measured_workers]
+    return {"run_queue_by_process": [
+        {"process": process.label, "run_queue_seconds": process.run_queue_seconds,
+         "wall_seconds": process.wall_seconds, "waiting_share": process.waiting_share,
+         "involuntary_switches": process.involuntary_switches}
+        for process in processes]}
+
+
+def _waited(process: ProcessWaits) -> str:
+    return (f"{process.label} waited {format_percent(process.waiting_share)} of its wall time for a "
+            f"core ({format_seconds(process.run_queue_seconds)} of "
+            f"{format_seconds(process.wall_seconds)}, the kernel's count)")
+
+
+def kernel_count(title: str, evidence: dict[str, Any],
+                 figures: MachineFigures) -> tuple[str, dict[str, Any]]:
+    """The ``cpu_oversubscription`` verdict's title and evidence with the kernel's count of the
+    waits added: which process waited the longest share of its wall time for a core."""
+    evidence = {**evidence, "measured_by": "cores floor, waits from run-queue delay (schedstat)",
+                **_waits_evidence(figures)}
+    return f"{title}; {_waited(_most_waiting(figures))}", evidence
+
+
+def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> list[Any]:
+    """The ``outside_load`` verdict: the run's waits for a core beyond what its own processes
+    cost each other (``own_cost``, the ``cpu_oversubscription`` verdict's cost, or 0)."""
+    machine = figures.machine
+    outside = figures.outside_core_seconds
+    if machine is None or outside is None or figures.trainer is None or machine.wall_seconds <= 0:
+        return []
+    cores = run.measurements.cores_available or machine.cores
+    core_share = outside / (machine.cores * machine.wall_seconds)
+    workers = len(figures.workers)
+    cost = max(0.0, _wait_cost(run, figures) - own_cost)
+    if core_share < OUTSIDE_MIN_CORE_SHARE or (run.share(cost) or 0.0) < CPU_MIN_COST_SHARE:
+        return []
+    named = [process for process in machine.outside_processes if process.cpu_seconds > 0][:3]
+    led_by = (", led by " + ", ".join(f"{process.name} (pid {process.pid}, "
+                                       f"{format_seconds(process.cpu_seconds)} of CPU)"
+                                       for process in named) if named else "")
+    load = (f", load average {machine.load_average:.1f}" if machine.load_average is not None else "")
+    cores_taken = outside / machine.wall_seconds
+    left = max(0.0, cores - cores_taken)
+    evidence = {"cores": machine.cores, "outside_core_seconds": outside,
+                "outside_share_of_cores": core_share, "run_cpu_seconds": figures.run_cpu_seconds,
+                "busy_core_seconds": machine.busy_core_seconds, "load_average_1min": machine.load_average,
+                "waits_cost_seconds": _wait_cost(run, figures), "run_own_waits_seconds": own_cost,
+                "outside_processes": [{"pid": process.pid, "name": process.name,
+                                       "cpu_seconds": process.cpu_seconds}
+                                      for process in machine.outside_processes],
+                **_waits_evidence(figures)}
+    fewer = (f"; or, sharing the machine, run fewer busy processes: the others leave the run "
+             f"{left:.1f} of the {cores} cores for its {workers + 1} processes"
+             if workers and left < workers + 1 else "")
+    return [run.verdict(
+        OUTSIDE_LOAD,
+        f"other programs took the run's cores: they kept {cores_taken:.2g} of its {machine.cores} "
+        f"cores busy over the run{led_by}{load}; {_waited(_most_waiting(figures))}",
+        cost, evidence,
+        "Run on a quieter machine, or keep the run and the other programs on separate cores "
+        "(`taskset -c` for one of them, or os.sched_setaffinity)" + fewer + ".")]
+
+
+def gil_contention(run: JudgedRun, figures: MachineFigures) -> list[Any]:
+    """The ``gil_contention`` verdict: the trainer's Python threads queued for the GIL."""
+    trainer = figures.trainer
+    cores = run.measurements.cores_available
+    if trainer is None or not figures.threads or cores is None or cores < 2 or trainer.wall_seconds <= 0:
+        return []
+    process_cpu = trainer.cpu_seconds
+    working = [thread for thread in figures.threads
+               if thread.cpu_seconds >= GIL_MIN_THREAD_CPU_SHARE * process_cpu > 0]
+    python_cpu = sum(thread.cpu_seconds for thread in working)
+    cores_used = process_cpu / trainer.wall_seconds
+    busy_share = (process_cpu + trainer.run_queue_seconds) / trainer.wall_seconds
+    if (len(working) < 2 or python_cpu < GIL_MIN_PYTHON_CPU_SHARE * process_cpu
+            or cores_used > GIL_MAX_CORES or busy_share < GIL_MIN_BUSY_SHARE):
+        return []
+    parallel = min(len(working), cores)
+    cost = min(run.wall, python_cpu * (1.0 - 1.0 / parallel))
+    if (run.share(cost) or 0.0) < CPU_MIN_COST_SHARE:
+        return []
+    names = ", ".join(f"{thread.name} ({format_seconds(thread.cpu_seconds)})" for thread in working[:4])
+    evidence = {"threads": [{"name": thread.name, "cpu_seconds": thread.cpu_seconds,
+                             "run_queue_seconds": thread.run_queue_seconds} for thread in working],
+                "process_cpu_seconds": process_cpu, "process_wall_seconds": trainer.wall_seconds,
+                "cores_used": cores_used, "cores_available": cores,
+                "process_run_queue_seconds": trainer.run_queue_seconds}
+    return [run.verdict(
+        GIL_CONTENTION,
+        f"the trainer's Python threads take turns at the GIL: {len(working)} threads worked "
+        f"({names}) but the process used {cores_used:.2g} of its {cores} cores, busy "
+        f"{format_percent(min(1.0, busy_share))} of the time: they waited for the interpreter's "
+        "lock, not for a core",
+        cost, evidence,
+        f"Threads run Python one at a time. Run the work of these threads in processes (env "
+        f"workers as subprocesses, a SubprocessEnvManager or Gymnasium's AsyncVectorEnv), which "
+        f"could use {parallel} cores; or make the threads' work release the GIL (NumPy on large "
+        f"arrays, compiled code).")]

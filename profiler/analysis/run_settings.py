@@ -1,0 +1,68 @@
+"""The run's real settings, read from the dump's metadata, so advice speaks in the user's terms.
+
+An env manager records what it ran with (``env_manager_class``, ``shared_memory``,
+``envs_per_worker``, ``num_envs``; see docs/formats.md) and ``rlprof run`` records the program it
+ran (``rlprof_run``). A verdict then names the knob the user has: ``--envs-per-worker`` to a
+``rlprof run`` user whose vector envs rlprof substituted, ``envs_per_worker=`` to one who wrote
+a ``SubprocessEnvManager``, and it does not advise turning shared memory on when it was on.
+Files that do not record a setting get the general advice, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["RunSettings", "read_run_settings"]
+
+_MANAGER = "SubprocessEnvManager"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the dump says of how the run was set up; None where it does not say."""
+
+    manager_class: str | None
+    shared_memory: bool | None
+    envs_per_worker: str | None
+    envs: int | None
+    started_by_rlprof_run: bool
+
+    @property
+    def uses_cli_options(self) -> bool:
+        """The env workers were set up by ``rlprof run``'s own options (its substitution)."""
+        return self.started_by_rlprof_run and self.manager_class == _MANAGER
+
+    def envs_per_worker_option(self, value: Any) -> str:
+        """How the user sets ``envs_per_worker`` to ``value``."""
+        if self.uses_cli_options:
+            return f"--envs-per-worker {value}"
+        quoted = f'"{value}"' if value == "auto" else value
+        if self.manager_class not in (None, _MANAGER):
+            return (f"step several envs per process ({self.manager_class} runs one process per env; "
+                    f"SubprocessEnvManager's envs_per_worker={quoted} does)")
+        return f"envs_per_worker={quoted}"
+
+    def envs_per_worker_auto(self, workers: int, envs: int) -> str:
+        """The advice to run one worker per core."""
+        return f"{self.envs_per_worker_option('auto')} ({workers} workers for {envs} envs, spread evenly)"
+
+    def shared_memory_advice(self) -> str | None:
+        """How to put array observations in shared memory, or None when they already were."""
+        if self.shared_memory:
+            return None
+        option = "shared_memory=True" if self.shared_memory is False else "shared_memory=True if it is off"
+        return f"{option} (array observations then skip the pipe)"
+
+
+def read_run_settings(tree: dict[str, Any]) -> RunSettings:
+    metadata = tree.get("metadata") or {}
+    shared = str(metadata.get("shared_memory", "")).lower()
+    envs = str(metadata.get("num_envs", ""))
+    return RunSettings(
+        manager_class=metadata.get("env_manager_class"),
+        shared_memory={"true": True, "false": False}.get(shared),
+        envs_per_worker=metadata.get("envs_per_worker"),
+        envs=int(envs) if envs.isdigit() and int(envs) > 0 else None,
+        started_by_rlprof_run="rlprof_run" in metadata,
+    )

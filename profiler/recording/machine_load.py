@@ -1,0 +1,182 @@
+"""What other programs took of the run's cores, sampled at the start of the run and at its dump.
+
+A run's processes can wait for a core because the run itself has more busy processes than cores,
+or because other programs on the machine keep those cores busy. The two call for different
+changes (fewer workers; ``taskset`` or a quieter machine), so the dump records the second apart:
+
+* ``busy_core_seconds``: the CPU time the kernel counted as busy (``/proc/stat`` through psutil)
+  on the cores the run may use, between the run's start and its dump; the verdicts take the run's
+  own CPU time (its processes' ``scheduling`` figures) from it, and what is left is other
+  programs';
+* ``outside_processes``: the processes outside the run (not this process, not its descendants)
+  that used the most CPU over the run, by name and pid, so a verdict can name them. A process
+  that ended before the dump is not listed (its CPU still counts in ``busy_core_seconds``).
+
+A sample of every process's CPU times costs a few tens of milliseconds: taken at the run's start
+and at a dump, at most every :data:`OUTSIDE_SCAN_SPACING_SECONDS`, never per step. A timer stack is followed with :func:`follow_stack`, like
+:mod:`profiler.recording.scheduling`, and each reset of the timers samples afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import psutil
+
+from profiler.recording import scheduling
+from profiler.timing import timers
+
+__all__ = ["OUTSIDE_PROCESSES_LISTED", "OUTSIDE_SCAN_SPACING_SECONDS", "follow_run", "follow_stack",
+           "machine_load_section"]
+
+OUTSIDE_PROCESSES_LISTED = 10
+"""How many of the busiest processes outside the run the dump names."""
+
+OUTSIDE_SCAN_SPACING_SECONDS = 10.0
+"""Reading every process's CPU time costs a few tens of milliseconds: a dump repeated sooner than
+this (a dashboard logging the timers every few steps) names the processes of the previous scan.
+The cores' busy time is read afresh on every dump."""
+
+_IDLE_FIELDS = ("idle", "iowait")
+
+
+def _run_cores() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(psutil.cpu_count() or 1))
+
+
+def _busy_seconds(cores: list[int]) -> float:
+    """Busy CPU seconds counted so far on ``cores`` (every field but idle and I/O wait)."""
+    per_core = psutil.cpu_times(percpu=True)
+    busy = 0.0
+    for index in cores:
+        if index < len(per_core):
+            times = per_core[index]._asdict()
+            # guest time is counted in user time already
+            busy += sum(value for name, value in times.items()
+                        if name not in _IDLE_FIELDS and not name.startswith("guest"))
+    return busy
+
+
+def _process_cpu() -> dict[int, tuple[str, float, float]]:
+    """``{pid: (name, create time, CPU seconds)}`` of every process that can be read."""
+    processes = {}
+    for process in psutil.process_iter(["name", "create_time", "cpu_times"]):
+        info = process.info
+        times = info.get("cpu_times")
+        if times is None or info.get("create_time") is None:
+            continue
+        processes[process.pid] = (info.get("name") or "?", info["create_time"],
+                                  times.user + times.system)
+    return processes
+
+
+class _LoadBaseline:
+    """The machine at the start of a timer stack's run; sampled again at each reset."""
+
+    __slots__ = ("cores", "busy", "processes", "wall", "started", "scanned_at", "outside", "__weakref__")
+
+    def __init__(self) -> None:
+        self.discard(None)
+
+    def fold(self) -> None:
+        return None
+
+    def discard(self, stack: Any) -> None:
+        self.cores = _run_cores()
+        self.started = time.time()
+        self.wall = time.monotonic()
+        self.scanned_at: float | None = None
+        self.outside: list[dict[str, Any]] = []
+        try:
+            self.busy: float | None = _busy_seconds(self.cores)
+            self.processes = _process_cpu()
+        except (psutil.Error, OSError):
+            self.busy, self.processes = None, {}
+
+
+# The baselines of the stacks followed, by the stack's id, kept alive here (a stack holds its
+# recorders weakly, and has no weak references of its own).
+_baselines: dict[int, _LoadBaseline] = {}
+
+
+def _baseline_of(stack: Any) -> _LoadBaseline | None:
+    baseline = _baselines.get(id(stack))
+    # An id outlives its object: the baseline is this stack's only while the stack holds it.
+    return baseline if baseline is not None and baseline in stack.deferred else None
+
+
+def follow_stack(stack: Any) -> None:
+    """Sample the machine now and at each reset of ``stack``; later calls do nothing."""
+    if _baseline_of(stack) is not None:
+        return
+    baseline = _baselines[id(stack)] = _LoadBaseline()
+    stack.deferred.add(baseline)
+
+
+def follow_run() -> None:
+    """The run starts now, on this thread's timer stack: count the machine's load and this
+    process's waits for a core from here (``rlprof run`` calls this before the program starts)."""
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    scheduling.follow_stack(stack)
+    follow_stack(stack)
+
+
+def _run_pids() -> set[int]:
+    """This process and its descendants: the run's own processes still alive."""
+    own = psutil.Process()
+    try:
+        return {own.pid, *(child.pid for child in own.children(recursive=True))}
+    except psutil.Error:
+        return {own.pid}
+
+
+def machine_load_section(stack: Any) -> dict[str, Any] | None:
+    """The dump's ``machine_load`` entry (see docs/formats.md), or None when the stack was not
+    followed or the machine's figures cannot be read."""
+    baseline = _baseline_of(stack)
+    if baseline is None or baseline.busy is None:
+        return None
+    try:
+        busy = _busy_seconds(baseline.cores) - baseline.busy
+        now = time.monotonic()
+        if baseline.scanned_at is None or now - baseline.scanned_at >= OUTSIDE_SCAN_SPACING_SECONDS:
+            baseline.outside, baseline.scanned_at = _outside_processes(baseline), now
+    except (psutil.Error, OSError):
+        return None
+    try:
+        load_average: float | None = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load_average = None
+    return {
+        "cores": baseline.cores,
+        "wall_seconds": now - baseline.wall,
+        "busy_core_seconds": max(0.0, busy),
+        "load_average_1min": load_average,
+        "outside_processes": [dict(entry) for entry in baseline.outside],
+    }
+
+
+def _outside_processes(baseline: _LoadBaseline) -> list[dict[str, Any]]:
+    """The busiest processes outside the run since ``baseline``, by the CPU time they used."""
+    run = _run_pids()
+    outside = []
+    for pid, (name, created, cpu) in _process_cpu().items():
+        if pid in run:
+            continue
+        before = baseline.processes.get(pid)
+        if before is not None and before[1] == created:
+            used = cpu - before[2]
+        elif created >= baseline.started:
+            used = cpu  # started during the run
+        else:
+            continue  # not readable at the start: its share over the run is unknown
+        if used > 0:
+            outside.append({"pid": pid, "name": name, "cpu_seconds": used})
+    outside.sort(key=lambda entry: (-entry["cpu_seconds"], entry["pid"]))
+    return outside[:OUTSIDE_PROCESSES_LISTED]

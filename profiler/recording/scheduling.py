@@ -1,0 +1,225 @@
+"""How long a process waited for a core: the kernel's own count, not an inference.
+
+On Linux the scheduler counts, for every thread, the time it spent on a CPU and the time it spent
+**runnable but waiting for a CPU** (the run-queue delay), in ``/proc/self/task/<tid>/schedstat``
+(nanoseconds: on-CPU time, run-queue delay, time slices). ``getrusage`` counts the process's
+involuntary context switches: how often a thread that still had work was taken off its core.
+
+A wall time well above the CPU time says only that a process was off the CPU; the run-queue delay
+says how much of that was waiting for a core, as opposed to sleeping or blocking on I/O. The
+verdicts (:mod:`profiler.analysis.machine_verdicts`) quote it.
+
+Reading is cheap (one directory listing and a small file per thread, tens of microseconds) but not
+free, so a process reads it once per payload or dump, never per step:
+
+* a worker takes :class:`SchedulingSampler` deltas beside each payload it ships;
+* the trainer's dump carries :func:`scheduling_section`: its process's figures since its timer
+  stack started (or was last reset), and each Python thread's, so that threads waiting for the
+  GIL can be told from threads waiting for a core.
+
+Where ``schedstat`` is missing (not Linux, or a kernel without it) every function returns None,
+and the dump says nothing rather than something wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+__all__ = [
+    "SAMPLE_SPACING_SECONDS",
+    "SchedulingReading",
+    "SchedulingSampler",
+    "follow_stack",
+    "read_process",
+    "scheduling_section",
+    "schedstat_available",
+]
+
+_NANOSECONDS = 1e-9
+_TASKS = "/proc/self/task"
+
+
+@dataclass(frozen=True)
+class SchedulingReading:
+    """Cumulative figures of this process at one moment (or the difference of two)."""
+
+    run_queue_seconds: float
+    cpu_seconds: float
+    wall_seconds: float
+    involuntary_switches: int
+
+    def since(self, earlier: SchedulingReading) -> SchedulingReading:
+        return SchedulingReading(
+            max(0.0, self.run_queue_seconds - earlier.run_queue_seconds),
+            max(0.0, self.cpu_seconds - earlier.cpu_seconds),
+            max(0.0, self.wall_seconds - earlier.wall_seconds),
+            max(0, self.involuntary_switches - earlier.involuntary_switches),
+        )
+
+    def as_tuple(self) -> tuple[float, float, float, int]:
+        return (self.run_queue_seconds, self.cpu_seconds, self.wall_seconds,
+                self.involuntary_switches)
+
+
+def _thread_schedstat(tid: int | str) -> tuple[float, float] | None:
+    """``(on-CPU seconds, run-queue seconds)`` of one thread of this process, None if gone."""
+    try:
+        with open(f"{_TASKS}/{tid}/schedstat", "rb") as file:
+            fields = file.read().split()
+        return int(fields[0]) * _NANOSECONDS, int(fields[1]) * _NANOSECONDS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def schedstat_available() -> bool:
+    """Whether this kernel counts run-queue delay per thread (Linux with schedstat)."""
+    return _thread_schedstat(threading.get_native_id()) is not None
+
+
+def read_process() -> SchedulingReading | None:
+    """This process's figures now: run-queue delay summed over its live threads, CPU time and
+    involuntary switches of the whole process (ended threads included), the monotonic clock."""
+    try:
+        tids = os.listdir(_TASKS)
+    except OSError:
+        return None
+    run_queue = 0.0
+    read_any = False
+    for tid in tids:
+        figures = _thread_schedstat(tid)
+        if figures is not None:
+            run_queue += figures[1]
+            read_any = True
+    if not read_any:
+        return None
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return SchedulingReading(run_queue, usage.ru_utime + usage.ru_stime, time.monotonic(),
+                             usage.ru_nivcsw)
+
+
+SAMPLE_SPACING_SECONDS = 0.1
+"""A worker reads the kernel's figures at most this often (a reading costs 20 to 90 us): with a
+payload on every step (``flush_every=1``), the steps between two readings report nothing, and the
+next reading covers them."""
+
+_NOTHING = (0.0, 0.0, 0.0, 0)
+
+
+class SchedulingSampler:
+    """A worker's side: what the kernel counted since the previous reading."""
+
+    __slots__ = ("_previous",)
+
+    def __init__(self) -> None:
+        self._previous = read_process()
+
+    def take(self, final: bool = False) -> tuple[float, float, float, int] | None:
+        """``(run-queue seconds, CPU seconds, wall seconds, involuntary switches)`` since the
+        previous reading (or the sampler's creation); zeros when that was less than
+        :data:`SAMPLE_SPACING_SECONDS` ago, unless ``final``; None where schedstat is missing."""
+        previous = self._previous
+        if previous is None:
+            return None
+        if not final and time.monotonic() - previous.wall_seconds < SAMPLE_SPACING_SECONDS:
+            return _NOTHING
+        now = read_process()
+        if now is None:
+            return None
+        self._previous = now
+        return now.since(previous).as_tuple()
+
+
+class _Baseline:
+    """Where a timer stack's run began, as the kernel counted it: taken again at each reset.
+
+    One of the stack's deferred recorders (see :class:`profiler.timing.timer_stack.TimerStack`),
+    so a reset of the timers resets these figures with the tree.
+    """
+
+    __slots__ = ("process", "threads", "__weakref__")
+
+    def __init__(self) -> None:
+        self.discard(None)
+
+    def fold(self) -> None:
+        return None
+
+    def discard(self, stack: Any) -> None:
+        self.process = read_process()
+        self.threads = _python_threads()
+
+
+# The baselines of the stacks followed, by the stack's id, kept alive here (a stack holds its
+# recorders weakly, and has no weak references of its own).
+_baselines: dict[int, _Baseline] = {}
+
+
+def _baseline_of(stack: Any) -> _Baseline | None:
+    baseline = _baselines.get(id(stack))
+    # An id outlives its object: the baseline is this stack's only while the stack holds it.
+    return baseline if baseline is not None and baseline in stack.deferred else None
+
+
+def follow_stack(stack: Any) -> None:
+    """Count ``stack``'s run from now on (and from each reset): call when the run starts, before
+    the work it measures. Later calls for the same stack do nothing."""
+    if _baseline_of(stack) is not None:
+        return
+    baseline = _baselines[id(stack)] = _Baseline()
+    stack.deferred.add(baseline)
+
+
+def _process_start(now: SchedulingReading) -> SchedulingReading:
+    """The figures at the process's start: nothing counted, the monotonic clock then."""
+    try:
+        lived = max(0.0, time.time() - psutil.Process().create_time())
+    except psutil.Error:
+        lived = 0.0
+    return SchedulingReading(0.0, 0.0, now.wall_seconds - lived, 0)
+
+
+def _python_threads() -> dict[int, tuple[str, float, float]]:
+    """``{native id: (name, on-CPU seconds, run-queue seconds)}`` of this process's live Python
+    threads (native threads of C libraries are not Python's and hold no GIL)."""
+    threads = {}
+    for thread in threading.enumerate():
+        native_id = thread.native_id
+        if native_id is None:
+            continue
+        figures = _thread_schedstat(native_id)
+        if figures is not None:
+            threads[native_id] = (thread.name, *figures)
+    return threads
+
+
+def scheduling_section(stack: Any) -> dict[str, Any] | None:
+    """The dump's ``scheduling`` entry for this process (see docs/formats.md), or None where
+    schedstat is missing or the stack was never followed (:func:`follow_stack`)."""
+    baseline = _baseline_of(stack)
+    now = read_process()
+    if now is None:
+        return None
+    if baseline is not None and baseline.process is not None:
+        process, since, before = now.since(baseline.process), "timers start", baseline.threads
+    else:  # a stack never followed: everything the kernel counted since the process started
+        process, since, before = now.since(_process_start(now)), "process start", {}
+    threads = []
+    for native_id, (name, cpu, run_queue) in _python_threads().items():
+        _, cpu_before, run_queue_before = before.get(native_id, (name, 0.0, 0.0))
+        threads.append({"name": name, "cpu_seconds": max(0.0, cpu - cpu_before),
+                        "run_queue_seconds": max(0.0, run_queue - run_queue_before)})
+    return {
+        "run_queue_seconds": process.run_queue_seconds,
+        "cpu_seconds": process.cpu_seconds,
+        "wall_seconds": process.wall_seconds,
+        "involuntary_switches": process.involuntary_switches,
+        "since": since,
+        "python_threads": threads,
+    }

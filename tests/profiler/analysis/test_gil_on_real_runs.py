@@ -1,0 +1,40 @@
+"""Specification of the GIL verdict on real runs: a trainer process whose env workers are Python
+threads (threaded_trainer.py), run as a program of its own and judged from its dump."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiler import load_timing_tree
+from profiler.analysis.machine_verdicts import GIL_CONTENTION
+from profiler.analysis.verdicts import judge_run
+
+TRAINER = Path(__file__).parents[1] / "threaded_trainer.py"
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's"),
+    pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _: ())(0)) < 2,
+                       reason="with one core, threads have nothing to gain from processes"),
+]
+
+
+def threaded_run(tmp_path: Path, kind: str):
+    out = tmp_path / f"{kind}.json"
+    subprocess.run([sys.executable, str(TRAINER), str(out), kind], check=True, timeout=120)
+    return judge_run(load_timing_tree(out))
+
+
+def test_worker_threads_running_python_are_named_as_waiting_for_the_gil(tmp_path):
+    gil = threaded_run(tmp_path, "compute").of_kind(GIL_CONTENTION)[0]
+    named = {thread["name"] for thread in gil.evidence["threads"]}
+    assert {"env-worker-0", "env-worker-1", "env-worker-2"} <= named
+    assert gil.evidence["cores_used"] <= 1.25
+
+
+def test_worker_threads_that_sleep_are_not_called_gil_contention(tmp_path):
+    assert not threaded_run(tmp_path, "sleep").of_kind(GIL_CONTENTION)

@@ -1,0 +1,67 @@
+"""Specification of the machine's load over a run (profiler.recording.machine_load): a real busy
+program outside the run is named; the run's own processes are not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from kernel_counts import busy_program_outside_the_run
+
+from profiler.recording import machine_load
+from profiler.timing import timers
+from profiler.timing.timer_stack import TimerStack
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="affinity and /proc")
+
+_BURN = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end:\n    pass\n"
+
+
+def test_a_busy_program_outside_the_run_is_named_with_the_cpu_it_used():
+    stack = TimerStack("machine-load-test")
+    with busy_program_outside_the_run() as pid:
+        machine_load.follow_stack(stack)
+        # Until the loop has used some CPU over the run: the kernel's count, not a clock.
+        subprocess.run([sys.executable, "-c", _BURN], check=True)
+        section = machine_load.machine_load_section(stack)
+    listed = {entry["pid"]: entry for entry in section["outside_processes"]}
+    assert pid in listed and listed[pid]["cpu_seconds"] > 0
+    assert listed[pid]["name"].startswith("python")
+
+
+def test_the_runs_own_child_processes_are_not_outside_it():
+    stack = TimerStack("machine-load-test")
+    machine_load.follow_stack(stack)
+    child = subprocess.Popen([sys.executable, "-c", _BURN + "print(flush=True)\ninput()\n"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child.stdout.readline()  # it has burnt its CPU and is still alive
+        section = machine_load.machine_load_section(stack)
+        assert child.pid not in {entry["pid"] for entry in section["outside_processes"]}
+    finally:
+        child.communicate("\n")
+
+
+def test_the_cores_busy_time_holds_at_least_this_processs_own_cpu():
+    stack = TimerStack("machine-load-test")
+    machine_load.follow_stack(stack)
+    before = os.times()
+    exec(_BURN)
+    after = os.times()
+    used = (after.user + after.system) - (before.user + before.system)
+    section = machine_load.machine_load_section(stack)
+    assert section["busy_core_seconds"] >= used * 0.9
+    assert section["cores"] and section["wall_seconds"] > 0
+
+
+def test_a_stack_never_followed_has_no_section():
+    assert machine_load.machine_load_section(TimerStack("never-followed")) is None
+
+
+def test_following_the_run_follows_this_threads_stack():
+    machine_load.follow_run()
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    assert machine_load.machine_load_section(stack) is not None

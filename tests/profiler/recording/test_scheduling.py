@@ -1,0 +1,88 @@
+"""Specification of the kernel's count of a process's waits for a core (profiler.recording.scheduling):
+each figure checked against what the kernel reports, read by the test itself; no timing."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+from kernel_counts import kernel_run_queue_seconds
+
+import profiler
+from profiler.recording import scheduling
+from profiler.timing import timers
+
+pytestmark = pytest.mark.skipif(not scheduling.schedstat_available(), reason="needs Linux's schedstat")
+
+
+def burn(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_workers_sampler_reports_at_least_the_waits_the_kernel_counted_between_its_readings():
+    sampler = scheduling.SchedulingSampler()
+    before = kernel_run_queue_seconds(os.getpid())
+    burn(0.05)
+    after = kernel_run_queue_seconds(os.getpid())
+    run_queue, cpu, wall, switches = sampler.take(final=True)
+    assert run_queue >= after - before
+    assert cpu >= 0.04  # getrusage counts CPU time to the tick at worst
+    assert wall >= cpu * 0.9 and switches >= 0
+
+
+def test_readings_closer_than_the_spacing_report_nothing_and_the_next_covers_them():
+    sampler = scheduling.SchedulingSampler()
+    assert sampler.take() == (0.0, 0.0, 0.0, 0)  # just created: within the spacing
+    burn(0.02)
+    assert sampler.take(final=True)[1] >= 0.01
+
+
+def test_the_dump_lists_each_live_python_thread_with_its_cpu_time():
+    burnt, stop = threading.Event(), threading.Event()
+
+    def work():
+        burn(0.05)
+        burnt.set()
+        stop.wait()
+
+    thread = threading.Thread(target=work, name="burner")
+    thread.start()
+    try:
+        burnt.wait()
+        section = scheduling.scheduling_section(timers.get_timer_stack_for_thread(threading.current_thread()))
+        threads = {entry["name"]: entry for entry in section["python_threads"]}
+        assert {"MainThread", "burner"} <= set(threads)
+        assert threads["burner"]["cpu_seconds"] >= 0.05 * 0.99
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_a_followed_stack_counts_from_its_reset():
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    scheduling.follow_stack(stack)
+    burn(0.03)
+    profiler.reset_timers()
+    section = scheduling.scheduling_section(stack)
+    assert section["since"] == "timers start"
+    assert section["cpu_seconds"] < 0.03
+
+
+def test_under_a_fake_clock_the_dump_has_no_kernel_figures(fake_clock):
+    with profiler.hierarchical_timer("work"):
+        fake_clock.advance(1.0)
+    tree = profiler.get_timer_tree()
+    assert "scheduling" not in tree and "machine_load" not in tree
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux")
+def test_the_real_clocks_dump_carries_the_processs_figures():
+    profiler.reset_timers()
+    tree = profiler.get_timer_tree()
+    assert tree["scheduling"]["wall_seconds"] > 0
+    assert tree["scheduling"]["involuntary_switches"] >= 0

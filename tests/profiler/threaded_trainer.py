@@ -1,0 +1,64 @@
+"""A trainer whose env workers are threads of its own process, as a user's thread pool (or a
+trainer written after ML-Agents' patterns with threads for workers) runs them.
+
+Run as a program: ``python threaded_trainer.py OUT.json (compute|sleep) [threads]``. Each worker
+thread steps its env when told to, in an ``env.step`` block of its own: ``compute`` envs run pure
+Python (they hold the GIL), ``sleep`` envs sleep (they release it). The trainer times each vector
+step (``env_step``), and writes its timer tree while the worker threads are still alive, with
+their trees as ``thread:<name>`` nodes.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+
+from profiler import get_timer_tree, hierarchical_timer
+
+STEP_SECONDS = 0.003
+STEPS = 120
+
+
+def compute_step() -> None:
+    end = time.thread_time() + STEP_SECONDS
+    while time.thread_time() < end:
+        pass
+
+
+def sleep_step() -> None:
+    time.sleep(STEP_SECONDS)
+
+
+def worker(requests: queue.Queue, replies: queue.Queue, step) -> None:
+    while requests.get() is not None:
+        with hierarchical_timer("env.step"):
+            step()
+        replies.put(True)
+
+
+def main(out: str, kind: str, count: int) -> None:
+    step = compute_step if kind == "compute" else sleep_step
+    channels = [(queue.Queue(), queue.Queue()) for _ in range(count)]
+    threads = [threading.Thread(target=worker, args=(*channel, step), name=f"env-worker-{index}")
+               for index, channel in enumerate(channels)]
+    for thread in threads:
+        thread.start()
+    for _ in range(STEPS):
+        with hierarchical_timer("env_step"):
+            for requests, _ in channels:
+                requests.put(True)
+            for _, replies in channels:
+                replies.get()
+    with open(out, "w") as file:
+        json.dump(get_timer_tree(include_threads=True), file)
+    for requests, _ in channels:
+        requests.put(None)
+    for thread in threads:
+        thread.join()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)

@@ -131,8 +131,13 @@ def main() -> None:
 
         cases["mlagents"] = mlagents_flat
 
-    cores = measure_both_cores(cases, arguments.rounds, arguments.number)
-    enabled = measure_side_by_side(cases, arguments.rounds, arguments.number)
+    # The flat and 3-deep blocks on each core, in the same rounds as every other enabled case.
+    core_cases, prepare = both_cores(cases)
+    default = accelerated()
+    try:
+        enabled = measure_side_by_side({**cases, **core_cases}, arguments.rounds, arguments.number, prepare)
+    finally:
+        block_hooks.use_compiled_core(default)
     profiler.disable()
     disabled = measure_side_by_side(
         {"floor": cases["floor"], "flat": cases["flat"]}, arguments.rounds, arguments.number
@@ -156,9 +161,7 @@ def main() -> None:
     decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
     rows = [
         ("nullcontext() (floor)", *enabled["floor"]),
-        *cores,
-        ("hierarchical_timer, flat", *enabled["flat"]),
-        ("hierarchical_timer, 3-deep (per block)", enabled["three_deep"][0] / 3, enabled["three_deep"][1] / 3),
+        *core_rows(enabled),
         ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
         ("hierarchical_timer, disabled", *disabled["flat"]),
         ("hierarchical_timer, timeline recording on", *recording["flat"]),
@@ -174,11 +177,10 @@ def main() -> None:
     for label, nanoseconds, ratio in rows:
         print(f"{label:{width}} {nanoseconds:9.1f} {ratio:8.2f}")
     print()
-    core_ratios = {label: ratio for label, _, ratio in cores}
     goals = [
-        (label, core_ratios[label], goal, "<=")
-        for label, goal in ((CORE_ROWS["compiled"], GOAL_ACCELERATED), (CORE_ROWS["python"], GOAL_ENABLED))
-        if label in core_ratios
+        (f"hierarchical_timer, flat, {CORE_LABELS[core]}", enabled[f"flat {core}"][1], goal, "<=")
+        for core, goal in (("compiled", GOAL_ACCELERATED), ("python", GOAL_ENABLED))
+        if f"flat {core}" in enabled
     ]
     goals.append(("hierarchical_timer, disabled", disabled["flat"][1], GOAL_DISABLED, "<"))
     for label, ratio, goal, comparison in goals:
@@ -189,39 +191,37 @@ def main() -> None:
         print(f"goal: ML-Agents / rlprof (flat, ratio of ratios) >= 4x: {speedup:.2f}x, {'met' if speedup >= 4 else 'NOT met'}")
 
 
-CORE_ROWS = {
-    "compiled": "hierarchical_timer, flat, C core",
-    "python": "hierarchical_timer, flat, Python core",
-}
+CORE_LABELS = {"compiled": "C core", "python": "Python core"}
 
 
-def measure_both_cores(
-    cases: dict[str, Callable[[], None]], rounds: int, number: int
-) -> list[tuple[str, float, float]]:
-    """The flat and 3-deep blocks on each core, in the same rounds as the floor, the core
-    switched (untimed) before each case: the accelerator's gain measured side by side."""
-    chosen: dict[str, Callable[[], None]] = {"floor": cases["floor"]}
-    prepare: dict[str, Callable[[], None]] = {}
+def both_cores(
+    cases: dict[str, Callable[[], None]],
+) -> tuple[dict[str, Callable[[], None]], dict[str, Callable[[], None]]]:
+    """The flat and 3-deep cases once per core (``"flat compiled"``, ``"flat python"``...), and
+    what to run, untimed, before each case: switch to that case's core, or back to the
+    process's own core for every other case."""
+    default = accelerated()
     cores = ("compiled", "python") if COMPILED_ENTER is not None else ("python",)
     if COMPILED_ENTER is None:
-        print(f"(C accelerator rows left out: {unavailable_reason})")
+        print(f"(C core rows left out: {unavailable_reason})")
+    core_cases: dict[str, Callable[[], None]] = {}
+    prepare: dict[str, Callable[[], None]] = {
+        label: lambda: block_hooks.use_compiled_core(default) for label in cases
+    }
     for core in cores:
-        def switch(compiled: bool = core == "compiled") -> None:
-            block_hooks.use_compiled_core(compiled)
-
         for shape in ("flat", "three_deep"):
-            chosen[f"{shape} {core}"] = cases[shape]
-            prepare[f"{shape} {core}"] = switch
-    default = accelerated()
-    try:
-        measured = measure_side_by_side(chosen, rounds, number, prepare)
-    finally:
-        block_hooks.use_compiled_core(default)
+            core_cases[f"{shape} {core}"] = cases[shape]
+            prepare[f"{shape} {core}"] = lambda compiled=core == "compiled": block_hooks.use_compiled_core(compiled)
+    return core_cases, prepare
+
+
+def core_rows(enabled: dict[str, tuple[float, float]]) -> list[tuple[str, float, float]]:
     rows = []
-    for core in cores:
-        rows.append((CORE_ROWS[core], *measured[f"flat {core}"]))
-        nanoseconds, ratio = measured[f"three_deep {core}"]
-        rows.append((f"{CORE_ROWS[core].replace('flat', '3-deep (per block)')}", nanoseconds / 3, ratio / 3))
+    for core, label in CORE_LABELS.items():
+        if f"flat {core}" in enabled:
+            rows.append((f"hierarchical_timer, flat, {label}", *enabled[f"flat {core}"]))
+            nanoseconds, ratio = enabled[f"three_deep {core}"]
+            rows.append((f"hierarchical_timer, 3-deep (per block), {label}", nanoseconds / 3, ratio / 3))
     return rows
 
 

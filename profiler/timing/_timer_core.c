@@ -170,7 +170,9 @@ add_to_slot(PyObject *self, Py_ssize_t offset, const char *name, PyObject *adden
     if (value == NULL) {
         return -1;
     }
+    Py_INCREF(value);  /* a number type written in Python may rebind the slot while adding */
     PyObject *sum = PyNumber_InPlaceAdd(value, addend);
+    Py_DECREF(value);
     if (sum == NULL) {
         return -1;
     }
@@ -193,7 +195,9 @@ keep_extreme(PyObject *self, Py_ssize_t offset, const char *name, int op, PyObje
         beyond = op == Py_GT ? elapsed_seconds > held : elapsed_seconds < held;
     }
     else {
+        Py_INCREF(extreme);  /* as in add_to_slot: held while Python code may run */
         beyond = PyObject_RichCompareBool(elapsed, extreme, op);
+        Py_DECREF(extreme);
         if (beyond < 0) {
             return -1;
         }
@@ -232,7 +236,9 @@ node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         elapsed = PyFloat_FromDouble(elapsed_seconds);
     }
     else {
+        Py_INCREF(start);  /* as in add_to_slot: held while Python code may run */
         elapsed = PyNumber_Subtract(end, start);
+        Py_DECREF(start);
     }
     Py_CLEAR(end);
     if (elapsed == NULL) {

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from profiler.timing import timers
-from profiler.timing.timer_node import PLAIN_ENTER, PLAIN_EXIT, TimerNode
+from profiler.timing import timer_node, timers
+from profiler.timing.timer_node import TimerNode
 
-__all__ = ["observe_blocks", "set_exit_hook", "set_span_recording"]
+__all__ = ["observe_blocks", "set_exit_hook", "set_span_recording", "use_compiled_core"]
 
-_base_exit: Callable[[TimerNode, Any, Any, Any], None] = PLAIN_EXIT
+# The exit that records spans while timeline recording is on; None: the plain exit.
+_recording_exit: Callable[[TimerNode, Any, Any, Any], None] | None = None
 _after_exit: Callable[[TimerNode], None] | None = None
 # Each companion's (on_enter, on_exit) observers, by companion name, in the order they came.
 _block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[TimerNode], None] | None]] = {}
@@ -25,8 +26,16 @@ _block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[
 
 def set_span_recording(recording: bool) -> None:
     """Make every block's exit record its span on the thread's timeline (``profiler.recording.events``)."""
-    global _base_exit
-    _base_exit = TimerNode._exit_and_record if recording else PLAIN_EXIT
+    global _recording_exit
+    _recording_exit = TimerNode._exit_and_record if recording else None
+    _install_block_methods()
+
+
+def use_compiled_core(compiled: bool) -> None:
+    """Have blocks run the C accelerator's ``__enter__`` and ``__exit__`` (``True``) or the
+    pure-Python ones (``False``), companions still wrapping them. The accelerator is in force
+    from import where it is built; this switch is for comparing the two cores in one process."""
+    timer_node.use_compiled_core(compiled)
     _install_block_methods()
 
 
@@ -61,10 +70,10 @@ def observe_blocks(
 
 def _install_block_methods() -> None:
     """Put the cheapest ``__enter__`` and ``__exit__`` that do what is switched on onto TimerNode."""
-    exit_method = _base_exit
+    exit_method = timer_node.PLAIN_EXIT if _recording_exit is None else _recording_exit
     if _after_exit is not None:
         exit_method = _observed_exit(exit_method, _after_exit)
-    enter_method = PLAIN_ENTER
+    enter_method = timer_node.PLAIN_ENTER
     for on_enter, on_exit in _block_observers.values():
         if on_enter is not None:
             enter_method = _observed_enter(enter_method, on_enter)

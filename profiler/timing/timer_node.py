@@ -9,7 +9,14 @@ exit, instead of a list.
 The clock lives here, as this module's global ``_clock``, because the node's ``__enter__`` and
 ``__exit__`` read it as a global: a method with no defaults is called through the interpreter's
 cheapest path (see benchmarks/timer_overhead.py), and :func:`set_clock` only has to rebind one
-name. This module imports nothing of rlprof.
+name (and tell the accelerator).
+
+Two cores time a block. The Python ``__enter__`` and ``__exit__`` below are the reference; the
+optional C accelerator (``_timer_core.c``, loaded by :mod:`profiler.timing.accelerator`) makes
+the same two methods in C, over the same slots, with the same results, and is what blocks run
+where it was built (:func:`accelerated` says which core runs). Either way the methods in force are
+:data:`PLAIN_ENTER` and :data:`PLAIN_EXIT`, which companions wrap (see
+:mod:`profiler.timing.block_hooks`). This module imports nothing of rlprof but its accelerator.
 """
 
 from __future__ import annotations
@@ -18,17 +25,24 @@ import math
 import time
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from profiler.timing.accelerator import extension as _accelerator
+from profiler.timing.accelerator import unavailable_reason
+
 __all__ = [
     "FOLDED_BLOCK_NAME",
     "MAX_DEPTH",
     "PLAIN_ENTER",
     "PLAIN_EXIT",
+    "PYTHON_ENTER",
+    "PYTHON_EXIT",
     "TIMER_FORMAT_VERSION",
     "NodeStack",
     "TimerNode",
+    "accelerated",
     "current_clock",
     "now",
     "set_clock",
+    "use_compiled_core",
 ]
 
 TIMER_FORMAT_VERSION = "0.1.0"
@@ -114,9 +128,11 @@ class TimerNode:
         self._stack = stack
         self._start = 0.0
 
-    # The clock is read through the module global ``_clock`` rather than bound as a default
-    # argument: a method with no defaults is called through the interpreter's cheapest path
-    # (see benchmarks/timer_overhead.py), and set_clock only has to rebind one name.
+    # The pure-Python core (PYTHON_ENTER and PYTHON_EXIT below; the C accelerator's methods,
+    # where loaded, replace these two on the class and must give the same results). The clock
+    # is read through the module global ``_clock`` rather than bound as a default argument: a
+    # method with no defaults is called through the interpreter's cheapest path (see
+    # benchmarks/timer_overhead.py), and set_clock only has to rebind one name.
     def __enter__(self) -> TimerNode:
         self._stack.current = self
         self._start = _clock()
@@ -371,10 +387,40 @@ def _folded_dict(nodes: list[TimerNode]) -> dict[str, Any]:
     return folded
 
 
+PYTHON_ENTER = TimerNode.__enter__
+PYTHON_EXIT = TimerNode.__exit__
+"""The pure-Python core: the reference the C accelerator matches, and the fallback where it was
+not built or ``RLPROF_PURE_PYTHON=1`` keeps it off."""
 
-PLAIN_ENTER = TimerNode.__enter__
-PLAIN_EXIT = TimerNode.__exit__
-"""The methods a block runs while no companion watches blocks (see profiler.timing.block_hooks)."""
+COMPILED_ENTER, COMPILED_EXIT = (
+    _accelerator.block_methods(TimerNode, _clock) if _accelerator is not None else (None, None)
+)
+"""The C accelerator's methods for :class:`TimerNode` (None where it is not loaded)."""
+
+PLAIN_ENTER = PYTHON_ENTER if COMPILED_ENTER is None else COMPILED_ENTER
+PLAIN_EXIT = PYTHON_EXIT if COMPILED_EXIT is None else COMPILED_EXIT
+"""The methods a block runs while no companion watches blocks (see profiler.timing.block_hooks):
+the C accelerator's where it is loaded, else the Python ones. Read them as
+``timer_node.PLAIN_ENTER`` each time: :func:`use_compiled_core` changes them."""
+
+TimerNode.__enter__ = PLAIN_ENTER  # type: ignore[method-assign]
+TimerNode.__exit__ = PLAIN_EXIT  # type: ignore[method-assign]
+
+
+def use_compiled_core(compiled: bool) -> None:
+    """Make :data:`PLAIN_ENTER` and :data:`PLAIN_EXIT` the C accelerator's methods (``True``) or
+    the Python ones (``False``); :func:`profiler.timing.block_hooks.use_compiled_core` then
+    installs them. For comparing the two cores in one process: tests and benchmarks."""
+    global PLAIN_ENTER, PLAIN_EXIT
+    if compiled and COMPILED_ENTER is None:
+        raise RuntimeError(f"the C accelerator is not loaded: {unavailable_reason}")
+    PLAIN_ENTER, PLAIN_EXIT = (COMPILED_ENTER, COMPILED_EXIT) if compiled else (PYTHON_ENTER, PYTHON_EXIT)
+
+
+def accelerated() -> bool:
+    """Whether blocks run the C accelerator's ``__enter__`` and ``__exit__`` (with a companion
+    on, its Python wrappers call them); False: the pure-Python core runs."""
+    return COMPILED_ENTER is not None and PLAIN_ENTER is COMPILED_ENTER
 
 
 def now() -> float:
@@ -395,5 +441,7 @@ def set_clock(clock: Callable[[], float]) -> Callable[[], float]:
     """
     global _clock
     previous = _clock
+    if _accelerator is not None:
+        _accelerator.set_clock(clock)
     _clock = clock
     return previous

@@ -10,8 +10,9 @@ import time
 import weakref
 from typing import Any, Callable
 
+from profiler.timing.accelerator import extension as _accelerator
 from profiler.timing.gauges import GaugeNode, gauge_value
-from profiler.timing.timer_node import TIMER_FORMAT_VERSION, TimerNode, now
+from profiler.timing.timer_node import TIMER_FORMAT_VERSION, TimerNode, accelerated, now
 
 __all__ = ["TimerStack", "keyed_by_name", "set_timeline_factory"]
 
@@ -174,13 +175,16 @@ class TimerStack:
 
     def default_metadata(self, end_wall_time: float) -> dict[str, str]:
         """The metadata every dump carries, as ML-Agents writes it: the timer format version,
-        start and end (wall clock, whole seconds), the Python version and the command line."""
+        start and end (wall clock, whole seconds), the Python version and the command line; and
+        rlprof's ``timer_core``, the core that timed the blocks: ``"c"`` (the accelerator) or
+        ``"python"``."""
         return {
             "timer_format_version": TIMER_FORMAT_VERSION,
             "start_time_seconds": str(int(self.start_wall_time)),
             "end_time_seconds": str(int(end_wall_time)),
             "python_version": platform.python_version(),
             "command_line_arguments": " ".join(sys.argv),
+            "timer_core": "c" if accelerated() else "python",
         }
 
     def add_metadata(self, key: str, value: Any) -> None:
@@ -206,6 +210,11 @@ class TimerStack:
 
     def __repr__(self) -> str:
         return f"TimerStack(thread={self.thread_name!r}, blocks={sum(1 for _ in self.root.walk()) - 1})"
+
+
+if _accelerator is not None:
+    # The C accelerator moves a block's stack's ``current`` straight in its slot (see _timer_core.c).
+    _accelerator.use_stack_type(TimerStack)
 
 
 def keyed_by_name(node: dict[str, Any]) -> dict[str, Any]:

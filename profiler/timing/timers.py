@@ -29,15 +29,15 @@ import os
 import threading
 from typing import Any, Callable, TypeVar, overload
 
+from profiler.timing import timer_node
 from profiler.timing.gauges import GaugeNode, gauge_value
 from profiler.timing.thread_registry import ENDED_THREAD_GROUPS, StackRegistry
 from profiler.timing.timer_node import (
     FOLDED_BLOCK_NAME,
     MAX_DEPTH,
-    PLAIN_ENTER,
-    PLAIN_EXIT,
     TIMER_FORMAT_VERSION,
     TimerNode,
+    accelerated,
     current_clock,
     now,
     set_clock,
@@ -52,6 +52,7 @@ __all__ = [
     "GaugeNode",
     "TimerNode",
     "TimerStack",
+    "accelerated",
     "add_metadata",
     "all_timer_stacks",
     "block_arguments",
@@ -304,7 +305,11 @@ def block_arguments() -> Any:
 def refresh_plain_blocks() -> None:
     """Recompute :data:`plain_blocks` after timing was switched or a block's methods swapped."""
     global plain_blocks
-    plain_blocks = _enabled and TimerNode.__enter__ is PLAIN_ENTER and TimerNode.__exit__ is PLAIN_EXIT
+    plain_blocks = (
+        _enabled
+        and TimerNode.__enter__ is timer_node.PLAIN_ENTER
+        and TimerNode.__exit__ is timer_node.PLAIN_EXIT
+    )
 
 
 def enable() -> None:

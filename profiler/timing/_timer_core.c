@@ -1,0 +1,449 @@
+/* The optional C accelerator of rlprof's hot path: a timer block's __enter__ and __exit__.
+ *
+ * profiler/timing/timer_node.py holds the reference: TimerNode's Python __enter__ and __exit__.
+ * This module makes the same two methods in C, for the same class, over the same slots: it reads
+ * and writes the node's __slots__ (parent, _stack, total, count, errors, min, max, _start) at the
+ * offsets Python gave them, so that a node is the same object whichever core times it, pickles
+ * the same, and may be timed by one core and read or changed by Python code (PhasedBlock, the
+ * merger, the worker's inline step timing) at any time.
+ *
+ * Results are those of the Python methods, exactly: while the clock is the system one and the
+ * figures are floats (always, unless code stores other numbers in them), the arithmetic is done
+ * on C doubles, which is what Python's float arithmetic is; any other type (a fake clock giving
+ * ints or Fractions, a total someone set to an int) takes Python's own number protocol, as the
+ * Python methods would.
+ *
+ * The clock: block_methods() and set_clock() are given the clock every timer reads
+ * (timer_node._clock). While it is time.perf_counter and this is Linux, a block reads
+ * clock_gettime(CLOCK_MONOTONIC) itself and converts it as CPython's perf_counter does, giving
+ * the very same float; any other clock (a test's fake, another platform's perf_counter) is called.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <float.h>
+#include <stdint.h>
+
+#ifdef __linux__
+#include <time.h>
+#define HAVE_MONOTONIC_CLOCK 1
+#endif
+
+/* What a block needs of its node, by slot: where each one lies in the instance. */
+typedef struct {
+    Py_ssize_t parent;
+    Py_ssize_t stack;
+    Py_ssize_t total;
+    Py_ssize_t count;
+    Py_ssize_t errors;
+    Py_ssize_t min;
+    Py_ssize_t max;
+    Py_ssize_t start;
+} NodeSlots;
+
+static NodeSlots slots;
+static PyObject *node_type = NULL;       /* the class whose methods were made (TimerNode) */
+static PyObject *stack_type = NULL;      /* TimerStack, whose open block is written directly */
+static Py_ssize_t stack_current = 0;     /* where TimerStack's slot "current" lies */
+static PyObject *timer_clock = NULL;     /* the clock every timer reads */
+static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
+static int clock_is_system = 0;          /* clock is perf_counter and read here directly */
+static PyObject *current_name = NULL;    /* interned "current": the stack's open block */
+static PyObject *one = NULL;             /* the int 1, added to count and errors */
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* Read a slot as Python does: a slot never set raises AttributeError. Borrowed reference. */
+static PyObject *
+get_slot(PyObject *object, Py_ssize_t offset, const char *name)
+{
+    PyObject *value = SLOT(object, offset);
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
+                     Py_TYPE(object)->tp_name, name);
+    }
+    return value;
+}
+
+/* Store a new reference in a slot, releasing what it held. */
+static void
+set_slot(PyObject *object, Py_ssize_t offset, PyObject *value)
+{
+    PyObject *previous = SLOT(object, offset);
+    SLOT(object, offset) = value;
+    Py_XDECREF(previous);
+}
+
+#ifdef HAVE_MONOTONIC_CLOCK
+/* CLOCK_MONOTONIC in seconds, converted as CPython's time.perf_counter converts it on Linux
+ * (pytime.c: nanoseconds as a 64-bit integer, then _PyTime_AsSecondsDouble), so that both give
+ * the same float for the same instant. */
+static int
+read_system_clock(double *seconds)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    int64_t nanoseconds = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    volatile double reading;  /* volatile, as in CPython: no rounding that CPython does not do */
+    if (nanoseconds % 1000000000 == 0) {
+        reading = (double)(nanoseconds / 1000000000);
+    }
+    else {
+        reading = (double)nanoseconds;
+        reading /= 1e9;
+    }
+    *seconds = reading;
+    return 0;
+}
+#endif
+
+/* One reading of the clock, as a new reference; *seconds holds it as a double when the reading
+ * is a float (always, from the system clock), and *is_float says so. */
+static PyObject *
+read_clock(double *seconds, int *is_float)
+{
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (clock_is_system) {
+        if (read_system_clock(seconds) < 0) {
+            return NULL;
+        }
+        *is_float = 1;
+        return PyFloat_FromDouble(*seconds);
+    }
+#endif
+    PyObject *reading = PyObject_CallNoArgs(timer_clock);
+    if (reading == NULL) {
+        return NULL;
+    }
+    *is_float = PyFloat_CheckExact(reading);
+    if (*is_float) {
+        *seconds = PyFloat_AS_DOUBLE(reading);
+    }
+    return reading;
+}
+
+/* self._stack.current = value: straight into the slot on a TimerStack (the stack of every
+ * block but a test's stand-in), through setattr on anything else. */
+static int
+move_open_block(PyObject *self, PyObject *value)
+{
+    PyObject *stack = get_slot(self, slots.stack, "_stack");
+    if (stack == NULL) {
+        return -1;
+    }
+    if ((PyObject *)Py_TYPE(stack) == stack_type) {
+        Py_INCREF(value);
+        set_slot(stack, stack_current, value);
+        return 0;
+    }
+    return PyObject_SetAttr(stack, current_name, value);
+}
+
+/* TimerNode.__enter__: make this block the stack's open block, then start its clock. */
+static PyObject *
+node_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (move_open_block(self, self) < 0) {
+        return NULL;
+    }
+    double seconds;
+    int is_float;
+    PyObject *start = read_clock(&seconds, &is_float);
+    if (start == NULL) {
+        return NULL;
+    }
+    set_slot(self, slots.start, start);
+    Py_INCREF(self);
+    return self;
+}
+
+/* slot += addend (a new value is stored: Python's numbers are immutable). */
+static int
+add_to_slot(PyObject *self, Py_ssize_t offset, const char *name, PyObject *addend)
+{
+    PyObject *value = get_slot(self, offset, name);
+    if (value == NULL) {
+        return -1;
+    }
+    Py_INCREF(value);  /* a number type written in Python may rebind the slot while adding */
+    PyObject *sum = PyNumber_InPlaceAdd(value, addend);
+    Py_DECREF(value);
+    if (sum == NULL) {
+        return -1;
+    }
+    set_slot(self, offset, sum);
+    return 0;
+}
+
+/* Keep the longest (or, with Py_LT, the shortest) run: if elapsed <op> slot: slot = elapsed. */
+static int
+keep_extreme(PyObject *self, Py_ssize_t offset, const char *name, int op, PyObject *elapsed,
+             double elapsed_seconds, int elapsed_is_float)
+{
+    PyObject *extreme = get_slot(self, offset, name);
+    if (extreme == NULL) {
+        return -1;
+    }
+    int beyond;
+    if (elapsed_is_float && PyFloat_CheckExact(extreme)) {
+        double held = PyFloat_AS_DOUBLE(extreme);
+        beyond = op == Py_GT ? elapsed_seconds > held : elapsed_seconds < held;
+    }
+    else {
+        Py_INCREF(extreme);  /* as in add_to_slot: held while Python code may run */
+        beyond = PyObject_RichCompareBool(elapsed, extreme, op);
+        Py_DECREF(extreme);
+        if (beyond < 0) {
+            return -1;
+        }
+    }
+    if (beyond) {
+        Py_INCREF(elapsed);
+        set_slot(self, offset, elapsed);
+    }
+    return 0;
+}
+
+/* TimerNode.__exit__: stop the clock, give the open block back to the parent, count the run. */
+static PyObject *
+node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    double end_seconds;
+    int end_is_float;
+    PyObject *end = read_clock(&end_seconds, &end_is_float);
+    if (end == NULL) {
+        return NULL;
+    }
+    PyObject *elapsed = NULL;
+    double elapsed_seconds = 0.0;
+    int elapsed_is_float = 0;
+    PyObject *start = get_slot(self, slots.start, "_start");
+    if (start == NULL) {
+        goto failed;
+    }
+    if (end_is_float && PyFloat_CheckExact(start)) {
+        elapsed_seconds = end_seconds - PyFloat_AS_DOUBLE(start);
+        elapsed_is_float = 1;
+        elapsed = PyFloat_FromDouble(elapsed_seconds);
+    }
+    else {
+        Py_INCREF(start);  /* as in add_to_slot: held while Python code may run */
+        elapsed = PyNumber_Subtract(end, start);
+        Py_DECREF(start);
+    }
+    Py_CLEAR(end);
+    if (elapsed == NULL) {
+        goto failed;
+    }
+    PyObject *parent = get_slot(self, slots.parent, "parent");
+    if (parent == NULL || move_open_block(self, parent) < 0) {
+        goto failed;
+    }
+    PyObject *total = get_slot(self, slots.total, "total");
+    if (total == NULL) {
+        goto failed;
+    }
+    if (elapsed_is_float && PyFloat_CheckExact(total)) {
+        PyObject *sum = PyFloat_FromDouble(PyFloat_AS_DOUBLE(total) + elapsed_seconds);
+        if (sum == NULL) {
+            goto failed;
+        }
+        set_slot(self, slots.total, sum);
+    }
+    else if (add_to_slot(self, slots.total, "total", elapsed) < 0) {
+        goto failed;
+    }
+    if (add_to_slot(self, slots.count, "count", one) < 0
+        || keep_extreme(self, slots.max, "max", Py_GT, elapsed, elapsed_seconds, elapsed_is_float) < 0
+        || keep_extreme(self, slots.min, "min", Py_LT, elapsed, elapsed_seconds, elapsed_is_float) < 0) {
+        goto failed;
+    }
+    if (args[0] != Py_None && add_to_slot(self, slots.errors, "errors", one) < 0) {
+        goto failed;
+    }
+    Py_DECREF(elapsed);
+    Py_RETURN_NONE;
+
+failed:
+    Py_XDECREF(end);
+    Py_XDECREF(elapsed);
+    return NULL;
+}
+
+static PyMethodDef node_enter_definition = {
+    "__enter__", (PyCFunction)node_enter, METH_NOARGS,
+    PyDoc_STR("Make this block the open block of its stack and start its clock (C accelerator).")};
+
+static PyMethodDef node_exit_definition = {
+    "__exit__", (PyCFunction)(void (*)(void))node_exit, METH_FASTCALL,
+    PyDoc_STR("Stop this block's clock, reopen its parent and count the run (C accelerator).")};
+
+/* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a plain slot. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
+    if (descriptor == NULL) {
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(descriptor);
+    if (offset < 0) {
+        PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot: the accelerator cannot time it",
+                     type->tp_name, name);
+    }
+    return offset;
+}
+
+static int
+use_clock(PyObject *new_clock)
+{
+    if (!PyCallable_Check(new_clock)) {
+        PyErr_SetString(PyExc_TypeError, "the clock must be callable");
+        return -1;
+    }
+    Py_INCREF(new_clock);
+    Py_XSETREF(timer_clock, new_clock);
+#ifdef HAVE_MONOTONIC_CLOCK
+    clock_is_system = new_clock == perf_counter;
+#endif
+    return 0;
+}
+
+static PyObject *
+block_methods(PyObject *module, PyObject *args)
+{
+    PyObject *type;
+    PyObject *new_clock;
+    if (!PyArg_ParseTuple(args, "O!O:block_methods", &PyType_Type, &type, &new_clock)) {
+        return NULL;
+    }
+    if (node_type != NULL && node_type != type) {
+        PyErr_SetString(PyExc_RuntimeError, "block_methods() serves one node class per process");
+        return NULL;
+    }
+    PyTypeObject *node = (PyTypeObject *)type;
+    NodeSlots found;
+    if ((found.parent = slot_offset(node, "parent")) < 0
+        || (found.stack = slot_offset(node, "_stack")) < 0
+        || (found.total = slot_offset(node, "total")) < 0
+        || (found.count = slot_offset(node, "count")) < 0
+        || (found.errors = slot_offset(node, "errors")) < 0
+        || (found.min = slot_offset(node, "min")) < 0
+        || (found.max = slot_offset(node, "max")) < 0
+        || (found.start = slot_offset(node, "_start")) < 0) {
+        return NULL;
+    }
+    if (use_clock(new_clock) < 0) {
+        return NULL;
+    }
+    slots = found;
+    Py_INCREF(type);
+    Py_XSETREF(node_type, type);
+    PyObject *enter = PyDescr_NewMethod(node, &node_enter_definition);
+    PyObject *exit = PyDescr_NewMethod(node, &node_exit_definition);
+    PyObject *methods = NULL;
+    if (enter != NULL && exit != NULL) {
+        methods = PyTuple_Pack(2, enter, exit);
+    }
+    Py_XDECREF(enter);
+    Py_XDECREF(exit);
+    return methods;
+}
+
+static PyObject *
+use_stack_type(PyObject *module, PyObject *type)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "use_stack_type() takes a class");
+        return NULL;
+    }
+    Py_ssize_t offset = slot_offset((PyTypeObject *)type, "current");
+    if (offset < 0) {
+        return NULL;
+    }
+    stack_current = offset;
+    Py_INCREF(type);
+    Py_XSETREF(stack_type, type);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+set_clock(PyObject *module, PyObject *new_clock)
+{
+    if (use_clock(new_clock) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+now(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    if (timer_clock == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no clock yet: block_methods() sets it");
+        return NULL;
+    }
+    double seconds;
+    int is_float;
+    return read_clock(&seconds, &is_float);
+}
+
+static PyObject *
+reads_system_clock(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(clock_is_system);
+}
+
+static PyMethodDef module_functions[] = {
+    {"block_methods", block_methods, METH_VARARGS,
+     PyDoc_STR("block_methods(node_type, clock) -> (__enter__, __exit__): the C methods of a "
+               "block for node_type, reading clock.")},
+    {"use_stack_type", use_stack_type, METH_O,
+     PyDoc_STR("Write the open block of this stack class straight into its slot \"current\".")},
+    {"set_clock", set_clock, METH_O, PyDoc_STR("Make every block read this clock.")},
+    {"now", now, METH_NOARGS, PyDoc_STR("One reading of the clock, as a block takes it.")},
+    {"reads_system_clock", reads_system_clock, METH_NOARGS,
+     PyDoc_STR("Whether blocks read CLOCK_MONOTONIC themselves (the clock is time.perf_counter).")},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_definition = {
+    PyModuleDef_HEAD_INIT,
+    "profiler.timing._timer_core",
+    PyDoc_STR("The C accelerator of a timer block's __enter__ and __exit__ (see timer_node.py)."),
+    -1,
+    module_functions,
+};
+
+PyMODINIT_FUNC
+PyInit__timer_core(void)
+{
+    PyObject *time_module = PyImport_ImportModule("time");
+    if (time_module == NULL) {
+        return NULL;
+    }
+    perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
+    Py_DECREF(time_module);
+    current_name = PyUnicode_InternFromString("current");
+    one = PyLong_FromLong(1);
+    if (perf_counter == NULL || current_name == NULL || one == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module_definition);
+}

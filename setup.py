@@ -1,0 +1,18 @@
+"""The one thing pyproject.toml cannot say: the optional C accelerator of the timer hot path.
+
+``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
+warns and installs rlprof without it, and the pure-Python core runs
+(``profiler.timing.accelerated()`` says which; see docs/timers.md).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "profiler.timing._timer_core",
+            sources=["profiler/timing/_timer_core.c"],
+            optional=True,
+        )
+    ]
+)

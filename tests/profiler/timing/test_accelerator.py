@@ -1,0 +1,202 @@
+"""The C accelerator of the hot path: its clock, forcing it off, falling back without it, and the
+same trees from both cores for any program of blocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import profiler
+from profiler.timing import accelerator, block_hooks, timer_node, timers
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+needs_accelerator = pytest.mark.skipif(
+    accelerator.extension is None, reason=f"C accelerator not loaded: {accelerator.unavailable_reason}"
+)
+
+
+@pytest.fixture
+def timer_core() -> str:
+    """These tests choose their cores themselves: run once, not once per core (see conftest.py)."""
+    return "compiled" if timer_node.accelerated() else "python"
+
+
+@needs_accelerator
+def test_blocks_run_the_accelerator_where_it_is_built():
+    assert profiler.timing.accelerated()
+    assert timer_node.TimerNode.__enter__ is timer_node.COMPILED_ENTER
+    assert timer_node.TimerNode.__exit__ is timer_node.COMPILED_EXIT
+
+
+@needs_accelerator
+def test_the_accelerator_reads_the_clock_time_perf_counter_reads():
+    assert accelerator.extension.reads_system_clock()
+    readers = (time.perf_counter, accelerator.extension.now) * 2000
+    readings = [read() for read in readers]
+    assert readings == sorted(readings)  # one clock: interleaved readings never go back
+
+
+@needs_accelerator
+def test_set_clock_routes_the_accelerators_readings_through_the_given_clock(fake_clock):
+    assert not accelerator.extension.reads_system_clock()
+    assert accelerator.extension.now() == fake_clock.time
+
+
+def run_python(script: str, cwd: Path | None = None, **environment: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+CORE_REPORT = """
+import json, profiler
+from profiler.timing import accelerator, block_hooks, timer_node
+try:
+    block_hooks.use_compiled_core(True)
+    refused = ""
+except RuntimeError as error:
+    refused = str(error)
+print(json.dumps({
+    "accelerated": profiler.timing.accelerated(),
+    "python_methods": timer_node.TimerNode.__enter__ is timer_node.PYTHON_ENTER,
+    "metadata": profiler.get_timer_tree()["metadata"]["timer_core"],
+    "reason": accelerator.unavailable_reason,
+    "refused": refused,
+}))
+"""
+
+
+def test_rlprof_pure_python_forces_the_python_core_and_the_dump_says_so():
+    report = json.loads(run_python(CORE_REPORT, RLPROF_PURE_PYTHON="1"))
+    assert report["accelerated"] is False and report["python_methods"] is True
+    assert report["metadata"] == "python"
+    assert report["reason"] == "RLPROF_PURE_PYTHON is set"
+    assert report["refused"] == "the C accelerator is not loaded: RLPROF_PURE_PYTHON is set"
+
+
+def test_where_the_accelerator_was_not_built_the_python_core_runs_and_says_why(tmp_path):
+    shutil.copytree(REPOSITORY / "profiler", tmp_path / "profiler",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    # From the copy's folder, which comes first on the path: its profiler, not the checkout's.
+    report = json.loads(run_python(CORE_REPORT, cwd=tmp_path, PYTHONPATH=str(tmp_path), RLPROF_PURE_PYTHON=""))
+    assert report["accelerated"] is False and report["metadata"] == "python"
+    assert report["reason"].startswith("the C accelerator was not built here")
+
+
+@dataclass
+class Block:
+    """One block of a random program: time spent before and after its children, and whether it
+    raises at its end an exception that escapes ``escapes`` blocks (0: it does not raise)."""
+
+    name: str
+    before: int
+    after: int
+    escapes: int
+    children: list[Block] = field(default_factory=list)
+
+
+class Escape(Exception):
+    def __init__(self, levels: int) -> None:
+        super().__init__(levels)
+        self.levels = levels
+
+
+def blocks(children: st.SearchStrategy[list[Block]]) -> st.SearchStrategy[Block]:
+    return st.builds(
+        Block,
+        name=st.sampled_from("abc"),
+        before=st.integers(0, 5),
+        after=st.integers(0, 5),
+        escapes=st.integers(0, 3),
+        children=children,
+    )
+
+
+programs = st.lists(
+    st.recursive(blocks(st.just([])), lambda inner: blocks(st.lists(inner, max_size=3)), max_leaves=12),
+    max_size=4,
+)
+
+
+class SteppedClock:
+    """A fake clock whose readings are of one number type, moved by the program."""
+
+    def __init__(self, start: float | int | Fraction, step: float | int | Fraction) -> None:
+        self.time = start
+        self.step = step
+
+    def __call__(self) -> float | int | Fraction:
+        return self.time
+
+    def advance(self, steps: int) -> None:
+        self.time += self.step * steps
+
+
+def run_block(block: Block, clock: SteppedClock) -> None:
+    with timers.hierarchical_timer(block.name):
+        clock.advance(block.before)
+        for child in block.children:
+            try:
+                run_block(child, clock)
+            except Escape as escape:
+                escape.levels -= 1
+                if escape.levels > 0:
+                    raise
+        clock.advance(block.after)
+        if block.escapes:
+            raise Escape(block.escapes)
+
+
+def tree_under(compiled: bool, program: list[Block], start, step) -> str:
+    """The tree ``program`` leaves, timed by one core, as text that tells 1 from 1.0."""
+    block_hooks.use_compiled_core(compiled)
+    clock = SteppedClock(start, step)
+    previous = timers.set_clock(clock)
+    try:
+        timers.reset_timers()
+        for block in program:
+            try:
+                run_block(block, clock)
+            except Escape:
+                pass
+        stack = timers.current_thread_stack()
+        assert stack.current is stack.root
+        return repr(stack.root.to_dict())
+    finally:
+        timers.set_clock(previous)
+
+
+@needs_accelerator
+@settings(max_examples=150, deadline=None)
+@given(
+    program=programs,
+    clock_start_and_step=st.sampled_from(
+        [(1000.0, 0.1), (1000.0, 1e-7), (1000, 1), (Fraction(1000), Fraction(1, 3))]
+    ),
+)
+def test_both_cores_leave_the_same_tree_for_any_program_of_blocks(program, clock_start_and_step):
+    start, step = clock_start_and_step
+    default = timer_node.accelerated()
+    try:
+        assert tree_under(True, program, start, step) == tree_under(False, program, start, step)
+    finally:
+        block_hooks.use_compiled_core(default)

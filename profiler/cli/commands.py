@@ -411,6 +411,9 @@ def _add_run(subparsers: Any) -> None:
                         "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
                         help="do not record when each block ran (the trace then shows totals)")
+    parser.add_argument("--live", action="store_true",
+                        help="show where the time goes, per worker, with the verdicts, on stderr "
+                        "while the program runs (docs/live.md)")
     parser.set_defaults(run=_run_program)
 
 
@@ -425,7 +428,7 @@ def _run_program(arguments: argparse.Namespace) -> int:
     try:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
-                          timeline=arguments.timeline)
+                          timeline=arguments.timeline, live=arguments.live)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from profiler.integrations import live_view
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -176,12 +177,14 @@ def run_program(
     envs_per_worker: int | str | None = None,
     timeline: bool = True,
     report_to: TextIO | None = None,
+    live: bool = False,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
-    ``vector_env`` run with; None leaves the manager's default.
+    ``vector_env`` run with; None leaves the manager's default. ``live`` shows the live view
+    (:mod:`profiler.integrations.live_view`) on stderr while the program runs.
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
@@ -204,7 +207,8 @@ def run_program(
         events.start_recording()
     try:
         with _sigterm_raises_in_the_program():
-            end = _execute(program)
+            with live_view.shown(live):
+                end = _execute(program)
             with _signals_held() as signals_meanwhile:
                 if substitution is not None:
                     _close_managers(substitution, report_to)

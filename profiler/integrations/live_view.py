@@ -107,7 +107,7 @@ def file_reader(path: str | os.PathLike[str]) -> TreeReader:
     def read() -> tuple[dict[str, Any] | None, str]:
         if not source.exists():
             return None, (f"waiting for {source} to appear (a run writes it with "
-                          "set_config(continuous_dump=True) or rlprof run --continuous-dump)")
+                          "set_config(continuous_dump=True))")
         try:
             return load_timing_tree(source), ""
         except TimerFileError as error:
@@ -185,6 +185,7 @@ class LiveView:
         self.mode = self._chosen_mode(mode)
         self.latest: LiveFigures | None = None
         self._live: Any = None
+        self._status_shown = ""
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -237,8 +238,10 @@ class LiveView:
                 self._live.update(rich_panel(self.latest, self.title, status), refresh=True)
             elif self.latest is not None:
                 print(plain_line(self.latest, status), file=self.stream, flush=True)
-            elif status:
+            elif status and status != self._status_shown:
+                # Before the first figures, a line per change of status, not one per refresh.
                 print(f"rlprof live: {status}", file=self.stream, flush=True)
+            self._status_shown = status
         except (OSError, ValueError):
             pass  # stderr closed or gone: nothing to draw on, and nothing the trainer must hear of
 

@@ -69,8 +69,9 @@ def _went_down(current: dict[str, Any], previous: dict[str, Any]) -> bool:
 
 
 def _node_difference(current: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-    """``current`` minus ``previous``, recursively; ``current`` as it is where it started afresh."""
-    if previous is None or _went_down(current, previous):
+    """``current`` minus ``previous``, recursively; ``current`` as it is where it started afresh
+    (fewer calls than before: a total a hair lower with as many calls is rounding, clamped)."""
+    if previous is None or current["count"] < previous["count"]:
         return _node_copy(current)
     node = _extremes_and_gauges(current)
     for figure in _NODE_FIGURES:

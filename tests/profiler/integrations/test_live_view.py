@@ -1,0 +1,78 @@
+"""The live view's switches and sources: start/stop, set_config(live_view=True), the file it
+watches, and the windowed figures of profiler.scalars()."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import profiler
+from profiler.integrations import live_view
+from profiler.integrations.live_view import LiveView, file_reader
+
+
+def test_a_view_on_a_stream_that_is_not_a_terminal_prints_one_plain_line_per_refresh(fake_clock):
+    stream = io.StringIO()
+    view = LiveView(live_view.in_process_reader(), stream=stream)
+    for _ in range(2):
+        with profiler.hierarchical_timer("policy.act"):
+            fake_clock.advance(0.5)
+        view.refresh()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("rlprof live ") and "policy 100%" in line for line in lines)
+
+
+def test_start_shows_one_view_per_process_and_stop_takes_it_down():
+    view = live_view.start(stream=io.StringIO(), interval=60)
+    try:
+        assert live_view.is_showing()
+        assert live_view.start() is view
+    finally:
+        live_view.stop()
+    assert not live_view.is_showing()
+
+
+def test_set_config_live_view_shows_the_view_while_the_profiler_runs():
+    try:
+        profiler.set_config(live_view=True)
+        assert live_view.is_showing()
+        profiler.set_state("stop")
+        assert not live_view.is_showing()
+    finally:
+        profiler.set_config(live_view=False)
+        profiler.set_state("run")
+        live_view.stop()
+
+
+def test_a_file_that_does_not_exist_yet_is_waited_for_with_a_line_saying_so(tmp_path):
+    stream = io.StringIO()
+    view = LiveView(file_reader(tmp_path / "run_timers.json"), stream=stream)
+    view.refresh()
+    view.refresh()
+    assert stream.getvalue().count("waiting for") == 1
+
+
+def test_a_file_that_is_not_a_timer_tree_is_said_so_and_read_again(tmp_path):
+    path = tmp_path / "run_timers.json"
+    path.write_text("[1, 2")
+    stream = io.StringIO()
+    view = LiveView(file_reader(path), stream=stream)
+    view.refresh()
+    path.write_text(json.dumps({"name": "root", "total": 1.0, "count": 1, "self": 1.0, "children": []}))
+    view.refresh()
+    first, second = stream.getvalue().splitlines()
+    assert "cannot read" in first
+    assert second.startswith("rlprof live 1.0s")
+
+
+def test_scalars_give_the_window_since_their_previous_call(fake_clock):
+    with profiler.hierarchical_timer("policy.act"):
+        fake_clock.advance(3.0)
+    profiler.scalars()
+    with profiler.hierarchical_timer("update"):
+        fake_clock.advance(1.0)
+    figures = profiler.scalars()
+    assert figures["rlprof/window/seconds"] == 1.0
+    assert figures["rlprof/window/phase_share/update"] == 1.0
+    assert figures["rlprof/window/phase_share/policy"] == 0.0

@@ -114,6 +114,16 @@ def test_ctrl_c_on_the_terminal_leaves_it_as_it_was_found(straggler_run_on_a_ter
     assert termios.tcgetattr(terminal.slave) == terminal.modes_before
 
 
+def test_sigterm_takes_the_view_down_with_the_cursor_shown_again(straggler_run_on_a_terminal):
+    terminal = straggler_run_on_a_terminal
+    terminal.read_until(b"env steps/s", count=2)
+    terminal.process.send_signal(signal.SIGTERM)
+    assert terminal.wait_for_exit() == -signal.SIGTERM
+    escapes = CURSOR_ESCAPES.findall(terminal.output)
+    assert escapes[-1] == (b"25", b"h")
+    assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+
+
 def test_in_a_pipe_the_view_prints_one_plain_line_per_refresh(tmp_path):
     finished = subprocess.run(
         [sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir", str(tmp_path / "run"),

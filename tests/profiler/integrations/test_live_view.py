@@ -8,6 +8,8 @@ import json
 
 import profiler
 from profiler.integrations import live_view
+from not_installed import run_without
+
 from profiler.integrations.live_view import LiveView, file_reader
 
 
@@ -76,3 +78,24 @@ def test_scalars_give_the_window_since_their_previous_call(fake_clock):
     assert figures["rlprof/window/seconds"] == 1.0
     assert figures["rlprof/window/phase_share/update"] == 1.0
     assert figures["rlprof/window/phase_share/policy"] == 0.0
+
+
+def test_without_rich_a_view_on_a_terminal_says_what_to_install_and_prints_plain_lines():
+    result = run_without(("rich",), """
+        import os
+        import profiler
+        from profiler.integrations.live_view import LiveView, in_process_reader
+        master, slave = os.openpty()
+        terminal = os.fdopen(slave, "w")
+        view = LiveView(in_process_reader(), stream=terminal)
+        view.refresh()
+        terminal.flush()
+        print(view.mode)
+        print(os.read(master, 65536).decode())
+        print("rich" in sys.modules)
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "lines"
+    assert "pip install 'rlprof[live]'" in result.stdout and "rlprof live " in result.stdout
+    assert lines[-1] == "False"  # rich was never imported

@@ -131,3 +131,20 @@ def test_the_live_figures_of_a_window_give_its_own_throughput_and_phase_shares_a
     assert abs(figures.env_steps_per_second_since_start - 2 * 300 / 10.0) < 1e-9
     assert abs(sum(figures.phase_shares.values()) - 1.0) < 1e-9
     assert [worker.last_share for worker in figures.workers] == [0.5, 0.5]
+
+
+def test_a_straggler_that_recovered_is_no_verdict_over_the_window_though_it_is_since_the_start():
+    # 1000 steps in which worker 1 is slow (17 ms more) and last in every one, then 1000 balanced steps.
+    slow_part = 1000 * 0.017
+    earlier = run(30.0, 1000, 1000, 0.02)
+    later = run(23.5 + slow_part, 2000, 1500, 0.003)
+    step = later["children"][0]
+    for block in (step, step["children"][1]):
+        block["total"] += slow_part
+    later["workers"][1] = worker(1, 2000, 0.003, 1500, slow_part)
+    for block in (later["workers"][1], later["workers"][1]["children"][0]):
+        block["total"] += slow_part
+    later["workers"][1]["env_time"]["wall_seconds"] += slow_part
+    later["workers"][0]["critical_path"]["last_to_reply"] = 500
+    assert [verdict.kind for verdict in judge_run(later).of_kind(STRAGGLER)] == [STRAGGLER]
+    assert judge_run(window_tree(later, earlier)).of_kind(STRAGGLER) == []

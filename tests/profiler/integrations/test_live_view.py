@@ -10,7 +10,7 @@ import profiler
 from profiler.integrations import live_view
 from not_installed import run_without
 
-from profiler.integrations.live_view import LiveView, file_reader
+from profiler.integrations.live_view import LiveView, WindowedRun, file_reader
 
 
 def test_a_view_on_a_stream_that_is_not_a_terminal_prints_one_plain_line_per_refresh(fake_clock):
@@ -99,3 +99,24 @@ def test_without_rich_a_view_on_a_terminal_says_what_to_install_and_prints_plain
     assert lines[0] == "lines"
     assert "pip install 'rlprof[live]'" in result.stdout and "rlprof live " in result.stdout
     assert lines[-1] == "False"  # rich was never imported
+
+
+def dump_at(total: float) -> dict:
+    return {"name": "root", "total": total, "count": 1, "self": total, "children": []}
+
+
+def test_the_window_starts_at_the_newest_dump_at_least_window_seconds_old():
+    run = WindowedRun(window=5.0)
+    for total in (1.0, 2.0, 4.0, 6.0, 7.5, 9.0):
+        assert run.add(dump_at(total))
+    assert run.figures().window_seconds == 9.0 - 4.0
+    assert run.figures().elapsed_seconds == 9.0
+
+
+def test_a_dump_no_newer_than_the_last_adds_nothing_and_an_earlier_one_starts_afresh():
+    run = WindowedRun(window=5.0)
+    run.add(dump_at(3.0))
+    run.add(dump_at(8.0))
+    assert not run.add(dump_at(8.0))
+    assert run.add(dump_at(2.0))  # the timers were reset, or another run replaced the file
+    assert run.figures().window_seconds == 2.0

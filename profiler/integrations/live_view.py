@@ -299,6 +299,7 @@ _view: LiveView | None = None
 _view_lock = threading.Lock()
 _stop_registered = False
 _sigterm_before: Any = None
+_started_in_pid = 0
 
 
 def start(
@@ -329,7 +330,7 @@ def stop() -> None:
     global _view
     with _view_lock:
         view, _view = _view, None
-    if view is not None:
+    if view is not None and os.getpid() == _started_in_pid:  # not in a process forked from it
         view.stop()
 
 
@@ -355,10 +356,11 @@ def shown(enabled: bool = True, **options: Any) -> Iterator[LiveView | None]:
 def _stop_at_exit() -> None:
     """Register :func:`stop` at exit and in front of SIGTERM, once (SIGTERM's default kills the
     process without running exit handlers, which would leave the cursor hidden)."""
-    global _stop_registered, _sigterm_before
+    global _stop_registered, _sigterm_before, _started_in_pid
     if _stop_registered:
         return
     _stop_registered = True
+    _started_in_pid = os.getpid()
     atexit.register(stop)
     if threading.current_thread() is not threading.main_thread():
         return

@@ -90,11 +90,12 @@ def rich_panel(figures: LiveFigures | None, title: str, status: str = "") -> Any
     parts: list[Any] = [header, Text("share of the wall time over the window", style="dim"), phases]
     if figures.workers:
         parts.append(_workers_table(figures.workers, Table))
-    verdict_lines = Text()
     for verdict in figures.verdicts:
-        verdict_lines.append(f"● {verdict.kind} ", style="bold red" if verdict.cost_seconds else "bold yellow")
-        verdict_lines.append(f"{format_percent(verdict.share)}: {verdict.title}\n")
-    parts.append(verdict_lines if figures.verdicts else Text("no verdict over the window", style="green"))
+        parts.append(Text.assemble(
+            (f"● {verdict.kind} ", "bold red" if verdict.cost_seconds else "bold yellow"),
+            f"{format_percent(verdict.share)}: {verdict.title}"))
+    if not figures.verdicts:
+        parts.append(Text("no verdict over the window", style="green"))
     if status:
         parts.append(Text(status, style="dim"))
     return Panel(Group(*parts), title=title)

@@ -30,6 +30,7 @@ from profiler.tree.timer_json import (
 )
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.integrations.scalar_figures import scalars
+from profiler.integrations import live_view  # profiler.live_view.start() / stop(): docs/live.md
 from profiler.session import Profiler, profile
 from profiler.timing.timers import (
     TIMER_FORMAT_VERSION,
@@ -89,6 +90,7 @@ __all__ = [
     "reset_timers",
     "resume",
     "scalars",
+    "live_view",
     "scope",
     "set_config",
     "set_gauge",

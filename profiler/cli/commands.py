@@ -9,7 +9,9 @@ Sub-commands built in (each reads timer JSON — rlprof's or Unity ML-Agents' �
 * ``rlprof convert RUN.json --to FORMAT -o OUT`` and ``rlprof report RUN.json -o report.html`` —
   through the exporters of :mod:`profiler.export`;
 * ``rlprof run [options] script.py [args...]`` (or ``-m module``) — run a program under rlprof,
-  unedited (:mod:`profiler.cli.run_program`).
+  unedited (:mod:`profiler.cli.run_program`);
+* ``rlprof watch RUN_timers.json`` — the live view of a run writing continuous dumps
+  (:mod:`profiler.cli.watch`).
 
 Bad input (a missing or foreign file, a bad option or pattern) ends with one line on stderr,
 ``rlprof: error: ...``, and exit code 2: never a traceback, never a partial output file.
@@ -57,6 +59,7 @@ from profiler.analysis.analyze import (
 from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
 from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
 from profiler.analysis.text_format import terminal_width
+from profiler.cli.watch import add_watch_command
 from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
 from profiler.tree.atomic_file import is_standard_output
 from profiler.tree.timer_json import TimerFileError, load_timing_tree
@@ -72,7 +75,7 @@ __all__ = [
 ]
 
 PLUGIN_GROUP = "rlprof.commands"
-BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report", "run")
+BUILTIN_COMMANDS = ("analyze", "diff", "convert", "report", "run", "watch")
 USAGE_ERROR = 2
 
 
@@ -160,6 +163,7 @@ def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
     _add_convert(subparsers)
     _add_report(subparsers)
     _add_run(subparsers)
+    add_watch_command(subparsers)
     if with_plugins:
         load_plugin_commands(subparsers)
     return parser
@@ -421,6 +425,9 @@ def _add_run(subparsers: Any) -> None:
                         "Stable-Baselines3's rollout and train as blocks")
     parser.add_argument("--no-stack-sampler", dest="stack_sampler", action="store_false",
                         help="do not sample the trainer's stack to name where untimed time went")
+    parser.add_argument("--live", action="store_true",
+                        help="show where the time goes, per worker, with the verdicts, on stderr "
+                        "while the program runs (docs/live.md)")
     parser.set_defaults(run=_run_program)
 
 
@@ -436,7 +443,7 @@ def _run_program(arguments: argparse.Namespace) -> int:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
                           timeline=arguments.timeline, framework_phases=arguments.framework_phases,
-                          stack_sampler=arguments.stack_sampler)
+                          stack_sampler=arguments.stack_sampler, live=arguments.live)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

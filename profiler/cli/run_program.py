@@ -34,7 +34,7 @@ from typing import Any, TextIO
 
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
-from profiler.recording import events
+from profiler.integrations import live_view
 from profiler.recording import events, machine_load
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -185,6 +185,7 @@ def run_program(
     framework_phases: bool = True,
     stack_sampler: bool = True,
     report_to: TextIO | None = None,
+    live: bool = False,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
@@ -192,7 +193,8 @@ def run_program(
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
     ``vector_env`` run with; None leaves the manager's default. ``framework_phases`` times
     PyTorch's and Stable-Baselines3's phases as blocks and ``stack_sampler`` names where the
-    untimed time went (see :mod:`profiler.automatic`).
+    untimed time went (see :mod:`profiler.automatic`). ``live`` shows the live view
+    (:mod:`profiler.integrations.live_view`) on stderr while the program runs.
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
@@ -223,7 +225,8 @@ def run_program(
     automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
     try:
         with _sigterm_raises_in_the_program():
-            end = _execute(program)
+            with live_view.shown(live):
+                end = _execute(program)
             automatic.stop()
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)

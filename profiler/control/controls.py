@@ -42,6 +42,7 @@ from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
 from profiler.gpu import nvtx_bridge
+from profiler.integrations import live_view
 from profiler.control.periodic_thread import PeriodicThread
 from profiler.control.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
 from profiler.timing.timers import TimerStack
@@ -86,6 +87,8 @@ class _ProfilerControl:
         # The timeline is recorded (settings.timeline) only once the MXNet surface is in use:
         # a pause() alone must not start a recording nobody asked for.
         self.in_use = False
+        # Set while live_view shows the view (a view the program started itself is left alone).
+        self.settings_started_live_view = False
 
     def stack(self) -> TimerStack:
         """The stack dumps are taken from: the one of the thread that configured the profiler
@@ -121,6 +124,17 @@ class _ProfilerControl:
             self._apply_memory_sampling()
             self._apply_emit_nvtx()
         self._apply_periodic_thread()
+        self._apply_live_view()
+
+    def _apply_live_view(self) -> None:
+        """``live_view`` shows the live view (docs/live.md) while the profiler runs."""
+        wanted = self.settings.live_view and self.states["worker"] == "run"
+        if wanted and not live_view.is_showing():
+            live_view.start(timer_stack=self.stack())
+            self.settings_started_live_view = True
+        elif not wanted and self.settings_started_live_view:
+            live_view.stop()
+            self.settings_started_live_view = False
 
     def _apply_memory_sampling(self) -> None:
         """``profile_memory`` samples this process's memory every ``dump_period`` seconds with

@@ -9,7 +9,8 @@ described in docs/from-mxnet.md; in short:
   act here as in MXNet;
 * ``summaries_dir``, ``run_id``, ``formats`` and ``timeline`` are rlprof's (ML-Agents' names for
   the first two), and so are ``emit_nvtx`` and ``record_shapes`` (NVTX ranges for every block, as
-  ``profiler.gpu.emit_nvtx`` makes them: docs/gpu.md);
+  ``profiler.gpu.emit_nvtx`` makes them: docs/gpu.md), and ``live_view`` (the live view on
+  stderr while the profiler runs: docs/live.md);
 * ``profile_all``, ``profile_symbolic``, ``profile_imperative``, ``profile_api``,
   ``aggregate_stats`` and ``gpu_memory_profile_filename_prefix`` select what MXNet's engine
   records (operators, its C API, GPU memory); rlprof has none of these, so they are checked and
@@ -72,6 +73,7 @@ class ProfilerSettings:
     gpu_memory_profile_filename_prefix: str = "gpu_memory_profile"
     emit_nvtx: bool = False
     record_shapes: bool = False
+    live_view: bool = False
 
 
 _FLAGS = (
@@ -85,6 +87,7 @@ _FLAGS = (
     "aggregate_stats",
     "emit_nvtx",
     "record_shapes",
+    "live_view",
 )
 _KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings) if field.name != "filename_given")
 

@@ -23,24 +23,36 @@ The names, each after ``prefix`` (``"rlprof/"`` by default):
   :mod:`profiler.analysis.verdicts` the run has (``straggler``, ``transport_bound``...), the wall
   time it costs and that cost's share of the wall time: what ``rlprof analyze`` would say now.
 
+**Windowed figures.** ``profiler.scalars()`` also gives the figures of the window since its
+previous call on the same timers (the first call: since the start), as the live view shows them
+(:mod:`profiler.analysis.live_figures`): logged every N updates, they are each stretch's own
+figures, not averages since the start, so a slowdown shows when it starts. Under
+``window/``: ``seconds`` (the window's wall time), ``env_steps_per_second``,
+``phase_share/<phase>`` (policy, update, envs, transport, other, untimed; they add up to 1) and,
+per worker, ``worker_steps_per_second/worker_<id>``, ``worker_step_seconds/worker_<id>`` and
+``worker_last_share/worker_<id>`` (the share of vector steps it replied last in).
+
 A figure that does not exist in the run (no workers, a zero wall time) is left out, never
 written as 0 or NaN.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from profiler.analysis.block_stats import block_rows, select_blocks
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import step_breakdowns
+from profiler.analysis.live_figures import LiveFigures, live_figures
 from profiler.analysis.verdicts import judge_run
+from profiler.analysis.window import window_tree
 from profiler.analysis.worker_report import worker_report
 from profiler.tree.timer_json import normalize_timing_tree
 from profiler.tree.timer_tree import get_timer_tree
-from profiler.timing.timers import TimerStack
+from profiler.timing.timers import TimerStack, current_thread_stack
 
-__all__ = ["DEFAULT_MAX_BLOCKS", "DEFAULT_PREFIX", "scalars", "scalars_of_tree"]
+__all__ = ["DEFAULT_MAX_BLOCKS", "DEFAULT_PREFIX", "scalars", "scalars_of_tree", "window_scalars"]
 
 DEFAULT_PREFIX = "rlprof/"
 DEFAULT_MAX_BLOCKS = 20
@@ -56,10 +68,40 @@ def scalars(
     """The figures of the run so far (the calling thread's timers by default).
 
     Worker timers count from their latest payload: what the workers have flushed so far.
-    ``max_blocks=None`` keeps every block.
+    ``max_blocks=None`` keeps every block. The ``window/`` figures cover the time since the
+    previous call on the same timers (see the module docstring).
     """
-    tree = normalize_timing_tree(get_timer_tree(timer_stack, include_threads=True))
-    return scalars_of_tree(tree, prefix=prefix, max_blocks=max_blocks)
+    stack = timer_stack if timer_stack is not None else current_thread_stack()
+    tree = normalize_timing_tree(get_timer_tree(stack, include_threads=True, timeline=False))
+    figures = scalars_of_tree(tree, prefix=prefix, max_blocks=max_blocks)
+    with _previous_lock:
+        previous = _previous_trees.get(id(stack))
+        _previous_trees[id(stack)] = tree
+    figures.update(window_scalars(live_figures(tree, window_tree(tree, previous)), prefix=prefix))
+    return figures
+
+
+_previous_trees: dict[int, dict[str, Any]] = {}
+"""The tree each stack's previous ``scalars()`` call read, by the stack's id: its window's start."""
+_previous_lock = threading.Lock()
+
+
+def window_scalars(figures: LiveFigures, *, prefix: str = DEFAULT_PREFIX) -> dict[str, float]:
+    """The ``window/`` figures (see the module docstring) of a window's live figures."""
+    window = f"{prefix}window/"
+    scalars_out: dict[str, float] = {f"{window}seconds": figures.window_seconds}
+    if figures.env_steps_per_second is not None:
+        scalars_out[f"{window}env_steps_per_second"] = figures.env_steps_per_second
+    for phase, share in figures.phase_shares.items():
+        scalars_out[f"{window}phase_share/{phase}"] = share
+    for worker in figures.workers:
+        name = f"worker_{worker.worker_id}"
+        for figure, value in (("worker_steps_per_second", worker.steps_per_second),
+                              ("worker_step_seconds", worker.step_seconds),
+                              ("worker_last_share", worker.last_share)):
+            if value is not None:
+                scalars_out[f"{window}{figure}/{name}"] = value
+    return scalars_out
 
 
 def scalars_of_tree(

@@ -68,6 +68,7 @@ def get_timer_tree(
     include_threads: bool = False,
     layout: str = "rlprof",
     mergers: Sequence[Any] | None = None,
+    timeline: bool = True,
 ) -> dict[str, Any]:
     """The whole tree as a JSON-ready dict: the format written by ``write_timing_tree``.
 
@@ -77,7 +78,8 @@ def get_timer_tree(
     ``layout="mlagents"`` keys children by name, as ML-Agents' ``get_timer_tree`` does (see
     :mod:`profiler.tree.mlagents_layout`). ``mergers`` are those whose workers the ``workers`` and
     ``timeline`` and ``memory`` sections show (default: every merger attached to the stack); an env
-    manager passes its own, so its dump lists its own workers only.
+    manager passes its own, so its dump lists its own workers only. ``timeline=False`` leaves the
+    timeline out: the live view reads the tree every second, and the timeline grows with the run.
     """
     check_layout(layout)
     stack = timers._resolve(timer_stack)
@@ -99,9 +101,9 @@ def get_timer_tree(
     workers = [entry for merger in mergers for entry in merger.worker_entries()]
     if workers:
         tree["workers"] = workers
-    timeline = timeline_section(stack, mergers)
-    if timeline is not None:
-        tree["timeline"] = timeline
+    timeline_rows = timeline_section(stack, mergers) if timeline else None
+    if timeline_rows is not None:
+        tree["timeline"] = timeline_rows
     device_time = device_time_section(stack)
     if device_time is not None:
         tree["device_time"] = device_time

@@ -1,0 +1,45 @@
+"""A training loop with a planted straggler, run as a program by the live view's tests.
+
+``python straggler_training.py SECONDS [TIMERS_FOLDER]``: four envs over a SubprocessEnvManager,
+worker 3's 6x slower than the others (see verdict_runs.PLANTED_DELAYS); a ``policy.act`` block
+before each step. With a folder, the run writes its timers there every half second
+(``continuous_dump``), for ``rlprof watch``. It steps until SECONDS have passed or it is stopped.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import numpy as np  # noqa: E402
+from envmanager_testenvs import CountingEnv  # noqa: E402
+from verdict_runs import PLANTED_DELAYS  # noqa: E402
+
+import profiler  # noqa: E402
+from envmanager.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
+
+
+def main(seconds: float, timers_folder: str | None) -> None:
+    if timers_folder is not None:
+        profiler.set_config(continuous_dump=True, dump_period=0.5, summaries_dir=timers_folder,
+                            run_id="straggler", formats=("timers",), timeline=False)
+    envs = SubprocessEnvManager([functools.partial(CountingEnv, episode_length=10_000, delay=delay)
+                                 for delay in PLANTED_DELAYS])
+    try:
+        envs.reset(seed=0)
+        actions = np.zeros(envs.num_envs, dtype=np.int64)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            with profiler.hierarchical_timer("policy.act"):
+                time.sleep(0.001)
+            envs.step(actions)
+    finally:
+        envs.close()
+
+
+if __name__ == "__main__":
+    main(float(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

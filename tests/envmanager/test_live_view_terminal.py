@@ -1,0 +1,164 @@
+"""The live view on real runs: a planted straggler stepped by real worker processes, the view drawn
+on a real pseudo-terminal, in a pipe, and by ``rlprof watch`` from a continuous dump."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rich")
+
+PROGRAM = str(Path(__file__).parent / "straggler_training.py")
+DEADLINE = 90.0
+"""Seconds a test waits for what it expects before failing: the run itself goes on meanwhile."""
+
+CURSOR_ESCAPES = re.compile(rb"\x1b\[\?(25|1049|1047|47)([hl])")
+
+
+class Terminal:
+    """A real pseudo-terminal whose slave is a program's stdin, stdout, stderr and controlling
+    terminal; the test reads what the program draws from the master side."""
+
+    def __init__(self, command: list[str], rows: int = 50, columns: int = 130) -> None:
+        self.master, self.slave = os.openpty()
+        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        self.modes_before = termios.tcgetattr(self.slave)
+        environment = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
+        self.process = subprocess.Popen(command, stdin=self.slave, stdout=self.slave, stderr=self.slave,
+                                        env=environment, preexec_fn=self._take_terminal)
+        self.output = b""
+
+    def _take_terminal(self) -> None:
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    def read_until(self, pattern: bytes, count: int = 1) -> bytes:
+        """Read until ``pattern`` has appeared ``count`` times, or the deadline passes."""
+        end = time.monotonic() + DEADLINE
+        while self.output.count(pattern) < count and time.monotonic() < end:
+            self.read_available(0.2)
+        assert self.output.count(pattern) >= count, f"{pattern!r} not drawn {count} times: {self.output[-3000:]!r}"
+        return self.output
+
+    def read_available(self, timeout: float) -> None:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if ready:
+            try:
+                self.output += os.read(self.master, 65536)
+            except OSError:
+                pass
+
+    def wait_for_exit(self) -> int:
+        end = time.monotonic() + DEADLINE
+        while self.process.poll() is None and time.monotonic() < end:
+            self.read_available(0.2)
+        self.read_available(0.2)
+        return self.process.wait(timeout=5)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
+        os.close(self.slave)
+
+
+@pytest.fixture
+def straggler_run_on_a_terminal(tmp_path):
+    terminal = Terminal([sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir",
+                         str(tmp_path / "run"), PROGRAM, "60"])
+    yield terminal
+    terminal.close()
+
+
+def test_the_live_view_appears_on_the_terminal_and_refreshes(straggler_run_on_a_terminal):
+    output = straggler_run_on_a_terminal.read_until(b"env steps/s", count=3)
+    assert b"rlprof live" in output
+    assert b"transport" in output and b"untimed" in output and b"worker 3" in output
+    straggler_run_on_a_terminal.process.send_signal(signal.SIGINT)
+    straggler_run_on_a_terminal.wait_for_exit()
+
+
+def test_the_live_view_shows_the_planted_stragglers_verdict_while_the_run_goes_on(straggler_run_on_a_terminal):
+    straggler_run_on_a_terminal.read_until(b"straggler")
+    assert straggler_run_on_a_terminal.process.poll() is None  # the run is still going
+    assert b"worker 3 holds up the vector step" in straggler_run_on_a_terminal.output
+    straggler_run_on_a_terminal.process.send_signal(signal.SIGINT)
+    straggler_run_on_a_terminal.wait_for_exit()
+
+
+def test_ctrl_c_on_the_terminal_leaves_it_as_it_was_found(straggler_run_on_a_terminal):
+    terminal = straggler_run_on_a_terminal
+    terminal.read_until(b"env steps/s", count=2)
+    os.write(terminal.master, b"\x03")  # Ctrl-C, as typed: the terminal sends SIGINT
+    returncode = terminal.wait_for_exit()
+    assert returncode == -signal.SIGINT  # rlprof run ends as the program did
+    assert b"rlprof: timers" in terminal.output  # the run's files were still written
+    escapes = CURSOR_ESCAPES.findall(terminal.output)
+    hidden = [mode for mode in escapes if mode == (b"25", b"l")]
+    assert hidden and escapes[-1] == (b"25", b"h")  # the cursor hidden while drawing, shown again
+    for screen in (b"1049", b"1047", b"47"):
+        entered = escapes.count((screen, b"h"))
+        assert entered == escapes.count((screen, b"l"))
+    assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+
+
+def test_sigterm_takes_the_view_down_with_the_cursor_shown_again(straggler_run_on_a_terminal):
+    terminal = straggler_run_on_a_terminal
+    terminal.read_until(b"env steps/s", count=2)
+    terminal.process.send_signal(signal.SIGTERM)
+    assert terminal.wait_for_exit() == -signal.SIGTERM
+    escapes = CURSOR_ESCAPES.findall(terminal.output)
+    assert escapes[-1] == (b"25", b"h")
+    assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+
+
+def test_in_a_pipe_the_view_prints_one_plain_line_per_refresh(tmp_path):
+    finished = subprocess.run(
+        [sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir", str(tmp_path / "run"),
+         PROGRAM, "4"], capture_output=True, text=True, timeout=DEADLINE)
+    assert finished.returncode == 0, finished.stderr
+    lines = [line for line in finished.stderr.splitlines() if line.startswith("rlprof live ")]
+    assert len(lines) >= 2
+    assert all("env steps/s" in line and "untimed" in line for line in lines)
+    assert any("straggler" in line for line in lines)
+    assert "\x1b[" not in finished.stderr
+
+
+def test_watch_follows_a_continuous_dump_being_written_and_waits_for_it_first(tmp_path):
+    timers = tmp_path / "dumps" / "straggler_timers.json"
+    watcher = subprocess.Popen([sys.executable, "-m", "profiler", "watch", "--plain", "--interval", "0.5",
+                                str(timers)], stderr=subprocess.PIPE, text=True)
+    writer = None
+    try:
+        first = watcher.stderr.readline()
+        assert first.startswith("rlprof live: waiting for") and str(timers) in first
+        writer = subprocess.Popen([sys.executable, PROGRAM, "60", str(timers.parent)])
+        end = time.monotonic() + DEADLINE
+        lines = []
+        while time.monotonic() < end and not any("verdicts: straggler" in line for line in lines):
+            lines.append(watcher.stderr.readline())
+        assert any("verdicts: straggler" in line for line in lines), lines
+        assert writer.poll() is None  # seen while the run goes on
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=DEADLINE) == 0
+    finally:
+        for process in (watcher, writer):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGINT)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()

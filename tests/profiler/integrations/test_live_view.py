@@ -1,0 +1,122 @@
+"""The live view's switches and sources: start/stop, set_config(live_view=True), the file it
+watches, and the windowed figures of profiler.scalars()."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import profiler
+from profiler.integrations import live_view
+from not_installed import run_without
+
+from profiler.integrations.live_view import LiveView, WindowedRun, file_reader
+
+
+def test_a_view_on_a_stream_that_is_not_a_terminal_prints_one_plain_line_per_refresh(fake_clock):
+    stream = io.StringIO()
+    view = LiveView(live_view.in_process_reader(), stream=stream)
+    for _ in range(2):
+        with profiler.hierarchical_timer("policy.act"):
+            fake_clock.advance(0.5)
+        view.refresh()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("rlprof live ") and "policy 100%" in line for line in lines)
+
+
+def test_start_shows_one_view_per_process_and_stop_takes_it_down():
+    view = live_view.start(stream=io.StringIO(), interval=60)
+    try:
+        assert live_view.is_showing()
+        assert live_view.start() is view
+    finally:
+        live_view.stop()
+    assert not live_view.is_showing()
+
+
+def test_set_config_live_view_shows_the_view_while_the_profiler_runs():
+    try:
+        profiler.set_config(live_view=True)
+        assert live_view.is_showing()
+        profiler.set_state("stop")
+        assert not live_view.is_showing()
+    finally:
+        profiler.set_config(live_view=False)
+        profiler.set_state("run")
+        live_view.stop()
+
+
+def test_a_file_that_does_not_exist_yet_is_waited_for_with_a_line_saying_so(tmp_path):
+    stream = io.StringIO()
+    view = LiveView(file_reader(tmp_path / "run_timers.json"), stream=stream)
+    view.refresh()
+    view.refresh()
+    assert stream.getvalue().count("waiting for") == 1
+
+
+def test_a_file_that_is_not_a_timer_tree_is_said_so_and_read_again(tmp_path):
+    path = tmp_path / "run_timers.json"
+    path.write_text("[1, 2")
+    stream = io.StringIO()
+    view = LiveView(file_reader(path), stream=stream)
+    view.refresh()
+    path.write_text(json.dumps({"name": "root", "total": 1.0, "count": 1, "self": 1.0, "children": []}))
+    view.refresh()
+    first, second = stream.getvalue().splitlines()
+    assert "cannot read" in first
+    assert second.startswith("rlprof live 1.0s")
+
+
+def test_scalars_give_the_window_since_their_previous_call(fake_clock):
+    with profiler.hierarchical_timer("policy.act"):
+        fake_clock.advance(3.0)
+    profiler.scalars()
+    with profiler.hierarchical_timer("update"):
+        fake_clock.advance(1.0)
+    figures = profiler.scalars()
+    assert figures["rlprof/window/seconds"] == 1.0
+    assert figures["rlprof/window/phase_share/update"] == 1.0
+    assert figures["rlprof/window/phase_share/policy"] == 0.0
+
+
+def test_without_rich_a_view_on_a_terminal_says_what_to_install_and_prints_plain_lines():
+    result = run_without(("rich",), """
+        import os
+        import profiler
+        from profiler.integrations.live_view import LiveView, in_process_reader
+        master, slave = os.openpty()
+        terminal = os.fdopen(slave, "w")
+        view = LiveView(in_process_reader(), stream=terminal)
+        view.refresh()
+        terminal.flush()
+        print(view.mode)
+        print(os.read(master, 65536).decode())
+        print("rich" in sys.modules)
+    """)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "lines"
+    assert "pip install 'rlprof[live]'" in result.stdout and "rlprof live " in result.stdout
+    assert lines[-1] == "False"  # rich was never imported
+
+
+def dump_at(total: float) -> dict:
+    return {"name": "root", "total": total, "count": 1, "self": total, "children": []}
+
+
+def test_the_window_starts_at_the_newest_dump_at_least_window_seconds_old():
+    run = WindowedRun(window=5.0)
+    for total in (1.0, 2.0, 4.0, 6.0, 7.5, 9.0):
+        assert run.add(dump_at(total))
+    assert run.figures().window_seconds == 9.0 - 4.0
+    assert run.figures().elapsed_seconds == 9.0
+
+
+def test_a_dump_no_newer_than_the_last_adds_nothing_and_an_earlier_one_starts_afresh():
+    run = WindowedRun(window=5.0)
+    run.add(dump_at(3.0))
+    run.add(dump_at(8.0))
+    assert not run.add(dump_at(8.0))
+    assert run.add(dump_at(2.0))  # the timers were reset, or another run replaced the file
+    assert run.figures().window_seconds == 2.0

@@ -1,4 +1,4 @@
-"""MegEngine's profiler session on rlprof: ``Profiler`` (alias ``profile``), a decorator and a
+"""MegEngine's profiler session on rlprof: ``Profiler`` (``profile`` is the same class), a decorator and a
 ``with`` block that own their outputs.
 
 Code written against ``megengine.utils.profiler`` ports by changing the import::
@@ -81,7 +81,20 @@ class Profiler:
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
+
+    ``Profiler(function)`` with a function as its one argument returns that function profiled
+    with the defaults, so that ``profile`` (which *is* this class, as in MegEngine) also
+    decorates bare: ``@profile``.
     """
+
+    # Class-level: __del__ reads it even when the constructor never ran (a keyword Python refused
+    # before calling __init__, such as MegEngine's with_backtrace).
+    _unwritten = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -97,8 +110,6 @@ class Profiler:
         name: str | None = None,
         dump_interval: float = DEFAULT_DUMP_INTERVAL,
     ) -> None:
-        # Set first: __del__ runs even when a bad option stops the constructor half-way.
-        self._unwritten = False
         self._pid = os.getpid()
         if profile_device:
             raise ValueError(
@@ -222,6 +233,7 @@ class Profiler:
 
     def _write_if_unwritten(self) -> None:
         """At garbage collection or interpreter exit: write what no dump has written yet."""
+        # _unwritten is True only once a session has stopped, so only a fully built one writes.
         if self._unwritten and self._pid == os.getpid():
             try:
                 self.dump()
@@ -235,11 +247,9 @@ class Profiler:
         return f"Profiler(path={str(self._path)!r}, formats={self._formats!r})"
 
 
-def profile(*args: Any, **kwargs: Any) -> Any:
-    """``Profiler``, also usable bare as a decorator (``@profile``), as MegEngine's ``profile``."""
-    if len(args) == 1 and not kwargs and callable(args[0]):
-        return Profiler()(args[0])
-    return Profiler(*args, **kwargs)
+profile = Profiler
+"""MegEngine's alias: ``profile`` is ``Profiler`` (``@profile()``, ``with profile(...)``, and
+bare ``@profile``)."""
 
 
 def _checked_formats(format_name: str, formats: Sequence[str] | None) -> tuple[str, ...]:

@@ -9,9 +9,10 @@ Code written against MXNet's profiler ports by changing the import::
   configured files are written when the program ends, without a ``dump()`` call.
 * :func:`set_state`, :func:`pause` and :func:`resume` switch the timers with
   :func:`profiler.timing.timers.enable` / :func:`~profiler.timing.timers.disable`, the switch the hot path
-  already tests, so the MXNet surface adds nothing to a timed block's cost. Unlike MXNet's,
-  rlprof's timers run from the start (``set_state("run")`` is harmless): ``set_state("stop")``
-  before the code you do not want timed gives MXNet's start.
+  already tests, so the MXNet surface adds nothing to a timed block's cost. rlprof's timers run
+  from the start; a program using the MXNet surface gets MXNet's start instead: its first
+  :func:`set_config`, unless :func:`set_state` came before, stops the profiler until
+  ``set_state("run")`` (``MXNET_PROFILER_AUTOSTART=1`` keeps it running, as in MXNet).
 * :func:`dump` writes the configured outputs now (:mod:`profiler.control.dump_outputs`), atomically;
   with ``continuous_dump=True`` a background thread (:mod:`profiler.control.periodic_thread`) rewrites
   them every ``dump_period`` seconds, so a process killed outright leaves its last dump.
@@ -29,6 +30,7 @@ meanwhile (counted in each worker's ``paused_payloads``); their dumps are part o
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -65,6 +67,10 @@ __all__ = [
 
 PROFILER_STATES = ("run", "stop")
 
+AUTOSTART_VARIABLE = "MXNET_PROFILER_AUTOSTART"
+"""MXNet's environment variable: set to 1, the profiler runs from the start (set_config does not
+stop it)."""
+
 
 class _ProfilerControl:
     """The process's profiler: its settings, the state of each MXNet process, the dump thread."""
@@ -73,6 +79,8 @@ class _ProfilerControl:
         self.lock = threading.RLock()
         self.settings = ProfilerSettings()
         self.states = {"worker": "run" if timers.is_enabled() else "stop", "server": "run"}
+        # Whether the program chose this process's state (set_state, or set_config's MXNet start).
+        self.state_chosen = False
         self.paused = {"worker": False, "server": False}
         self.timer_stack: TimerStack | None = None
         self.periodic: PeriodicThread | None = None
@@ -209,8 +217,21 @@ def set_config(**kwargs: Any) -> None:
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True
+        if not _control.state_chosen:
+            _start_as_mxnet_does()
         _control.apply_settings()
         end_of_run.arm(_control.dump_at_end)
+
+
+def _start_as_mxnet_does() -> None:
+    """MXNet's profiler is stopped until ``set_state("run")`` (or from the start with
+    ``MXNET_PROFILER_AUTOSTART=1``): the first ``set_config`` of a program that has not chosen a
+    state puts it there, so the blocks before ``set_state("run")`` are not recorded."""
+    _control.state_chosen = True
+    if os.environ.get(AUTOSTART_VARIABLE, "0").strip() not in ("", "0"):
+        return  # running, as rlprof's timers already are (a profiler.disable() stays in place)
+    _control.states["worker"] = "stop"
+    timers.disable()
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
@@ -225,6 +246,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
         raise ValueError(f"set_state: state must be 'run' or 'stop', got {state!r}")
     with _control.lock:
         _control.states[process] = state
+        _control.state_chosen = True
         _control.in_use = True
         _control.apply_states()
 

@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from profiler.recording import events, memory
 from profiler.timing import timers
 from profiler.control.dump_outputs import write_formats
+from profiler.gpu import torch_ops
 from profiler.tree.timer_tree import get_timer_tree
 
 __all__ = ["DEFAULT_DUMP_INTERVAL", "SESSION_FORMATS", "Profiler", "profile"]
@@ -78,6 +79,9 @@ class Profiler:
         name: time each entry of a ``with`` block as a block of this name (a decorator times
             each call as a block named for the function unless given one).
         dump_interval: see the module docstring.
+        record_operators: record PyTorch's operators under the blocks that ran them, with their
+            input shapes, FLOPs and CPU memory, through PyTorch's own profiler
+            (:mod:`profiler.gpu.torch_ops`; MegEngine records its operators always). Needs torch.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
@@ -109,6 +113,7 @@ class Profiler:
         track_allocations: bool = False,
         name: str | None = None,
         dump_interval: float = DEFAULT_DUMP_INTERVAL,
+        record_operators: bool = False,
     ) -> None:
         self._pid = os.getpid()
         if profile_device:
@@ -122,6 +127,10 @@ class Profiler:
         if not dump_interval >= 0:
             raise ValueError(f"dump_interval must be a number of seconds >= 0, got {dump_interval!r}")
         self._dump_interval = dump_interval
+        if record_operators:
+            torch_ops.check_available()
+        self._record_operators = record_operators
+        self._recording_operators = False
         self._name = name
         self._depth = 0
         self._timer_stack: timers.TimerStack | None = None
@@ -160,6 +169,10 @@ class Profiler:
         if self._memory_sampling is not None:
             self._memory_before = memory.sampling_settings()
             memory.apply_sampling(self._memory_sampling)
+        # A recording already on (another session's, set_config's) is left to its owner.
+        if self._record_operators and not torch_ops.is_recording_operators():
+            torch_ops.start_operators()
+            self._recording_operators = True
         return self
 
     def stop(self) -> None:
@@ -169,6 +182,9 @@ class Profiler:
         self._depth -= 1
         if self._depth > 0:
             return
+        if self._recording_operators:
+            torch_ops.stop_operators()
+            self._recording_operators = False
         if self._memory_sampling is not None:
             memory.sample_now()  # the memory as the profiled stretch ends
             if self._memory_before is None:

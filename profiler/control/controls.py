@@ -43,7 +43,7 @@ from profiler.multiprocess import merge
 from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
-from profiler.gpu import nvtx_bridge
+from profiler.gpu import nvtx_bridge, torch_ops
 from profiler.control.periodic_thread import PeriodicThread
 from profiler.control.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
 from profiler.timing.timers import TimerStack
@@ -91,6 +91,8 @@ class _ProfilerControl:
         # Set while emit_nvtx makes NVTX ranges (an emit_nvtx block of the program's own is left
         # alone).
         self.nvtx_settings: nvtx_bridge.NvtxSettings | None = None
+        # Set while profile_all / profile_imperative record PyTorch's operators.
+        self.operators: torch_ops.OperatorRecording | None = None
         # The timeline is recorded (settings.timeline) only once the MXNet surface is in use:
         # a pause() alone must not start a recording nobody asked for.
         self.in_use = False
@@ -128,6 +130,7 @@ class _ProfilerControl:
                 events.stop_recording()
             self._apply_memory_sampling()
             self._apply_emit_nvtx()
+            self._apply_operators()
         self._apply_periodic_thread()
 
     def _apply_memory_sampling(self) -> None:
@@ -154,6 +157,16 @@ class _ProfilerControl:
             self.nvtx_settings = None
         if settings.emit_nvtx and self.nvtx_settings is None and not nvtx_bridge.is_emitting():
             self.nvtx_settings = nvtx_bridge.start_nvtx(record_shapes=settings.record_shapes)
+
+    def _apply_operators(self) -> None:
+        """``profile_all`` / ``profile_imperative`` record PyTorch's operators into the tree while
+        running (a recording the program started itself is left alone)."""
+        wanted = self.settings.record_operators and self.running("worker")
+        if self.operators is not None and not wanted:
+            torch_ops.stop_operators()
+            self.operators = None
+        if wanted and self.operators is None and not torch_ops.is_recording_operators():
+            self.operators = torch_ops.start_operators()
 
     def _apply_periodic_thread(self) -> None:
         settings = self.settings
@@ -214,6 +227,8 @@ def set_config(**kwargs: Any) -> None:
         settings = updated_settings(_control.settings, kwargs)
         if settings.emit_nvtx and not _control.settings.emit_nvtx:
             nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
+        if settings.record_operators and not _control.settings.record_operators:
+            torch_ops.check_available()  # no PyTorch: the error, before anything changes
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True

@@ -10,10 +10,13 @@ described in docs/from-mxnet.md; in short:
 * ``summaries_dir``, ``run_id``, ``formats`` and ``timeline`` are rlprof's (ML-Agents' names for
   the first two), and so are ``emit_nvtx`` and ``record_shapes`` (NVTX ranges for every block, as
   ``profiler.gpu.emit_nvtx`` makes them: docs/gpu.md);
-* ``profile_all``, ``profile_symbolic``, ``profile_imperative``, ``profile_api``,
-  ``aggregate_stats`` and ``gpu_memory_profile_filename_prefix`` select what MXNet's engine
-  records (operators, its C API, GPU memory); rlprof has none of these, so they are checked and
-  kept but change nothing, so that MXNet code runs unchanged.
+* ``profile_all=True`` or ``profile_imperative=True`` (given explicitly) records PyTorch's
+  operators through PyTorch's own profiler (:mod:`profiler.gpu.torch_ops`), as MXNet records its
+  imperative operators;
+* ``profile_symbolic``, ``profile_api``, ``aggregate_stats`` and
+  ``gpu_memory_profile_filename_prefix`` select what MXNet's engine records (its graphs, its C
+  API, GPU memory); rlprof has none of these, so they are checked and kept but change nothing, so
+  that MXNet code runs unchanged.
 """
 
 from __future__ import annotations
@@ -70,6 +73,13 @@ class ProfilerSettings:
     gpu_memory_profile_filename_prefix: str = "gpu_memory_profile"
     emit_nvtx: bool = False
     record_shapes: bool = False
+    imperative_given: bool = False
+
+    @property
+    def record_operators(self) -> bool:
+        """Whether PyTorch's operators are recorded (profiler.gpu.torch_ops): asked for with
+        ``profile_all=True`` or an explicit ``profile_imperative=True``; off by default."""
+        return self.profile_all or (self.profile_imperative and self.imperative_given)
 
 
 _FLAGS = (
@@ -84,7 +94,8 @@ _FLAGS = (
     "emit_nvtx",
     "record_shapes",
 )
-_KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings) if field.name != "filename_given")
+_KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings)
+              if field.name not in ("filename_given", "imperative_given"))
 
 
 def updated_settings(settings: ProfilerSettings, changes: dict[str, Any]) -> ProfilerSettings:
@@ -99,6 +110,8 @@ def updated_settings(settings: ProfilerSettings, changes: dict[str, Any]) -> Pro
         checked[key] = _checked_value(key, value)
     if "filename" in checked:
         checked["filename_given"] = True
+    if "profile_imperative" in checked:
+        checked["imperative_given"] = True
     return dataclasses.replace(settings, **checked)
 
 

@@ -27,6 +27,7 @@ from profiler.tree.memory_check import memory_shortage
 from profiler.tree.strict_json import named_reading, printable_text, reading_from_json
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.timing.timers import MAX_DEPTH, TimerStack
+from profiler.tree.operators_json import read_operators
 
 __all__ = [
     "MAX_FILE_DEPTH",
@@ -211,6 +212,11 @@ class _Reader:
         memory = document.get("memory")
         if memory is not None:
             tree["memory"] = self.memory(memory)
+        if "operators" in document:
+            try:
+                tree["operators"] = read_operators(document["operators"])
+            except ValueError as error:
+                raise TimerFileError(str(error)) from None
         return tree
 
     def name(self, value: Any, where: str) -> str:

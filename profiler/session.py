@@ -1,4 +1,4 @@
-"""MegEngine's profiler session on rlprof: ``Profiler`` (alias ``profile``), a decorator and a
+"""MegEngine's profiler session on rlprof: ``Profiler`` (``profile`` is the same class), a decorator and a
 ``with`` block that own their outputs.
 
 Code written against ``megengine.utils.profiler`` ports by changing the import::
@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from profiler.recording import events, memory
 from profiler.timing import timers
 from profiler.control.dump_outputs import write_formats
+from profiler.gpu import torch_ops
 from profiler.tree.timer_tree import get_timer_tree
 
 __all__ = ["DEFAULT_DUMP_INTERVAL", "SESSION_FORMATS", "Profiler", "profile"]
@@ -78,10 +79,26 @@ class Profiler:
         name: time each entry of a ``with`` block as a block of this name (a decorator times
             each call as a block named for the function unless given one).
         dump_interval: see the module docstring.
+        record_operators: record PyTorch's operators under the blocks that ran them, with their
+            input shapes, FLOPs and CPU memory, through PyTorch's own profiler
+            (:mod:`profiler.gpu.torch_ops`; MegEngine records its operators always). Needs torch.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
+
+    ``Profiler(function)`` with a function as its one argument returns that function profiled
+    with the defaults, so that ``profile`` (which *is* this class, as in MegEngine) also
+    decorates bare: ``@profile``.
     """
+
+    # Class-level: __del__ reads it even when the constructor never ran (a keyword Python refused
+    # before calling __init__, such as MegEngine's with_backtrace).
+    _unwritten = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -96,9 +113,8 @@ class Profiler:
         track_allocations: bool = False,
         name: str | None = None,
         dump_interval: float = DEFAULT_DUMP_INTERVAL,
+        record_operators: bool = False,
     ) -> None:
-        # Set first: __del__ runs even when a bad option stops the constructor half-way.
-        self._unwritten = False
         self._pid = os.getpid()
         if profile_device:
             raise ValueError(
@@ -111,6 +127,10 @@ class Profiler:
         if not dump_interval >= 0:
             raise ValueError(f"dump_interval must be a number of seconds >= 0, got {dump_interval!r}")
         self._dump_interval = dump_interval
+        if record_operators:
+            torch_ops.check_available()
+        self._record_operators = record_operators
+        self._recording_operators = False
         self._name = name
         self._depth = 0
         self._timer_stack: timers.TimerStack | None = None
@@ -149,6 +169,10 @@ class Profiler:
         if self._memory_sampling is not None:
             self._memory_before = memory.sampling_settings()
             memory.apply_sampling(self._memory_sampling)
+        # A recording already on (another session's, set_config's) is left to its owner.
+        if self._record_operators and not torch_ops.is_recording_operators():
+            torch_ops.start_operators()
+            self._recording_operators = True
         return self
 
     def stop(self) -> None:
@@ -158,6 +182,9 @@ class Profiler:
         self._depth -= 1
         if self._depth > 0:
             return
+        if self._recording_operators:
+            torch_ops.stop_operators()
+            self._recording_operators = False
         if self._memory_sampling is not None:
             memory.sample_now()  # the memory as the profiled stretch ends
             if self._memory_before is None:
@@ -222,6 +249,7 @@ class Profiler:
 
     def _write_if_unwritten(self) -> None:
         """At garbage collection or interpreter exit: write what no dump has written yet."""
+        # _unwritten is True only once a session has stopped, so only a fully built one writes.
         if self._unwritten and self._pid == os.getpid():
             try:
                 self.dump()
@@ -235,11 +263,9 @@ class Profiler:
         return f"Profiler(path={str(self._path)!r}, formats={self._formats!r})"
 
 
-def profile(*args: Any, **kwargs: Any) -> Any:
-    """``Profiler``, also usable bare as a decorator (``@profile``), as MegEngine's ``profile``."""
-    if len(args) == 1 and not kwargs and callable(args[0]):
-        return Profiler()(args[0])
-    return Profiler(*args, **kwargs)
+profile = Profiler
+"""MegEngine's alias: ``profile`` is ``Profiler`` (``@profile()``, ``with profile(...)``, and
+bare ``@profile``)."""
 
 
 def _checked_formats(format_name: str, formats: Sequence[str] | None) -> tuple[str, ...]:

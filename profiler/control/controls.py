@@ -9,9 +9,10 @@ Code written against MXNet's profiler ports by changing the import::
   configured files are written when the program ends, without a ``dump()`` call.
 * :func:`set_state`, :func:`pause` and :func:`resume` switch the timers with
   :func:`profiler.timing.timers.enable` / :func:`~profiler.timing.timers.disable`, the switch the hot path
-  already tests, so the MXNet surface adds nothing to a timed block's cost. Unlike MXNet's,
-  rlprof's timers run from the start (``set_state("run")`` is harmless): ``set_state("stop")``
-  before the code you do not want timed gives MXNet's start.
+  already tests, so the MXNet surface adds nothing to a timed block's cost. rlprof's timers run
+  from the start; a program using the MXNet surface gets MXNet's start instead: its first
+  :func:`set_config`, unless :func:`set_state` came before, stops the profiler until
+  ``set_state("run")`` (``MXNET_PROFILER_AUTOSTART=1`` keeps it running, as in MXNet).
 * :func:`dump` writes the configured outputs now (:mod:`profiler.control.dump_outputs`), atomically;
   with ``continuous_dump=True`` a background thread (:mod:`profiler.control.periodic_thread`) rewrites
   them every ``dump_period`` seconds, so a process killed outright leaves its last dump.
@@ -29,6 +30,7 @@ meanwhile (counted in each worker's ``paused_payloads``); their dumps are part o
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -41,7 +43,7 @@ from profiler.multiprocess import merge
 from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
-from profiler.gpu import nvtx_bridge
+from profiler.gpu import nvtx_bridge, torch_ops
 from profiler.integrations import live_view
 from profiler.control.periodic_thread import PeriodicThread
 from profiler.control.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
@@ -66,6 +68,10 @@ __all__ = [
 
 PROFILER_STATES = ("run", "stop")
 
+AUTOSTART_VARIABLE = "MXNET_PROFILER_AUTOSTART"
+"""MXNet's environment variable: set to 1, the profiler runs from the start (set_config does not
+stop it)."""
+
 
 class _ProfilerControl:
     """The process's profiler: its settings, the state of each MXNet process, the dump thread."""
@@ -74,6 +80,8 @@ class _ProfilerControl:
         self.lock = threading.RLock()
         self.settings = ProfilerSettings()
         self.states = {"worker": "run" if timers.is_enabled() else "stop", "server": "run"}
+        # Whether the program chose this process's state (set_state, or set_config's MXNet start).
+        self.state_chosen = False
         self.paused = {"worker": False, "server": False}
         self.timer_stack: TimerStack | None = None
         self.periodic: PeriodicThread | None = None
@@ -84,6 +92,8 @@ class _ProfilerControl:
         # Set while emit_nvtx makes NVTX ranges (an emit_nvtx block of the program's own is left
         # alone).
         self.nvtx_settings: nvtx_bridge.NvtxSettings | None = None
+        # Set while profile_all / profile_imperative record PyTorch's operators.
+        self.operators: torch_ops.OperatorRecording | None = None
         # The timeline is recorded (settings.timeline) only once the MXNet surface is in use:
         # a pause() alone must not start a recording nobody asked for.
         self.in_use = False
@@ -123,6 +133,7 @@ class _ProfilerControl:
                 events.stop_recording()
             self._apply_memory_sampling()
             self._apply_emit_nvtx()
+            self._apply_operators()
         self._apply_periodic_thread()
         self._apply_live_view()
 
@@ -160,6 +171,16 @@ class _ProfilerControl:
             self.nvtx_settings = None
         if settings.emit_nvtx and self.nvtx_settings is None and not nvtx_bridge.is_emitting():
             self.nvtx_settings = nvtx_bridge.start_nvtx(record_shapes=settings.record_shapes)
+
+    def _apply_operators(self) -> None:
+        """``profile_all`` / ``profile_imperative`` record PyTorch's operators into the tree while
+        running (a recording the program started itself is left alone)."""
+        wanted = self.settings.record_operators and self.running("worker")
+        if self.operators is not None and not wanted:
+            torch_ops.stop_operators()
+            self.operators = None
+        if wanted and self.operators is None and not torch_ops.is_recording_operators():
+            self.operators = torch_ops.start_operators()
 
     def _apply_periodic_thread(self) -> None:
         settings = self.settings
@@ -220,11 +241,26 @@ def set_config(**kwargs: Any) -> None:
         settings = updated_settings(_control.settings, kwargs)
         if settings.emit_nvtx and not _control.settings.emit_nvtx:
             nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
+        if settings.record_operators and not _control.settings.record_operators:
+            torch_ops.check_available()  # no PyTorch: the error, before anything changes
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True
+        if not _control.state_chosen:
+            _start_as_mxnet_does()
         _control.apply_settings()
         end_of_run.arm(_control.dump_at_end)
+
+
+def _start_as_mxnet_does() -> None:
+    """MXNet's profiler is stopped until ``set_state("run")`` (or from the start with
+    ``MXNET_PROFILER_AUTOSTART=1``): the first ``set_config`` of a program that has not chosen a
+    state puts it there, so the blocks before ``set_state("run")`` are not recorded."""
+    _control.state_chosen = True
+    if os.environ.get(AUTOSTART_VARIABLE, "0").strip() not in ("", "0"):
+        return  # running, as rlprof's timers already are (a profiler.disable() stays in place)
+    _control.states["worker"] = "stop"
+    timers.disable()
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
@@ -239,6 +275,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
         raise ValueError(f"set_state: state must be 'run' or 'stop', got {state!r}")
     with _control.lock:
         _control.states[process] = state
+        _control.state_chosen = True
         _control.in_use = True
         _control.apply_states()
 

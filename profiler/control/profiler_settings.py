@@ -11,10 +11,13 @@ described in docs/from-mxnet.md; in short:
   the first two), and so are ``emit_nvtx`` and ``record_shapes`` (NVTX ranges for every block, as
   ``profiler.gpu.emit_nvtx`` makes them: docs/gpu.md), and ``live_view`` (the live view on
   stderr while the profiler runs: docs/live.md);
-* ``profile_all``, ``profile_symbolic``, ``profile_imperative``, ``profile_api``,
-  ``aggregate_stats`` and ``gpu_memory_profile_filename_prefix`` select what MXNet's engine
-  records (operators, its C API, GPU memory); rlprof has none of these, so they are checked and
-  kept but change nothing, so that MXNet code runs unchanged.
+* ``profile_all=True`` or ``profile_imperative=True`` (given explicitly) records PyTorch's
+  operators through PyTorch's own profiler (:mod:`profiler.gpu.torch_ops`), as MXNet records its
+  imperative operators;
+* ``profile_symbolic``, ``profile_api``, ``aggregate_stats`` and
+  ``gpu_memory_profile_filename_prefix`` select what MXNet's engine records (its graphs, its C
+  API, GPU memory); rlprof has none of these, so they are checked and kept but change nothing, so
+  that MXNet code runs unchanged.
 """
 
 from __future__ import annotations
@@ -74,6 +77,13 @@ class ProfilerSettings:
     emit_nvtx: bool = False
     record_shapes: bool = False
     live_view: bool = False
+    imperative_given: bool = False
+
+    @property
+    def record_operators(self) -> bool:
+        """Whether PyTorch's operators are recorded (profiler.gpu.torch_ops): asked for with
+        ``profile_all=True`` or an explicit ``profile_imperative=True``; off by default."""
+        return self.profile_all or (self.profile_imperative and self.imperative_given)
 
 
 _FLAGS = (
@@ -89,7 +99,8 @@ _FLAGS = (
     "record_shapes",
     "live_view",
 )
-_KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings) if field.name != "filename_given")
+_KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings)
+              if field.name not in ("filename_given", "imperative_given"))
 
 
 def updated_settings(settings: ProfilerSettings, changes: dict[str, Any]) -> ProfilerSettings:
@@ -104,6 +115,8 @@ def updated_settings(settings: ProfilerSettings, changes: dict[str, Any]) -> Pro
         checked[key] = _checked_value(key, value)
     if "filename" in checked:
         checked["filename_given"] = True
+    if "profile_imperative" in checked:
+        checked["imperative_given"] = True
     return dataclasses.replace(settings, **checked)
 
 

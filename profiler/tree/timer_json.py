@@ -26,6 +26,7 @@ from profiler.tree.strict_json import named_reading, printable_text, reading_fro
 from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, read_timer_document
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.timing.timers import MAX_DEPTH, TimerStack
+from profiler.tree.operators_json import read_operators
 
 __all__ = [
     "MAX_FILE_DEPTH",
@@ -201,6 +202,11 @@ class _Reader:
         for section in ("scheduling", "machine_load"):
             if section in document:
                 tree[section] = document[section]
+        if "operators" in document:
+            try:
+                tree["operators"] = read_operators(document["operators"])
+            except ValueError as error:
+                raise TimerFileError(str(error)) from None
         return tree
 
     def name(self, value: Any, where: str) -> str:

@@ -17,6 +17,7 @@ from profiler.timing import timers
 from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
 from profiler.gpu.device_time import device_time_section
+from profiler.gpu.torch_ops import operators_section
 from profiler.recording.memory import memory_section
 from profiler.automatic.stack_sampler import untimed_samples_section
 from profiler.recording import machine_load, scheduling
@@ -107,6 +108,9 @@ def get_timer_tree(
     device_time = device_time_section(stack)
     if device_time is not None:
         tree["device_time"] = device_time
+    operators = operators_section(stack)
+    if operators is not None:
+        tree["operators"] = operators
     memory = memory_section(stack, mergers)
     if memory is not None:
         tree["memory"] = memory

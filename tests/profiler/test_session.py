@@ -266,3 +266,22 @@ def test_stop_without_start_is_an_error():
 
 def test_profile_and_profiler_are_importable_from_profiler():
     assert profiler.profile is profile and profiler.Profiler is Profiler
+
+
+def test_profile_is_the_profiler_class_as_in_megengine():
+    assert profile is Profiler
+
+
+def test_an_option_python_refuses_raises_its_type_error_and_leaves_no_traceback_behind():
+    program = textwrap.dedent("""
+        import gc
+        from profiler import Profiler
+        try:
+            Profiler(with_backtrace=True)
+        except TypeError as error:
+            print(error)
+        gc.collect()
+    """)
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert "with_backtrace" in completed.stdout
+    assert (completed.returncode, completed.stderr) == (0, "")

@@ -106,9 +106,26 @@ def test_an_unknown_format_is_refused():
         profiler.dumps(format="xml")
 
 
-def test_reset_clears_the_timers_after_reading_them(two_blocks):
+def test_reset_starts_the_summary_again_after_reading_it(two_blocks):
     assert len(blocks(profiler.dumps(format="json", reset=True))) == 2
     assert blocks(profiler.dumps(format="json")) == []
+
+
+def test_reset_leaves_the_timers_whole_for_dump_as_mxnet_resets_only_its_table(two_blocks):
+    profiler.dumps(reset=True)
+    tree = profiler.get_timer_tree()
+    assert {child["name"]: child["count"] for child in tree["children"]} == {"step": 1, "poll": 4}
+
+
+def test_after_a_reset_the_summary_counts_only_the_runs_since(two_blocks, fake_clock):
+    profiler.dumps(reset=True)
+    fake_clock.advance(1.0)
+    with hierarchical_timer("poll"):
+        fake_clock.advance(0.25)
+    document = json.loads(profiler.dumps(format="json"))
+    (poll,) = document["blocks"]
+    assert (poll["name"], poll["count"], poll["total"], document["wall_time"]) == ("poll", 1, 0.25, 1.25)
+    assert profiler.dumps().startswith("rlprof stats since the last reset:")
 
 
 def test_without_reset_the_timers_keep_running(two_blocks):

@@ -89,6 +89,37 @@ def test_set_config_arms_the_end_of_run_dump():
 # --- set_state, pause, resume -------------------------------------------------------------------
 
 
+def test_set_config_stops_the_profiler_until_set_state_runs_it_as_mxnet_does(fake_clock):
+    profiler.set_config(formats="timers")
+    timed_block(fake_clock, "setup", 1.0)
+    assert control.get_state() == "stop"
+    profiler.set_state("run")
+    timed_block(fake_clock, "train", 2.0)
+    assert names(profiler.get_timer_tree()) == ["train"]
+
+
+def test_mxnet_profiler_autostart_keeps_the_profiler_running_from_the_start(fake_clock, monkeypatch):
+    monkeypatch.setenv("MXNET_PROFILER_AUTOSTART", "1")
+    profiler.set_config(formats="timers")
+    timed_block(fake_clock, "setup", 1.0)
+    assert (control.get_state(), names(profiler.get_timer_tree())) == ("run", ["setup"])
+
+
+def test_a_state_set_before_set_config_is_kept(fake_clock):
+    profiler.set_state("run")
+    profiler.set_config(formats="timers")
+    timed_block(fake_clock, "train", 1.0)
+    assert names(profiler.get_timer_tree()) == ["train"]
+
+
+def test_a_later_set_config_leaves_a_running_profiler_running(fake_clock):
+    profiler.set_config(formats="timers")
+    profiler.set_state("run")
+    profiler.set_config(dump_period=5.0)
+    timed_block(fake_clock, "train", 1.0)
+    assert names(profiler.get_timer_tree()) == ["train"]
+
+
 def test_a_stopped_profiler_records_nothing_until_it_runs_again(fake_clock):
     profiler.set_state("stop")
     timed_block(fake_clock, "setup", 1.0)
@@ -260,6 +291,7 @@ def trainer_memory_samples(tree: dict) -> list:
 def test_profile_memory_samples_the_memory_into_the_dump(tmp_path):
     profiler.set_config(summaries_dir=str(tmp_path), formats="timers", profile_memory=True,
                         dump_period=3600.0)
+    profiler.set_state("run")
     (path,) = profiler.dump()
     samples = trainer_memory_samples(load_timing_tree(path))
     assert len(samples) >= 2  # when sampling started, and at the dump
@@ -268,6 +300,7 @@ def test_profile_memory_samples_the_memory_into_the_dump(tmp_path):
 
 def test_profile_memory_takes_a_last_sample_when_the_profiler_stops_and_then_none():
     profiler.set_config(profile_memory=True, dump_period=3600.0)
+    profiler.set_state("run")
     before = len(trainer_memory_samples(profiler.get_timer_tree()))
     profiler.set_state("stop")
     assert len(trainer_memory_samples(profiler.get_timer_tree())) == before + 1
@@ -344,6 +377,7 @@ def calls_in_file(path, name: str) -> int:
 def test_continuous_dump_rewrites_the_files_every_period(tmp_path):
     profiler.set_config(summaries_dir=str(tmp_path), formats="timers", continuous_dump=True,
                         dump_period=0.01)
+    profiler.set_state("run")
     path = tmp_path / "profile_timers.json"
     with hierarchical_timer("step"):
         pass
@@ -361,6 +395,7 @@ def test_stopping_the_profiler_stops_the_dump_thread(tmp_path):
 
 def test_profile_memory_samples_every_dump_period_without_writing(tmp_path):
     profiler.set_config(summaries_dir=str(tmp_path), profile_memory=True, dump_period=0.01)
+    profiler.set_state("run")
     wait_until(lambda: len(trainer_memory_samples(profiler.get_timer_tree())) >= 3)
     assert list(tmp_path.iterdir()) == []
 
@@ -370,6 +405,7 @@ def test_a_failing_continuous_dump_is_reported_once_and_retried(tmp_path, capsys
     blocker.write_text("")
     profiler.set_config(summaries_dir=str(blocker), formats="timers", continuous_dump=True,
                         dump_period=0.01)
+    profiler.set_state("run")
     wait_until(lambda: control._control.failed_periodic_dumps >= 3)
     blocker.unlink()
     wait_until(lambda: (blocker / "profile_timers.json").exists())

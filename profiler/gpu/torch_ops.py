@@ -1,0 +1,350 @@
+"""PyTorch's operators inside rlprof's blocks: ``aten::addmm`` under ``policy.forward``.
+
+rlprof does not capture operators itself: while operator recording is on, PyTorch's own profiler
+(``torch.profiler.profile``) runs beside rlprof's timers, and its events are folded into rlprof's
+tree. Each operator becomes a block (labelled ``"object_type": "operator"``) under the rlprof
+block that was open when it ran, with the operators it called beneath it, so that a block's self
+time is what it spent outside PyTorch's operators, and every output (the dump, ``rlprof analyze``,
+the report, the flame graph) shows them. What PyTorch gives beyond time goes to the dump's
+``operators`` section, one entry per operator block: input shapes, FLOPs (matrix multiplications
+and convolutions; PyTorch counts no others) and the CPU memory the operator itself allocated.
+
+**Which block an operator belongs to.** Each rlprof block opened while recording is also a
+PyTorch annotation (a ``RecordFunction`` named ``rlprof:<key> <block name>``, the key leading back
+to the block), so PyTorch itself nests every operator inside the blocks open when it started:
+no clock has to be matched. (PyTorch's profiler stamps events with the wall clock,
+``CLOCK_REALTIME``, while rlprof's blocks read ``time.perf_counter``, ``CLOCK_MONOTONIC`` on
+Linux: matching intervals would have to correct for the offset between the two, and for any step
+of the wall clock, which nesting by annotation avoids.)
+
+Operators that ran in no annotated block go under the root: those run outside every block, and
+those run in a block opened *before* the recording started (Python bound that block's ``__exit__``
+as it was entered, so its end would go unseen and it is not annotated). Start the recording
+before the blocks whose operators you want.
+
+**One thread.** PyTorch's profiler records the thread that started it only, so the operators
+recorded are that thread's (the trainer's main thread, as a rule); blocks of other threads are not
+annotated. PyTorch's events are read when that thread reads the tree (a dump, ``dumps()``, the end
+of a session): its profiler is stopped, the events folded, and a new one started with the blocks
+still open annotated again. A dump from another thread (``continuous_dump``'s) shows the
+operators folded until then.
+
+**Cost.** PyTorch's profiler slows every operator (see benchmarks/operator_overhead.py), and every
+block pays for its annotation while recording; off (the default) nothing of this is installed.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiler.timing import block_hooks, timers
+from profiler.timing.timers import TimerNode, TimerStack
+
+__all__ = [
+    "ANNOTATION_PREFIX",
+    "OPERATOR_OBJECT_TYPE",
+    "OperatorRecording",
+    "OperatorsUnavailableError",
+    "check_available",
+    "is_recording_operators",
+    "operators_section",
+    "start_operators",
+    "stop_operators",
+]
+
+ANNOTATION_PREFIX = "rlprof:"
+"""The start of the name of the PyTorch annotation each rlprof block opens while recording."""
+
+OPERATOR_OBJECT_TYPE = "operator"
+"""The ``object_type`` label of the blocks that stand for PyTorch operators."""
+
+MAX_SHAPES_PER_OPERATOR = 8
+"""Distinct input shapes kept per operator block; further ones are counted in ``other_shapes``."""
+
+_MEMORY_EVENT = "[memory]"
+
+
+class OperatorsUnavailableError(RuntimeError):
+    """Operators were asked for where PyTorch is not installed."""
+
+
+@dataclass
+class OperatorFigures:
+    """What PyTorch gives of one operator block beyond its time."""
+
+    flops: int = 0
+    cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
+    input_shapes: dict[str, int] = field(default_factory=dict)
+    other_shapes: int = 0
+
+    def add_shapes(self, shapes: str) -> None:
+        if shapes in self.input_shapes or len(self.input_shapes) < MAX_SHAPES_PER_OPERATOR:
+            self.input_shapes[shapes] = self.input_shapes.get(shapes, 0) + 1
+        else:
+            self.other_shapes += 1
+
+
+class OperatorRecording:
+    """PyTorch's profiler beside rlprof's timers in the thread that starts it.
+
+    A deferred recorder of the thread's stack (see :meth:`TimerStack.settle`): every reader of
+    the tree in that thread has the events so far folded in first.
+    """
+
+    def __init__(self, stack: TimerStack, *, record_shapes: bool, with_flops: bool,
+                 profile_memory: bool, torch_module: Any) -> None:
+        self.stack = stack
+        self.thread_id = threading.get_ident()
+        self.record_shapes = record_shapes
+        self.with_flops = with_flops
+        self.profile_memory = profile_memory
+        self._torch = torch_module
+        self._annotation = torch_module._C._profiler._RecordFunctionFast
+        self._lock = threading.RLock()
+        self._keys: dict[TimerNode, int] = {}
+        self._nodes: dict[int, TimerNode] = {}
+        self._open: dict[TimerNode, Any] = {}
+        self.figures: dict[TimerNode, OperatorFigures] = {}
+        self.events_folded = 0
+        self._session: Any = None
+
+    # --- on and off ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._start_session()
+        block_hooks.observe_blocks(self._on_enter, self._on_exit, companion="torch_ops")
+        self.stack.deferred.add(self)
+
+    def stop(self) -> None:
+        """Stop PyTorch's profiler and fold what it recorded; the figures stay, to dump."""
+        block_hooks.observe_blocks(None, None, companion="torch_ops")
+        with self._lock:
+            self._fold_session()
+            for annotation in self._open.values():
+                annotation.__exit__(None, None, None)
+            self._open.clear()
+
+    def _start_session(self) -> None:
+        profiler = self._torch.profiler
+        self._session = profiler.profile(
+            activities=[profiler.ProfilerActivity.CPU],
+            record_shapes=self.record_shapes,
+            with_flops=self.with_flops,
+            profile_memory=self.profile_memory,
+        )
+        self._session.__enter__()
+        # The blocks still open from the session just read are annotated again in this one,
+        # outermost first, so that the operators they go on to run nest in them. (A block opened
+        # before the recording started is not annotated: Python bound its plain __exit__ when it
+        # was entered, so its end would go unseen.)
+        if threading.get_ident() == self.thread_id:
+            for node in self.stack.open_blocks():
+                if node in self._open:
+                    self._annotate(node)
+
+    # --- the annotations -------------------------------------------------------------------------
+
+    def _on_enter(self, node: TimerNode) -> None:
+        if threading.get_ident() == self.thread_id:
+            self._annotate(node)
+
+    def _on_exit(self, node: TimerNode) -> None:
+        annotation = self._open.pop(node, None)
+        if annotation is not None:
+            annotation.__exit__(None, None, None)
+
+    def _annotate(self, node: TimerNode) -> None:
+        key = self._keys.get(node)
+        if key is None:
+            key = self._keys[node] = len(self._keys) + 1
+            self._nodes[key] = node
+        previous = self._open.pop(node, None)
+        if previous is not None:
+            previous.__exit__(None, None, None)
+        annotation = self._annotation(f"{ANNOTATION_PREFIX}{key} {node.name}")
+        annotation.__enter__()
+        self._open[node] = annotation
+
+    # --- folding -------------------------------------------------------------------------------
+
+    def fold(self) -> None:
+        """Fold the events recorded so far (from the recording thread only: PyTorch's profiler
+        cannot be stopped from another one), then go on recording."""
+        if threading.get_ident() != self.thread_id:
+            return
+        with self._lock:
+            if self._session is None:
+                return
+            self._fold_session()
+            self._start_session()
+
+    def discard(self, stack: TimerStack) -> None:
+        """The stack was reset: what was folded went with its tree."""
+        with self._lock:
+            self.figures.clear()
+            self._keys.clear()
+            self._nodes.clear()
+
+    def _fold_session(self) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        session.__exit__(None, None, None)
+        events = session.profiler.kineto_results.events()
+        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures)
+
+
+def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
+                figures: dict[TimerNode, OperatorFigures]) -> int:
+    """Fold PyTorch's raw events (``kineto_results.events()``) into the tree; returns how many
+    operators were folded.
+
+    Events nest by time on their thread: an operator goes under the innermost event open when it
+    started, an rlprof annotation (its block) or an operator (the operator's block), else under
+    ``root``. A ``[memory]`` event is an allocation (bytes > 0) or a release, charged to the
+    innermost operator open.
+    """
+    rows = sorted(
+        ((event.start_ns(), -event.duration_ns(), event) for event in events
+         if event.device_type().name == "CPU"),
+        key=lambda row: (row[0], row[1]),
+    )
+    folded = 0
+    # Per thread: (end_ns, node, is_operator) of the events open at the current event's start.
+    open_events: dict[int, list[tuple[int, TimerNode, bool]]] = {}
+    for start, negative_duration, event in rows:
+        stack = open_events.setdefault(event.start_thread_id(), [])
+        while stack and stack[-1][0] <= start and not (negative_duration == 0 and stack[-1][0] == start):
+            stack.pop()
+        name = event.name()
+        if name == _MEMORY_EVENT:
+            for _, node, is_operator in reversed(stack):
+                if is_operator:
+                    figures.setdefault(node, OperatorFigures()).cpu_memory_bytes += event.nbytes()
+                    break
+            continue
+        end = start - negative_duration
+        if name.startswith(ANNOTATION_PREFIX):
+            block = blocks.get(_annotation_key(name))
+            if block is not None:
+                stack.append((end, block, False))
+            continue
+        parent = stack[-1][1] if stack else root
+        node = parent.get_child(name)
+        seconds = -negative_duration / 1e9
+        node.add_runs(seconds, 1, 0, seconds, seconds)
+        node.add_labels(None, OPERATOR_OBJECT_TYPE, None)
+        operator = figures.setdefault(node, OperatorFigures())
+        operator.flops += max(0, event.flops())
+        shapes = event.shapes()
+        if shapes and any(shapes):
+            operator.add_shapes(str(shapes))
+        stack.append((end, node, True))
+        folded += 1
+    return folded
+
+
+def _annotation_key(name: str) -> int:
+    try:
+        return int(name[len(ANNOTATION_PREFIX):].split(" ", 1)[0])
+    except ValueError:
+        return 0
+
+
+# --- the process's recording ---------------------------------------------------------------------
+
+_recording: OperatorRecording | None = None
+
+
+def check_available() -> None:
+    """Raise :class:`OperatorsUnavailableError` (saying what to install) without PyTorch."""
+    _torch()
+
+
+def _torch() -> Any:
+    try:
+        import torch
+        import torch.profiler  # noqa: F401 - torch.profiler.profile is reached through torch
+    except ImportError as error:
+        raise OperatorsUnavailableError(
+            "recording PyTorch operators needs PyTorch: pip install torch (or turn operators off)"
+        ) from error
+    return torch
+
+
+def start_operators(*, record_shapes: bool = True, with_flops: bool = True,
+                    profile_memory: bool = True) -> OperatorRecording:
+    """Run PyTorch's profiler beside rlprof's timers in this thread and fold its operators into
+    this thread's tree (see the module docstring). Raises :class:`OperatorsUnavailableError`
+    without PyTorch, and ``RuntimeError`` when operators are already being recorded."""
+    global _recording
+    if _recording is not None:
+        raise RuntimeError("PyTorch operators are already being recorded in this process")
+    torch = _torch()
+    recording = OperatorRecording(timers.current_thread_stack(), record_shapes=record_shapes,
+                                  with_flops=with_flops, profile_memory=profile_memory,
+                                  torch_module=torch)
+    recording.start()
+    _recording = recording
+    return recording
+
+
+def stop_operators() -> None:
+    """Stop recording operators (their blocks and figures stay in the tree, to dump); from the
+    thread that started it, as PyTorch's profiler requires."""
+    global _recording
+    recording, _recording = _recording, None
+    if recording is not None:
+        recording.stop()
+        _finished.append(recording)
+
+
+def is_recording_operators() -> bool:
+    return _recording is not None
+
+
+# Recordings stopped, whose figures the dump still shows until their stack is reset.
+_finished: list[OperatorRecording] = []
+
+
+def operators_section(stack: TimerStack) -> dict[str, Any] | None:
+    """The dump's ``operators`` section for ``stack`` (see docs/formats.md), or None when no
+    operator was recorded in it: one entry per operator block, by its path from the root."""
+    recordings = [recording for recording in (*_finished, _recording)
+                  if recording is not None and recording.stack is stack and recording.figures]
+    if not recordings:
+        return None
+    entries = []
+    for recording in recordings:
+        for node, operator in list(recording.figures.items()):
+            path = _path_of(node, stack.root)
+            if path is None:
+                continue
+            entry: dict[str, Any] = {"path": path, "flops": operator.flops,
+                                     "cpu_memory_bytes": operator.cpu_memory_bytes}
+            if operator.input_shapes:
+                entry["input_shapes"] = dict(operator.input_shapes)
+            if operator.other_shapes:
+                entry["other_shapes"] = operator.other_shapes
+            entries.append(entry)
+    return {
+        "source": "torch.profiler",
+        "device_time": False,
+        "record_shapes": any(recording.record_shapes for recording in recordings),
+        "with_flops": any(recording.with_flops for recording in recordings),
+        "profile_memory": any(recording.profile_memory for recording in recordings),
+        "operators": entries,
+    }
+
+
+def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:
+    """The names from the root's child down to ``node``; None for a node no longer in the tree."""
+    names = []
+    while node is not root:
+        if node.parent is None:
+            return None
+        names.append(node.name)
+        node = node.parent
+    return names[::-1]

@@ -1,0 +1,167 @@
+"""Specification of PyTorch's operators folded into rlprof's tree (profiler.gpu.torch_ops), with
+real torch on CPU: each operator under the block that ran it, with its shapes, FLOPs and memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from not_installed import run_without
+from tree_paths import find
+
+import profiler
+from profiler import Profiler, hierarchical_timer, load_timing_tree
+from profiler.control import controls as control
+from profiler.gpu import torch_ops
+
+torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch runs these")
+
+BATCH, IN_FEATURES, OUT_FEATURES = 64, 32, 16
+
+
+@pytest.fixture
+def recording() -> Iterator[torch_ops.OperatorRecording]:
+    recording = torch_ops.start_operators()
+    yield recording
+    torch_ops.stop_operators()
+
+
+@pytest.fixture
+def linear():
+    torch.manual_seed(0)
+    return torch.nn.Linear(IN_FEATURES, OUT_FEATURES), torch.randn(BATCH, IN_FEATURES)
+
+
+def operators_by_path(tree):
+    return {tuple(entry["path"]): entry for entry in tree["operators"]["operators"]}
+
+
+def test_an_operator_is_folded_under_the_block_that_ran_it(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("policy.forward"):
+        layer(batch)
+    addmm = find(profiler.get_timer_tree(), "policy.forward", "aten::linear", "aten::addmm")
+    assert (addmm["count"], addmm["object_type"]) == (1, "operator")
+
+
+def test_operators_run_in_no_block_go_under_the_root(recording, linear):
+    layer, batch = linear
+    layer(batch)
+    assert find(profiler.get_timer_tree(), "aten::linear")["count"] == 1
+
+
+def test_a_matrix_multiplication_has_its_flops(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        layer(batch)
+    addmm = operators_by_path(profiler.get_timer_tree())[("forward", "aten::linear", "aten::addmm")]
+    assert addmm["flops"] == 2 * BATCH * IN_FEATURES * OUT_FEATURES
+
+
+def test_a_convolution_has_its_flops(recording):
+    convolution, images = torch.nn.Conv2d(3, 8, kernel_size=3), torch.randn(2, 3, 10, 10)
+    with hierarchical_timer("encoder"):
+        convolution(images)
+    conv2d = operators_by_path(profiler.get_timer_tree())[("encoder", "aten::conv2d")]
+    output_elements = 2 * 8 * 8 * 8
+    assert conv2d["flops"] == 2 * output_elements * 3 * 3 * 3
+
+
+def test_input_shapes_are_counted_per_operator(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        layer(batch)
+        layer(batch[:8])
+    shapes = operators_by_path(profiler.get_timer_tree())[("forward", "aten::linear")]["input_shapes"]
+    assert shapes == {"[[64, 32], [16, 32], [16]]": 1, "[[8, 32], [16, 32], [16]]": 1}
+
+
+def test_the_cpu_memory_an_operator_allocated_is_kept(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        output = layer(batch)
+    addmm = operators_by_path(profiler.get_timer_tree())[("forward", "aten::linear", "aten::addmm")]
+    assert addmm["cpu_memory_bytes"] == output.numel() * output.element_size()
+
+
+def test_reading_the_tree_inside_a_block_keeps_later_operators_under_it(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("rollout"):
+        layer(batch)
+        profiler.get_timer_tree()
+        layer(batch)
+    assert find(profiler.get_timer_tree(), "rollout", "aten::linear")["count"] == 2
+
+
+def test_a_block_s_self_time_leaves_its_operators_out(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        layer(batch)
+    forward = find(profiler.get_timer_tree(), "forward")
+    operators = sum(child["total"] for child in forward["children"])
+    assert forward["self"] == pytest.approx(max(0.0, forward["total"] - operators))
+
+
+def test_nothing_is_recorded_once_stopped(linear):
+    layer, batch = linear
+    torch_ops.start_operators()
+    torch_ops.stop_operators()
+    with hierarchical_timer("forward"):
+        layer(batch)
+    assert find(profiler.get_timer_tree(), "forward").get("children", []) == []
+
+
+def test_a_second_recording_is_refused(recording):
+    with pytest.raises(RuntimeError, match="already being recorded"):
+        torch_ops.start_operators()
+
+
+def test_without_torch_asking_for_operators_says_what_to_install():
+    completed = run_without(("torch",), """
+        from profiler.gpu import torch_ops
+        try:
+            torch_ops.start_operators()
+        except torch_ops.OperatorsUnavailableError as error:
+            print(error)
+    """)
+    assert "needs PyTorch: pip install torch" in completed.stdout, completed.stderr
+
+
+# --- the MXNet surface ---------------------------------------------------------------------------
+
+
+def test_profile_imperative_records_operators_while_running(linear):
+    layer, batch = linear
+    profiler.set_config(profile_imperative=True, formats="timers")
+    profiler.set_state("run")
+    with hierarchical_timer("forward"):
+        layer(batch)
+    profiler.set_state("stop")
+    assert not torch_ops.is_recording_operators()
+    assert find(profiler.get_timer_tree(), "forward", "aten::linear")["count"] == 1
+
+
+def test_profile_all_records_operators():
+    profiler.set_config(profile_all=True)
+    profiler.set_state("run")
+    assert torch_ops.is_recording_operators()
+    profiler.set_state("stop")
+
+
+def test_operators_are_off_by_default():
+    profiler.set_config(formats="timers")
+    profiler.set_state("run")
+    assert not torch_ops.is_recording_operators() and not control.get_settings().record_operators
+
+
+# --- the MegEngine surface -----------------------------------------------------------------------
+
+
+def test_a_session_with_record_operators_writes_them_to_its_files(tmp_path, linear):
+    layer, batch = linear
+    with Profiler(path=tmp_path, format="timers.json", name="step", record_operators=True) as session:
+        layer(batch)
+    tree = load_timing_tree(session.paths["timers.json"])
+    assert find(tree, "step", "aten::linear")["count"] == 1
+    assert ("step", "aten::linear", "aten::addmm") in operators_by_path(tree)
+    assert not torch_ops.is_recording_operators()

@@ -1,0 +1,38 @@
+"""Specification of the dump's ``operators`` section on load: kept whole, refused with one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from profiler import load_timing_tree
+from profiler.tree.timer_json import TimerFileError
+
+OPERATOR = {"path": ["forward", "aten::addmm"], "flops": 65536, "cpu_memory_bytes": 4096,
+            "input_shapes": {"[[16], [64, 32], [32, 16], [], []]": 3}}
+
+
+def file_with(tmp_path, operators):
+    path = tmp_path / "run_timers.json"
+    path.write_text(json.dumps({"name": "root", "total": 1.0, "count": 1, "children": [],
+                                "operators": operators}))
+    return path
+
+
+def test_an_operators_section_loads_back_with_every_figure(tmp_path):
+    section = {"source": "torch.profiler", "device_time": False, "record_shapes": True,
+               "with_flops": True, "profile_memory": True, "operators": [OPERATOR]}
+    loaded = load_timing_tree(file_with(tmp_path, section))["operators"]
+    assert loaded == dict(section, operators=[dict(OPERATOR, other_shapes=0)])
+
+
+@pytest.mark.parametrize(("operators", "reason"), [
+    ([], "'operators' must be an object"),
+    ({"operators": [{"path": []}]}, r"operators.operators\[0\]: must be an object with a 'path'"),
+    ({"operators": [dict(OPERATOR, flops=-1)]}, r"operators.operators\[0\].flops: must be a whole number >= 0"),
+    ({"operators": [], "with_flops": "yes"}, "operators.with_flops: must be true or false"),
+])
+def test_a_bad_operators_section_is_refused_saying_where(tmp_path, operators, reason):
+    with pytest.raises(TimerFileError, match=reason):
+        load_timing_tree(file_with(tmp_path, operators))

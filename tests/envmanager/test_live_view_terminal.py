@@ -124,6 +124,20 @@ def test_sigterm_takes_the_view_down_with_the_cursor_shown_again(straggler_run_o
     assert termios.tcgetattr(terminal.slave) == terminal.modes_before
 
 
+def test_a_view_started_by_the_program_itself_is_taken_down_by_sigterm(tmp_path):
+    started_by_the_program = (f"import runpy, sys, profiler; profiler.live_view.start(); "
+                              f"sys.argv = [{PROGRAM!r}, '60']; runpy.run_path({PROGRAM!r}, run_name='__main__')")
+    terminal = Terminal([sys.executable, "-c", started_by_the_program])
+    try:
+        terminal.read_until(b"env steps/s", count=2)
+        terminal.process.send_signal(signal.SIGTERM)
+        assert terminal.wait_for_exit() == -signal.SIGTERM
+        assert CURSOR_ESCAPES.findall(terminal.output)[-1] == (b"25", b"h")
+        assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+    finally:
+        terminal.close()
+
+
 def test_in_a_pipe_the_view_prints_one_plain_line_per_refresh(tmp_path):
     finished = subprocess.run(
         [sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir", str(tmp_path / "run"),

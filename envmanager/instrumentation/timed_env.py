@@ -19,7 +19,6 @@ env's wrapper also times) is timed once, by the outermost instrumentation.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from array import array

@@ -36,10 +36,13 @@ from envmanager.measurement.critical_path import CriticalPath
 from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.measurement.resources import ResourceGauges
 
-__all__ = ["MATCH_EVERY_STEPS", "RESOURCE_INTERVAL_SECONDS", "VectorEnvRecord"]
+__all__ = ["FORCE_MATCH_AFTER_STEPS", "MATCH_EVERY_STEPS", "RESOURCE_INTERVAL_SECONDS", "VectorEnvRecord"]
 
 MATCH_EVERY_STEPS = 4096
 """Steps held before those every worker has shipped past are matched with their stamps."""
+
+FORCE_MATCH_AFTER_STEPS = 16 * MATCH_EVERY_STEPS
+"""Steps held at most while a worker's stamps lag (several of its one-second shipments at any step rate)."""
 
 RESOURCE_INTERVAL_SECONDS = 1.0
 """Seconds between two samples of the workers' CPU and memory, taken at the end of a step."""
@@ -92,7 +95,7 @@ class VectorEnvRecord:
         self.sent_at = None
         self.resources.maybe_sample(enumerate(self.pids))
         if len(steps) >= MATCH_EVERY_STEPS:
-            self.match_steps(min(self._latest_stamp))
+            self.match_steps(self._matched_up_to())
 
     # --- the channel's threads ---------------------------------------------------------------
 
@@ -129,6 +132,23 @@ class VectorEnvRecord:
                 self._latest_stamp[index] = float(stamps[-1])
 
     # --- matching steps with stamps -----------------------------------------------------------
+
+    @property
+    def held_steps(self) -> int:
+        """Vector steps not yet matched with the workers' stamps."""
+        return len(self._steps)
+
+    def _matched_up_to(self) -> float:
+        """Where every worker that ships has shipped past (a worker that never shipped holds
+        nothing back: its replies are missing). A worker whose stamps lag
+        :data:`FORCE_MATCH_AFTER_STEPS` steps is not waited for any longer, so the steps held stay
+        bounded; its replies to those steps count as missing."""
+        shipped = [at for at in self._latest_stamp if at > -math.inf]
+        up_to = min(shipped) if shipped else math.inf
+        steps = self._steps
+        if len(steps) > FORCE_MATCH_AFTER_STEPS:
+            up_to = max(up_to, steps[-MATCH_EVERY_STEPS][2])
+        return up_to
 
     def match_steps(self, up_to: float = math.inf) -> None:
         """Count on the critical path the steps that ended by ``up_to``, each worker's reply

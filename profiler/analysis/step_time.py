@@ -33,6 +33,10 @@ The trainer's step is split into parts that add up to its total, in this order:
 * **transport** — sending actions and receiving (and decoding) results;
 * **other** — the trainer's own work inside the step.
 
+A vector step whose envs ran in the trainer (``env.step``/``env.reset`` blocks of its own under the
+step, no wait block, no worker time: a ``SyncVectorEnv`` or ``DummyVecEnv`` as ``rlprof run`` times
+it) is **env compute in the trainer's process** and other work, nothing else.
+
 The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decides what limits the run.
 """
 
@@ -47,6 +51,7 @@ from profiler.analysis.text_format import format_seconds
 
 __all__ = [
     "ENV_COMPUTE",
+    "ENV_COMPUTE_IN_TRAINER",
     "PAYLOAD_ROOTS",
     "EXCHANGE_UNSPLIT",
     "STEP_LAYOUTS",
@@ -104,6 +109,10 @@ WAITING_UNSPLIT = "waiting beyond the mean compute (straggler or latency, not to
 WAITING_ONLY = "waiting for workers (their time is merged elsewhere)"
 TRANSPORT = "transport (send/receive/decode)"
 EXCHANGE_UNSPLIT = "send, wait and receive (not timed apart)"
+ENV_COMPUTE_IN_TRAINER = "env compute (in the trainer's process)"
+IN_TRAINER_ENV_BLOCKS = ("env.step", "env.reset")
+"""The trainer's own blocks around env calls in a vector step whose envs run in the trainer
+(Gymnasium's SyncVectorEnv, SB3's DummyVecEnv, as ``rlprof run`` times them)."""
 
 
 @dataclass
@@ -176,8 +185,13 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasur
     mean_compute = blocks.worker_time / workers
     transport_blocks = {name: blocks.child_totals[name] for name in layout.transport
                         if name in blocks.child_totals}
+    in_trainer = sum(blocks.child_totals.get(name, 0.0) for name in IN_TRAINER_ENV_BLOCKS)
     if layout.wait is None:
         parts = _unsplit_parts(blocks, layout, mean_compute, notes)
+    elif layout.wait not in blocks.child_totals and in_trainer and not blocks.worker_calls:
+        notes.append(f"the envs ran in the trainer's process, one after another, under {layout.step}: "
+                     "no worker and no pipe to wait for")
+        parts = [StepPart(ENV_COMPUTE_IN_TRAINER, in_trainer), StepPart(layout.rest_label, blocks.total - in_trainer)]
     elif layout.wait not in blocks.child_totals:
         notes.append(f"no {layout.wait} block under {layout.step}: sending, waiting, receiving "
                      "and the trainer's other work in the step are one part")

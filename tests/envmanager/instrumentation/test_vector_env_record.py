@@ -12,7 +12,12 @@ from profiler.multiprocess.payload import snapshot_and_flush
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-from envmanager.instrumentation.vector_env_record import COMPLETE, NEVER_CONNECTED, VectorEnvRecord
+from envmanager.instrumentation.vector_env_record import (
+    COMPLETE,
+    MATCH_EVERY_STEPS,
+    NEVER_CONNECTED,
+    VectorEnvRecord,
+)
 
 
 @pytest.fixture
@@ -100,3 +105,13 @@ def test_finish_stamps_that_are_not_ascending_are_refused(record):
     with pytest.warns(RuntimeWarning):
         record.add_timers(0, shipment([2.0, 1.0]))
     assert record.refused == 1
+
+
+def test_the_steps_held_stay_bounded_when_a_worker_never_ships(record):
+    record.add_timers(0, shipment([float(step) + 0.5 for step in range(MATCH_EVERY_STEPS)]))
+    for step_number in range(MATCH_EVERY_STEPS):
+        step(record, float(step_number), float(step_number), float(step_number) + 0.9)
+    # Matched as they came, up to worker 0's latest stamp: only the last step is still held.
+    assert record.held_steps == 1
+    assert record.critical_path.section(0)["vector_steps"] == MATCH_EVERY_STEPS - 1
+    assert record.critical_path.section(1)["vector_steps"] == 0  # worker 1 replied to none

@@ -24,10 +24,11 @@ before the blocks whose operators you want.
 
 **One thread.** PyTorch's profiler records the thread that started it only, so the operators
 recorded are that thread's (the trainer's main thread, as a rule); blocks of other threads are not
-annotated. PyTorch's events are read when that thread reads the tree (a dump, ``dumps()``, the end
-of a session): its profiler is stopped, the events folded, and a new one started with the blocks
-still open annotated again. A dump from another thread (``continuous_dump``'s) shows the
-operators folded until then.
+annotated, and a process forked while recording (an env worker) records none. PyTorch's events
+are read when that thread reads the tree (a dump, ``dumps()``, the end of a session): its
+profiler is stopped, the events folded, and a new one started with the blocks still open
+annotated again. A dump from another thread (``continuous_dump``'s) shows the operators folded
+until then.
 
 **Cost.** PyTorch's profiler slows every operator (see benchmarks/operator_overhead.py), and every
 block pays for its annotation while recording; off (the default) nothing of this is installed.
@@ -35,6 +36,7 @@ block pays for its annotation while recording; off (the default) nothing of this
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -303,6 +305,18 @@ def stop_operators() -> None:
 
 def is_recording_operators() -> bool:
     return _recording is not None
+
+
+def _forget_in_forked_child() -> None:
+    """A process forked while recording (an env worker) inherits the block observers but not a
+    running PyTorch profiler of its own: it records no operators, and its blocks pay nothing."""
+    global _recording
+    if _recording is not None:
+        _recording = None
+        block_hooks.observe_blocks(None, None, companion="torch_ops")
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 # Recordings stopped, whose figures the dump still shows until their stack is reset.

@@ -165,3 +165,21 @@ def test_a_session_with_record_operators_writes_them_to_its_files(tmp_path, line
     assert find(tree, "step", "aten::linear")["count"] == 1
     assert ("step", "aten::linear", "aten::addmm") in operators_by_path(tree)
     assert not torch_ops.is_recording_operators()
+
+
+def test_a_process_forked_while_recording_records_no_operators(recording):
+    import multiprocessing
+
+    def child(connection):
+        from profiler.timing import timers
+
+        with hierarchical_timer("env.step"):
+            pass
+        connection.send((torch_ops.is_recording_operators(), timers.plain_blocks))
+
+    receiving, sending = multiprocessing.get_context("fork").Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=child, args=(sending,))
+    process.start()
+    recording_in_child, plain_blocks_in_child = receiving.recv()
+    process.join(timeout=60)
+    assert (recording_in_child, plain_blocks_in_child, process.exitcode) == (False, True, 0)

@@ -36,6 +36,7 @@ block pays for its annotation while recording; off (the default) nothing of this
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -105,8 +106,11 @@ class OperatorRecording:
         self._torch = torch_module
         self._annotation = torch_module._C._profiler._RecordFunctionFast
         self._lock = threading.RLock()
-        self._keys: dict[TimerNode, int] = {}
+        # Each annotated block's annotation name, and the block each key names. Keys are never
+        # reused, so that an event recorded before a reset cannot name a block made after it.
+        self._names: dict[TimerNode, str] = {}
         self._nodes: dict[int, TimerNode] = {}
+        self._next_key = itertools.count(1)
         self._open: dict[TimerNode, Any] = {}
         self.figures: dict[TimerNode, OperatorFigures] = {}
         self.events_folded = 0
@@ -158,14 +162,15 @@ class OperatorRecording:
             annotation.__exit__(None, None, None)
 
     def _annotate(self, node: TimerNode) -> None:
-        key = self._keys.get(node)
-        if key is None:
-            key = self._keys[node] = len(self._keys) + 1
+        name = self._names.get(node)
+        if name is None:
+            key = next(self._next_key)
             self._nodes[key] = node
+            name = self._names[node] = f"{ANNOTATION_PREFIX}{key} {node.name}"
         previous = self._open.pop(node, None)
         if previous is not None:
             previous.__exit__(None, None, None)
-        annotation = self._annotation(f"{ANNOTATION_PREFIX}{key} {node.name}")
+        annotation = self._annotation(name)
         annotation.__enter__()
         self._open[node] = annotation
 
@@ -183,11 +188,16 @@ class OperatorRecording:
             self._start_session()
 
     def discard(self, stack: TimerStack) -> None:
-        """The stack was reset: what was folded went with its tree."""
+        """The stack was reset: what was folded went with its tree, and what PyTorch recorded
+        since the last fold goes too (from the recording thread; PyTorch's profiler cannot be
+        restarted from another, whose reset leaves those events to land under the root)."""
         with self._lock:
             self.figures.clear()
-            self._keys.clear()
+            self._names.clear()
             self._nodes.clear()
+            if self._session is not None and threading.get_ident() == self.thread_id:
+                self._session.__exit__(None, None, None)
+                self._start_session()
 
     def _fold_session(self) -> None:
         session, self._session = self._session, None

@@ -183,3 +183,15 @@ def test_a_process_forked_while_recording_records_no_operators(recording):
     recording_in_child, plain_blocks_in_child = receiving.recv()
     process.join(timeout=60)
     assert (recording_in_child, plain_blocks_in_child, process.exitcode) == (False, True, 0)
+
+
+def test_operators_run_before_a_reset_are_forgotten_with_the_tree(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        layer(batch)
+    profiler.reset_timers()
+    with hierarchical_timer("forward"):
+        layer(batch[:8])
+    tree = profiler.get_timer_tree()
+    assert find(tree, "forward", "aten::linear")["count"] == 1
+    assert list(operators_by_path(tree)[("forward", "aten::linear")]["input_shapes"]) == ["[[8, 32], [16, 32], [16]]"]

@@ -195,3 +195,19 @@ def test_operators_run_before_a_reset_are_forgotten_with_the_tree(recording, lin
     tree = profiler.get_timer_tree()
     assert find(tree, "forward", "aten::linear")["count"] == 1
     assert list(operators_by_path(tree)[("forward", "aten::linear")]["input_shapes"]) == ["[[8, 32], [16, 32], [16]]"]
+
+
+def test_without_torch_set_config_refuses_operators_and_changes_nothing():
+    completed = run_without(("torch",), """
+        import profiler
+        from profiler.control import controls
+        from profiler.gpu import torch_ops
+        try:
+            profiler.set_config(profile_all=True, run_id="changed")
+        except torch_ops.OperatorsUnavailableError as error:
+            print(error)
+        print(controls.get_settings().run_id, controls.get_settings().profile_all)
+    """)
+    assert completed.stdout.splitlines()[-2:] == [
+        "recording PyTorch operators needs PyTorch: pip install torch (or turn operators off)",
+        "profile False"], completed.stderr

@@ -411,6 +411,10 @@ def _add_run(subparsers: Any) -> None:
                         "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
                         help="do not record when each block ran (the trace then shows totals)")
+    parser.add_argument("--operators", action="store_true",
+                        help="record PyTorch's operators under the blocks that ran them, with "
+                        "shapes, FLOPs and CPU memory, through torch.profiler (needs torch; slows "
+                        "every operator)")
     parser.set_defaults(run=_run_program)
 
 
@@ -425,7 +429,7 @@ def _run_program(arguments: argparse.Namespace) -> int:
     try:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
-                          timeline=arguments.timeline)
+                          timeline=arguments.timeline, operators=arguments.operators)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from profiler.gpu import torch_ops
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -176,18 +177,22 @@ def run_program(
     envs_per_worker: int | str | None = None,
     timeline: bool = True,
     report_to: TextIO | None = None,
+    operators: bool = False,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
-    ``vector_env`` run with; None leaves the manager's default.
+    ``vector_env`` run with; None leaves the manager's default. ``operators`` records PyTorch's
+    operators under the blocks that ran them (:mod:`profiler.gpu.torch_ops`).
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
     if envs_per_worker is not None and not vector_env:
         raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
     program.check()
+    if operators:
+        _check_operators()
     run_id = run_id or program.name
     run_dir = Path(summaries_dir) if summaries_dir is not None else default_summaries_dir(run_id)
     try:
@@ -202,9 +207,13 @@ def run_program(
     timers.add_metadata("rlprof_run", program.target)
     if timeline:
         events.start_recording()
+    if operators:
+        torch_ops.start_operators()
     try:
         with _sigterm_raises_in_the_program():
             end = _execute(program)
+            if operators:
+                torch_ops.stop_operators()
             with _signals_held() as signals_meanwhile:
                 if substitution is not None:
                     _close_managers(substitution, report_to)
@@ -213,10 +222,18 @@ def run_program(
     finally:
         if timeline:
             events.stop_recording()
+        torch_ops.stop_operators()  # does nothing once stopped
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
     _report(program, end, files.shown_from(shown_from), tree, report_to)
     return end
+
+
+def _check_operators() -> None:
+    try:
+        torch_ops.check_available()
+    except torch_ops.OperatorsUnavailableError as error:
+        raise RunError(f"--operators: {error}") from None
 
 
 def exit_like(end: ProgramEnd) -> int:

@@ -35,6 +35,7 @@ from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, s
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
+from profiler.analysis.operator_report import OperatorReport, operator_report, operators_document, operators_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
@@ -123,6 +124,7 @@ class RunAnalysis:
     memory: MemoryReport | None = None
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
+    operators: OperatorReport | None = None
 
     @property
     def untimed_share(self) -> float | None:
@@ -171,6 +173,10 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         memory=memory_report(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
+        operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
+                                  pattern=options.pattern, order_by=options.order_by,
+                                  ascending=options.ascending, min_time=options.min_time,
+                                  max_time=options.max_time, top=options.top),
     )
 
 
@@ -223,6 +229,8 @@ def render_analysis(
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     sections.append(memory_text(analysis.memory, width=width))
+    if analysis.operators is not None:  # only runs that recorded PyTorch's operators
+        sections.append(operators_text(analysis.operators, width))
     return "\n\n".join(sections)
 
 
@@ -257,7 +265,7 @@ def _what_rows_are(options: AnalyzeOptions) -> str:
     if options.aggregate_by is None:
         return f"rows: every block in one, by {operation}"
     groups = {"name": "block names", "worker": "workers", "process": "processes",
-              "domain": "domains"}[options.aggregate_by]
+              "domain": "domains", "type": "block types"}[options.aggregate_by]
     return f"{groups}, their blocks' {operation}"
 
 
@@ -403,4 +411,5 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             for worker in analysis.unreported
         ],
         "frames": [frame.as_dict() for frame in analysis.frames],
+        "operators": operators_document(analysis.operators),
     }

@@ -16,6 +16,8 @@ Groups:
 ``process``  the trainer's process (its threads included), then each worker's;
 ``domain``   the MXNet-style domain of the tasks and frames timed in it (``profiler.Domain``), the
              blocks timed outside any domain in one row, :data:`NO_DOMAIN`.
+``type``     the block's kind, its name up to the first dot (``env`` for ``env.step``; a PyTorch
+             operator's kind is its name, ``aten::addmm``), as MegEngine's ``--aggregate-by type``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from profiler.analysis.block_stats import TRAINER, BlockStat, block_rows, proces
 
 __all__ = ["AGGREGATE_KEYS", "AGGREGATE_OPERATIONS", "NO_DOMAIN", "aggregate_blocks", "rows_to_aggregate"]
 
-AGGREGATE_KEYS = ("name", "worker", "process", "domain")
+AGGREGATE_KEYS = ("name", "worker", "process", "domain", "type")
 """What blocks can be grouped by."""
 
 AGGREGATE_OPERATIONS = ("sum", "mean", "min", "max", "count")
@@ -49,7 +51,7 @@ def rows_to_aggregate(tree: dict[str, Any], aggregate_by: str) -> list[BlockStat
     process's block for ``worker`` and ``process`` (see
     :func:`profiler.analysis.block_stats.process_rows`)."""
     _check(aggregate_by, "sum")
-    if aggregate_by in ("name", "domain"):
+    if aggregate_by in ("name", "domain", "type"):
         return block_rows(tree)
     rows = process_rows(tree)
     if aggregate_by == "worker":
@@ -85,6 +87,8 @@ def _group_of(row: BlockStat, aggregate_by: str | None) -> str:
         return row.name
     if aggregate_by == "domain":
         return row.domain if row.domain is not None else NO_DOMAIN
+    if aggregate_by == "type":
+        return row.kind
     return row.process
 
 

@@ -428,6 +428,10 @@ def _add_run(subparsers: Any) -> None:
     parser.add_argument("--live", action="store_true",
                         help="show where the time goes, per worker, with the verdicts, on stderr "
                         "while the program runs (docs/live.md)")
+    parser.add_argument("--operators", action="store_true",
+                        help="record PyTorch's operators under the blocks that ran them, with "
+                        "shapes, FLOPs and CPU memory, through torch.profiler (needs torch; slows "
+                        "every operator)")
     parser.set_defaults(run=_run_program)
 
 
@@ -443,7 +447,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
                           timeline=arguments.timeline, framework_phases=arguments.framework_phases,
-                          stack_sampler=arguments.stack_sampler, live=arguments.live)
+                          stack_sampler=arguments.stack_sampler, live=arguments.live,
+                          operators=arguments.operators)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

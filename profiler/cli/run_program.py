@@ -34,6 +34,7 @@ from typing import Any, TextIO
 
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
+from profiler.gpu import torch_ops
 from profiler.integrations import live_view
 from profiler.recording import events, machine_load
 from profiler.timing import timers
@@ -186,6 +187,7 @@ def run_program(
     stack_sampler: bool = True,
     report_to: TextIO | None = None,
     live: bool = False,
+    operators: bool = False,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
 
@@ -194,13 +196,16 @@ def run_program(
     ``vector_env`` run with; None leaves the manager's default. ``framework_phases`` times
     PyTorch's and Stable-Baselines3's phases as blocks and ``stack_sampler`` names where the
     untimed time went (see :mod:`profiler.automatic`). ``live`` shows the live view
-    (:mod:`profiler.integrations.live_view`) on stderr while the program runs.
+    (:mod:`profiler.integrations.live_view`) on stderr while the program runs. ``operators``
+    records PyTorch's operators under the blocks that ran them (:mod:`profiler.gpu.torch_ops`).
 
     Raises :class:`RunError` before anything runs when the program or ``--vector-env`` cannot be.
     """
     if envs_per_worker is not None and not vector_env:
         raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
     program.check()
+    if operators:
+        _check_operators()
     run_id = run_id or program.name
     try:
         check_run_id(run_id)
@@ -223,11 +228,15 @@ def run_program(
         events.start_recording()
     instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to)
     automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
+    if operators:
+        torch_ops.start_operators()
     try:
         with _sigterm_raises_in_the_program():
             with live_view.shown(live):
                 end = _execute(program)
             automatic.stop()
+            if operators:
+                torch_ops.stop_operators()
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)
                 if substitution is not None:
@@ -240,12 +249,20 @@ def run_program(
         forget_samples()
         if timeline:
             events.stop_recording()
+        torch_ops.stop_operators()  # does nothing once stopped
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
     _report(program, end, files.shown_from(shown_from), tree, report_to)
     for line in told:
         print(f"rlprof: {line}", file=report_to)
     return end
+
+
+def _check_operators() -> None:
+    try:
+        torch_ops.check_available()
+    except torch_ops.OperatorsUnavailableError as error:
+        raise RunError(f"--operators: {error}") from None
 
 
 def exit_like(end: ProgramEnd) -> int:

@@ -1,7 +1,9 @@
-"""GPU work seen by rlprof: NVTX ranges for its blocks (:mod:`profiler.gpu.nvtx_bridge`) and the
-time blocks take on the device (:mod:`profiler.gpu.device_time`).
+"""GPU and framework work seen by rlprof: NVTX ranges for its blocks
+(:mod:`profiler.gpu.nvtx_bridge`), the time blocks take on the device
+(:mod:`profiler.gpu.device_time`) and PyTorch's operators under the blocks that ran them
+(:mod:`profiler.gpu.torch_ops`).
 
-Both are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, and asking without
+All are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, and asking without
 them raises an error that says what to install.
 """
 

@@ -24,10 +24,11 @@ before the blocks whose operators you want.
 
 **One thread.** PyTorch's profiler records the thread that started it only, so the operators
 recorded are that thread's (the trainer's main thread, as a rule); blocks of other threads are not
-annotated. PyTorch's events are read when that thread reads the tree (a dump, ``dumps()``, the end
-of a session): its profiler is stopped, the events folded, and a new one started with the blocks
-still open annotated again. A dump from another thread (``continuous_dump``'s) shows the
-operators folded until then.
+annotated, and a process forked while recording (an env worker) records none. PyTorch's events
+are read when that thread reads the tree (a dump, ``dumps()``, the end of a session): its
+profiler is stopped, the events folded, and a new one started with the blocks still open
+annotated again. A dump from another thread (``continuous_dump``'s) shows the operators folded
+until then.
 
 **Cost.** PyTorch's profiler slows every operator (see benchmarks/operator_overhead.py), and every
 block pays for its annotation while recording; off (the default) nothing of this is installed.
@@ -35,6 +36,8 @@ block pays for its annotation while recording; off (the default) nothing of this
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,8 +106,11 @@ class OperatorRecording:
         self._torch = torch_module
         self._annotation = torch_module._C._profiler._RecordFunctionFast
         self._lock = threading.RLock()
-        self._keys: dict[TimerNode, int] = {}
+        # Each annotated block's annotation name, and the block each key names. Keys are never
+        # reused, so that an event recorded before a reset cannot name a block made after it.
+        self._names: dict[TimerNode, str] = {}
         self._nodes: dict[int, TimerNode] = {}
+        self._next_key = itertools.count(1)
         self._open: dict[TimerNode, Any] = {}
         self.figures: dict[TimerNode, OperatorFigures] = {}
         self.events_folded = 0
@@ -156,14 +162,15 @@ class OperatorRecording:
             annotation.__exit__(None, None, None)
 
     def _annotate(self, node: TimerNode) -> None:
-        key = self._keys.get(node)
-        if key is None:
-            key = self._keys[node] = len(self._keys) + 1
+        name = self._names.get(node)
+        if name is None:
+            key = next(self._next_key)
             self._nodes[key] = node
+            name = self._names[node] = f"{ANNOTATION_PREFIX}{key} {node.name}"
         previous = self._open.pop(node, None)
         if previous is not None:
             previous.__exit__(None, None, None)
-        annotation = self._annotation(f"{ANNOTATION_PREFIX}{key} {node.name}")
+        annotation = self._annotation(name)
         annotation.__enter__()
         self._open[node] = annotation
 
@@ -181,11 +188,16 @@ class OperatorRecording:
             self._start_session()
 
     def discard(self, stack: TimerStack) -> None:
-        """The stack was reset: what was folded went with its tree."""
+        """The stack was reset: what was folded went with its tree, and what PyTorch recorded
+        since the last fold goes too (from the recording thread; PyTorch's profiler cannot be
+        restarted from another, whose reset leaves those events to land under the root)."""
         with self._lock:
             self.figures.clear()
-            self._keys.clear()
+            self._names.clear()
             self._nodes.clear()
+            if self._session is not None and threading.get_ident() == self.thread_id:
+                self._session.__exit__(None, None, None)
+                self._start_session()
 
     def _fold_session(self) -> None:
         session, self._session = self._session, None
@@ -303,6 +315,18 @@ def stop_operators() -> None:
 
 def is_recording_operators() -> bool:
     return _recording is not None
+
+
+def _forget_in_forked_child() -> None:
+    """A process forked while recording (an env worker) inherits the block observers but not a
+    running PyTorch profiler of its own: it records no operators, and its blocks pay nothing."""
+    global _recording
+    if _recording is not None:
+        _recording = None
+        block_hooks.observe_blocks(None, None, companion="torch_ops")
+
+
+os.register_at_fork(after_in_child=_forget_in_forked_child)
 
 
 # Recordings stopped, whose figures the dump still shows until their stack is reset.

@@ -25,6 +25,16 @@ def test_a_recursive_block_is_not_counted_twice():
     assert (solve.total, solve.self_time, solve.count) == (10.0, 10.0, 2)
 
 
+def test_by_type_blocks_of_one_kind_are_one_row_as_profile_analyze_groups_operator_types():
+    tree = {"name": "root", "total": 10.0, "count": 1, "self": 4.0, "children": [
+        {"name": "env.step", "total": 3.0, "count": 3, "self": 3.0, "children": []},
+        {"name": "env.reset", "total": 1.0, "count": 1, "self": 1.0, "children": []},
+        {"name": "aten::addmm", "total": 2.0, "count": 2, "self": 2.0, "children": []}]}
+    rows = by_label(aggregate_blocks(rows_to_aggregate(tree, "type"), "type"))
+    assert {label: (row.total, row.count) for label, row in rows.items()} == {
+        "env": (4.0, 4), "aten::addmm": (2.0, 2)}
+
+
 def test_by_worker_each_worker_is_one_row_and_the_trainer_none(vector_tree):
     rows = by_label(aggregate_blocks(rows_to_aggregate(vector_tree, "worker"), "worker"))
     assert sorted(rows) == ["worker 0", "worker 1", "worker 2", "worker 3"]

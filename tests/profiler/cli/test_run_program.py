@@ -241,3 +241,34 @@ def test_the_files_go_where_asked_even_when_the_program_changes_folder(tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "wanders_timers.json").is_file()
     assert "rlprof: timers  out/wanders_timers.json" in result.stderr
+
+
+def test_operators_records_pytorchs_operators_under_the_programs_blocks(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed; pip install torch runs this")
+    script = write_script(tmp_path, "train.py", """
+        import torch
+        from profiler import hierarchical_timer
+
+        layer, batch = torch.nn.Linear(8, 4), torch.randn(2, 8)
+        for _ in range(3):
+            with hierarchical_timer("policy.forward"):
+                layer(batch)
+    """)
+    result = rlprof_run("--operators", "--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    tree = load_timing_tree(tmp_path / "out" / "train_timers.json")
+    assert find(tree, "policy.forward", "aten::linear")["object_type"] == "operator"
+    assert find(tree, "policy.forward", "aten::linear")["count"] == 3
+
+
+def test_operators_without_torch_is_one_line_before_anything_runs(tmp_path):
+    from not_installed import run_without
+
+    script = write_script(tmp_path, "train.py", "print('ran')\n")
+    completed = run_without(("torch",), f"""
+        import sys
+        from profiler.cli.commands import main
+        sys.exit(main(["run", "--operators", "--summaries-dir", {str(tmp_path / 'out')!r}, {str(script)!r}]))
+    """)
+    assert (completed.returncode, completed.stdout) == (2, "")
+    assert completed.stderr.count("\n") == 1 and "--operators: recording PyTorch operators needs PyTorch" in completed.stderr

@@ -165,3 +165,49 @@ def test_a_session_with_record_operators_writes_them_to_its_files(tmp_path, line
     assert find(tree, "step", "aten::linear")["count"] == 1
     assert ("step", "aten::linear", "aten::addmm") in operators_by_path(tree)
     assert not torch_ops.is_recording_operators()
+
+
+def test_a_process_forked_while_recording_records_no_operators(recording):
+    import multiprocessing
+
+    def child(connection):
+        from profiler.timing import timers
+
+        with hierarchical_timer("env.step"):
+            pass
+        connection.send((torch_ops.is_recording_operators(), timers.plain_blocks))
+
+    receiving, sending = multiprocessing.get_context("fork").Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=child, args=(sending,))
+    process.start()
+    recording_in_child, plain_blocks_in_child = receiving.recv()
+    process.join(timeout=60)
+    assert (recording_in_child, plain_blocks_in_child, process.exitcode) == (False, True, 0)
+
+
+def test_operators_run_before_a_reset_are_forgotten_with_the_tree(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("forward"):
+        layer(batch)
+    profiler.reset_timers()
+    with hierarchical_timer("forward"):
+        layer(batch[:8])
+    tree = profiler.get_timer_tree()
+    assert find(tree, "forward", "aten::linear")["count"] == 1
+    assert list(operators_by_path(tree)[("forward", "aten::linear")]["input_shapes"]) == ["[[8, 32], [16, 32], [16]]"]
+
+
+def test_without_torch_set_config_refuses_operators_and_changes_nothing():
+    completed = run_without(("torch",), """
+        import profiler
+        from profiler.control import controls
+        from profiler.gpu import torch_ops
+        try:
+            profiler.set_config(profile_all=True, run_id="changed")
+        except torch_ops.OperatorsUnavailableError as error:
+            print(error)
+        print(controls.get_settings().run_id, controls.get_settings().profile_all)
+    """)
+    assert completed.stdout.splitlines()[-2:] == [
+        "recording PyTorch operators needs PyTorch: pip install torch (or turn operators off)",
+        "profile False"], completed.stderr

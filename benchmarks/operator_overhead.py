@@ -1,0 +1,138 @@
+"""What recording PyTorch's operators costs a training step, beside PyTorch's profiler alone.
+
+The same small MLP step (forward, backward, SGD step on a batch of 64) runs under five cases,
+switched between cases round after round (interleaved), and each ratio is the median of the
+per-round ratios to the plain loop, so machine noise cancels:
+
+* ``plain``: the loop, nothing profiling it;
+* ``rlprof blocks``: the loop inside rlprof blocks (``policy.forward``, ``policy.backward``,
+  ``optimizer.step``), no operators;
+* ``torch.profiler alone``: the plain loop inside ``torch.profiler.profile`` (CPU, record_shapes,
+  with_flops, profile_memory: what rlprof asks for), the profiler stopped and its events listed
+  (``prof.events()``, what ``key_averages`` and exports start from) at the round's end; and
+  ``torch.profiler, unread``: the same, its events never read (the recording's cost alone);
+* ``rlprof + operators``: the rlprof loop with ``profiler.gpu.torch_ops`` recording, the events
+  folded into the tree (a ``get_timer_tree()``) at the round's end.
+
+Each round's time includes starting and stopping the profiler and reading its events, spread over
+the round's steps. Goal (issue 24): operators folded into rlprof's tree cost about what PyTorch's
+profiler costs alone; off, nothing (``rlprof blocks`` is rlprof's own block cost).
+
+    python benchmarks/operator_overhead.py [--rounds 7] [--steps 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import profiler  # noqa: E402
+from profiler import hierarchical_timer  # noqa: E402
+from profiler.gpu import torch_ops  # noqa: E402
+
+torch.manual_seed(0)
+NETWORK = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64),
+                              torch.nn.Tanh(), torch.nn.Linear(64, 4))
+OPTIMIZER = torch.optim.SGD(NETWORK.parameters(), lr=1e-3)
+BATCH = torch.randn(64, 64)
+
+
+def plain_step() -> None:
+    loss = NETWORK(BATCH).pow(2).mean()
+    OPTIMIZER.zero_grad()
+    loss.backward()
+    OPTIMIZER.step()
+
+
+def rlprof_step() -> None:
+    with hierarchical_timer("train_step"):
+        with hierarchical_timer("policy.forward"):
+            loss = NETWORK(BATCH).pow(2).mean()
+        with hierarchical_timer("policy.backward"):
+            OPTIMIZER.zero_grad()
+            loss.backward()
+        with hierarchical_timer("optimizer.step"):
+            OPTIMIZER.step()
+
+
+def plain_round(steps: int) -> None:
+    for _ in range(steps):
+        plain_step()
+
+
+def rlprof_round(steps: int) -> None:
+    for _ in range(steps):
+        rlprof_step()
+
+
+def torch_profiler_round(steps: int, read: bool = True) -> None:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities, record_shapes=True, with_flops=True,
+                                profile_memory=True) as session:
+        for _ in range(steps):
+            plain_step()
+    if read:
+        session.events()
+
+
+def operators_round(steps: int) -> None:
+    torch_ops.start_operators()
+    for _ in range(steps):
+        rlprof_step()
+    profiler.get_timer_tree()
+    torch_ops.stop_operators()
+
+
+CASES: dict[str, Callable[[int], None]] = {
+    "plain": plain_round,
+    "rlprof blocks": rlprof_round,
+    "torch.profiler, unread": lambda steps: torch_profiler_round(steps, read=False),
+    "torch.profiler alone": torch_profiler_round,
+    "rlprof + operators": operators_round,
+}
+
+
+def measure(rounds: int, steps: int) -> dict[str, tuple[float, float]]:
+    """(median microseconds per step, median ratio to plain) for each case."""
+    for run in CASES.values():  # warm-up: lazy initialisation of torch and its profiler
+        run(5)
+    samples: dict[str, list[float]] = {label: [] for label in CASES}
+    for _ in range(rounds):
+        for label, run in CASES.items():
+            profiler.reset_timers()
+            start = time.perf_counter()
+            run(steps)
+            samples[label].append((time.perf_counter() - start) / steps * 1e6)
+    plain = samples["plain"]
+    return {
+        label: (statistics.median(values), statistics.median(value / base for value, base in zip(values, plain)))
+        for label, values in samples.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=100, help="training steps per case per round")
+    arguments = parser.parse_args()
+    torch.set_num_threads(1)  # a steady figure on a shared machine
+    results = measure(arguments.rounds, arguments.steps)
+    print(f"{'case':24} {'us/step':>9} {'x plain':>8}")
+    for label, (microseconds, ratio) in results.items():
+        print(f"{label:24} {microseconds:9.1f} {ratio:8.2f}")
+    alone, unread = results["torch.profiler alone"][1], results["torch.profiler, unread"][1]
+    folded = results["rlprof + operators"][1]
+    print(f"\nrlprof + operators / torch.profiler alone: {folded / alone:.2f} (goal: about 1)")
+    print(f"rlprof + operators / torch.profiler, unread: {folded / unread:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The operators of a run, as MegEngine's ``profile_analyze`` ranks them: ``rlprof analyze``'s
+operator section, when PyTorch's operators were recorded (:mod:`profiler.gpu.torch_ops`).
+
+One row per operator block (``aten::addmm`` under ``policy.forward``, its path), or, with
+``--aggregate-by type``, one per operator type (``aten::addmm`` wherever it ran). Columns, with
+MegEngine's names:
+
+``self``        host time in the operator outside the operators it called;
+``cumulative``  the share of all operators' self time the rows so far account for;
+``total``       host time, the operators it called included; ``count`` its calls;
+``FLOPs``       the computation (PyTorch counts it for matrix multiplications and
+                convolutions only) and ``FLOPS`` per second of the operator's host time;
+``memory``      the host memory the operator allocated minus what it freed (CPU);
+``in_shapes``   its most frequent input shapes.
+
+PyTorch's CPU profiler cannot give MegEngine's device self time, bandwidth or ``out_shapes``:
+the report says so rather than print empty columns. ``--type`` keeps operator types (``aten::addmm``
+or ``addmm``), ``--filter`` searches names and paths, ``--min-time``/``--max-time`` bound the
+self time, ``--order-by`` takes ``self`` (default), ``total``, ``count``, ``flops``, ``memory``.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiler.analysis.text_format import format_percent, format_seconds
+
+__all__ = ["OPERATOR_ORDER_KEYS", "NOT_RECORDED", "OperatorReport", "OperatorRow", "operator_report",
+           "operators_document", "operators_text"]
+
+OPERATOR_ORDER_KEYS = ("self", "total", "count", "flops", "memory")
+
+NOT_RECORDED = ("device self time, bandwidth and out_shapes: not recorded (PyTorch's profiler "
+                "ran on the CPU, which gives host time, FLOPs, CPU memory and input shapes only)")
+
+
+@dataclass
+class OperatorRow:
+    """One operator block, or one operator type's blocks added up."""
+
+    name: str
+    path: tuple[str, ...]
+    self_time: float
+    total: float
+    count: int
+    flops: int
+    cpu_memory_bytes: int
+    input_shapes: dict[str, int] = field(default_factory=dict)
+    places: int = 1
+    block: str = ""
+    """The rlprof block the operator ran in (its operator callers left out); empty at the root."""
+
+    @property
+    def flops_per_second(self) -> float | None:
+        return self.flops / self.total if self.flops and self.total > 0 else None
+
+    @property
+    def common_shapes(self) -> str:
+        if not self.input_shapes:
+            return ""
+        return max(self.input_shapes.items(), key=lambda item: item[1])[0]
+
+
+@dataclass
+class OperatorReport:
+    """What the operator section prints: the rows asked for, and what they were taken from."""
+
+    rows: list[OperatorRow]
+    rows_matched: int
+    operators_in_run: int
+    self_time: float
+    by_type: bool
+    order_by: str
+    ascending: bool
+    not_recorded: str = NOT_RECORDED
+
+
+def operator_report(
+    tree: dict[str, Any],
+    *,
+    by_type: bool = False,
+    types: tuple[str, ...] = (),
+    pattern: re.Pattern[str] | None = None,
+    order_by: str | None = None,
+    ascending: bool = False,
+    min_time: float = 0.0,
+    max_time: float | None = None,
+    top: int | None = None,
+) -> OperatorReport | None:
+    """The operator section of a normalized tree; None when it recorded no operators."""
+    section = tree.get("operators")
+    if not section:
+        return None
+    figures = {tuple(entry["path"]): entry for entry in section["operators"]}
+    rows = list(_operator_rows(tree, (), figures))
+    total_self = sum(row.self_time for row in rows)
+    if by_type:
+        rows = _by_type(rows)
+    in_run = len(rows)
+    if types:
+        rows = [row for row in rows if any(_is_of_type(row.name, wanted) for wanted in types)]
+    if pattern is not None:
+        rows = [row for row in rows if pattern.search(row.name) or pattern.search("/".join(row.path))]
+    rows = [row for row in rows if row.self_time >= min_time and (max_time is None or row.self_time <= max_time)]
+    order = order_by if order_by in OPERATOR_ORDER_KEYS else "self"
+    rows.sort(key=lambda row: _order_value(row, order), reverse=not ascending)
+    return OperatorReport(rows=rows if top is None else rows[:top], rows_matched=len(rows),
+                          operators_in_run=in_run, self_time=total_self, by_type=by_type,
+                          order_by=order, ascending=ascending)
+
+
+def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
+                   figures: dict[tuple[str, ...], dict[str, Any]], block: str = "") -> Iterator[OperatorRow]:
+    for child in node.get("children", []):
+        child_path = (*path, child["name"])
+        child_block = block
+        if child.get("object_type") == "operator":
+            entry = figures.get(child_path, {})
+            yield OperatorRow(
+                name=child["name"], path=child_path, self_time=child["self"], total=child["total"],
+                count=child["count"], flops=entry.get("flops", 0),
+                cpu_memory_bytes=entry.get("cpu_memory_bytes", 0),
+                input_shapes=dict(entry.get("input_shapes", {})), block=block,
+            )
+        else:
+            child_block = "/".join(child_path)
+        yield from _operator_rows(child, child_path, figures, child_block)
+
+
+def _by_type(rows: list[OperatorRow]) -> list[OperatorRow]:
+    """One row per operator name. An operator nested in one of its own type (a recursive call)
+    keeps its self time but not its total, which the outer one already holds."""
+    groups: dict[str, OperatorRow] = {}
+    for row in rows:
+        group = groups.get(row.name)
+        nested = row.name in row.path[:-1]
+        if group is None:
+            group = groups[row.name] = OperatorRow(row.name, (row.name,), 0.0, 0.0, 0, 0, 0, places=0)
+        group.self_time += row.self_time
+        group.total += 0.0 if nested else row.total
+        group.count += row.count
+        group.flops += row.flops
+        group.cpu_memory_bytes += row.cpu_memory_bytes
+        group.places += 1
+        for shapes, calls in row.input_shapes.items():
+            group.input_shapes[shapes] = group.input_shapes.get(shapes, 0) + calls
+    return list(groups.values())
+
+
+def _is_of_type(name: str, wanted: str) -> bool:
+    """``aten::addmm`` is of type ``aten::addmm`` and of type ``addmm``."""
+    return name == wanted or name.split("::")[-1] == wanted
+
+
+def _order_value(row: OperatorRow, order: str) -> float:
+    return {"self": row.self_time, "total": row.total, "count": row.count, "flops": row.flops,
+            "memory": row.cpu_memory_bytes}[order]
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+
+def operators_text(report: OperatorReport | None, width: int) -> str:
+    """The operator section for a terminal, ``width`` columns wide."""
+    if report is None:
+        return ("Operators: none recorded (set_config(profile_all=True) or "
+                "Profiler(record_operators=True) records PyTorch's).")
+    rows_are = "operator types" if report.by_type else "operators"
+    order = f"{report.order_by}, {'smallest' if report.ascending else 'largest'} first"
+    lines = [f"Operators (PyTorch): {len(report.rows)} of {report.rows_matched} {rows_are} "
+             f"(of {report.operators_in_run}), by {order}; self time of all: "
+             f"{format_seconds(report.self_time)}",
+             f"{'self':>10} {'cum':>6} {'total':>10} {'count':>7} {'FLOPs':>9} {'FLOPS':>9} "
+             f"{'memory':>9}  operator  in_shapes"]
+    cumulative = 0.0
+    prefix = 65
+    for row in report.rows:
+        cumulative += row.self_time
+        share = cumulative / report.self_time if report.self_time > 0 else None
+        flops_per_second = row.flops_per_second
+        label = row.name if report.by_type else f"{row.name} in {row.block or '(no block)'}"
+        line = (f"{format_seconds(row.self_time):>10} {format_percent(share):>6} "
+                f"{format_seconds(row.total):>10} {row.count:>7} {_quantity(row.flops):>9} "
+                f"{_quantity(flops_per_second):>9} {_bytes(row.cpu_memory_bytes):>9}  {label}  "
+                f"{row.common_shapes}")
+        limit = max(width, prefix + 20)
+        # Cut at the end: the figures and the operator's block come first, the shapes last.
+        lines.append(line if len(line) <= limit else line[: limit - 3] + "...")
+    if not report.rows:
+        lines.append("(no operator matches)")
+    lines.extend(textwrap.wrap(report.not_recorded, max(width, 40)))
+    return "\n".join(lines)
+
+
+def operators_document(report: OperatorReport | None) -> dict[str, Any] | None:
+    """The operator section for ``--format json``."""
+    if report is None:
+        return None
+    return {
+        "by_type": report.by_type,
+        "order_by": report.order_by,
+        "self_time": report.self_time,
+        "rows_matched": report.rows_matched,
+        "operators_in_run": report.operators_in_run,
+        "not_recorded": ["device_self_time", "bandwidth", "out_shapes"],
+        "rows": [
+            {"name": row.name, "path": list(row.path), "block": row.block, "self": row.self_time, "total": row.total,
+             "count": row.count, "flops": row.flops, "flops_per_second": row.flops_per_second,
+             "cpu_memory_bytes": row.cpu_memory_bytes, "input_shapes": row.input_shapes,
+             "places": row.places}
+            for row in report.rows
+        ],
+    }
+
+
+def _quantity(value: float | None) -> str:
+    """1234567 as ``1.23M``; ``-`` when there is none."""
+    if not value:
+        return "-"
+    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g}{suffix}"
+    return f"{value:.3g}"
+
+
+def _bytes(value: int) -> str:
+    if not value:
+        return "-"
+    for factor, suffix in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {suffix}"
+    return f"{value} B"

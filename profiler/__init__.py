@@ -31,7 +31,7 @@ from profiler.tree.timer_json import (
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.integrations.scalar_figures import scalars
 from profiler.integrations import live_view  # profiler.live_view.start() / stop(): docs/live.md
-from profiler.session import Profiler, profile
+from profiler.control.session import Profiler, profile
 from profiler.timing.timers import (
     TIMER_FORMAT_VERSION,
     GaugeNode,

@@ -23,7 +23,7 @@ LAYERS = {
         ("tree",),
         ("analysis",),
         ("export",),
-        ("control", "session", "integrations"),
+        ("control", "integrations"),
         ("cli",),
         ("", "__main__"),
     ),

@@ -1,1 +1,2 @@
-"""MXNet's ``mxnet.profiler`` surface: settings, state, dumps, domains, tasks, counters, markers, scopes."""
+"""The seeds' control surfaces on rlprof's one timer core: MXNet's ``mxnet.profiler`` (settings,
+state, dumps, domains, tasks, counters, markers, scopes) and MegEngine's ``Profiler`` session."""

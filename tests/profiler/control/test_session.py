@@ -15,7 +15,7 @@ import pytest
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree, profile
 from profiler.recording import events, memory
-from profiler.session import SESSION_FORMATS
+from profiler.control.session import SESSION_FORMATS
 
 
 def written(directory, format_name):

@@ -1,0 +1,229 @@
+"""``rlprof run`` with no flags: every environment the program builds, timed where it runs.
+
+The program's vector env classes, pipes, start methods and results stay its own. rlprof only
+
+* wraps the env factories given to Gymnasium's ``SyncVectorEnv``/``AsyncVectorEnv`` (which
+  ``gymnasium.make_vec`` builds) and Stable-Baselines3's ``DummyVecEnv``/``SubprocVecEnv`` (which
+  ``make_vec_env`` builds), so each env's ``step`` and ``reset`` are timed in the process that runs
+  it (:mod:`.timed_env`, :mod:`.factories`), and times the envs ``gymnasium.make`` returns in the
+  trainer;
+* has worker processes ship their timers, finish stamps and CPU samples over a channel of its own
+  (:mod:`.channel`), so the dump gets the ``workers`` section, the critical path and the env time
+  that a ``SubprocessEnvManager`` gives (:mod:`.vector_env_record`);
+* times the vector step of those classes on the trainer's side (:mod:`.known_classes`).
+
+``profiler`` reaches this through the ``rlprof.environments`` entry point
+(:func:`instrument_environments`); it never imports ``envmanager``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any, Callable
+
+from profiler.recording import events, memory
+from profiler.timing import timers
+
+from envmanager.instrumentation.channel import ChannelServer
+from envmanager.instrumentation.factories import TimedFactory
+from envmanager.instrumentation.known_classes import KnownClass, Patches
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
+from envmanager.instrumentation.vector_env_record import VectorEnvRecord
+
+__all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]
+
+FINAL_TIMERS_WAIT_SECONDS = 5.0
+"""How long the end of the run waits for the workers' last timers once their envs are closed."""
+
+NOTHING_INSTRUMENTED = (
+    "no environment was instrumented: the program built none through gymnasium.make/make_vec, "
+    "Gymnasium's SyncVectorEnv/AsyncVectorEnv or Stable-Baselines3's DummyVecEnv/SubprocVecEnv "
+    "(make_vec_env). Build the envs through one of those, time their calls with "
+    "profiler.hierarchical_timer, or use --vector-env to run Gymnasium's vector envs as "
+    "SubprocessEnvManagers"
+)
+
+
+class EnvironmentInstrumentation:
+    """The known classes patched and ``gymnasium.make`` timed until :meth:`finish`."""
+
+    def __init__(self) -> None:
+        self.trainer_pid = os.getpid()
+        self.records: list[VectorEnvRecord] = []
+        self._made: list[Any] = []  # the timing of each env gymnasium.make returned in the trainer
+        self._instances: weakref.WeakKeyDictionary[Any, VectorEnvRecord] = weakref.WeakKeyDictionary()
+        self._vector_envs: list[weakref.ref[Any]] = []
+        self._lock = threading.Lock()
+        self._server: ChannelServer | None = None
+        self._by_connection: dict[int, tuple[VectorEnvRecord, int]] = {}
+        self._patches = Patches(self)
+        self._patches.install()
+        self._restore_make = _time_gymnasium_make(self)
+
+    # --- called by the patched classes (trainer thread) --------------------------------------
+
+    def record_of(self, envs: Any) -> VectorEnvRecord | None:
+        try:
+            return self._instances.get(envs)
+        except TypeError:  # not weakly referable or not hashable: not one of ours
+            return None
+
+    def new_record(self, cls: type, known: KnownClass, env_fns: Any) -> tuple[VectorEnvRecord, Any]:
+        """A record for a vector env about to be built, and its factories wrapped."""
+        factories = list(env_fns)
+        with self._lock:
+            same = sum(1 for record in self.records if record.class_name == cls.__name__)
+            name = cls.__name__ if not same else f"{cls.__name__} #{same + 1}"
+            vector_id = len(self.records)
+            stack = timers.get_timer_stack_for_thread(threading.current_thread())
+            record = VectorEnvRecord(cls.__name__, name, len(factories), known.in_workers, stack)
+            self.records.append(record)
+        if known.in_workers:
+            address = self._channel().address
+            timeline, sampling = events.is_recording(), memory.sampling_settings()
+            wrapped = [TimedFactory(factory, self.trainer_pid, WorkerIdentity(address, vector_id, index, timeline, sampling))
+                       for index, factory in enumerate(factories)]
+        else:
+            wrapped = [TimedFactory(factory, self.trainer_pid, None) for factory in factories]
+        return record, tuple(wrapped) if isinstance(env_fns, tuple) else wrapped
+
+    def built(self, envs: Any, record: VectorEnvRecord) -> None:
+        record.built = True
+        try:
+            self._instances[envs] = record
+            self._vector_envs.append(weakref.ref(envs))
+        except TypeError:
+            pass
+        if record.in_workers:
+            in_workers = [r for r in self.records if r.in_workers and r.built]
+            timers.add_metadata("busy_processes", 1 + sum(r.envs for r in in_workers), record.stack)
+            # The verdicts advise about the pipe of the program's own class, not rlprof's manager.
+            timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in in_workers})),
+                                record.stack)
+
+    # --- the channel (its threads) -------------------------------------------------------------
+
+    def _channel(self) -> ChannelServer:
+        with self._lock:
+            if self._server is None:
+                self._server = ChannelServer(self._on_message, self._on_closed)
+            return self._server
+
+    def _on_message(self, connection: int, message: Any) -> None:
+        if not isinstance(message, tuple) or not message:
+            return
+        if message[0] == "hello" and len(message) == 4:
+            _, vector_id, index, pid = message
+            if not (isinstance(vector_id, int) and 0 <= vector_id < len(self.records)):
+                return
+            record = self.records[vector_id]
+            if isinstance(index, int) and 0 <= index < record.envs and isinstance(pid, int):
+                self._by_connection[connection] = (record, index)
+                record.connected(index, pid)
+            return
+        known = self._by_connection.get(connection)
+        if known is None:
+            return
+        record, index = known
+        if message[0] == "timers":
+            record.add_timers(index, message[1:])
+        elif message[0] == "bye":
+            record.said_goodbye(index)
+
+    def _on_closed(self, connection: int) -> None:
+        self._by_connection.pop(connection, None)
+
+    # --- the end of the run --------------------------------------------------------------------
+
+    def finish(self) -> list[str]:
+        """Close the vector envs the program left open (their workers ship their last timers
+        then), wait for those timers, put the classes back; the lines to tell the user."""
+        problems = []
+        for reference in self._vector_envs:
+            envs = reference()
+            if envs is not None and not _is_closed(envs):
+                try:
+                    _close(envs)
+                except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
+                    problems.append(f"closing the program's {type(envs).__name__} failed: "
+                                    f"{type(error).__name__}: {error}")
+        if self._server is not None:
+            self._server.wait_for_readers(FINAL_TIMERS_WAIT_SECONDS)
+            self._server.close()
+        for record in self.records:
+            if record.merger is not None:
+                record.match_steps()
+                record.merger.retire()
+        self._patches.restore()
+        self._restore_make()
+        return [*self.summary(), *problems, *(line for record in self.records for line in record.lost())]
+
+    @property
+    def made(self) -> int:
+        """Envs from ``gymnasium.make`` timed on their own (not inside a vector env's factory)."""
+        return sum(1 for timing in self._made if timing.active)
+
+    def summary(self) -> list[str]:
+        """What was instrumented, in one line (or the line that says nothing was, and what to do)."""
+        built = [record for record in self.records if record.built]
+        if not built and not self.made:
+            return [NOTHING_INSTRUMENTED]
+        parts = []
+        for record in built:
+            where = (f"{record.envs} worker processes" if record.in_workers else "this process")
+            parts.append(f"{record.name} ({record.envs} envs, in {where})")
+        if self.made:
+            parts.append(f"{self.made} env{'s' if self.made != 1 else ''} from gymnasium.make (in this process)")
+        return ["environments timed where they ran: " + ", ".join(parts)]
+
+
+def _is_closed(envs: Any) -> bool:
+    return bool(getattr(envs, "closed", False))
+
+
+def _close(envs: Any) -> None:
+    """Close a vector env the program left open; a Gymnasium one stuck in a call (the program
+    was interrupted mid-step) gets :data:`FINAL_TIMERS_WAIT_SECONDS` before its workers are
+    terminated, so the end of the run never hangs on it."""
+    from gymnasium.vector import AsyncVectorEnv
+
+    if isinstance(envs, AsyncVectorEnv):
+        envs.close(timeout=FINAL_TIMERS_WAIT_SECONDS)
+    else:
+        envs.close()
+
+
+def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
+    """Time the envs ``gymnasium.make`` returns in the trainer (a forked worker's copy of the
+    patch leaves them to the factory wrapper); returns what puts ``make`` back."""
+    import gymnasium
+    import gymnasium.envs.registration as registration
+
+    original = registration.make
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        env = original(*args, **kwargs)
+        if os.getpid() == instrumentation.trainer_pid and not is_instrumented(env):
+            timing = instrument_env(env, None)
+            if timing is not None:
+                instrumentation._made.append(timing)
+        return env
+
+    make.__doc__, make.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+    owners = [module for module in (gymnasium, registration) if getattr(module, "make", None) is original]
+    for module in owners:
+        module.make = make
+
+    def restore() -> None:
+        for module in owners:
+            if module.make is make:
+                module.make = original
+
+    return restore
+
+
+def instrument_environments() -> EnvironmentInstrumentation:
+    """The ``rlprof.environments`` entry point: instrument until ``finish()``."""
+    return EnvironmentInstrumentation()

@@ -41,6 +41,7 @@ typedef struct {
     Py_ssize_t min;
     Py_ssize_t max;
     Py_ssize_t start;
+    Py_ssize_t bound;
 } NodeSlots;
 
 static NodeSlots slots;
@@ -279,13 +280,186 @@ failed:
     return NULL;
 }
 
-static PyMethodDef node_enter_definition = {
-    "__enter__", (PyCFunction)node_enter, METH_NOARGS,
-    PyDoc_STR("Make this block the open block of its stack and start its clock (C accelerator).")};
+/* How ``with node:`` reaches the methods, allocating nothing.
+ *
+ * The with statement looks __enter__ and __exit__ up on the node's class and binds each to the
+ * node: for a function or a C method, a new bound-method object per lookup, two allocations per
+ * block that cost more than everything the methods do. TimerNode's __enter__ and __exit__ are
+ * instead BlockMethod descriptors, which bind a node once: its two BoundBlockMethods are kept in
+ * the node's slot ``_bound_methods`` and handed out again at every lookup. Both kinds of object
+ * are called as the methods are: ``TimerNode.__exit__(node, None, None, None)`` (as the
+ * companions' wrappers call them) and ``node.__exit__(None, None, None)`` (as ``with`` does). */
+typedef struct {
+    PyObject_HEAD
+    int is_exit;
+    vectorcallfunc vectorcall;
+} BlockMethod;
 
-static PyMethodDef node_exit_definition = {
-    "__exit__", (PyCFunction)(void (*)(void))node_exit, METH_FASTCALL,
-    PyDoc_STR("Stop this block's clock, reopen its parent and count the run (C accelerator).")};
+typedef struct {
+    PyObject_HEAD
+    PyObject *node;
+    int is_exit;
+    vectorcallfunc vectorcall;
+} BoundBlockMethod;
+
+static PyTypeObject BlockMethodType;
+static PyTypeObject BoundBlockMethodType;
+
+static PyObject *
+call_block_method(int is_exit, PyObject *node, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (is_exit) {
+        return node_exit(node, args, nargs);
+    }
+    if (nargs != 0) {
+        PyErr_Format(PyExc_TypeError, "__enter__() takes no arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return node_enter(node, NULL);
+}
+
+static PyObject *
+bound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BoundBlockMethod *bound = (BoundBlockMethod *)callable;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError, "a block's __enter__ and __exit__ take no keyword arguments");
+        return NULL;
+    }
+    return call_block_method(bound->is_exit, bound->node, args, PyVectorcall_NARGS(nargsf));
+}
+
+/* TimerNode.__enter__(node) and TimerNode.__exit__(node, exc_type, exc_value, traceback). */
+static PyObject *
+unbound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BlockMethod *method = (BlockMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError, "a block's __enter__ and __exit__ take no keyword arguments");
+        return NULL;
+    }
+    if (nargs < 1 || !PyObject_TypeCheck(args[0], (PyTypeObject *)node_type)) {
+        PyErr_Format(PyExc_TypeError, "%s() needs a %.100s as its first argument",
+                     method->is_exit ? "__exit__" : "__enter__", ((PyTypeObject *)node_type)->tp_name);
+        return NULL;
+    }
+    return call_block_method(method->is_exit, args[0], args + 1, nargs - 1);
+}
+
+static PyObject *
+new_bound(PyObject *node, int is_exit)
+{
+    BoundBlockMethod *bound = PyObject_GC_New(BoundBlockMethod, &BoundBlockMethodType);
+    if (bound == NULL) {
+        return NULL;
+    }
+    Py_INCREF(node);
+    bound->node = node;
+    bound->is_exit = is_exit;
+    bound->vectorcall = bound_vectorcall;
+    PyObject_GC_Track(bound);
+    return (PyObject *)bound;
+}
+
+/* node.__enter__ / node.__exit__: the node's own bound methods, made at its first lookup. */
+static PyObject *
+block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
+{
+    if (node == NULL || node == Py_None) {
+        Py_INCREF(descriptor);
+        return descriptor;
+    }
+    int is_exit = ((BlockMethod *)descriptor)->is_exit;
+    PyObject *kept = SLOT(node, slots.bound);
+    if (kept == NULL || !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2) {
+        PyObject *enter = new_bound(node, 0);
+        PyObject *exit = new_bound(node, 1);
+        kept = (enter != NULL && exit != NULL) ? PyTuple_Pack(2, enter, exit) : NULL;
+        Py_XDECREF(enter);
+        Py_XDECREF(exit);
+        if (kept == NULL) {
+            return NULL;
+        }
+        set_slot(node, slots.bound, kept);
+    }
+    PyObject *bound = PyTuple_GET_ITEM(kept, is_exit);
+    Py_INCREF(bound);
+    return bound;
+}
+
+static PyObject *
+block_method_repr(BlockMethod *method)
+{
+    return PyUnicode_FromFormat("<C method %s of %.100s>", method->is_exit ? "__exit__" : "__enter__",
+                                ((PyTypeObject *)node_type)->tp_name);
+}
+
+static PyObject *
+bound_repr(BoundBlockMethod *bound)
+{
+    return PyUnicode_FromFormat("<C method %s of %R>", bound->is_exit ? "__exit__" : "__enter__", bound->node);
+}
+
+static int
+bound_traverse(BoundBlockMethod *bound, visitproc visit, void *arg)
+{
+    Py_VISIT(bound->node);
+    return 0;
+}
+
+static int
+bound_clear(BoundBlockMethod *bound)
+{
+    Py_CLEAR(bound->node);
+    return 0;
+}
+
+static void
+bound_dealloc(BoundBlockMethod *bound)
+{
+    PyObject_GC_UnTrack(bound);
+    bound_clear(bound);
+    PyObject_GC_Del(bound);
+}
+
+static PyTypeObject BlockMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BlockMethod",
+    .tp_doc = PyDoc_STR("A TimerNode's __enter__ or __exit__, in C (see timer_node.py's reference)."),
+    .tp_basicsize = sizeof(BlockMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BlockMethod, vectorcall),
+    .tp_descr_get = block_method_get,
+    .tp_repr = (reprfunc)block_method_repr,
+};
+
+static PyTypeObject BoundBlockMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BoundBlockMethod",
+    .tp_doc = PyDoc_STR("A node's own __enter__ or __exit__, bound once (see BlockMethod)."),
+    .tp_basicsize = sizeof(BoundBlockMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BoundBlockMethod, vectorcall),
+    .tp_traverse = (traverseproc)bound_traverse,
+    .tp_clear = (inquiry)bound_clear,
+    .tp_dealloc = (destructor)bound_dealloc,
+    .tp_repr = (reprfunc)bound_repr,
+};
+
+static PyObject *
+new_block_method(int is_exit)
+{
+    BlockMethod *method = PyObject_New(BlockMethod, &BlockMethodType);
+    if (method == NULL) {
+        return NULL;
+    }
+    method->is_exit = is_exit;
+    method->vectorcall = unbound_vectorcall;
+    return (PyObject *)method;
+}
 
 /* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a plain slot. */
 static Py_ssize_t
@@ -346,7 +520,8 @@ block_methods(PyObject *module, PyObject *args)
         || (found.errors = slot_offset(node, "errors")) < 0
         || (found.min = slot_offset(node, "min")) < 0
         || (found.max = slot_offset(node, "max")) < 0
-        || (found.start = slot_offset(node, "_start")) < 0) {
+        || (found.start = slot_offset(node, "_start")) < 0
+        || (found.bound = slot_offset(node, "_bound_methods")) < 0) {
         return NULL;
     }
     if (use_clock(new_clock) < 0) {
@@ -355,8 +530,8 @@ block_methods(PyObject *module, PyObject *args)
     slots = found;
     Py_INCREF(type);
     Py_XSETREF(node_type, type);
-    PyObject *enter = PyDescr_NewMethod(node, &node_enter_definition);
-    PyObject *exit = PyDescr_NewMethod(node, &node_exit_definition);
+    PyObject *enter = new_block_method(0);
+    PyObject *exit = new_block_method(1);
     PyObject *methods = NULL;
     if (enter != NULL && exit != NULL) {
         methods = PyTuple_Pack(2, enter, exit);
@@ -442,7 +617,8 @@ PyInit__timer_core(void)
     Py_DECREF(time_module);
     current_name = PyUnicode_InternFromString("current");
     one = PyLong_FromLong(1);
-    if (perf_counter == NULL || current_name == NULL || one == NULL) {
+    if (perf_counter == NULL || current_name == NULL || one == NULL
+        || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0) {
         return NULL;
     }
     return PyModule_Create(&module_definition);

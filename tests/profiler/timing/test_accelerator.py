@@ -54,6 +54,27 @@ def test_set_clock_routes_the_accelerators_readings_through_the_given_clock(fake
     assert accelerator.extension.now() == fake_clock.time
 
 
+@needs_accelerator
+def test_on_the_accelerator_a_node_binds_its_methods_once_so_a_block_allocates_nothing():
+    with timers.hierarchical_timer("block") as node:
+        pass
+    assert node.__enter__ is node.__enter__ and node.__exit__ is node.__exit__
+    with node:
+        pass
+    assert node.count == 2
+
+
+@needs_accelerator
+def test_the_accelerators_methods_called_through_the_class_time_the_node_given(fake_clock):
+    node = timers.current_thread_stack().root.get_child("block")
+    timer_node.TimerNode.__enter__(node)
+    fake_clock.advance(3.0)
+    timer_node.TimerNode.__exit__(node, ValueError, ValueError(), None)
+    assert (node.total, node.count, node.errors) == (3.0, 1, 1)
+    with pytest.raises(TypeError, match="TimerNode"):
+        timer_node.TimerNode.__enter__(object())
+
+
 def run_python(script: str, cwd: Path | None = None, **environment: str) -> str:
     result = subprocess.run(
         [sys.executable, "-c", script],

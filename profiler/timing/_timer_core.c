@@ -33,6 +33,7 @@
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
 typedef struct {
+    Py_ssize_t children;
     Py_ssize_t parent;
     Py_ssize_t stack;
     Py_ssize_t total;
@@ -53,6 +54,11 @@ static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the 
 static int clock_is_system = 0;          /* clock is perf_counter and read here directly */
 static PyObject *current_name = NULL;    /* interned "current": the stack's open block */
 static PyObject *one = NULL;             /* the int 1, added to count and errors */
+static PyObject *stack_name = NULL;      /* interned "stack": a thread's stack on its local */
+static PyObject *children_name = NULL;   /* interned "children" */
+static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in timers.py */
+static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
+static int compiled_lookup = 1;          /* hierarchical_timer's common case found here */
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -513,7 +519,8 @@ block_methods(PyObject *module, PyObject *args)
     }
     PyTypeObject *node = (PyTypeObject *)type;
     NodeSlots found;
-    if ((found.parent = slot_offset(node, "parent")) < 0
+    if ((found.children = slot_offset(node, "children")) < 0
+        || (found.parent = slot_offset(node, "parent")) < 0
         || (found.stack = slot_offset(node, "_stack")) < 0
         || (found.total = slot_offset(node, "total")) < 0
         || (found.count = slot_offset(node, "count")) < 0
@@ -585,7 +592,219 @@ reads_system_clock(PyObject *module, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(clock_is_system);
 }
 
+/* hierarchical_timer, its common case in C.
+ *
+ * timers.hierarchical_timer (Python) is the reference: with timing on, no stack, device or other
+ * argument given, and the block run before under the calling thread's open block, it returns
+ * _thread_local.stack.current.children[name]; anything else takes its slow path. A BlockLookup
+ * wraps that function: it finds the common case itself, reading timers.py's globals
+ * (``_enabled``, ``_thread_local``) at each call as the function does, and calls the function for
+ * everything else, so that both give the same node, or the same error, for any call. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *function;     /* the Python hierarchical_timer */
+    PyObject *globals;      /* its module's globals */
+    PyObject *dict;         /* __doc__, __wrapped__, __name__...: set by functools.update_wrapper */
+    vectorcallfunc vectorcall;
+} BlockLookup;
+
+/* An attribute Python's fast path reads, or NULL: with no error for AttributeError (which the
+ * fast path catches: the slow path runs), with the error for anything else. */
+static PyObject *
+caught_attribute(PyObject *object, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return value;
+}
+
+/* _thread_local.stack.current.children[name] as a new reference, or NULL: with no error where
+ * Python's fast path would fall through to the slow path, with the error it would raise. */
+static PyObject *
+find_open_child(BlockLookup *self, PyObject *name)
+{
+    PyObject *enabled = PyDict_GetItemWithError(self->globals, enabled_name);
+    if (enabled == NULL) {
+        return NULL;
+    }
+    int on = enabled == Py_True ? 1 : PyObject_IsTrue(enabled);
+    if (on <= 0) {
+        return NULL;
+    }
+    PyObject *local = PyDict_GetItemWithError(self->globals, thread_local_name);
+    if (local == NULL) {
+        return NULL;
+    }
+    PyObject *stack = caught_attribute(local, stack_name);
+    if (stack == NULL) {
+        return NULL;
+    }
+    PyObject *current;
+    if ((PyObject *)Py_TYPE(stack) == stack_type && SLOT(stack, stack_current) != NULL) {
+        current = SLOT(stack, stack_current);
+        Py_INCREF(current);
+    }
+    else {
+        current = caught_attribute(stack, current_name);
+    }
+    Py_DECREF(stack);
+    if (current == NULL) {
+        return NULL;
+    }
+    PyObject *children = NULL;
+    if ((PyObject *)Py_TYPE(current) == node_type && SLOT(current, slots.children) != NULL) {
+        children = SLOT(current, slots.children);
+        Py_INCREF(children);
+    }
+    else {
+        children = caught_attribute(current, children_name);
+    }
+    Py_DECREF(current);
+    if (children == NULL) {
+        return NULL;
+    }
+    PyObject *node;
+    if (PyDict_CheckExact(children)) {
+        node = PyDict_GetItemWithError(children, name);
+        Py_XINCREF(node);
+    }
+    else {
+        node = PyObject_GetItem(children, name);
+        if (node == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+        }
+    }
+    Py_DECREF(children);
+    return node;
+}
+
+static PyObject *
+lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BlockLookup *self = (BlockLookup *)callable;
+    if (compiled_lookup && PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL) {
+        PyObject *node = find_open_child(self, args[0]);
+        if (node != NULL || PyErr_Occurred()) {
+            return node;
+        }
+    }
+    return PyObject_Vectorcall(self->function, args, nargsf, kwnames);
+}
+
+static PyObject *
+lookup_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *function;
+    if (!PyArg_ParseTuple(args, "O:BlockLookup", &function)) {
+        return NULL;
+    }
+    if (!PyFunction_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "BlockLookup wraps a Python function");
+        return NULL;
+    }
+    BlockLookup *self = (BlockLookup *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(function);
+    self->function = function;
+    self->globals = PyFunction_GetGlobals(function);
+    Py_INCREF(self->globals);
+    self->vectorcall = lookup_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+lookup_traverse(BlockLookup *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->function);
+    Py_VISIT(self->globals);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+lookup_clear(BlockLookup *self)
+{
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+lookup_dealloc(BlockLookup *self)
+{
+    PyObject_GC_UnTrack(self);
+    lookup_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Pickled by name, as a module-level function is: ``__qualname__`` in ``__module__``. */
+static PyObject *
+lookup_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyObject *
+lookup_repr(BlockLookup *self)
+{
+    return PyUnicode_FromFormat("<compiled %R>", self->function);
+}
+
+static PyMethodDef lookup_methods[] = {
+    {"__reduce__", lookup_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef lookup_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(BlockLookup, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(BlockLookup, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef lookup_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BlockLookupType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BlockLookup",
+    .tp_doc = PyDoc_STR("BlockLookup(hierarchical_timer): the function, its common case in C."),
+    .tp_basicsize = sizeof(BlockLookup),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = lookup_new,
+    .tp_traverse = (traverseproc)lookup_traverse,
+    .tp_clear = (inquiry)lookup_clear,
+    .tp_dealloc = (destructor)lookup_dealloc,
+    .tp_repr = (reprfunc)lookup_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BlockLookup, vectorcall),
+    .tp_dictoffset = offsetof(BlockLookup, dict),
+    .tp_methods = lookup_methods,
+    .tp_members = lookup_members,
+    .tp_getset = lookup_getset,
+};
+
+static PyObject *
+use_compiled_lookup(PyObject *module, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) {
+        return NULL;
+    }
+    compiled_lookup = on;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_functions[] = {
+    {"use_compiled_lookup", use_compiled_lookup, METH_O,
+     PyDoc_STR("Whether BlockLookup finds hierarchical_timer's common case itself (True) or calls "
+               "the Python function for every call (False).")},
     {"block_methods", block_methods, METH_VARARGS,
      PyDoc_STR("block_methods(node_type, clock) -> (__enter__, __exit__): the C methods of a "
                "block for node_type, reading clock.")},
@@ -616,10 +835,26 @@ PyInit__timer_core(void)
     perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
     Py_DECREF(time_module);
     current_name = PyUnicode_InternFromString("current");
+    stack_name = PyUnicode_InternFromString("stack");
+    children_name = PyUnicode_InternFromString("children");
+    enabled_name = PyUnicode_InternFromString("_enabled");
+    thread_local_name = PyUnicode_InternFromString("_thread_local");
     one = PyLong_FromLong(1);
-    if (perf_counter == NULL || current_name == NULL || one == NULL
-        || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0) {
+    if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
+        || enabled_name == NULL || thread_local_name == NULL || one == NULL
+        || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0
+        || PyType_Ready(&BlockLookupType) < 0) {
         return NULL;
     }
-    return PyModule_Create(&module_definition);
+    PyObject *module = PyModule_Create(&module_definition);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&BlockLookupType);
+    if (PyModule_AddObject(module, "BlockLookup", (PyObject *)&BlockLookupType) < 0) {
+        Py_DECREF(&BlockLookupType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

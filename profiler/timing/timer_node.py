@@ -420,6 +420,9 @@ def use_compiled_core(compiled: bool) -> None:
     if compiled and COMPILED_ENTER is None:
         raise RuntimeError(f"the C accelerator is not loaded: {unavailable_reason}")
     PLAIN_ENTER, PLAIN_EXIT = (COMPILED_ENTER, COMPILED_EXIT) if compiled else (PYTHON_ENTER, PYTHON_EXIT)
+    if _accelerator is not None:
+        # hierarchical_timer's common case in C too, or every call through the Python function.
+        _accelerator.use_compiled_lookup(compiled)
 
 
 def accelerated() -> bool:

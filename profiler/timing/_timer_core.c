@@ -620,6 +620,31 @@ caught_attribute(PyObject *object, PyObject *name)
     return value;
 }
 
+/* _thread_local.stack (a new reference, or NULL as caught_attribute gives it), remembered in
+ * the calling thread's state dict under the ``_thread_local`` object itself: a thread's stack on a
+ * given local is set once (timers.current_thread_stack) and never replaced, and a forked child
+ * gets a new local, hence a new key. One dict lookup instead of threading.local's several. */
+static PyObject *
+thread_stack(PyObject *local)
+{
+    PyObject *thread_dict = PyThreadState_GetDict();
+    if (thread_dict != NULL) {
+        PyObject *stack = PyDict_GetItemWithError(thread_dict, local);
+        if (stack != NULL) {
+            Py_INCREF(stack);
+            return stack;
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *stack = caught_attribute(local, stack_name);
+    if (stack != NULL && thread_dict != NULL && PyDict_SetItem(thread_dict, local, stack) < 0) {
+        Py_CLEAR(stack);
+    }
+    return stack;
+}
+
 /* _thread_local.stack.current.children[name] as a new reference, or NULL: with no error where
  * Python's fast path would fall through to the slow path, with the error it would raise. */
 static PyObject *
@@ -637,7 +662,7 @@ find_open_child(BlockLookup *self, PyObject *name)
     if (local == NULL) {
         return NULL;
     }
-    PyObject *stack = caught_attribute(local, stack_name);
+    PyObject *stack = thread_stack(local);
     if (stack == NULL) {
         return NULL;
     }
@@ -790,6 +815,26 @@ static PyTypeObject BlockLookupType = {
     .tp_getset = lookup_getset,
 };
 
+/* Drop what thread_stack() remembered in the calling thread for ``local``: the forking thread
+ * of a child process, whose timers start over on a new local (timers._forget_parent_timers). */
+static PyObject *
+forget_thread_stack(PyObject *module, PyObject *local)
+{
+    PyObject *thread_dict = PyThreadState_GetDict();
+    if (thread_dict == NULL) {
+        Py_RETURN_NONE;
+    }
+    if (PyDict_GetItemWithError(thread_dict, local) != NULL) {
+        if (PyDict_DelItem(thread_dict, local) < 0) {
+            return NULL;
+        }
+    }
+    else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 use_compiled_lookup(PyObject *module, PyObject *flag)
 {
@@ -802,6 +847,8 @@ use_compiled_lookup(PyObject *module, PyObject *flag)
 }
 
 static PyMethodDef module_functions[] = {
+    {"forget_thread_stack", forget_thread_stack, METH_O,
+     PyDoc_STR("Forget the calling thread's stack remembered for this threading.local.")},
     {"use_compiled_lookup", use_compiled_lookup, METH_O,
      PyDoc_STR("Whether BlockLookup finds hierarchical_timer's common case itself (True) or calls "
                "the Python function for every call (False).")},

@@ -92,6 +92,8 @@ than enter it. Read it as ``timers.plain_blocks`` each time: it changes as compa
 def _forget_parent_timers() -> None:
     """Give a forked child empty stacks, so that its payloads never repeat the parent's tree."""
     global _registry, _thread_local
+    if _accelerator is not None:
+        _accelerator.forget_thread_stack(_thread_local)  # what the C lookup remembered of it
     _registry = StackRegistry()
     _thread_local = threading.local()
 

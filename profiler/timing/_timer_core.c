@@ -58,6 +58,7 @@ static PyObject *stack_name = NULL;      /* interned "stack": a thread's stack o
 static PyObject *children_name = NULL;   /* interned "children" */
 static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in timers.py */
 static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
+static PyObject *disabled_block_name = NULL; /* interned "_DISABLED_BLOCK": in timers.py */
 static int compiled_lookup = 1;          /* hierarchical_timer's common case found here */
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
@@ -596,7 +597,8 @@ reads_system_clock(PyObject *module, PyObject *Py_UNUSED(ignored))
  *
  * timers.hierarchical_timer (Python) is the reference: with timing on, no stack, device or other
  * argument given, and the block run before under the calling thread's open block, it returns
- * _thread_local.stack.current.children[name]; anything else takes its slow path. A BlockLookup
+ * _thread_local.stack.current.children[name], and with timing off its stand-in _DISABLED_BLOCK;
+ * anything else takes its slow path. A BlockLookup
  * wraps that function: it finds the common case itself, reading timers.py's globals
  * (``_enabled``, ``_thread_local``) at each call as the function does, and calls the function for
  * everything else, so that both give the same node, or the same error, for any call. */
@@ -645,8 +647,9 @@ thread_stack(PyObject *local)
     return stack;
 }
 
-/* _thread_local.stack.current.children[name] as a new reference, or NULL: with no error where
- * Python's fast path would fall through to the slow path, with the error it would raise. */
+/* _thread_local.stack.current.children[name] (or, timing off, _DISABLED_BLOCK) as a new
+ * reference, or NULL: with no error where Python's fast path would fall through to the slow
+ * path, with the error it would raise. */
 static PyObject *
 find_open_child(BlockLookup *self, PyObject *name)
 {
@@ -655,8 +658,14 @@ find_open_child(BlockLookup *self, PyObject *name)
         return NULL;
     }
     int on = enabled == Py_True ? 1 : PyObject_IsTrue(enabled);
-    if (on <= 0) {
+    if (on < 0) {
         return NULL;
+    }
+    if (!on) {
+        /* Timing off: the function gives its stand-in block, whatever the name. */
+        PyObject *disabled = PyDict_GetItemWithError(self->globals, disabled_block_name);
+        Py_XINCREF(disabled);
+        return disabled;
     }
     PyObject *local = PyDict_GetItemWithError(self->globals, thread_local_name);
     if (local == NULL) {
@@ -886,9 +895,10 @@ PyInit__timer_core(void)
     children_name = PyUnicode_InternFromString("children");
     enabled_name = PyUnicode_InternFromString("_enabled");
     thread_local_name = PyUnicode_InternFromString("_thread_local");
+    disabled_block_name = PyUnicode_InternFromString("_DISABLED_BLOCK");
     one = PyLong_FromLong(1);
     if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
-        || enabled_name == NULL || thread_local_name == NULL || one == NULL
+        || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
         || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0
         || PyType_Ready(&BlockLookupType) < 0) {
         return NULL;

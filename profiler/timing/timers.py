@@ -79,6 +79,8 @@ __all__ = [
 
 FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
 
+# _enabled, _thread_local and _DISABLED_BLOCK are read by name, from this module's globals, by the
+# C accelerator's hierarchical_timer (_timer_core.c's BlockLookup): rename them there too.
 _registry = StackRegistry()
 _thread_local = threading.local()
 _enabled = os.environ.get("RLPROF_DISABLE", "").strip().lower() not in {"1", "true", "yes", "on"}

@@ -1,10 +1,11 @@
 /* The optional C accelerator of rlprof's hot path: a timer block, from finding its node to
  * closing it.
  *
- * One concept, one file (over 600 lines, mostly comments): the three parts below (a block's
- * __enter__ and __exit__, how ``with`` reaches them without allocating, and
- * hierarchical_timer's lookup of the node) share the node's slot offsets, the stack's, and the
- * clock, and are only ever changed together, against timer_node.py and timers.py.
+ * One concept, one file (over 600 lines, mostly comments): the parts below (a block's __enter__
+ * and __exit__, how ``with`` reaches them without allocating, hierarchical_timer's lookup of the
+ * node, and the rows a worker's payload takes from the nodes) share the node's slot offsets, the
+ * stack's, and the clock, and are only ever changed together, against timer_node.py, timers.py
+ * and multiprocess/payload.py.
  *
  * profiler/timing/timer_node.py holds the reference: TimerNode's Python __enter__ and __exit__.
  * This module makes the same two methods in C, for the same class, over the same slots: it reads
@@ -862,7 +863,129 @@ use_compiled_lookup(PyObject *module, PyObject *flag)
     Py_RETURN_NONE;
 }
 
+/* A worker's payload rows: profiler/multiprocess/payload.py's _take_rows, in C.
+ *
+ * For each (id, node): a node with runs gives the row (id, count, total, min, max), its errors
+ * (if any) as (id, errors), and is zeroed (total 0.0, count 0, min inf, max 0.0, errors 0); a node
+ * with no run closed but some time (a run open across the flush) gives (id, 0, total, 0.0, 0.0)
+ * and its total goes to 0.0. The Python function is the reference; this one does the same, in
+ * the same order, storing the same values. */
+static PyObject *zero_float = NULL;
+static PyObject *zero_int = NULL;
+static PyObject *infinity = NULL;
+
+static int
+append_row(PyObject *rows, PyObject *id, PyObject *count, PyObject *total, PyObject *minimum,
+           PyObject *maximum)
+{
+    if (PyList_Append(rows, id) < 0 || PyList_Append(rows, count) < 0 || PyList_Append(rows, total) < 0
+        || PyList_Append(rows, minimum) < 0 || PyList_Append(rows, maximum) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+take_rows(PyObject *module, PyObject *args)
+{
+    PyObject *ids_argument, *nodes_argument;
+    if (!PyArg_ParseTuple(args, "OO:take_rows", &ids_argument, &nodes_argument) || node_type == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "take_rows() before block_methods()");
+        }
+        return NULL;
+    }
+    PyObject *ids = PySequence_Fast(ids_argument, "take_rows() takes a sequence of ids");
+    PyObject *nodes = ids == NULL ? NULL : PySequence_Fast(nodes_argument, "take_rows() takes a sequence of nodes");
+    PyObject *rows = PyList_New(0);
+    PyObject *error_counts = PyList_New(0);
+    if (nodes == NULL || rows == NULL || error_counts == NULL) {
+        goto failed;
+    }
+    /* Sizes read at each step, figures read where Python reads them: a number type written in
+     * Python may run code in a truth test. */
+    for (Py_ssize_t index = 0;
+         index < PySequence_Fast_GET_SIZE(ids) && index < PySequence_Fast_GET_SIZE(nodes); index++) {
+        PyObject *id = PySequence_Fast_GET_ITEM(ids, index);
+        PyObject *node = PySequence_Fast_GET_ITEM(nodes, index);
+        if (!PyObject_TypeCheck(node, (PyTypeObject *)node_type)) {
+            PyErr_SetString(PyExc_TypeError, "take_rows() takes TimerNodes");
+            goto failed;
+        }
+        PyObject *count = get_slot(node, slots.count, "count");
+        int has_runs = count == NULL ? -1 : PyObject_IsTrue(count);
+        if (has_runs < 0) {
+            goto failed;
+        }
+        PyObject *total;
+        if (has_runs) {
+            count = get_slot(node, slots.count, "count");
+            total = get_slot(node, slots.total, "total");
+            PyObject *minimum = get_slot(node, slots.min, "min");
+            PyObject *maximum = get_slot(node, slots.max, "max");
+            if (count == NULL || total == NULL || minimum == NULL || maximum == NULL
+                || append_row(rows, id, count, total, minimum, maximum) < 0) {
+                goto failed;
+            }
+            PyObject *errors = get_slot(node, slots.errors, "errors");
+            int has_errors = errors == NULL ? -1 : PyObject_IsTrue(errors);
+            if (has_errors < 0) {
+                goto failed;
+            }
+            if (has_errors) {
+                errors = get_slot(node, slots.errors, "errors");
+                PyObject *pair = errors == NULL ? NULL : PyTuple_Pack(2, id, errors);
+                if (pair == NULL || PyList_Append(error_counts, pair) < 0) {
+                    Py_XDECREF(pair);
+                    goto failed;
+                }
+                Py_DECREF(pair);
+                Py_INCREF(zero_int);
+                set_slot(node, slots.errors, zero_int);
+            }
+            Py_INCREF(zero_float);
+            set_slot(node, slots.total, zero_float);
+            Py_INCREF(zero_int);
+            set_slot(node, slots.count, zero_int);
+            Py_INCREF(infinity);
+            set_slot(node, slots.min, infinity);
+            Py_INCREF(zero_float);
+            set_slot(node, slots.max, zero_float);
+            continue;
+        }
+        total = get_slot(node, slots.total, "total");
+        int has_time = total == NULL ? -1 : PyObject_IsTrue(total);
+        if (has_time < 0) {
+            goto failed;
+        }
+        if (has_time) {
+            total = get_slot(node, slots.total, "total");
+            if (total == NULL || append_row(rows, id, zero_int, total, zero_float, zero_float) < 0) {
+                goto failed;
+            }
+            Py_INCREF(zero_float);
+            set_slot(node, slots.total, zero_float);
+        }
+    }
+    Py_DECREF(ids);
+    Py_DECREF(nodes);
+    PyObject *result = PyTuple_Pack(2, rows, error_counts);
+    Py_DECREF(rows);
+    Py_DECREF(error_counts);
+    return result;
+
+failed:
+    Py_XDECREF(ids);
+    Py_XDECREF(nodes);
+    Py_XDECREF(rows);
+    Py_XDECREF(error_counts);
+    return NULL;
+}
+
 static PyMethodDef module_functions[] = {
+    {"take_rows", take_rows, METH_VARARGS,
+     PyDoc_STR("take_rows(ids, nodes) -> (rows, error_counts): a payload's rows, the nodes zeroed "
+               "(see profiler/multiprocess/payload.py's _take_rows).")},
     {"forget_thread_stack", forget_thread_stack, METH_O,
      PyDoc_STR("Forget the calling thread's stack remembered for this threading.local.")},
     {"use_compiled_lookup", use_compiled_lookup, METH_O,
@@ -904,6 +1027,12 @@ PyInit__timer_core(void)
     thread_local_name = PyUnicode_InternFromString("_thread_local");
     disabled_block_name = PyUnicode_InternFromString("_DISABLED_BLOCK");
     one = PyLong_FromLong(1);
+    zero_int = PyLong_FromLong(0);
+    zero_float = PyFloat_FromDouble(0.0);
+    infinity = PyFloat_FromDouble(Py_HUGE_VAL);
+    if (zero_int == NULL || zero_float == NULL || infinity == NULL) {
+        return NULL;
+    }
     if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
         || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
         || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0

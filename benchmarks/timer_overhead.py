@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profiler  # noqa: E402
 from profiler import hierarchical_timer, timed  # noqa: E402
 from profiler.recording import events
-from profiler.timing import block_hooks  # noqa: E402
+from profiler.timing import block_hooks, timers  # noqa: E402
 from profiler.timing.accelerator import unavailable_reason  # noqa: E402
 from profiler.timing.timer_node import COMPILED_ENTER, accelerated  # noqa: E402
 from reference_timers import load_mlagents_timers  # noqa: E402
@@ -209,10 +209,30 @@ def both_cores(
         label: lambda: block_hooks.use_compiled_core(default) for label in cases
     }
     for core in cores:
+        shapes = python_core_cases() if core == "python" else cases
         for shape in ("flat", "three_deep"):
-            core_cases[f"{shape} {core}"] = cases[shape]
+            core_cases[f"{shape} {core}"] = shapes[shape]
             prepare[f"{shape} {core}"] = lambda compiled=core == "compiled": block_hooks.use_compiled_core(compiled)
     return core_cases, prepare
+
+
+def python_core_cases() -> dict[str, Callable[[], None]]:
+    """The flat and 3-deep blocks through the Python ``hierarchical_timer`` itself, as a process
+    without the accelerator calls it (with the accelerator, ``hierarchical_timer`` switched to
+    the Python core would still pass through its C wrapper)."""
+    python_timer = timers.python_hierarchical_timer
+
+    def flat() -> None:
+        with python_timer("block"):
+            pass
+
+    def three_deep() -> None:
+        with python_timer("outer"):
+            with python_timer("middle"):
+                with python_timer("inner"):
+                    pass
+
+    return {"flat": flat, "three_deep": three_deep}
 
 
 def core_rows(enabled: dict[str, tuple[float, float]]) -> list[tuple[str, float, float]]:

@@ -78,6 +78,7 @@ from functools import lru_cache
 from typing import Any
 
 from profiler.timing import timers
+from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
 from profiler.recording.memory import drain_memory
@@ -178,27 +179,8 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         if block_ids.labelled
         else ()
     )
-    # One flat list of rows (id, count, total, minimum, maximum), packed in one call; the rare
-    # error counts apart, so that the common row carries none.
-    rows: list[float] = []
+    rows, error_counts = _take_rows(block_ids.present_ids, block_ids.present_nodes)
     add_row = rows.extend
-    error_counts: list[tuple[int, int]] = []
-    infinity = math.inf
-    for node_id, node in zip(block_ids.present_ids, block_ids.present_nodes):
-        count = node.count
-        if count:
-            add_row((node_id, count, node.total, node.min, node.max))
-            errors = node.errors
-            if errors:
-                error_counts.append((node_id, errors))
-                node.errors = 0
-            node.total = 0.0
-            node.count = 0
-            node.min = infinity
-            node.max = 0.0
-        elif node.total:  # a run open now, none closed in this window
-            add_row((node_id, 0, node.total, 0.0, 0.0))
-            node.total = 0.0
     for node in shallow_open:
         node.total = -node.running_for(at)
     if block_ids.folds:
@@ -250,6 +232,41 @@ def row_dtype() -> Any:
     dtype = numpy.dtype(list(zip(ROW_FIELD_NAMES, codes)))
     assert dtype.itemsize == _ROW_BYTES  # packed like the struct: no padding between fields
     return dtype
+
+
+def take_rows_in_python(
+    ids: list[int], nodes: list[TimerNode]
+) -> tuple[list[float], list[tuple[int, int]]]:
+    """The rows of a payload, taken from ``nodes`` (with ``ids``), the nodes zeroed for the next.
+
+    One flat list of rows (id, count, total, minimum, maximum), to pack in one call, and the rare
+    error counts apart, so that the common row carries none. A node with no run closed but some
+    time (a run open across the flush) gives a row of count 0. The reference of the C
+    accelerator's ``take_rows``, which snapshot_and_flush uses where it is loaded.
+    """
+    rows: list[float] = []
+    add_row = rows.extend
+    error_counts: list[tuple[int, int]] = []
+    infinity = math.inf
+    for node_id, node in zip(ids, nodes):
+        count = node.count
+        if count:
+            add_row((node_id, count, node.total, node.min, node.max))
+            errors = node.errors
+            if errors:
+                error_counts.append((node_id, errors))
+                node.errors = 0
+            node.total = 0.0
+            node.count = 0
+            node.min = infinity
+            node.max = 0.0
+        elif node.total:  # a run open now, none closed in this window
+            add_row((node_id, 0, node.total, 0.0, 0.0))
+            node.total = 0.0
+    return rows, error_counts
+
+
+_take_rows = take_rows_in_python if _accelerator is None else _accelerator.take_rows
 
 
 @lru_cache(maxsize=256)

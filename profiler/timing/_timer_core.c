@@ -1,4 +1,11 @@
-/* The optional C accelerator of rlprof's hot path: a timer block's __enter__ and __exit__.
+/* The optional C accelerator of rlprof's hot path: a timer block, from finding its node to
+ * closing it.
+ *
+ * One concept, one file (over 600 lines, mostly comments): the parts below (a block's __enter__
+ * and __exit__, how ``with`` reaches them without allocating, hierarchical_timer's lookup of the
+ * node, and the rows a worker's payload takes from the nodes) share the node's slot offsets, the
+ * stack's, and the clock, and are only ever changed together, against timer_node.py, timers.py
+ * and multiprocess/payload.py.
  *
  * profiler/timing/timer_node.py holds the reference: TimerNode's Python __enter__ and __exit__.
  * This module makes the same two methods in C, for the same class, over the same slots: it reads
@@ -33,6 +40,7 @@
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
 typedef struct {
+    Py_ssize_t children;
     Py_ssize_t parent;
     Py_ssize_t stack;
     Py_ssize_t total;
@@ -41,6 +49,7 @@ typedef struct {
     Py_ssize_t min;
     Py_ssize_t max;
     Py_ssize_t start;
+    Py_ssize_t bound;
 } NodeSlots;
 
 static NodeSlots slots;
@@ -52,6 +61,12 @@ static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the 
 static int clock_is_system = 0;          /* clock is perf_counter and read here directly */
 static PyObject *current_name = NULL;    /* interned "current": the stack's open block */
 static PyObject *one = NULL;             /* the int 1, added to count and errors */
+static PyObject *stack_name = NULL;      /* interned "stack": a thread's stack on its local */
+static PyObject *children_name = NULL;   /* interned "children" */
+static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in timers.py */
+static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
+static PyObject *disabled_block_name = NULL; /* interned "_DISABLED_BLOCK": in timers.py */
+static int compiled_lookup = 1;          /* hierarchical_timer's common case found here */
 
 #define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
 
@@ -279,13 +294,186 @@ failed:
     return NULL;
 }
 
-static PyMethodDef node_enter_definition = {
-    "__enter__", (PyCFunction)node_enter, METH_NOARGS,
-    PyDoc_STR("Make this block the open block of its stack and start its clock (C accelerator).")};
+/* How ``with node:`` reaches the methods, allocating nothing.
+ *
+ * The with statement looks __enter__ and __exit__ up on the node's class and binds each to the
+ * node: for a function or a C method, a new bound-method object per lookup, two allocations per
+ * block that cost more than everything the methods do. TimerNode's __enter__ and __exit__ are
+ * instead BlockMethod descriptors, which bind a node once: its two BoundBlockMethods are kept in
+ * the node's slot ``_bound_methods`` and handed out again at every lookup. Both kinds of object
+ * are called as the methods are: ``TimerNode.__exit__(node, None, None, None)`` (as the
+ * companions' wrappers call them) and ``node.__exit__(None, None, None)`` (as ``with`` does). */
+typedef struct {
+    PyObject_HEAD
+    int is_exit;
+    vectorcallfunc vectorcall;
+} BlockMethod;
 
-static PyMethodDef node_exit_definition = {
-    "__exit__", (PyCFunction)(void (*)(void))node_exit, METH_FASTCALL,
-    PyDoc_STR("Stop this block's clock, reopen its parent and count the run (C accelerator).")};
+typedef struct {
+    PyObject_HEAD
+    PyObject *node;
+    int is_exit;
+    vectorcallfunc vectorcall;
+} BoundBlockMethod;
+
+static PyTypeObject BlockMethodType;
+static PyTypeObject BoundBlockMethodType;
+
+static PyObject *
+call_block_method(int is_exit, PyObject *node, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (is_exit) {
+        return node_exit(node, args, nargs);
+    }
+    if (nargs != 0) {
+        PyErr_Format(PyExc_TypeError, "__enter__() takes no arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return node_enter(node, NULL);
+}
+
+static PyObject *
+bound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BoundBlockMethod *bound = (BoundBlockMethod *)callable;
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError, "a block's __enter__ and __exit__ take no keyword arguments");
+        return NULL;
+    }
+    return call_block_method(bound->is_exit, bound->node, args, PyVectorcall_NARGS(nargsf));
+}
+
+/* TimerNode.__enter__(node) and TimerNode.__exit__(node, exc_type, exc_value, traceback). */
+static PyObject *
+unbound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BlockMethod *method = (BlockMethod *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError, "a block's __enter__ and __exit__ take no keyword arguments");
+        return NULL;
+    }
+    if (nargs < 1 || !PyObject_TypeCheck(args[0], (PyTypeObject *)node_type)) {
+        PyErr_Format(PyExc_TypeError, "%s() needs a %.100s as its first argument",
+                     method->is_exit ? "__exit__" : "__enter__", ((PyTypeObject *)node_type)->tp_name);
+        return NULL;
+    }
+    return call_block_method(method->is_exit, args[0], args + 1, nargs - 1);
+}
+
+static PyObject *
+new_bound(PyObject *node, int is_exit)
+{
+    BoundBlockMethod *bound = PyObject_GC_New(BoundBlockMethod, &BoundBlockMethodType);
+    if (bound == NULL) {
+        return NULL;
+    }
+    Py_INCREF(node);
+    bound->node = node;
+    bound->is_exit = is_exit;
+    bound->vectorcall = bound_vectorcall;
+    PyObject_GC_Track(bound);
+    return (PyObject *)bound;
+}
+
+/* node.__enter__ / node.__exit__: the node's own bound methods, made at its first lookup. */
+static PyObject *
+block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
+{
+    if (node == NULL || node == Py_None) {
+        Py_INCREF(descriptor);
+        return descriptor;
+    }
+    int is_exit = ((BlockMethod *)descriptor)->is_exit;
+    PyObject *kept = SLOT(node, slots.bound);
+    if (kept == NULL || !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2) {
+        PyObject *enter = new_bound(node, 0);
+        PyObject *exit = new_bound(node, 1);
+        kept = (enter != NULL && exit != NULL) ? PyTuple_Pack(2, enter, exit) : NULL;
+        Py_XDECREF(enter);
+        Py_XDECREF(exit);
+        if (kept == NULL) {
+            return NULL;
+        }
+        set_slot(node, slots.bound, kept);
+    }
+    PyObject *bound = PyTuple_GET_ITEM(kept, is_exit);
+    Py_INCREF(bound);
+    return bound;
+}
+
+static PyObject *
+block_method_repr(BlockMethod *method)
+{
+    return PyUnicode_FromFormat("<C method %s of %.100s>", method->is_exit ? "__exit__" : "__enter__",
+                                ((PyTypeObject *)node_type)->tp_name);
+}
+
+static PyObject *
+bound_repr(BoundBlockMethod *bound)
+{
+    return PyUnicode_FromFormat("<C method %s of %R>", bound->is_exit ? "__exit__" : "__enter__", bound->node);
+}
+
+static int
+bound_traverse(BoundBlockMethod *bound, visitproc visit, void *arg)
+{
+    Py_VISIT(bound->node);
+    return 0;
+}
+
+static int
+bound_clear(BoundBlockMethod *bound)
+{
+    Py_CLEAR(bound->node);
+    return 0;
+}
+
+static void
+bound_dealloc(BoundBlockMethod *bound)
+{
+    PyObject_GC_UnTrack(bound);
+    bound_clear(bound);
+    PyObject_GC_Del(bound);
+}
+
+static PyTypeObject BlockMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BlockMethod",
+    .tp_doc = PyDoc_STR("A TimerNode's __enter__ or __exit__, in C (see timer_node.py's reference)."),
+    .tp_basicsize = sizeof(BlockMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BlockMethod, vectorcall),
+    .tp_descr_get = block_method_get,
+    .tp_repr = (reprfunc)block_method_repr,
+};
+
+static PyTypeObject BoundBlockMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BoundBlockMethod",
+    .tp_doc = PyDoc_STR("A node's own __enter__ or __exit__, bound once (see BlockMethod)."),
+    .tp_basicsize = sizeof(BoundBlockMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BoundBlockMethod, vectorcall),
+    .tp_traverse = (traverseproc)bound_traverse,
+    .tp_clear = (inquiry)bound_clear,
+    .tp_dealloc = (destructor)bound_dealloc,
+    .tp_repr = (reprfunc)bound_repr,
+};
+
+static PyObject *
+new_block_method(int is_exit)
+{
+    BlockMethod *method = PyObject_New(BlockMethod, &BlockMethodType);
+    if (method == NULL) {
+        return NULL;
+    }
+    method->is_exit = is_exit;
+    method->vectorcall = unbound_vectorcall;
+    return (PyObject *)method;
+}
 
 /* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a plain slot. */
 static Py_ssize_t
@@ -339,14 +527,16 @@ block_methods(PyObject *module, PyObject *args)
     }
     PyTypeObject *node = (PyTypeObject *)type;
     NodeSlots found;
-    if ((found.parent = slot_offset(node, "parent")) < 0
+    if ((found.children = slot_offset(node, "children")) < 0
+        || (found.parent = slot_offset(node, "parent")) < 0
         || (found.stack = slot_offset(node, "_stack")) < 0
         || (found.total = slot_offset(node, "total")) < 0
         || (found.count = slot_offset(node, "count")) < 0
         || (found.errors = slot_offset(node, "errors")) < 0
         || (found.min = slot_offset(node, "min")) < 0
         || (found.max = slot_offset(node, "max")) < 0
-        || (found.start = slot_offset(node, "_start")) < 0) {
+        || (found.start = slot_offset(node, "_start")) < 0
+        || (found.bound = slot_offset(node, "_bound_methods")) < 0) {
         return NULL;
     }
     if (use_clock(new_clock) < 0) {
@@ -355,8 +545,8 @@ block_methods(PyObject *module, PyObject *args)
     slots = found;
     Py_INCREF(type);
     Py_XSETREF(node_type, type);
-    PyObject *enter = PyDescr_NewMethod(node, &node_enter_definition);
-    PyObject *exit = PyDescr_NewMethod(node, &node_exit_definition);
+    PyObject *enter = new_block_method(0);
+    PyObject *exit = new_block_method(1);
     PyObject *methods = NULL;
     if (enter != NULL && exit != NULL) {
         methods = PyTuple_Pack(2, enter, exit);
@@ -410,7 +600,397 @@ reads_system_clock(PyObject *module, PyObject *Py_UNUSED(ignored))
     return PyBool_FromLong(clock_is_system);
 }
 
+/* hierarchical_timer, its common case in C.
+ *
+ * timers.hierarchical_timer (Python) is the reference: with timing on, no stack, device or other
+ * argument given, and the block run before under the calling thread's open block, it returns
+ * _thread_local.stack.current.children[name], and with timing off its stand-in _DISABLED_BLOCK;
+ * anything else takes its slow path. A BlockLookup
+ * wraps that function: it finds the common case itself, reading timers.py's globals
+ * (``_enabled``, ``_thread_local``) at each call as the function does, and calls the function for
+ * everything else, so that both give the same node, or the same error, for any call. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *function;     /* the Python hierarchical_timer */
+    PyObject *globals;      /* its module's globals */
+    PyObject *dict;         /* __doc__, __wrapped__, __name__...: set by functools.update_wrapper */
+    vectorcallfunc vectorcall;
+} BlockLookup;
+
+/* An attribute Python's fast path reads, or NULL: with no error for AttributeError (which the
+ * fast path catches: the slow path runs), with the error for anything else. */
+static PyObject *
+caught_attribute(PyObject *object, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return value;
+}
+
+/* _thread_local.stack (a new reference, or NULL as caught_attribute gives it), remembered in
+ * the calling thread's state dict under the ``_thread_local`` object itself: a thread's stack on a
+ * given local is set once (timers.current_thread_stack) and never replaced, and a forked child
+ * gets a new local, hence a new key. One dict lookup instead of threading.local's several. */
+static PyObject *
+thread_stack(PyObject *local)
+{
+    PyObject *thread_dict = PyThreadState_GetDict();
+    if (thread_dict != NULL) {
+        PyObject *stack = PyDict_GetItemWithError(thread_dict, local);
+        if (stack != NULL) {
+            Py_INCREF(stack);
+            return stack;
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *stack = caught_attribute(local, stack_name);
+    if (stack != NULL && thread_dict != NULL && PyDict_SetItem(thread_dict, local, stack) < 0) {
+        Py_CLEAR(stack);
+    }
+    return stack;
+}
+
+/* _thread_local.stack.current.children[name] (or, timing off, _DISABLED_BLOCK) as a new
+ * reference, or NULL: with no error where Python's fast path would fall through to the slow
+ * path, with the error it would raise. */
+static PyObject *
+find_open_child(BlockLookup *self, PyObject *name)
+{
+    PyObject *enabled = PyDict_GetItemWithError(self->globals, enabled_name);
+    if (enabled == NULL) {
+        return NULL;
+    }
+    int on = enabled == Py_True ? 1 : PyObject_IsTrue(enabled);
+    if (on < 0) {
+        return NULL;
+    }
+    if (!on) {
+        /* Timing off: the function gives its stand-in block, whatever the name. */
+        PyObject *disabled = PyDict_GetItemWithError(self->globals, disabled_block_name);
+        Py_XINCREF(disabled);
+        return disabled;
+    }
+    PyObject *local = PyDict_GetItemWithError(self->globals, thread_local_name);
+    if (local == NULL) {
+        return NULL;
+    }
+    PyObject *stack = thread_stack(local);
+    if (stack == NULL) {
+        return NULL;
+    }
+    PyObject *current;
+    if ((PyObject *)Py_TYPE(stack) == stack_type && SLOT(stack, stack_current) != NULL) {
+        current = SLOT(stack, stack_current);
+        Py_INCREF(current);
+    }
+    else {
+        current = caught_attribute(stack, current_name);
+    }
+    Py_DECREF(stack);
+    if (current == NULL) {
+        return NULL;
+    }
+    PyObject *children = NULL;
+    if ((PyObject *)Py_TYPE(current) == node_type && SLOT(current, slots.children) != NULL) {
+        children = SLOT(current, slots.children);
+        Py_INCREF(children);
+    }
+    else {
+        children = caught_attribute(current, children_name);
+    }
+    Py_DECREF(current);
+    if (children == NULL) {
+        return NULL;
+    }
+    PyObject *node;
+    if (PyDict_CheckExact(children)) {
+        node = PyDict_GetItemWithError(children, name);
+        Py_XINCREF(node);
+    }
+    else {
+        node = PyObject_GetItem(children, name);
+    }
+    Py_DECREF(children);
+    /* What the Python fast path catches (KeyError, AttributeError) sends the call to the slow path. */
+    if (node == NULL && (PyErr_ExceptionMatches(PyExc_KeyError) || PyErr_ExceptionMatches(PyExc_AttributeError))) {
+        PyErr_Clear();
+    }
+    return node;
+}
+
+static PyObject *
+lookup_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    BlockLookup *self = (BlockLookup *)callable;
+    if (compiled_lookup && PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL) {
+        PyObject *node = find_open_child(self, args[0]);
+        if (node != NULL || PyErr_Occurred()) {
+            return node;
+        }
+    }
+    return PyObject_Vectorcall(self->function, args, nargsf, kwnames);
+}
+
+static PyObject *
+lookup_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *function;
+    if (!PyArg_ParseTuple(args, "O:BlockLookup", &function)) {
+        return NULL;
+    }
+    if (!PyFunction_Check(function)) {
+        PyErr_SetString(PyExc_TypeError, "BlockLookup wraps a Python function");
+        return NULL;
+    }
+    BlockLookup *self = (BlockLookup *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(function);
+    self->function = function;
+    self->globals = PyFunction_GetGlobals(function);
+    Py_INCREF(self->globals);
+    self->vectorcall = lookup_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+lookup_traverse(BlockLookup *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->function);
+    Py_VISIT(self->globals);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+lookup_clear(BlockLookup *self)
+{
+    Py_CLEAR(self->function);
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+lookup_dealloc(BlockLookup *self)
+{
+    PyObject_GC_UnTrack(self);
+    lookup_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Pickled by name, as a module-level function is: ``__qualname__`` in ``__module__``. */
+static PyObject *
+lookup_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyObject *
+lookup_repr(BlockLookup *self)
+{
+    return PyUnicode_FromFormat("<compiled %R>", self->function);
+}
+
+static PyMethodDef lookup_methods[] = {
+    {"__reduce__", lookup_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef lookup_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(BlockLookup, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(BlockLookup, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef lookup_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BlockLookupType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.timing._timer_core.BlockLookup",
+    .tp_doc = PyDoc_STR("BlockLookup(hierarchical_timer): the function, its common case in C."),
+    .tp_basicsize = sizeof(BlockLookup),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = lookup_new,
+    .tp_traverse = (traverseproc)lookup_traverse,
+    .tp_clear = (inquiry)lookup_clear,
+    .tp_dealloc = (destructor)lookup_dealloc,
+    .tp_repr = (reprfunc)lookup_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BlockLookup, vectorcall),
+    .tp_dictoffset = offsetof(BlockLookup, dict),
+    .tp_methods = lookup_methods,
+    .tp_members = lookup_members,
+    .tp_getset = lookup_getset,
+};
+
+/* Drop what thread_stack() remembered in the calling thread for ``local``: the forking thread
+ * of a child process, whose timers start over on a new local (timers._forget_parent_timers). */
+static PyObject *
+forget_thread_stack(PyObject *module, PyObject *local)
+{
+    PyObject *thread_dict = PyThreadState_GetDict();
+    if (thread_dict == NULL) {
+        Py_RETURN_NONE;
+    }
+    if (PyDict_GetItemWithError(thread_dict, local) != NULL) {
+        if (PyDict_DelItem(thread_dict, local) < 0) {
+            return NULL;
+        }
+    }
+    else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+use_compiled_lookup(PyObject *module, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) {
+        return NULL;
+    }
+    compiled_lookup = on;
+    Py_RETURN_NONE;
+}
+
+/* A worker's payload rows: profiler/multiprocess/payload.py's _take_rows, in C.
+ *
+ * For each (id, node): a node with runs gives the row (id, count, total, min, max), its errors
+ * (if any) as (id, errors), and is zeroed (total 0.0, count 0, min inf, max 0.0, errors 0); a node
+ * with no run closed but some time (a run open across the flush) gives (id, 0, total, 0.0, 0.0)
+ * and its total goes to 0.0. The Python function is the reference; this one does the same, in
+ * the same order, storing the same values. */
+static PyObject *zero_float = NULL;
+static PyObject *zero_int = NULL;
+static PyObject *infinity = NULL;
+
+static int
+append_row(PyObject *rows, PyObject *id, PyObject *count, PyObject *total, PyObject *minimum,
+           PyObject *maximum)
+{
+    if (PyList_Append(rows, id) < 0 || PyList_Append(rows, count) < 0 || PyList_Append(rows, total) < 0
+        || PyList_Append(rows, minimum) < 0 || PyList_Append(rows, maximum) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+take_rows(PyObject *module, PyObject *args)
+{
+    PyObject *ids_argument, *nodes_argument;
+    if (!PyArg_ParseTuple(args, "OO:take_rows", &ids_argument, &nodes_argument) || node_type == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "take_rows() before block_methods()");
+        }
+        return NULL;
+    }
+    PyObject *ids = PySequence_Fast(ids_argument, "take_rows() takes a sequence of ids");
+    PyObject *nodes = ids == NULL ? NULL : PySequence_Fast(nodes_argument, "take_rows() takes a sequence of nodes");
+    PyObject *rows = PyList_New(0);
+    PyObject *error_counts = PyList_New(0);
+    if (nodes == NULL || rows == NULL || error_counts == NULL) {
+        goto failed;
+    }
+    /* Sizes read at each step, figures read where Python reads them: a number type written in
+     * Python may run code in a truth test. */
+    for (Py_ssize_t index = 0;
+         index < PySequence_Fast_GET_SIZE(ids) && index < PySequence_Fast_GET_SIZE(nodes); index++) {
+        PyObject *id = PySequence_Fast_GET_ITEM(ids, index);
+        PyObject *node = PySequence_Fast_GET_ITEM(nodes, index);
+        if (!PyObject_TypeCheck(node, (PyTypeObject *)node_type)) {
+            PyErr_SetString(PyExc_TypeError, "take_rows() takes TimerNodes");
+            goto failed;
+        }
+        PyObject *count = get_slot(node, slots.count, "count");
+        int has_runs = count == NULL ? -1 : PyObject_IsTrue(count);
+        if (has_runs < 0) {
+            goto failed;
+        }
+        PyObject *total;
+        if (has_runs) {
+            count = get_slot(node, slots.count, "count");
+            total = get_slot(node, slots.total, "total");
+            PyObject *minimum = get_slot(node, slots.min, "min");
+            PyObject *maximum = get_slot(node, slots.max, "max");
+            if (count == NULL || total == NULL || minimum == NULL || maximum == NULL
+                || append_row(rows, id, count, total, minimum, maximum) < 0) {
+                goto failed;
+            }
+            PyObject *errors = get_slot(node, slots.errors, "errors");
+            int has_errors = errors == NULL ? -1 : PyObject_IsTrue(errors);
+            if (has_errors < 0) {
+                goto failed;
+            }
+            if (has_errors) {
+                errors = get_slot(node, slots.errors, "errors");
+                PyObject *pair = errors == NULL ? NULL : PyTuple_Pack(2, id, errors);
+                if (pair == NULL || PyList_Append(error_counts, pair) < 0) {
+                    Py_XDECREF(pair);
+                    goto failed;
+                }
+                Py_DECREF(pair);
+                Py_INCREF(zero_int);
+                set_slot(node, slots.errors, zero_int);
+            }
+            Py_INCREF(zero_float);
+            set_slot(node, slots.total, zero_float);
+            Py_INCREF(zero_int);
+            set_slot(node, slots.count, zero_int);
+            Py_INCREF(infinity);
+            set_slot(node, slots.min, infinity);
+            Py_INCREF(zero_float);
+            set_slot(node, slots.max, zero_float);
+            continue;
+        }
+        total = get_slot(node, slots.total, "total");
+        int has_time = total == NULL ? -1 : PyObject_IsTrue(total);
+        if (has_time < 0) {
+            goto failed;
+        }
+        if (has_time) {
+            total = get_slot(node, slots.total, "total");
+            if (total == NULL || append_row(rows, id, zero_int, total, zero_float, zero_float) < 0) {
+                goto failed;
+            }
+            Py_INCREF(zero_float);
+            set_slot(node, slots.total, zero_float);
+        }
+    }
+    Py_DECREF(ids);
+    Py_DECREF(nodes);
+    PyObject *result = PyTuple_Pack(2, rows, error_counts);
+    Py_DECREF(rows);
+    Py_DECREF(error_counts);
+    return result;
+
+failed:
+    Py_XDECREF(ids);
+    Py_XDECREF(nodes);
+    Py_XDECREF(rows);
+    Py_XDECREF(error_counts);
+    return NULL;
+}
+
 static PyMethodDef module_functions[] = {
+    {"take_rows", take_rows, METH_VARARGS,
+     PyDoc_STR("take_rows(ids, nodes) -> (rows, error_counts): a payload's rows, the nodes zeroed "
+               "(see profiler/multiprocess/payload.py's _take_rows).")},
+    {"forget_thread_stack", forget_thread_stack, METH_O,
+     PyDoc_STR("Forget the calling thread's stack remembered for this threading.local.")},
+    {"use_compiled_lookup", use_compiled_lookup, METH_O,
+     PyDoc_STR("Whether BlockLookup finds hierarchical_timer's common case itself (True) or calls "
+               "the Python function for every call (False).")},
     {"block_methods", block_methods, METH_VARARGS,
      PyDoc_STR("block_methods(node_type, clock) -> (__enter__, __exit__): the C methods of a "
                "block for node_type, reading clock.")},
@@ -441,9 +1021,33 @@ PyInit__timer_core(void)
     perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
     Py_DECREF(time_module);
     current_name = PyUnicode_InternFromString("current");
+    stack_name = PyUnicode_InternFromString("stack");
+    children_name = PyUnicode_InternFromString("children");
+    enabled_name = PyUnicode_InternFromString("_enabled");
+    thread_local_name = PyUnicode_InternFromString("_thread_local");
+    disabled_block_name = PyUnicode_InternFromString("_DISABLED_BLOCK");
     one = PyLong_FromLong(1);
-    if (perf_counter == NULL || current_name == NULL || one == NULL) {
+    zero_int = PyLong_FromLong(0);
+    zero_float = PyFloat_FromDouble(0.0);
+    infinity = PyFloat_FromDouble(Py_HUGE_VAL);
+    if (zero_int == NULL || zero_float == NULL || infinity == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module_definition);
+    if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
+        || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
+        || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0
+        || PyType_Ready(&BlockLookupType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_definition);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&BlockLookupType);
+    if (PyModule_AddObject(module, "BlockLookup", (PyObject *)&BlockLookupType) < 0) {
+        Py_DECREF(&BlockLookupType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

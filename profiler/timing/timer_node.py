@@ -97,6 +97,7 @@ class TimerNode:
         "scopes",
         "_stack",
         "_start",
+        "_bound_methods",
     )
 
     def __init__(
@@ -127,6 +128,9 @@ class TimerNode:
         self.scopes: set[str] | None = None
         self._stack = stack
         self._start = 0.0
+        # The C accelerator keeps this node's bound __enter__ and __exit__ here, made at the
+        # first ``with``: so that a block allocates nothing (see _timer_core.c's BlockMethod).
+        self._bound_methods: Any = None
 
     # The pure-Python core (PYTHON_ENTER and PYTHON_EXIT below; the C accelerator's methods,
     # where loaded, replace these two on the class and must give the same results). The clock
@@ -245,6 +249,7 @@ class TimerNode:
         self.parent = None
         self._stack = None  # type: ignore[assignment]
         self._start = 0.0
+        self._bound_methods = None
         for child in self.children.values():
             child.parent = self
 
@@ -362,7 +367,7 @@ class TimerNode:
         return f"TimerNode({self.name!r}, total={self.total:.6f}, count={self.count})"
 
 
-_UNPICKLED_NODE_SLOTS = frozenset({"parent", "_stack", "_start"})
+_UNPICKLED_NODE_SLOTS = frozenset({"parent", "_stack", "_start", "_bound_methods"})
 
 
 def _folded_dict(nodes: list[TimerNode]) -> dict[str, Any]:
@@ -415,6 +420,9 @@ def use_compiled_core(compiled: bool) -> None:
     if compiled and COMPILED_ENTER is None:
         raise RuntimeError(f"the C accelerator is not loaded: {unavailable_reason}")
     PLAIN_ENTER, PLAIN_EXIT = (COMPILED_ENTER, COMPILED_EXIT) if compiled else (PYTHON_ENTER, PYTHON_EXIT)
+    if _accelerator is not None:
+        # hierarchical_timer's common case in C too, or every call through the Python function.
+        _accelerator.use_compiled_lookup(compiled)
 
 
 def accelerated() -> bool:

@@ -30,6 +30,7 @@ import threading
 from typing import Any, Callable, TypeVar, overload
 
 from profiler.timing import timer_node
+from profiler.timing.accelerator import extension as _accelerator
 from profiler.timing.gauges import GaugeNode, gauge_value
 from profiler.timing.thread_registry import ENDED_THREAD_GROUPS, StackRegistry
 from profiler.timing.timer_node import (
@@ -78,6 +79,8 @@ __all__ = [
 
 FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
 
+# _enabled, _thread_local and _DISABLED_BLOCK are read by name, from this module's globals, by the
+# C accelerator's hierarchical_timer (_timer_core.c's BlockLookup): rename them there too.
 _registry = StackRegistry()
 _thread_local = threading.local()
 _enabled = os.environ.get("RLPROF_DISABLE", "").strip().lower() not in {"1", "true", "yes", "on"}
@@ -91,6 +94,8 @@ than enter it. Read it as ``timers.plain_blocks`` each time: it changes as compa
 def _forget_parent_timers() -> None:
     """Give a forked child empty stacks, so that its payloads never repeat the parent's tree."""
     global _registry, _thread_local
+    if _accelerator is not None:
+        _accelerator.forget_thread_stack(_thread_local)  # what the C lookup remembered of it
     _registry = StackRegistry()
     _thread_local = threading.local()
 
@@ -173,6 +178,18 @@ def hierarchical_timer(
     if device is None:
         return node
     return _device_block(node, device, cuda_sync)
+
+
+python_hierarchical_timer = hierarchical_timer
+"""The pure-Python ``hierarchical_timer``: the reference, and the fallback without the accelerator."""
+
+if _accelerator is not None:
+    # The same function, its common case (a block that ran before, here) found in C, everything
+    # else through the Python function (see _timer_core.c's BlockLookup): the Python call's
+    # frame was a fifth of what finding the node cost.
+    hierarchical_timer = functools.update_wrapper(  # type: ignore[assignment]
+        _accelerator.BlockLookup(python_hierarchical_timer), python_hierarchical_timer
+    )
 
 
 def _no_device_timing(node: TimerNode, device: str, cuda_sync: bool) -> Any:

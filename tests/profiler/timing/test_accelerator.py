@@ -3,8 +3,10 @@ same trees from both cores for any program of blocks."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -52,6 +54,48 @@ def test_the_accelerator_reads_the_clock_time_perf_counter_reads():
 def test_set_clock_routes_the_accelerators_readings_through_the_given_clock(fake_clock):
     assert not accelerator.extension.reads_system_clock()
     assert accelerator.extension.now() == fake_clock.time
+
+
+@needs_accelerator
+def test_on_the_accelerator_a_node_binds_its_methods_once_so_a_block_allocates_nothing():
+    with timers.hierarchical_timer("block") as node:
+        pass
+    assert node.__enter__ is node.__enter__ and node.__exit__ is node.__exit__
+    with node:
+        pass
+    assert node.count == 2
+
+
+@needs_accelerator
+def test_the_accelerators_methods_called_through_the_class_time_the_node_given(fake_clock):
+    node = timers.current_thread_stack().root.get_child("block")
+    timer_node.TimerNode.__enter__(node)
+    fake_clock.advance(3.0)
+    timer_node.TimerNode.__exit__(node, ValueError, ValueError(), None)
+    assert (node.total, node.count, node.errors) == (3.0, 1, 1)
+    with pytest.raises(TypeError, match="TimerNode"):
+        timer_node.TimerNode.__enter__(object())
+
+
+@needs_accelerator
+def test_on_the_accelerator_hierarchical_timer_is_the_python_function_with_its_common_case_in_c():
+    accelerated_function = timers.hierarchical_timer
+    assert profiler.hierarchical_timer is accelerated_function
+    assert accelerated_function.__wrapped__ is timers.python_hierarchical_timer
+    assert inspect.signature(accelerated_function) == inspect.signature(timers.python_hierarchical_timer)
+    assert accelerated_function.__doc__ == timers.python_hierarchical_timer.__doc__
+    assert pickle.loads(pickle.dumps(accelerated_function)) is accelerated_function
+
+
+@needs_accelerator
+def test_the_compiled_lookup_gives_the_node_the_python_function_gives():
+    with timers.hierarchical_timer("outer") as outer:
+        with timers.hierarchical_timer("inner"):
+            pass
+        assert timers.hierarchical_timer("inner") is timers.python_hierarchical_timer("inner")
+    assert timers.hierarchical_timer("outer") is outer
+    timers.disable()
+    assert timers.hierarchical_timer("outer") is timers.python_hierarchical_timer("outer") is not outer
 
 
 def run_python(script: str, cwd: Path | None = None, **environment: str) -> str:

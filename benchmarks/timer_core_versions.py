@@ -1,7 +1,8 @@
 """Two versions of the timer hot path, side by side in one process: did a change make it cheaper?
 
-``profiler/timing/timers.py`` imports nothing of rlprof, so the file of any checkout loads on its own.
-Each version's ``with hierarchical_timer("block"): pass`` runs in turn with
+Each checkout's ``profiler`` package is imported in turn (its timers module:
+``profiler/timing/timers.py``, or ``profiler/timers.py`` before the packages were grouped) and
+then taken out of ``sys.modules``, so that the next checkout's loads afresh. Each version's ``with hierarchical_timer("block"): pass`` runs in turn with
 ``contextlib.nullcontext()``, round after round; each figure is a median over rounds, each ratio
 the median of per-round ratios. Measuring both versions in the same rounds makes the comparison
 hold on a busy machine, where the ratio of either alone drifts with the load.
@@ -14,23 +15,31 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
+import importlib
 import statistics
+import sys
 import timeit
 from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
 
-def load_timers(checkout: Path, label: str) -> ModuleType:
-    """``profiler/timing/timers.py`` of ``checkout``, as a module of its own named ``label``."""
-    source = checkout / "profiler" / "timers.py"
-    spec = importlib.util.spec_from_file_location(label, source)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"no profiler/timing/timers.py under {checkout}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_timers(checkout: Path) -> ModuleType:
+    """The timers module of ``checkout``'s ``profiler`` package, imported from that checkout."""
+    if not (checkout / "profiler" / "__init__.py").is_file():
+        raise SystemExit(f"no profiler package under {checkout}")
+    sys.path.insert(0, str(checkout.resolve()))
+    try:
+        for name in ("profiler.timing.timers", "profiler.timers"):
+            try:
+                return importlib.import_module(name)
+            except ModuleNotFoundError:
+                continue
+        raise SystemExit(f"no timers module in {checkout}'s profiler package")
+    finally:
+        sys.path.pop(0)
+        for name in [name for name in sys.modules if name == "profiler" or name.startswith("profiler.")]:
+            del sys.modules[name]
 
 
 def flat_block(timers: ModuleType) -> Callable[[], None]:
@@ -57,8 +66,8 @@ def main() -> None:
             pass
 
     cases: dict[str, Callable[[], None]] = {"nullcontext() (floor)": floor}
-    for index, checkout in enumerate(arguments.checkouts):
-        cases[f"hierarchical_timer of {checkout}"] = flat_block(load_timers(checkout, f"timers_{index}"))
+    for checkout in arguments.checkouts:
+        cases[f"hierarchical_timer of {checkout}"] = flat_block(load_timers(checkout))
     samples: dict[str, list[float]] = {label: [] for label in cases}
     for _ in range(arguments.rounds):
         for label, body in cases.items():

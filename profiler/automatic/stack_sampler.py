@@ -32,8 +32,9 @@ from profiler.timing.timers import TimerStack
 
 __all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "untimed_samples_section"]
 
-DEFAULT_INTERVAL = 0.005
-"""Seconds between two looks: 200 samples a second, a few microseconds each."""
+DEFAULT_INTERVAL = 0.01
+"""Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the
+GIL from the trainer for that long: rarer looks cost less, more samples give tighter figures."""
 
 MAX_PLACES = 50
 """Places kept in the dump, most sampled first; the rest are counted as ``other_samples``."""

@@ -28,7 +28,7 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "untimed_samples_section"]
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "forget_samples", "untimed_samples_section"]
 
 DEFAULT_INTERVAL = 0.01
 """Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the

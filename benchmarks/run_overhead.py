@@ -24,13 +24,18 @@ From the default ``rlprof run`` of each round, also:
   gradient clipping between the hooked calls), so the ratio says how much of each phase the
   hooks name as blocks.
 
+Process CPU time (the run's and the workers' it waited for) is shown beside the walls: on a
+shared machine it is swayed less by other work than wall time is.
+
     python benchmarks/run_overhead.py [--rounds 5] [--total-timesteps 8192] [--sb3-timesteps 8192]
+                                      [--only cleanrl|sb3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,10 +71,12 @@ def run_once(program: Path, arguments: list[str], options: tuple[str, ...] | Non
     else:
         command = [sys.executable, "-m", "profiler", "run", *options, "--summaries-dir", str(folder / "out"),
                    "--run-id", "run", str(program)]
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     subprocess.run([*command, *arguments, "--hand-timers", str(hand_file)], check=True, cwd=folder,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    result = {"wall": time.perf_counter() - started, "hand": json.loads(hand_file.read_text())}
+    result = {"wall": time.perf_counter() - started, "cpu": _children_cpu() - cpu_before,
+              "hand": json.loads(hand_file.read_text())}
     if options == ():
         timers = folder / "out" / "run_timers.json"
         analysis = subprocess.run([sys.executable, "-m", "profiler", "analyze", "--format", "json", "--top", "0",
@@ -77,6 +84,13 @@ def run_once(program: Path, arguments: list[str], options: tuple[str, ...] | Non
         result["analysis"] = json.loads(analysis.stdout)
         result["tree"] = json.loads(timers.read_text())
     return result
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the processes this one waited for (the run and the workers it waited for):
+    less swayed than wall time by other work on a shared machine."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def phase_seconds(tree: dict) -> tuple[float, float]:
@@ -103,19 +117,22 @@ def measure(program: Path, arguments: list[str], rounds: int) -> dict[str, list[
 
 def ratio_to_python(runs: dict[str, list[dict]], label: str, key: str) -> float:
     def figure(run: dict) -> float:
-        return run["wall"] if key == "wall" else run["hand"]["training"]
+        return run["hand"]["training"] if key == "training" else run[key]
 
     return statistics.median(figure(run) / figure(base) for run, base in zip(runs[label], runs["python"]))
 
 
 def print_walls(title: str, runs: dict[str, list[dict]], goal: float) -> None:
     print(f"\n{title}")
-    print(f"  {'':38} {'process wall':>13} {'ratio':>7} {'training loop':>14} {'ratio':>7}")
+    print(f"  {'':36} {'process wall':>13} {'ratio':>7} {'training loop':>14} {'ratio':>7} "
+          f"{'process CPU':>12} {'ratio':>7}")
     for label in VARIANTS:
         wall = statistics.median(run["wall"] for run in runs[label])
         loop = statistics.median(run["hand"]["training"] for run in runs[label])
-        print(f"  {label:38} {wall:12.2f}s {ratio_to_python(runs, label, 'wall'):6.3f}x "
-              f"{loop:13.2f}s {ratio_to_python(runs, label, 'training'):6.3f}x")
+        cpu = statistics.median(run["cpu"] for run in runs[label])
+        print(f"  {label:36} {wall:12.2f}s {ratio_to_python(runs, label, 'wall'):6.3f}x "
+              f"{loop:13.2f}s {ratio_to_python(runs, label, 'training'):6.3f}x "
+              f"{cpu:11.2f}s {ratio_to_python(runs, label, 'cpu'):6.3f}x")
     print(f"  goal <= {goal:.2f}x for `rlprof run` (no flags)")
     unexplained = statistics.median(run["analysis"]["untimed"]["unexplained_share"] for run in runs["rlprof run"])
     untimed = statistics.median(run["analysis"]["untimed"]["share"] for run in runs["rlprof run"])
@@ -138,18 +155,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--total-timesteps", type=int, default=8192)
     parser.add_argument("--sb3-timesteps", type=int, default=8192)
+    parser.add_argument("--only", choices=("cleanrl", "sb3"), default=None, help="run one program only")
     options = parser.parse_args()
-    cleanrl = measure(PROGRAMS / "cleanrl_torch_ppo.py",
-                      ["--total-timesteps", str(options.total_timesteps), "--num-steps", "128",
-                       "--update-epochs", "4", "--num-minibatches", "4"], options.rounds)
-    sb3 = measure(PROGRAMS / "sb3_ppo.py",
-                  ["--timesteps", str(options.sb3_timesteps), "--n-steps", "128", "--vec-env", "subproc"],
-                  options.rounds)
     print(f"rlprof run overhead: median of {options.rounds} interleaved rounds, ratios to plain python")
-    print_walls(f"CleanRL-style PPO, SyncVectorEnv x4 CartPole, CPU torch, {options.total_timesteps} steps",
-                cleanrl, GOAL_CLEANRL_WALL)
-    print_phases(cleanrl)
-    print_walls(f"SB3 PPO, SubprocVecEnv x4 CartPole, {options.sb3_timesteps} steps", sb3, GOAL_SB3_WALL)
+    if options.only != "sb3":
+        cleanrl = measure(PROGRAMS / "cleanrl_torch_ppo.py",
+                          ["--total-timesteps", str(options.total_timesteps), "--num-steps", "128",
+                           "--update-epochs", "4", "--num-minibatches", "4"], options.rounds)
+        print_walls(f"CleanRL-style PPO, SyncVectorEnv x4 CartPole, CPU torch, {options.total_timesteps} steps",
+                    cleanrl, GOAL_CLEANRL_WALL)
+        print_phases(cleanrl)
+    if options.only != "cleanrl":
+        sb3 = measure(PROGRAMS / "sb3_ppo.py",
+                      ["--timesteps", str(options.sb3_timesteps), "--n-steps", "128", "--vec-env", "subproc"],
+                      options.rounds)
+        print_walls(f"SB3 PPO, SubprocVecEnv x4 CartPole, {options.sb3_timesteps} steps", sb3, GOAL_SB3_WALL)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,13 @@ def test_ci_runs_the_readmes_test_command_word_for_word():
 
 
 def test_the_test_command_installs_the_extras_whose_tests_would_otherwise_skip():
-    assert "pip install -e '.[test,tensorboard,ray,nvtx]'" in quick_start_commands()[1]
+    assert "pip install -e '.[test,tensorboard,ray,nvtx,sb3]'" in quick_start_commands()[1]
+
+
+def test_the_test_command_pins_torch_to_the_release_with_a_small_cpu_wheel():
+    # torch 2.13.0's CPU wheel installs without the CUDA libraries; SB3 and the torch phases'
+    # tests run on it.
+    assert " torch==2.13.0 " in quick_start_commands()[1]
 
 
 def performance_section() -> str:

@@ -5,16 +5,14 @@ A :class:`StackSampler` looks at one thread — the trainer's — every few mill
 thread of its own (``sys._current_frames()``: no signal, no tracing, nothing slowed between
 looks) and, **only when no block is open in that thread**, counts the place the thread is at:
 the innermost frame of the program's own code (function, file and line), or, when the thread
-is in library code only (during an ``import``, say), the innermost frame. Samples taken while a
-block is open are counted apart and attributed to nothing: the blocks already say what that time
-was. ``rlprof analyze`` turns the counts into seconds — each place's share of the untimed samples
-times the untimed time the tree measured — with the sampling error (see
-:mod:`profiler.analysis.untimed_places`).
+is in library code only, the innermost frame. Samples taken while a block is open are counted
+apart and attributed to nothing: the blocks already say what that time was.
 
-The counts go into the dump's ``untimed_samples`` section (docs/formats.md): per place,
-the samples and the seconds they stand for (each sample, the time since the one before). The
-sampler's own
-cost is measured by ``benchmarks/run_overhead.py``, not tested.
+The counts go into the dump's ``untimed_samples`` section (docs/formats.md): per place, the
+samples and the seconds they stand for (each sample, the time since the one before).
+``rlprof analyze`` shares the untimed time the tree measured among the places in proportion to
+those seconds, with the sampling error (:mod:`profiler.analysis.untimed_places`). The sampler's
+own cost is measured by ``benchmarks/run_overhead.py``, not tested.
 """
 
 from __future__ import annotations
@@ -30,13 +28,14 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "untimed_samples_section"]
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "forget_samples", "untimed_samples_section"]
 
-DEFAULT_INTERVAL = 0.005
-"""Seconds between two looks: 200 samples a second, a few microseconds each."""
+DEFAULT_INTERVAL = 0.01
+"""Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the
+GIL from the trainer for that long: rarer looks cost less, more samples give tighter figures."""
 
 MAX_PLACES = 50
-"""Places kept in the dump, most sampled first; the rest are counted as ``other_samples``."""
+"""Places kept in the dump, most seconds first; the rest add up in ``other_places``."""
 
 _PROFILER_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # rlprof's own packages: profiler and its sibling envmanager. Their frames are never a place.

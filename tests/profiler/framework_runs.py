@@ -1,5 +1,6 @@
-"""Shared runs of the programs in ``programs/`` under ``rlprof run``: each test module runs a
-program once (a real subprocess, real torch) and its tests read the files it wrote."""
+"""Runs of the programs in ``automatic/programs/`` under ``rlprof run`` (real subprocesses, real torch),
+for the tests of ``profiler.automatic``: a test module runs a program once, its tests read the
+files it wrote."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROGRAMS = Path(__file__).resolve().parent / "automatic" / "programs"
 FINISHES_WITHIN = 180  # seconds: generous, for a loaded machine; no test checks a duration
 
 
@@ -31,11 +30,3 @@ def rlprof_run(folder: Path, program: str, *arguments: str, options: tuple[str, 
     assert analysis.returncode == 0, analysis.stderr
     return {**json.loads(analysis.stdout), "tree": load_timing_tree(timers), "stderr": run.stderr,
             "stdout": run.stdout}
-
-
-@pytest.fixture(scope="session")
-def cleanrl_run(tmp_path_factory):
-    """The CleanRL-style PPO under ``rlprof run``, with a planted slow ``write_logs`` after each
-    update (outside anything the hooks time) for the stack sampler to find."""
-    pytest.importorskip("torch")
-    return rlprof_run(tmp_path_factory.mktemp("cleanrl"), "cleanrl_torch_ppo.py", "--slow-logging", "0.1")

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from profiler import hierarchical_timer
-from profiler.automatic.stack_sampler import StackSampler
+from profiler.automatic.stack_sampler import StackSampler, forget_samples
 from profiler.timing import timers
 
 SAMPLES = 20
+
+
+@pytest.fixture(autouse=True)
+def no_samples_left_behind():
+    """A sampler's counts stay with its thread's stack until forgotten (``rlprof run`` forgets
+    them once its files are written): later dumps in this process must not carry them."""
+    yield
+    forget_samples()
+    timers.reset_timers()
 
 
 def wait_for_samples(sampler: StackSampler, count: int) -> None:

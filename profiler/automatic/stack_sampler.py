@@ -120,11 +120,13 @@ class StackSampler:
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
                 kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
+            # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
+            line = frame.f_lineno or 0
             if kind == "program":
-                return code.co_name, code.co_filename, frame.f_lineno, _call_name(called)
+                return code.co_name, code.co_filename, line, _call_name(called)
             if kind == "library":
                 if innermost is None:
-                    innermost = (code.co_name, code.co_filename, frame.f_lineno, "")
+                    innermost = (code.co_name, code.co_filename, line, "")
                 called = frame
             frame = frame.f_back
         return innermost

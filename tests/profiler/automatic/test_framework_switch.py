@@ -48,7 +48,9 @@ def test_torch_imported_inside_a_function_late_in_the_program_is_still_hooked(tm
 def test_no_framework_phases_times_no_module_backward_or_optimizer_call(tmp_path):
     pytest.importorskip("torch")
     run = rlprof_run(tmp_path, "cleanrl_torch_ppo.py", options=("--no-framework-phases",))
-    assert run["tree"]["children"] == []
+    # What is left are the program's envs, timed where they run (envmanager.instrumentation).
+    names = block_names(run["tree"])
+    assert names and all(name.startswith(("vector.", "env.")) for name in names)
     assert "rlprof_framework_phases" not in run["tree"]["metadata"]
 
 
@@ -57,3 +59,11 @@ def test_no_stack_sampler_writes_no_samples(tmp_path):
                     cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "untimed_samples" not in load_timing_tree(tmp_path / "out" / "plain_timers.json")
+
+
+def block_names(node: dict) -> set[str]:
+    """The names of every block under ``node``."""
+    names = set()
+    for child in node["children"]:
+        names |= {child["name"], *block_names(child)}
+    return names

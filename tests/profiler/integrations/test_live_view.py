@@ -37,7 +37,8 @@ def test_start_shows_one_view_per_process_and_stop_takes_it_down():
 
 def test_set_config_live_view_shows_the_view_while_the_profiler_runs():
     try:
-        profiler.set_config(live_view=True)
+        profiler.set_config(live_view=True)  # MXNet's profiler starts stopped: set_state runs it
+        profiler.set_state("run")
         assert live_view.is_showing()
         profiler.set_state("stop")
         assert not live_view.is_showing()

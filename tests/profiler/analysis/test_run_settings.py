@@ -70,3 +70,9 @@ def test_a_run_stepping_its_envs_in_one_process_gets_no_lines_about_workers_it_d
             "metadata": {"cores_available": "2"},
             "children": [{"name": "train", "total": 9.5, "count": 1, "self": 7.5, "children": [step]}]}
     assert judge_run(tree).cannot_tell == ()
+
+
+def test_the_straggler_advice_names_the_command_line_option_too(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True))
+    tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py")
+    assert "(--envs-per-worker k)" in suggestion(judge_run(tree), "straggler")

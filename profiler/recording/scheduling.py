@@ -24,13 +24,17 @@ and the dump says nothing rather than something wrong.
 from __future__ import annotations
 
 import os
-import resource
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
+
+try:
+    import resource  # Unix only: elsewhere there is no schedstat either
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
 
 __all__ = [
     "SAMPLE_SPACING_SECONDS",
@@ -86,6 +90,8 @@ def schedstat_available() -> bool:
 def read_process() -> SchedulingReading | None:
     """This process's figures now: run-queue delay summed over its live threads, CPU time and
     involuntary switches of the whole process (ended threads included), the monotonic clock."""
+    if resource is None:
+        return None
     try:
         tids = os.listdir(_TASKS)
     except OSError:

@@ -111,6 +111,8 @@ class _BuildsManager(type):
                 "--vector-env, or build a SubprocessEnvManager in the script"
             )
         manager = SubprocessEnvManager(**arguments, **cls.manager_options)
+        # The class the user wrote, so that advice names rlprof run's options (run_settings).
+        manager._profiling.keep_metadata("vector_env_substituted_for", cls.replaced.__name__)
         cls.managers.add(manager)
         name = cls.replaced.__name__
         cls.replaced_counts[name] = cls.replaced_counts.get(name, 0) + 1

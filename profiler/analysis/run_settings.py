@@ -1,8 +1,9 @@
 """The run's real settings, read from the dump's metadata, so advice speaks in the user's terms.
 
 An env manager records what it ran with (``env_manager_class``, ``shared_memory``,
-``envs_per_worker``, ``num_envs``; see docs/formats.md) and ``rlprof run`` records the program it
-ran (``rlprof_run``). A verdict then names the knob the user has: ``--envs-per-worker`` to a
+``envs_per_worker``, ``num_envs``; see docs/formats.md), ``rlprof run --vector-env`` the class it
+substituted (``vector_env_substituted_for``), and ``rlprof run`` the program it ran
+(``rlprof_run``). A verdict then names the knob the user has: ``--envs-per-worker`` to a
 ``rlprof run`` user whose vector envs rlprof substituted, ``envs_per_worker=`` to one who wrote
 a ``SubprocessEnvManager``, and it does not advise turning shared memory on when it was on.
 Files that do not record a setting get the general advice, as before.
@@ -26,12 +27,12 @@ class RunSettings:
     shared_memory: bool | None
     envs_per_worker: str | None
     envs: int | None
-    started_by_rlprof_run: bool
+    substituted_for: str | None
 
     @property
     def uses_cli_options(self) -> bool:
-        """The env workers were set up by ``rlprof run``'s own options (its substitution)."""
-        return self.started_by_rlprof_run and self.manager_class == _MANAGER
+        """The env workers were set up by ``rlprof run``'s own options (``--vector-env``)."""
+        return self.substituted_for is not None and self.manager_class == _MANAGER
 
     def envs_per_worker_option(self, value: Any) -> str:
         """How the user sets ``envs_per_worker`` to ``value``."""
@@ -56,6 +57,7 @@ class RunSettings:
 
 
 def read_run_settings(tree: dict[str, Any]) -> RunSettings:
+    """The settings the dump's metadata records; None (or the general advice) for the others."""
     metadata = tree.get("metadata") or {}
     shared = str(metadata.get("shared_memory", "")).lower()
     envs = str(metadata.get("num_envs", ""))
@@ -64,5 +66,5 @@ def read_run_settings(tree: dict[str, Any]) -> RunSettings:
         shared_memory={"true": True, "false": False}.get(shared),
         envs_per_worker=metadata.get("envs_per_worker"),
         envs=int(envs) if envs.isdigit() and int(envs) > 0 else None,
-        started_by_rlprof_run="rlprof_run" in metadata,
+        substituted_for=metadata.get("vector_env_substituted_for"),
     )

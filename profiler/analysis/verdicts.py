@@ -402,7 +402,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
             f"{most_last.label} holds up the vector step: its reply came last in "
             f"{format_percent(path.last_share)} of {path.vector_steps} steps (fair share "
             f"{format_percent(fair)}), and the steps waited {format_seconds(cost)} on it alone",
-            cost, evidence, _straggler_advice(most_last, workers, run.vector_steps))
+            cost, evidence, _straggler_advice(most_last, workers, run.vector_steps, run.settings))
     if often and costly:
         reason = (f"{most_last.label} replies last in {format_percent(path.last_share)} of steps, "
                   f"costing {format_seconds(cost)}, but its env computes no longer than the "
@@ -439,7 +439,7 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
             f"{slowest.label} likely holds up the vector step: it computed "
             f"{format_percent(ratio)} longer than the other workers (inferred from env compute; "
             "this file does not record which worker each step waited on)",
-            cost, evidence, _straggler_advice(slowest, workers, run.vector_steps))
+            cost, evidence, _straggler_advice(slowest, workers, run.vector_steps, run.settings))
     return run.verdict(
         WORKERS_BALANCED,
         f"workers are balanced by env compute: the slowest, {slowest.label}, computed "
@@ -449,19 +449,20 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
         0.0, evidence, "Nothing to fix between workers.")
 
 
-def _straggler_advice(worker: WorkerMeasurements, workers: list[WorkerMeasurements], steps: int) -> str:
+def _straggler_advice(worker: WorkerMeasurements, workers: list[WorkerMeasurements], steps: int,
+                      settings: RunSettings) -> str:
     extra_envs = _more_envs_than_the_others(worker, workers, steps)
     if extra_envs is not None:
         mine, others = extra_envs
         return (f"{worker.label} steps {mine:.3g} envs per vector step where the other workers step "
                 f"{others:.3g} on average, and its envs are no slower than theirs: the step waits "
                 "for its extra env. Give every worker as many envs: a number of envs that is a "
-                "multiple of the workers (envs_per_worker=\"auto\" spreads them within one env of "
-                "each other, so a multiple of the cores evens them).")
+                f"multiple of the workers ({settings.envs_per_worker_option('auto')} spreads them "
+                "within one env of each other, so a multiple of the cores evens them).")
     return (f"Find what makes {worker.label}'s env slower than the others' (its seed or level, "
             f"longer episodes, a slow resource; `rlprof report` shows {worker.label}'s own blocks). "
             "Until it is fixed every vector step waits for it; spreading its envs over other "
-            "workers (envs_per_worker) evens the load.")
+            f"workers ({settings.envs_per_worker_option('k')}) evens the load.")
 
 
 def _more_envs_than_the_others(

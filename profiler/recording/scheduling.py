@@ -15,7 +15,8 @@ free, so a process reads it once per payload or dump, never per step:
 * a worker takes :class:`SchedulingSampler` deltas beside each payload it ships;
 * the trainer's dump carries :func:`scheduling_section`: its process's figures since its timer
   stack started (or was last reset), and each Python thread's, so that threads waiting for the
-  GIL can be told from threads waiting for a core.
+  GIL can be told from threads waiting for a core. A thread that timed blocks and ended before
+  the dump is in it too: it read its own figures as it ended (:class:`_ThreadEndProbe`).
 
 Where ``schedstat`` is missing (not Linux, or a kernel without it) every function returns None,
 and the dump says nothing rather than something wrong.
@@ -24,13 +25,20 @@ and the dump says nothing rather than something wrong.
 from __future__ import annotations
 
 import os
-import resource
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import psutil
+
+from profiler.timing import timers
+
+try:
+    import resource  # Unix only: elsewhere there is no schedstat either
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
 
 __all__ = [
     "SAMPLE_SPACING_SECONDS",
@@ -86,6 +94,8 @@ def schedstat_available() -> bool:
 def read_process() -> SchedulingReading | None:
     """This process's figures now: run-queue delay summed over its live threads, CPU time and
     involuntary switches of the whole process (ended threads included), the monotonic clock."""
+    if resource is None:
+        return None
     try:
         tids = os.listdir(_TASKS)
     except OSError:
@@ -176,6 +186,44 @@ def follow_stack(stack: Any) -> None:
     stack.deferred.add(baseline)
 
 
+ENDED_THREADS_KEPT = 256
+"""How many ended threads' figures a process keeps for its next dump (the latest ones)."""
+
+# (native id, name, on-CPU seconds, run-queue seconds, monotonic end) of Python threads that timed
+# blocks and have ended, read by each thread itself as it ended (see _ThreadEndProbe).
+_ended_threads: deque[tuple[int, str, float, float, float]] = deque(maxlen=ENDED_THREADS_KEPT)
+os.register_at_fork(after_in_child=_ended_threads.clear)
+_probes = threading.local()
+
+
+class _ThreadEndProbe:
+    """Held by a thread's local data: dropped as the thread ends, in that thread, when its
+    schedstat can still be read. A worker thread that ended before the dump (joined, as a
+    trainer's env threads are at the end) is then still in the dump's ``python_threads``."""
+
+    __slots__ = ("native_id", "name")
+
+    def __init__(self) -> None:
+        self.native_id = threading.get_native_id()
+        self.name = threading.current_thread().name
+
+    def __del__(self) -> None:
+        try:
+            figures = _thread_schedstat(self.native_id)
+            if figures is not None and threading.get_native_id() == self.native_id:
+                _ended_threads.append((self.native_id, self.name, *figures, time.monotonic()))
+        except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to record into
+            pass
+
+
+def _watch_thread_end() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        _probes.probe = _ThreadEndProbe()
+
+
+timers.call_in_each_timing_thread(_watch_thread_end)
+
+
 def _process_start(now: SchedulingReading) -> SchedulingReading:
     """The figures at the process's start: nothing counted, the monotonic clock then."""
     try:
@@ -210,11 +258,20 @@ def scheduling_section(stack: Any) -> dict[str, Any] | None:
         process, since, before = now.since(baseline.process), "timers start", baseline.threads
     else:  # a stack never followed: everything the kernel counted since the process started
         process, since, before = now.since(_process_start(now)), "process start", {}
+    started = now.wall_seconds - process.wall_seconds
     threads = []
-    for native_id, (name, cpu, run_queue) in _python_threads().items():
+    live = _python_threads()
+    ended = {native_id: (name, cpu, run_queue)
+             for native_id, name, cpu, run_queue, ended_at in _ended_threads
+             if native_id not in live and ended_at > started}
+    for native_id, (name, cpu, run_queue) in [*live.items(), *ended.items()]:
         _, cpu_before, run_queue_before = before.get(native_id, (name, 0.0, 0.0))
-        threads.append({"name": name, "cpu_seconds": max(0.0, cpu - cpu_before),
-                        "run_queue_seconds": max(0.0, run_queue - run_queue_before)})
+        entry = {"name": name, "cpu_seconds": max(0.0, cpu - cpu_before),
+                 "run_queue_seconds": max(0.0, run_queue - run_queue_before)}
+        if native_id in ended:
+            entry["ended"] = True
+        if entry["cpu_seconds"] > 0 or native_id in live:
+            threads.append(entry)
     return {
         "run_queue_seconds": process.run_queue_seconds,
         "cpu_seconds": process.cpu_seconds,

@@ -57,6 +57,7 @@ __all__ = [
     "add_metadata",
     "all_timer_stacks",
     "block_arguments",
+    "call_in_each_timing_thread",
     "current_clock",
     "current_thread_stack",
     "disable",
@@ -103,12 +104,25 @@ def _forget_parent_timers() -> None:
 os.register_at_fork(after_in_child=_forget_parent_timers)
 
 
+# Called in each thread on its first timer call (see call_in_each_timing_thread).
+_first_call_callbacks: list[Callable[[], None]] = []
+
+
+def call_in_each_timing_thread(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` in each thread, from now on, the first time it times a block: how a
+    recorder learns of a thread while it runs (``profiler.recording.scheduling`` keeps a thread's
+    CPU figures past its end this way). Costs nothing once the thread has its stack."""
+    _first_call_callbacks.append(callback)
+
+
 def current_thread_stack() -> TimerStack:
     """The stack the calling thread times into (made on its first call)."""
     try:
         return _thread_local.stack  # type: ignore[no-any-return]
     except AttributeError:
         stack = _thread_local.stack = _registry.stack_for_thread(threading.current_thread())
+        for callback in _first_call_callbacks:
+            callback()
         return stack
 
 

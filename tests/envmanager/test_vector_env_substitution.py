@@ -19,6 +19,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.vector import AutoresetMode
 
+import profiler
 from envmanager import SubprocessEnvManager
 from envmanager.vector_env_substitution import VectorEnvSubstitution
 from envmanager_testenvs import CountingEnv
@@ -79,6 +80,14 @@ def test_async_vector_env_is_built_as_a_manager_with_the_same_arguments():
     finally:
         substitution.close_managers()
         substitution.restore()
+
+
+def test_a_substituted_manager_records_the_class_the_script_built(substitution_all):
+    envs = gym.vector.SyncVectorEnv(counting_envs())
+    metadata = profiler.get_timer_tree()["metadata"]
+    assert metadata["vector_env_substituted_for"] == "SyncVectorEnv"
+    assert metadata["env_manager_class"] == "SubprocessEnvManager"
+    envs.close()
 
 
 def test_envs_per_worker_is_given_to_every_manager_built():

@@ -1,11 +1,12 @@
 """A trainer whose env workers are threads of its own process, as a user's thread pool (or a
 trainer written after ML-Agents' patterns with threads for workers) runs them.
 
-Run as a program: ``python threaded_trainer.py OUT.json (compute|sleep) [threads]``. Each worker
-thread steps its env when told to, in an ``env.step`` block of its own: ``compute`` envs run pure
-Python (they hold the GIL), ``sleep`` envs sleep (they release it). The trainer times each vector
-step (``env_step``), and writes its timer tree while the worker threads are still alive, with
-their trees as ``thread:<name>`` nodes.
+Run as a program: ``python threaded_trainer.py OUT.json (compute|sleep) (alive|ended)``. Each
+worker thread steps its env when told to, in an ``env.step`` block of its own: ``compute`` envs
+run pure Python (they hold the GIL), ``sleep`` envs sleep (they release it). The trainer times
+each vector step (``env_step``), and writes its timer tree while the worker threads are still
+``alive``, or once they have ``ended`` (joined, as a trainer closes its envs before its last
+dump), with their trees as ``thread:<name>`` nodes.
 """
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ def worker(requests: queue.Queue, replies: queue.Queue, step) -> None:
         replies.put(True)
 
 
-def main(out: str, kind: str, count: int) -> None:
+THREADS = 3
+
+
+def main(out: str, kind: str, when: str) -> None:
     step = compute_step if kind == "compute" else sleep_step
-    channels = [(queue.Queue(), queue.Queue()) for _ in range(count)]
+    channels = [(queue.Queue(), queue.Queue()) for _ in range(THREADS)]
     threads = [threading.Thread(target=worker, args=(*channel, step), name=f"env-worker-{index}")
                for index, channel in enumerate(channels)]
     for thread in threads:
@@ -52,13 +56,20 @@ def main(out: str, kind: str, count: int) -> None:
                 requests.put(True)
             for _, replies in channels:
                 replies.get()
-    with open(out, "w") as file:
-        json.dump(get_timer_tree(include_threads=True), file)
+    if when == "alive":
+        dump(out)
     for requests, _ in channels:
         requests.put(None)
     for thread in threads:
         thread.join()
+    if when == "ended":
+        dump(out)
+
+
+def dump(out: str) -> None:
+    with open(out, "w") as file:
+        json.dump(get_timer_tree(include_threads=True), file)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 3)
+    main(*sys.argv[1:4])

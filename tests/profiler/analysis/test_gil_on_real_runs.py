@@ -23,18 +23,20 @@ pytestmark = [
 ]
 
 
-def threaded_run(tmp_path: Path, kind: str):
+def threaded_run(tmp_path: Path, kind: str, when: str):
     out = tmp_path / f"{kind}.json"
-    subprocess.run([sys.executable, str(TRAINER), str(out), kind], check=True, timeout=120)
+    subprocess.run([sys.executable, str(TRAINER), str(out), kind, when], check=True, timeout=120)
     return judge_run(load_timing_tree(out))
 
 
-def test_worker_threads_running_python_are_named_as_waiting_for_the_gil(tmp_path):
-    gil = threaded_run(tmp_path, "compute").of_kind(GIL_CONTENTION)[0]
+@pytest.mark.parametrize("when", ["alive", "ended"])
+def test_worker_threads_running_python_are_named_as_waiting_for_the_gil(tmp_path, when):
+    gil = threaded_run(tmp_path, "compute", when).of_kind(GIL_CONTENTION)[0]
     named = {thread["name"] for thread in gil.evidence["threads"]}
     assert {"env-worker-0", "env-worker-1", "env-worker-2"} <= named
     assert gil.evidence["cores_used"] <= 1.25
 
 
-def test_worker_threads_that_sleep_are_not_called_gil_contention(tmp_path):
-    assert not threaded_run(tmp_path, "sleep").of_kind(GIL_CONTENTION)
+@pytest.mark.parametrize("when", ["alive", "ended"])
+def test_worker_threads_that_sleep_are_not_called_gil_contention(tmp_path, when):
+    assert not threaded_run(tmp_path, "sleep", when).of_kind(GIL_CONTENTION)

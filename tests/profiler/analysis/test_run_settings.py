@@ -45,9 +45,15 @@ def test_a_file_that_does_not_say_keeps_the_general_advice(pipe_bound):
 
 
 def test_an_rlprof_run_user_is_given_the_command_line_option(pipe_bound):
-    advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", rlprof_run="train.py"))
+    advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", rlprof_run="train.py",
+                                   vector_env_substituted_for="AsyncVectorEnv"))
     assert "--envs-per-worker 2" in advice
     assert "envs_per_worker=" not in advice
+
+
+def test_a_script_building_its_own_manager_under_rlprof_run_is_given_the_argument(pipe_bound):
+    advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", rlprof_run="train.py"))
+    assert "envs_per_worker=2" in advice and "--envs-per-worker" not in advice
 
 
 def test_a_user_of_another_vector_env_class_is_spoken_to_in_its_name(pipe_bound):
@@ -59,7 +65,8 @@ def test_the_cpu_verdict_names_the_command_line_option_too(tmp_path, fake_clock)
     tree = load_timing_tree(write_vector_run(
         tmp_path / "run.json", fake_clock, measured=True, worker_step_seconds=(0.004,) * 4,
         cores=2, busy_processes=5))
-    tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py")
+    tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py",
+                            vector_env_substituted_for="AsyncVectorEnv")
     assert "--envs-per-worker auto (2 workers for 4 envs" in suggestion(judge_run(tree), CPU_OVERSUBSCRIPTION)
 
 
@@ -70,3 +77,10 @@ def test_a_run_stepping_its_envs_in_one_process_gets_no_lines_about_workers_it_d
             "metadata": {"cores_available": "2"},
             "children": [{"name": "train", "total": 9.5, "count": 1, "self": 7.5, "children": [step]}]}
     assert judge_run(tree).cannot_tell == ()
+
+
+def test_the_straggler_advice_names_the_command_line_option_too(tmp_path, fake_clock):
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True))
+    tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py",
+                            vector_env_substituted_for="AsyncVectorEnv")
+    assert "(--envs-per-worker k)" in suggestion(judge_run(tree), "straggler")

@@ -86,3 +86,35 @@ def test_the_real_clocks_dump_carries_the_processs_figures():
     tree = profiler.get_timer_tree()
     assert tree["scheduling"]["wall_seconds"] > 0
     assert tree["scheduling"]["involuntary_switches"] >= 0
+
+
+def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
+    profiler.reset_timers()
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    scheduling.follow_stack(stack)
+
+    def work():
+        with profiler.hierarchical_timer("env.step"):
+            burn(0.05)
+
+    thread = threading.Thread(target=work, name="ended-worker")
+    thread.start()
+    thread.join()
+    threads = {entry["name"]: entry for entry in scheduling.scheduling_section(stack)["python_threads"]}
+    assert threads["ended-worker"]["ended"] is True
+    assert threads["ended-worker"]["cpu_seconds"] >= 0.05 * 0.99
+
+
+def test_threads_that_ended_before_the_timers_were_reset_are_not_listed():
+    def work():
+        with profiler.hierarchical_timer("env.step"):
+            burn(0.01)
+
+    thread = threading.Thread(target=work, name="before-reset")
+    thread.start()
+    thread.join()
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    scheduling.follow_stack(stack)
+    profiler.reset_timers()
+    names = {entry["name"] for entry in scheduling.scheduling_section(stack)["python_threads"]}
+    assert "before-reset" not in names

@@ -407,9 +407,9 @@ def test_the_trainer_gives_the_same_tree_on_mlagents_timers_and_on_rlprof(
 
 
 RLPROF_ONLY_KEYS = ("min", "max", "scheduling", "machine_load")
-"""Per-call extremes, and the root's figures of the machine (waits for a core, other programs'
-load): ML-Agents has none; rlprof keeps them in that layout too (readers of ML-Agents' files skip
-keys they do not know)."""
+"""Per-call extremes, and the root's waits for a core and machine load (docs/formats.md): ML-Agents
+has none; rlprof keeps them in that layout too (readers of ML-Agents' files skip keys they do not
+know)."""
 
 
 def layout_keys(node: dict) -> tuple:

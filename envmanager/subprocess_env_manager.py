@@ -33,6 +33,7 @@ be spread over several modules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 import time
@@ -68,6 +69,7 @@ from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.lifetime.restart import RestartPolicy
 from envmanager.transport.autoreset import checked_autoreset_mode
 from envmanager.transport.env_spaces import check_worker_spaces, describe_first_env
+from envmanager.transport.first_env import read_first_env
 from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
 from envmanager.transport.worker import EnvFactories, WorkerConfig
@@ -192,8 +194,10 @@ class SubprocessEnvManager(VectorEnv):
             raise ValueError("`env_fns` must contain at least one environment factory.")
         self.num_envs = len(self.env_fns)
 
+        # The first env is built in a process of its own, which ends with whatever it started.
+        build_first_env = functools.partial(read_first_env, multiprocessing.get_context(context), self.env_fns[0])
         self._description = describe_first_env(
-            self.env_fns[0], self.num_envs, self.observation_mode, self.autoreset_mode
+            build_first_env, self.num_envs, self.observation_mode, self.autoreset_mode
         )
         self.metadata = self._description.metadata
         self.render_mode = self._description.render_mode

@@ -186,8 +186,8 @@ class CtrlCEnv(CountingEnv):
 class HelperProcessEnv(HangingEnv):
     """Runs an external helper process (``sleep 60``), as an env driving a simulator does.
 
-    The helper starts at the first reset (so the env the manager builds in the trainer to
-    read the spaces starts none) and ``close()`` stops it; stepping with action 2 hangs, like
+    The helper starts at the first reset (so the env the manager builds to read the spaces
+    starts none) and ``close()`` stops it; stepping with action 2 hangs, like
     ``HangingEnv``.
     """
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["interrupts_held"]
+__all__ = ["interrupts_held", "starting_without_interrupts"]
 
 
 @contextmanager
@@ -33,3 +33,20 @@ def interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if noted:
             signal.raise_signal(signal.SIGINT)
+
+
+@contextmanager
+def starting_without_interrupts() -> Iterator[None]:
+    """Start processes in this block that must never get the trainer's Ctrl-C.
+
+    They begin with SIGINT blocked (fork and exec keep the signal mask) until they ignore it
+    themselves: a Ctrl-C at the terminal goes to the trainer's whole process group, which a
+    starting process is still in, and would print its traceback.  The trainer's own Ctrl-C
+    is held until the block has recorded what it started, so none is left unrecorded.
+    """
+    with interrupts_held():
+        signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)

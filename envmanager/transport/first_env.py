@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from gymnasium import Env, Space
 
+from envmanager.lifetime.interrupts import starting_without_interrupts
 from envmanager.lifetime.lifeline import (
     PARENT_DEATH_SIGNAL,
     Lifeline,
@@ -62,20 +63,20 @@ def read_first_env(ctx: Any, make_env: Callable[[], Env]) -> FirstEnvFacts:
         args=(EnvFactories([make_env]), lifeline.reader, writer, _parent_death_reaches_us(ctx)),
         daemon=True,
     )
-    signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # see transport/pool.py
     try:
-        process.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
-        writer.close()
-    try:
+        with starting_without_interrupts():
+            try:
+                process.start()
+            finally:
+                writer.close()
         ready = wait_for_ready([reader, process.sentinel])
         answer = _read_answer(reader) if reader in ready or reader.poll(0) else None
     finally:
         # Its group may hold what the env left running; killed before the process is reaped.
-        if not kill_process_group(process.pid) and process.exitcode is None:
-            process.kill()  # it had not made its group yet
-        process.join()
+        if process.pid is not None:
+            if not kill_process_group(process.pid) and process.exitcode is None:
+                process.kill()  # it had not made its group yet
+            process.join()
         lifeline.close()
         reader.close()
     if answer is None:

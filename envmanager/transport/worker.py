@@ -172,7 +172,7 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
     signal.signal(PARENT_DEATH_SIGNAL, _on_parent_death)
     if config.signal_at_parent_death:
         ask_for_signal_at_parent_death(PARENT_DEATH_SIGNAL)
-    watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
+    watch_trainer(config.lifeline, functools.partial(terminate_after_trainer_death, config.permits))
     configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -225,17 +225,6 @@ def _flush_standard_streams() -> None:
                 stream.flush()
 
 
-def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
-    """The lifeline broke: remove the permits at once (the main thread may be stuck in an env)
-    and end the worker through its SIGTERM path."""
-    if permits is not None:
-        try:
-            permits.remove()  # the trainer cannot remove it any more
-        except OSError:
-            pass
-    terminate_after_trainer_death()
-
-
 class _WorkerLoop:
     """One worker subprocess: an :class:`EnvRunner` answering the requests of one pipe on another."""
 
@@ -266,9 +255,7 @@ class _WorkerLoop:
                     return False
                 try:
                     self._send(sequence, *runner.answer(command, body))
-                except OSError:
-                    # Nobody reads our replies any more: the trainer is gone (a live trainer
-                    # closes its end only once it has stopped the worker).
+                except OSError:  # no reader left: a live trainer closes its end only once we are stopped
                     return True
         finally:
             runner.close_envs()

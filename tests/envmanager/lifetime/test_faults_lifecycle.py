@@ -88,6 +88,15 @@ def _kill_all(processes: list[psutil.Process]) -> None:
             pass
 
 
+def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
+    deadline = time.monotonic() + within
+    while semaphore_exists(semaphore_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @contextmanager
 def _trainer(*args: str) -> Iterator[tuple[subprocess.Popen, dict]]:
     """Run ``lifecycle_trainer.py`` with ``args``; yield it and its JSON report.
@@ -121,11 +130,12 @@ def _trainer(*args: str) -> Iterator[tuple[subprocess.Popen, dict]]:
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
-def test_workers_and_env_helpers_die_with_a_trainer_killed_while_they_hang_in_a_step(start_method):
+def test_workers_env_helpers_and_permits_go_with_a_trainer_killed_while_they_hang_in_a_step(start_method):
     with _trainer("hung", start_method) as (trainer, report):
         watched = _processes(report["workers"] + report["helpers"])
         trainer.send_signal(signal.SIGKILL)
         assert _survivors(watched) == []
+        assert _semaphore_removed_within(report["semaphore"])
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
@@ -347,15 +357,6 @@ def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_pa
 
 
 # -- round two: whoever sees the trainer gone ends the workers' groups ------------------------
-
-def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
-    deadline = time.monotonic() + within
-    while semaphore_exists(semaphore_id):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
 
 @pytest.mark.parametrize("start_method", START_METHODS)
 def test_forgotten_helpers_die_with_a_trainer_killed_while_its_workers_write_their_replies(start_method):

@@ -64,7 +64,7 @@ def read_first_env(ctx: Any, make_env: Callable[[], Env]) -> FirstEnvFacts:
         daemon=True,
     )
     try:
-        with starting_without_interrupts():
+        with starting_without_interrupts(ctx.get_start_method()):
             try:
                 process.start()
             finally:

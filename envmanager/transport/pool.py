@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import select
 import threading
@@ -205,11 +204,7 @@ class WorkerPool:
             args=(config, requests_reader, replies_writer),
             daemon=self._daemon,
         )
-        if self._start_method == "forkserver":
-            # Started before SIGINT is blocked for the worker, so the user's own forkserver
-            # processes still get Ctrl-C.
-            multiprocessing.forkserver.ensure_running()
-        with starting_without_interrupts():
+        with starting_without_interrupts(self._start_method):
             try:
                 process.start()
             except Exception as exc:

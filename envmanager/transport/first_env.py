@@ -16,7 +16,6 @@ of a worker (an interpreter under ``spawn``), once per manager.
 
 from __future__ import annotations
 
-import pickle
 import signal
 import threading
 from multiprocessing.connection import Connection, wait as wait_for_ready
@@ -32,6 +31,7 @@ from envmanager.lifetime.lifeline import (
     watch_trainer,
 )
 from envmanager.lifetime.process_group import kill_own_process_group, kill_process_group, lead_new_process_group
+from envmanager.transport import protocol
 from envmanager.transport.protocol import RemoteFailure
 from envmanager.transport.worker import EnvFactories
 
@@ -98,7 +98,7 @@ def _parent_death_reaches_us(ctx: Any) -> bool:
 
 def _read_answer(reader: Connection) -> tuple[bool, Any] | None:
     try:
-        return pickle.loads(reader.recv_bytes())
+        return protocol.decode(reader.recv_bytes())
     except (EOFError, OSError):
         return None
 
@@ -140,10 +140,8 @@ def _build_read_and_end(factories: EnvFactories, lifeline: Connection, replies: 
 
 
 def _pickled(answer: tuple[bool, Any]) -> bytes:
-    """cloudpickle, so that metadata holding a lambda still travels; a failure if nothing does."""
-    import cloudpickle
-
+    """With cloudpickle, so that metadata holding a lambda still travels; a failure if nothing does."""
     try:
-        return cloudpickle.dumps(answer)
+        return protocol.encode_anything(answer)
     except Exception as exc:
-        return cloudpickle.dumps((False, RemoteFailure(exc, 0, "sending the first env's spaces to the trainer")))
+        return protocol.encode_anything((False, RemoteFailure(exc, 0, "sending the first env's spaces to the trainer")))

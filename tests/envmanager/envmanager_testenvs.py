@@ -425,13 +425,17 @@ class LeakyBigObservationEnv(LeakyHelperProcessEnv, BigObservationEnv):
 class HelperAtConstructionEnv(CountingEnv):
     """Starts a helper process (``sleep 60``) as it is built, and forgets it in ``close()``.
 
-    With ``hang=True`` it prints ``{"helpers": [pid]}`` once the helper runs, then sleeps: a
-    trainer to be killed while it builds its first env.
+    With ``pid_file`` it appends the helper's pid to that file, one a line.  With ``hang=True``
+    it prints ``{"helpers": [pid]}`` once the helper runs, then sleeps: a trainer to be killed
+    while it builds its first env.
     """
 
-    def __init__(self, hang: bool = False) -> None:
+    def __init__(self, hang: bool = False, pid_file: str | None = None) -> None:
         super().__init__()
         self.helper_pid = subprocess.Popen(["sleep", "60"]).pid
+        if pid_file is not None:
+            with open(pid_file, "a") as pids:
+                pids.write(f"{self.helper_pid}\n")
         if hang:
             print(json.dumps({"helpers": [self.helper_pid]}), flush=True)
             time.sleep(600)

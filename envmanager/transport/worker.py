@@ -19,7 +19,7 @@ Ending: after CLOSE (or EOF on the pipe) the worker closes its envs and returns.
 hangs in Python code, closes the envs, so the helper processes they started are stopped,
 and ends the process with SIGTERM's exit code.  The worker leads a process group of its own
 (:mod:`envmanager.lifetime.process_group`): whatever the envs leave running is killed with that group,
-by the trainer, or by the worker itself when no trainer is left to do it.
+by the trainer, or by the worker itself when it learns, by any route, that no trainer is left.
 
 Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's

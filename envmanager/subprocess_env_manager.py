@@ -93,6 +93,10 @@ def _nothing_to_cancel() -> None:
     pass
 
 
+def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
+    pass
+
+
 class SubprocessEnvManager(VectorEnv):
     """Vectorized environment running its sub-environments in worker subprocesses.
 
@@ -124,7 +128,8 @@ class SubprocessEnvManager(VectorEnv):
             1.1x), and a machine other programs keep busy gives 2 workers less CPU than 8. The profiler's verdicts advise "auto" where it pays
             (docs/envmanager.md, *How many worker processes*).
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
-            as the workers live. It does not bound the workers' start-up in the constructor.
+            as the workers live. It does not bound a worker's start-up (in the constructor, after a
+            restart).
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
             A restarted worker's envs are reset and report ``truncated=True`` for that step.
         profiling: time the manager and its workers (also off when ``profiler.disable()`` was
@@ -688,6 +693,12 @@ class SubprocessEnvManager(VectorEnv):
 
         while True:
             self._restart_or_raise(handle, what)
+            # Its start-up (an interpreter under spawn, building its envs) is no part of the
+            # reset that `timeout` bounds: waited for apart, as long as the new worker lives.
+            self._pool.send([handle], protocol.DESCRIBE, None)
+            if self._pool.gather([handle], None, "start after restart", _ignore_reply):
+                what = "start after restart"
+                continue
             sequence = self._pool.send([handle], protocol.RESET, [reset_body])
             if repeats_users_reset:
                 self._profiling.reset_sent(sequence)

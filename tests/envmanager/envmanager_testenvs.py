@@ -505,3 +505,13 @@ def semaphore_exists(semaphore_id: int) -> bool:
     """Whether the System V semaphore (the max_concurrency permits) still exists."""
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.semctl(semaphore_id, 0, _GETVAL) != -1
+
+
+class SlowToRebuildEnv(SuicidalEnv):
+    """``SuicidalEnv`` that takes ``seconds`` to build while the file ``slow`` exists: a
+    restarted worker slow to start (an interpreter and large imports under load)."""
+
+    def __init__(self, slow: str, seconds: float, **kwargs: Any) -> None:
+        if os.path.exists(slow):
+            time.sleep(seconds)
+        super().__init__(**kwargs)

@@ -30,6 +30,7 @@ from envmanager_testenvs import (
     HelperAtConstructionEnv,
     HelperProcessEnv,
     LeakyHelperProcessEnv,
+    SlowToRebuildEnv,
     SuicidalEnv,
     semaphore_exists,
     worker_children,
@@ -287,6 +288,18 @@ def test_a_worker_dying_in_the_reset_after_its_restart_is_restarted_again_while_
     assert len(warned) == 2
     np.testing.assert_array_equal(truncations, [True, False])
     envs.step(np.array([0, 0]))
+    envs.close()
+
+
+def test_the_timeout_bounds_the_reset_after_a_restart_not_the_new_workers_start_up(tmp_path):
+    slow = tmp_path / "slow"
+    factory = functools.partial(SlowToRebuildEnv, str(slow), seconds=6.0)
+    envs = SubprocessEnvManager([factory] * 2, context="fork", restart_on_failure=True, timeout=3.0)
+    envs.reset(seed=0)
+    slow.write_text("")  # the restarted worker takes twice the timeout to build its env
+    with pytest.warns(RuntimeWarning, match="restarting it"):
+        _, _, _, truncations, _ = envs.step(np.array([0, 2]))
+    np.testing.assert_array_equal(truncations, [False, True])
     envs.close()
 
 

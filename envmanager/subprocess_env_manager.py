@@ -33,6 +33,7 @@ be spread over several modules.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 import time
@@ -68,6 +69,7 @@ from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.lifetime.restart import RestartPolicy
 from envmanager.transport.autoreset import checked_autoreset_mode
 from envmanager.transport.env_spaces import check_worker_spaces, describe_first_env
+from envmanager.transport.first_env import read_first_env
 from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
 from envmanager.transport.worker import EnvFactories, WorkerConfig
@@ -88,6 +90,10 @@ class _State(Enum):
 
 
 def _nothing_to_cancel() -> None:
+    pass
+
+
+def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:
     pass
 
 
@@ -122,7 +128,8 @@ class SubprocessEnvManager(VectorEnv):
             1.1x), and a machine other programs keep busy gives 2 workers less CPU than 8. The profiler's verdicts advise "auto" where it pays
             (docs/envmanager.md, *How many worker processes*).
         timeout: seconds a ``*_wait`` waits when called without a timeout; None waits as long
-            as the workers live. It does not bound the workers' start-up in the constructor.
+            as the workers live. It does not bound a worker's start-up (in the constructor, after a
+            restart).
         restart_on_failure: False, True (up to 3 restarts) or the maximum number of restarts.
             A restarted worker's envs are reset and report ``truncated=True`` for that step.
         profiling: time the manager and its workers (also off when ``profiler.disable()`` was
@@ -192,8 +199,10 @@ class SubprocessEnvManager(VectorEnv):
             raise ValueError("`env_fns` must contain at least one environment factory.")
         self.num_envs = len(self.env_fns)
 
+        # The first env is built in a process of its own, which ends with whatever it started.
+        build_first_env = functools.partial(read_first_env, multiprocessing.get_context(context), self.env_fns[0])
         self._description = describe_first_env(
-            self.env_fns[0], self.num_envs, self.observation_mode, self.autoreset_mode
+            build_first_env, self.num_envs, self.observation_mode, self.autoreset_mode
         )
         self.metadata = self._description.metadata
         self.render_mode = self._description.render_mode
@@ -689,6 +698,12 @@ class SubprocessEnvManager(VectorEnv):
 
         while True:
             self._restart_or_raise(handle, what)
+            # Its start-up (an interpreter under spawn, building its envs) is no part of the
+            # reset that `timeout` bounds: waited for apart, as long as the new worker lives.
+            self._pool.send([handle], protocol.DESCRIBE, None)
+            if self._pool.gather([handle], None, "start after restart", _ignore_reply):
+                what = "start after restart"
+                continue
             sequence = self._pool.send([handle], protocol.RESET, [reset_body])
             if repeats_users_reset:
                 self._profiling.reset_sent(sequence)

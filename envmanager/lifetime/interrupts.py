@@ -11,12 +11,14 @@ it.  Only the main thread can set handlers; elsewhere Ctrl-C cannot land in this
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["interrupts_held"]
+__all__ = ["interrupts_held", "starting_without_interrupts"]
 
 
 @contextmanager
@@ -33,3 +35,29 @@ def interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if noted:
             signal.raise_signal(signal.SIGINT)
+
+
+@contextmanager
+def starting_without_interrupts(start_method: str) -> Iterator[None]:
+    """Start processes (of ``start_method``) in this block that must never get the trainer's Ctrl-C.
+
+    They begin with SIGINT blocked (fork and exec keep the signal mask) until they ignore it
+    themselves: a Ctrl-C at the terminal goes to the trainer's whole process group, which a
+    starting process is still in, and would print its traceback.  The trainer's own Ctrl-C
+    is held until the block has recorded what it started, so none is left unrecorded.
+
+    The helper processes ``multiprocessing`` starts on first use are started before: the
+    resource tracker (starting it unblocks SIGINT in the calling thread, which would undo the
+    block), and the fork server, unblocked, so the program's own forkserver processes still get
+    Ctrl-C (and so, in their first moments, do the workers it forks).
+    """
+    if start_method in ("spawn", "forkserver"):
+        multiprocessing.resource_tracker.ensure_running()
+    if start_method == "forkserver":
+        multiprocessing.forkserver.ensure_running()
+    with interrupts_held():
+        signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)

@@ -136,27 +136,33 @@ def trainer_is_gone(reader: Connection, parent_pid: int, wait: float = 0.0) -> b
         return True
 
 
-def end_after_trainer_death(permits: Any) -> None:
-    """The end of a worker whose trainer is gone, whatever told it: remove the ``max_concurrency``
-    semaphore (``permits``, None if there is none) and kill the worker's process group."""
-    if permits is not None:
-        try:
-            permits.remove()  # the trainer cannot remove it any more
-        except OSError:
-            pass  # not ours to remove, or already gone: the group must still end
-    kill_own_process_group()
-
-
-def terminate_after_trainer_death() -> None:
-    """What a worker does once its trainer is gone: SIGTERM itself, then SIGKILL if still here.
+def terminate_after_trainer_death(permits: Any = None) -> None:
+    """What a worker does once the lifeline broke: remove the ``max_concurrency`` semaphore at
+    once (the main thread may be stuck in an env), SIGTERM itself, then SIGKILL if still here.
 
     The SIGTERM goes through the worker's own handler, which closes the envs (and their
     helper processes) and ends the process group.  SIGKILL of the process group is the
     fallback when that does not finish within ``GRACE_BEFORE_KILL_SECONDS``.
     """
+    _remove_permits(permits)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(GRACE_BEFORE_KILL_SECONDS)
     kill_own_process_group()
+
+
+def end_after_trainer_death(permits: Any) -> None:
+    """The end of a worker whose trainer is gone, whatever told it: remove the ``max_concurrency``
+    semaphore (``permits``, None if there is none) and kill the worker's process group."""
+    _remove_permits(permits)
+    kill_own_process_group()
+
+
+def _remove_permits(permits: Any) -> None:
+    if permits is not None:
+        try:
+            permits.remove()  # the trainer cannot remove it any more
+        except OSError:
+            pass  # not ours to remove, or already gone: the group must still end
 
 
 def ask_for_signal_at_parent_death(signum: int) -> bool:

@@ -1,8 +1,9 @@
-"""The spaces of a vector env: read from one env built in the trainer, then checked on every worker.
+"""The spaces of a vector env: read from one env built before the workers, then checked on every worker.
 
 Gymnasium's ``AsyncVectorEnv`` builds the first env in the trainer to learn the metadata, render
 mode and spaces before it starts its workers, and has each worker report its env's spaces so that
-a batch never mixes envs that do not fit. This module does both, with Gymnasium's messages.
+a batch never mixes envs that do not fit. This module does both, with Gymnasium's messages (the
+manager builds that first env in a process of its own, see :mod:`envmanager.transport.first_env`).
 """
 
 from __future__ import annotations

@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import select
-import signal
 import threading
 import time
 from dataclasses import replace
@@ -46,7 +44,7 @@ from typing import Any, Callable
 
 from envmanager.transport import protocol
 from envmanager.lifetime.death_watch import DeathWatch
-from envmanager.lifetime.interrupts import interrupts_held
+from envmanager.lifetime.interrupts import interrupts_held, starting_without_interrupts
 from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
@@ -207,29 +205,24 @@ class WorkerPool:
             args=(config, requests_reader, replies_writer),
             daemon=self._daemon,
         )
-        if self._start_method == "forkserver":
-            # Started outside the blocked SIGINT below, so the user's own forkserver processes
-            # still get Ctrl-C.
-            multiprocessing.forkserver.ensure_running()
-        signal_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            process.start()
-        except Exception as exc:
-            replies_reader.close()
-            requests_writer.close()
-            _add_note(exc, self._start_note(handle))
-            raise
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
-            # Only the worker holds them now, so its exit shows up as EOF here.
-            requests_reader.close()
-            replies_writer.close()
-        self._lifeline.bind(process)
-        self._death_watch.watch(process)
-        handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
-        handle.fds = (replies_reader.fileno(), process.sentinel)
-        handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
-        handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
+        with starting_without_interrupts(self._start_method):
+            try:
+                process.start()
+            except Exception as exc:
+                replies_reader.close()
+                requests_writer.close()
+                _add_note(exc, self._start_note(handle))
+                raise
+            finally:
+                # Only the worker holds them now, so its exit shows up as EOF here.
+                requests_reader.close()
+                replies_writer.close()
+            self._lifeline.bind(process)
+            self._death_watch.watch(process)
+            handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
+            handle.fds = (replies_reader.fileno(), process.sentinel)
+            handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
+            handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
 
     def _start_note(self, handle: WorkerHandle) -> str:
         where = f"while starting worker {handle.index} (envs {handle.envs.start}..{handle.envs.stop - 1})"

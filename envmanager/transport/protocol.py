@@ -197,6 +197,15 @@ def decode(data: bytes) -> Any:
     return pickle.loads(data)
 
 
+def encode_anything(value: Any) -> bytes:
+    """``value`` pickled with cloudpickle, which also carries lambdas and closures (a first
+    env's metadata may hold one, see :mod:`envmanager.transport.first_env`); :func:`decode`
+    reads it."""
+    import cloudpickle
+
+    return cloudpickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+
 def decode_salvaging(data: bytes) -> Any:
     """The message :func:`decode` could not make of ``data``, every object whose class this
     process cannot import (an env's info holding an instance of a class only the worker

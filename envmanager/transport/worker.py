@@ -19,7 +19,7 @@ Ending: after CLOSE (or EOF on the pipe) the worker closes its envs and returns.
 hangs in Python code, closes the envs, so the helper processes they started are stopped,
 and ends the process with SIGTERM's exit code.  The worker leads a process group of its own
 (:mod:`envmanager.lifetime.process_group`): whatever the envs leave running is killed with that group,
-by the trainer, or by the worker itself when no trainer is left to do it.
+by the trainer, or by the worker itself when it learns, by any route, that no trainer is left.
 
 Profiling: every env ``reset`` and ``step`` is a timer block (``env.reset``, ``env.step``) in
 the worker's own timer tree, and so is any ``@timed``/``hierarchical_timer`` block in the env's
@@ -173,7 +173,7 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
     signal.signal(PARENT_DEATH_SIGNAL, _on_parent_death)
     if config.signal_at_parent_death:
         ask_for_signal_at_parent_death(PARENT_DEATH_SIGNAL)
-    watch_trainer(config.lifeline, functools.partial(_after_trainer_death, config.permits))
+    watch_trainer(config.lifeline, functools.partial(terminate_after_trainer_death, config.permits))
     configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
@@ -226,17 +226,6 @@ def _flush_standard_streams() -> None:
                 stream.flush()
 
 
-def _after_trainer_death(permits: ConcurrencyPermits | None) -> None:
-    """The lifeline broke: remove the permits at once (the main thread may be stuck in an env)
-    and end the worker through its SIGTERM path."""
-    if permits is not None:
-        try:
-            permits.remove()  # the trainer cannot remove it any more
-        except OSError:
-            pass
-    terminate_after_trainer_death()
-
-
 class _WorkerLoop:
     """One worker subprocess: an :class:`EnvRunner` answering the requests of one pipe on another."""
 
@@ -267,9 +256,7 @@ class _WorkerLoop:
                     return False
                 try:
                     self._send(sequence, *runner.answer(command, body))
-                except OSError:
-                    # Nobody reads our replies any more: the trainer is gone (a live trainer
-                    # closes its end only once it has stopped the worker).
+                except OSError:  # no reader left: a live trainer closes its end only once we are stopped
                     return True
         finally:
             runner.close_envs()

@@ -186,8 +186,8 @@ class CtrlCEnv(CountingEnv):
 class HelperProcessEnv(HangingEnv):
     """Runs an external helper process (``sleep 60``), as an env driving a simulator does.
 
-    The helper starts at the first reset (so the env the manager builds in the trainer to
-    read the spaces starts none) and ``close()`` stops it; stepping with action 2 hangs, like
+    The helper starts at the first reset (so the env the manager builds to read the spaces
+    starts none) and ``close()`` stops it; stepping with action 2 hangs, like
     ``HangingEnv``.
     """
 
@@ -425,13 +425,17 @@ class LeakyBigObservationEnv(LeakyHelperProcessEnv, BigObservationEnv):
 class HelperAtConstructionEnv(CountingEnv):
     """Starts a helper process (``sleep 60``) as it is built, and forgets it in ``close()``.
 
-    With ``hang=True`` it prints ``{"helpers": [pid]}`` once the helper runs, then sleeps: a
-    trainer to be killed while it builds its first env.
+    With ``pid_file`` it appends the helper's pid to that file, one a line.  With ``hang=True``
+    it prints ``{"helpers": [pid]}`` once the helper runs, then sleeps: a trainer to be killed
+    while it builds its first env.
     """
 
-    def __init__(self, hang: bool = False) -> None:
+    def __init__(self, hang: bool = False, pid_file: str | None = None) -> None:
         super().__init__()
         self.helper_pid = subprocess.Popen(["sleep", "60"]).pid
+        if pid_file is not None:
+            with open(pid_file, "a") as pids:
+                pids.write(f"{self.helper_pid}\n")
         if hang:
             print(json.dumps({"helpers": [self.helper_pid]}), flush=True)
             time.sleep(600)
@@ -501,3 +505,13 @@ def semaphore_exists(semaphore_id: int) -> bool:
     """Whether the System V semaphore (the max_concurrency permits) still exists."""
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.semctl(semaphore_id, 0, _GETVAL) != -1
+
+
+class SlowToRebuildEnv(SuicidalEnv):
+    """``SuicidalEnv`` that takes ``seconds`` to build while the file ``slow`` exists: a
+    restarted worker slow to start (an interpreter and large imports under load)."""
+
+    def __init__(self, slow: str, seconds: float, **kwargs: Any) -> None:
+        if os.path.exists(slow):
+            time.sleep(seconds)
+        super().__init__(**kwargs)

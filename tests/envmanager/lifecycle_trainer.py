@@ -9,7 +9,8 @@ Once its workers are in the state the scenario asks for, it prints one JSON line
 pids to watch (``workers``, ``helpers``: the envs' helper processes, ``forked_child``) and
 then does what the scenario says:
 
-``hung``           both workers hang inside an env step; the trainer sleeps (to be killed).
+``hung``           both workers hang inside an env step, under ``max_concurrency=1`` (the report
+                   adds ``semaphore``); the trainer sleeps (to be killed).
 ``forked-child``   the trainer forks a child that sleeps, then sleeps itself (to be killed).
 ``thread-built``   as ``hung``, but the manager is built by a thread that has ended (and a
                    step after that thread's end must work).
@@ -78,12 +79,12 @@ def _pids(envs: SubprocessEnvManager) -> dict[str, list[int]]:
 
 def main(scenario: str, start_method: str, summaries_dir: str | None) -> SubprocessEnvManager:
     if scenario == "hung":
-        envs = SubprocessEnvManager([HelperProcessEnv] * 2, context=start_method)
+        envs = SubprocessEnvManager([HelperProcessEnv] * 2, context=start_method, max_concurrency=1)
         envs.reset(seed=0)
         pids = _pids(envs)
         envs.step_async(np.array([2, 2]))
-        time.sleep(0.5)  # let both workers enter the hung step
-        _report(**pids)
+        time.sleep(0.5)  # let both workers enter the hung step (one waits for the permit)
+        _report(semaphore=envs._pool.permits.semaphore_id, **pids)
         time.sleep(600)
     elif scenario == "thread-built":
         built: list[SubprocessEnvManager] = []

@@ -30,6 +30,7 @@ from envmanager_testenvs import (
     HelperAtConstructionEnv,
     HelperProcessEnv,
     LeakyHelperProcessEnv,
+    SlowToRebuildEnv,
     SuicidalEnv,
     semaphore_exists,
     worker_children,
@@ -88,6 +89,15 @@ def _kill_all(processes: list[psutil.Process]) -> None:
             pass
 
 
+def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
+    deadline = time.monotonic() + within
+    while semaphore_exists(semaphore_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @contextmanager
 def _trainer(*args: str) -> Iterator[tuple[subprocess.Popen, dict]]:
     """Run ``lifecycle_trainer.py`` with ``args``; yield it and its JSON report.
@@ -121,11 +131,12 @@ def _trainer(*args: str) -> Iterator[tuple[subprocess.Popen, dict]]:
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
-def test_workers_and_env_helpers_die_with_a_trainer_killed_while_they_hang_in_a_step(start_method):
+def test_workers_env_helpers_and_permits_go_with_a_trainer_killed_while_they_hang_in_a_step(start_method):
     with _trainer("hung", start_method) as (trainer, report):
         watched = _processes(report["workers"] + report["helpers"])
         trainer.send_signal(signal.SIGKILL)
         assert _survivors(watched) == []
+        assert _semaphore_removed_within(report["semaphore"])
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
@@ -280,6 +291,18 @@ def test_a_worker_dying_in_the_reset_after_its_restart_is_restarted_again_while_
     envs.close()
 
 
+def test_the_timeout_bounds_the_reset_after_a_restart_not_the_new_workers_start_up(tmp_path):
+    slow = tmp_path / "slow"
+    factory = functools.partial(SlowToRebuildEnv, str(slow), seconds=6.0)
+    envs = SubprocessEnvManager([factory] * 2, context="fork", restart_on_failure=True, timeout=3.0)
+    envs.reset(seed=0)
+    slow.write_text("")  # the restarted worker takes twice the timeout to build its env
+    with pytest.warns(RuntimeWarning, match="restarting it"):
+        _, _, _, truncations, _ = envs.step(np.array([0, 2]))
+    np.testing.assert_array_equal(truncations, [False, True])
+    envs.close()
+
+
 def test_a_worker_dying_in_the_reset_after_its_restart_raises_once_the_budget_is_spent(tmp_path):
     countdown = tmp_path / "countdown"
     countdown.write_text("0")
@@ -348,15 +371,6 @@ def test_after_a_failed_dump_at_close_the_timers_can_be_written_elsewhere(tmp_pa
 
 # -- round two: whoever sees the trainer gone ends the workers' groups ------------------------
 
-def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
-    deadline = time.monotonic() + within
-    while semaphore_exists(semaphore_id):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.parametrize("start_method", START_METHODS)
 def test_forgotten_helpers_die_with_a_trainer_killed_while_its_workers_write_their_replies(start_method):
     with _trainer("replying", start_method) as (trainer, report):
@@ -383,12 +397,15 @@ def test_a_helper_of_the_env_built_to_read_the_spaces_dies_with_a_trainer_killed
         assert _survivors(watched) == []
 
 
-def test_a_helper_forgotten_by_the_env_built_to_read_the_spaces_is_gone_after_construction():
-    envs = SubprocessEnvManager([HelperAtConstructionEnv] * 2, context="fork")
+def test_a_helper_forgotten_by_the_env_built_to_read_the_spaces_is_gone_after_construction(tmp_path):
+    pid_file = tmp_path / "helpers"
+    envs = SubprocessEnvManager([functools.partial(HelperAtConstructionEnv, pid_file=str(pid_file))] * 2, context="fork")
     try:
         worker_helpers = set(envs.get_attr("helper_pid"))
-        strays = [p for p in worker_children() if p.name() == "sleep" and p.pid not in worker_helpers]
-        assert _survivors(strays) == []
+        every_helper = {int(line) for line in pid_file.read_text().split()}
+        first_env_helpers = _processes(sorted(every_helper - worker_helpers))
+        assert len(every_helper) == 3  # the two workers' envs and the first env
+        assert _survivors(first_env_helpers) == []
     finally:
         envs.close()
 

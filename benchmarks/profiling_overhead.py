@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from envmanager import SubprocessEnvManager  # noqa: E402
 from envmanager.measurement.critical_path import CriticalPath  # noqa: E402
 from envmanager.measurement.env_time import CpuSampler  # noqa: E402
-from envmanager.transport.worker import _make_guards  # noqa: E402
+from envmanager.transport.env_calls import make_env_calls  # noqa: E402
 from profiler.timing import timers  # noqa: E402
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock  # noqa: E402
 from profiler.multiprocess.payload import WorkerTimers  # noqa: E402
@@ -267,8 +267,8 @@ def profiling_costs(workers: int) -> dict[str, float]:
         step_block.fold()
 
     env = _NoWorkEnv()
-    _, profiled_step = _make_guards(None, True, CpuSampler())
-    _, plain_step = _make_guards(None, False, CpuSampler())
+    _, profiled_step = make_env_calls(None, True, CpuSampler())
+    _, plain_step = make_env_calls(None, False, CpuSampler())
     action = np.int64(0)
     worker_timers = WorkerTimers()
     now, perf_counter = timers.now, time.perf_counter

@@ -202,14 +202,14 @@ def test_with_profiling_off_no_env_time_is_recorded(tmp_path):
 
 
 def test_a_slow_env_step_the_sampler_skipped_makes_the_next_step_measured():
-    from envmanager.transport.worker import _make_guards
+    from envmanager.transport.env_calls import make_env_calls
 
     class SlowEnv:
         def step(self, action):
             time.sleep(2 * EXACT_ABOVE_SECONDS)
 
     sampler = CpuSampler(seed=0)
-    _, timed_step = _make_guards(None, True, sampler)
+    _, timed_step = make_env_calls(None, True, sampler)
     sampler.countdown = 50  # the next sample far away, as after a cheap reset
     timed_step(SlowEnv(), 0)
     assert sampler.take()[2] == 0

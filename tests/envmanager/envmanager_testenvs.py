@@ -310,6 +310,11 @@ def worker_children() -> list[psutil.Process]:
             continue
         if _is_rays_own(cmdline):
             continue
+        try:
+            if child.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+                continue  # ended, its parent (Ray's raylet, say) not yet done reaping it
+        except psutil.Error:
+            continue
         children.append(child)
     return children
 

@@ -27,6 +27,7 @@ def main(seconds: float, timers_folder: str | None) -> None:
     if timers_folder is not None:
         profiler.set_config(continuous_dump=True, dump_period=0.5, summaries_dir=timers_folder,
                             run_id="straggler", formats=("timers",), timeline=False)
+        profiler.set_state("run")  # MXNet's profiler starts stopped
     envs = SubprocessEnvManager([functools.partial(CountingEnv, episode_length=10_000, delay=delay)
                                  for delay in PLANTED_DELAYS])
     try:

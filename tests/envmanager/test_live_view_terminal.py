@@ -91,9 +91,10 @@ def test_the_live_view_appears_on_the_terminal_and_refreshes(straggler_run_on_a_
 
 
 def test_the_live_view_shows_the_planted_stragglers_verdict_while_the_run_goes_on(straggler_run_on_a_terminal):
-    straggler_run_on_a_terminal.read_until(b"straggler")
+    # The verdict's own words: "straggler" alone also names the program's file, which the untimed
+    # verdict's stack samples point at early in the run.
+    straggler_run_on_a_terminal.read_until(b"worker 3 holds up the vector step")
     assert straggler_run_on_a_terminal.process.poll() is None  # the run is still going
-    assert b"worker 3 holds up the vector step" in straggler_run_on_a_terminal.output
     straggler_run_on_a_terminal.process.send_signal(signal.SIGINT)
     straggler_run_on_a_terminal.wait_for_exit()
 

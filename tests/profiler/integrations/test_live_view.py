@@ -84,6 +84,8 @@ def test_scalars_give_the_window_since_their_previous_call(fake_clock):
 def test_without_rich_a_view_on_a_terminal_says_what_to_install_and_prints_plain_lines():
     result = run_without(("rich",), """
         import os
+        import select
+        import time
         import profiler
         from profiler.integrations.live_view import LiveView, in_process_reader
         master, slave = os.openpty()
@@ -92,7 +94,12 @@ def test_without_rich_a_view_on_a_terminal_says_what_to_install_and_prints_plain
         view.refresh()
         terminal.flush()
         print(view.mode)
-        print(os.read(master, 65536).decode())
+        # A terminal hands its output over in pieces: read until the view's line has come.
+        drawn, deadline = b"", time.monotonic() + 30
+        while b"rlprof live " not in drawn and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                drawn += os.read(master, 65536)
+        print(drawn.decode())
         print("rich" in sys.modules)
     """)
     assert result.returncode == 0, result.stderr

@@ -188,11 +188,28 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
     if trainer_gone:
-        # Nobody else is left to stop what the envs left running, nor to remove the permits.
-        _flush_standard_streams()
-        end_after_trainer_death(config.permits)
+        _end_after_trainer_death(config.permits)
     # Closed normally: a late SIGTERM now just ends the process.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _end_after_trainer_death(permits: ConcurrencyPermits | None) -> None:
+    """Stop what the envs left running and remove the permits: nobody else is left to.
+
+    The trainer's death reaches a worker by several routes at once (a broken pipe, the
+    parent-death signal, the lifeline's SIGTERM), so a second one may arrive while this runs. Its
+    handler would raise out of the ending and leave the process group alive, so the signals are
+    ignored first, and an ending a signal still cut short starts again. It never returns: its
+    last step kills this process.
+    """
+    while True:
+        try:
+            signal.signal(PARENT_DEATH_SIGNAL, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _flush_standard_streams()
+            end_after_trainer_death(permits)
+        except _Terminated:
+            continue
 
 
 def configure_profiling(config: WorkerConfig) -> None:

@@ -176,21 +176,40 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
     watch_trainer(config.lifeline, functools.partial(terminate_after_trainer_death, config.permits))
     configure_profiling(config)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    trainer_gone = False
     try:
-        trainer_gone = _WorkerLoop(config, requests, replies, parent_pid).serve()
-    except _TrainerGone:
-        trainer_gone = True
-    except _Terminated:
-        trainer_gone = trainer_is_gone(config.lifeline, parent_pid)
-        if not trainer_gone:
-            # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
-            _flush_standard_streams()  # the kill below skips the interpreter's own flushing
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-    if trainer_gone:
-        _end_after_trainer_death(config.permits)
+        try:
+            trainer_gone = _WorkerLoop(config, requests, replies, parent_pid).serve()
+        except _TrainerGone:
+            trainer_gone = True
+        except _Terminated:
+            trainer_gone = trainer_is_gone(config.lifeline, parent_pid)
+            if not trainer_gone:
+                # The trainer kills the rest of the group, and sees SIGTERM's own exit code.
+                _flush_standard_streams()  # the kill below skips the interpreter's own flushing
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+    finally:
+        _end_if_trainer_gone(trainer_gone, config, parent_pid)
     # Closed normally: a late SIGTERM now just ends the process.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _end_if_trainer_gone(told: bool, config: WorkerConfig, parent_pid: int) -> None:
+    """End the worker's group if the trainer is gone (``told`` so, or the lifeline says so).
+
+    A death signal can cut any step of :func:`run_worker` short, even the handling of another
+    death signal (the lifeline's SIGTERM, then the parent-death signal), and an exception out of
+    it would end the process with its group, helpers included, alive. So this runs whatever
+    happened, and asks again if a signal cuts the asking short.
+    """
+    while True:
+        try:
+            if told or trainer_is_gone(config.lifeline, parent_pid):
+                _end_after_trainer_death(config.permits)
+            return
+        except _Terminated:
+            continue
 
 
 def _end_after_trainer_death(permits: ConcurrencyPermits | None) -> None:

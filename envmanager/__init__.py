@@ -8,6 +8,7 @@ check_gymnasium_version()
 
 from envmanager.errors import (  # noqa: E402
     EnvManagerError,
+    NodeLostError,
     WorkerDiedError,
     WorkerError,
     WorkerPlacementError,
@@ -22,4 +23,5 @@ __all__ = [
     "WorkerError",
     "WorkerDiedError",
     "WorkerPlacementError",
+    "NodeLostError",
 ]

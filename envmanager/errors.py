@@ -16,6 +16,7 @@ from envmanager.transport.protocol import RemoteFailure
 
 __all__ = [
     "EnvManagerError",
+    "NodeLostError",
     "WorkerError",
     "WorkerDiedError",
     "WorkerPlacementError",
@@ -91,6 +92,38 @@ class WorkerDiedError(EnvManagerError):
         envs = f"envs {env_indices.start}..{env_indices.stop - 1}"
         where = "" if host is None else f" on host {host}" + ("" if pid is None else f" (pid {pid})")
         super().__init__(f"worker {worker_index} ({envs}){where} {how}; it was needed for `{during}`")
+
+
+class NodeLostError(WorkerDiedError):
+    """A worker died because its whole machine left the cluster (a Ray node lost: its raylet
+    killed, the machine down or cut off), taking every worker that ran there with it.
+
+    A :class:`WorkerDiedError` (``except WorkerDiedError`` catches it) naming, beyond the worker
+    the trainer needed first, the lost node — ``node_address`` and ``node_id`` — and
+    ``lost_workers``, the indices of every worker that ran on it.
+    """
+
+    def __init__(
+        self,
+        worker_index: int,
+        env_indices: range,
+        during: str,
+        *,
+        host: str | None,
+        pid: int | None,
+        cause: str | None,
+        node_address: str | None,
+        node_id: str,
+        lost_workers: list[int],
+    ) -> None:
+        self.node_address = node_address
+        self.node_id = node_id
+        self.lost_workers = list(lost_workers)
+        super().__init__(worker_index, env_indices, None, during, host=host, pid=pid, cause=cause)
+        node = f"node {node_address} (id {node_id[:12]})" if node_address else f"node {node_id[:12]}"
+        workers = ", ".join(str(index) for index in self.lost_workers)
+        plural = "s" if len(self.lost_workers) > 1 else ""
+        self.args = (f"{self.args[0]}: its Ray {node} was lost, with worker{plural} {workers} on it",)
 
 
 class WorkerPlacementError(EnvManagerError):

@@ -30,7 +30,7 @@ from gymnasium.vector import AutoresetMode
 from profiler.multiprocess.clock_offset import ClockOffset
 
 from envmanager.transport.envs_per_worker import EnvsPerWorker
-from envmanager.errors import WorkerDiedError
+from envmanager.errors import NodeLostError, WorkerDiedError
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from envmanager.transport.worker import WorkerConfig
 
@@ -60,6 +60,8 @@ class RayEnvManager(SubprocessEnvManager):
       across machines), and ``max_concurrency``, ``context``, ``daemon`` and
       ``resource_interval`` do not apply: Ray's resources bound what runs where;
     * a dead actor (killed, its node lost) raises :class:`~envmanager.errors.WorkerDiedError`
+      (:class:`~envmanager.errors.NodeLostError` when its whole node is gone, naming the node
+      and every worker on it)
       naming the worker, its host, its pid and Ray's cause, or is replaced under
       ``restart_on_failure``;
     * ``close()`` kills the actors (after they closed their envs and sent their last timers);
@@ -131,6 +133,7 @@ class RayEnvManager(SubprocessEnvManager):
             )
         self.start_timeout = start_timeout
         self.clock_sync_interval = clock_sync_interval
+        self._lost_nodes: dict[str, list[int]] = {}  # node id -> the workers it ran when lost
         if not ray.is_initialized():
             ray.init()
         super().__init__(
@@ -222,6 +225,24 @@ class RayEnvManager(SubprocessEnvManager):
             self._profiling.keep_metadata("ray_nodes", len(worker_nodes))
 
     def _died_error(self, handle: Any, what: str) -> WorkerDiedError:
+        """The error naming a dead worker; when its whole node is gone, a :class:`NodeLostError`
+        naming the node and every worker that ran there, since they all died with it."""
+        if handle.shut_down_after is None and self._pool.node_is_lost(handle.node_id):
+            # The workers it ran when it was lost: those restarted since have moved elsewhere.
+            lost_workers = self._lost_nodes.setdefault(
+                handle.node_id, [other.index for other in self._pool.workers if other.node_id == handle.node_id]
+            )
+            return NodeLostError(
+                handle.index,
+                handle.envs,
+                what,
+                host=handle.host,
+                pid=handle.pid,
+                cause=handle.death_cause or "its actor is gone",
+                node_address=handle.node_address,
+                node_id=handle.node_id,
+                lost_workers=lost_workers,
+            )
         return WorkerDiedError(
             handle.index,
             handle.envs,

@@ -153,5 +153,12 @@ def ray_cluster() -> Iterator[Any]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the tests that use Ray after all the others: Ray's threads and processes, once
     started, stay for the rest of the session, and the other tests' forked workers and child
-    process checks should never meet them."""
-    items.sort(key=lambda item: "ray_cluster" in getattr(item, "fixturenames", ()))
+    process checks should never meet them. Those on the multi-node cluster run last of all: it
+    shuts the session's Ray down (see tests/envmanager/ray/conftest.py)."""
+
+    def ray_order(item: pytest.Item) -> tuple[bool, bool]:
+        fixtures = getattr(item, "fixturenames", ())
+        multi_node = "multi_node_cluster" in fixtures
+        return (multi_node or "ray_cluster" in fixtures, multi_node)
+
+    items.sort(key=ray_order)

@@ -86,6 +86,9 @@ class RayWorkerHandle:
         "death_cause",
         "host",
         "node_id",
+        "node_address",
+        "node_cpus",
+        "on_driver_node",
         "pid",
         "actor_id",
         "clock",
@@ -110,6 +113,9 @@ class RayWorkerHandle:
         self.death_cause: str | None = None  # what Ray said of the actor's end
         self.host: str | None = None
         self.node_id: str | None = None
+        self.node_address: str | None = None  # the Ray node's IP address
+        self.node_cpus: float | None = None  # the CPUs Ray counts on that node
+        self.on_driver_node = False  # the trainer's own Ray node: its cores are shared with it
         self.pid: int | None = None
         self.actor_id: str | None = None
         self.clock = ClockOffset()
@@ -124,6 +130,9 @@ class RayWorkerHandle:
         """Where this worker ran and how its clock compares: its ``ray`` entry in the dump."""
         return {
             "node_id": self.node_id,
+            "node_address": self.node_address,
+            "node_cpus": self.node_cpus,
+            "driver_node": self.on_driver_node,
             "actor_id": self.actor_id,
             "pid": self.pid,
             "restarts": self.restarts,
@@ -182,6 +191,8 @@ class RayWorkerPool:
         ready, not_ready = ray.wait(
             list(identities), num_returns=len(identities), timeout=self._start_timeout
         )
+        node_cpus = {node["NodeID"]: node.get("Resources", {}).get("CPU", 0.0) for node in ray.nodes()}
+        driver_node = ray.get_runtime_context().get_node_id()
         try:
             if not_ready:
                 unplaced = [identities[ref] for ref in not_ready]
@@ -204,7 +215,9 @@ class RayWorkerPool:
                     raise WorkerDiedError(
                         handle.index, handle.envs, None, "start", host=address, pid=handle.pid, cause=_cause(error)
                     ) from None
-                handle.host, handle.node_id, handle.pid, handle.actor_id, clock_id = identity
+                handle.host, handle.node_id, handle.pid, handle.actor_id, clock_id, handle.node_address = identity
+                handle.node_cpus = node_cpus.get(handle.node_id)
+                handle.on_driver_node = handle.node_id == driver_node
                 handle.clock = ClockOffset()
                 handle.on_this_machine = clock_id == self._driver_clock
                 if handle.on_this_machine:
@@ -238,6 +251,17 @@ class RayWorkerPool:
             pass
         self._end([handle])
         handle.shut_down_after = reason
+
+    def node_is_lost(self, node_id: str | None) -> bool:
+        """Whether Ray has declared this node dead (its raylet gone: the machine down, cut off,
+        or removed), which ends every actor on it."""
+        if node_id is None:
+            return False
+        try:
+            nodes = ray.nodes()
+        except RayError:
+            return False  # the cluster cannot say: the worker's own death is reported alone
+        return any(node.get("NodeID") == node_id and not node.get("Alive", True) for node in nodes)
 
     def _bury(self, handle: RayWorkerHandle, cause: str) -> None:
         """Forget a worker whose actor died; make sure it stays dead."""

@@ -27,8 +27,9 @@ from envmanager.transport.worker import EnvRunner, WorkerConfig, configure_profi
 
 __all__ = ["EnvWorkerActor", "WorkerIdentity"]
 
-WorkerIdentity = tuple[str, str, int, str, str]
-"""``(host name, Ray node id, pid, Ray actor id, monotonic clock id)`` of an actor."""
+WorkerIdentity = tuple[str, str, int, str, str, str]
+"""``(host name, Ray node id, pid, Ray actor id, monotonic clock id, node address)`` of an actor:
+the node's address tells machines apart where host names repeat (containers, one test machine)."""
 
 
 class EnvWorkerActor:
@@ -50,6 +51,7 @@ class EnvWorkerActor:
             os.getpid(),
             context.get_actor_id(),
             monotonic_clock_id(),
+            ray.util.get_node_ip_address(),
         )
 
     def clock(self) -> float:

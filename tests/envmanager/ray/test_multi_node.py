@@ -1,0 +1,230 @@
+"""Specification of RayEnvManager across several Ray nodes: placement, where each worker ran,
+clocks, one timeline, and losing a whole node while stepping.
+
+The cluster (``multi_node_cluster``, see conftest.py) is three real raylets on this machine: the
+driver's node and two env nodes at their own addresses, one CPU each. Each test's workers ask for
+a quarter of a CPU, so any test's actors fit wherever they are sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import psutil
+import pytest
+from envmanager_testenvs import CountingEnv
+
+from envmanager import NodeLostError, RayEnvManager, WorkerDiedError
+from profiler.analysis.block_stats import walk_nodes
+from profiler.recording import events
+
+pytestmark = pytest.mark.usefixtures("multi_node_cluster")
+
+QUARTER_CPU = 0.25
+STEPS = 12
+
+
+def counting_envs(count: int) -> list:
+    return [lambda: CountingEnv(episode_length=1000)] * count
+
+
+def dumped(path) -> dict:
+    with open(path) as file:
+        return json.load(file)
+
+
+def merged_count(entry: dict, block: str) -> int:
+    return sum(node["count"] for _, node in walk_nodes(entry) if node["name"] == block)
+
+
+def step_all(envs: RayEnvManager, steps: int = STEPS) -> None:
+    envs.reset(seed=0)
+    for _ in range(steps):
+        envs.step(np.zeros(envs.num_envs, dtype=np.int64))
+
+
+@contextlib.contextmanager
+def one_worker_per_node(**options) -> Iterator[RayEnvManager]:
+    """Three workers in a STRICT_SPREAD placement group: one on each node, the driver's included."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([{"CPU": QUARTER_CPU}] * 3, strategy="STRICT_SPREAD")
+    try:
+        ray.get(group.ready(), timeout=60)
+        with RayEnvManager(counting_envs(3), num_cpus=QUARTER_CPU, placement_group=group, **options) as envs:
+            yield envs
+    finally:
+        remove_placement_group(group)
+
+
+# --- where each worker runs ------------------------------------------------------------------------
+
+
+def test_workers_spread_over_the_nodes_each_record_their_node_its_address_and_its_cores(
+    multi_node_cluster, tmp_path
+):
+    import ray
+
+    with one_worker_per_node(flush_every=1, summaries_dir=tmp_path, run_id="spread") as envs:
+        group_nodes = ray.util.placement_group_table(envs.placement_group)["bundles_to_node_id"]
+        step_all(envs)
+    tree = dumped(tmp_path / "spread_timers.json")
+    workers = {entry["worker_id"]: entry["ray"] for entry in tree["workers"]}
+    assert [workers[index]["node_id"] for index in range(3)] == [group_nodes[index] for index in range(3)]
+    assert {section["node_id"] for section in workers.values()} == {
+        multi_node_cluster.driver_node, *multi_node_cluster.env_node_ids
+    }
+    addresses = {section["node_id"]: section["node_address"] for section in workers.values()}
+    assert {addresses[node] for node in multi_node_cluster.env_node_ids} == {"127.0.0.2", "127.0.0.3"}
+    assert {section["node_cpus"] for section in workers.values()} == {1.0}
+    assert [section["driver_node"] for section in workers.values()].count(True) == 1
+    assert {entry["host"] for entry in tree["workers"]} == {socket.gethostname()}
+    assert tree["metadata"]["ray_nodes"] == "3" and tree["metadata"]["cores_available"] == "3"
+    for entry in tree["workers"]:
+        assert merged_count(entry, "env.step") == STEPS
+
+
+def test_node_affinity_puts_every_worker_on_the_node_named(multi_node_cluster):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    target = multi_node_cluster.env_node_ids[1]
+    strategy = NodeAffinitySchedulingStrategy(target, soft=False)
+    with RayEnvManager(counting_envs(2), num_cpus=QUARTER_CPU, scheduling_strategy=strategy) as envs:
+        step_all(envs, steps=2)
+        sections = [entry["ray"] for entry in envs.timer_merger.worker_entries()]
+    assert [(section["node_id"], section["node_address"]) for section in sections] == [(target, "127.0.0.3")] * 2
+
+
+def test_a_custom_resource_of_one_node_keeps_the_workers_there(multi_node_cluster):
+    with RayEnvManager(counting_envs(2), num_cpus=QUARTER_CPU, resources={"env_node_0": 0.25}) as envs:
+        step_all(envs, steps=2)
+        nodes = {entry["ray"]["node_id"] for entry in envs.timer_merger.worker_entries()}
+    assert nodes == {multi_node_cluster.env_node_ids[0]}
+
+
+# --- one clock ------------------------------------------------------------------------------------
+
+
+def test_every_nodes_clock_is_known_to_be_the_drivers_where_the_kernel_is_shared_and_checked_by_round_trips():
+    with one_worker_per_node() as envs:
+        sections = [entry["ray"]["clock"] for entry in envs.timer_merger.worker_entries()]
+        estimates = [envs.estimate_clock(index) for index in range(3)]
+    # Every node here runs on this machine's kernel: one monotonic clock, no offset to estimate.
+    assert all(clock["shared_clock"] and clock["offset_seconds"] == 0.0 for clock in sections)
+    assert all(clock["uncertainty_seconds"] == 0.0 for clock in sections)
+    # Real round trips to each node agree: the true offset, 0, lies within each one's uncertainty.
+    assert all(abs(estimate.offset) <= estimate.uncertainty for estimate in estimates)
+
+
+@pytest.fixture
+def recording():
+    events.clear_recording()
+    events.start_recording()
+    yield
+    events.stop_recording()
+    events.clear_recording()
+
+
+def test_the_timeline_puts_every_nodes_env_steps_inside_the_drivers_vector_steps(recording, tmp_path):
+    with one_worker_per_node(flush_every=1, summaries_dir=tmp_path, run_id="timeline") as envs:
+        step_all(envs)
+        nodes = {entry["pid"]: entry["ray"]["node_id"] for entry in envs.timer_merger.worker_entries()}
+    processes = dumped(tmp_path / "timeline_timers.json")["timeline"]["processes"]
+    trainer, workers = processes[0], processes[1:]
+    vector_steps = sorted(
+        (start, end) for thread in trainer["threads"] for name, start, end, *_ in thread["spans"]
+        if name == "env_manager.step"
+    )
+    assert len(vector_steps) == STEPS
+    assert len({nodes[process["pid"]] for process in workers}) == 3  # a track per node's worker
+    for process in workers:
+        env_steps = sorted(
+            (start, end) for thread in process["threads"] for name, start, end, *_ in thread["spans"]
+            if name == "env.step"
+        )
+        assert len(env_steps) == STEPS
+        for (step_start, step_end), (env_start, env_end) in zip(vector_steps, env_steps):
+            assert step_start <= env_start <= env_end <= step_end
+
+
+# --- losing a node ----------------------------------------------------------------------------------
+
+
+def workers_on(envs: RayEnvManager, node_id: str) -> list[dict]:
+    return [entry for entry in envs.timer_merger.worker_entries() if entry["ray"]["node_id"] == node_id]
+
+
+def assert_ended(pids: list[int]) -> None:
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(processes, timeout=30)
+    assert not [process for process in alive if process.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_lost_node_is_named_with_every_worker_it_ran_and_the_timers_so_far_are_dumped(
+    multi_node_cluster, tmp_path
+):
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    doomed = multi_node_cluster.add_node("127.0.0.4", resources={"doomed": 1})
+    # Workers 1 and 2 need the doomed node's own resource; worker 0 goes elsewhere if it can.
+    group = placement_group(
+        [{"CPU": QUARTER_CPU}] + [{"CPU": QUARTER_CPU, "doomed": 0.5}] * 2, strategy="SPREAD"
+    )
+    ray.get(group.ready(), timeout=60)
+    envs = RayEnvManager(counting_envs(3), num_cpus=QUARTER_CPU, placement_group=group, flush_every=1,
+                         summaries_dir=tmp_path, run_id="lost")
+    step_all(envs, steps=5)
+    lost = workers_on(envs, doomed.node_id)
+    multi_node_cluster.cluster.remove_node(doomed)
+    try:
+        with pytest.raises(NodeLostError) as caught:
+            for _ in range(50):  # the loss is seen by the step that needs its workers
+                envs.step(np.zeros(3, dtype=np.int64))
+    finally:
+        envs.close()
+        remove_placement_group(group)
+    error = caught.value
+    assert isinstance(error, WorkerDiedError)
+    assert [entry["worker_id"] for entry in lost][-2:] == [1, 2]
+    assert (error.node_id, error.node_address) == (doomed.node_id, "127.0.0.4")
+    assert error.lost_workers == [entry["worker_id"] for entry in lost]
+    assert f"its Ray node 127.0.0.4 (id {doomed.node_id[:12]}) was lost, with workers " in str(error)
+    workers = {entry["worker_id"]: entry for entry in dumped(tmp_path / "lost_timers.json")["workers"]}
+    assert [merged_count(workers[index], "env.step") for index in (1, 2)] == [5, 5]  # all before the loss
+    assert_ended([entry["ray"]["pid"] for entry in lost])
+
+
+def test_under_restart_on_failure_a_lost_nodes_workers_are_replaced_on_the_surviving_nodes(
+    multi_node_cluster, tmp_path
+):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    doomed = multi_node_cluster.add_node("127.0.0.5")
+    # Soft affinity: the doomed node while it lives, any other after.
+    strategy = NodeAffinitySchedulingStrategy(doomed.node_id, soft=True)
+    envs = RayEnvManager(counting_envs(2), num_cpus=QUARTER_CPU, scheduling_strategy=strategy, flush_every=1,
+                         restart_on_failure=True, summaries_dir=tmp_path, run_id="replaced")
+    step_all(envs, steps=5)
+    lost_pids = [entry["ray"]["pid"] for entry in workers_on(envs, doomed.node_id)]
+    multi_node_cluster.cluster.remove_node(doomed)
+    with pytest.warns(RuntimeWarning, match="its Ray node 127.0.0.5 .* was lost, with workers 0, 1 on it; restarting"):
+        for _ in range(5):
+            envs.step(np.zeros(2, dtype=np.int64))
+    envs.close()
+    surviving = {multi_node_cluster.driver_node, *multi_node_cluster.env_node_ids}
+    for entry in dumped(tmp_path / "replaced_timers.json")["workers"]:
+        assert entry["ray"]["restarts"] == 1 and entry["ray"]["node_id"] in surviving
+        assert merged_count(entry, "env.step") >= 5 + 1  # the steps before the loss, and after
+    assert len(lost_pids) == 2
+    assert_ended(lost_pids)

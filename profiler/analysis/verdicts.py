@@ -27,7 +27,9 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     cost, and the title says "likely". Either cost must reach :data:`CPU_MIN_COST_SHARE`. Where
     the dump has the kernel's count of every process's waits for a core (run-queue delay), the
     title quotes the longest of them, and time off the CPU is no longer read as waiting: other
-    programs' part of the waits is the ``outside_load`` verdict.
+    programs' part of the waits is the ``outside_load`` verdict. Workers spread over several
+    Ray nodes are judged node by node, each on its own cores (:mod:`profiler.analysis.node_load`):
+    a crowded node is named among idle ones.
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
@@ -83,6 +85,7 @@ from profiler.analysis.machine_verdicts import (
     outside_load,
 )
 from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
+from profiler.analysis.node_load import judge_per_node
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
@@ -276,7 +279,10 @@ def judge_run(
         breakdowns = step_breakdowns(tree, measurements)
     run = _Run(tree, measurements, breakdowns)
     machine = read_machine_figures(tree)
-    cpu = _cpu_oversubscription(run, machine)
+    # Workers on several machines compete for their own machine's cores: judged per node.
+    cpu = judge_per_node(run, lambda node_run: _cpu_oversubscription(node_run, machine))
+    if cpu is None:
+        cpu = _cpu_oversubscription(run, machine)
     # Other programs' load is a verdict of its own, beside what the run's design costs.
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
     verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from multi_node_cluster import multi_node_cluster  # noqa: F401  (a fixture: a Ray cluster of several nodes)
+
 from profiler.recording import memory
 from profiler.timing import timers
 from profiler.gpu import nvtx_bridge

@@ -1,7 +1,7 @@
 """Specification of RayEnvManager across several Ray nodes: placement, where each worker ran,
 clocks, one timeline, and losing a whole node while stepping.
 
-The cluster (``multi_node_cluster``, see conftest.py) is three real raylets on this machine: the
+The cluster (``multi_node_cluster``, see tests/profiler/multi_node_cluster.py) is three real raylets on this machine: the
 driver's node and two env nodes at their own addresses, one CPU each. Each test's workers ask for
 a quarter of a CPU, so any test's actors fit wherever they are sent.
 """

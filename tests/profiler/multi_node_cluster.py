@@ -6,10 +6,11 @@ node id, and here its own address (127.0.0.2, 127.0.0.3: Linux routes all of 127
 loopback). What it cannot give is another kernel: every node reads the same clock, which is
 what the tests check it is told (offset exactly 0).
 
-Starting nodes costs seconds on 2 cores, so one cluster serves a whole test module: a head
-node (the driver's, 1 CPU) and two env nodes (1 CPU each, with a custom resource naming each).
-The session's one-node Ray (``ray_cluster``) is shut down first: a driver talks to one cluster,
-and the tests using this one run after every other (``tests/conftest.py`` orders them).
+Starting nodes costs seconds on 2 cores, so one cluster serves every test that asks for it (the
+fixture is the session's, registered in ``tests/conftest.py``): a head node (the driver's, 1 CPU)
+and two env nodes (1 CPU each, with a custom resource naming each). The session's one-node Ray
+(``ray_cluster``) is shut down first: a driver talks to one cluster, and the tests using this one
+run after every other (``tests/conftest.py`` orders them).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ import pytest
 ENV_NODES = 2
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's smallest store: the tests carry small observations
 
-# The modules the tests' envs come from, which the nodes' worker processes import by name.
-_TEST_MODULE_FOLDERS = [Path(__file__).parent, Path(__file__).parent.parent, Path(__file__).parents[2] / "profiler"]
+# The modules the tests' envs and Ray work come from, which the nodes' worker processes import by
+# name: the shared helpers and the Ray tests' own modules.
+_TESTS = Path(__file__).parents[1]
+_TEST_MODULE_FOLDERS = [_TESTS / "envmanager", _TESTS / "envmanager" / "ray", _TESTS / "profiler",
+                        _TESTS / "profiler" / "integrations"]
 
 
 @dataclass
@@ -54,7 +58,7 @@ class MultiNodeCluster:
         return node
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def multi_node_cluster() -> Iterator[MultiNodeCluster]:
     ray = pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs the Ray tests")
     from ray.cluster_utils import Cluster

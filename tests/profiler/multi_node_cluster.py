@@ -47,15 +47,28 @@ class MultiNodeCluster:
     def env_node_ids(self) -> list[str]:
         return [node.node_id for node in self.env_nodes]
 
-    def add_node(self, address: str, resources: dict[str, float] | None = None) -> Any:
-        """One more node (1 CPU) at ``address``, for a test to lose."""
-        with _test_modules_importable():
-            node = self.cluster.add_node(
-                num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, node_ip_address=address,
-                resources=resources or {},
-            )
+    def add_node(self, address: str, resources: dict[str, float] | None = None, core: int | None = None) -> Any:
+        """One more node (1 CPU) at ``address``, for a test to lose or to crowd.
+
+        With ``core``, the node's raylet — and so every worker process it starts, which inherits
+        its CPU affinity — runs on that one core of this machine only: a node with truly one core.
+        """
+        previous = os.sched_getaffinity(0)
+        try:
+            if core is not None:
+                os.sched_setaffinity(0, {sorted(previous)[core]})
+            with _test_modules_importable():
+                node = self.cluster.add_node(
+                    num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, node_ip_address=address,
+                    resources=resources or {},
+                )
+        finally:
+            os.sched_setaffinity(0, previous)
         self.cluster.wait_for_nodes()
         return node
+
+    def remove_node(self, node: Any) -> None:
+        self.cluster.remove_node(node)
 
 
 @pytest.fixture(scope="session")

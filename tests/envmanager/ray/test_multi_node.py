@@ -1,5 +1,5 @@
 """Specification of RayEnvManager across several Ray nodes: placement, where each worker ran,
-clocks, one timeline, and losing a whole node while stepping.
+clocks, one timeline, losing a whole node while stepping, and the CPU verdict per node.
 
 The cluster (``multi_node_cluster``, see tests/profiler/multi_node_cluster.py) is three real raylets on this machine: the
 driver's node and two env nodes at their own addresses, one CPU each. Each test's workers ask for
@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 from collections.abc import Iterator
 
 import numpy as np
 import psutil
 import pytest
-from envmanager_testenvs import CountingEnv
+from envmanager_testenvs import CountingEnv, CpuBurningEnv
+from verdict_runs import run_vector_steps
 
 from envmanager import NodeLostError, RayEnvManager, WorkerDiedError
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run
 from profiler.recording import events
 
 pytestmark = pytest.mark.usefixtures("multi_node_cluster")
@@ -228,3 +231,58 @@ def test_under_restart_on_failure_a_lost_nodes_workers_are_replaced_on_the_survi
         assert merged_count(entry, "env.step") >= 5 + 1  # the steps before the loss, and after
     assert len(lost_pids) == 2
     assert_ended(lost_pids)
+
+
+# --- the CPU verdict per node -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def one_core_nodes(multi_node_cluster):
+    """Two more nodes, each truly one core: their raylets (and so their workers) pinned to core 0
+    and core 1 of this machine. Custom resources ``core_a`` and ``core_b`` name them."""
+    nodes = [multi_node_cluster.add_node("127.0.0.6", {"core_a": 8}, core=0),
+             multi_node_cluster.add_node("127.0.0.7", {"core_b": 8}, core=1)]
+    for address, core in (("127.0.0.6", 0), ("127.0.0.7", 1)):
+        assert raylet_of(address).cpu_affinity() == [sorted(os.sched_getaffinity(0))[core]]
+    yield nodes
+    for node in nodes:
+        multi_node_cluster.remove_node(node)
+
+
+def raylet_of(address: str) -> psutil.Process:
+    for process in psutil.Process().children(recursive=True):
+        try:
+            command = process.cmdline()
+        except psutil.Error:
+            continue  # ended while we looked
+        if command and command[0].endswith("raylet") and f"--node_ip_address={address}" in command:
+            return process
+    raise AssertionError(f"no raylet of node {address} among this process's children")
+
+
+def cpu_bound_run_on(nodes: list[str]) -> dict:
+    """CPU-bound envs (4 ms of CPU a step), worker ``i`` on the one-core node ``nodes[i]``
+    (``"core_a"`` or ``"core_b"``), 30 steps; the verdicts on the dump."""
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group([{"CPU": 0.1, node: 1} for node in nodes], strategy="PACK")
+    try:
+        ray.get(group.ready(), timeout=60)
+        tree = run_vector_steps([lambda: CpuBurningEnv(cpu_seconds=0.004)] * len(nodes), steps=30,
+                                manager=RayEnvManager, num_cpus=0.1, placement_group=group)
+    finally:
+        remove_placement_group(group)
+    return judge_run(tree)
+
+
+def test_a_node_crowded_by_the_placement_is_named_by_the_cpu_verdict(one_core_nodes):
+    verdicts = cpu_bound_run_on(["core_a"] * 3 + ["core_b"])
+    (cpu,) = verdicts.of_kind(CPU_OVERSUBSCRIPTION)
+    assert cpu.title.startswith("on node 127.0.0.6 (3 workers, 1 core)")
+    assert (cpu.evidence["node"], cpu.evidence["workers"], cpu.evidence["cores_available"]) == ("127.0.0.6", 3, 1)
+
+
+def test_workers_given_a_core_each_on_their_nodes_crowd_no_node(one_core_nodes):
+    verdicts = cpu_bound_run_on(["core_a", "core_b"])
+    assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)

@@ -60,10 +60,9 @@ class RayEnvManager(SubprocessEnvManager):
       across machines), and ``max_concurrency``, ``context``, ``daemon`` and
       ``resource_interval`` do not apply: Ray's resources bound what runs where;
     * a dead actor (killed, its node lost) raises :class:`~envmanager.errors.WorkerDiedError`
-      (:class:`~envmanager.errors.NodeLostError` when its whole node is gone, naming the node
-      and every worker on it)
-      naming the worker, its host, its pid and Ray's cause, or is replaced under
-      ``restart_on_failure``;
+      naming the worker, its host, its pid and Ray's cause — a
+      :class:`~envmanager.errors.NodeLostError` naming the node and every worker on it when its
+      whole node is gone — or is replaced under ``restart_on_failure``;
     * ``close()`` kills the actors (after they closed their envs and sent their last timers);
     * ``envs_per_worker="auto"`` counts the cluster's cores, not the driver's: one actor per CPU
       Ray counts in the cluster when the manager is built (``ray.cluster_resources()``; nodes an

@@ -60,3 +60,27 @@ def test_the_driver_merges_one_payload_per_node_per_interval_and_each_workers_tr
         assert len(entries) == WORKERS_PER_NODE
         assert all(count_of(entry, "env.step") == INTERVALS * STEPS for entry in entries)
     assert set(counts.values()) == {(WORKERS_PER_NODE * INTERVALS, INTERVALS, 0)}
+
+
+def test_a_lost_nodes_aggregator_is_named_in_one_warning_and_the_other_nodes_are_still_collected(
+    multi_node_cluster,
+):
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    doomed = multi_node_cluster.add_node("127.0.0.8")
+    aggregators = NodeAggregators()
+    survivor = multi_node_cluster.env_node_ids[0]
+    worker = ray.remote(SteppingWorker).options(
+        num_cpus=0.1, scheduling_strategy=NodeAffinitySchedulingStrategy(survivor, soft=False)
+    ).remote(0, aggregators.handles)
+    try:
+        ray.get(worker.work.remote(STEPS), timeout=60)
+        multi_node_cluster.remove_node(doomed)
+        with pytest.warns(RuntimeWarning, match=r"the aggregator of Ray node 127\.0\.0\.8 is gone .* are lost"):
+            assert aggregators.collect() == 1  # the survivor's payload
+        assert doomed.node_id not in aggregators.handles
+        assert aggregators.collect() == 0  # nothing new, and no second warning
+    finally:
+        ray.kill(worker)
+        aggregators.close()

@@ -77,6 +77,8 @@ def multi_node_cluster() -> Iterator[MultiNodeCluster]:
     from ray.cluster_utils import Cluster
 
     ray.shutdown()
+    # Processes of the session that were there before (multiprocessing's helpers, ...) are not its.
+    before = _descendants()
     with _test_modules_importable():
         cluster = Cluster(
             initialize_head=True,
@@ -91,7 +93,7 @@ def multi_node_cluster() -> Iterator[MultiNodeCluster]:
             )
             for index in range(ENV_NODES)
         ]
-    ray_processes = _ray_processes()
+    ray_processes = _descendants() - before
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
@@ -99,7 +101,7 @@ def multi_node_cluster() -> Iterator[MultiNodeCluster]:
     finally:
         ray.shutdown()
         cluster.shutdown()
-    left = [process for process in ray_processes + _ray_processes() if _is_running(process)]
+    left = [process for process in ray_processes | (_descendants() - before) if _is_running(process)]
     assert not left, f"processes of the multi-node cluster outlived it: {left}"
 
 
@@ -119,9 +121,10 @@ class _test_modules_importable:
             os.environ["PYTHONPATH"] = self.previous
 
 
-def _ray_processes() -> list[psutil.Process]:
-    """This process's descendants: the nodes' raylets, stores, GCS and workers."""
-    return psutil.Process().children(recursive=True)
+def _descendants() -> set[psutil.Process]:
+    """This process's descendants (a process is told by its pid and start time, so a reused pid
+    is another process)."""
+    return set(psutil.Process().children(recursive=True))
 
 
 def _is_running(process: psutil.Process) -> bool:

@@ -128,11 +128,9 @@ class OperatorRecording:
         block_hooks.observe_blocks(None, None, companion="torch_ops")
         with self._lock:
             self._fold_session()
-            for annotation in self._open.values():
-                annotation.__exit__(None, None, None)
             self._open.clear()
 
-    def _start_session(self) -> None:
+    def _start_session(self, reopen: tuple[TimerNode, ...] = ()) -> None:
         profiler = self._torch.profiler
         self._session = profiler.profile(
             activities=[profiler.ProfilerActivity.CPU],
@@ -147,8 +145,18 @@ class OperatorRecording:
         # was entered, so its end would go unseen.)
         if threading.get_ident() == self.thread_id:
             for node in self.stack.open_blocks():
-                if node in self._open:
+                if node in reopen:
                     self._annotate(node)
+
+    def _close_annotations(self) -> tuple[TimerNode, ...]:
+        """End the open annotations, innermost first, inside the session that started them; return
+        their blocks. An annotation left open when its session stops is not PyTorch's to report
+        the same way from one version to the next (torch 2.11 lost the operators it held), and
+        ending it under the next session hands that session an end it never saw begin."""
+        nodes = tuple(self._open)
+        for node in reversed(nodes):
+            self._open.pop(node).__exit__(None, None, None)
+        return nodes
 
     # --- the annotations -------------------------------------------------------------------------
 
@@ -184,8 +192,7 @@ class OperatorRecording:
         with self._lock:
             if self._session is None:
                 return
-            self._fold_session()
-            self._start_session()
+            self._start_session(self._fold_session())
 
     def discard(self, stack: TimerStack) -> None:
         """The stack was reset: what was folded went with its tree, and what PyTorch recorded
@@ -196,16 +203,20 @@ class OperatorRecording:
             self._names.clear()
             self._nodes.clear()
             if self._session is not None and threading.get_ident() == self.thread_id:
+                reopen = self._close_annotations()
                 self._session.__exit__(None, None, None)
-                self._start_session()
+                self._start_session(reopen)
 
-    def _fold_session(self) -> None:
+    def _fold_session(self) -> tuple[TimerNode, ...]:
+        """Stop the session and fold its events; return the blocks whose annotations it ended."""
         session, self._session = self._session, None
         if session is None:
-            return
+            return ()
+        reopen = self._close_annotations()
         session.__exit__(None, None, None)
         events = session.profiler.kineto_results.events()
         self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures)
+        return reopen
 
 
 def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,

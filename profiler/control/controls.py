@@ -43,7 +43,7 @@ from profiler.multiprocess import merge
 from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
-from profiler.gpu import nvtx_bridge, torch_ops
+from profiler.gpu import device_time, nvtx_bridge, torch_ops
 from profiler.integrations import live_view
 from profiler.control.periodic_thread import PeriodicThread
 from profiler.control.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
@@ -243,6 +243,10 @@ def set_config(**kwargs: Any) -> None:
             nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
         if settings.record_operators and not _control.settings.record_operators:
             torch_ops.check_available()  # no PyTorch: the error, before anything changes
+        if settings.device != _control.settings.device:
+            # Every block without a device of its own is timed on this one; no GPU: the error,
+            # before anything changes.
+            device_time.set_default_device(settings.device)
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True

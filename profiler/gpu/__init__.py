@@ -10,6 +10,8 @@ them raises an error that says what to install.
 from profiler.gpu.device_time import (
     DeviceEvents,
     DeviceTimingUnavailableError,
+    device_unavailable_reason,
+    set_default_device,
     set_device_events,
 )
 from profiler.gpu.nvtx_bridge import (
@@ -34,5 +36,7 @@ __all__ = [
     "emit_nvtx",
     "is_emitting",
     "nvtx_settings",
+    "device_unavailable_reason",
+    "set_default_device",
     "set_device_events",
 ]

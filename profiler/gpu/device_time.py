@@ -41,6 +41,8 @@ __all__ = [
     "clear_device_times",
     "device_time_section",
     "resolve_device_times",
+    "device_unavailable_reason",
+    "set_default_device",
     "set_device_events",
 ]
 
@@ -230,6 +232,30 @@ def set_device_events(events: DeviceEvents | None) -> DeviceEvents | None:
         _timer.resolve(wait=True)
     _timer.events = events
     return previous
+
+
+def set_default_device(device: str | None, cuda_sync: bool = False) -> str | None:
+    """Time every ``hierarchical_timer`` block on ``device`` unless the call names its own
+    (``set_config(device="cuda")``, ``Profiler(profile_device=True)``): no call has to change.
+    None turns it off. Returns the default used before. Raises
+    :class:`DeviceTimingUnavailableError` (and changes nothing) where the device cannot be timed.
+    ``@timed`` functions and blocks entered as nodes are not device blocks."""
+    if device is not None:
+        if not isinstance(device, str) or not device:
+            raise ValueError(f"device must name a device such as 'cuda' or 'cuda:1', got {device!r}")
+        _timer.backend()  # no torch or no GPU: the error now, not at the first block
+    previous = timers.default_device()
+    timers.set_default_device(device, cuda_sync)
+    return previous
+
+
+def device_unavailable_reason() -> str | None:
+    """Why blocks cannot be device-timed here (one line), or None when they can."""
+    try:
+        _timer.backend()
+    except DeviceTimingUnavailableError as error:
+        return str(error)
+    return None
 
 
 def resolve_device_times() -> None:

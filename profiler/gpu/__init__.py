@@ -7,6 +7,7 @@ All are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, and
 them raises an error that says what to install.
 """
 
+from profiler.gpu import device_memory  # noqa: F401 - GPU memory at every memory sample
 from profiler.gpu.device_time import (
     DeviceEvents,
     DeviceTimingUnavailableError,

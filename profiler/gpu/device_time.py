@@ -40,6 +40,7 @@ __all__ = [
     "TorchCudaEvents",
     "clear_device_times",
     "device_time_section",
+    "drain_device_times",
     "resolve_device_times",
     "device_unavailable_reason",
     "set_default_device",
@@ -268,6 +269,25 @@ def clear_device_times() -> None:
     """Forget every device time measured (the pairs still pending included)."""
     _timer.pending.clear()
     _timer.times.clear()
+
+
+def drain_device_times(stack: TimerStack) -> tuple[tuple[Any, ...], ...] | None:
+    """The device times of ``stack``'s blocks measured since the last drain, as plain data for a
+    worker's payload, ``((path, device, mode, total, count, min, max), ...)``, then zeroed; None
+    when there are none. Pairs the device has not finished yet are not waited for: they travel in
+    a later payload (a worker's flush must not hold its env up until its GPU catches up)."""
+    if _timer.pending and _timer.events is not None:
+        _timer.resolve(wait=False)
+    if not _timer.times:
+        return None
+    drained = []
+    for path, node in _paths(stack.root, ()):
+        figures = _timer.times.get(node)
+        if figures is not None and figures.count:
+            drained.append((path, figures.device, figures.mode, figures.total, figures.count,
+                            figures.min, figures.max))
+            figures.total, figures.count, figures.min, figures.max = 0.0, 0, float("inf"), 0.0
+    return tuple(drained) or None
 
 
 def device_time_section(stack: TimerStack) -> list[dict[str, Any]] | None:

@@ -109,8 +109,9 @@ def get_timer_tree(
             dict(track, tid=len(timeline_rows["processes"][0]["threads"]) + index)
             for index, track in enumerate(gpu_tracks(stack), start=1))
         tree["timeline"] = timeline_rows
-    device_time = device_time_section(stack)
-    if device_time is not None:
+    device_time = (device_time_section(stack) or []) + [
+        entry for merger in mergers for entry in merger.device_time_entries()]
+    if device_time:
         tree["device_time"] = device_time
     operators = operators_section(stack)
     if operators is not None:

@@ -12,7 +12,7 @@ appeared since, and the figures travel as rows of numbers keyed by id, packed in
 object. So a payload costs the worker one pass over its blocks, and the trainer one unpacking
 and a few passes of builtins to validate it, whatever the names.
 
-Layout, version 4 (a tuple; readers unpack it by position)::
+Layout, version 5 (a tuple; readers unpack it by position)::
 
     ("rlprof.timers", 5, pid, stream_id, sequence, window_start, window_end,
      names, blocks, errors, labels, gauges, timeline, memory, device_time)

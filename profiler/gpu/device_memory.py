@@ -18,11 +18,21 @@ Tests inject a reader with :func:`set_device_memory`.
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 from profiler.recording import events, memory
 
-__all__ = ["COUNTER_NAMES", "read_torch_cuda_memory", "record_device_memory", "set_device_memory"]
+__all__ = [
+    "COUNTER_NAMES",
+    "TorchMemoryHistory",
+    "memory_snapshot",
+    "read_torch_cuda_memory",
+    "record_device_memory",
+    "set_device_memory",
+    "set_memory_history",
+    "start_memory_history",
+    "stop_memory_history",
+]
 
 MEBIBYTE = 1024 * 1024
 
@@ -69,3 +79,70 @@ def record_device_memory() -> None:
 memory.add_sample_companion(record_device_memory)
 
 
+
+
+# --- a memory snapshot: MXNet's gpu_memory_profile_filename_prefix ----------------------------------
+
+HISTORY_ENTRIES = 100_000
+"""Allocations and frees the allocator's history keeps (PyTorch's ring; older ones are dropped)."""
+
+
+class TorchMemoryHistory:
+    """PyTorch's record of every CUDA allocation with its Python stack
+    (``torch.cuda.memory._record_memory_history``), read as a snapshot (``_snapshot``) that
+    https://pytorch.org/memory_viz draws."""
+
+    def available(self) -> str | None:
+        """Why no history can be recorded here (one line), or None when it can."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return "the program has not imported torch"
+        if not torch.cuda.is_available():
+            return "torch.cuda.is_available() is False"
+        return None
+
+    def start(self) -> None:
+        sys.modules["torch"].cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES)
+
+    def stop(self) -> None:
+        sys.modules["torch"].cuda.memory._record_memory_history(enabled=None)
+
+    def snapshot(self) -> Any:
+        return sys.modules["torch"].cuda.memory._snapshot()
+
+
+_history: Any = TorchMemoryHistory()
+_recording_history = False
+
+
+def set_memory_history(history: Any | None) -> Any:
+    """Record the allocator's history through ``history`` (None: PyTorch's); returns the one
+    used before. For tests: an object with ``available``, ``start``, ``stop`` and ``snapshot``."""
+    global _history
+    previous = _history
+    _history = history if history is not None else TorchMemoryHistory()
+    return previous
+
+
+def start_memory_history() -> str | None:
+    """Start recording every CUDA allocation (for :func:`memory_snapshot`); returns why not, in
+    one line, where it cannot (no torch imported by the program, no GPU)."""
+    global _recording_history
+    reason = _history.available()
+    if reason is None and not _recording_history:
+        _history.start()
+        _recording_history = True
+    return reason
+
+
+def stop_memory_history() -> None:
+    global _recording_history
+    if _recording_history:
+        _history.stop()
+        _recording_history = False
+
+
+def memory_snapshot() -> Any | None:
+    """The allocator's snapshot (segments, blocks and the history of allocations with their
+    stacks) while the history is recorded; None otherwise."""
+    return _history.snapshot() if _recording_history else None

@@ -14,6 +14,7 @@ each check built to show the behaviour (and, for verdicts, a run built *not* to 
 * reading the tree inside a block keeps the block's later operators under it (torch 2.11 lost them);
 * ``Profiler(profile_device=...)`` by default times a session's blocks on the GPU;
 * GPU memory counter tracks: allocated rises with a planted allocation;
+* GPU memory per block: a transient allocation's peak, a kept one's net bytes, the outer block's peak;
 * an env worker (SubprocessEnvManager, spawned) that times a device block ships its device time.
 
 It prints one row per check with PASS or FAIL and exits 1 on any FAIL (2 without a CUDA GPU).
@@ -271,6 +272,33 @@ def check_memory_counters(torch: Any, check: Check, state: dict[str, Any]) -> No
               f"{len(reserved)} reserved samples")
 
 
+def check_block_memory(torch: Any, check: Check, state: dict[str, Any]) -> None:
+    from profiler.gpu import block_device_memory
+
+    fresh()
+    torch.zeros(1, device="cuda")
+    block_device_memory.track_block_memory("cuda")
+    try:
+        with hierarchical_timer("step"):
+            with hierarchical_timer("transient"):
+                scratch = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+                del scratch
+            with hierarchical_timer("kept"):
+                kept = torch.empty(128 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+        entries = {tuple(entry["path"]): entry for entry in profiler.get_timer_tree().get("device_memory", [])}
+    finally:
+        block_device_memory.stop_tracking_block_memory()
+    del kept
+    mib = 1024 * 1024
+    step, transient, kept_entry = (entries.get(path, {}) for path in
+                                   (("step",), ("step", "transient"), ("step", "kept")))
+    check.set(transient.get("peak_bytes", 0) >= 512 * mib and abs(transient.get("net_bytes", -1)) < mib
+              and kept_entry.get("net_bytes", 0) >= 128 * mib and step.get("peak_bytes", 0) >= 512 * mib,
+              f"transient: peak {transient.get('peak_bytes', 0) / mib:.0f} MiB, net {transient.get('net_bytes', 0) / mib:.0f} MiB; "
+              f"kept: net {kept_entry.get('net_bytes', 0) / mib:.0f} MiB; step: peak {step.get('peak_bytes', 0) / mib:.0f} MiB "
+              "(want >= 512, ~0, >= 128, >= 512)")
+
+
 class CudaEnv(gymnasium.Env):
     """A gymnasium env whose step multiplies matrices on the GPU inside a device block."""
 
@@ -325,6 +353,7 @@ CHECKS: list[tuple[str, Callable[[Any, Check, dict[str, Any]], None]]] = [
     ("tree read inside a block keeps its operators", check_tree_read_inside_block),
     ("Profiler(profile_device) default", check_profile_device_session),
     ("GPU memory counter tracks", check_memory_counters),
+    ("GPU memory per block", check_block_memory),
     ("worker device time (SubprocessEnvManager)", check_worker_device_time),
 ]
 

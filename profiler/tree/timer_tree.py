@@ -16,6 +16,7 @@ from profiler.version import __version__
 from profiler.timing import timers
 from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
+from profiler.gpu.block_device_memory import block_memory_section
 from profiler.gpu.device_time import device_time_section
 from profiler.gpu.torch_ops import gpu_tracks, operators_section
 from profiler.recording.memory import memory_section
@@ -113,6 +114,9 @@ def get_timer_tree(
         entry for merger in mergers for entry in merger.device_time_entries()]
     if device_time:
         tree["device_time"] = device_time
+    device_memory = block_memory_section(stack)
+    if device_memory is not None:
+        tree["device_memory"] = device_memory
     operators = operators_section(stack)
     if operators is not None:
         tree["operators"] = operators

@@ -80,7 +80,7 @@ class _Reader:
             tree["untimed_samples"] = self.untimed_samples(untimed_samples)
         # Checked where they are read (profiler.analysis.machine_figures): a damaged one is
         # reported there and ignored, never a reason to refuse the whole file.
-        for section in ("scheduling", "machine_load", "device_time"):
+        for section in ("scheduling", "machine_load", "device_time", "device_memory"):
             if section in document:
                 tree[section] = document[section]
         if "operators" in document:

@@ -263,10 +263,10 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
     rows = []
     device_events = []
     for event in events:
-        if event.device_type().name == "CPU":
-            rows.append((event.start_ns(), -event.duration_ns(), event))
-        else:
+        if event.device_type().name != "CPU":
             device_events.append(event)
+        elif _host_side_of_pytorch(event):
+            rows.append((event.start_ns(), -event.duration_ns(), event))
     rows.sort(key=lambda row: (row[0], row[1]))
     # An operator's correlation id -> its block, then the operator blocks it ran in, innermost first.
     launched_by: dict[int, list[TimerNode]] = {}
@@ -321,6 +321,20 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
             device = f"{event.device_type().name.lower()}:{event.device_index()}"
             kernels.append((device, event.name(), event.start_ns(), event.start_ns() + max(0, event.duration_ns())))
     return folded
+
+
+_OPERATOR_ACTIVITIES = frozenset(("cpu_op", "user_annotation"))
+"""The kinds of host events PyTorch's profiler records itself (operators, annotations). With CUDA
+activity it also reports the CUDA runtime and driver calls (``cudaLaunchKernel``...) as host
+events, timestamped on their own system thread: those are not operators (their time is already
+their operator's), and nested by time on that thread they would land under the root."""
+
+
+def _host_side_of_pytorch(event: Any) -> bool:
+    if event.name() == _MEMORY_EVENT:
+        return True
+    activity = getattr(event, "activity_type", None)
+    return activity is None or activity() in _OPERATOR_ACTIVITIES
 
 
 def device_unavailable_reason(torch_module: Any) -> str | None:

@@ -38,6 +38,7 @@ class RawEvent:
     index: int = 0
     thread: int = 1
     sizes: list = field(default_factory=list)
+    activity: str = "cpu_op"
 
     def name(self): return self.event_name
     def start_ns(self): return self.start
@@ -50,6 +51,7 @@ class RawEvent:
     def flops(self): return 0
     def shapes(self): return self.sizes
     def nbytes(self): return 0
+    def activity_type(self): return self.activity
 
 
 def fold(events):
@@ -85,6 +87,12 @@ def test_an_operator_s_device_total_holds_the_kernels_of_the_operators_it_ran():
 def test_every_kernel_is_kept_for_the_gpu_track_with_its_device():
     _, _, kernels = fold(LINEAR_ON_GPU)
     assert kernels == [("cuda:0", "gemm_kernel", 400, 4400), ("cuda:0", "bias_kernel", 4400, 5000)]
+
+
+def test_cuda_runtime_calls_are_not_folded_as_operators():
+    launch = RawEvent("cudaLaunchKernel", 250, 20, linked=12, thread=4058, activity="cuda_runtime")
+    block, _, _ = fold([*LINEAR_ON_GPU, launch])
+    assert [child.name for child in block.parent.children.values()] == ["update"]
 
 
 def test_a_kernel_whose_operator_was_not_recorded_adds_to_no_operator():

@@ -84,7 +84,7 @@ from profiler.timing import timers
 from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
-from profiler.gpu.device_time import drain_device_times
+from profiler.gpu.device_time import drain_device_times, resolve_device_times
 from profiler.recording.memory import drain_memory
 from profiler.timing.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
@@ -385,7 +385,9 @@ class WorkerTimers:
         return None
 
     def final_payload(self) -> tuple[Any, ...]:
-        """Flush now, whatever is due: the payload to send before the worker exits."""
+        """Flush now, whatever is due: the payload to send before the worker exits. Its device
+        blocks' pairs are waited for first: nothing later would carry them."""
+        resolve_device_times()
         payload = snapshot_and_flush(self.timer_stack)
         self._steps_since_flush = 0
         self._flushed_at = payload[6]

@@ -12,7 +12,7 @@ from hand_payloads import tree_payload
 
 from profiler import TimerMerger, get_timer_tree, hierarchical_timer
 from profiler.gpu import device_time, set_device_events
-from profiler.multiprocess.payload import PayloadError, snapshot_and_flush, validate_payload
+from profiler.multiprocess.payload import PayloadError, WorkerTimers, snapshot_and_flush, validate_payload
 from profiler.timing.timers import TimerStack
 
 
@@ -50,6 +50,14 @@ def test_a_pair_the_gpu_has_not_finished_travels_in_a_later_payload(gpu):
     first = snapshot_and_flush(stack)
     gpu.finish_all()
     assert (first[14], snapshot_and_flush(stack)[14][0][4]) == (None, 1)
+
+
+def test_the_final_payload_waits_for_the_pairs_the_gpu_has_not_finished(gpu):
+    stack = TimerStack("worker")
+    with hierarchical_timer("env.step", stack, device="cuda"):
+        gpu.run_for(0.25)
+    payload = WorkerTimers(flush_every=1000, timer_stack=stack).final_payload()
+    assert payload[14][0][3] == 0.25
 
 
 def test_the_trainer_lists_a_worker_s_device_blocks_beside_their_host_time():

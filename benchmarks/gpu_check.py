@@ -7,7 +7,7 @@ What CI checks through fake event and memory backends, this script checks on the
 each check built to show the behaviour (and, for verdicts, a run built *not* to show it):
 
 * device time per block vs the kernels torch.profiler saw in it (a matmul loop);
-* device time per operator (``aten::mm`` self, ``aten::matmul`` total);
+* device time per operator (``aten::mm`` self, ``aten::matmul`` total), no CUDA runtime call in the tree;
 * the GPU track in the Chrome trace, its kernels inside their block on rlprof's clock;
 * the ``launch_only`` verdict on a block that only launched its kernels, not on one that waited;
 * the ``gpu_idle`` verdict on a run whose GPU waits for the host, not on one kept busy;

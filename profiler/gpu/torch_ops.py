@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -340,6 +341,9 @@ def _host_side_of_pytorch(event: Any) -> bool:
 def device_unavailable_reason(torch_module: Any) -> str | None:
     """Why operators get no device time here (None: CUDA activity is recorded)."""
     cuda = getattr(torch_module, "cuda", None)
+    if _forked_after_cuda:
+        return ("no device time per operator: this process was forked from one that had "
+                "initialised CUDA, which a forked child cannot use (start workers with spawn)")
     if cuda is None or not cuda.is_available():
         return ("no device time per operator: torch.cuda.is_available() is False (a CPU-only "
                 "build of torch, or no GPU visible), so PyTorch's profiler records CPU activity only")
@@ -408,10 +412,21 @@ def is_recording_operators() -> bool:
 def _forget_in_forked_child() -> None:
     """A process forked while recording (an env worker) inherits the block observers but not a
     running PyTorch profiler of its own: it records no operators, and its blocks pay nothing."""
-    global _recording
+    global _recording, _forked_after_cuda
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if _recording is not None and _recording.device_time_unavailable is None:
+        _forked_after_cuda = True  # the parent's profiler had CUDA activity (CUPTI) running
+    elif cuda is not None and cuda.is_initialized():
+        _forked_after_cuda = True
     if _recording is not None:
         _recording = None
         block_hooks.observe_blocks(None, None, companion="torch_ops")
+
+
+_forked_after_cuda = False
+"""Whether this process was forked from one that had initialised CUDA or recorded CUDA activity:
+CUDA cannot be used in such a child, so its operators are recorded without device time."""
 
 
 os.register_at_fork(after_in_child=_forget_in_forked_child)

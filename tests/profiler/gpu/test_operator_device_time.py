@@ -133,3 +133,8 @@ def test_the_trace_has_a_gpu_track_per_device_on_rlprof_s_clock():
     names = {event["args"]["name"] for event in trace if event["name"] == "thread_name"}
     assert (gpu["name"], gpu["spans"], kernel["ph"]) == ("GPU cuda:0", [["gemm_kernel", 1.0, 1.5]], "X")
     assert "GPU cuda:0" in names
+
+
+def test_a_process_forked_after_cuda_records_operators_without_device_time(monkeypatch):
+    monkeypatch.setattr(torch_ops, "_forked_after_cuda", True)
+    assert "forked from one that had initialised CUDA" in torch_ops.device_unavailable_reason(torch)

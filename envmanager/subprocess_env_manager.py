@@ -50,7 +50,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 
 from profiler.recording import events, memory
 from profiler.recording.cpu_cores import cores_available
-from profiler.gpu import nvtx_bridge
+from profiler.gpu import nvtx_bridge, torch_ops
 from profiler.multiprocess.merge import TimerMerger
 from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timers import TimerNode
@@ -330,6 +330,7 @@ class SubprocessEnvManager(VectorEnv):
                     lifeline=None,  # the pool's own, set when it starts the worker
                     signal_at_parent_death=False,
                     step_buffers=self._step_buffers,
+                    record_operators=torch_ops.is_recording_operators(),
                 )
             )
         return configs, env_ranges

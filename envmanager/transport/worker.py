@@ -52,7 +52,7 @@ from gymnasium.vector import AutoresetMode
 
 from profiler.recording import events, memory
 from profiler.timing import timers
-from profiler.gpu import nvtx_bridge
+from profiler.gpu import nvtx_bridge, torch_ops
 from profiler.gpu.nvtx_bridge import NvtxSettings
 from profiler.recording.memory import MemorySampling
 from profiler.multiprocess.payload import WorkerTimers
@@ -134,6 +134,9 @@ class WorkerConfig:
     # The manager's shared step buffers, when a step's actions and results travel in shared
     # memory (shared_memory=True and an array-like action space); None: in the messages.
     step_buffers: StepBuffers | None = None
+    # Whether the trainer recorded PyTorch's operators when the worker started: the worker then
+    # records its own (profiler.gpu.torch_ops), folded into its tree, which its payloads carry.
+    record_operators: bool = False
 
 
 class _Terminated(BaseException):
@@ -244,6 +247,18 @@ def configure_profiling(config: WorkerConfig) -> None:
             memory.apply_sampling(config.memory_sampling)
     # Also when off: a forked worker inherits the trainer's bridge, which names the trainer.
     _apply_nvtx(config.nvtx if config.profiling else None, config.worker_index)
+    if config.profiling and config.record_operators:
+        _start_operators(config.worker_index)
+
+
+def _start_operators(worker_index: int) -> None:
+    """Record this worker's PyTorch operators as the trainer does (in the thread that runs its
+    envs). Without PyTorch here it is said on stderr (a warning) and the envs run without."""
+    try:
+        torch_ops.start_operators()
+    except (torch_ops.OperatorsUnavailableError, RuntimeError) as error:
+        warnings.warn(f"env worker {worker_index}: no PyTorch operators recorded: {error}",
+                      RuntimeWarning, stacklevel=1)
 
 
 def _apply_nvtx(settings: NvtxSettings | None, worker_index: int) -> None:

@@ -35,6 +35,7 @@ from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, s
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
+from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.operator_report import OperatorReport, operator_report, operators_document, operators_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
@@ -125,6 +126,8 @@ class RunAnalysis:
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
     operators: OperatorReport | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    device_text: str | None = None
 
     @property
     def untimed_share(self) -> float | None:
@@ -177,6 +180,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
                                   pattern=options.pattern, order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
                                   max_time=options.max_time, top=options.top),
+        device=device_document(tree),
+        device_text=device_text(tree),
     )
 
 
@@ -231,6 +236,8 @@ def render_analysis(
     sections.append(memory_text(analysis.memory, width=width))
     if analysis.operators is not None:  # only runs that recorded PyTorch's operators
         sections.append(operators_text(analysis.operators, width))
+    if analysis.device_text is not None:  # only runs with device time, or operators without it
+        sections.append(analysis.device_text)
     return "\n\n".join(sections)
 
 
@@ -412,4 +419,5 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
         ],
         "frames": [frame.as_dict() for frame in analysis.frames],
         "operators": operators_document(analysis.operators),
+        "device": analysis.device,
     }

@@ -76,6 +76,7 @@ from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
+from profiler.analysis.device_report import GPU_IDLE, LAUNCH_ONLY, device_verdicts
 from profiler.analysis.machine_verdicts import (
     CPU_MIN_COST_SHARE,
     GIL_CONTENTION,
@@ -216,7 +217,7 @@ ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
 MEMORY_LEAK = "memory_leak"
 KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPORT_BOUND,
-         TRAINER_BOUND, ENV_BOUND, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
+         TRAINER_BOUND, ENV_BOUND, GPU_IDLE, LAUNCH_ONLY, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
@@ -288,6 +289,7 @@ def judge_run(
     verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
                 *_transport_bound(run, cpu_limited=bool(cpu)),
                 *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu or outside)),
+                *device_verdicts(run),
                 *_untimed(run),
                 *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))

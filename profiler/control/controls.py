@@ -31,6 +31,7 @@ meanwhile (counted in each worker's ``paused_payloads``); their dumps are part o
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import threading
 import warnings
@@ -43,7 +44,8 @@ from profiler.multiprocess import merge
 from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
-from profiler.gpu import nvtx_bridge, torch_ops
+from profiler.gpu import device_memory, device_time, nvtx_bridge, torch_ops
+from profiler.tree.atomic_file import write_atomically
 from profiler.integrations import live_view
 from profiler.control.periodic_thread import PeriodicThread
 from profiler.control.profiler_settings import ProfilerSettings, profile_process_name, updated_settings
@@ -159,6 +161,9 @@ class _ProfilerControl:
             self.memory_sampling = None
         if wanted and self.memory_sampling is None and not memory.is_sampling():
             self.memory_sampling = memory.start_sampling(interval=settings.dump_period)
+            # The GPU's allocations too, for the snapshot each dump writes (where torch was
+            # imported by the program and sees a GPU; elsewhere nothing is started).
+            device_memory.start_memory_history()
 
     def _apply_emit_nvtx(self) -> None:
         """``emit_nvtx`` makes every block an NVTX range (``record_shapes``: with the shapes of
@@ -209,7 +214,14 @@ class _ProfilerControl:
         settings, stack = self.settings, self.stack()
         if self.memory_sampling is not None:
             memory.sample_now()
-        return write_outputs(settings, stack)
+        written = write_outputs(settings, stack)
+        snapshot = device_memory.memory_snapshot()
+        if snapshot is not None:
+            # MXNet's gpu_memory_profile_filename_prefix: the CUDA allocator's snapshot, every
+            # allocation with its Python stack, for https://pytorch.org/memory_viz.
+            path = Path(f"{settings.gpu_memory_profile_filename_prefix}-pid_{os.getpid()}.pickle")
+            written.append(write_atomically(path, pickle.dumps(snapshot), named_by_user=True))
+        return written
 
     def report_failure(self, error: BaseException) -> None:
         """A periodic dump that failed (a full disk): said once on stderr, tried again next period."""
@@ -243,6 +255,10 @@ def set_config(**kwargs: Any) -> None:
             nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
         if settings.record_operators and not _control.settings.record_operators:
             torch_ops.check_available()  # no PyTorch: the error, before anything changes
+        if settings.device != _control.settings.device:
+            # Every block without a device of its own is timed on this one; no GPU: the error,
+            # before anything changes.
+            device_time.set_default_device(settings.device)
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True

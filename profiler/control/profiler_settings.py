@@ -77,6 +77,7 @@ class ProfilerSettings:
     emit_nvtx: bool = False
     record_shapes: bool = False
     live_view: bool = False
+    device: str | None = None
     imperative_given: bool = False
 
     @property
@@ -135,6 +136,10 @@ def _checked_value(key: str, value: Any) -> Any:
         return _formats(value)
     if key == "profile_process":
         return profile_process_name(value, "set_config: profile_process")
+    if key == "device":
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"set_config: device must name a device such as 'cuda' or 'cuda:1', or be None, got {value!r}")
+        return value
     return _text(key, value)  # gpu_memory_profile_filename_prefix
 
 

@@ -32,6 +32,7 @@ import functools
 import os
 import sys
 import time
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -39,7 +40,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from profiler.recording import events, memory
 from profiler.timing import timers
 from profiler.control.dump_outputs import write_formats
-from profiler.gpu import torch_ops
+from profiler.gpu import device_time, torch_ops
 from profiler.tree.timer_tree import get_timer_tree
 
 __all__ = ["DEFAULT_DUMP_INTERVAL", "SESSION_FORMATS", "Profiler", "profile"]
@@ -72,7 +73,11 @@ class Profiler:
         format: the one output to write, when ``formats`` is not given.
         formats: the outputs to write, any of :data:`SESSION_FORMATS`.
         sample_rate: sample memory every this many timer blocks (MegEngine: every n ops); 0: no.
-        profile_device: must stay False: rlprof does not time device (GPU) work.
+        profile_device: time every block on the GPU too while the session runs (device time
+            beside host time, see profiler.gpu.device_time). None (the default) does where a CUDA
+            GPU is visible to torch, as MegEngine's default ``True`` does, and quietly times the
+            host only where not; ``True`` says in one warning why not where no GPU is visible;
+            ``False`` times the host only.
         memory_interval: also sample memory every this many seconds, on a sampler thread.
         memory_uss: read each sample's unique set size too (costlier; see profiler.recording.memory).
         track_allocations: measure each block's Python allocations (tracemalloc; costly).
@@ -106,7 +111,7 @@ class Profiler:
         format: str = "chrome_timeline.json",  # noqa: A002 - MegEngine's name
         formats: Sequence[str] | None = None,
         sample_rate: int = 0,
-        profile_device: bool = False,
+        profile_device: bool | None = None,
         *,
         memory_interval: float | None = None,
         memory_uss: bool = False,
@@ -116,11 +121,8 @@ class Profiler:
         record_operators: bool = False,
     ) -> None:
         self._pid = os.getpid()
-        if profile_device:
-            raise ValueError(
-                "profile_device=True: rlprof times host blocks only and has no device (GPU) "
-                "timing to turn on; leave it False"
-            )
+        self._device = _session_device(profile_device)
+        self._device_before: str | None = None
         self._formats = _checked_formats(format, formats)
         self._path = Path(path)
         self._memory_sampling = _memory_sampling(sample_rate, memory_interval, memory_uss, track_allocations)
@@ -166,6 +168,8 @@ class Profiler:
         self._started_recording = not events.is_recording()
         if self._started_recording:
             events.start_recording()
+        if self._device is not None:
+            self._device_before = device_time.set_default_device(self._device)
         if self._memory_sampling is not None:
             self._memory_before = memory.sampling_settings()
             memory.apply_sampling(self._memory_sampling)
@@ -185,6 +189,8 @@ class Profiler:
         if self._recording_operators:
             torch_ops.stop_operators()
             self._recording_operators = False
+        if self._device is not None:
+            device_time.set_default_device(self._device_before)
         if self._memory_sampling is not None:
             memory.sample_now()  # the memory as the profiled stretch ends
             if self._memory_before is None:
@@ -266,6 +272,23 @@ class Profiler:
 profile = Profiler
 """MegEngine's alias: ``profile`` is ``Profiler`` (``@profile()``, ``with profile(...)``, and
 bare ``@profile``)."""
+
+
+def _session_device(profile_device: bool | None) -> str | None:
+    """The device a session times its blocks on ("cuda"), or None: see ``profile_device``."""
+    if profile_device is not None and not isinstance(profile_device, bool):
+        raise ValueError(f"profile_device must be True, False or None, got {profile_device!r}")
+    if profile_device is False:
+        return None
+    if profile_device is None and "torch" not in sys.modules:
+        return None  # the program has not imported torch: no GPU work of torch's to time, no import
+    reason = device_time.device_unavailable_reason()
+    if reason is None:
+        return "cuda"
+    if profile_device:
+        warnings.warn(f"Profiler(profile_device=True): device time is not recorded: {reason}",
+                      RuntimeWarning, stacklevel=3)
+    return None
 
 
 def _checked_formats(format_name: str, formats: Sequence[str] | None) -> tuple[str, ...]:

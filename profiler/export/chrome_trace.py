@@ -105,10 +105,27 @@ def _trace_events(tree: dict[str, Any], timeline: dict[str, Any]) -> Iterator[Ev
     memory = _memory_on_timeline_clock(tree, timeline)
     clock = _TraceClock(timeline, memory)
     several_hosts = len({process.get("host") for process in timeline["processes"]}) > 1
+    device_means = _device_means(tree)
     for sort_index, process in enumerate(timeline["processes"]):
-        yield from _process_events(process, sort_index, clock, several_hosts)
+        for event in _process_events(process, sort_index, clock, several_hosts):
+            mean = device_means.get((process.get("name"), event["name"])) if event["ph"] == "X" else None
+            if mean is not None:
+                event.setdefault("args", {})["device time per call (mean, ms)"] = round(mean * 1000, 6)
+            yield event
     yield from _gauge_events(tree, timeline, clock)
     yield from _memory_events(memory, timeline, clock)
+
+
+def _device_means(tree: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """(process name, block name) -> mean device time per call, from the dump's ``device_time``
+    section, for the args of that block's spans (a span's own device time is not recorded: the
+    device reads a block's pair of events later, summed per block)."""
+    means = {}
+    for entry in tree.get("device_time") or []:
+        if isinstance(entry, dict) and entry.get("path") and entry.get("count"):
+            key = (entry.get("process", "trainer"), entry["path"][-1])
+            means[key] = entry["total"] / entry["count"]
+    return means
 
 
 def _with_distinct_pids(timeline: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import math
 import os
 from typing import Any, Iterable
 
+from profiler.analysis.device_report import device_blocks
 from profiler.analysis.frames import FrameStat, frame_stats
 from profiler.analysis.memory_report import memory_report
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
@@ -60,6 +61,7 @@ def to_html_report(tree: dict[str, Any]) -> str:
         _workers_section(compared_workers(tree), verdicts, measurements),
         _gauges_section(tree),
         _memory_section(tree),
+        _device_section(tree),
         _top_blocks_section(tree),
         _frames_section(frame_stats(tree)),
         _metadata_section(metadata),
@@ -439,6 +441,34 @@ def _frames_section(frames: list[FrameStat]) -> str:
         "Frames per second is per second of frame time (1 / mean): the loop's rate when frames "
         "run back to back.</p>\n"
         f'<table><thead><tr><th>frame</th>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "</section>\n"
+    )
+
+
+def _device_section(tree: dict[str, Any]) -> str:
+    """Each block timed on a GPU, its device time beside its host time; nothing for a run
+    without device time (see profiler.analysis.device_report)."""
+    blocks = device_blocks(tree)
+    if not blocks:
+        return ""
+    rows = []
+    for block in blocks:
+        host = _seconds(block.host_seconds) if block.host_seconds is not None else "–"
+        ratio = (f"{block.device_seconds / block.host_seconds:.2f}"
+                 if block.host_seconds else "–")
+        cells = [block.process, block.device, block.mode, f"{block.count:,}", host,
+                 _seconds(block.device_seconds), ratio]
+        rows.append(f'<tr><td class="name">{_text(block.name)}</td>'
+                    + "".join(f'<td class="number">{_text(cell)}</td>' for cell in cells) + "</tr>\n")
+    headers = "".join(f'<th class="number">{_text(header)}</th>' for header in
+                      ("process", "device", "mode", "calls", "host time", "device time", "device / host"))
+    return (
+        '<section id="device-time"><h2>Device time</h2>\n'
+        '<p class="note">Blocks timed on a GPU. Host time is how long the host took to queue the '
+        "block's kernels; device time is how long the device's stream took from the block's start "
+        "to its end (mode events), or the host time of a block that synchronised the device "
+        "(mode sync). A device / host ratio well above 1: the host time saw the launches only.</p>\n"
+        f'<table><thead><tr><th>block</th>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "</section>\n"
     )
 

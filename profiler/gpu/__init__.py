@@ -7,9 +7,12 @@ All are optional: nothing here imports ``nvtx`` or ``torch`` until asked to, and
 them raises an error that says what to install.
 """
 
+from profiler.gpu import device_memory  # noqa: F401 - GPU memory at every memory sample
 from profiler.gpu.device_time import (
     DeviceEvents,
     DeviceTimingUnavailableError,
+    device_unavailable_reason,
+    set_default_device,
     set_device_events,
 )
 from profiler.gpu.nvtx_bridge import (
@@ -34,5 +37,7 @@ __all__ = [
     "emit_nvtx",
     "is_emitting",
     "nvtx_settings",
+    "device_unavailable_reason",
+    "set_default_device",
     "set_device_events",
 ]

@@ -40,7 +40,10 @@ __all__ = [
     "TorchCudaEvents",
     "clear_device_times",
     "device_time_section",
+    "drain_device_times",
     "resolve_device_times",
+    "device_unavailable_reason",
+    "set_default_device",
     "set_device_events",
 ]
 
@@ -232,6 +235,30 @@ def set_device_events(events: DeviceEvents | None) -> DeviceEvents | None:
     return previous
 
 
+def set_default_device(device: str | None, cuda_sync: bool = False) -> str | None:
+    """Time every ``hierarchical_timer`` block on ``device`` unless the call names its own
+    (``set_config(device="cuda")``, ``Profiler(profile_device=True)``): no call has to change.
+    None turns it off. Returns the default used before. Raises
+    :class:`DeviceTimingUnavailableError` (and changes nothing) where the device cannot be timed.
+    ``@timed`` functions and blocks entered as nodes are not device blocks."""
+    if device is not None:
+        if not isinstance(device, str) or not device:
+            raise ValueError(f"device must name a device such as 'cuda' or 'cuda:1', got {device!r}")
+        _timer.backend()  # no torch or no GPU: the error now, not at the first block
+    previous = timers.default_device()
+    timers.set_default_device(device, cuda_sync)
+    return previous
+
+
+def device_unavailable_reason() -> str | None:
+    """Why blocks cannot be device-timed here (one line), or None when they can."""
+    try:
+        _timer.backend()
+    except DeviceTimingUnavailableError as error:
+        return str(error)
+    return None
+
+
 def resolve_device_times() -> None:
     """Wait for every device block closed so far and read its device time (at a dump)."""
     if _timer.pending:
@@ -242,6 +269,25 @@ def clear_device_times() -> None:
     """Forget every device time measured (the pairs still pending included)."""
     _timer.pending.clear()
     _timer.times.clear()
+
+
+def drain_device_times(stack: TimerStack) -> tuple[tuple[Any, ...], ...] | None:
+    """The device times of ``stack``'s blocks measured since the last drain, as plain data for a
+    worker's payload, ``((path, device, mode, total, count, min, max), ...)``, then zeroed; None
+    when there are none. Pairs the device has not finished yet are not waited for: they travel in
+    a later payload (a worker's flush must not hold its env up until its GPU catches up)."""
+    if _timer.pending and _timer.events is not None:
+        _timer.resolve(wait=False)
+    if not _timer.times:
+        return None
+    drained = []
+    for path, node in _paths(stack.root, ()):
+        figures = _timer.times.get(node)
+        if figures is not None and figures.count:
+            drained.append((path, figures.device, figures.mode, figures.total, figures.count,
+                            figures.min, figures.max))
+            figures.total, figures.count, figures.min, figures.max = 0.0, 0, float("inf"), 0.0
+    return tuple(drained) or None
 
 
 def device_time_section(stack: TimerStack) -> list[dict[str, Any]] | None:

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,11 +75,17 @@ class OperatorsUnavailableError(RuntimeError):
     """Operators were asked for where PyTorch is not installed."""
 
 
+MAX_KERNEL_SPANS = 100_000
+"""Kernels kept for the trace's GPU tracks per recording; later ones are counted, not kept."""
+
+
 @dataclass
 class OperatorFigures:
     """What PyTorch gives of one operator block beyond its time."""
 
     flops: int = 0
+    device_self: float = 0.0  # seconds of the kernels the operator itself launched
+    device_total: float = 0.0  # those and its child operators' kernels
     cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
     input_shapes: dict[str, int] = field(default_factory=dict)
     other_shapes: int = 0
@@ -115,6 +123,10 @@ class OperatorRecording:
         self.figures: dict[TimerNode, OperatorFigures] = {}
         self.events_folded = 0
         self._session: Any = None
+        self.device_time_unavailable = device_unavailable_reason(torch_module)
+        # (device, kernel name, start, end) on rlprof's clock, for the trace's GPU tracks.
+        self.kernels: list[tuple[str, str, float, float]] = []
+        self.kernels_left_out = 0
 
     # --- on and off ----------------------------------------------------------------------------
 
@@ -128,14 +140,15 @@ class OperatorRecording:
         block_hooks.observe_blocks(None, None, companion="torch_ops")
         with self._lock:
             self._fold_session()
-            for annotation in self._open.values():
-                annotation.__exit__(None, None, None)
             self._open.clear()
 
-    def _start_session(self) -> None:
+    def _start_session(self, reopen: tuple[TimerNode, ...] = ()) -> None:
         profiler = self._torch.profiler
+        activities = [profiler.ProfilerActivity.CPU]
+        if self.device_time_unavailable is None:
+            activities.append(profiler.ProfilerActivity.CUDA)
         self._session = profiler.profile(
-            activities=[profiler.ProfilerActivity.CPU],
+            activities=activities,
             record_shapes=self.record_shapes,
             with_flops=self.with_flops,
             profile_memory=self.profile_memory,
@@ -147,8 +160,18 @@ class OperatorRecording:
         # was entered, so its end would go unseen.)
         if threading.get_ident() == self.thread_id:
             for node in self.stack.open_blocks():
-                if node in self._open:
+                if node in reopen:
                     self._annotate(node)
+
+    def _close_annotations(self) -> tuple[TimerNode, ...]:
+        """End the open annotations, innermost first, inside the session that started them; return
+        their blocks. An annotation left open when its session stops is not PyTorch's to report
+        the same way from one version to the next (torch 2.11 lost the operators it held), and
+        ending it under the next session hands that session an end it never saw begin."""
+        nodes = tuple(self._open)
+        for node in reversed(nodes):
+            self._open.pop(node).__exit__(None, None, None)
+        return nodes
 
     # --- the annotations -------------------------------------------------------------------------
 
@@ -184,8 +207,7 @@ class OperatorRecording:
         with self._lock:
             if self._session is None:
                 return
-            self._fold_session()
-            self._start_session()
+            self._start_session(self._fold_session())
 
     def discard(self, stack: TimerStack) -> None:
         """The stack was reset: what was folded went with its tree, and what PyTorch recorded
@@ -193,23 +215,38 @@ class OperatorRecording:
         restarted from another, whose reset leaves those events to land under the root)."""
         with self._lock:
             self.figures.clear()
+            self.kernels.clear()
             self._names.clear()
             self._nodes.clear()
             if self._session is not None and threading.get_ident() == self.thread_id:
+                reopen = self._close_annotations()
                 self._session.__exit__(None, None, None)
-                self._start_session()
+                self._start_session(reopen)
 
-    def _fold_session(self) -> None:
+    def _fold_session(self) -> tuple[TimerNode, ...]:
+        """Stop the session and fold its events; return the blocks whose annotations it ended."""
         session, self._session = self._session, None
         if session is None:
-            return
+            return ()
+        reopen = self._close_annotations()
         session.__exit__(None, None, None)
         events = session.profiler.kineto_results.events()
-        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures)
+        kernels: list[tuple[str, str, int, int]] = []
+        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels)
+        if kernels:
+            # PyTorch's profiler stamps events with the wall clock (see the module docstring);
+            # both clocks are read together here to move the kernels onto rlprof's.
+            offset = time.time() - timers.now()
+            room = max(0, MAX_KERNEL_SPANS - len(self.kernels))
+            self.kernels.extend((device, name, start / 1e9 - offset, end / 1e9 - offset)
+                                for device, name, start, end in kernels[:room])
+            self.kernels_left_out += max(0, len(kernels) - room)
+        return reopen
 
 
 def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
-                figures: dict[TimerNode, OperatorFigures]) -> int:
+                figures: dict[TimerNode, OperatorFigures],
+                kernels: list[tuple[str, str, int, int]] | None = None) -> int:
     """Fold PyTorch's raw events (``kineto_results.events()``) into the tree; returns how many
     operators were folded.
 
@@ -217,12 +254,23 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
     started, an rlprof annotation (its block) or an operator (the operator's block), else under
     ``root``. A ``[memory]`` event is an allocation (bytes > 0) or a release, charged to the
     innermost operator open.
+
+    A device event (a kernel, a copy, a memset) names the operator that launched it by its
+    ``linked_correlation_id``, which is that operator's ``correlation_id`` (as PyTorch's own
+    ``FunctionEvent.kernels`` are found): its time is the operator's device self time, and device
+    total time for it and the operators it ran in. Each device event is also appended to
+    ``kernels`` as (device, name, start ns, end ns) on PyTorch's clock.
     """
-    rows = sorted(
-        ((event.start_ns(), -event.duration_ns(), event) for event in events
-         if event.device_type().name == "CPU"),
-        key=lambda row: (row[0], row[1]),
-    )
+    rows = []
+    device_events = []
+    for event in events:
+        if event.device_type().name != "CPU":
+            device_events.append(event)
+        elif _host_side_of_pytorch(event):
+            rows.append((event.start_ns(), -event.duration_ns(), event))
+    rows.sort(key=lambda row: (row[0], row[1]))
+    # An operator's correlation id -> its block, then the operator blocks it ran in, innermost first.
+    launched_by: dict[int, list[TimerNode]] = {}
     folded = 0
     # Per thread: (end_ns, node, is_operator) of the events open at the current event's start.
     open_events: dict[int, list[tuple[int, TimerNode, bool]]] = {}
@@ -253,9 +301,53 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         shapes = event.shapes()
         if shapes and any(shapes):
             operator.add_shapes(str(shapes))
+        if device_events:
+            chain = [node]
+            for _, outer, is_operator in reversed(stack):
+                if not is_operator:
+                    break
+                if outer not in chain:  # an operator nested in one of its own name counts once
+                    chain.append(outer)
+            launched_by[event.correlation_id()] = chain
         stack.append((end, node, True))
         folded += 1
+    for event in device_events:
+        seconds = max(0, event.duration_ns()) / 1e9
+        chain = launched_by.get(event.linked_correlation_id())
+        if chain:
+            figures[chain[0]].device_self += seconds
+            for node in chain:
+                figures[node].device_total += seconds
+        if kernels is not None:
+            device = f"{event.device_type().name.lower()}:{event.device_index()}"
+            kernels.append((device, event.name(), event.start_ns(), event.start_ns() + max(0, event.duration_ns())))
     return folded
+
+
+_OPERATOR_ACTIVITIES = frozenset(("cpu_op", "user_annotation"))
+"""The kinds of host events PyTorch's profiler records itself (operators, annotations). With CUDA
+activity it also reports the CUDA runtime and driver calls (``cudaLaunchKernel``...) as host
+events, timestamped on their own system thread: those are not operators (their time is already
+their operator's), and nested by time on that thread they would land under the root."""
+
+
+def _host_side_of_pytorch(event: Any) -> bool:
+    if event.name() == _MEMORY_EVENT:
+        return True
+    activity = getattr(event, "activity_type", None)
+    return activity is None or activity() in _OPERATOR_ACTIVITIES
+
+
+def device_unavailable_reason(torch_module: Any) -> str | None:
+    """Why operators get no device time here (None: CUDA activity is recorded)."""
+    cuda = getattr(torch_module, "cuda", None)
+    if _forked_after_cuda:
+        return ("no device time per operator: this process was forked from one that had "
+                "initialised CUDA, which a forked child cannot use (start workers with spawn)")
+    if cuda is None or not cuda.is_available():
+        return ("no device time per operator: torch.cuda.is_available() is False (a CPU-only "
+                "build of torch, or no GPU visible), so PyTorch's profiler records CPU activity only")
+    return None
 
 
 def _annotation_key(name: str) -> int:
@@ -320,10 +412,21 @@ def is_recording_operators() -> bool:
 def _forget_in_forked_child() -> None:
     """A process forked while recording (an env worker) inherits the block observers but not a
     running PyTorch profiler of its own: it records no operators, and its blocks pay nothing."""
-    global _recording
+    global _recording, _forked_after_cuda
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if _recording is not None and _recording.device_time_unavailable is None:
+        _forked_after_cuda = True  # the parent's profiler had CUDA activity (CUPTI) running
+    elif cuda is not None and cuda.is_initialized():
+        _forked_after_cuda = True
     if _recording is not None:
         _recording = None
         block_hooks.observe_blocks(None, None, companion="torch_ops")
+
+
+_forked_after_cuda = False
+"""Whether this process was forked from one that had initialised CUDA or recorded CUDA activity:
+CUDA cannot be used in such a child, so its operators are recorded without device time."""
 
 
 os.register_at_fork(after_in_child=_forget_in_forked_child)
@@ -348,19 +451,40 @@ def operators_section(stack: TimerStack) -> dict[str, Any] | None:
                 continue
             entry: dict[str, Any] = {"path": path, "flops": operator.flops,
                                      "cpu_memory_bytes": operator.cpu_memory_bytes}
+            if recording.device_time_unavailable is None:
+                entry["device_self"] = operator.device_self
+                entry["device_total"] = operator.device_total
             if operator.input_shapes:
                 entry["input_shapes"] = dict(operator.input_shapes)
             if operator.other_shapes:
                 entry["other_shapes"] = operator.other_shapes
             entries.append(entry)
-    return {
+    unavailable = next((recording.device_time_unavailable for recording in recordings
+                        if recording.device_time_unavailable is not None), None)
+    section: dict[str, Any] = {
         "source": "torch.profiler",
-        "device_time": False,
+        "device_time": unavailable is None,
         "record_shapes": any(recording.record_shapes for recording in recordings),
         "with_flops": any(recording.with_flops for recording in recordings),
         "profile_memory": any(recording.profile_memory for recording in recordings),
         "operators": entries,
     }
+    if unavailable is not None:
+        section["device_time_unavailable"] = unavailable
+    return section
+
+
+def gpu_tracks(stack: TimerStack) -> list[dict[str, Any]]:
+    """The kernels PyTorch's profiler recorded in ``stack``'s thread as timeline threads, one per
+    device (``GPU cuda:0``), their spans on rlprof's clock, for the trace's GPU tracks."""
+    by_device: dict[str, list[list[Any]]] = {}
+    for recording in (*_finished, _recording):
+        if recording is None or recording.stack is not stack:
+            continue
+        for device, name, start, end in recording.kernels:
+            by_device.setdefault(device, []).append([name, start, end])
+    return [{"name": f"GPU {device}", "device": device, "spans": sorted(spans, key=lambda span: span[1])}
+            for device, spans in sorted(by_device.items())]
 
 
 def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:

@@ -163,6 +163,7 @@ class _WorkerRecord:
         "covered",
         "tracks",
         "memory",
+        "device_times",
     )
 
     def __init__(self, worker_id: int) -> None:
@@ -179,6 +180,8 @@ class _WorkerRecord:
         self.covered = 0.0
         self.tracks: dict[int, _WorkerTrack] = {}
         self.memory: dict[int, ProcessMemory] = {}
+        # Device time of the worker's device blocks, by path: [device, mode, total, count, min, max].
+        self.device_times: dict[tuple[str, ...], list[Any]] = {}
 
     def nodes_named(self, block: str) -> list[TimerNode]:
         return [node for node in self.root.walk() if node.name == block and node is not self.root]
@@ -331,9 +334,8 @@ class TimerMerger:
                 if stream is None or payload[4] > stream.last_sequence:
                     self._stream_declaring(worker_id, payload)
             raise
-        _, _, pid, stream_id, sequence, window_start, window_end, _, _, error_counts, labels, gauges, timeline, memory = (
-            payload
-        )
+        (_, _, pid, stream_id, sequence, window_start, window_end, _, _, error_counts, labels, gauges, timeline,
+         memory, device_time) = payload
         if anchor is None:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
@@ -389,6 +391,8 @@ class TimerMerger:
                 self._add_timeline(worker, pid, timeline)
             if memory is not None:
                 self._add_memory(worker, pid, memory)
+            if device_time is not None:
+                _add_device_times(worker.device_times, device_time)
 
     def _stream_declaring(self, worker_id: int, payload: tuple[Any, ...]) -> WorkerStream:
         """The payload's stream, with the names the payload declares added (called locked).
@@ -611,6 +615,24 @@ class TimerMerger:
                     processes.append((process, track.dropped))
         return processes
 
+    def device_time_entries(self) -> list[dict[str, Any]]:
+        """Each worker's device-timed blocks as entries of the dump's ``device_time`` section,
+        by their path in the worker's own tree, labelled with the worker (``process``) and with
+        the block's host total there (``host_total``) beside its device time."""
+        with self._lock:
+            self._fold_held()
+            entries = []
+            for worker_id in sorted(self._workers):
+                worker = self._workers[worker_id]
+                for path, (device, mode, total, count, minimum, maximum) in worker.device_times.items():
+                    node = worker.root
+                    for name in path:
+                        node = node.children.get(name) if node is not None else None
+                    entries.append({"path": list(path), "process": f"worker {worker_id}", "device": device,
+                                    "mode": mode, "total": total, "count": count, "min": minimum,
+                                    "max": maximum, "host_total": node.total if node is not None else None})
+            return entries
+
     def memory_processes(self) -> list[dict[str, Any]]:
         """Each worker process's entry in the ``memory`` section (see :mod:`profiler.recording.memory`)."""
         with self._lock:
@@ -666,3 +688,16 @@ def _merge_gauge(
         gauge = gauges[name] = GaugeNode(value)
         gauge.count = 0
     gauge.merge_summary(value, minimum, maximum, count)
+
+
+def _add_device_times(times: dict[tuple[str, ...], list[Any]], device_time: Any) -> None:
+    """Add a payload's ``device_time`` field (checked) to a worker's figures."""
+    for path, device, mode, total, count, minimum, maximum in device_time:
+        figures = times.get(tuple(path))
+        if figures is None:
+            times[tuple(path)] = [device, mode, float(total), count, float(minimum), float(maximum)]
+        else:
+            figures[2] += total
+            figures[3] += count
+            figures[4] = min(figures[4], minimum)
+            figures[5] = max(figures[5], maximum)

@@ -12,10 +12,10 @@ appeared since, and the figures travel as rows of numbers keyed by id, packed in
 object. So a payload costs the worker one pass over its blocks, and the trainer one unpacking
 and a few passes of builtins to validate it, whatever the names.
 
-Layout, version 4 (a tuple; readers unpack it by position)::
+Layout, version 5 (a tuple; readers unpack it by position)::
 
-    ("rlprof.timers", 4, pid, stream_id, sequence, window_start, window_end,
-     names, blocks, errors, labels, gauges, timeline, memory)
+    ("rlprof.timers", 5, pid, stream_id, sequence, window_start, window_end,
+     names, blocks, errors, labels, gauges, timeline, memory, device_time)
 
     names    = (first_id, ((parent_id, name), ...))   # declares ids first_id, first_id + 1, ...
     blocks   = bytes: rows of (id, count, total, minimum, maximum), little-endian
@@ -32,6 +32,7 @@ Layout, version 4 (a tuple; readers unpack it by position)::
     memory   = None | (host, clock_origin,
                        ((at, rss_bytes, uss_bytes_or_None), ...),   # samples, worker clock
                        ((path, calls, net_bytes, peak_bytes), ...)) # allocations per block path
+    device_time = None | ((path, device, mode, total, count, min, max), ...)   # device blocks
 
 ``parent_id`` is -1 for a top-level block; a parent's id is smaller than its children's. A row's
 ids ascend, each at most once, and each was declared by this payload or an earlier one of its
@@ -60,7 +61,9 @@ may exceed that window's total). Error counts, rare, travel apart in ``errors``,
 common row carries none.
 
 ``memory`` holds the worker's memory samples and per-block allocations since the last flush, when
-it samples its memory (see :mod:`profiler.recording.memory`). Version 3 named every block in every payload,
+it samples its memory (see :mod:`profiler.recording.memory`). ``device_time`` holds the device
+time of the worker's blocks timed on a GPU since the last flush (see :mod:`profiler.gpu.device_time`),
+by path of block names. Version 4 had no device time, version 3 named every block in every payload,
 as a tree of tuples; version 2 had no memory, version 1 no per-call extremes.
 
 Why this module is long: it holds both sides. the layout, the worker's writing of it and the trainer's checks
@@ -81,6 +84,7 @@ from profiler.timing import timers
 from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
+from profiler.gpu.device_time import drain_device_times, resolve_device_times
 from profiler.recording.memory import drain_memory
 from profiler.timing.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
@@ -106,8 +110,8 @@ __all__ = [
 ]
 
 PAYLOAD_TAG = "rlprof.timers"
-PAYLOAD_VERSION = 4
-PAYLOAD_FIELDS = 14
+PAYLOAD_VERSION = 5
+PAYLOAD_FIELDS = 15
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
@@ -218,6 +222,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         gauges,
         drain_timeline(stack),
         drain_memory(stack),
+        drain_device_times(stack),
     )
 
 
@@ -380,7 +385,9 @@ class WorkerTimers:
         return None
 
     def final_payload(self) -> tuple[Any, ...]:
-        """Flush now, whatever is due: the payload to send before the worker exits."""
+        """Flush now, whatever is due: the payload to send before the worker exits. Its device
+        blocks' pairs are waited for first: nothing later would carry them."""
+        resolve_device_times()
         payload = snapshot_and_flush(self.timer_stack)
         self._steps_since_flush = 0
         self._flushed_at = payload[6]
@@ -570,7 +577,7 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = 
     whose header was checked; return the ids of its block rows (see :func:`row_ids`, which
     ``ascending_ids`` goes to)."""
     ids = row_ids(payload[8], declared, ascending_ids)
-    error_counts, labels, gauges, timeline, memory = payload[9:]
+    error_counts, labels, gauges, timeline, memory, device_time = payload[9:]
     # ``type(...) is not tuple or ...`` rather than ``!= ()``: a NumPy array compares elementwise.
     if type(error_counts) is not tuple or error_counts:
         _validate_error_counts(error_counts, declared)
@@ -586,7 +593,30 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = 
         _validate_timeline(timeline)
     if memory is not None:
         _validate_memory(memory)
+    if device_time is not None:
+        _validate_device_time(device_time)
     return ids
+
+
+def _validate_device_time(device_time: Any) -> None:
+    _sequence(device_time, "device_time")
+    for index, entry in enumerate(device_time):
+        where = f"device_time[{index}]"
+        if not isinstance(entry, (tuple, list)) or len(entry) != 7:
+            raise PayloadError(f"{where}: must be (path, device, mode, total, count, min, max)")
+        path, device, mode, total, count, minimum, maximum = entry
+        _sequence(path, f"{where}.path")
+        if not path:
+            raise PayloadError(f"{where}.path: must name a block")
+        for name in path:
+            _name(name, f"{where}.path")
+        _name(device, f"{where}.device")
+        if mode not in ("events", "sync"):
+            raise PayloadError(f"{where}.mode: must be 'events' or 'sync'")
+        _time(total, f"{where}.total")
+        _whole(count, f"{where}.count", minimum=1)
+        _time(minimum, f"{where}.min")
+        _time(maximum, f"{where}.max")
 
 
 def _validate_error_counts(error_counts: Any, declared: int) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "MemorySampling",
     "ProcessMemory",
     "SampleBuffer",
+    "add_sample_companion",
     "clear_memory",
     "drain_memory",
     "is_sampling",
@@ -322,6 +323,8 @@ class _ProcessSampler:
         settings = self.settings
         uss = self.reader.uss() if settings is not None and settings.uss else None
         self.buffer.add((timers.now(), self.reader.rss(), uss))
+        for take_sample in _sample_companions:
+            take_sample()
 
     # The block observers (see block_hooks.observe_blocks): one of these is installed, never a branch.
     def count_block(self, node: TimerNode) -> None:
@@ -439,6 +442,17 @@ def is_sampling() -> bool:
 def sampling_settings() -> MemorySampling | None:
     """The settings in force (None while off): what workers started now should sample with."""
     return _sampler.settings
+
+
+_sample_companions: list[Any] = []
+"""Functions called at every sample, after it is taken: profiler.gpu.device_memory's, which
+records the GPU's memory beside the host's (recording sits below gpu, so gpu adds itself here)."""
+
+
+def add_sample_companion(take_sample: Any) -> None:
+    """Call ``take_sample()`` at every memory sample of this process (once per function)."""
+    if take_sample not in _sample_companions:
+        _sample_companions.append(take_sample)
 
 
 def sample_now() -> None:

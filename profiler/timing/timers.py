@@ -221,6 +221,25 @@ def set_device_block(make_block: Callable[[TimerNode, str, bool], Any]) -> None:
     _device_block = make_block
 
 
+def set_default_device(device: str | None, cuda_sync: bool = False) -> None:
+    """Make ``device`` (and ``cuda_sync``) what ``hierarchical_timer`` uses when a call names no
+    device; None: no device, as by default (see ``profiler.gpu.device_time.set_default_device``).
+
+    The default is the Python function's own default argument, so the common case pays nothing
+    for it: with a default device, ``device is None`` no longer holds and every call takes the
+    slow path to the device block. The C lookup, which finds the common case without the Python
+    function, is turned off meanwhile, and on again (where the C core runs) once no device is set.
+    """
+    python_hierarchical_timer.__defaults__ = (None, device, cuda_sync)
+    if _accelerator is not None:
+        _accelerator.use_compiled_lookup(device is None and timer_node.accelerated())
+
+
+def default_device() -> str | None:
+    """The device blocks are timed on when a call names none (None: none)."""
+    return python_hierarchical_timer.__defaults__[1]  # type: ignore[index]
+
+
 @overload
 def timed(function: FunctionType, /) -> FunctionType: ...
 @overload

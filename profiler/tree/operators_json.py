@@ -25,6 +25,9 @@ def read_operators(section: Any) -> dict[str, Any]:
         if not isinstance(value, bool):
             raise ValueError(f"operators.{flag}: must be true or false")
         normalized[flag] = value
+    unavailable = section.get("device_time_unavailable")
+    if unavailable is not None:
+        normalized["device_time_unavailable"] = _text(unavailable, "operators.device_time_unavailable")
     normalized["operators"] = [
         _operator(entry, f"operators.operators[{index}]") for index, entry in enumerate(section["operators"])
     ]
@@ -47,7 +50,16 @@ def _operator(entry: Any, where: str) -> dict[str, Any]:
         for key, count in shapes.items()
     }
     operator["other_shapes"] = _whole(entry.get("other_shapes", 0), f"{where}.other_shapes", signed=False)
+    for key in ("device_self", "device_total"):
+        if key in entry:
+            operator[key] = _seconds(entry[key], f"{where}.{key}")
     return operator
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"{where}: must be a number of seconds >= 0, got {str(value)[:40]}")
+    return float(value)
 
 
 def _text(value: Any, where: str) -> str:

@@ -16,8 +16,9 @@ from profiler.version import __version__
 from profiler.timing import timers
 from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
+from profiler.gpu.block_device_memory import block_memory_section
 from profiler.gpu.device_time import device_time_section
-from profiler.gpu.torch_ops import operators_section
+from profiler.gpu.torch_ops import gpu_tracks, operators_section
 from profiler.recording.memory import memory_section
 from profiler.automatic.stack_sampler import untimed_samples_section
 from profiler.recording import machine_load, scheduling
@@ -104,10 +105,18 @@ def get_timer_tree(
         tree["workers"] = workers
     timeline_rows = timeline_section(stack, mergers) if timeline else None
     if timeline_rows is not None:
+        # The kernels PyTorch's profiler saw, one track per device, in the trainer's process.
+        timeline_rows["processes"][0]["threads"].extend(
+            dict(track, tid=len(timeline_rows["processes"][0]["threads"]) + index)
+            for index, track in enumerate(gpu_tracks(stack), start=1))
         tree["timeline"] = timeline_rows
-    device_time = device_time_section(stack)
-    if device_time is not None:
+    device_time = (device_time_section(stack) or []) + [
+        entry for merger in mergers for entry in merger.device_time_entries()]
+    if device_time:
         tree["device_time"] = device_time
+    device_memory = block_memory_section(stack)
+    if device_memory is not None:
+        tree["device_memory"] = device_memory
     operators = operators_section(stack)
     if operators is not None:
         tree["operators"] = operators

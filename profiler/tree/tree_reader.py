@@ -80,7 +80,7 @@ class _Reader:
             tree["untimed_samples"] = self.untimed_samples(untimed_samples)
         # Checked where they are read (profiler.analysis.machine_figures): a damaged one is
         # reported there and ignored, never a reason to refuse the whole file.
-        for section in ("scheduling", "machine_load"):
+        for section in ("scheduling", "machine_load", "device_time", "device_memory"):
             if section in document:
                 tree[section] = document[section]
         if "operators" in document:
@@ -330,12 +330,15 @@ class _Reader:
         for index, (_, start, end, *_details) in enumerate(spans):
             if end < start:
                 raise TimerFileError(f"{where}.spans[{index}]: ends before it starts")
-        return {
+        read = {
             "tid": _whole(thread.get("tid"), f"{where}.tid"),
             "name": self.name(thread.get("name"), f"{where}.name"),
             "spans": spans,
             "instants": self.events(thread.get("instants", []), f"{where}.instants", width=2),
         }
+        if "device" in thread:  # a GPU track: the kernels PyTorch's profiler saw on that device
+            read["device"] = self.name(thread["device"], f"{where}.device")
+        return read
 
     def events(
         self, events: Any, where: str, *, width: int, last_is_reading: bool = False

@@ -15,7 +15,8 @@ from profiler.timing import timers
 from profiler.multiprocess.payload import PAYLOAD_TAG, PAYLOAD_VERSION, row_ids, unchecked_rows
 
 
-def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None):
+def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None,
+                 device_time=None):
     """A payload whose blocks are given as a tree; extremes None means (total, total)."""
     names, rows, error_counts, labels = [], [], [], []
 
@@ -36,7 +37,7 @@ def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gau
     for block in blocks:
         add(block, -1)
     return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, (0, tuple(names)),
-            pack_rows(rows), tuple(error_counts), tuple(labels), gauges, timeline, memory)
+            pack_rows(rows), tuple(error_counts), tuple(labels), gauges, timeline, memory, device_time)
 
 
 def pack_rows(rows) -> bytes:

@@ -248,7 +248,7 @@ def test_formats_given_as_one_string_are_refused(tmp_path):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"profile_device": True}, "no device"),
+    ({"profile_device": "yes"}, "profile_device"),
     ({"sample_rate": -1}, "sample_rate"),
     ({"memory_interval": 0}, "interval"),
     ({"memory_uss": True}, "needs samples"),

@@ -11,52 +11,11 @@ from typing import Iterator
 
 import pytest
 
+from fake_device import FakeDevice
+
 from profiler import hierarchical_timer
 from profiler.gpu import DeviceTimingUnavailableError, device_time, set_device_events
 from profiler.tree.timer_tree import get_timer_tree
-
-
-class FakeEvent:
-    def __init__(self, device: str, at: float) -> None:
-        self.device = device
-        self.at = at  # when the fake device reaches it, in seconds
-        self.done = False
-
-
-class FakeDevice:
-    """A GPU that reaches events when told to; each event's device time is set by the test."""
-
-    def __init__(self) -> None:
-        self.recorded: list[FakeEvent] = []
-        self.device_clock = 0.0
-        self.synchronized: list[str] = []
-        self.waited = 0
-
-    def record(self, device: str) -> FakeEvent:
-        event = FakeEvent(device, self.device_clock)
-        self.recorded.append(event)
-        return event
-
-    def is_done(self, event: FakeEvent) -> bool:
-        return event.done
-
-    def wait(self, event: FakeEvent) -> None:
-        self.waited += 1
-        event.done = True
-
-    def elapsed(self, start: FakeEvent, end: FakeEvent) -> float:
-        assert start.done or end.done
-        return end.at - start.at
-
-    def synchronize(self, device: str) -> None:
-        self.synchronized.append(device)
-
-    def run_for(self, seconds: float) -> None:
-        self.device_clock += seconds
-
-    def finish_all(self) -> None:
-        for event in self.recorded:
-            event.done = True
 
 
 @pytest.fixture

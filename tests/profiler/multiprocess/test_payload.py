@@ -314,7 +314,7 @@ def with_step_row(**changes):
         (("someone.else", 1), "not an rlprof timer payload"),
         (replace(good_payload(), 1, 99), "version 99"),
         (replace(good_payload(), 1, 3), "version 3"),
-        (good_payload()[:13], "has 13 fields"),
+        (good_payload()[:14], "has 14 fields"),
         (replace(good_payload(), 4, 0), "sequence"),
         (replace(good_payload(), 6, 9.0), "ends before it starts"),
         (replace(good_payload(), 7, (0, ((-1, ""),))), "name"),

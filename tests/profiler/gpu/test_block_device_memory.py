@@ -1,0 +1,94 @@
+"""Specification of GPU memory per block (profiler.gpu.block_device_memory): each block's net
+allocation and its peak above what was allocated as it opened, an outer block's peak covering
+its inner blocks'. A fake allocator stands in for torch.cuda (CI has no GPU)."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+import profiler
+from profiler import hierarchical_timer
+from profiler.gpu import block_device_memory
+
+MIB = 1024 * 1024
+
+
+class FakeAllocator:
+    """torch.cuda's allocated and peak counters, moved by the test."""
+
+    def __init__(self) -> None:
+        self.current = 100 * MIB
+        self.highest = self.current
+
+    def allocate(self, size: int) -> None:
+        self.current += size
+        self.highest = max(self.highest, self.current)
+
+    def free(self, size: int) -> None:
+        self.current -= size
+
+    def allocated(self) -> int:
+        return self.current
+
+    def peak(self) -> int:
+        return self.highest
+
+    def reset_peak(self) -> None:
+        self.highest = self.current
+
+
+@pytest.fixture
+def allocator() -> Iterator[FakeAllocator]:
+    fake = FakeAllocator()
+    block_device_memory.set_block_memory_backend(fake)
+    block_device_memory.track_block_memory("cuda")
+    yield fake
+    block_device_memory.stop_tracking_block_memory()
+    block_device_memory.set_block_memory_backend(None)
+
+
+def section() -> dict[tuple[str, ...], dict]:
+    return {tuple(entry["path"]): entry for entry in profiler.get_timer_tree()["device_memory"]}
+
+
+def test_a_block_s_net_allocation_is_what_it_left_allocated(allocator):
+    with hierarchical_timer("update"):
+        allocator.allocate(64 * MIB)
+    assert section()[("update",)]["net_bytes"] == 64 * MIB
+
+
+def test_a_block_s_peak_is_the_most_it_held_above_its_start(allocator):
+    with hierarchical_timer("update"):
+        allocator.allocate(256 * MIB)
+        allocator.free(256 * MIB)
+    assert (section()[("update",)]["net_bytes"], section()[("update",)]["peak_bytes"]) == (0, 256 * MIB)
+
+
+def test_an_outer_block_s_peak_covers_its_inner_blocks(allocator):
+    with hierarchical_timer("step"):
+        with hierarchical_timer("forward"):
+            allocator.allocate(300 * MIB)
+            allocator.free(300 * MIB)
+        with hierarchical_timer("backward"):
+            allocator.allocate(10 * MIB)
+    figures = section()
+    assert figures[("step",)]["peak_bytes"] == 300 * MIB
+    assert figures[("step", "backward")]["peak_bytes"] == 10 * MIB
+
+
+def test_calls_add_up_net_and_keep_the_largest_peak(allocator):
+    for size in (10 * MIB, 30 * MIB):
+        with hierarchical_timer("update"):
+            allocator.allocate(size)
+    entry = section()[("update",)]
+    assert (entry["calls"], entry["net_bytes"], entry["peak_bytes"]) == (2, 40 * MIB, 30 * MIB)
+
+
+def test_without_a_gpu_tracking_says_what_is_missing():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(RuntimeError, match="needs PyTorch with a GPU visible"):
+        block_device_memory.track_block_memory("cuda")

@@ -47,7 +47,15 @@ def _operator(entry: Any, where: str) -> dict[str, Any]:
         for key, count in shapes.items()
     }
     operator["other_shapes"] = _whole(entry.get("other_shapes", 0), f"{where}.other_shapes", signed=False)
+    if "device_seconds" in entry:  # device self time: only where the source measured it
+        operator["device_seconds"] = _seconds(entry["device_seconds"], f"{where}.device_seconds")
     return operator
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"{where}: must be a number of seconds >= 0, got {str(value)[:40]}")
+    return float(value)
 
 
 def _text(value: Any, where: str) -> str:

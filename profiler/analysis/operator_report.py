@@ -135,9 +135,11 @@ def operator_report(
     if pattern is not None:
         rows = [row for row in rows if pattern.search(row.name) or pattern.search("/".join(row.path))]
     rows = [row for row in rows if row.self_time >= min_time and (max_time is None or row.self_time <= max_time)]
-    order = order_by if order_by in OPERATOR_ORDER_KEYS else "self"
-    rows.sort(key=lambda row: _order_value(row, order), reverse=not ascending)
     missing, sentence = not_recorded(section)
+    order = order_by if order_by in OPERATOR_ORDER_KEYS else "self"
+    if order == "device" and "device self time" in missing:
+        order = "self (no device time recorded)"
+    rows.sort(key=lambda row: _order_value(row, order.split(" ")[0]), reverse=not ascending)
     return OperatorReport(rows=rows if top is None else rows[:top], rows_matched=len(rows),
                           operators_in_run=in_run, self_time=total_self, by_type=by_type,
                           order_by=order, ascending=ascending, not_recorded=sentence,

@@ -31,8 +31,10 @@ A file that is not SQLite, or SQLite without ``NVTX_EVENTS``, is refused with on
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import sqlite3
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,8 +63,11 @@ _GPU_WORK_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", 
 
 
 def is_sqlite_file(path: str | Path) -> bool:
-    """Whether ``path`` starts like an SQLite database (False for what cannot be read)."""
+    """Whether ``path`` is a regular file that starts like an SQLite database (False for what
+    cannot be read, and for a pipe or a device, whose first bytes reading would consume)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with open(path, "rb") as file:
             return file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:

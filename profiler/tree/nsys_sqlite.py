@@ -59,6 +59,8 @@ _APPENDED = re.compile(r", (?:seq|stashed seq|sizes|dtypes|op_id|input_op_ids) ?
 _TORCH_SEQUENCE = re.compile(r", (?:stashed )?seq ?=")
 _WORKER_CATEGORY = re.compile(r"^worker (\d+) \(pid \d+\)$")
 
+_NO_RANGES: list = []  # one shared list, so that its start times are cached once (by its id)
+
 _GPU_WORK_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 
 
@@ -171,9 +173,9 @@ def _nest(ranges: list[_Range]) -> dict[int, list[_Range]]:
         stack: list[_Range] = []
         outermost = roots.setdefault(thread, [])
         for item in items:
-            while stack and stack[-1].end <= item.start and stack[-1].end != stack[-1].start:
-                stack.pop()
-            while stack and item.end > stack[-1].end:  # overlaps without nesting: a sibling
+            # Ranges that ended by this one's start are closed; one that overlaps this one
+            # without holding it whole (start/end ranges need not nest) is not its parent.
+            while stack and (stack[-1].end <= item.start or item.end > stack[-1].end):
                 stack.pop()
             (stack[-1].children if stack else outermost).append(item)
             stack.append(item)
@@ -188,6 +190,7 @@ def _attribute_gpu_work(connection: sqlite3.Connection, tables: set[str],
         return 0, 0
     unattributed = 0
     work_count = 0
+    starts: dict[int, list[int]] = {}
     for table in _GPU_WORK_TABLES:
         if table not in tables:
             continue
@@ -198,7 +201,7 @@ def _attribute_gpu_work(connection: sqlite3.Connection, tables: set[str],
         for thread, launched, duration, device_id in connection.execute(query):
             work_count += 1
             duration = max(0, duration or 0)
-            innermost = _innermost(roots.get(thread, []), launched)
+            innermost = _innermost(roots.get(thread, _NO_RANGES), launched, starts)
             if innermost is None:
                 unattributed += duration
             else:
@@ -207,12 +210,15 @@ def _attribute_gpu_work(connection: sqlite3.Connection, tables: set[str],
     return unattributed, work_count
 
 
-def _innermost(ranges: list[_Range], moment: int) -> _Range | None:
+def _innermost(ranges: list[_Range], moment: int, starts: dict[int, list[int]]) -> _Range | None:
     """The innermost range open at ``moment`` among ``ranges`` (siblings in order of start) and
-    their nested ranges."""
+    their nested ranges: a binary search per level. ``starts`` keeps each list's start times."""
     found = None
     while ranges:
-        index = bisect.bisect_right([item.start for item in ranges], moment) - 1
+        times = starts.get(id(ranges))
+        if times is None:
+            times = starts[id(ranges)] = [item.start for item in ranges]
+        index = bisect.bisect_right(times, moment) - 1
         if index < 0 or not ranges[index].start <= moment < ranges[index].end:
             break
         found = ranges[index]

@@ -164,3 +164,22 @@ def test_the_export_is_opened_read_only(capture):
     load_timing_tree(capture)
     assert capture.read_bytes() == before
     assert json.dumps(read_nsys_sqlite(capture))  # the document is plain JSON data
+
+
+def test_a_range_that_overlaps_another_without_nesting_is_its_sibling(tmp_path):
+    export = NsysExport(tmp_path / "overlap.sqlite")
+    export.range(0, 1_000, TRAINER, "load")
+    export.range(500, 2_000, TRAINER, "compute")  # a start/end range may outlive the one it began in
+    tree = load_timing_tree(export.close())
+    assert sorted(item["name"] for item in tree["children"]) == ["compute", "load"]
+
+
+def test_many_kernels_over_many_ranges_are_attributed_each_to_its_own(tmp_path):
+    export = NsysExport(tmp_path / "many.sqlite")
+    for index in range(2_000):
+        start = index * 100
+        export.range(start, start + 90, TRAINER, f"step {index % 4}")
+        export.kernel(start + 10, TRAINER, start + 20, start + 30)
+    document = read_nsys_sqlite(export.close())
+    totals = {entry["path"][0]: entry["total"] for entry in document["device_time"]}
+    assert totals == {f"step {index}": pytest.approx(500 * 10e-9) for index in range(4)}

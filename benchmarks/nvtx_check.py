@@ -16,6 +16,7 @@ What it checks:
   PyTorch's profiler;
 * ``autograd ranges by default``: ``emit_nvtx()`` turns them on by itself where torch has a GPU;
 * ``capture range``: ``capture_range()`` and ``capture_steps()`` call cudaProfilerStart/Stop;
+* ``worker rule``: an env worker gets PyTorch's ranges by default only once it uses the GPU;
 * ``nsys``: where Nsight Systems is found, a child program runs under ``nsys profile`` (with
   ``--capture-range=cudaProfilerApi`` and ``capture_steps``), its report is exported as SQLite and
   read by rlprof: the ranges must be rlprof's blocks with PyTorch's ops inside, the raw export must
@@ -159,6 +160,32 @@ def check_autograd_ranges(checks: Checks, torch) -> None:
         checks.add("FAIL", "real NVTX backend", short(error))
 
 
+WORKER_RULE = textwrap.dedent("""
+    import torch
+    from profiler.gpu.autograd_ranges import autograd_ranges_wanted
+    before = autograd_ranges_wanted(None, in_worker=True)
+    torch.zeros(1, device="cuda")
+    print(before, autograd_ranges_wanted(None, in_worker=True), autograd_ranges_wanted(None))
+""")
+
+
+def check_worker_rule(checks: Checks) -> None:
+    """A process that imported torch but made no CUDA context gets no autograd ranges as a
+    worker (they would make one); once it uses the GPU it does."""
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    try:
+        run = subprocess.run([sys.executable, "-c", WORKER_RULE], capture_output=True, text=True, timeout=30,
+                             env=environment)
+    except subprocess.TimeoutExpired:
+        checks.add("FAIL", "worker rule", "the probe did not finish in 30 s")
+        return
+    answer = run.stdout.split()
+    expected = ["False", "True", "True"]
+    checks.add("PASS" if answer == expected else "FAIL", "worker rule",
+               f"a worker without a CUDA context: {answer[:1]}, with one: {answer[1:2]}, the trainer: {answer[2:3]}"
+               + ("" if answer == expected else f" (expected {expected}; {run.stderr.strip()[-200:]})"))
+
+
 def check_capture_range(checks: Checks, torch) -> None:
     from profiler.gpu import capture_range, capture_steps
 
@@ -284,6 +311,7 @@ def main() -> int:
                    f"Python {sys.version.split()[0]}")
         check_autograd_ranges(checks, torch)
         check_capture_range(checks, torch)
+        check_worker_rule(checks)
         check_nsys(checks, deadline)
     if arguments.markdown is not None:
         arguments.markdown.write_text(checks.markdown())

@@ -12,8 +12,9 @@ device as it starts and stops, and a CPU-only build refuses (torch 2.13.0+cpu ra
 ``AssertionError: Torch not compiled with CUDA enabled``). So:
 
 * ``autograd=None`` (the default): PyTorch's ranges are added where the program already imported
-  torch and torch sees a GPU; elsewhere only rlprof's block ranges are emitted (rlprof never
-  imports torch into a program that did not).
+  torch and torch sees a GPU — in an env worker, only where the worker itself already uses the
+  GPU (its CUDA context is made), since PyTorch's emit_nvtx would make one; elsewhere only
+  rlprof's block ranges are emitted (rlprof never imports torch into a program that did not).
 * ``autograd=True``: required; an error says why not where torch or its GPU is missing.
 * ``autograd=False``: rlprof's block ranges only.
 
@@ -65,7 +66,7 @@ def _torch_unavailable_reason(torch_module: Any) -> str | None:
     return None
 
 
-def autograd_ranges_wanted(autograd: bool | None) -> bool:
+def autograd_ranges_wanted(autograd: bool | None, *, in_worker: bool = False) -> bool:
     """Whether PyTorch's ranges go with rlprof's, for ``emit_nvtx(autograd=...)``.
 
     Raises :class:`AutogradRangesUnavailableError` for ``autograd=True`` where they cannot run,
@@ -78,6 +79,10 @@ def autograd_ranges_wanted(autograd: bool | None) -> bool:
         # Only a program that imported torch itself gets torch's ranges by default.
         torch_module = sys.modules.get("torch")
         if torch_module is None or _torch_unavailable_reason(torch_module) is not None:
+            return False
+        # An env worker that has not used the GPU itself is left without a CUDA context (which
+        # PyTorch's emit_nvtx would make, and a worker forked from a CUDA trainer cannot have).
+        if in_worker and not torch_module.cuda.is_initialized():
             return False
         reason = None
     else:

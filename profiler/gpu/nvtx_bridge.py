@@ -246,7 +246,7 @@ def apply_nvtx(settings: NvtxSettings | None, worker_index: int | None = None) -
             return
         backend = resolve_backend(settings.backend)
         try:
-            autograd = autograd_ranges_wanted(settings.autograd)
+            autograd = autograd_ranges_wanted(settings.autograd, in_worker=worker_index is not None)
         except AutogradRangesUnavailableError as error:
             raise NvtxUnavailableError(str(error)) from None
         # PyTorch's ranges first: if they fail to start, nothing has changed.

@@ -116,6 +116,8 @@ def read_nsys_sqlite(path: str | Path) -> dict[str, Any]:
         return _read(connection, source)
     except sqlite3.DatabaseError as error:
         raise TimerFileError(f"{source}: not a readable Nsight Systems export: {error}") from None
+    except (TypeError, ValueError) as error:  # a time that is not a number, a name that is not text
+        raise TimerFileError(f"{source}: a damaged Nsight Systems export: a value of the wrong kind ({error})") from None
     finally:
         connection.close()
 
@@ -136,7 +138,7 @@ def _read(connection: sqlite3.Connection, source: Path) -> dict[str, Any]:
     domain = "domainId" if "domainId" in columns else "0"
     category = "category" if "category" in columns else "0"
     rows = connection.execute(
-        f"SELECT start, end, eventType, globalTid, {text}, {text_id}, {domain}, {category} FROM NVTX_EVENTS")
+        f'SELECT start, "end", eventType, globalTid, {text}, {text_id}, {domain}, {category} FROM NVTX_EVENTS')
     domains: dict[int, str] = {}
     categories: dict[tuple[int, int], str] = {}
     raw_ranges = []
@@ -195,7 +197,7 @@ def _attribute_gpu_work(connection: sqlite3.Connection, tables: set[str],
         if table not in tables:
             continue
         device = "work.deviceId" if "deviceId" in _columns(connection, table) else "0"
-        query = (f"SELECT runtime.globalTid, runtime.start, work.end - work.start, {device} "
+        query = (f'SELECT runtime.globalTid, runtime.start, work."end" - work.start, {device} '
                  f"FROM {table} AS work JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS runtime "
                  "ON work.correlationId = runtime.correlationId")
         for thread, launched, duration, device_id in connection.execute(query):

@@ -183,3 +183,12 @@ def test_many_kernels_over_many_ranges_are_attributed_each_to_its_own(tmp_path):
     document = read_nsys_sqlite(export.close())
     totals = {entry["path"][0]: entry["total"] for entry in document["device_time"]}
     assert totals == {f"step {index}": pytest.approx(500 * 10e-9) for index in range(4)}
+
+
+@pytest.mark.parametrize("start, end, text", [("soon", 10, "step"), (0, 10, b"\xff\xfe")])
+def test_a_value_of_the_wrong_kind_is_one_clear_line(tmp_path, start, end, text):
+    export = NsysExport(tmp_path / "odd.sqlite")
+    export.connection.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, text) VALUES (?, ?, 59, ?, ?)",
+                              (start, end, TRAINER, text))
+    with pytest.raises(TimerFileError, match="a damaged Nsight Systems export: a value of the wrong kind"):
+        load_timing_tree(export.close())

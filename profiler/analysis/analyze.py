@@ -31,7 +31,7 @@ from typing import Any
 
 from profiler.tree import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
-from profiler.analysis.block_stats import BlockStat, block_rows, matches_type, select_blocks
+from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
@@ -51,7 +51,10 @@ __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalys
            "render_analysis"]
 
 ANALYZE_FORMATS = ("table", "json", "csv")
-ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max", "memory")
+ANALYZE_ORDER_KEYS = ("total", "self", "count", "avg", "min", "max", "memory", "flops", "device")
+
+OPERATOR_ONLY_ORDER_KEYS = ("flops", "device")
+"""Keys only operators have (computation, device self time): the blocks stay ordered by total."""
 
 
 @dataclass
@@ -128,6 +131,8 @@ class RunAnalysis:
     operators: OperatorReport | None = None
     device: dict[str, Any] = field(default_factory=dict)
     device_text: str | None = None
+    blocks_ordered_by: str | None = None
+    """The blocks' order where it differs from the one asked for (an operator-only key)."""
 
     @property
     def untimed_share(self) -> float | None:
@@ -157,7 +162,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         rows = [row for row in rows if row.domain == options.domain]
     if options.grouped:
         rows = aggregate_blocks(rows, options.aggregate_by, options.aggregate or "sum")
-    matched = _selected(rows, options)
+    order = blocks_order(rows, options, has_operators=bool(tree.get("operators")))
+    matched = _selected(rows, options, order)
     measurements = read_measurements(tree)
     breakdowns = step_breakdowns(tree, measurements)
     return RunAnalysis(
@@ -182,11 +188,24 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
                                   max_time=options.max_time, top=options.top),
         device=device_document(tree),
         device_text=device_text(tree),
+        blocks_ordered_by=order if order != options.ordered_by else None,
     )
 
 
-def _selected(rows: list[BlockStat], options: AnalyzeOptions) -> list[BlockStat]:
+def blocks_order(rows: list[BlockStat], options: AnalyzeOptions, has_operators: bool) -> str:
+    """The order of the block table: the one asked for, or ``total`` for a key MegEngine orders
+    its operators by that the blocks lack (FLOPs, device time, memory untracked), so that the
+    command orders the operators instead of refusing."""
     order = options.ordered_by
+    if order in OPERATOR_ONLY_ORDER_KEYS and not has_operators:
+        raise ValueError(f"cannot order by {order!r}: only operators have it, and this run recorded none "
+                         "(profile with Profiler(record_operators=True), or read an Nsight capture)")
+    if order in OPERATOR_ONLY_ORDER_KEYS or (order == "memory" and has_operators and not has_allocations(rows)):
+        return "total"
+    return order
+
+
+def _selected(rows: list[BlockStat], options: AnalyzeOptions, order: str) -> list[BlockStat]:
     selected = select_blocks(rows, order_by="total" if order == "blocks" else order,
                              ascending=options.ascending, min_time=options.min_time,
                              max_time=options.max_time, pattern=options.pattern)
@@ -246,7 +265,9 @@ def _blocks_text(analysis: RunAnalysis, title: str, width: int) -> str:
     shown = f"{len(analysis.blocks)} of {analysis.blocks_matched}"
     if analysis.blocks_matched != analysis.blocks_in_run:
         shown += f" matching (of {analysis.blocks_in_run})"
-    order = f"{options.ordered_by}, {'smallest' if options.ascending else 'largest'} first"
+    order = f"{analysis.blocks_ordered_by or options.ordered_by}, {'smallest' if options.ascending else 'largest'} first"
+    if analysis.blocks_ordered_by:
+        order += f" (blocks have no {options.ordered_by}: the operators below are ordered by it)"
     header = (f"{fit_left(title, width - 35)}: wall time {format_seconds(analysis.wall_time)}\n"
               f"untimed (outside any block): {format_seconds(analysis.untimed)} "
               f"({format_percent(analysis.untimed_share)} of wall time)\n"
@@ -260,7 +281,7 @@ def _blocks_text(analysis: RunAnalysis, title: str, width: int) -> str:
     # Per-call extremes and allocations take columns from the block paths: shown when ordered by.
     table = blocks_as_table(analysis.blocks, analysis.wall_time, width=width,
                             extremes=options.ordered_by in ("min", "max"),
-                            allocations=options.ordered_by == "memory",
+                            allocations=(analysis.blocks_ordered_by or options.ordered_by) == "memory",
                             cumulative=options.cumulative, groups=options.grouped)
     return f"{header}\n{table}"
 

@@ -5,18 +5,25 @@ One row per operator block (``aten::addmm`` under ``policy.forward``, its path),
 ``--aggregate-by type``, one per operator type (``aten::addmm`` wherever it ran). Columns, with
 MegEngine's names:
 
+``device``      device self time: the GPU work the operator itself launched, where the run
+                measured it (an Nsight Systems capture read by ``rlprof analyze capture.sqlite``,
+                or PyTorch's profiler with CUDA); the column is left out where none was;
 ``self``        host time in the operator outside the operators it called;
 ``cumulative``  the share of all operators' self time the rows so far account for;
 ``total``       host time, the operators it called included; ``count`` its calls;
 ``FLOPs``       the computation (PyTorch counts it for matrix multiplications and
-                convolutions only) and ``FLOPS`` per second of the operator's host time;
+                convolutions only) and ``FLOPS`` per second of the operator's device self time
+                where measured, else of its host time;
 ``memory``      the host memory the operator allocated minus what it freed (CPU);
 ``in_shapes``   its most frequent input shapes.
 
-PyTorch's CPU profiler cannot give MegEngine's device self time, bandwidth or ``out_shapes``:
-the report says so rather than print empty columns. ``--type`` keeps operator types (``aten::addmm``
-or ``addmm``), ``--filter`` searches names and paths, ``--min-time``/``--max-time`` bound the
-self time, ``--order-by`` takes ``self`` (default), ``total``, ``count``, ``flops``, ``memory``.
+What the run cannot give is named under the table rather than printed as empty columns:
+``bandwidth`` and ``out_shapes`` always (no source counts the bytes an operator reads and writes,
+and PyTorch's profiler records input shapes only), device self time where no device time was
+measured, and FLOPs, memory and in_shapes for an Nsight capture (NVTX ranges carry none).
+``--type`` keeps operator types (``aten::addmm`` or ``addmm``), ``--filter`` searches names and
+paths, ``--min-time``/``--max-time`` bound the self time, ``--order-by`` takes ``self``
+(default), ``total``, ``count``, ``flops``, ``memory``, ``device``.
 """
 
 from __future__ import annotations
@@ -32,10 +39,27 @@ from profiler.analysis.text_format import format_percent, format_seconds
 __all__ = ["OPERATOR_ORDER_KEYS", "NOT_RECORDED", "OperatorReport", "OperatorRow", "operator_report",
            "operators_document", "operators_text"]
 
-OPERATOR_ORDER_KEYS = ("self", "total", "count", "flops", "memory")
+OPERATOR_ORDER_KEYS = ("self", "total", "count", "flops", "memory", "device")
 
 NOT_RECORDED = ("device self time, bandwidth and out_shapes: not recorded (PyTorch's profiler "
                 "ran on the CPU, which gives host time, FLOPs, CPU memory and input shapes only)")
+"""What a run of PyTorch's CPU profiler cannot give, as the report words it."""
+
+
+def not_recorded(section: dict[str, Any]) -> tuple[list[str], str]:
+    """MegEngine's columns this run's operator section cannot fill, and the sentence saying why."""
+    has_device = any("device_self" in entry for entry in section["operators"])
+    if section.get("source") == "nsys":
+        missing = ["computation (FLOPs)", "FLOPS", "memory", "bandwidth", "in_shapes", "out_shapes"]
+        if not has_device:
+            missing.insert(0, "device self time")
+        return missing, (f"{', '.join(missing)}: not recorded (an Nsight Systems capture gives "
+                         "ranges and their GPU work; NVTX ranges carry no FLOPs, memory or shapes)")
+    if not has_device:
+        return ["device self time", "bandwidth", "out_shapes"], NOT_RECORDED
+    return ["bandwidth", "out_shapes"], ("bandwidth and out_shapes: not recorded (PyTorch's profiler "
+                                         "counts no bytes an operator reads or writes, and records "
+                                         "input shapes only)")
 
 
 @dataclass
@@ -53,10 +77,13 @@ class OperatorRow:
     places: int = 1
     block: str = ""
     """The rlprof block the operator ran in (its operator callers left out); empty at the root."""
+    device_seconds: float | None = None
+    """Device self time, where the run measured it."""
 
     @property
     def flops_per_second(self) -> float | None:
-        return self.flops / self.total if self.flops and self.total > 0 else None
+        seconds = self.device_seconds if self.device_seconds else self.total
+        return self.flops / seconds if self.flops and seconds > 0 else None
 
     @property
     def common_shapes(self) -> str:
@@ -77,6 +104,8 @@ class OperatorReport:
     order_by: str
     ascending: bool
     not_recorded: str = NOT_RECORDED
+    not_recorded_columns: tuple[str, ...] = ("device self time", "bandwidth", "out_shapes")
+    has_device_time: bool = False
 
 
 def operator_report(
@@ -106,11 +135,16 @@ def operator_report(
     if pattern is not None:
         rows = [row for row in rows if pattern.search(row.name) or pattern.search("/".join(row.path))]
     rows = [row for row in rows if row.self_time >= min_time and (max_time is None or row.self_time <= max_time)]
+    missing, sentence = not_recorded(section)
     order = order_by if order_by in OPERATOR_ORDER_KEYS else "self"
-    rows.sort(key=lambda row: _order_value(row, order), reverse=not ascending)
+    if order == "device" and "device self time" in missing:
+        order = "self (no device time recorded)"
+    rows.sort(key=lambda row: _order_value(row, order.split(" ")[0]), reverse=not ascending)
     return OperatorReport(rows=rows if top is None else rows[:top], rows_matched=len(rows),
                           operators_in_run=in_run, self_time=total_self, by_type=by_type,
-                          order_by=order, ascending=ascending)
+                          order_by=order, ascending=ascending, not_recorded=sentence,
+                          not_recorded_columns=tuple(missing),
+                          has_device_time="device self time" not in missing)
 
 
 def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
@@ -125,6 +159,7 @@ def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
                 count=child["count"], flops=entry.get("flops", 0),
                 cpu_memory_bytes=entry.get("cpu_memory_bytes", 0),
                 input_shapes=dict(entry.get("input_shapes", {})), block=block,
+                device_seconds=entry.get("device_self"),
             )
         else:
             child_block = "/".join(child_path)
@@ -146,6 +181,8 @@ def _by_type(rows: list[OperatorRow]) -> list[OperatorRow]:
         group.flops += row.flops
         group.cpu_memory_bytes += row.cpu_memory_bytes
         group.places += 1
+        if row.device_seconds is not None:
+            group.device_seconds = (group.device_seconds or 0.0) + row.device_seconds
         for shapes, calls in row.input_shapes.items():
             group.input_shapes[shapes] = group.input_shapes.get(shapes, 0) + calls
     return list(groups.values())
@@ -158,7 +195,7 @@ def _is_of_type(name: str, wanted: str) -> bool:
 
 def _order_value(row: OperatorRow, order: str) -> float:
     return {"self": row.self_time, "total": row.total, "count": row.count, "flops": row.flops,
-            "memory": row.cpu_memory_bytes}[order]
+            "memory": row.cpu_memory_bytes, "device": row.device_seconds or 0.0}[order]
 
 
 # --- output ----------------------------------------------------------------------------------------
@@ -171,11 +208,12 @@ def operators_text(report: OperatorReport | None, width: int) -> str:
                 "Profiler(record_operators=True) records PyTorch's).")
     rows_are = "operator types" if report.by_type else "operators"
     order = f"{report.order_by}, {'smallest' if report.ascending else 'largest'} first"
+    device_header = f"{'device':>10} " if report.has_device_time else ""
     lines = [f"Operators (PyTorch): {len(report.rows)} of {report.rows_matched} {rows_are} "
              f"(of {report.operators_in_run}), by {order}; self time of all: "
              f"{format_seconds(report.self_time)}",
-             f"{'self':>10} {'cum':>6} {'total':>10} {'count':>7} {'FLOPs':>9} {'FLOPS':>9} "
-             f"{'memory':>9}  operator  in_shapes"]
+             f"{device_header}{'self':>10} {'cum':>6} {'total':>10} {'count':>7} {'FLOPs':>9} "
+             f"{'FLOPS':>9} {'memory':>9}  operator  in_shapes"]
     cumulative = 0.0
     prefix = 65
     for row in report.rows:
@@ -183,7 +221,10 @@ def operators_text(report: OperatorReport | None, width: int) -> str:
         share = cumulative / report.self_time if report.self_time > 0 else None
         flops_per_second = row.flops_per_second
         label = row.name if report.by_type else f"{row.name} in {row.block or '(no block)'}"
-        line = (f"{format_seconds(row.self_time):>10} {format_percent(share):>6} "
+        device = ""
+        if report.has_device_time:
+            device = f"{format_seconds(row.device_seconds) if row.device_seconds is not None else '-':>10} "
+        line = (f"{device}{format_seconds(row.self_time):>10} {format_percent(share):>6} "
                 f"{format_seconds(row.total):>10} {row.count:>7} {_quantity(row.flops):>9} "
                 f"{_quantity(flops_per_second):>9} {_bytes(row.cpu_memory_bytes):>9}  {label}  "
                 f"{row.common_shapes}")
@@ -206,12 +247,12 @@ def operators_document(report: OperatorReport | None) -> dict[str, Any] | None:
         "self_time": report.self_time,
         "rows_matched": report.rows_matched,
         "operators_in_run": report.operators_in_run,
-        "not_recorded": ["device_self_time", "bandwidth", "out_shapes"],
+        "not_recorded": [column.replace(" (FLOPs)", "").replace(" ", "_") for column in report.not_recorded_columns],
         "rows": [
             {"name": row.name, "path": list(row.path), "block": row.block, "self": row.self_time, "total": row.total,
              "count": row.count, "flops": row.flops, "flops_per_second": row.flops_per_second,
              "cpu_memory_bytes": row.cpu_memory_bytes, "input_shapes": row.input_shapes,
-             "places": row.places}
+             "places": row.places, "device_self_time": row.device_seconds}
             for row in report.rows
         ],
     }

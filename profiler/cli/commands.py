@@ -225,8 +225,9 @@ def _add_analyze(subparsers: Any) -> None:
                         help="keep blocks of this type: trainer, worker, domain (tasks and frames "
                         "of a profiler.Domain), or a block kind (the name up to its first dot: env "
                         "for env.step); repeat for several")
-    parser.add_argument("--filter", type=_pattern, default=None, metavar="REGEX",
-                        help="keep blocks whose name or path matches REGEX (Python syntax)")
+    parser.add_argument("--filter", "--opr-name", type=_pattern, default=None, metavar="REGEX",
+                        help="keep blocks and operators whose name or path matches REGEX (Python "
+                        "syntax; --opr-name is MegEngine's name for it)")
     parser.add_argument("--domain", default=None, metavar="NAME",
                         help="keep the blocks of this domain: the tasks and frames of "
                         "profiler.Domain(NAME)")

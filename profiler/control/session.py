@@ -37,6 +37,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
+from profiler.automatic import torch_phases
 from profiler.recording import events, memory
 from profiler.timing import timers
 from profiler.control.dump_outputs import write_formats
@@ -87,6 +88,10 @@ class Profiler:
         record_operators: record PyTorch's operators under the blocks that ran them, with their
             input shapes, FLOPs and CPU memory, through PyTorch's own profiler
             (:mod:`profiler.gpu.torch_ops`; MegEngine records its operators always). Needs torch.
+        with_scopes: MegEngine's module scopes: while the session runs, each outermost
+            ``nn.Module`` call is a ``<Module>.forward`` block, and ``backward`` and the
+            optimizer's ``step`` and ``zero_grad`` are blocks (:mod:`profiler.automatic.torch_phases`,
+            as ``rlprof run`` times them). Needs torch.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
@@ -119,6 +124,7 @@ class Profiler:
         name: str | None = None,
         dump_interval: float = DEFAULT_DUMP_INTERVAL,
         record_operators: bool = False,
+        with_scopes: bool = False,
     ) -> None:
         self._pid = os.getpid()
         self._device = _session_device(profile_device)
@@ -133,6 +139,10 @@ class Profiler:
             torch_ops.check_available()
         self._record_operators = record_operators
         self._recording_operators = False
+        if not isinstance(with_scopes, bool):
+            raise TypeError(f"with_scopes must be True or False, got {with_scopes!r}")
+        self._with_scopes = with_scopes and _torch_for_scopes() is not None
+        self._installed_scopes = False
         self._name = name
         self._depth = 0
         self._timer_stack: timers.TimerStack | None = None
@@ -177,6 +187,10 @@ class Profiler:
         if self._record_operators and not torch_ops.is_recording_operators():
             torch_ops.start_operators()
             self._recording_operators = True
+        # Hooks already installed (by rlprof run, another session) are left to their owner.
+        if self._with_scopes and not torch_phases.torch_phases_installed():
+            torch_phases.install_torch_phases(_torch_for_scopes())
+            self._installed_scopes = True
         return self
 
     def stop(self) -> None:
@@ -191,6 +205,9 @@ class Profiler:
             self._recording_operators = False
         if self._device is not None:
             device_time.set_default_device(self._device_before)
+        if self._installed_scopes:
+            torch_phases.uninstall_torch_phases()
+            self._installed_scopes = False
         if self._memory_sampling is not None:
             memory.sample_now()  # the memory as the profiled stretch ends
             if self._memory_before is None:
@@ -289,6 +306,15 @@ def _session_device(profile_device: bool | None) -> str | None:
         warnings.warn(f"Profiler(profile_device=True): device time is not recorded: {reason}",
                       RuntimeWarning, stacklevel=3)
     return None
+
+
+def _torch_for_scopes() -> Any:
+    """torch, for ``with_scopes``; ``ValueError`` saying what to install without it."""
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("with_scopes=True times PyTorch's modules and needs PyTorch: pip install torch") from None
+    return torch
 
 
 def _checked_formats(format_name: str, formats: Sequence[str] | None) -> tuple[str, ...]:

@@ -2,9 +2,10 @@
 
 While :class:`emit_nvtx` is active, every timer block of this process (``hierarchical_timer``,
 ``@timed``, a session's blocks) also opens an NVTX range of the same name as it opens and closes
-it as it closes. It is PyTorch's ``torch.autograd.profiler.emit_nvtx`` for rlprof's blocks rather
-than for autograd's ops, and the two combine: under ``nsys profile`` a trainer's ``update`` range
-holds the ``aten::`` ranges of the ops it ran.
+it as it closes. It is PyTorch's ``torch.autograd.profiler.emit_nvtx`` for rlprof's blocks, and it
+runs PyTorch's too where it can (see :mod:`profiler.gpu.autograd_ranges`): under ``nsys profile``
+a trainer's ``update`` range holds the ``aten::`` ranges of the ops it ran, each with its ``seq``
+and, on the backward pass, the ``stashed seq`` of the forward op it differentiates.
 
 Each range carries:
 
@@ -39,6 +40,7 @@ from typing import Any, Protocol
 from profiler.recording import events
 from profiler.timing import block_hooks, timers
 from profiler.gpu.argument_shapes import ArgumentShapes, describe_arguments
+from profiler.gpu.autograd_ranges import AutogradRanges, AutogradRangesUnavailableError, autograd_ranges_wanted
 from profiler.timing.timers import TimerNode
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "NvtxUnavailableError",
     "TorchNvtxBackend",
     "apply_nvtx",
+    "autograd_ranges_on",
     "emit_nvtx",
     "is_emitting",
     "nvtx_settings",
@@ -152,11 +155,14 @@ class NvtxSettings:
     """What an active bridge does, as plain data that travels to env workers.
 
     ``backend`` is a name (each process resolves it itself) or a backend object, which must then
-    pickle to reach workers started with ``spawn`` (tests inject one this way).
+    pickle to reach workers started with ``spawn`` (tests inject one this way). ``autograd``:
+    PyTorch's autograd ranges too (True), not (False), or where torch is imported and has a GPU
+    (None); each process decides for itself.
     """
 
     record_shapes: bool = False
     backend: Any = None
+    autograd: bool | None = None
 
 
 class _Bridge:
@@ -173,6 +179,7 @@ class _Bridge:
         self.open_runs: dict[TimerNode, tuple[int, ArgumentShapes | None]] = {}
         # One count for the life of the process, so that seq never repeats within it.
         self.sequence = itertools.count()
+        self.autograd = AutogradRanges()
 
     def on_enter(self, node: TimerNode) -> None:
         sequence = next(self.sequence)
@@ -215,6 +222,7 @@ def _label_span(node: TimerNode, run: tuple[int, ArgumentShapes | None]) -> None
 
 
 _bridge = _Bridge()
+os.register_at_fork(after_in_child=_bridge.autograd.forget)
 
 
 def process_category(worker_index: int | None = None) -> str:
@@ -230,11 +238,19 @@ def apply_nvtx(settings: NvtxSettings | None, worker_index: int | None = None) -
     bridge = _bridge
     with bridge.lock:
         if settings is None:
+            # PyTorch's ranges end before rlprof's, so that they nest inside the blocks' ranges.
+            bridge.autograd.switch(False, False)
             block_hooks.observe_blocks(None, None, companion="nvtx")
             timers.set_argument_describer(None)
             bridge.settings = bridge.backend = None
             return
         backend = resolve_backend(settings.backend)
+        try:
+            autograd = autograd_ranges_wanted(settings.autograd, in_worker=worker_index is not None)
+        except AutogradRangesUnavailableError as error:
+            raise NvtxUnavailableError(str(error)) from None
+        # PyTorch's ranges first: if they fail to start, nothing has changed.
+        bridge.autograd.switch(autograd, settings.record_shapes)
         bridge.backend = backend
         bridge.category = process_category(worker_index)
         bridge.settings = settings
@@ -246,12 +262,19 @@ def apply_nvtx(settings: NvtxSettings | None, worker_index: int | None = None) -
             block_hooks.observe_blocks(bridge.on_enter, bridge.on_exit, companion="nvtx")
 
 
-def start_nvtx(record_shapes: bool = False, backend: str | NvtxBackend | None = None) -> NvtxSettings:
+def autograd_ranges_on() -> bool:
+    """Whether PyTorch's autograd ranges are being emitted in this process now."""
+    return _bridge.autograd.on
+
+
+def start_nvtx(record_shapes: bool = False, backend: str | NvtxBackend | None = None,
+               autograd: bool | None = None) -> NvtxSettings:
     """Emit an NVTX range for every block of this process (and of env workers) from now on;
     returns the settings in force. See :class:`emit_nvtx`."""
     if not isinstance(record_shapes, bool):
         raise TypeError(f"emit_nvtx: record_shapes must be True or False, got {record_shapes!r}")
-    settings = NvtxSettings(record_shapes=record_shapes, backend=backend)
+    _check_autograd(autograd)
+    settings = NvtxSettings(record_shapes=record_shapes, backend=backend, autograd=autograd)
     apply_nvtx(settings)
     return settings
 
@@ -259,6 +282,11 @@ def start_nvtx(record_shapes: bool = False, backend: str | NvtxBackend | None = 
 def stop_nvtx() -> None:
     """Stop emitting ranges. Blocks open now keep the range they opened until the thread ends."""
     apply_nvtx(None)
+
+
+def _check_autograd(autograd: Any) -> None:
+    if autograd is not None and not isinstance(autograd, bool):
+        raise TypeError(f"emit_nvtx: autograd must be True, False or None, got {autograd!r}")
 
 
 def nvtx_settings() -> NvtxSettings | None:
@@ -279,19 +307,25 @@ class emit_nvtx:
     ranges and spans; it costs a description of the arguments per call, so it is off by default.
     ``backend``: ``"nvtx"``, ``"torch"`` or an object with ``push_range(message, sequence,
     category)`` and ``pop_range()``; by default the ``nvtx`` package if installed, else torch's.
-    Entering raises :class:`NvtxUnavailableError` if there is none. Leaving restores what was in
-    force before (nothing, or an outer ``emit_nvtx``'s settings).
+    ``autograd``: also run PyTorch's ``emit_nvtx(record_shapes=...)``, a range per autograd op
+    with ``seq`` / ``stashed seq`` (True; None, the default: where the program imported torch and
+    torch sees a GPU; False: never); see :mod:`profiler.gpu.autograd_ranges`.
+    Entering raises :class:`NvtxUnavailableError` if there is no backend, or ``autograd=True``
+    cannot be had. Leaving restores what was in force before (nothing, or an outer
+    ``emit_nvtx``'s settings); PyTorch's ranges stop before rlprof's.
     """
 
     def __init__(
-        self, enabled: bool = True, record_shapes: bool = False, *, backend: str | NvtxBackend | None = None
+        self, enabled: bool = True, record_shapes: bool = False, *, backend: str | NvtxBackend | None = None,
+        autograd: bool | None = None,
     ) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(f"emit_nvtx: enabled must be True or False, got {enabled!r}")
         if not isinstance(record_shapes, bool):
             raise TypeError(f"emit_nvtx: record_shapes must be True or False, got {record_shapes!r}")
+        _check_autograd(autograd)
         self.enabled = enabled
-        self.settings = NvtxSettings(record_shapes=record_shapes, backend=backend)
+        self.settings = NvtxSettings(record_shapes=record_shapes, backend=backend, autograd=autograd)
         self._previous: NvtxSettings | None = None
 
     def __enter__(self) -> emit_nvtx:

@@ -15,6 +15,7 @@ from typing import Any
 
 from profiler.tree import strict_json
 from profiler.tree.atomic_file import write_atomically
+from profiler.tree.nsys_sqlite import is_sqlite_file, read_nsys_sqlite
 from profiler.tree.strict_json import named_reading
 from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, read_timer_document
 from profiler.tree.timer_tree import get_timer_tree
@@ -119,7 +120,8 @@ def _named_gauges(gauges: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a timer JSON file (rlprof's or ML-Agents') into the normalized shape.
+    """Read a timer JSON file (rlprof's or ML-Agents') into the normalized shape; an Nsight
+    Systems SQLite export (``nsys export --type sqlite``) is read as one too.
 
     Raises :class:`TimerFileError` with a one-line reason for a missing file, text that is not
     JSON, JSON that is not a timer tree (including negative or non-finite times, counts beyond
@@ -127,7 +129,8 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     file too large for the memory available (see :mod:`profiler.tree.memory_check`).
     """
     source = Path(path)
-    document = read_timer_document(source)
+    # An Nsight Systems SQLite export reads as a tree too (profiler.tree.nsys_sqlite).
+    document = read_nsys_sqlite(source) if is_sqlite_file(source) else read_timer_document(source)
     try:
         return normalize_timing_tree(document)
     except TimerFileError as error:

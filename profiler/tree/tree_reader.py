@@ -78,8 +78,9 @@ class _Reader:
         untimed_samples = document.get("untimed_samples")
         if untimed_samples is not None:
             tree["untimed_samples"] = self.untimed_samples(untimed_samples)
-        # Checked where they are read (profiler.analysis.machine_figures): a damaged one is
-        # reported there and ignored, never a reason to refuse the whole file.
+        # Checked where they are read (profiler.analysis.machine_figures; device_time by the
+        # device-time readers): a damaged one is reported there and ignored, never a reason to
+        # refuse the whole file.
         for section in ("scheduling", "machine_load", "device_time", "device_memory"):
             if section in document:
                 tree[section] = document[section]

@@ -206,8 +206,9 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
 def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
     """``step`` timed inline (the stack's nodes set as a ``with`` block would, in half its cost:
     a SyncVectorEnv of cheap envs makes several calls per vector step), on the thread that built
-    the env; any other thread, and ``reset``, through ``hierarchical_timer``. An inline call
-    records no timeline span: the vector step around it does."""
+    the env, while no companion watches blocks (``timers.plain_blocks``); while one does (the
+    timeline records, as under ``rlprof run``; memory sampling; NVTX ranges), on any other thread,
+    and for ``reset``, through ``hierarchical_timer``, so the companions see every call."""
     hierarchical_timer = timers.hierarchical_timer
     is_enabled = timers.is_enabled
     owner = threading.get_ident()
@@ -217,7 +218,7 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
     def timed_step(action: Any) -> Any:
         if not timing.active or not is_enabled():
             return step(action)
-        if threading.get_ident() != owner:
+        if not timers.plain_blocks or threading.get_ident() != owner:
             with hierarchical_timer("env.step"):
                 return step(action)
         parent = stack.current

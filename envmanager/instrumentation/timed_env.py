@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from multiprocessing.connection import Connection
 from typing import Any
 
 from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
@@ -35,7 +34,7 @@ from profiler.recording.memory import MemorySampling
 from profiler.recording.scheduling import SchedulingSampler
 from profiler.timing import timers
 
-from envmanager.instrumentation.channel import connect
+from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented"]
@@ -94,7 +93,7 @@ class WorkerShipping:
         self.scheduling = SchedulingSampler()
         self.stamps: list[float] = []
         self.open_envs = 0
-        self.connection: Connection | None = connect(
+        self.connection: WorkerEnd | None = connect(
             identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
         )
         self.lost = self.connection is None

@@ -77,6 +77,8 @@ class VectorEnvRecord:
         self.channel = [NEVER_CONNECTED] * envs
         self.pids: list[int | None] = [None] * envs
         self.refused = 0
+        self.vector_steps = 0
+        self.shipped_calls = [0] * envs  # env calls whose finish stamps arrived, per worker
         if not in_workers:
             self.merger = None
             return
@@ -96,13 +98,14 @@ class VectorEnvRecord:
                                        if 0 <= entry["worker_id"] < envs else None)
         self.merger.add_worker_section("untimed_samples", lambda entry: self.untimed_samples[entry["worker_id"]]
                                        if 0 <= entry["worker_id"] < envs else None)
-        self.merger.add_worker_section("channel", lambda entry: self.channel[entry["worker_id"]]
+        self.merger.add_worker_section("channel", lambda entry: self.channel_state(entry["worker_id"])
                                        if 0 <= entry["worker_id"] < envs else None)
 
     # --- the trainer's thread ----------------------------------------------------------------
 
     def step_done(self, waiting_since: float, end: float) -> None:
         """A vector step's results were read at ``end``; the trainer began waiting at ``waiting_since``."""
+        self.vector_steps += 1
         steps = self._steps
         steps.append((self.sent_at if self.sent_at is not None else waiting_since, waiting_since, end))
         self.sent_at = None
@@ -146,6 +149,7 @@ class VectorEnvRecord:
         self.cpu_waits[index].add(waits)
         if untimed is not None:
             self.untimed_samples[index] = untimed  # cumulative: the latest holds every sample
+        self.shipped_calls[index] += int(stamps.size)
         if stamps.size:
             with self._lock:
                 self._stamps[index].append(stamps)
@@ -214,4 +218,17 @@ class VectorEnvRecord:
         """One line per worker whose timers did not all arrive."""
         if not self.in_workers or not self.built:
             return []
-        return [f"{self.name} worker {index}: {state}" for index, state in enumerate(self.channel) if state != COMPLETE]
+        return [f"{self.name} worker {index}: {self.channel_state(index)}"
+                for index, state in enumerate(self.channel) if state != COMPLETE]
+
+    def channel_state(self, index: int) -> str | None:
+        """What worker ``index``'s channel delivered, in the dump's words; a channel cut short
+        says how much arrived against the steps the trainer took, so the reader sees how much is
+        missing."""
+        if not 0 <= index < self.envs:
+            return None
+        state = self.channel[index]
+        if state == CUT_SHORT:
+            return (f"{state} ({self.shipped_calls[index]} env calls arrived; the trainer took "
+                    f"{self.vector_steps} vector steps)")
+        return state

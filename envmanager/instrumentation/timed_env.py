@@ -100,6 +100,8 @@ class WorkerShipping:
         self.stack_sampler: StackSampler | None = None
         if identity.sample_stack and not self.lost:
             self.stack_sampler = StackSampler(interval=WORKER_INTERVAL, in_worker=True).start()
+            if self.stack_sampler.native_id is not None:  # rlprof's thread: its waits are not the program's
+                self.scheduling.ignore_thread(self.stack_sampler.native_id)
 
     def ship(self, last: bool = False) -> None:
         """Send what was measured since the previous shipment; ``last`` says goodbye and closes

@@ -93,6 +93,12 @@ class StackSampler:
         self._sampler.start()
         return self
 
+    @property
+    def native_id(self) -> int | None:
+        """The sampling thread's native id once started (a worker leaves its waits for a core
+        out of the program's figures)."""
+        return self._sampler.native_id if self._sampler is not None else None
+
     def stop(self) -> None:
         """Stop sampling and wait for the sampling thread to end."""
         self._stop.set()

@@ -2,8 +2,9 @@
 the CPU verdicts quote it for a plain ``AsyncVectorEnv`` or ``SubprocVecEnv`` program.
 
 The program (programs/cpu_burning_rollout.py) knows nothing of rlprof; it pins itself to two
-cores and reads each worker's ``/proc/<pid>/task/<tid>/schedstat`` around its steps: the figures
-the dump is checked against, never a clock.
+cores and reads the schedstat of each worker's env thread around its steps: the figures the dump
+is checked against, never a clock. The dump leaves out rlprof's own sampling thread in the worker,
+so a worker's waits never exceed its wall time.
 """
 
 from __future__ import annotations

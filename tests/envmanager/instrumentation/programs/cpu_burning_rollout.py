@@ -3,12 +3,12 @@
 ``python cpu_burning_rollout.py COUNTED.json --vec async --envs 6 --cpu 0.003 --steps 40`` pins
 itself (and so its workers) to two cores, steps envs that each burn ``--cpu`` seconds of their
 process's CPU time a step, in a Gymnasium ``AsyncVectorEnv`` or an SB3 ``SubprocVecEnv`` (fork),
-and writes, per worker, the run-queue delay its kernel counted over the steps, read from
-``/proc/<pid>/task/<tid>/schedstat`` beside the run: what the dump's figures are checked against.
+and writes, per worker, the run-queue delay its kernel counted over the steps for the thread that
+steps its env, read from ``/proc/<pid>/task/<pid>/schedstat`` beside the run: what the dump's
+figures are checked against.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import time
@@ -36,12 +36,9 @@ class CpuBurningEnv(gym.Env):
 
 
 def run_queue_seconds(pid):
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as file:
-                total += int(file.read().split()[1])
-    return total * 1e-9
+    """The run-queue delay of the worker's main thread, the one that steps its env."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as file:
+        return int(file.read().split()[1]) * 1e-9
 
 
 def main():

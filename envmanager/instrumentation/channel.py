@@ -8,7 +8,9 @@ who it is, and sends its timers every second or so and when its env closes.
 Failure never reaches the training run. A worker that cannot connect (within
 :data:`CONNECT_TIMEOUT_SECONDS`) or whose send fails stops shipping and goes on stepping; the
 trainer sees which workers never connected or whose connection ended without their last timers,
-and the dump says so. The trainer's side is daemon threads, so nothing of the channel keeps the
+and the dump says so. A worker sends with ``MSG_NOSIGNAL``: a channel closed under it is an error
+its shipping handles, never a ``SIGPIPE``, which would kill a worker whose program gave the signal
+its default action back. The trainer's side is daemon threads, so nothing of the channel keeps the
 trainer alive, and a worker's end is a socket, which keeps no process alive either.
 """
 
@@ -18,13 +20,16 @@ import contextlib
 import os
 import shutil
 import socket
+import struct
 import tempfile
 import threading
 import time
+import warnings
 from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
 
-__all__ = ["CONNECT_TIMEOUT_SECONDS", "ChannelServer", "connect"]
+__all__ = ["CONNECT_TIMEOUT_SECONDS", "ChannelServer", "WorkerEnd", "connect"]
 
 CONNECT_TIMEOUT_SECONDS = 5.0
 """How long a worker waits to connect before it gives up shipping its timers."""
@@ -83,7 +88,12 @@ class ChannelServer:
                     return
                 except Exception:  # noqa: BLE001 - a message that does not unpickle ends this peer only
                     return
-                self._on_message(number, message)
+                try:
+                    self._on_message(number, message)
+                except Exception as error:  # noqa: BLE001 - keep draining: a worker whose socket fills blocks
+                    warnings.warn(f"rlprof: a message of env worker connection {number} could not be "
+                                  f"taken in ({type(error).__name__}: {error}); dropped", RuntimeWarning,
+                                  stacklevel=1)
         finally:
             self._on_closed(number)
 
@@ -111,21 +121,43 @@ class ChannelServer:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def connect(address: str, hello: Any) -> Connection | None:
+_NO_SIGNAL = getattr(socket, "MSG_NOSIGNAL", 0)  # Linux; elsewhere a closed peer may still raise SIGPIPE
+
+
+class WorkerEnd:
+    """A worker's end of the channel: messages framed as ``multiprocessing``'s ``Connection``
+    frames them (the trainer reads them with one), written with ``MSG_NOSIGNAL``."""
+
+    __slots__ = ("_socket",)
+
+    def __init__(self, peer: socket.socket) -> None:
+        self._socket = peer
+
+    def send(self, message: Any) -> None:
+        """Send one message; ``OSError`` when the channel is closed or broken."""
+        data = bytes(ForkingPickler.dumps(message))
+        size = len(data)
+        header = struct.pack("!i", size) if size <= 0x7FFFFFFF else struct.pack("!iQ", -1, size)
+        self._socket.sendall(header + data, _NO_SIGNAL)
+
+    def close(self) -> None:
+        self._socket.close()
+
+
+def connect(address: str, hello: Any) -> WorkerEnd | None:
     """The worker's end: connected and introduced, or None when the trainer cannot be reached."""
     peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         peer.settimeout(CONNECT_TIMEOUT_SECONDS)
         peer.connect(address)
         peer.settimeout(None)
-        connection = Connection(peer.detach())
     except OSError:
         peer.close()
         return None
+    end = WorkerEnd(peer)
     try:
-        connection.send(hello)
+        end.send(hello)
     except OSError:
-        connection.close()
+        end.close()
         return None
-    return connection
-
+    return end

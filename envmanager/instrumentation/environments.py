@@ -7,9 +7,11 @@ The program's vector env classes, pipes, start methods and results stay its own.
   ``make_vec_env`` builds), so each env's ``step`` and ``reset`` are timed in the process that runs
   it (:mod:`.timed_env`, :mod:`.factories`), and times the envs ``gymnasium.make`` returns in the
   trainer;
-* has worker processes ship their timers, finish stamps and CPU samples over a channel of its own
-  (:mod:`.channel`), so the dump gets the ``workers`` section, the critical path and the env time
-  that a ``SubprocessEnvManager`` gives (:mod:`.vector_env_record`);
+* has worker processes ship their timers, finish stamps, CPU samples, waits for a core and
+  samples of their stacks outside the env calls over a channel of its own (:mod:`.channel`), so
+  the dump gets the ``workers`` section, the critical path, the env time and the scheduling
+  figures that a ``SubprocessEnvManager`` gives, and where each worker's untimed time went
+  (:mod:`.vector_env_record`);
 * times the vector step of those classes on the trainer's side (:mod:`.known_classes`).
 
 ``profiler`` reaches this through the ``rlprof.environments`` entry point
@@ -23,6 +25,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from profiler.automatic import stack_sampler
 from profiler.recording import events, memory
 from profiler.timing import timers
 
@@ -83,7 +86,9 @@ class EnvironmentInstrumentation:
         if known.in_workers:
             address = self._channel().address
             timeline, sampling = events.is_recording(), memory.sampling_settings()
-            wrapped = [TimedFactory(factory, self.trainer_pid, WorkerIdentity(address, vector_id, index, timeline, sampling))
+            sample_stack = stack_sampler.is_sampled(record.stack)
+            wrapped = [TimedFactory(factory, self.trainer_pid,
+                                    WorkerIdentity(address, vector_id, index, timeline, sampling, sample_stack))
                        for index, factory in enumerate(factories)]
         else:
             wrapped = [TimedFactory(factory, self.trainer_pid, None) for factory in factories]

@@ -20,14 +20,13 @@ they are already imported. :meth:`Patches.restore` puts every original back.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
+from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.timing import timers
 from profiler.timing.timers import TimerNode
 
@@ -85,26 +84,28 @@ class Patches:
         self.registry = registry
         self.patched: list[str] = []
         self._originals: list[tuple[type, str, Any]] = []
-        self._hook: _PatchOnImport | None = None
+        self._watches: list[PostImportWatch] = []
 
     def install(self) -> None:
-        """Patch the known classes imported now; the others when the program imports them."""
-        waiting = []
+        """Patch the known classes imported now (Gymnasium's: imported here if need be); the
+        others when the program imports them (:func:`profiler.automatic.post_import.when_imported`)."""
         for known in KNOWN_CLASSES:
-            module = sys.modules.get(known.module)
-            if module is None and known.module.startswith("gymnasium"):
-                module = __import__(known.module, fromlist=[known.name])
-            if module is None:
-                waiting.append(known)
-            else:
-                self._patch(_defining_class(getattr(module, known.name), known), known)
-        if waiting:
-            self._hook = _PatchOnImport(waiting, self)
-            sys.meta_path.insert(0, self._hook)
+            if known.module.startswith("gymnasium") and known.module not in sys.modules:
+                __import__(known.module, fromlist=[known.name])
+            watch = when_imported(known.module, self._patcher(known))
+            if watch is not None:
+                self._watches.append(watch)
+
+    def _patcher(self, known: KnownClass) -> Callable[[Any], None]:
+        def patch(module: Any) -> None:
+            self._patch(_defining_class(getattr(module, known.name), known), known)
+
+        return patch
 
     def restore(self) -> None:
-        if self._hook is not None and self._hook in sys.meta_path:
-            sys.meta_path.remove(self._hook)
+        for watch in self._watches:
+            watch.cancel()
+        self._watches.clear()
         for owner, name, original in reversed(self._originals):
             if original is _ABSENT:
                 delattr(owner, name)
@@ -233,40 +234,3 @@ def _timed_wait(original: Any, known: KnownClass, registry: Any) -> Any:
         return result
 
     return step_wait
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Patches a known class as soon as the program imports its module (SB3 comes with torch: rlprof
-    never imports it itself)."""
-
-    def __init__(self, waiting: list[KnownClass], patches: Patches) -> None:
-        self.waiting = {known.module: known for known in waiting}
-        self.patches = patches
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        known = self.waiting.get(name)
-        if known is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        patches = self.patches
-
-        class _PatchingLoader(importlib.abc.Loader):
-            def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-                return loader.create_module(spec)
-
-            def exec_module(self, module: Any) -> None:
-                loader.exec_module(module)
-                patches._patch(_defining_class(getattr(module, known.name), known), known)
-
-        spec.loader = _PatchingLoader()
-        return spec

@@ -8,10 +8,13 @@ and ``env.spec`` are unchanged, an attribute set on it lands where it did).
 In the trainer's process the calls are blocks ``env.step`` and ``env.reset`` under whichever
 block is open (the vector step of a ``SyncVectorEnv``, say). In a worker process they are the
 top-level blocks of the worker's own tree, as in a ``SubprocessEnvManager`` worker, and the process
-also keeps each call's finish stamp (for the critical path) and a CPU-time sample of its env
-calls (:class:`~envmanager.measurement.env_time.CpuSampler`); it ships them over rlprof's channel
-(:mod:`envmanager.instrumentation.channel`) every :data:`FLUSH_INTERVAL_SECONDS` and when the env
-closes.
+also keeps each call's finish stamp (for the critical path), a CPU-time sample of its env
+calls (:class:`~envmanager.measurement.env_time.CpuSampler`), the kernel's count of its waits for
+a core (:class:`~profiler.recording.scheduling.SchedulingSampler`) and, when the trainer's stack is
+sampled, a sample of its own stack outside the env calls
+(:class:`~profiler.automatic.stack_sampler.StackSampler`, in worker mode); it ships them over
+rlprof's channel (:mod:`envmanager.instrumentation.channel`) every :data:`FLUSH_INTERVAL_SECONDS`
+and when the env closes.
 
 An env built inside another instrumented build (``gymnasium.make`` inside a factory that a vector
 env's wrapper also times) is timed once, by the outermost instrumentation.
@@ -22,15 +25,16 @@ from __future__ import annotations
 import os
 import threading
 from array import array
-from multiprocessing.connection import Connection
 from typing import Any
 
+from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
 from profiler.multiprocess.payload import WorkerTimers
 from profiler.recording import events, memory
 from profiler.recording.memory import MemorySampling
+from profiler.recording.scheduling import SchedulingSampler
 from profiler.timing import timers
 
-from envmanager.instrumentation.channel import connect
+from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented"]
@@ -45,33 +49,39 @@ _TIMED_METHODS = ("step", "reset", "close")  # the instance attributes that shad
 class WorkerIdentity:
     """Who a worker process is to the trainer: which vector env, which index, where to ship."""
 
-    __slots__ = ("address", "vector_id", "index", "record_timeline", "memory_sampling")
+    __slots__ = ("address", "vector_id", "index", "record_timeline", "memory_sampling", "sample_stack")
 
     def __init__(
-        self, address: str, vector_id: int, index: int, record_timeline: bool, memory_sampling: MemorySampling | None
+        self, address: str, vector_id: int, index: int, record_timeline: bool, memory_sampling: MemorySampling | None,
+        sample_stack: bool = False,
     ) -> None:
         self.address = address
         self.vector_id = vector_id
         self.index = index
         self.record_timeline = record_timeline
         self.memory_sampling = memory_sampling
+        self.sample_stack = sample_stack  # as the trainer's stack is sampled
 
     def __getstate__(self) -> tuple[Any, ...]:
-        return (self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling)
+        return (self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling,
+                self.sample_stack)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling = state
+        (self.address, self.vector_id, self.index, self.record_timeline, self.memory_sampling,
+         self.sample_stack) = state
 
 
 class WorkerShipping:
-    """A worker process's timers, stamps and CPU sample, and its end of the channel.
+    """A worker process's timers, stamps, CPU sample, waits for a core and stack samples, and its
+    end of the channel.
 
     One per process (the first instrumented env of a worker decides who it is). When the channel
     cannot be reached or breaks, the process keeps stepping and drops what it measures once per
-    flush, so nothing grows.
+    flush, so nothing grows; its stack sampler stops.
     """
 
-    __slots__ = ("connection", "timers", "cpu_sampler", "stamps", "lost", "open_envs")
+    __slots__ = ("connection", "timers", "cpu_sampler", "scheduling", "stack_sampler", "stamps", "lost",
+                 "open_envs")
 
     def __init__(self, identity: WorkerIdentity) -> None:
         if identity.record_timeline and not events.is_recording():
@@ -80,29 +90,43 @@ class WorkerShipping:
             memory.apply_sampling(identity.memory_sampling)
         self.timers = WorkerTimers(flush_interval=FLUSH_INTERVAL_SECONDS)
         self.cpu_sampler = CpuSampler()
+        self.scheduling = SchedulingSampler()
         self.stamps: list[float] = []
         self.open_envs = 0
-        self.connection: Connection | None = connect(
+        self.connection: WorkerEnd | None = connect(
             identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
         )
         self.lost = self.connection is None
+        self.stack_sampler: StackSampler | None = None
+        if identity.sample_stack and not self.lost:
+            self.stack_sampler = StackSampler(interval=WORKER_INTERVAL, in_worker=True).start()
+            if self.stack_sampler.native_id is not None:  # rlprof's thread: its waits are not the program's
+                self.scheduling.ignore_thread(self.stack_sampler.native_id)
 
     def ship(self, last: bool = False) -> None:
         """Send what was measured since the previous shipment; ``last`` says goodbye and closes
         the channel. Without a channel (never reached, broken, closed) it is dropped."""
         payload = self.timers.final_payload()
         cpu_figures = self.cpu_sampler.take()
+        waits = self.scheduling.take(final=last)
         stamps, self.stamps = self.stamps, []
         connection = self.connection
         if connection is None:
             return
+        sampler = self.stack_sampler
+        if sampler is not None and last:
+            sampler.stop()
+        untimed = sampler.section() if sampler is not None else None
         try:
-            connection.send(("timers", payload, *cpu_figures, array("d", stamps).tobytes()))
+            connection.send(("timers", payload, *cpu_figures, array("d", stamps).tobytes(), waits, untimed))
             if last:
                 connection.send(("bye",))
         except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
             self.lost = last = True
         if last:
+            if sampler is not None:
+                sampler.stop()
+                self.stack_sampler = None
             self.connection = None
             try:
                 connection.close()
@@ -206,8 +230,9 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
 def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
     """``step`` timed inline (the stack's nodes set as a ``with`` block would, in half its cost:
     a SyncVectorEnv of cheap envs makes several calls per vector step), on the thread that built
-    the env; any other thread, and ``reset``, through ``hierarchical_timer``. An inline call
-    records no timeline span: the vector step around it does."""
+    the env, while no companion watches blocks (``timers.plain_blocks``); while one does (the
+    timeline records, as under ``rlprof run``; memory sampling; NVTX ranges), on any other thread,
+    and for ``reset``, through ``hierarchical_timer``, so the companions see every call."""
     hierarchical_timer = timers.hierarchical_timer
     is_enabled = timers.is_enabled
     owner = threading.get_ident()
@@ -217,7 +242,7 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
     def timed_step(action: Any) -> Any:
         if not timing.active or not is_enabled():
             return step(action)
-        if threading.get_ident() != owner:
+        if not timers.plain_blocks or threading.get_ident() != owner:
             with hierarchical_timer("env.step"):
                 return step(action)
         parent = stack.current

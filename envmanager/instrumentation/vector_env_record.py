@@ -14,6 +14,10 @@ of the vector env's pipes:
 * env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
+* each worker's waits for a core, as its kernel counted them
+  (:class:`~envmanager.measurement.cpu_waits.CpuWaits`: the worker's ``scheduling`` entry, which
+  the CPU verdicts quote), and where its time outside the env calls went (its ``untimed_samples``
+  entry: the last section its stack sampler shipped, cumulative);
 * per worker, what the channel delivered: ``complete``, or what was lost and why.
 
 The steps are matched with the stamps in bulk, with numpy: every :data:`MATCH_EVERY_STEPS` steps
@@ -31,7 +35,10 @@ import numpy as np
 
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.timing.timers import TimerNode, TimerStack
+from profiler.tree.timer_text import TimerFileError
+from profiler.tree.tree_reader import normalize_untimed_samples
 
+from envmanager.measurement.cpu_waits import CpuWaits, CpuWaitsError, validate_cpu_waits
 from envmanager.measurement.critical_path import CriticalPath
 from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.measurement.resources import ResourceGauges
@@ -70,12 +77,16 @@ class VectorEnvRecord:
         self.channel = [NEVER_CONNECTED] * envs
         self.pids: list[int | None] = [None] * envs
         self.refused = 0
+        self.vector_steps = 0
+        self.shipped_calls = [0] * envs  # env calls whose finish stamps arrived, per worker
         if not in_workers:
             self.merger = None
             return
         self.merger = TimerMerger(stack, name=name)
         self.critical_path = CriticalPath(envs, stack)
         self.env_times = [EnvTime() for _ in range(envs)]
+        self.cpu_waits = [CpuWaits() for _ in range(envs)]
+        self.untimed_samples: list[dict[str, Any] | None] = [None] * envs
         self._stamps: list[list[np.ndarray]] = [[] for _ in range(envs)]
         self._latest_stamp = [-math.inf] * envs
         self.resources = ResourceGauges(RESOURCE_INTERVAL_SECONDS, stack)
@@ -83,13 +94,18 @@ class VectorEnvRecord:
             self.merger.expect_worker(index)
         self.merger.add_worker_section("critical_path", self._critical_path_section)
         self.merger.add_worker_section("env_time", self._env_time_section)
-        self.merger.add_worker_section("channel", lambda entry: self.channel[entry["worker_id"]]
+        self.merger.add_worker_section("scheduling", lambda entry: self.cpu_waits[entry["worker_id"]].section()
+                                       if 0 <= entry["worker_id"] < envs else None)
+        self.merger.add_worker_section("untimed_samples", lambda entry: self.untimed_samples[entry["worker_id"]]
+                                       if 0 <= entry["worker_id"] < envs else None)
+        self.merger.add_worker_section("channel", lambda entry: self.channel_state(entry["worker_id"])
                                        if 0 <= entry["worker_id"] < envs else None)
 
     # --- the trainer's thread ----------------------------------------------------------------
 
     def step_done(self, waiting_since: float, end: float) -> None:
         """A vector step's results were read at ``end``; the trainer began waiting at ``waiting_since``."""
+        self.vector_steps += 1
         steps = self._steps
         steps.append((self.sent_at if self.sent_at is not None else waiting_since, waiting_since, end))
         self.sent_at = None
@@ -107,10 +123,14 @@ class VectorEnvRecord:
         self.channel[index] = COMPLETE
 
     def add_timers(self, index: int, message: tuple[Any, ...]) -> None:
-        """Merge one shipment: ``(payload, measured wall, measured cpu, measured calls, stamps)``."""
+        """Merge one shipment: ``(payload, measured wall, measured cpu, measured calls, stamps,
+        scheduling figures or None, untimed samples section or None)``."""
         try:
-            payload, wall, cpu, calls, stamp_bytes = message
+            payload, wall, cpu, calls, stamp_bytes, waits, untimed = message
             validate_env_time(wall, cpu, calls)
+            validate_cpu_waits(waits)
+            if untimed is not None:
+                untimed = normalize_untimed_samples(untimed, f"{self.name} worker {index}: untimed_samples")
             if not isinstance(stamp_bytes, bytes) or len(stamp_bytes) % 8:
                 raise PayloadError("the finish stamps are not a whole number of float64")
             stamps = np.frombuffer(stamp_bytes, dtype=np.float64)
@@ -118,7 +138,7 @@ class VectorEnvRecord:
                 raise PayloadError("the finish stamps are not finite and ascending")
             anchor = self.step_node if self.step_node is not None else self.stack.root
             self.merger.merge_payload(index, payload, anchor)
-        except (PayloadError, EnvTimeError, TypeError, ValueError) as error:
+        except (PayloadError, EnvTimeError, CpuWaitsError, TimerFileError, TypeError, ValueError) as error:
             self.refused += 1
             self.channel[index] = f"a shipment was refused ({error}): the dump lacks what it held"
             if self.refused == 1:
@@ -126,6 +146,10 @@ class VectorEnvRecord:
                               RuntimeWarning, stacklevel=1)
             return
         self.env_times[index].add(wall, cpu, calls)
+        self.cpu_waits[index].add(waits)
+        if untimed is not None:
+            self.untimed_samples[index] = untimed  # cumulative: the latest holds every sample
+        self.shipped_calls[index] += int(stamps.size)
         if stamps.size:
             with self._lock:
                 self._stamps[index].append(stamps)
@@ -194,4 +218,17 @@ class VectorEnvRecord:
         """One line per worker whose timers did not all arrive."""
         if not self.in_workers or not self.built:
             return []
-        return [f"{self.name} worker {index}: {state}" for index, state in enumerate(self.channel) if state != COMPLETE]
+        return [f"{self.name} worker {index}: {self.channel_state(index)}"
+                for index, state in enumerate(self.channel) if state != COMPLETE]
+
+    def channel_state(self, index: int) -> str | None:
+        """What worker ``index``'s channel delivered, in the dump's words; a channel cut short
+        says how much arrived against the steps the trainer took, so the reader sees how much is
+        missing."""
+        if not 0 <= index < self.envs:
+            return None
+        state = self.channel[index]
+        if state == CUT_SHORT:
+            return (f"{state} ({self.shipped_calls[index]} env calls arrived; the trainer took "
+                    f"{self.vector_steps} vector steps)")
+        return state

@@ -41,7 +41,14 @@ from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
-from profiler.analysis.untimed_places import UntimedPlaces, untimed_places, untimed_places_text
+from profiler.analysis.untimed_places import (
+    UntimedPlaces,
+    WorkerUntimedPlaces,
+    untimed_places,
+    untimed_places_text,
+    workers_untimed_places,
+    workers_untimed_text,
+)
 from profiler.analysis.verdict_text import verdicts_as_text
 from profiler.analysis.verdicts import RunVerdicts, judge_run
 from profiler.analysis.worker_groups import OtherManager, other_managers
@@ -128,6 +135,7 @@ class RunAnalysis:
     memory: MemoryReport | None = None
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
+    workers_untimed: list[WorkerUntimedPlaces] = field(default_factory=list)
     operators: OperatorReport | None = None
     device: dict[str, Any] = field(default_factory=dict)
     device_text: str | None = None
@@ -182,6 +190,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         memory=memory_report(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
+        workers_untimed=workers_untimed_places(tree),
         operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
                                   pattern=options.pattern, order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
@@ -250,6 +259,8 @@ def render_analysis(
         if analysis.untimed_gaps is not None:
             untimed_text = f"{untimed_gaps_text(analysis.untimed_gaps)}\n{untimed_text}"
         sections.insert(2, untimed_text)
+    if analysis.workers_untimed:  # workers timed in place sample their own stacks
+        sections.append(workers_untimed_text(analysis.workers_untimed))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     sections.append(memory_text(analysis.memory, width=width))
@@ -390,7 +401,8 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                     "unexplained_share": analysis.unexplained_share,
                     "places": [] if analysis.untimed_places is None
                     else [place.as_dict() for place in analysis.untimed_places.places],
-                    "gaps": None if analysis.untimed_gaps is None else analysis.untimed_gaps.as_dict()},
+                    "gaps": None if analysis.untimed_gaps is None else analysis.untimed_gaps.as_dict(),
+                    "workers": [worker.as_dict() for worker in analysis.workers_untimed]},
         "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
         "cannot_tell": list(analysis.verdicts.cannot_tell),
         "order_by": analysis.options.ordered_by,

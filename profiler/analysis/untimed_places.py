@@ -7,6 +7,12 @@ place's share of the sampled seconds, with the binomial standard error
 ``untimed * sqrt(p (1 - p) / n)`` over the ``n`` samples: the more samples, the tighter. What no place explains — samples in no named code,
 places beyond those the dump keeps, or all of it when nothing was sampled — is **unexplained**,
 the figure that tells how much of the run rlprof still cannot name.
+
+An env worker timed in place samples its own stack outside its env calls, and its entry in the
+dump's ``workers`` section carries its own ``untimed_samples`` (:func:`workers_untimed_places`):
+its untimed time (the entry's self time) is split the same way, and the text names, per worker,
+its places with their sample counts. A worker's time reading its pipe is its wait for the
+trainer's next call, said in those words.
 """
 
 from __future__ import annotations
@@ -18,10 +24,18 @@ from typing import Any
 
 from profiler.analysis.text_format import format_percent, format_seconds
 
-__all__ = ["UntimedPlace", "UntimedPlaces", "untimed_places", "untimed_places_text"]
+__all__ = ["UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
+           "workers_untimed_places", "workers_untimed_text"]
 
 SHOWN_PLACES = 8
 """Places the text report lists."""
+
+SHOWN_WORKER_PLACES = 4
+"""Places the text report lists per worker."""
+
+_PIPE_FILE = os.path.join("multiprocessing", "connection.py")
+_PIPE_WAITS = {"_recv", "_recv_bytes", "recv", "recv_bytes", "poll", "_poll", "wait"}
+_PIPE_SENDS = {"_send", "_send_bytes", "send", "send_bytes"}
 
 
 @dataclass(frozen=True)
@@ -96,4 +110,58 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
                      f"{place.label}")
     if len(places.places) > SHOWN_PLACES:
         lines.append(f"  ... {len(places.places) - SHOWN_PLACES} more places (--format json lists them)")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class WorkerUntimedPlaces:
+    """One worker's time outside its env calls, split over the places its own sampler saw."""
+
+    label: str
+    worker_id: int
+    places: UntimedPlaces
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"worker": self.label, "worker_id": self.worker_id, "untimed_seconds": self.places.untimed_seconds,
+                "samples": self.places.untimed_samples, "unexplained_seconds": self.places.unexplained_seconds,
+                "places": [place.as_dict() for place in self.places.places]}
+
+
+def workers_untimed_places(tree: dict[str, Any]) -> list[WorkerUntimedPlaces]:
+    """The places of each worker that shipped samples of its stack, by worker."""
+    found = []
+    for worker in tree.get("workers", []):
+        if worker.get("untimed_samples") is None:
+            continue
+        manager = worker.get("manager")
+        label = f"{manager} {worker['name']}" if manager else worker["name"]
+        found.append(WorkerUntimedPlaces(label, worker["worker_id"], untimed_places(worker)))
+    return found
+
+
+def _what_it_was(place: UntimedPlace) -> str:
+    """What a place in a worker's pipe is, in the reader's words."""
+    if place.file.endswith(_PIPE_FILE):
+        if place.function in _PIPE_WAITS:
+            return ": waiting for the trainer's next call"
+        if place.function in _PIPE_SENDS:
+            return ": sending its results"
+    return ""
+
+
+def workers_untimed_text(workers: list[WorkerUntimedPlaces]) -> str:
+    """The report's section: per worker, its time outside env calls and its top places, each with
+    its time, error and sample count."""
+    interval = max(worker.places.interval_seconds for worker in workers)
+    lines = [f"where each worker's time outside its env calls went (samples of its own stack, one each "
+             f"{format_seconds(interval)}):"]
+    for worker in workers:
+        places = worker.places
+        lines.append(f"  {worker.label}: {format_seconds(places.untimed_seconds)} outside env calls, "
+                     f"{places.untimed_samples} samples")
+        for place in places.places[:SHOWN_WORKER_PLACES]:
+            lines.append(f"    {format_seconds(place.seconds):>9} ± {format_seconds(place.error_seconds):<8} "
+                         f"{place.samples:>6} samples  {place.label}{_what_it_was(place)}")
+        if len(places.places) > SHOWN_WORKER_PLACES:
+            lines.append(f"    ... {len(places.places) - SHOWN_WORKER_PLACES} more places (--format json lists them)")
     return "\n".join(lines)

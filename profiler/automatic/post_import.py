@@ -6,6 +6,8 @@ importing it, or run differently because it is there. And most programs import t
 rlprof starts, at their first line. So :func:`when_imported` installs the hooks at once when the
 package is already in ``sys.modules``, and otherwise puts a finder on ``sys.meta_path`` that
 lets the package import as usual and calls the function right after its ``__init__`` has run.
+A submodule is watched the same way, by its dotted name (``envmanager.instrumentation`` patches
+Stable-Baselines3's vector env classes as their modules are imported).
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ class _AfterLoading(Loader):
 
 
 class PostImportWatch(MetaPathFinder):
-    """Watches for one top-level package's import; removed by :meth:`cancel` (or once fired)."""
+    """Watches for one module's import (a package or a submodule, by its full name); removed by
+    :meth:`cancel` (or once fired)."""
 
     def __init__(self, package: str, then: Callable[[ModuleType], None]) -> None:
         self.package = package

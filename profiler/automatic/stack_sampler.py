@@ -13,6 +13,16 @@ samples and the seconds they stand for (each sample, the time since the one befo
 ``rlprof analyze`` shares the untimed time the tree measured among the places in proportion to
 those seconds, with the sampling error (:mod:`profiler.analysis.untimed_places`). The sampler's
 own cost is measured by ``benchmarks/run_overhead.py``, not tested.
+
+**In an env worker process** (``in_worker=True``: ``envmanager.instrumentation`` starts one in
+every worker it times in place) the blocks are the env calls, and the sampler names the rest of
+the worker's time: its vector env's loop reading the next command or sending results, and any
+call the trainer makes of the env outside ``step`` and ``reset`` (``AsyncVectorEnv.call``,
+SB3's ``env_method``). Frames outside the worker's own process start
+(``multiprocessing``'s ``BaseProcess._bootstrap``) are the parent's, copied by ``fork``: they are
+never a place. A place in library code only names the worker's loop as its call
+(``_recv (connection.py:430) in _async_worker``). The worker ships :meth:`StackSampler.section`
+with its timers, so its counts are cumulative and the last shipment holds them all.
 """
 
 from __future__ import annotations
@@ -28,11 +38,17 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "forget_samples", "untimed_samples_section"]
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "WORKER_INTERVAL", "StackSampler", "forget_samples",
+           "is_sampled", "untimed_samples_section"]
 
 DEFAULT_INTERVAL = 0.01
 """Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the
 GIL from the trainer for that long: rarer looks cost less, more samples give tighter figures."""
+
+WORKER_INTERVAL = 0.02
+"""Seconds between two looks in an env worker process: 50 samples a second. A worker is sampled
+for as long as it runs, and most of its untimed time is waiting for the trainer, which a few
+samples tell; rarer looks cost the env's steps less (``benchmarks/worker_stack_sampler.py``)."""
 
 MAX_PLACES = 50
 """Places kept in the dump, most seconds first; the rest add up in ``other_places``."""
@@ -45,6 +61,8 @@ _LIBRARY_FOLDERS = tuple(sorted(
     {os.path.abspath(path) + os.sep for key in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")
      if (path := sysconfig.get_paths().get(key))},
 ))
+_PROCESS_FILE = os.path.join("multiprocessing", "process.py")  # BaseProcess._bootstrap and run
+_BY_VALUE = "<dynamic-code>"  # cloudpickle's file name for code it pickled by value
 _sections: dict[int, StackSampler] = {}  # id(stack) -> the last sampler that watched it
 
 
@@ -54,8 +72,10 @@ class StackSampler:
     ``start()`` and ``stop()`` once each; :meth:`section` is the dump's ``untimed_samples``.
     """
 
-    def __init__(self, thread: threading.Thread | None = None, *, interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(self, thread: threading.Thread | None = None, *, interval: float = DEFAULT_INTERVAL,
+                 in_worker: bool = False) -> None:
         self.thread = thread or threading.current_thread()
+        self.in_worker = in_worker
         self.stack: TimerStack = timers.get_timer_stack_for_thread(self.thread)
         self.interval = interval
         self.samples = 0
@@ -67,10 +87,17 @@ class StackSampler:
         self._sampler: threading.Thread | None = None
 
     def start(self) -> StackSampler:
-        _sections[id(self.stack)] = self
+        if not self.in_worker:  # a worker ships its section; its process writes no dump
+            _sections[id(self.stack)] = self
         self._sampler = threading.Thread(target=self._run, name="rlprof-stack-sampler", daemon=True)
         self._sampler.start()
         return self
+
+    @property
+    def native_id(self) -> int | None:
+        """The sampling thread's native id once started (a worker leaves its waits for a core
+        out of the program's figures)."""
+        return self._sampler.native_id if self._sampler is not None else None
 
     def stop(self) -> None:
         """Stop sampling and wait for the sampling thread to end."""
@@ -115,26 +142,41 @@ class StackSampler:
         innermost frame outside rlprof."""
         innermost = None
         called: FrameType | None = None
+        inner: FrameType | None = None  # the frame called by the one being looked at
+        worker_loop: FrameType | None = None  # in a worker: the function its process runs
+        in_worker = self.in_worker
         while frame is not None:
             code = frame.f_code
+            if in_worker and code.co_filename.endswith(_PROCESS_FILE):
+                if code.co_name == "run":
+                    worker_loop = inner
+                elif code.co_name == "_bootstrap":
+                    break  # the frames outside it are the parent's (fork)
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
                 kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
             # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
             line = frame.f_lineno or 0
             if kind == "program":
-                return code.co_name, code.co_filename, line, _call_name(called)
+                filename = code.co_filename if code.co_filename != _BY_VALUE else _main_file()
+                return code.co_name, filename, line, _call_name(called)
             if kind == "library":
                 if innermost is None:
                     innermost = (code.co_name, code.co_filename, line, "")
                 called = frame
-            frame = frame.f_back
+            inner, frame = frame, frame.f_back
+        if innermost is not None and worker_loop is not None:
+            return (*innermost[:3], _call_name(worker_loop))
         return innermost
 
     def section(self) -> dict[str, Any]:
-        """The counts as the dump's ``untimed_samples`` section (docs/formats.md)."""
-        unnamed = self.places.get(None, [0, 0.0])
-        ranked = sorted(((place, counts) for place, counts in self.places.items() if place is not None),
+        """The counts as the dump's ``untimed_samples`` section (docs/formats.md); safe to call
+        while sampling (a worker ships it as it goes)."""
+        # list() of a dict's items and of a place's counts copies them without letting the
+        # sampling thread in between.
+        counted = [(place, list(counts)) for place, counts in list(self.places.items())]
+        unnamed = next((counts for place, counts in counted if place is None), [0, 0.0])
+        ranked = sorted(((place, counts) for place, counts in counted if place is not None),
                         key=lambda item: -item[1][1])
         left_out = ranked[MAX_PLACES:]
         return {
@@ -162,9 +204,19 @@ def _call_name(frame: FrameType | None) -> str:
     return getattr(code, "co_qualname", code.co_name)
 
 
+def _main_file() -> str:
+    """The program's main script, where code pickled by value comes from."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.abspath(main_file) if isinstance(main_file, str) else _BY_VALUE
+
+
 def _file_kind(filename: str) -> str:
     """``"rlprof"`` for rlprof's own files (never a place), ``"library"`` for the standard library,
-    installed packages and frozen modules, ``"program"`` for the rest: the program's own code."""
+    installed packages and frozen modules, ``"program"`` for the rest: the program's own code,
+    which includes the code cloudpickle sent to a spawned worker by value (the functions and classes
+    of the program's main script, whose file it renames ``<dynamic-code>``)."""
+    if filename == _BY_VALUE:
+        return "program"
     if filename.startswith("<"):
         return "library"
     path = os.path.abspath(filename)
@@ -181,6 +233,13 @@ def untimed_samples_section(stack: TimerStack) -> dict[str, Any] | None:
     if sampler is None or sampler.stack is not stack:
         return None
     return sampler.section()
+
+
+def is_sampled(stack: TimerStack) -> bool:
+    """Whether a sampler watches ``stack`` (``rlprof run``'s trainer, unless ``--no-stack-sampler``):
+    the env workers the trainer starts then sample their own stacks too."""
+    sampler = _sections.get(id(stack))
+    return sampler is not None and sampler.stack is stack and not sampler._stop.is_set()
 
 
 def forget_samples() -> None:

@@ -91,9 +91,10 @@ def schedstat_available() -> bool:
     return _thread_schedstat(threading.get_native_id()) is not None
 
 
-def read_process() -> SchedulingReading | None:
-    """This process's figures now: run-queue delay summed over its live threads, CPU time and
-    involuntary switches of the whole process (ended threads included), the monotonic clock."""
+def read_process(ignored_threads: frozenset[int] = frozenset()) -> SchedulingReading | None:
+    """This process's figures now: run-queue delay summed over its live threads (but
+    ``ignored_threads``, native ids), CPU time and involuntary switches of the whole process
+    (ended threads included), the monotonic clock."""
     if resource is None:
         return None
     try:
@@ -103,6 +104,8 @@ def read_process() -> SchedulingReading | None:
     run_queue = 0.0
     read_any = False
     for tid in tids:
+        if ignored_threads and int(tid) in ignored_threads:
+            continue
         figures = _thread_schedstat(tid)
         if figures is not None:
             run_queue += figures[1]
@@ -123,12 +126,22 @@ _NOTHING = (0.0, 0.0, 0.0, 0)
 
 
 class SchedulingSampler:
-    """A worker's side: what the kernel counted since the previous reading."""
+    """A worker's side: what the kernel counted since the previous reading.
 
-    __slots__ = ("_previous",)
+    :meth:`ignore_thread` leaves a thread of rlprof's own out of the run-queue delay from then on
+    (a worker's stack sampler, started after the first reading): its waits are not the program's,
+    and two threads waiting at once would count the same wall time twice.
+    """
+
+    __slots__ = ("_previous", "_ignored")
 
     def __init__(self) -> None:
+        self._ignored: frozenset[int] = frozenset()
         self._previous = read_process()
+
+    def ignore_thread(self, native_id: int) -> None:
+        """Count no more of this thread's waits (it started after the previous reading)."""
+        self._ignored = self._ignored | {native_id}
 
     def take(self, final: bool = False) -> tuple[float, float, float, int] | None:
         """``(run-queue seconds, CPU seconds, wall seconds, involuntary switches)`` since the
@@ -139,7 +152,7 @@ class SchedulingSampler:
             return None
         if not final and time.monotonic() - previous.wall_seconds < SAMPLE_SPACING_SECONDS:
             return _NOTHING
-        now = read_process()
+        now = read_process(self._ignored)
         if now is None:
             return None
         self._previous = now

@@ -19,7 +19,7 @@ from profiler.tree.operators_json import read_operators
 from profiler.tree.strict_json import printable_text, reading_from_json
 from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError
 
-__all__ = ["MAX_COUNT", "normalize_timing_tree"]
+__all__ = ["MAX_COUNT", "normalize_timing_tree", "normalize_untimed_samples"]
 
 MAX_COUNT = 2**63 - 1
 """The largest count a file may hold (a 64-bit counter): a 400-digit "count" is refused on load
@@ -44,6 +44,12 @@ def normalize_timing_tree(document: Any) -> dict[str, Any]:
         raise TimerFileError(
             f"nested too deeply to read (a timer tree has at most {MAX_FILE_DEPTH} levels)"
         ) from None
+
+
+def normalize_untimed_samples(section: Any, where: str = "untimed_samples") -> dict[str, Any]:
+    """An ``untimed_samples`` section checked and normalized on its own (a worker's, as the
+    trainer receives it); raises :class:`TimerFileError` naming what is wrong."""
+    return _Reader().untimed_samples(section, where)
 
 
 _WORKER_COUNTS = (
@@ -175,6 +181,9 @@ class _Reader:
             normalized["critical_path"] = _critical_path(worker["critical_path"], f"{where}.critical_path")
         if "env_time" in worker:
             normalized["env_time"] = _env_time(worker["env_time"], f"{where}.env_time")
+        if "untimed_samples" in worker:
+            normalized["untimed_samples"] = self.untimed_samples(worker["untimed_samples"],
+                                                                 f"{where}.untimed_samples")
         # Fields a later rlprof may add are kept as they are, so that loading never loses data.
         for key, value in worker.items():
             if key not in normalized and key != "children":
@@ -266,10 +275,9 @@ class _Reader:
             ],
         }
 
-    def untimed_samples(self, section: Any) -> dict[str, Any]:
-        """The ``untimed_samples`` section (see docs/formats.md): where the trainer's stack was
-        when sampled outside any block."""
-        where = "untimed_samples"
+    def untimed_samples(self, section: Any, where: str = "untimed_samples") -> dict[str, Any]:
+        """The ``untimed_samples`` section (see docs/formats.md): where the trainer's stack (or,
+        in a worker's entry, the worker's) was when sampled outside any block."""
         if not isinstance(section, dict) or not isinstance(section.get("places", []), list):
             raise TimerFileError(f"{where}: must be an object whose 'places' is a list")
 

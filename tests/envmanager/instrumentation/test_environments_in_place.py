@@ -176,25 +176,27 @@ def test_an_env_from_gymnasium_make_is_timed_in_the_trainer(tmp_path):
     assert "1 env from gymnasium.make (in this process)" in stderr
 
 
-def test_a_lost_channel_leaves_training_alone_and_the_dump_says_what_was_lost(tmp_path):
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+def test_a_lost_channel_leaves_training_alone_and_the_dump_says_what_was_lost(tmp_path, context):
     # AsyncVectorEnv builds its first env in the trainer before it starts its workers: there the
     # program removes rlprof's channel, so no worker can reach it.
     program = tmp_path / "lost_channel.py"
     program.write_text(
         "import glob, os, tempfile\n"
         "import gymnasium as gym\n"
-        "trainer = os.getpid()\n"
         "def make():\n"
-        "    if os.getpid() == trainer:\n"
+        "    if os.environ.get('TRAINER') == str(os.getpid()):\n"
         "        for path in glob.glob(os.path.join(tempfile.gettempdir(), 'rlprof-envs-*', 'channel')):\n"
         "            os.unlink(path)\n"
         "    return gym.make('CartPole-v1')\n"
-        "envs = gym.vector.AsyncVectorEnv([make, make], context='fork')\n"
-        "envs.reset(seed=1)\n"
-        "for _ in range(30):\n"
-        "    envs.step(envs.action_space.sample())\n"
-        "envs.close()\n"
-        "print('trained')\n"
+        "if __name__ == '__main__':\n"
+        "    os.environ['TRAINER'] = str(os.getpid())\n"
+        f"    envs = gym.vector.AsyncVectorEnv([make, make], context={context!r})\n"
+        "    envs.reset(seed=1)\n"
+        "    for _ in range(30):\n"
+        "        envs.step(envs.action_space.sample())\n"
+        "    envs.close()\n"
+        "    print('trained')\n"
     )
     tree, stderr = run_rlprof(tmp_path, program)
     assert [worker["channel"] for worker in tree["workers"]] == [

@@ -6,6 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from profiler import get_timer_tree
+from profiler.recording import events
 from profiler.timing import timers
 
 from envmanager.instrumentation.factories import TimedFactory
@@ -51,6 +53,32 @@ def test_its_steps_and_resets_are_blocks_where_they_ran():
         results = rollout(env)
     assert block("rollout").children["env.step"].count == 30
     assert block("rollout").children["env.reset"].count == len(results) - 4 * 30  # the observations left
+
+
+def test_while_the_timeline_records_each_step_in_the_trainer_is_a_span_of_its_own(fake_clock):
+    class ClockedEnv(gym.Env):
+        """Takes a quarter of a second of the fake clock per step."""
+
+        def step(self, action):
+            fake_clock.advance(0.25)
+            return 0, 0.0, False, False, {}
+
+    env = ClockedEnv()
+    instrument_env(env, None)
+    events.clear_recording()
+    events.start_recording(capacity=100)
+    try:
+        with timers.hierarchical_timer("vector.step"):
+            env.step(0)
+            env.step(1)
+        timeline = get_timer_tree()["timeline"]
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    (thread,) = [thread for thread in timeline["processes"][0]["threads"] if thread["spans"]]
+    assert [span for span in thread["spans"] if span[0] == "env.step"] == [
+        ["env.step", 1000.0, 1000.25], ["env.step", 1000.25, 1000.5]]
+    assert block("vector.step").children["env.step"].count == 2
 
 
 def test_an_env_built_inside_an_instrumented_build_is_timed_once():

@@ -27,13 +27,22 @@ def record() -> VectorEnvRecord:
     return VectorEnvRecord("AsyncVectorEnv", "AsyncVectorEnv", 2, True, stack)
 
 
-def shipment(stamps: list[float], steps: int = 0) -> tuple:
-    """What a worker ships: a real payload of its own stack, CPU figures, finish stamps."""
+def shipment(stamps: list[float], steps: int = 0, waits: tuple | None = None, untimed: dict | None = None) -> tuple:
+    """What a worker ships: a real payload of its own stack, CPU figures, finish stamps, the
+    kernel's count of its waits for a core, its stack sampler's section."""
     stack = TimerStack()
     for _ in range(steps):
         with timers.hierarchical_timer("env.step", stack):
             pass
-    return (snapshot_and_flush(stack), 0.0, 0.0, 0, array("d", stamps).tobytes())
+    return (snapshot_and_flush(stack), 0.0, 0.0, 0, array("d", stamps).tobytes(), waits, untimed)
+
+
+def untimed_section(samples: int) -> dict:
+    """A stack sampler's section with one place, as a worker's sampler writes it."""
+    return {"thread": "MainThread", "interval_seconds": 0.02, "samples": samples + 1, "in_blocks": 1,
+            "unnamed": {"samples": 0, "seconds": 0.0}, "other_places": {"samples": 0, "seconds": 0.0},
+            "places": [{"function": "render", "file": "/home/user/train.py", "line": 12, "calls": "",
+                        "samples": samples, "seconds": samples * 0.02}]}
 
 
 def step(record: VectorEnvRecord, sent: float, waiting: float, end: float) -> None:
@@ -94,7 +103,7 @@ def test_a_malformed_shipment_is_refused_and_the_dump_says_what_was_lost(record)
     record.built = True
     record.connected(1, 1234)
     with pytest.warns(RuntimeWarning, match="dropped the timers of AsyncVectorEnv worker 1"):
-        record.add_timers(1, (("not a payload",), 0.0, 0.0, 0, b""))
+        record.add_timers(1, (("not a payload",), 0.0, 0.0, 0, b"", None, None))
     record.add_timers(0, shipment([], steps=1))
     record.said_goodbye(0)
     assert record.channel[1].startswith("a shipment was refused")
@@ -115,3 +124,29 @@ def test_the_steps_held_stay_bounded_when_a_worker_never_ships(record):
     assert record.held_steps == 1
     assert record.critical_path.section(0)["vector_steps"] == MATCH_EVERY_STEPS - 1
     assert record.critical_path.section(1)["vector_steps"] == 0  # worker 1 replied to none
+
+
+def test_each_workers_waits_for_a_core_add_up_in_its_scheduling_entry(record):
+    record.add_timers(0, shipment([], waits=(0.25, 1.0, 2.0, 7)))
+    record.add_timers(0, shipment([], waits=(0.5, 1.5, 2.0, 3)))
+    entries = {entry["worker_id"]: entry for entry in record.merger.worker_entries()}
+    assert entries[0]["scheduling"] == {"run_queue_seconds": 0.75, "cpu_seconds": 2.5, "wall_seconds": 4.0,
+                                        "involuntary_switches": 10}
+    assert "scheduling" not in entries[1]  # it sent no figures (schedstat missing, or nothing shipped)
+
+
+def test_a_workers_latest_stack_samples_are_its_untimed_samples_entry(record):
+    record.add_timers(0, shipment([], untimed=untimed_section(3)))
+    record.add_timers(0, shipment([], untimed=untimed_section(8)))  # cumulative: the latest has them all
+    entries = {entry["worker_id"]: entry for entry in record.merger.worker_entries()}
+    (place,) = entries[0]["untimed_samples"]["places"]
+    assert (place["function"], place["samples"]) == ("render", 8)
+    assert "untimed_samples" not in entries[1]
+
+
+@pytest.mark.parametrize("waits, untimed", [((0.1, -1.0, 1.0, 0), None), (None, {"places": "nowhere"})])
+def test_malformed_waits_or_stack_samples_refuse_the_shipment(record, waits, untimed):
+    record.built = True
+    with pytest.warns(RuntimeWarning, match="dropped the timers of AsyncVectorEnv worker 0"):
+        record.add_timers(0, shipment([], waits=waits, untimed=untimed))
+    assert record.channel[0].startswith("a shipment was refused")

@@ -84,3 +84,45 @@ def test_without_samples_the_untimed_verdict_says_nothing_names_it():
 def test_a_malformed_section_is_refused_in_one_line():
     with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].line: must be a whole number"):
         run_tree({"function": "log", "file": "a.py", "line": -1, "samples": 1, "seconds": 0.1})
+
+
+def tree_with_workers(*sampled: bool) -> dict:
+    """A run whose workers spent 4 s each outside their env calls; those ``sampled`` shipped
+    samples of their stacks (3:1 between the program's render and waiting on the pipe)."""
+    workers = []
+    for worker_id, has_samples in enumerate(sampled):
+        entry = {"name": f"worker {worker_id}", "worker_id": worker_id, "manager": "AsyncVectorEnv",
+                 "total": 5.0, "count": 1, "self": 4.0,
+                 "children": [{"name": "env.step", "total": 1.0, "count": 100, "children": []}]}
+        if has_samples:
+            entry["untimed_samples"] = {
+                "thread": "MainThread", "interval_seconds": 0.02, "samples": 250, "in_blocks": 50,
+                "unnamed": {"samples": 0, "seconds": 0.0}, "other_places": {"samples": 0, "seconds": 0.0},
+                "places": [place("render", 150, 3.0),
+                           {"function": "_recv", "file": "/usr/lib/python3.11/multiprocessing/connection.py",
+                            "line": 395, "calls": "_async_worker", "samples": 50, "seconds": 1.0}]}
+        workers.append(entry)
+    tree = run_tree()
+    tree["workers"] = normalize_timing_tree({"name": "root", "total": 10.0, "workers": workers})["workers"]
+    return tree
+
+
+def test_each_sampled_workers_untimed_time_is_split_over_its_places_with_their_sample_counts():
+    document = json.loads(render_analysis(analyze_run(tree_with_workers(True, False)), "json"))
+    (worker,) = document["untimed"]["workers"]  # worker 1 shipped no samples: not listed
+    assert worker["worker"] == "AsyncVectorEnv worker 0" and worker["untimed_seconds"] == 4.0
+    render, wait = worker["places"]
+    assert (render["function"], render["samples"], render["seconds"]) == ("render", 150, pytest.approx(3.0))
+    assert (wait["function"], wait["samples"], wait["seconds"]) == ("_recv", 50, pytest.approx(1.0))
+
+
+def test_the_report_names_a_workers_wait_on_its_pipe_as_waiting_for_the_trainer():
+    text = render_analysis(analyze_run(tree_with_workers(True)))
+    assert "AsyncVectorEnv worker 0: 4.00 s outside env calls, 200 samples" in text
+    assert "150 samples  render (train.py:10)" in text
+    assert "_recv (connection.py:395) in _async_worker: waiting for the trainer's next call" in text
+
+
+def test_a_run_whose_workers_sampled_nothing_has_no_worker_places_section():
+    text = render_analysis(analyze_run(tree_with_workers(False, False)))
+    assert "where each worker's time outside its env calls went" not in text

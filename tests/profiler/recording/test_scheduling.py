@@ -35,6 +35,40 @@ def test_a_workers_sampler_reports_at_least_the_waits_the_kernel_counted_between
     assert wall >= cpu * 0.9 and switches >= 0
 
 
+def run_queue_seconds_of(native_ids: set[int]) -> float:
+    """The kernel's run-queue delay of these threads of this process, summed."""
+    total = 0
+    for tid in native_ids:
+        with open(f"/proc/self/task/{tid}/schedstat") as file:
+            total += int(file.read().split()[1])
+    return total * 1e-9
+
+
+def test_a_thread_the_sampler_ignores_adds_none_of_its_waits():
+    others = {int(tid) for tid in os.listdir("/proc/self/task")}
+    before = run_queue_seconds_of(others)
+    sampler = scheduling.SchedulingSampler()
+    started, stop = threading.Event(), threading.Event()
+
+    def busy() -> None:  # rlprof's own thread, say: it competes for the cores with the program
+        started.set()
+        while not stop.is_set():
+            burn(0.001)
+
+    ignored = threading.Thread(target=busy)
+    ignored.start()
+    started.wait()
+    sampler.ignore_thread(ignored.native_id)
+    try:
+        burn(0.05)
+        run_queue = sampler.take(final=True)[0]
+        after = run_queue_seconds_of(others)
+    finally:
+        stop.set()
+        ignored.join()
+    assert run_queue <= after - before  # the other threads' waits only, never the ignored one's
+
+
 def test_readings_closer_than_the_spacing_report_nothing_and_the_next_covers_them():
     sampler = scheduling.SchedulingSampler()
     assert sampler.take() == (0.0, 0.0, 0.0, 0)  # just created: within the spacing

@@ -28,7 +28,7 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "forget_samples", "untimed_samples_section"]
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "StackSampler", "file_kind", "forget_samples", "untimed_samples_section"]
 
 DEFAULT_INTERVAL = 0.01
 """Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the
@@ -119,7 +119,7 @@ class StackSampler:
             code = frame.f_code
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
-                kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
+                kind = self._kind_of_file[code.co_filename] = file_kind(code.co_filename)
             # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
             line = frame.f_lineno or 0
             if kind == "program":
@@ -162,7 +162,7 @@ def _call_name(frame: FrameType | None) -> str:
     return getattr(code, "co_qualname", code.co_name)
 
 
-def _file_kind(filename: str) -> str:
+def file_kind(filename: str) -> str:
     """``"rlprof"`` for rlprof's own files (never a place), ``"library"`` for the standard library,
     installed packages and frozen modules, ``"program"`` for the rest: the program's own code."""
     if filename.startswith("<"):

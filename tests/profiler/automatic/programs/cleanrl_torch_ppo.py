@@ -2,8 +2,10 @@
 
 It knows nothing of rlprof. ``--slow-logging S`` plants a function that sleeps S seconds after
 each update, outside anything the framework hooks time, for the stack sampler to find.
-``--hand-timers FILE`` writes the time of its policy calls, env steps, updates and whole training
-loop, measured by hand around the same code, as JSON (for benchmarks/run_overhead.py).
+``--hand-timers FILE`` writes, as JSON, the time measured by hand (``time.perf_counter()``) around
+its policy calls (the ``agent.get_action_and_value`` call of the rollout), its env steps (the
+``envs.step`` call), its updates (the epochs' loop, whole) and its whole training loop — what a
+user would time, for ``benchmarks/run_overhead.py`` to set rlprof's blocks against.
 """
 
 import argparse
@@ -106,15 +108,16 @@ if __name__ == "__main__":
             global_step += args.num_envs
             obs[step] = next_obs
             dones[step] = next_done
-            started = time.perf_counter()
             with torch.no_grad():
+                started = time.perf_counter()
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
+                hand["policy"] += time.perf_counter() - started
                 values[step] = value.flatten()
-            hand["policy"] += time.perf_counter() - started
             actions[step] = action
             logprobs[step] = logprob
+            chosen = action.cpu().numpy()
             started = time.perf_counter()
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_obs, reward, terminations, truncations, infos = envs.step(chosen)
             hand["env_step"] += time.perf_counter() - started
             next_done = np.logical_or(terminations, truncations)
             rewards[step] = torch.tensor(reward).view(-1)

@@ -39,6 +39,7 @@ from profiler.analysis.operator_report import OperatorReport, operator_report, o
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
+from profiler.analysis.training_phases import TrainingPhases, training_phases, training_phases_text
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import UntimedPlaces, untimed_places, untimed_places_text
 from profiler.analysis.verdict_text import verdicts_as_text
@@ -124,6 +125,7 @@ class RunAnalysis:
     memory: MemoryReport | None = None
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
+    phases: TrainingPhases | None = None
     operators: OperatorReport | None = None
 
     @property
@@ -173,6 +175,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         memory=memory_report(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
+        phases=training_phases(tree),
         operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
                                   pattern=options.pattern, order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
@@ -226,6 +229,8 @@ def render_analysis(
         if analysis.untimed_gaps is not None:
             untimed_text = f"{untimed_gaps_text(analysis.untimed_gaps)}\n{untimed_text}"
         sections.insert(2, untimed_text)
+    if analysis.phases is not None:  # runs whose framework phases rlprof run timed
+        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     sections.append(memory_text(analysis.memory, width=width))
@@ -363,6 +368,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                     "places": [] if analysis.untimed_places is None
                     else [place.as_dict() for place in analysis.untimed_places.places],
                     "gaps": None if analysis.untimed_gaps is None else analysis.untimed_gaps.as_dict()},
+        "phases": None if analysis.phases is None else analysis.phases.as_dict(),
         "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
         "cannot_tell": list(analysis.verdicts.cannot_tell),
         "order_by": analysis.options.ordered_by,

@@ -1,6 +1,8 @@
 """CleanRL's ``ppo.py``, shortened: a torch actor-critic over ``SyncVectorEnv``, PPO updates.
 
-It knows nothing of rlprof. ``--slow-logging S`` plants a function that sleeps S seconds after
+It knows nothing of rlprof. ``--async-envs`` builds ``AsyncVectorEnv`` instead of
+``SyncVectorEnv``; ``--env-seconds S`` makes each env step S seconds longer (a costly simulator).
+``--slow-logging S`` plants a function that sleeps S seconds after
 each update, outside anything the framework hooks time, for the stack sampler to find.
 ``--hand-timers FILE`` writes, as JSON, the time measured by hand (``time.perf_counter()``) around
 its policy calls (the ``agent.get_action_and_value`` call of the rollout), its env steps (the
@@ -31,6 +33,8 @@ def parse_args():
     parser.add_argument("--learning-rate", type=float, default=2.5e-4)
     parser.add_argument("--num-minibatches", type=int, default=2)
     parser.add_argument("--slow-logging", type=float, default=0.0)
+    parser.add_argument("--env-seconds", type=float, default=0.0)
+    parser.add_argument("--async-envs", action="store_true")
     parser.add_argument("--hand-timers", type=str, default=None)
     args = parser.parse_args()
     args.batch_size = args.num_envs * args.num_steps
@@ -39,9 +43,22 @@ def parse_args():
     return args
 
 
-def make_env(env_id):
+class SlowStep(gym.Wrapper):
+    """Stands for a costly simulator: each step takes ``seconds`` longer."""
+
+    def __init__(self, env, seconds):
+        super().__init__(env)
+        self.seconds = seconds
+
+    def step(self, action):
+        time.sleep(self.seconds)
+        return self.env.step(action)
+
+
+def make_env(env_id, env_seconds=0.0):
     def thunk():
-        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+        env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+        return SlowStep(env, env_seconds) if env_seconds else env
 
     return thunk
 
@@ -85,7 +102,8 @@ if __name__ == "__main__":
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    envs = gym.vector.SyncVectorEnv([make_env("CartPole-v1") for _ in range(args.num_envs)])
+    vector_env = gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv
+    envs = vector_env([make_env("CartPole-v1", args.env_seconds) for _ in range(args.num_envs)])
     agent = Agent(envs)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 

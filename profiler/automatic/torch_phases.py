@@ -34,9 +34,12 @@ block, in the thread that makes the call:
 - ``<Optimizer>.step`` through torch's global optimizer step hooks, and
   ``<Optimizer>.zero_grad``, for which torch has no hook, by wrapping ``Optimizer.zero_grad``.
 
-The forward hooks are global ``nn.Module`` hooks: while they are installed, every module call
-takes torch's hooked path (a few microseconds per layer call), which the benchmark
-``benchmarks/run_overhead.py`` measures. :func:`uninstall_torch_phases` removes all of it.
+Module calls are seen by wrapping ``nn.Module.__call__``, not through torch's global forward
+hooks: with a global hook installed, every layer call takes torch's hooked path (a few
+microseconds each: a policy call of CleanRL's agent, a dozen layer calls, was a fifth slower),
+while the wrapper sends a call made inside another module's call straight on (one Python call
+more). The benchmark ``benchmarks/run_overhead.py`` measures what is left.
+:func:`uninstall_torch_phases` removes all of it.
 """
 
 from __future__ import annotations
@@ -73,7 +76,6 @@ class _ThreadState(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.method_depth = 0
-        self.forward_block: Any = None
         self.step_block: Any = None
         self.update_block: Any = None
         self.framework_updates = 0  # open updates a framework times itself (SB3's train)
@@ -132,8 +134,7 @@ def install_torch_phases(torch: ModuleType) -> None:
     module_hooks = importlib.import_module("torch.nn.modules.module")
     _module_class = module_hooks.Module
     optimizer_hooks = importlib.import_module("torch.optim.optimizer")
-    _installed.append(module_hooks.register_module_forward_pre_hook(_before_forward))
-    _installed.append(module_hooks.register_module_forward_hook(_after_forward, always_call=True))
+    _installed.append(_replace(module_hooks.Module, "__call__", _timed_module_call(module_hooks.Module.__call__)))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))
     _installed.append(_replace(torch.autograd, "backward", _timed_backward(torch.autograd.backward)))
@@ -173,34 +174,47 @@ def _replace(owner: Any, name: str, replacement: Any) -> _Replaced:
 # --- module calls -----------------------------------------------------------------------------------
 
 
-def _before_forward(module: Any, args: Any) -> None:
-    state = _state
-    state.depth += 1
-    if state.depth == 1:
-        grad = _grad_enabled()
-        if state.method_depth == 0:
-            # An outermost model call that no model method holds: it may start an update, and its
-            # caller may be a model method not wrapped yet.
-            if grad and state.training and state.update_block is None:
-                _open_update(state)
-            caller = _caller_frame(sys._getframe(1))
-            if caller is not None and caller.f_code not in _callers_read:
-                _callers_read.add(caller.f_code)
-                _time_model_method(caller, grad)
-        names = _names.get(module)
-        if names is None:
-            names = _names[module] = _module_names(module, sys._getframe(1))
-        block = timers.hierarchical_timer(names[0] if grad else names[1])
-        block.__enter__()
-        state.forward_block = block
+def _timed_module_call(call: Any) -> Any:
+    """``nn.Module.__call__``, timing the outermost module calls of each thread.
+
+    A module called while another's call is open (a layer of the policy) goes straight through:
+    one Python call more, and torch's own fast path, where global hooks would send every layer
+    call through torch's hooked path.
+    """
+
+    @functools.wraps(call)
+    def module_call_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state.depth:
+            return call(self, *args, **kwargs)
+        state.depth += 1
+        try:
+            with _outermost_call_block(self, sys._getframe(1)):
+                return call(self, *args, **kwargs)
+        finally:
+            state.depth -= 1
+
+    return module_call_timed
 
 
-def _after_forward(module: Any, args: Any, result: Any) -> None:
+def _outermost_call_block(module: Any, caller: FrameType) -> Any:
+    """The block of an outermost module call, after what its start may open before it: the update
+    (a call with grad, once the program trains) and the model method the caller runs in."""
     state = _state
-    state.depth -= 1
-    if state.depth == 0 and state.forward_block is not None:
-        block, state.forward_block = state.forward_block, None
-        block.__exit__(None, None, None)
+    grad = _grad_enabled()
+    if state.method_depth == 0:
+        # An outermost model call that no model method holds: it may start an update, and its
+        # caller may be a model method not wrapped yet.
+        if grad and state.training and state.update_block is None:
+            _open_update(state)
+        frame = _caller_frame(caller)
+        if frame is not None and frame.f_code not in _callers_read:
+            _callers_read.add(frame.f_code)
+            _time_model_method(frame, grad)
+    names = _names.get(module)
+    if names is None:
+        names = _names[module] = _module_names(module, caller)
+    return timers.hierarchical_timer(names[0] if grad else names[1])
 
 
 def _module_names(module: Any, frame: FrameType | None) -> tuple[str, str]:

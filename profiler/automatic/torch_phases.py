@@ -266,7 +266,8 @@ def _time_model_method(caller: FrameType, grad: bool) -> None:
     if found is None:
         return
     frame, instance, owner, name = found
-    _installed.append(_replace(owner, name, _timed_method(owner.__dict__[name], name)))
+    if not getattr(owner.__dict__[name], "rlprof_model_method", False):  # another thread's look may have wrapped it
+        _installed.append(_replace(owner, name, _timed_method(owner.__dict__[name], name)))
     if sys.getprofile() is not None:
         return  # another profiler watches returns: the call running now stays untimed
     state = _state
@@ -324,6 +325,7 @@ def _timed_method(method: Any, name: str) -> Any:
             state.method_depth -= 1
             state.open_methods.pop()
 
+    model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
     return model_method_timed
 
 

@@ -183,3 +183,18 @@ def test_once_uninstalled_nothing_is_timed_and_torch_is_as_it_was():
     optimizer.step()
     assert top_level_names() == []
     assert (torch.autograd.backward, torch.optim.Optimizer.zero_grad) == originals
+
+
+@pytest.fixture(scope="module")
+def cleanrl_async_run(tmp_path_factory):
+    from framework_runs import rlprof_run
+
+    return rlprof_run(tmp_path_factory.mktemp("cleanrl_async"), "cleanrl_torch_ppo.py", "--async-envs")
+
+
+def test_over_async_vector_env_the_same_phases_hold_and_the_envs_run_in_workers(cleanrl_async_run):
+    tree = cleanrl_async_run["tree"]
+    assert find(tree, "Agent.get_action_and_value (no grad)")["count"] == ITERATIONS * STEPS
+    assert find(tree, "update")["count"] == MINIBATCHES
+    assert "vector.wait_for_workers" in child_names(find(tree, "vector.step"))
+    assert len(tree["workers"]) == 4

@@ -222,6 +222,10 @@ def print_walls(program: Program, runs: dict[str, list[dict]]) -> None:
     print(f"  goal: `rlprof run` <= {program.wall_goal:.2f}x plain python -> process wall {wall_ratio:.3f}x "
           f"({_verdict(wall_ratio <= program.wall_goal)}), training loop {loop_ratio:.3f}x "
           f"({_verdict(loop_ratio <= program.wall_goal)})")
+    outside = statistics.median((run["wall"] - run["hand"]["training"]) - (base["wall"] - base["hand"]["training"])
+                                for run, base in zip(runs["rlprof run"], runs["python"]))
+    print(f"  outside the training loop `rlprof run` adds {outside:.2f} s (its imports, its files and the "
+          f"analysis: a fixed cost, whatever the run's length)")
     analyses = [analyze_run(run["tree"]) for run in runs["rlprof run"]]
     unexplained = statistics.median(analysis.unexplained_share for analysis in analyses)
     untimed = statistics.median(analysis.untimed_share for analysis in analyses)
@@ -265,11 +269,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="5 rounds of short runs, python and rlprof run only (about 2 minutes on a quiet 16-core machine)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--total-timesteps", type=int, default=None, help="CleanRL's (8192; 4096 with --quick)")
-    parser.add_argument("--sb3-timesteps", type=int, default=None, help="SB3's (8192; 4096 with --quick)")
+    parser.add_argument("--total-timesteps", type=int, default=None, help="CleanRL's (8192; 2048 with --quick)")
+    parser.add_argument("--sb3-timesteps", type=int, default=None, help="SB3's (8192; 2048 with --quick)")
     parser.add_argument("--only", choices=("cleanrl-sync", "cleanrl-async", "sb3"), default=None)
     options = parser.parse_args()
-    default_steps = 4096 if options.quick else 8192
+    default_steps = 2048 if options.quick else 8192
     options.total_timesteps = options.total_timesteps or default_steps
     options.sb3_timesteps = options.sb3_timesteps or default_steps
     variants = QUICK_VARIANTS if options.quick else FULL_VARIANTS

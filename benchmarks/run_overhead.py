@@ -125,7 +125,8 @@ def _entry_points_folder(folder: Path) -> Path:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     info = folder / "entry_points" / f"rlprof_checkout-{project.get('version', '0')}.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: rlprof-checkout\nVersion: {project.get('version', '0')}\n")
+    version = project.get("version", "0")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: rlprof-checkout\nVersion: {version}\n")
     groups = project.get("entry-points", {})
     (info / "entry_points.txt").write_text("".join(
         f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in members.items()) + "\n"
@@ -152,8 +153,8 @@ def fixed_cost(environment: dict[str, str], folder: Path, rounds: int = 3) -> tu
         figures = {}
         for variant in (("python",), ("rlprof",)) if round_number % 2 == 0 else (("rlprof",), ("python",)):
             command = ([sys.executable, str(script)] if variant == ("python",) else
-                       [sys.executable, "-m", "profiler", "run", "--summaries-dir", str(folder / f"fixed{round_number}"),
-                        str(script)])
+                       [sys.executable, "-m", "profiler", "run", "--summaries-dir",
+                        str(folder / f"fixed{round_number}"), str(script)])
             cpu_before, started = _children_cpu(), time.perf_counter()
             subprocess.run(command, check=True, cwd=folder, env=environment,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -267,7 +268,8 @@ def _verdict(met: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="5 rounds of short runs, python and rlprof run only (about 2 minutes on a quiet 16-core machine)")
+                        help="5 rounds of short runs, python and rlprof run only "
+                             "(about 2 minutes on a quiet 16-core machine)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--total-timesteps", type=int, default=None, help="CleanRL's (8192; 2048 with --quick)")
     parser.add_argument("--sb3-timesteps", type=int, default=None, help="SB3's (8192; 2048 with --quick)")
@@ -281,7 +283,8 @@ def main() -> None:
     print(f"rlprof run overhead: median of {options.rounds} interleaved rounds, ratios to plain python "
           f"(python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})")
     core = ("compiled C core" if accelerator.extension is not None
-            else f"pure-Python timers: {accelerator.unavailable_reason}; `python3 setup.py build_ext --inplace` builds it")
+            else f"pure-Python timers: {accelerator.unavailable_reason}; "
+                 "`python3 setup.py build_ext --inplace` builds it")
     print(f"timers: {core}")
     with tempfile.TemporaryDirectory(prefix="rlprof-run-overhead-") as name:
         folder = Path(name)

@@ -98,7 +98,8 @@ def _of_the_run(run: JudgedRun, seconds: float) -> str:
     loop = _loop_seconds(run)
     if loop >= run.wall or loop <= 0:
         return f"{format_percent(run.share(seconds))} of the wall time"
-    return f"{format_percent(seconds / loop)} of the training loop ({format_percent(run.share(seconds))} of the wall time)"
+    return (f"{format_percent(seconds / loop)} of the training loop "
+            f"({format_percent(run.share(seconds))} of the wall time)")
 
 
 def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:

@@ -40,6 +40,7 @@ from profiler.analysis.operator_report import OperatorReport, operator_report, o
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
+from profiler.analysis.training_phases import TrainingPhases, training_phases, training_phases_text
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import (
     UntimedPlaces,
@@ -136,6 +137,7 @@ class RunAnalysis:
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
     workers_untimed: list[WorkerUntimedPlaces] = field(default_factory=list)
+    phases: TrainingPhases | None = None
     operators: OperatorReport | None = None
     device: dict[str, Any] = field(default_factory=dict)
     device_text: str | None = None
@@ -191,6 +193,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
         workers_untimed=workers_untimed_places(tree),
+        phases=training_phases(tree),
         operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
                                   pattern=options.pattern, order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
@@ -261,6 +264,8 @@ def render_analysis(
         sections.insert(2, untimed_text)
     if analysis.workers_untimed:  # workers timed in place sample their own stacks
         sections.append(workers_untimed_text(analysis.workers_untimed))
+    if analysis.phases is not None:  # runs whose framework phases rlprof run timed
+        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     sections.append(memory_text(analysis.memory, width=width))
@@ -403,6 +408,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                     else [place.as_dict() for place in analysis.untimed_places.places],
                     "gaps": None if analysis.untimed_gaps is None else analysis.untimed_gaps.as_dict(),
                     "workers": [worker.as_dict() for worker in analysis.workers_untimed]},
+        "phases": None if analysis.phases is None else analysis.phases.as_dict(),
         "verdicts": [verdict.as_dict() for verdict in analysis.verdicts.verdicts],
         "cannot_tell": list(analysis.verdicts.cannot_tell),
         "order_by": analysis.options.ordered_by,

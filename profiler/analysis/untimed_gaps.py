@@ -23,7 +23,7 @@ from typing import Any
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_seconds
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "untimed_gaps", "untimed_gaps_text"]
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
@@ -54,7 +54,7 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
     processes = tree.get("timeline", {}).get("processes", [])
     if not processes or not processes[0].get("threads"):
         return None
-    outermost = _outermost_spans(processes[0]["threads"][0]["spans"])
+    outermost = outermost_spans(processes[0]["threads"][0]["spans"])
     steps = [index for index, (name, _, _) in enumerate(outermost) if name in _STEP_NAMES]
     if len(steps) < 2:
         return None
@@ -75,7 +75,7 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
     )
 
 
-def _outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
+def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
     """The spans no other span holds, in time order (a thread's blocks nest)."""
     ordered = sorted(((span[0], span[1], span[2]) for span in spans), key=lambda span: (span[1], -span[2]))
     outermost: list[tuple[str, float, float]] = []

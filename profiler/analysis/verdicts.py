@@ -50,6 +50,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
     Where the run sampled the trainer's stack (``rlprof run``), the verdict names the
     :data:`UNTIMED_PLACES_NAMED` places that took most of it, with their sampling error.
+``policy_bound``, ``update_bound`` and ``rollout_with_grad``
+    The phases ``rlprof run`` times without edits, in the user's terms (the policy's inference,
+    the update): rules of :mod:`profiler.analysis.phase_verdicts`. Where one of the first two is
+    told, ``trainer_bound`` is not: it would name the same blocks less precisely.
 ``memory_leak``
     A process's memory (RSS, from the samples in the dump's ``memory`` section) grew steadily: by
     at least :data:`LEAK_MIN_GROWTH_BYTES` and :data:`LEAK_MIN_GROWTH_SHARE` of where it started,
@@ -87,6 +91,7 @@ from profiler.analysis.machine_verdicts import (
 )
 from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
 from profiler.analysis.node_load import judge_per_node
+from profiler.analysis.phase_verdicts import PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
@@ -217,7 +222,7 @@ ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
 MEMORY_LEAK = "memory_leak"
 KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPORT_BOUND,
-         TRAINER_BOUND, ENV_BOUND, GPU_IDLE, LAUNCH_ONLY, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
+         *PHASE_KINDS, TRAINER_BOUND, ENV_BOUND, GPU_IDLE, LAUNCH_ONLY, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
@@ -286,9 +291,12 @@ def judge_run(
         cpu = _cpu_oversubscription(run, machine)
     # Other programs' load is a verdict of its own, beside what the run's design costs.
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
+    phases = phase_verdicts(run)
+    named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND) for verdict in phases)
     verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
-                *_transport_bound(run, cpu_limited=bool(cpu)),
-                *_trainer_bound(run), *_env_bound(run, cpu_limited=bool(cpu or outside)),
+                *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
+                *([] if named_a_phase else _trainer_bound(run)),
+                *_env_bound(run, cpu_limited=bool(cpu or outside)),
                 *device_verdicts(run),
                 *_untimed(run),
                 *_memory_leaks(run)]

@@ -5,7 +5,8 @@ SB3's ``learn`` alternates ``collect_rollouts`` (the policy acts, the envs step)
 is a block named after the algorithm (``PPO.collect_rollouts``, ``PPO.train``), and the policy's
 model-level calls are blocks inside them: ``<Policy>.predict``, ``evaluate_actions`` and
 ``predict_values`` here, the policy's own ``forward`` through the torch phases
-(:mod:`profiler.automatic.torch_phases`). A policy method is timed whole: the modules it calls are
+(:mod:`profiler.automatic.torch_phases`). ``train`` is the update: the torch hooks open no
+``update`` block of their own inside it. A policy method is timed whole: the modules it calls are
 not blocks of their own. SB3 itself is never edited, and :func:`uninstall_sb3_phases` puts every
 method back.
 
@@ -19,7 +20,7 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from profiler.automatic.torch_phases import inside_model_call
+from profiler.automatic.torch_phases import inside_model_call, inside_update
 from profiler.timing import timers
 
 __all__ = ["install_sb3_phases", "uninstall_sb3_phases"]
@@ -70,6 +71,11 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             with timers.hierarchical_timer(f"{type(self).__name__}.{name}"), inside_model_call():
+                return original(self, *args, **kwargs)
+    elif name == "train":
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"), inside_update():
                 return original(self, *args, **kwargs)
     else:
         @functools.wraps(original)

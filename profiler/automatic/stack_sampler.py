@@ -38,7 +38,7 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "WORKER_INTERVAL", "StackSampler", "forget_samples",
+__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "WORKER_INTERVAL", "StackSampler", "file_kind", "forget_samples",
            "is_sampled", "untimed_samples_section"]
 
 DEFAULT_INTERVAL = 0.01
@@ -154,7 +154,7 @@ class StackSampler:
                     break  # the frames outside it are the parent's (fork)
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
-                kind = self._kind_of_file[code.co_filename] = _file_kind(code.co_filename)
+                kind = self._kind_of_file[code.co_filename] = file_kind(code.co_filename)
             # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
             line = frame.f_lineno or 0
             if kind == "program":
@@ -210,7 +210,7 @@ def _main_file() -> str:
     return os.path.abspath(main_file) if isinstance(main_file, str) else _BY_VALUE
 
 
-def _file_kind(filename: str) -> str:
+def file_kind(filename: str) -> str:
     """``"rlprof"`` for rlprof's own files (never a place), ``"library"`` for the standard library,
     installed packages and frozen modules, ``"program"`` for the rest: the program's own code,
     which includes the code cloudpickle sent to a spawned worker by value (the functions and classes

@@ -1,8 +1,27 @@
-"""A PyTorch program's phases as blocks, without edits: forward, backward, optimizer step.
+"""A PyTorch program's phases as blocks, without edits: the policy's calls, the update, backward,
+optimizer step.
 
 ``rlprof run`` installs these hooks when the program imports torch (see
 :mod:`profiler.automatic.post_import`); nothing here imports torch by itself. What becomes a
 block, in the thread that makes the call:
+
+- the program's own **model method** that makes the outermost module calls — CleanRL's
+  ``Agent.get_action_and_value``, which calls the actor and the critic and samples the action
+  distribution. A user who says "the policy's time" means that whole call, not only the networks'
+  forwards inside it. It is found on the first module call it makes: the calling frames are
+  read for the outermost method of an ``nn.Module`` in the program's own code (not torch's, not
+  an installed library's, never ``forward``); that method is then wrapped on the class that
+  defines it, so every later call is a block named ``Agent.get_action_and_value`` (with
+  ``(no grad)`` under ``torch.no_grad()``), and the call that was found is timed from its first
+  module call to its return (a profile function watches for that one return, then goes). The
+  module calls inside stay blocks of their own, nested in it;
+- the **update**: a block ``update`` from the first model call with grad enabled (a model method
+  or an outermost module call) to the end of the next optimizer step — one per optimizer step,
+  holding that step's forward, the loss arithmetic, ``zero_grad``, ``backward``, gradient
+  clipping and ``step``. So the tree tells the rollout (``(no grad)`` calls, environment steps)
+  from the update as the program's own timers around them would. A program that runs its
+  rollout's policy with grad enabled has its rollout inside ``update`` blocks, which the analysis
+  says (the policy should run under ``torch.no_grad()``);
 
 - the **outermost** ``nn.Module`` call — the policy or value network as the program calls it,
   not each of its layers: a module called while another module's call is open is not a block of
@@ -15,15 +34,19 @@ block, in the thread that makes the call:
 - ``<Optimizer>.step`` through torch's global optimizer step hooks, and
   ``<Optimizer>.zero_grad``, for which torch has no hook, by wrapping ``Optimizer.zero_grad``.
 
-The forward hooks are global ``nn.Module`` hooks: while they are installed, every module call
-takes torch's hooked path (a few microseconds per layer call), which the benchmark
-``benchmarks/run_overhead.py`` measures. :func:`uninstall_torch_phases` removes all of it.
+Module calls are seen by wrapping ``nn.Module.__call__``, not through torch's global forward
+hooks: with a global hook installed, every layer call takes torch's hooked path (a few
+microseconds each: a policy call of CleanRL's agent, a dozen layer calls, was a fifth slower),
+while the wrapper sends a call made inside another module's call straight on (one Python call
+more). The benchmark ``benchmarks/run_overhead.py`` measures what is left.
+:func:`uninstall_torch_phases` removes all of it.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 import sys
 import threading
@@ -31,29 +54,44 @@ import weakref
 from types import FrameType, ModuleType
 from typing import Any
 
+from profiler.automatic.stack_sampler import file_kind
 from profiler.timing import timers
 
-__all__ = ["NO_GRAD_SUFFIX", "inside_model_call", "install_torch_phases", "torch_phases_installed",
-           "uninstall_torch_phases"]
+__all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "inside_model_call", "inside_update", "install_torch_phases",
+           "torch_phases_installed", "uninstall_torch_phases"]
 
 NO_GRAD_SUFFIX = " (no grad)"
-"""Ends the name of a forward block run under ``torch.no_grad()`` (inference)."""
+"""Ends the name of a forward or model-method block run under ``torch.no_grad()`` (inference)."""
+UPDATE_BLOCK = "update"
+"""The block from the first model call with grad enabled to the end of the next optimizer step."""
+
+_NEVER_WRAPPED = frozenset({"forward", "__call__", "_call_impl", "_wrapped_call_impl"})
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class _ThreadState(threading.local):
-    """Per thread: how many model calls are open, and the blocks this module opened."""
+    """Per thread: how many module calls and model-method blocks are open, and the blocks this
+    module opened."""
 
     def __init__(self) -> None:
         self.depth = 0
-        self.forward_block: Any = None
+        self.method_depth = 0
         self.step_block: Any = None
+        self.update_block: Any = None
+        self.framework_updates = 0  # open updates a framework times itself (SB3's train)
+        self.training = False  # a backward, zero_grad or optimizer step ran in this thread
+        self.open_methods: list[Any] = []  # the model methods whose blocks are open, innermost last
 
 
 _state = _ThreadState()
 _installed: list[Any] = []  # what uninstall undoes, in order: removable handles and restorers
 _names: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
+_method_names: dict[tuple[type, str], tuple[str, str]] = {}
+_callers_read: set[Any] = set()  # code objects of the callers whose frames were read once
+_learning_methods: set[Any] = set()  # code objects of model methods that ran a backward or a step
 _torch_folder = ""
 _grad_enabled: Any = None
+_module_class: Any = None
 
 
 class inside_model_call:  # noqa: N801 - used as a context manager, like torch.no_grad
@@ -69,21 +107,34 @@ class inside_model_call:  # noqa: N801 - used as a context manager, like torch.n
         _state.depth -= 1
 
 
+class inside_update:  # noqa: N801 - used as a context manager, like torch.no_grad
+    """While open, this thread is in an update a framework times as its own block (SB3's
+    ``train``): no ``update`` block of this module opens inside it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _state.framework_updates += 1
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        _state.framework_updates -= 1
+
+
 def torch_phases_installed() -> bool:
     return bool(_installed)
 
 
 def install_torch_phases(torch: ModuleType) -> None:
     """Install the hooks in the imported ``torch`` (idempotent)."""
-    global _torch_folder, _grad_enabled
+    global _torch_folder, _grad_enabled, _module_class
     if _installed:
         return
     _torch_folder = os.path.dirname(torch.__file__) + os.sep
     _grad_enabled = torch.is_grad_enabled
     module_hooks = importlib.import_module("torch.nn.modules.module")
+    _module_class = module_hooks.Module
     optimizer_hooks = importlib.import_module("torch.optim.optimizer")
-    _installed.append(module_hooks.register_module_forward_pre_hook(_before_forward))
-    _installed.append(module_hooks.register_module_forward_hook(_after_forward, always_call=True))
+    _installed.append(_replace(module_hooks.Module, "__call__", _timed_module_call(module_hooks.Module.__call__)))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))
     _installed.append(_replace(torch.autograd, "backward", _timed_backward(torch.autograd.backward)))
@@ -92,9 +143,15 @@ def install_torch_phases(torch: ModuleType) -> None:
 
 
 def uninstall_torch_phases() -> None:
-    """Remove every hook and wrapper :func:`install_torch_phases` put in place."""
+    """Remove every hook and wrapper :func:`install_torch_phases` put in place, and close an
+    ``update`` block the program left open (a forward with grad and no optimizer step after it)."""
     while _installed:
         _installed.pop().remove()
+    _close_update(_state)
+    _state.training = False
+    _callers_read.clear()
+    _method_names.clear()
+    _learning_methods.clear()
 
 
 class _Replaced:
@@ -117,24 +174,47 @@ def _replace(owner: Any, name: str, replacement: Any) -> _Replaced:
 # --- module calls -----------------------------------------------------------------------------------
 
 
-def _before_forward(module: Any, args: Any) -> None:
-    state = _state
-    state.depth += 1
-    if state.depth == 1:
-        names = _names.get(module)
-        if names is None:
-            names = _names[module] = _module_names(module, sys._getframe(1))
-        block = timers.hierarchical_timer(names[0] if _grad_enabled() else names[1])
-        block.__enter__()
-        state.forward_block = block
+def _timed_module_call(call: Any) -> Any:
+    """``nn.Module.__call__``, timing the outermost module calls of each thread.
+
+    A module called while another's call is open (a layer of the policy) goes straight through:
+    one Python call more, and torch's own fast path, where global hooks would send every layer
+    call through torch's hooked path.
+    """
+
+    @functools.wraps(call)
+    def module_call_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state.depth:
+            return call(self, *args, **kwargs)
+        state.depth += 1
+        try:
+            with _outermost_call_block(self, sys._getframe(1)):
+                return call(self, *args, **kwargs)
+        finally:
+            state.depth -= 1
+
+    return module_call_timed
 
 
-def _after_forward(module: Any, args: Any, result: Any) -> None:
+def _outermost_call_block(module: Any, caller: FrameType) -> Any:
+    """The block of an outermost module call, after what its start may open before it: the update
+    (a call with grad, once the program trains) and the model method the caller runs in."""
     state = _state
-    state.depth -= 1
-    if state.depth == 0 and state.forward_block is not None:
-        block, state.forward_block = state.forward_block, None
-        block.__exit__(None, None, None)
+    grad = _grad_enabled()
+    if state.method_depth == 0:
+        # An outermost model call that no model method holds: it may start an update, and its
+        # caller may be a model method not wrapped yet.
+        if grad and state.training and state.update_block is None:
+            _open_update(state)
+        frame = _caller_frame(caller)
+        if frame is not None and frame.f_code not in _callers_read:
+            _callers_read.add(frame.f_code)
+            _time_model_method(frame, grad)
+    names = _names.get(module)
+    if names is None:
+        names = _names[module] = _module_names(module, caller)
+    return timers.hierarchical_timer(names[0] if grad else names[1])
 
 
 def _module_names(module: Any, frame: FrameType | None) -> tuple[str, str]:
@@ -143,11 +223,17 @@ def _module_names(module: Any, frame: FrameType | None) -> tuple[str, str]:
     return f"{name}.forward", f"{name}.forward{NO_GRAD_SUFFIX}"
 
 
+def _caller_frame(frame: FrameType | None) -> FrameType | None:
+    """The first frame outside torch: the code that called the module."""
+    while frame is not None and frame.f_code.co_filename.startswith(_torch_folder):
+        frame = frame.f_back
+    return frame
+
+
 def _name_in_caller(module: Any, frame: FrameType | None) -> str | None:
     """The module's name as the code that called it knows it: ``Owner.child`` when the caller's
     ``self`` holds it as a child, else a variable of the caller's that holds it."""
-    while frame is not None and frame.f_code.co_filename.startswith(_torch_folder):
-        frame = frame.f_back
+    frame = _caller_frame(frame)
     if frame is None:
         return None
     local_names = frame.f_locals
@@ -164,12 +250,144 @@ def _name_in_caller(module: Any, frame: FrameType | None) -> str | None:
     return None
 
 
+# --- model methods ---------------------------------------------------------------------------------
+
+
+def _time_model_method(caller: FrameType, grad: bool) -> None:
+    """Find the outermost model method on the calling frames, wrap it on its class, and time the
+    call of it that is running now (from here to its return)."""
+    found = None
+    frame: FrameType | None = caller
+    while frame is not None:
+        method = _model_method_of(frame)
+        if method is not None:
+            found = (frame, *method)
+        frame = frame.f_back
+    if found is None:
+        return
+    frame, instance, owner, name = found
+    if not getattr(owner.__dict__[name], "rlprof_model_method", False):  # another thread's look may have wrapped it
+        _installed.append(_replace(owner, name, _timed_method(owner.__dict__[name], name)))
+    if sys.getprofile() is not None:
+        return  # another profiler watches returns: the call running now stays untimed
+    state = _state
+    if grad and state.training and state.update_block is None:
+        _open_update(state)
+    block = timers.hierarchical_timer(_method_block_names(type(instance), name)[0 if grad else 1])
+    block.__enter__()
+    state.method_depth += 1
+    state.open_methods.append(frame.f_code)
+    _close_at_return(frame, block)
+
+
+def _model_method_of(frame: FrameType) -> tuple[Any, type, str] | None:
+    """``(self, defining class, name)`` when ``frame`` runs a method of an ``nn.Module`` defined in
+    the program's own code (not torch, a library or rlprof), and not ``forward`` or a generator."""
+    code = frame.f_code
+    if (code.co_name in _NEVER_WRAPPED or code.co_argcount < 1 or code.co_varnames[0] != "self"
+            or code.co_flags & _GENERATOR_FLAGS or file_kind(code.co_filename) != "program"):
+        return None
+    instance = frame.f_locals.get("self")
+    if not isinstance(instance, _module_class):
+        return None
+    for owner in type(instance).__mro__:
+        function = owner.__dict__.get(code.co_name)
+        if getattr(function, "__code__", None) is code:
+            return instance, owner, code.co_name
+    return None
+
+
+def _method_block_names(cls: type, name: str) -> tuple[str, str]:
+    names = _method_names.get((cls, name))
+    if names is None:
+        names = _method_names[(cls, name)] = (f"{cls.__name__}.{name}", f"{cls.__name__}.{name}{NO_GRAD_SUFFIX}")
+    return names
+
+
+def _timed_method(method: Any, name: str) -> Any:
+    code = method.__code__
+
+    @functools.wraps(method)
+    def model_method_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = _state
+        if state.depth:  # called from inside a module's forward: that block holds it
+            return method(self, *args, **kwargs)
+        grad = _grad_enabled()
+        if (state.update_block is None and state.method_depth == 0
+                and ((grad and state.training) or code in _learning_methods)):
+            _open_update(state)
+        state.method_depth += 1
+        state.open_methods.append(code)
+        try:
+            with timers.hierarchical_timer(_method_block_names(type(self), name)[0 if grad else 1]):
+                return method(self, *args, **kwargs)
+        finally:
+            state.method_depth -= 1
+            state.open_methods.pop()
+
+    model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
+    return model_method_timed
+
+
+def _close_at_return(frame: FrameType, block: Any) -> None:
+    """Close ``block`` when ``frame`` returns (or raises), through a profile function of this
+    thread that removes itself then."""
+    state = _state
+
+    def watch(watched: FrameType, event: str, argument: Any) -> None:
+        if event == "return" and watched is frame:
+            sys.setprofile(None)
+            state.method_depth -= 1
+            state.open_methods.pop()
+            block.__exit__(None, None, None)
+
+    sys.setprofile(watch)
+
+
+# --- the update ---------------------------------------------------------------------------------------
+
+
+def _training_call(state: _ThreadState) -> None:
+    """A backward, ``zero_grad`` or optimizer step: the program trains. From now on a model call
+    with grad starts an update; this call starts one if none is open (the program's first update,
+    whose first forward came before anything said it was training), unless a model method holds
+    it — then that method learns, and its later calls are held in updates."""
+    state.training = True
+    if state.open_methods:
+        _learning_methods.add(state.open_methods[0])
+    elif state.update_block is None and state.depth == 0:
+        _open_update(state)
+
+
+def _open_update(state: _ThreadState) -> None:
+    if state.framework_updates:
+        return
+    if timers.current_thread_stack().current.name == UPDATE_BLOCK:
+        return  # the program's own "update" block holds it already
+    block = timers.hierarchical_timer(UPDATE_BLOCK)
+    block.__enter__()
+    state.update_block = block
+
+
+def _close_update(state: _ThreadState) -> None:
+    """Close the open ``update`` block if it is the innermost open block (blocks must nest: one
+    the program opened inside it and left open keeps it open until the next step)."""
+    block = state.update_block
+    if block is None:
+        return
+    stack = getattr(block, "_stack", None)
+    if stack is None or stack.current is block:
+        state.update_block = None
+        block.__exit__(None, None, None)
+
+
 # --- backward, optimizer step, zero_grad --------------------------------------------------------------
 
 
 def _timed_backward(backward: Any) -> Any:
     @functools.wraps(backward)
     def backward_timed(*args: Any, **kwargs: Any) -> Any:
+        _training_call(_state)
         with timers.hierarchical_timer("backward"):
             return backward(*args, **kwargs)
 
@@ -179,6 +397,7 @@ def _timed_backward(backward: Any) -> Any:
 def _timed_zero_grad(zero_grad: Any) -> Any:
     @functools.wraps(zero_grad)
     def zero_grad_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _training_call(_state)
         with timers.hierarchical_timer(f"{type(self).__name__}.zero_grad"):
             return zero_grad(self, *args, **kwargs)
 
@@ -191,6 +410,7 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     if left_open is not None and getattr(left_open, "_stack", None) is not None \
             and left_open._stack.current is left_open:
         left_open.__exit__(RuntimeError, None, None)  # the last step raised: counted as an error
+    _training_call(state)
     block = timers.hierarchical_timer(f"{type(optimizer).__name__}.step")
     block.__enter__()
     state.step_block = block
@@ -201,3 +421,4 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     block, state.step_block = state.step_block, None
     if block is not None:
         block.__exit__(None, None, None)
+    _close_update(state)

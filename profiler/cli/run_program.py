@@ -226,7 +226,9 @@ def run_program(
     machine_load.follow_run()  # the program's waits for a core and the machine's load from here
     if timeline:
         events.start_recording()
-    instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to)
+    instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to, missing=(
+        "the environments are not timed: rlprof's entry points are not installed (a checkout on "
+        "PYTHONPATH has none: `pip install -e .` there)"))
     automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
     if operators:
         torch_ops.start_operators()
@@ -295,12 +297,15 @@ def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any
         raise RunError(f"--envs-per-worker: {error}") from None
 
 
-def _load_plugin(group: str, report_to: TextIO) -> Any:
+def _load_plugin(group: str, report_to: TextIO, *, missing: str | None = None) -> Any:
     """What the first plugin of ``group`` returns when called (None when there is none, or it fails:
-    the program still runs, and one line says what is missing)."""
+    the program still runs, and one line says what is missing; ``missing`` is that line when the
+    group has no plugin at all)."""
     try:
         return next(iter(entry_points(group=group))).load()()
     except StopIteration:
+        if missing is not None:
+            print(f"rlprof: {missing}", file=report_to)
         return None
     except Exception as error:  # noqa: BLE001 - measuring less never stops the program
         print(f"rlprof: {group} unavailable ({type(error).__name__}: {error}); running without it", file=report_to)

@@ -12,7 +12,7 @@ import sys  # noqa: E402
 
 from framework_runs import PROGRAMS, rlprof_run  # noqa: E402
 from profiler.automatic.sb3_phases import install_sb3_phases, uninstall_sb3_phases  # noqa: E402
-from tree_paths import child_names, find  # noqa: E402
+from tree_paths import child_names, count_of, find  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,10 @@ def test_the_update_holds_the_policy_evaluation_backward_and_optimizer_step(sb3_
     minibatches = 2 * 2 * (256 // 64)  # iterations x epochs x minibatches of 64
     for name in ("ActorCriticPolicy.evaluate_actions", "backward", "Adam.step", "Adam.zero_grad"):
         assert find(train, name)["count"] == minibatches, name
+
+
+def test_the_algorithms_train_is_the_update_no_update_block_of_torchs_opens_in_it(sb3_run):
+    assert count_of(sb3_run["tree"], "update") == 0
 
 
 def test_a_policy_method_is_one_block_not_one_per_layer(sb3_run):

@@ -1,9 +1,13 @@
 """CleanRL's ``ppo.py``, shortened: a torch actor-critic over ``SyncVectorEnv``, PPO updates.
 
-It knows nothing of rlprof. ``--slow-logging S`` plants a function that sleeps S seconds after
+It knows nothing of rlprof. ``--async-envs`` builds ``AsyncVectorEnv`` instead of
+``SyncVectorEnv``; ``--env-seconds S`` makes each env step S seconds longer (a costly simulator).
+``--slow-logging S`` plants a function that sleeps S seconds after
 each update, outside anything the framework hooks time, for the stack sampler to find.
-``--hand-timers FILE`` writes the time of its policy calls, env steps, updates and whole training
-loop, measured by hand around the same code, as JSON (for benchmarks/run_overhead.py).
+``--hand-timers FILE`` writes, as JSON, the time measured by hand (``time.perf_counter()``) around
+its policy calls (the ``agent.get_action_and_value`` call of the rollout), its env steps (the
+``envs.step`` call), its updates (the epochs' loop, whole) and its whole training loop — what a
+user would time, for ``benchmarks/run_overhead.py`` to set rlprof's blocks against.
 """
 
 import argparse
@@ -29,6 +33,8 @@ def parse_args():
     parser.add_argument("--learning-rate", type=float, default=2.5e-4)
     parser.add_argument("--num-minibatches", type=int, default=2)
     parser.add_argument("--slow-logging", type=float, default=0.0)
+    parser.add_argument("--env-seconds", type=float, default=0.0)
+    parser.add_argument("--async-envs", action="store_true")
     parser.add_argument("--hand-timers", type=str, default=None)
     args = parser.parse_args()
     args.batch_size = args.num_envs * args.num_steps
@@ -37,9 +43,22 @@ def parse_args():
     return args
 
 
-def make_env(env_id):
+class SlowStep(gym.Wrapper):
+    """Stands for a costly simulator: each step takes ``seconds`` longer."""
+
+    def __init__(self, env, seconds):
+        super().__init__(env)
+        self.seconds = seconds
+
+    def step(self, action):
+        time.sleep(self.seconds)
+        return self.env.step(action)
+
+
+def make_env(env_id, env_seconds=0.0):
     def thunk():
-        return gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+        env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+        return SlowStep(env, env_seconds) if env_seconds else env
 
     return thunk
 
@@ -83,7 +102,8 @@ if __name__ == "__main__":
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
-    envs = gym.vector.SyncVectorEnv([make_env("CartPole-v1") for _ in range(args.num_envs)])
+    vector_env = gym.vector.AsyncVectorEnv if args.async_envs else gym.vector.SyncVectorEnv
+    envs = vector_env([make_env("CartPole-v1", args.env_seconds) for _ in range(args.num_envs)])
     agent = Agent(envs)
     optimizer = optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5)
 
@@ -106,15 +126,16 @@ if __name__ == "__main__":
             global_step += args.num_envs
             obs[step] = next_obs
             dones[step] = next_done
-            started = time.perf_counter()
             with torch.no_grad():
+                started = time.perf_counter()
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
+                hand["policy"] += time.perf_counter() - started
                 values[step] = value.flatten()
-            hand["policy"] += time.perf_counter() - started
             actions[step] = action
             logprobs[step] = logprob
+            chosen = action.cpu().numpy()
             started = time.perf_counter()
-            next_obs, reward, terminations, truncations, infos = envs.step(action.cpu().numpy())
+            next_obs, reward, terminations, truncations, infos = envs.step(chosen)
             hand["env_step"] += time.perf_counter() - started
             next_done = np.logical_or(terminations, truncations)
             rewards[step] = torch.tensor(reward).view(-1)

@@ -1,0 +1,161 @@
+"""Verdicts in the user's terms: the policy's inference or the update is what limits the run.
+
+``rlprof run`` times a PyTorch or Stable-Baselines3 program's calls without edits; these rules
+read them as phases (:mod:`profiler.analysis.training_phases`) and name the program's own call
+that limits the run ("the policy's inference is the limit: Agent.get_action_and_value (no grad)
+took 38% of the wall time"). The environments' and the transport's verdicts are
+:mod:`profiler.analysis.verdicts`' (``env_bound``, ``transport_bound``); the time outside any
+block is its ``untimed``. The rules, each with its threshold:
+
+Shares are of the **training loop**: the wall time less the untimed time before the first vector
+step and after the last (imports, building the envs and the model, the end), where the timeline
+tells them (:mod:`profiler.analysis.untimed_gaps`), else of the wall time. A short run spends most
+of its wall time starting up; what limits its loop is still what a user asks. The verdict's cost
+and share are of the wall time, as every verdict's.
+
+``policy_bound``
+    The policy's inference calls take at least :data:`PHASE_MIN_SHARE` of the loop, and more
+    than the update and more than the vector steps. The costliest call is named, with its calls
+    and its time per call, and the share of it spent outside the networks' forwards (building the
+    action distribution, sampling): a cost a smaller network does not remove.
+``update_bound``
+    The update (one ``update`` block per optimizer step and the loop between them, or SB3's
+    ``<Algorithm>.train``) takes at least :data:`PHASE_MIN_SHARE` of the loop, and more than the
+    policy's inference and more than the vector steps; its costliest parts are named (``backward``,
+    ``Adam.step``, the forward with grad, the loss code between them).
+``rollout_with_grad``
+    The program's rollout ran its policy with grad enabled: the vector steps fell inside the
+    ``update`` blocks, which therefore say nothing of the update. Its cost is the rollout's time
+    inside them, and the fix is ``torch.no_grad()`` around the rollout's policy calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.training_phases import PhaseBlock, TrainingPhases, training_phases
+from profiler.analysis.untimed_gaps import untimed_gaps
+
+__all__ = ["PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
+           "PHASE_PARTS_NAMED", "phase_verdicts"]
+
+PHASE_MIN_SHARE = 0.20
+"""A phase is named as the limit from a fifth of the training loop (and when it is the largest of
+the policy, the update and the vector steps)."""
+
+PHASE_PARTS_NAMED = 3
+"""How many of the update's parts an ``update_bound`` verdict names, at the most."""
+
+POLICY_BOUND = "policy_bound"
+UPDATE_BOUND = "update_bound"
+ROLLOUT_WITH_GRAD = "rollout_with_grad"
+PHASE_KINDS = (POLICY_BOUND, UPDATE_BOUND, ROLLOUT_WITH_GRAD)
+
+
+class JudgedRun(Protocol):
+    """What these rules read of the run being judged (``profiler.analysis.verdicts._Run``)."""
+
+    tree: dict[str, Any]
+
+    @property
+    def wall(self) -> float: ...
+
+    def share(self, seconds: float) -> float | None: ...
+
+    def verdict(self, kind: str, title: str, cost: float, evidence: dict[str, Any],
+                suggestion: str) -> Any: ...
+
+
+def phase_verdicts(run: JudgedRun) -> list[Any]:
+    """The phase verdicts of ``run`` (none for a run without framework phases)."""
+    phases = training_phases(run.tree)
+    if phases is None:
+        return []
+    if phases.rollout_with_grad:
+        return [_rollout_with_grad(run, phases)]
+    return [*_policy_bound(run, phases), *_update_bound(run, phases)]
+
+
+def _evidence(phases: TrainingPhases) -> dict[str, Any]:
+    return {"policy_seconds": phases.policy_seconds, "update_seconds": phases.update_seconds,
+            "env_steps_seconds": phases.env_seconds}
+
+
+def _loop_seconds(run: JudgedRun) -> float:
+    """The wall time less the untimed start-up and end (the wall time without a timeline)."""
+    gaps = untimed_gaps(run.tree)
+    return run.wall - gaps.elsewhere if gaps is not None else run.wall
+
+
+def _is_the_limit(run: JudgedRun, seconds: float, others: tuple[float, ...]) -> bool:
+    loop = _loop_seconds(run)
+    return loop > 0 and seconds / loop >= PHASE_MIN_SHARE and all(seconds > other for other in others)
+
+
+def _of_the_run(run: JudgedRun, seconds: float) -> str:
+    """``"38.0% of the training loop (12.0% of the wall time)"``, or of the wall time only."""
+    loop = _loop_seconds(run)
+    if loop >= run.wall or loop <= 0:
+        return f"{format_percent(run.share(seconds))} of the wall time"
+    return (f"{format_percent(seconds / loop)} of the training loop "
+            f"({format_percent(run.share(seconds))} of the wall time)")
+
+
+def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
+    seconds = phases.policy_seconds
+    if not _is_the_limit(run, seconds, (phases.update_seconds, phases.env_seconds)):
+        return []
+    top = phases.policy[0]
+    others = (f"; with {', '.join(block.name for block in phases.policy[1:])}, "
+              f"{_of_the_run(run, seconds)}" if len(phases.policy) > 1 else "")
+    evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.policy]}
+    outside = top.self_seconds / top.seconds if top.seconds > 0 else 0.0
+    inside = (f" Of {top.name}'s time, {format_percent(outside)} ran outside the networks' forwards "
+              "(its own code: building the action distribution, sampling): a smaller network does "
+              "not remove that part." if top.self_seconds > 0 else "")
+    return [run.verdict(
+        POLICY_BOUND,
+        f"the policy's inference is the limit: {top.name} took {_of_the_run(run, top.seconds)} "
+        f"({top.calls} calls, {format_seconds(top.seconds / max(top.calls, 1))} each){others}",
+        seconds, evidence,
+        "Each call's cost is mostly per call, not per env, for a small network: more envs per "
+        "vector env make each call serve more of them; a smaller network or torch.inference_mode() "
+        f"makes the call itself cheaper.{inside}")]
+
+
+def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
+    seconds = phases.update_seconds
+    if not _is_the_limit(run, seconds, (phases.policy_seconds, phases.env_seconds)):
+        return []
+    updates = sum(block.calls for block in phases.update)
+    what = ("optimizer steps" if phases.update[0].name == "update"
+            else f"calls of {phases.update[0].name}")
+    parts = [part for part in phases.update_parts if part.seconds > 0][:PHASE_PARTS_NAMED]
+    named = ", ".join(f"{_part_name(part)} {format_percent(run.share(part.seconds))}" for part in parts)
+    evidence = {**_evidence(phases), "updates": updates,
+                "between_updates_seconds": phases.update_between_seconds,
+                "parts": [part.as_dict() for part in phases.update_parts]}
+    return [run.verdict(
+        UPDATE_BOUND,
+        f"the update (learner) is the limit: {updates} {what} took {_of_the_run(run, seconds)}"
+        + (f", led by {named}" if named else ""),
+        seconds, evidence,
+        "Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or a cheaper loss "
+        "shorten it; the env side can win back at most the vector steps' "
+        f"{format_percent(run.share(phases.env_seconds))} of the wall time.")]
+
+
+def _part_name(part: PhaseBlock) -> str:
+    return "the update's own code (loss, clipping)" if part.name == "(untimed)" else part.name
+
+
+def _rollout_with_grad(run: JudgedRun, phases: TrainingPhases) -> Any:
+    return run.verdict(
+        ROLLOUT_WITH_GRAD,
+        "the rollout's policy ran with grad enabled: the vector steps fell inside the update blocks, "
+        "so rollout and update cannot be told apart",
+        0.0, _evidence(phases),
+        "Call the policy under torch.no_grad() (or torch.inference_mode()) in the rollout: autograd "
+        "records a graph for every call that no backward uses, and rlprof then tells the policy from "
+        "the update.")

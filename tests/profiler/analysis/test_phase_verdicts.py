@@ -1,0 +1,66 @@
+"""Specification: the policy's inference or the update is named as the limit, in the program's own
+calls, on both sides of each threshold (built dumps; real runs: test_phase_verdicts_on_real_runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from phase_trees import phase_tree
+from profiler.analysis.phase_verdicts import PHASE_MIN_SHARE, POLICY_BOUND, ROLLOUT_WITH_GRAD, UPDATE_BOUND
+from profiler.analysis.verdicts import TRAINER_BOUND, judge_run
+
+
+def shares(policy: float, update: float, env: float) -> dict:
+    """Seconds of a 10 s run with these shares of it, the rest untimed."""
+    return {"policy": 10 * policy, "update": 10 * update, "env": 10 * env,
+            "untimed": 10 * (1 - policy - update - env)}
+
+
+def test_the_policy_is_the_limit_from_the_threshold_when_it_is_the_largest_phase():
+    verdicts = judge_run(phase_tree(**shares(PHASE_MIN_SHARE + 0.01, 0.1, 0.1)))
+    [verdict] = verdicts.of_kind(POLICY_BOUND)
+    assert "Agent.get_action_and_value (no grad) took" in verdict.title
+    assert verdict.share == pytest.approx(PHASE_MIN_SHARE + 0.01)
+
+
+def test_below_the_threshold_the_policy_is_not_the_limit():
+    assert not judge_run(phase_tree(**shares(PHASE_MIN_SHARE - 0.01, 0.1, 0.1))).of_kind(POLICY_BOUND)
+
+
+def test_a_policy_above_the_threshold_but_behind_the_envs_is_not_the_limit():
+    assert not judge_run(phase_tree(**shares(0.3, 0.1, 0.35))).of_kind(POLICY_BOUND)
+
+
+def test_the_policy_verdict_says_how_much_of_the_call_ran_outside_the_networks():
+    [verdict] = judge_run(phase_tree(**shares(0.5, 0.1, 0.1))).of_kind(POLICY_BOUND)
+    assert "60.0% ran outside the networks' forwards" in verdict.suggestion
+
+
+def test_the_update_is_the_limit_from_the_threshold_naming_its_costliest_parts():
+    [verdict] = judge_run(phase_tree(**shares(0.1, PHASE_MIN_SHARE + 0.01, 0.1), updates=8)).of_kind(UPDATE_BOUND)
+    assert verdict.title.startswith("the update (learner) is the limit: 8 optimizer steps took")
+    assert "led by" in verdict.title and "backward 6.3%" in verdict.title and "Adam.step 4.2%" in verdict.title
+
+
+def test_below_the_threshold_the_update_is_not_the_limit():
+    assert not judge_run(phase_tree(**shares(0.1, PHASE_MIN_SHARE - 0.01, 0.1))).of_kind(UPDATE_BOUND)
+
+
+def test_an_update_behind_the_policy_is_not_the_limit():
+    assert not judge_run(phase_tree(**shares(0.4, 0.3, 0.1))).of_kind(UPDATE_BOUND)
+
+
+def test_sb3s_update_is_named_by_its_train_calls():
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), sb3=True, updates=3)).of_kind(UPDATE_BOUND)
+    assert "3 calls of PPO.train took" in verdict.title
+
+
+def test_a_phase_verdict_replaces_the_trainer_bound_one_that_would_name_the_same_blocks():
+    verdicts = judge_run(phase_tree(**shares(0.6, 0.1, 0.1)))
+    assert verdicts.of_kind(POLICY_BOUND) and not verdicts.of_kind(TRAINER_BOUND)
+
+
+def test_a_rollout_run_with_grad_is_told_and_no_phase_is_named_the_limit():
+    verdicts = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), step_inside_update=True))
+    assert verdicts.of_kind(ROLLOUT_WITH_GRAD)
+    assert not verdicts.of_kind(UPDATE_BOUND) and not verdicts.of_kind(POLICY_BOUND)

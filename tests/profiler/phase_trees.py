@@ -1,0 +1,42 @@
+"""Dumps of a training loop's phases, built by hand to put each phase on either side of a threshold."""
+
+from __future__ import annotations
+
+from profiler.tree.timer_json import normalize_timing_tree
+
+
+def node(name: str, total: float, count: int, children: list | None = None) -> dict:
+    return {"name": name, "total": total, "count": count, "children": children or []}
+
+
+def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, untimed: float = 1.0,
+               updates: int = 4, gap: float = 0.0, sb3: bool = False, step_inside_update: bool = False) -> dict:
+    """A run of ``policy`` seconds of ``Agent.get_action_and_value (no grad)`` (40% in its actor's
+    forward), ``updates`` update blocks of ``update`` seconds in all (30% backward, 20% Adam.step,
+    30% the forward with grad, the rest the update's own code) one after another ``gap`` seconds
+    apart, ``env`` seconds of ``vector.step`` and ``untimed`` seconds outside any block. With
+    ``sb3`` the update is ``PPO.train`` and the policy ``ActorCriticPolicy.forward (no grad)``;
+    with ``step_inside_update`` the vector steps ran inside the update blocks."""
+    steps = node("vector.step", env, 100)
+    update_name = "PPO.train" if sb3 else "update"
+    update_children = [node("backward", 0.3 * update, updates), node("Adam.step", 0.2 * update, updates),
+                       node("Agent.get_action_and_value", 0.3 * update, updates)]
+    if step_inside_update:
+        update_children.append(steps)
+    policy_name = "ActorCriticPolicy.forward (no grad)" if sb3 else "Agent.get_action_and_value (no grad)"
+    children = [node(policy_name, policy, 100, [node("Agent.actor.forward (no grad)", 0.4 * policy, 100)]),
+                node(update_name, update + (env if step_inside_update else 0.0), updates, update_children)]
+    if not step_inside_update:
+        children.append(steps)
+    gaps = gap * (updates - 1)
+    spans, clock = [], 10.0
+    for _ in range(updates):
+        spans.append([update_name, clock, clock + update / updates])
+        clock += update / updates + gap
+    wall = policy + update + env + untimed + gaps
+    tree = {"name": "root", "total": wall, "count": 1, "children": children,
+            "metadata": {"rlprof_framework_phases": "torch,stable_baselines3" if sb3 else "torch"},
+            "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+                {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+                 "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}}
+    return normalize_timing_tree(tree)

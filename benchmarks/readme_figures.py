@@ -79,10 +79,10 @@ def measure_timer(rounds: int, number: int) -> dict[str, Any]:
 def measure_payload(rounds: int, nodes: int) -> dict[str, Any]:
     """A payload from snapshot to merged, in ``nullcontext()`` costs, rows taken by this core."""
     import snapshot_cores
-    from profiler.multiprocess import payload
+    from profiler.timing import accelerated
 
+    own = "C take_rows" if accelerated() else "Python take_rows"
     floor_ns, figures = snapshot_cores.measure(rounds, nodes)
-    own = "Python take_rows" if payload._take_rows is payload.take_rows_in_python else "C take_rows"
     snapshot_us, trip_us = figures[own]
     return {"snapshot_us": snapshot_us, "trip_us": trip_us, "costs": trip_us * 1000 / floor_ns}
 

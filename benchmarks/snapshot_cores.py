@@ -5,12 +5,12 @@
 
 Each round, for each core in turn: the same blocks run (so every row is taken and every node
 zeroed), then one payload makes the whole trip timed: ``snapshot_and_flush`` in the worker
-(its rows taken by the C accelerator's ``take_rows``, or by the Python reference
-``payload.take_rows_in_python``), pickled and unpickled as a pipe does (``ForkingPickler.dumps``,
-``pickle.loads``), and ``TimerMerger.merge_payload`` in the trainer. The merger adds the rows it
-holds in bulk every few payloads (a fold), so a trip's figure is the median, over windows of
-payloads that each end with a fold, of the window's mean (as ``benchmarks/merge_cost.py``
-takes it): the folds are counted, spread over the payloads they add. A ``with nullcontext():``
+(its blocks run and its rows taken on the C core, ``take_rows`` in C, or on the Python
+core, ``payload.take_rows_in_python``, switched with ``block_hooks.use_compiled_core``),
+pickled and unpickled as a pipe does (``ForkingPickler.dumps``, ``pickle.loads``), and
+``TimerMerger.merge_payload`` in the trainer. The merger adds the rows it holds in bulk every
+few payloads (a fold), so a trip's figure is the median, over windows of payloads that each end
+with a fold, of the window's mean (as ``benchmarks/merge_cost.py`` takes it): the folds are counted, spread over the payloads they add. A ``with nullcontext():``
 block is timed in the same rounds, and the ratio of the two medians is the figure.
 
 Goal (issue 27): snapshot to merged within 100 ``nullcontext()`` costs. The snapshot, the
@@ -28,14 +28,14 @@ import sys
 import time
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from merge_cost import payloads_per_fold, run_blocks, windowed_us  # noqa: E402
 
 from profiler.multiprocess import merge, payload  # noqa: E402
-from profiler.timing import accelerator  # noqa: E402
+from profiler.timing import accelerator, block_hooks  # noqa: E402
+from profiler.timing.timer_node import accelerated  # noqa: E402
 from profiler.timing.timers import TimerStack  # noqa: E402
 
 GOAL_NULLCONTEXT_COSTS = 100.0
@@ -54,8 +54,8 @@ def nullcontext_ns(number: int = 2000) -> float:
 class Trip:
     """One worker's stack and one trainer's merger, timing each payload's stages."""
 
-    def __init__(self, label: str, take_rows: Callable, nodes: int) -> None:
-        self.take_rows = take_rows
+    def __init__(self, label: str, compiled: bool, nodes: int) -> None:
+        self.compiled = compiled
         self.nodes = nodes
         self.worker = TimerStack(f"worker, {label}")
         self.merger = merge.TimerMerger(TimerStack(f"trainer, {label}"))
@@ -63,8 +63,8 @@ class Trip:
         self.trips: list[float] = []
 
     def one_payload(self) -> None:
+        block_hooks.use_compiled_core(self.compiled)  # the snapshot takes its rows on the core in force
         run_blocks(self.worker, self.nodes)
-        payload._take_rows = self.take_rows
         clock = time.perf_counter
         started = clock()
         taken = payload.snapshot_and_flush(self.worker)
@@ -84,20 +84,21 @@ class Trip:
 
 def measure(rounds: int, nodes: int) -> tuple[float, dict[str, tuple[float, float]]]:
     """The ``nullcontext()`` block's nanoseconds, and each core's (snapshot, trip) microseconds."""
-    takers = {"Python take_rows": payload.take_rows_in_python}
+    cores = {"Python take_rows": False}
     if accelerator.extension is not None:
-        takers = {"C take_rows": accelerator.extension.take_rows, **takers}
-    trips = [Trip(label, take_rows, nodes) for label, take_rows in takers.items()]
+        cores = {"C take_rows": True, **cores}
+    trips = [Trip(label, compiled, nodes) for label, compiled in cores.items()]
     floor: list[float] = []
-    default = payload._take_rows
+    default = accelerated()
     try:
         for _ in range(rounds):
             for trip in trips:
                 trip.one_payload()
+            block_hooks.use_compiled_core(default)
             floor.append(nullcontext_ns(200))
     finally:
-        payload._take_rows = default
-    return statistics.median(floor), {label: trip.figures_us() for label, trip in zip(takers, trips)}
+        block_hooks.use_compiled_core(default)
+    return statistics.median(floor), {label: trip.figures_us() for label, trip in zip(cores, trips)}
 
 
 def main() -> None:

@@ -268,6 +268,9 @@ class _WorkerLoop:
     def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection, parent_pid: int) -> None:
         self.requests = requests
         self.replies = replies
+        # Read once: Connection.fileno() is two Python calls, on every reply. The end stays open
+        # for as long as the loop sends on it.
+        self.replies_fd = replies.fileno()
         self.lifeline = config.lifeline
         self.parent_pid = parent_pid
         self.runner = EnvRunner(config)
@@ -337,7 +340,7 @@ class _WorkerLoop:
             # nothing was written, so the reply reports that instead.
             failure = RemoteFailure(exc, None, f"its reply could not be pickled in worker {self.runner.config.worker_index}")
             data = protocol.encode((sequence, False, failure, timer_payload, finished_at))
-        protocol.write_message(self.replies.fileno(), data)
+        protocol.write_message(self.replies_fd, data)
 
 
 def _has_reader(pipe_fd: int) -> bool:

@@ -335,6 +335,9 @@ class MessageReader:
             buffer = os.read(self.fd, _READ_SIZE)
             if not buffer:
                 raise EOFError
+            # One whole message, the common case, without _frame's call.
+            if len(buffer) >= 4 and _HEADER.unpack_from(buffer)[0] == len(buffer) - 4:
+                return buffer[4:]
         while True:
             start, size = _frame(buffer)
             if size >= 0 and len(buffer) >= start + size:

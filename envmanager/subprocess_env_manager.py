@@ -679,7 +679,7 @@ class SubprocessEnvManager(VectorEnv):
     def _revive_workers(self, what: str) -> None:
         """Before a call: restart (and reset) any worker that is gone, or raise for it."""
         for handle in self._pool.workers:
-            if handle.conn is None:  # not ``alive``: one call less a worker, on every step
+            if not handle.alive:
                 self._replace(handle, what, None)
 
     def _replace(self, handle: WorkerHandle, what: str, reset_body: Any) -> None:

@@ -4,7 +4,9 @@ The floor is ``contextlib.nullcontext()``: the cheapest context manager Python o
 (issues 2, 9 and 27): enabled rlprof, per-call min and max included, within 0.8x of the floor on
 the C accelerator and within 1.3x on the pure-Python core (both cores are measured in the same
 rounds, switched between cases), disabled (or paused, the same switch) below it, and at least 4x
-faster than ML-Agents' ``hierarchical_timer``. The rows below the two "core" pairs run on the
+faster than ML-Agents' ``hierarchical_timer``. The "empty Python context manager" row is what
+any block written in Python pays before its own work (the ``with`` and its two method calls), a
+bound under the pure-Python core. The rows below the two "core" pairs run on the
 process's own core (the accelerator where it is built; ``RLPROF_PURE_PYTHON=1`` forces Python). The "recording on" row is the price of timeline recording (issue 5), the
 "inside a profiler.scope" row the price of noting the scope of each block (issue 9), the
 "emit_nvtx" rows the price of an NVTX range per block with the nvtx package and no Nsight attached
@@ -77,11 +79,29 @@ def measure_side_by_side(
     }
 
 
+class _EmptyContext:
+    """A context manager made once, whose ``__enter__`` and ``__exit__`` do nothing: what any
+    block written in Python pays before its own work (the ``with`` and two method calls)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _EmptyContext:
+        return self
+
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        return None
+
+
 def make_cases() -> dict[str, Callable[[], None]]:
     nullcontext = contextlib.nullcontext
+    empty_context = _EmptyContext()
 
     def floor() -> None:
         with nullcontext():
+            pass
+
+    def empty() -> None:
+        with empty_context:
             pass
 
     def flat() -> None:
@@ -104,6 +124,7 @@ def make_cases() -> dict[str, Callable[[], None]]:
 
     return {
         "floor": floor,
+        "empty": empty,
         "flat": flat,
         "three_deep": three_deep,
         "decorated": decorated,
@@ -161,6 +182,7 @@ def main() -> None:
     decorated_ns = enabled["decorated"][0] - enabled["undecorated"][0]
     rows = [
         ("nullcontext() (floor)", *enabled["floor"]),
+        ("an empty Python context manager, made once", *enabled["empty"]),
         *core_rows(enabled),
         ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
         ("hierarchical_timer, disabled", *disabled["flat"]),

@@ -447,15 +447,15 @@ class SubprocessEnvManager(VectorEnv):
         """Step every sub-env with its action and batch the results."""
         profiling = self._profiling
         step_block = profiling.step_block
+        if self.closed or self._state is not _State.DEFAULT:
+            self._check_step_allowed()  # raises
         if step_block is None:  # not profiled: nothing to time
-            self._check_step_allowed()
             self._send_step(actions)
             try:
                 self._pool.wait(self._pool.workers, self.timeout, "step_wait")
                 return self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
                 self._state = _State.DEFAULT
-        self._check_step_allowed()
         clock = step_block.open()
         if clock is None:  # paused, or a companion watches every block: `with` blocks then
             with profiling.block("env_manager.step"):
@@ -538,7 +538,9 @@ class SubprocessEnvManager(VectorEnv):
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         self._unreported_steps[handle.index] += 1  # until a payload reports it
-        if ok or body is IN_SHARED_MEMORY:
+        if body is IN_SHARED_MEMORY:  # StepBatch.store_step's first case, without its call
+            self._batch.worker_infos[handle.index] = None
+        elif ok:
             self._batch.store_step(handle, body)
         else:
             self._failures.append((handle, body))
@@ -671,7 +673,8 @@ class SubprocessEnvManager(VectorEnv):
             self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
             if call == "step":
                 self._batch.cut_short(handle.envs)
-        self._raise_failures(shut_down=call in ("step", "reset"))
+        if self._failures:
+            self._raise_failures(shut_down=call in ("step", "reset"))
         return results()
 
     def _revive_workers(self, what: str) -> None:

@@ -92,6 +92,7 @@ class WorkerHandle:
         "process",
         "conn",
         "requests",
+        "request_fd",
         "fds",
         "awaiting",
         "outstanding",
@@ -110,6 +111,7 @@ class WorkerHandle:
         self.process: Any = None
         self.conn: Connection | None = None  # the end its replies are read from
         self.requests: Connection | None = None  # the end requests are written to
+        self.request_fd = -1  # its file descriptor, read once: valid while ``requests`` is set
         self.fds = (-1, -1)  # (pipe, process sentinel): what a wait polls, kept past close
         self.awaiting = _NOTHING_AWAITED  # sequence number of the reply we are waiting for
         self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
@@ -220,6 +222,7 @@ class WorkerPool:
             self._lifeline.bind(process)
             self._death_watch.watch(process)
             handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
+            handle.request_fd = requests_writer.fileno()
             handle.fds = (replies_reader.fileno(), process.sentinel)
             handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
             handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
@@ -272,8 +275,7 @@ class WorkerPool:
         sequence = self._sequence
         ready_at = self.ready_at
         for i, handle in enumerate(targets):
-            requests = handle.requests
-            if requests is None:
+            if handle.requests is None:
                 continue
             # Pickled before the write, so a body that does not pickle leaves the pipe untouched.
             data = protocol.encode((sequence, command, None if bodies is None else bodies[i]))
@@ -282,7 +284,7 @@ class WorkerPool:
                 # Counted before it is written: once a byte is out, the worker may answer.
                 handle.awaiting = sequence
                 handle.outstanding += 1
-                protocol.write_message(requests.fileno(), data)
+                protocol.write_message(handle.request_fd, data)
             except (BrokenPipeError, ConnectionResetError):
                 self._bury(handle)
             except BaseException as exc:
@@ -336,7 +338,7 @@ class WorkerPool:
                         self._receive(handle, _ignore_reply)
                     if handle.alive and not (handle.outstanding == 1 and handle.conn.poll(0)):
                         self._bury(handle)
-                if handle.alive and not self.worker_clock_shared:
+                if not self.worker_clock_shared and handle.alive:
                     self.ready_at[handle.index] = time.perf_counter()
                 # Settled: its reply is ready, or it is dead.  Stop watching it.
                 for settled_fd in handle.fds:
@@ -352,7 +354,10 @@ class WorkerPool:
         for handle in targets:
             if handle.awaiting != _NOTHING_AWAITED:
                 self._receive(handle, on_reply)
-        return [h for h in targets if h.conn is None]  # the gone ones (``alive`` without a call)
+        for handle in targets:
+            if handle.conn is None:  # a gone one (``alive`` without a call)
+                return [h for h in targets if h.conn is None]
+        return []
 
     def gather(
         self, targets: list[WorkerHandle], timeout: float | None, what: str, on_reply: ReplyHandler
@@ -363,7 +368,9 @@ class WorkerPool:
 
     def _receive(self, handle: WorkerHandle, on_reply: ReplyHandler) -> None:
         try:
-            fd = handle.conn.fileno()
+            # The reply pipe's descriptor, read when it was opened: every caller reads a live
+            # worker's (``conn`` set), and a closed end sets ``conn`` to None.
+            fd = handle.fds[0]
             # Owing one reply, the worker writes nothing more until it gets a request: the
             # whole reply can be read at once.
             data = protocol.read_only_message(fd) if handle.outstanding == 1 else protocol.read_message(fd)

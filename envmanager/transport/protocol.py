@@ -259,7 +259,10 @@ def write_message(fd: int, data: bytes) -> None:
     """
     size = len(data)
     if size <= _CONCATENATED_UP_TO:
-        _write(fd, _HEADER.pack(size) + data)
+        framed = _HEADER.pack(size) + data
+        written = os.write(fd, framed)  # a pipe takes a small write whole: one call, no loop
+        if written < len(framed):
+            _write(fd, memoryview(framed)[written:])
         return
     if size > 0x7FFFFFFF:
         _write(fd, _HEADER.pack(-1))
@@ -292,7 +295,12 @@ def read_only_message(fd: int) -> bytes | bytearray:
     chunk = os.read(fd, _READ_SIZE)
     if not chunk:
         raise EOFError
-    start, size = _frame(chunk)
+    if len(chunk) >= 4 and (size := _HEADER.unpack_from(chunk)[0]) != -1:
+        if len(chunk) == 4 + size:  # the whole message, arrived at once: the step's case
+            return chunk[4:]
+        start = 4
+    else:
+        start, size = _frame(chunk)
     while size < 0:  # the header itself came in parts
         chunk += _read(fd, start - len(chunk))
         start, size = _frame(chunk)
@@ -327,6 +335,9 @@ class MessageReader:
             buffer = os.read(self.fd, _READ_SIZE)
             if not buffer:
                 raise EOFError
+            # One whole message, the common case, without _frame's call.
+            if len(buffer) >= 4 and _HEADER.unpack_from(buffer)[0] == len(buffer) - 4:
+                return buffer[4:]
         while True:
             start, size = _frame(buffer)
             if size >= 0 and len(buffer) >= start + size:

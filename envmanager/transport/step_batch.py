@@ -164,7 +164,16 @@ class StepBatch:
         """What ``step`` returns, from the rows the replies filled."""
         buffers = self.step_buffers
         if buffers is not None:
-            return self._step_result_in_shared_memory(buffers, workers)
+            if self.values_in_body:
+                self._write_values_in_body(buffers, workers)
+            # Copies for the user: the next step overwrites the buffers.
+            return (
+                self.observations.result(),
+                buffers.rewards.copy(),
+                buffers.terminations.copy(),
+                buffers.truncations.copy(),
+                self.collect_infos(workers),
+            )
         try:
             rewards = np.array(self.rewards, dtype=np.float64)
             if None in self.rewards:  # numpy makes it NaN without a word
@@ -183,9 +192,9 @@ class StepBatch:
         """What ``reset`` returns: the observations and infos the replies filled."""
         return self.observations.result(), self.collect_infos(workers)
 
-    def _step_result_in_shared_memory(self, buffers: StepBuffers, workers: list[WorkerHandle]) -> VectorStepResult:
-        """The results the workers wrote into shared memory, copies for the user (the next
-        step overwrites the buffers); first, into their rows, those that came in a reply."""
+    def _write_values_in_body(self, buffers: StepBuffers, workers: list[WorkerHandle]) -> None:
+        """Write into their rows of the shared buffers the results that came in a reply (a
+        reward shared memory could not carry, a worker that owed an earlier reply)."""
         for handle in self.values_in_body:
             start, stop = handle.envs.start, handle.envs.stop
             try:
@@ -196,13 +205,6 @@ class StepBatch:
                 raise self._reward_error(exc, handle.envs, workers) from exc
             buffers.terminations[start:stop] = np.array(self.terminations[start:stop], dtype=np.bool_)
             buffers.truncations[start:stop] = np.array(self.truncations[start:stop], dtype=np.bool_)
-        return (
-            self.observations.result(),
-            buffers.rewards.copy(),
-            buffers.terminations.copy(),
-            buffers.truncations.copy(),
-            self.collect_infos(workers),
-        )
 
     def _reward_error(self, error: Exception, envs: range, workers: list[WorkerHandle]) -> Exception:
         """Numpy's error for a reward that is not a number, made to name the env and its worker.

@@ -283,6 +283,9 @@ class _WorkerLoop:
     def __init__(self, config: WorkerConfig, requests: Connection, replies: Connection, parent_pid: int) -> None:
         self.requests = requests
         self.replies = replies
+        # Read once: Connection.fileno() is two Python calls, on every reply. The end stays open
+        # for as long as the loop sends on it.
+        self.replies_fd = replies.fileno()
         self.lifeline = config.lifeline
         self.parent_pid = parent_pid
         self.runner = EnvRunner(config)
@@ -352,7 +355,7 @@ class _WorkerLoop:
             # nothing was written, so the reply reports that instead.
             failure = RemoteFailure(exc, None, f"its reply could not be pickled in worker {self.runner.config.worker_index}")
             data = protocol.encode((sequence, False, failure, timer_payload, finished_at))
-        protocol.write_message(self.replies.fileno(), data)
+        protocol.write_message(self.replies_fd, data)
 
 
 def _has_reader(pipe_fd: int) -> bool:
@@ -409,7 +412,11 @@ class EnvRunner:
         if self.creation_failure is not None:
             return False, self.creation_failure, None, time.perf_counter()
         try:
-            ok, reply = True, self._handle(command, body)
+            if command == protocol.STEP:  # _handle's first case, without its call
+                self._failing_env = None
+                ok, reply = True, self._step(body)
+            else:
+                ok, reply = True, self._handle(command, body)
         except (Exception, KeyboardInterrupt, SystemExit) as exc:
             # Also an env's own KeyboardInterrupt or sys.exit: the worker ignores Ctrl-C, so
             # these are the env's, and the trainer must hear of them rather than of an exit code.
@@ -491,7 +498,11 @@ class EnvRunner:
                 if infos is None:
                     infos = [None] * len(envs)
                 infos[j] = info
-        packed_observations = self._pack(observations, None)
+        try:  # _pack, without its call
+            packed_observations = self.packer.pack(observations, None)
+        except ObservationMismatch as exc:
+            self._failing_env = exc.env_index  # the env that returned it, not the last one run
+            raise
         if step_rows is not None and step_rows.write_results(rewards, terminations, truncations):
             if infos is None and packed_observations is None:
                 return IN_SHARED_MEMORY  # nothing else to say: the reply is a wake-up

@@ -86,6 +86,7 @@ from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
 from profiler.gpu.device_time import drain_device_times, resolve_device_times
 from profiler.recording.memory import drain_memory
+from profiler.timing.timer_node import accelerated
 from profiler.timing.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
 
 __all__ = [
@@ -183,7 +184,8 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         if block_ids.labelled
         else ()
     )
-    rows, error_counts = _take_rows(block_ids.present_ids, block_ids.present_nodes)
+    take_rows = _compiled_take_rows if _compiled_take_rows is not None and accelerated() else take_rows_in_python
+    rows, error_counts = take_rows(block_ids.present_ids, block_ids.present_nodes)
     add_row = rows.extend
     for node in shallow_open:
         node.total = -node.running_for(at)
@@ -247,7 +249,7 @@ def take_rows_in_python(
     One flat list of rows (id, count, total, minimum, maximum), to pack in one call, and the rare
     error counts apart, so that the common row carries none. A node with no run closed but some
     time (a run open across the flush) gives a row of count 0. The reference of the C
-    accelerator's ``take_rows``, which snapshot_and_flush uses where it is loaded.
+    accelerator's ``take_rows``, which snapshot_and_flush uses while blocks run the C core.
     """
     rows: list[float] = []
     add_row = rows.extend
@@ -271,7 +273,10 @@ def take_rows_in_python(
     return rows, error_counts
 
 
-_take_rows = take_rows_in_python if _accelerator is None else _accelerator.take_rows
+_compiled_take_rows = None if _accelerator is None else _accelerator.take_rows
+"""The C accelerator's ``take_rows`` (None where it is not loaded). A snapshot takes its rows on
+the core blocks run on (:func:`profiler.timing.timer_node.accelerated`), so the one switch that
+compares the cores, ``block_hooks.use_compiled_core``, covers the snapshot too."""
 
 
 @lru_cache(maxsize=256)

@@ -47,7 +47,7 @@ def mid_read(frame: FrameType, event: str, arg: Any) -> bool:
 
 def between_header_and_body(frame: FrameType, event: str, arg: Any) -> bool:
     """The 4-byte header of a large message is written and its body is not."""
-    return is_write_done(frame, event, arg) and len(frame.f_locals["buf"]) == 4
+    return is_write_done(frame, event, arg) and is_protocol_frame(frame, "_write") and len(frame.f_locals["buf"]) == 4
 
 
 def after_request(number: int) -> Moment:
@@ -64,8 +64,13 @@ def after_request(number: int) -> Moment:
 
 
 def is_write_done(frame: FrameType, event: str, arg: Any) -> bool:
-    """The protocol has just written (part of) a message to a pipe."""
-    return event == "c_return" and arg is os.write and is_protocol_frame(frame, "_write")
+    """The protocol has just written (part of) a message to a pipe: a small message whole, in
+    ``write_message``, or a large one's header or body, in ``_write``."""
+    return (
+        event == "c_return"
+        and arg is os.write
+        and (is_protocol_frame(frame, "write_message") or is_protocol_frame(frame, "_write"))
+    )
 
 
 def is_protocol_frame(frame: FrameType, function: str) -> bool:

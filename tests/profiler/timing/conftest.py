@@ -1,34 +1,4 @@
-"""Every test of the hot path runs twice in one pytest run: on the C accelerator's ``__enter__``
-and ``__exit__`` and on the pure-Python ones, the reference it must match (see
-profiler/timing/timer_node.py). The pure-Python run also sets ``RLPROF_PURE_PYTHON=1``, so that
-processes a test starts run that core too."""
+"""Every test of the hot path runs twice in one pytest run, once on each core (see
+tests/profiler/timer_cores.py)."""
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-
-import pytest
-
-from profiler.timing import block_hooks, timer_node
-from profiler.timing.accelerator import FORCE_PURE_PYTHON, unavailable_reason
-
-CORES = ("compiled", "python")
-
-
-@pytest.fixture(autouse=True, params=CORES)
-def timer_core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The core blocks run in this test: ``"compiled"`` (skipped where the accelerator is not
-    loaded, saying why) or ``"python"``. The process's own core is back in force after it."""
-    core = request.param
-    if core == "compiled" and timer_node.COMPILED_ENTER is None:
-        pytest.skip(f"C accelerator not loaded: {unavailable_reason}")
-    if core == "python":
-        monkeypatch.setenv(FORCE_PURE_PYTHON, "1")
-    else:
-        monkeypatch.delenv(FORCE_PURE_PYTHON, raising=False)
-    default = timer_node.accelerated()
-    block_hooks.use_compiled_core(core == "compiled")
-    try:
-        yield core
-    finally:
-        block_hooks.use_compiled_core(default)
+from timer_cores import timer_core  # noqa: F401  (an autouse fixture, parametrised by core)

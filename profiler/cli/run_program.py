@@ -243,6 +243,8 @@ def run_program(
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)
                 told += ray_workers.finish()
+                if ray_workers.environments_timed:  # the envs were built in Ray's workers, not here
+                    told = [line for line in told if not line.startswith("no environment was instrumented")]
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()

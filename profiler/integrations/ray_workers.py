@@ -102,6 +102,8 @@ class RayWorkers:
         self._workers: list[_Worker] = []
         self._merger: TimerMerger | None = None
         self._finished = False
+        self.environments_timed = 0
+        """Ray worker processes whose environments were timed (known once :meth:`finish` ran)."""
 
     # --- before the program: wrap ray.init once Ray is imported ----------------------------------
 
@@ -214,7 +216,6 @@ class RayWorkers:
             self._workers.append(worker)
             if self._merger is None:
                 self._merger = self._new_merger()
-            self._merger.expect_worker(worker.worker_id)
         return worker
 
     def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
@@ -276,6 +277,7 @@ class RayWorkers:
                 worker.connection.close()
         if self._merger is not None:
             self._merger.retire()
+        self.environments_timed = self._count_environments()
         return [*self.summary(), *self.problems]
 
     def restore(self) -> None:
@@ -289,9 +291,20 @@ class RayWorkers:
                     setattr(ray, name, original)
             self._originals = {}
 
+    def _count_environments(self) -> int:
+        """Worker processes whose trees hold env steps or resets (their envs were timed there)."""
+        if self._merger is None:
+            return 0
+        return sum(1 for entry in self._merger.worker_entries()
+                   if any(_holds_env_calls(child) for child in entry["children"]))
+
     def summary(self) -> list[str]:
-        """One line on the Ray workers timed, and one per worker whose last timers were lost."""
-        workers = list(self._workers)
+        """One line on the Ray workers timed, and one per worker whose last timers were lost.
+
+        Only the workers that ran something count: Ray starts some worker processes ahead of need,
+        and those that never ran a task have nothing to tell (nor an entry in the dump).
+        """
+        workers = [worker for worker in self._workers if worker.payloads or worker.kind == "actor"]
         if not workers:
             return []
         actors = sorted({worker.class_name for worker in workers if worker.kind == "actor"})
@@ -299,7 +312,14 @@ class RayWorkers:
         nodes = len({worker.node_id for worker in workers})
         parts = [f"{actor_count} actor{'s' if actor_count != 1 else ''}" + (f" ({', '.join(actors)})" if actors else ""),
                  f"{len(workers) - actor_count} task worker{'s' if len(workers) - actor_count != 1 else ''}"]
+        if self.environments_timed:
+            parts.append(f"environments timed in {self.environments_timed} of them")
         lines = [f"Ray workers timed: {len(workers)} processes on {nodes} node{'s' if nodes != 1 else ''}: "
                  + ", ".join(parts)]
         lines += [f"{worker.description}: {worker.channel}" for worker in workers if worker.channel != COMPLETE]
         return lines
+
+
+def _holds_env_calls(node: dict[str, Any]) -> bool:
+    return node.get("name") in ("env.step", "env.reset") or any(
+        _holds_env_calls(child) for child in node.get("children", ()))

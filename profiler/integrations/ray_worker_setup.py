@@ -239,7 +239,8 @@ def _wrap_ray_tasks(process: _WorkerProcess) -> None:
         function = getattr(info, "function", None)
         if function is None or getattr(function, "_rlprof_timed", False):
             return info
-        class_name = function_descriptor.class_name or ""
+        # A class made inside a function (RLlib's learner actors are) is named by its last part.
+        class_name = (function_descriptor.class_name or "").rsplit(".", 1)[-1]
         name = function_descriptor.function_name
         if name.startswith("__ray") or not _is_plain(getattr(function, "method", function)):
             return info

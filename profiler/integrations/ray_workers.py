@@ -309,13 +309,13 @@ class RayWorkers:
             return []
         actors = sorted({worker.class_name for worker in workers if worker.kind == "actor"})
         actor_count = sum(1 for worker in workers if worker.kind == "actor")
-        nodes = len({worker.node_id for worker in workers})
-        parts = [f"{actor_count} actor{'s' if actor_count != 1 else ''}" + (f" ({', '.join(actors)})" if actors else ""),
-                 f"{len(workers) - actor_count} task worker{'s' if len(workers) - actor_count != 1 else ''}"]
+        parts = [_counted(actor_count, "actor") + (f" ({', '.join(actors)})" if actors else ""),
+                 _counted(len(workers) - actor_count, "task worker")]
         if self.environments_timed:
             parts.append(f"environments timed in {self.environments_timed} of them")
-        lines = [f"Ray workers timed: {len(workers)} processes on {nodes} node{'s' if nodes != 1 else ''}: "
-                 + ", ".join(parts)]
+        nodes = len({worker.node_id for worker in workers})
+        lines = [f"Ray workers timed: {_counted(len(workers), 'process', 'processes')} on "
+                 f"{_counted(nodes, 'node')}: " + ", ".join(parts)]
         lines += [f"{worker.description}: {worker.channel}" for worker in workers if worker.channel != COMPLETE]
         return lines
 
@@ -323,3 +323,7 @@ class RayWorkers:
 def _holds_env_calls(node: dict[str, Any]) -> bool:
     return node.get("name") in ("env.step", "env.reset") or any(
         _holds_env_calls(child) for child in node.get("children", ()))
+
+
+def _counted(count: int, thing: str, things: str | None = None) -> str:
+    return f"{count} {thing if count == 1 else things or thing + 's'}"

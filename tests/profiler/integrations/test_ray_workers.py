@@ -9,34 +9,20 @@ by the program (2 CPUs): once with ``python``, once under ``rlprof run``; the te
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs these tests")
 
 from profiler import load_timing_tree  # noqa: E402
-
-PROGRAMS = Path(__file__).resolve().parent / "ray_programs"
-FINISHES_WITHIN = 300  # seconds: generous, for a loaded machine; no test checks a duration
-
-
-def _run(folder: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PROGRAMS), os.environ.get("PYTHONPATH")])),
-                   "RAY_ADDRESS": "local"}  # a Ray of its own, whatever else runs on the machine
-    return subprocess.run([sys.executable, *command], cwd=folder, env=environment, capture_output=True,
-                          text=True, timeout=FINISHES_WITHIN)
+from ray_worker_runs import PROGRAMS, actors, child, ray_workers, run_python  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("plain_ray")
-    plain = _run(folder, str(PROGRAMS / "plain_ray.py"))
+    plain = run_python(folder, str(PROGRAMS / "plain_ray.py"))
     assert plain.returncode == 0, plain.stderr
-    profiled = _run(folder, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAMS / "plain_ray.py"))
+    profiled = run_python(folder, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAMS / "plain_ray.py"))
     assert profiled.returncode == 0, profiled.stderr
     tree = load_timing_tree(folder / "out" / "plain_ray_timers.json")
     return {"plain": plain, "profiled": profiled, "tree": tree}

@@ -242,12 +242,25 @@ def _wrap_ray_tasks(process: _WorkerProcess) -> None:
         # A class made inside a function (RLlib's learner actors are) is named by its last part.
         class_name = (function_descriptor.class_name or "").rsplit(".", 1)[-1]
         name = function_descriptor.function_name
+        if name == "__ray_terminate__":  # Ray ends the actor gracefully: its last timers first
+            return info._replace(function=_shipping_first(process, function))
         if name.startswith("__ray") or not _is_plain(getattr(function, "method", function)):
             return info
         block = f"{class_name}.{name}" if class_name else name
         return info._replace(function=_timed_task(process, function, block, class_name))
 
     FunctionActorManager.get_execution_info = get_execution_info
+
+
+def _shipping_first(process: _WorkerProcess, terminate: Callable[..., Any]) -> Callable[..., Any]:
+    """Ray's ``__ray_terminate__``, after the actor's last timers are shipped: the actor's process
+    then ends at once, without running ``atexit`` functions."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        process.at_exit()
+        return terminate(*args, **kwargs)
+
+    return _standing_for(run, terminate)
 
 
 def _is_plain(function: Any) -> bool:
@@ -275,6 +288,11 @@ def _timed_task(process: _WorkerProcess, function: Callable[..., Any], block: st
                 if now() >= task_thread.quiet_until:
                     process.ship(task_thread)
 
+    return _standing_for(run, function)
+
+
+def _standing_for(run: Callable[..., Any], function: Callable[..., Any]) -> Callable[..., Any]:
+    """``run`` marked as rlprof's, with the names Ray reads from the function it replaces."""
     run._rlprof_timed = True  # type: ignore[attr-defined]
     for attribute in ("name", "method", "__name__", "__qualname__", "__doc__"):
         if hasattr(function, attribute):

@@ -50,6 +50,8 @@ FINAL_WAIT_SECONDS = 5.0 + FLUSH_WAIT_SECONDS
 COMPLETE = "complete"
 KILLED = ("its process ended without sending its last timers (killed, crashed, or its node lost): "
           "what it timed after its last shipment, if anything, is lost")
+SILENT = (f"it did not answer the request for its last timers within {FINAL_WAIT_SECONDS:.0f} s (a loaded or "
+          "stopped process): what it timed after its last shipment, if anything, is lost")
 BUSY = "{blocks} still running when the driver asked for the last timers: its time since the last shipment is lost"
 
 _SETUP_HOOK = "worker_process_setup_hook"
@@ -67,7 +69,7 @@ class _Worker:
         self.connection = connection
         self.pid, self.host, self.node_id = pid, host, node_id
         self.kind, self.class_name, self.actor_id = "task", "", ""
-        self.channel = KILLED  # until it answers a final flush or says goodbye
+        self.channel: str | None = None  # set when it answers a request for its last timers or says goodbye
         self.answered = threading.Event()
         self.closed = False
         self.payloads = 0
@@ -269,6 +271,9 @@ class RayWorkers:
             self.collect_last_timers()
         self._finished = True
         self.restore()
+        for worker in self._workers:
+            if worker.channel is None:
+                worker.channel = KILLED if worker.closed else SILENT
         if self._listener is not None:
             with contextlib.suppress(OSError):
                 self._listener.close()

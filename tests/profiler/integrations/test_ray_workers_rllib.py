@@ -55,3 +55,7 @@ def test_the_learners_actor_has_the_update_backward_and_optimizer_step(run):
     step = next(node for node in walk(learner) if node["name"] == "Adam.step")
     assert backward["count"] == step["count"] > 0
     assert learner["channel"] == "complete"
+
+
+def test_env_runners_ended_by_rllib_ship_their_last_timers_first(run):
+    assert [runner["channel"] for runner in actors(run["tree"], "SingleAgentEnvRunner")] == ["complete"] * 2

@@ -56,4 +56,9 @@ doomed = Doomed.remote()
 ray.get(doomed.work.remote())  # its construction shipped at once; its calls wait for the next
 ray.get(doomed.work.remote())  # shipment, a second later, which never comes
 ray.kill(doomed)
+while True:  # ray.kill returns before the actor is gone
+    try:
+        ray.get(doomed.work.remote())
+    except ray.exceptions.RayActorError:
+        break
 ray.shutdown()

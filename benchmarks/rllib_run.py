@@ -68,8 +68,8 @@ def _count(entry: dict, test) -> tuple[int, float]:
 def _print_workers(timers: Path) -> None:
     tree = json.loads(timers.read_text())
     print("\nRay workers in the last profiled run's dump:")
-    print(f"{'worker':<10}{'class':<24}{'env.step':>10}{'vector.step':>13}{'forwards':>10}"
-          f"{'update blocks':>30}  channel")
+    print(f"{'worker':<10}{'class':<24}{'env.step':>10}{'vector.step':>13}{'forwards':>10}  "
+          f"{'update blocks':<42}channel")
     for entry in tree["workers"]:
         if entry.get("manager") != "ray workers":
             continue
@@ -79,7 +79,7 @@ def _print_workers(timers: Path) -> None:
         updates = ", ".join(f"{name} {_count(entry, lambda block, name=name: block == name)[0]}"
                             for name in UPDATE_BLOCKS if _count(entry, lambda block, name=name: block == name)[0])
         print(f"{entry['name']:<10}{entry['ray'].get('class', 'task'):<24}"
-              f"{env_steps:>10}{vector_steps:>13}{forwards:>10}{updates or '-':>30}  {entry['channel']}"
+              f"{env_steps:>10}{vector_steps:>13}{forwards:>10}  {updates or '-':<42}{entry['channel']}"
               + (f"  ({env_seconds * 1e6 / env_steps:.1f} us per env step)" if env_steps else ""))
 
 

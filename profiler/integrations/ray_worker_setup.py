@@ -17,6 +17,11 @@ its first task): a :class:`WorkerSetup`, pickled into the job's ``runtime_env``.
   task, or, when the driver asks, while that thread is between tasks (a lock per thread that runs
   tasks), so a block is never read while it is being timed.
 
+rlprof's own Ray code is left as it is: ``RayEnvManager``'s env actors and the tasks and actors of
+:mod:`profiler.integrations.ray` ship their timers with their replies, to mergers of their own, so
+their calls are not wrapped, and a process's envs and torch phases are timed from its first
+wrapped call on (a process that runs only rlprof's own code is exactly as without ``rlprof run``).
+
 Nothing here may break the worker: if the driver cannot be reached the worker runs on untimed, and
 the program's own setup hook, if it passed one, runs after rlprof's, as it would have alone.
 Coroutine and generator tasks are not wrapped (their block would close before their work), nor
@@ -94,24 +99,37 @@ def _run_user_hook(hook: Callable[[], Any] | str) -> None:
 class _TaskThread:
     """One thread that runs tasks: its timer stack, and the lock it holds while running one."""
 
-    __slots__ = ("lock", "stack", "quiet_until", "running")
+    __slots__ = ("lock", "stack", "quiet_until", "running", "flushes")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.stack = timers.get_timer_stack_for_thread(threading.current_thread())
         self.quiet_until = -1.0  # the first task ships at once: the driver learns of the worker early
         self.running: str | None = None
+        self.flushes = self.stack.flushes  # the stack's flushes as of this thread's last shipment
 
 
 class _WorkerProcess:
     """This worker process's end of the channel to the driver, and the threads it ships for."""
 
-    def __init__(self, connection: Connection | None) -> None:
+    def __init__(self, connection: Connection | None, framework_phases: bool = True) -> None:
         self.connection = connection
+        self.framework_phases = framework_phases
         self.send_lock = threading.Lock()
         self.threads: dict[int, _TaskThread] = {}
         self.identity_sent = False
-        self.said_goodbye = False
+        self.instrumented = False
+
+    def instrument(self) -> None:
+        """Time the envs and torch phases of this process from its first timed call on.
+
+        Not before: a process that runs only rlprof's own Ray code (a ``RayEnvManager`` worker,
+        ``profiler.integrations.ray`` tasks) times and ships its blocks itself, and must be left as
+        it would be without ``rlprof run``.
+        """
+        self.instrumented = True
+        AutomaticPhases(framework_phases=self.framework_phases, stack_sampler=False).start()
+        when_imported("gymnasium", _instrument_environments)
 
     def task_thread(self) -> _TaskThread:
         ident = threading.get_ident()
@@ -133,7 +151,11 @@ class _WorkerProcess:
 
     def ship(self, task_thread: _TaskThread) -> None:
         """Send one thread's timers since its last shipment (called with its lock held)."""
-        payload = snapshot_and_flush(task_thread.stack)
+        stack = task_thread.stack
+        # Another shipper took a payload of this stack since (a profiler.integrations.ray task ran
+        # on this thread): its names may have gone with it, so this payload declares them all.
+        payload = snapshot_and_flush(stack, declare_all=stack.flushes != task_thread.flushes)
+        task_thread.flushes = stack.flushes
         task_thread.quiet_until = payload[6] + SHIP_INTERVAL_SECONDS
         self.send(("timers", payload))
 
@@ -186,10 +208,8 @@ def _start_worker(setup: WorkerSetup) -> None:
     global _process
     if setup.record_timeline and not events.is_recording():
         events.start_recording()
-    _process = _WorkerProcess(_connect(setup))
+    _process = _WorkerProcess(_connect(setup), setup.framework_phases)
     _wrap_ray_tasks(_process)
-    AutomaticPhases(framework_phases=setup.framework_phases, stack_sampler=False).start()
-    when_imported("gymnasium", _instrument_environments)
     if _process.connection is not None:
         threading.Thread(target=_process.listen, name="rlprof-ray-channel", daemon=True).start()
         atexit.register(_process.at_exit)
@@ -244,7 +264,8 @@ def _wrap_ray_tasks(process: _WorkerProcess) -> None:
         name = function_descriptor.function_name
         if name == "__ray_terminate__":  # Ray ends the actor gracefully: its last timers first
             return info._replace(function=_shipping_first(process, function))
-        if name.startswith("__ray") or not _is_plain(getattr(function, "method", function)):
+        target = _unwrapped(getattr(function, "method", function))
+        if name.startswith("__ray") or not _is_plain(target) or _ships_its_own_timers(target, function_descriptor):
             return info
         block = f"{class_name}.{name}" if class_name else name
         return info._replace(function=_timed_task(process, function, block, class_name))
@@ -263,6 +284,26 @@ def _shipping_first(process: _WorkerProcess, terminate: Callable[..., Any]) -> C
     return _standing_for(run, terminate)
 
 
+_OWN_PACKAGES = ("profiler.", "envmanager.")
+
+
+def _unwrapped(function: Any) -> Any:
+    """The function under the decorators that say what they wrap (Ray's tracing wraps every task
+    and actor method, ``functools.wraps``-style)."""
+    try:
+        return inspect.unwrap(function)
+    except ValueError:  # a cycle of __wrapped__
+        return function
+
+
+def _ships_its_own_timers(function: Any, function_descriptor: Any) -> bool:
+    """rlprof's own Ray code — ``RayEnvManager``'s env workers, the tasks and actors of
+    ``profiler.integrations.ray`` — ships its timers with its replies, to mergers of its own."""
+    module = getattr(function, "__globals__", {}).get("__name__", "") + "."
+    return (module.startswith(_OWN_PACKAGES)
+            or (function_descriptor.module_name + ".").startswith(_OWN_PACKAGES))
+
+
 def _is_plain(function: Any) -> bool:
     """Whether its work is done by the time it returns (not a coroutine or a generator)."""
     return not (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)
@@ -275,6 +316,8 @@ def _timed_task(process: _WorkerProcess, function: Callable[..., Any], block: st
     now = timers.now
 
     def run(*args: Any, **kwargs: Any) -> Any:
+        if not process.instrumented:
+            process.instrument()
         if class_name:
             process.note_identity(class_name)
         task_thread = process.task_thread()

@@ -9,6 +9,8 @@ by the program (2 CPUs): once with ``python``, once under ``rlprof run``; the te
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("ray", reason="Ray is not installed; pip install -e '.[ray]' runs these tests")
@@ -96,3 +98,21 @@ def test_the_run_says_which_ray_workers_were_timed_and_not_that_no_env_was(runs)
     assert (f"rlprof: Ray workers timed: {3 + task_workers} processes on 1 node: 3 actors (Doomed, Runner), "
             f"{task_workers} task worker{'s' if task_workers > 1 else ''}, environments timed in 2 of them") in stderr
     assert "no environment was instrumented" not in stderr
+
+
+def test_rlprofs_own_ray_code_is_left_to_ship_its_own_timers(tmp_path):
+    # RayEnvManager's env actors and profiler.integrations.ray's actors reply with their timers
+    # themselves: under rlprof run they are timed once, by their own managers, as under python.
+    example = Path(__file__).resolve().parents[3] / "examples" / "ray_rollouts.py"
+    profiled = run_python(tmp_path, "-m", "profiler", "run", "--summaries-dir", "out", str(example), "here")
+    assert profiled.returncode == 0, profiled.stderr
+    tree = load_timing_tree(tmp_path / "out" / "ray_rollouts_timers.json")
+    assert sorted((entry["manager"], entry["worker_id"]) for entry in tree["workers"]) == [
+        ("envmanager", 0), ("envmanager", 1), ("ray", 0)]
+    for entry in tree["workers"]:
+        if entry["manager"] == "envmanager":  # each env step timed once: by the env worker itself
+            assert sorted(node["name"] for node in entry["children"]) == ["env.reset", "env.step"]
+    [learner] = [entry for entry in tree["workers"] if entry["manager"] == "ray"]
+    update = child(learner, "Learner.update")
+    assert [node["name"] for node in update["children"]] == ["backward"]
+    assert update["count"] == child(update, "backward")["count"] == 4

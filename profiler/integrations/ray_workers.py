@@ -44,7 +44,7 @@ __all__ = ["COMPLETE", "FINAL_WAIT_SECONDS", "MERGER_NAME", "RayWorkers"]
 MERGER_NAME = "ray workers"
 """The ``manager`` of the Ray workers' entries in the dump's ``workers`` section."""
 
-FINAL_WAIT_SECONDS = 5.0 + FLUSH_WAIT_SECONDS
+FINAL_WAIT_SECONDS = 10.0 + FLUSH_WAIT_SECONDS  # generous: a loaded machine can delay an answer by seconds
 """How long the driver waits for its workers' last timers before ``ray.shutdown`` or the dump."""
 
 COMPLETE = "complete"
@@ -52,7 +52,7 @@ KILLED = ("its process ended without sending its last timers (killed, crashed, o
           "what it timed after its last shipment, if anything, is lost")
 SILENT = (f"it did not answer the request for its last timers within {FINAL_WAIT_SECONDS:.0f} s (a loaded or "
           "stopped process): what it timed after its last shipment, if anything, is lost")
-BUSY = "{blocks} still running when the driver asked for the last timers: its time since the last shipment is lost"
+BUSY = "{blocks} still running when the driver asked for its last timers: what it timed since its last shipment may be lost"
 
 _SETUP_HOOK = "worker_process_setup_hook"
 _JOB_CONFIG_VARIABLE = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by `ray job submit` for the driver

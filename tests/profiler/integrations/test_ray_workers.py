@@ -3,7 +3,7 @@ through Ray's own worker set-up hook, and its blocks come home merged per worker
 
 The program (``ray_programs/plain_ray.py``) is plain Ray code: a remote function, actors that step
 a Gymnasium CartPole env and call a ``@timed`` function, a ``runtime_env`` of its own with
-``env_vars`` and a set-up hook, and an actor it kills. It runs twice, on a real local Ray started
+``env_vars`` and a set-up hook, an actor it kills and one still in a call at its end. It runs twice, on a real local Ray started
 by the program (2 CPUs): once with ``python``, once under ``rlprof run``; the tests read both.
 """
 
@@ -92,10 +92,17 @@ def test_a_killed_actor_is_named_with_what_was_lost(runs):
     assert "actor Doomed" in runs["profiled"].stderr and "is lost" in runs["profiled"].stderr
 
 
+def test_an_actor_still_in_a_call_at_the_end_is_named_with_the_call(runs):
+    [sleeper] = actors(runs["tree"], "Sleeper")
+    assert sleeper["channel"] == ("Sleeper.nap still running when the driver asked for its last timers: "
+                                  "what it timed since its last shipment may be lost")
+    assert "actor Sleeper" in runs["profiled"].stderr
+
+
 def test_the_run_says_which_ray_workers_were_timed_and_not_that_no_env_was(runs):
     stderr = runs["profiled"].stderr
     task_workers = sum(1 for entry in ray_workers(runs["tree"]) if entry["ray"]["kind"] == "task")
-    assert (f"rlprof: Ray workers timed: {3 + task_workers} processes on 1 node: 3 actors (Doomed, Runner), "
+    assert (f"rlprof: Ray workers timed: {4 + task_workers} processes on 1 node: 4 actors (Doomed, Runner, Sleeper), "
             f"{task_workers} task worker{'s' if task_workers > 1 else ''}, environments timed in 2 of them") in stderr
     assert "no environment was instrumented" not in stderr
 

@@ -1,8 +1,11 @@
 """A plain Ray program, not edited for rlprof: a remote function, actors that step CartPole and
-call a @timed function, its own runtime_env (env_vars and a worker set-up hook), and an actor it
-kills. It prints its results, which must be the same with and without rlprof."""
+call a @timed function, its own runtime_env (env_vars and a worker set-up hook), an actor it
+kills, and one still in a call when it shuts Ray down. It prints its results, which must be the
+same with and without rlprof."""
 
 import os
+import tempfile
+import time
 
 import gymnasium as gym
 import ray
@@ -44,6 +47,14 @@ class Doomed:
             return os.getpid()
 
 
+@ray.remote(num_cpus=0)
+class Sleeper:
+    def nap(self, started):
+        with open(started, "w"):
+            pass
+        time.sleep(60)
+
+
 ray.init(num_cpus=2, include_dashboard=False,
          runtime_env={"env_vars": {"USER_FLAG": "kept"},
                       "worker_process_setup_hook": "ray_program_parts.user_setup"})
@@ -61,4 +72,9 @@ while True:  # ray.kill returns before the actor is gone
         ray.get(doomed.work.remote())
     except ray.exceptions.RayActorError:
         break
+sleeper = Sleeper.remote()
+started = os.path.join(tempfile.mkdtemp(), "started")
+sleeper.nap.remote(started)  # still napping when Ray is shut down
+while not os.path.exists(started):
+    time.sleep(0.05)
 ray.shutdown()

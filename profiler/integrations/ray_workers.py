@@ -28,9 +28,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import socket
 import threading
 import time
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Connection, answer_challenge, deliver_challenge
 from types import ModuleType
 from typing import Any, Callable
 
@@ -97,7 +98,7 @@ class RayWorkers:
         self._watch: PostImportWatch | None = None
         self._ray: ModuleType | None = None
         self._originals: dict[str, Callable[..., Any]] = {}
-        self._listener: Listener | None = None
+        self._listener: socket.socket | None = None
         self._address: tuple[str, int] | None = None
         self._authkey = os.urandom(32)
         self._lock = threading.Lock()
@@ -172,25 +173,37 @@ class RayWorkers:
             if self._address is None:
                 from ray.util import get_node_ip_address  # where Ray's other nodes reach this one
 
-                self._listener = Listener((get_node_ip_address(), 0), "AF_INET", authkey=self._authkey)
-                self._address = self._listener.address
-                threading.Thread(target=self._accept, name="rlprof-ray-workers", daemon=True).start()
+                listener = socket.create_server((get_node_ip_address(), 0), backlog=128)
+                self._listener = listener
+                self._address = listener.getsockname()[:2]
+                threading.Thread(target=self._accept, args=(listener,), name="rlprof-ray-workers",
+                                 daemon=True).start()
             return self._address
 
-    def _accept(self) -> None:
-        listener = self._listener
-        while listener is not None:
+    def _accept(self, listener: socket.socket) -> None:
+        """Accept every worker's connection; each is checked and read on a thread of its own, so
+        that a worker slow to prove its key (a loaded machine, a process stopped mid-way) delays
+        no other."""
+        while True:
             try:
-                connection = listener.accept()
-            except (OSError, EOFError):
+                peer, _ = listener.accept()
+            except OSError:
                 if self._finished:
-                    return
-                continue  # a peer without the key, or one that hung up during the handshake
-            except Exception:  # noqa: BLE001 - the same: never end the listening for one bad peer
+                    return  # closed at the end of the run
+                time.sleep(0.01)  # out of file descriptors, say: try again, without spinning
+                continue  # or a peer that hung up before it was accepted: never stop listening
+            except Exception:  # noqa: BLE001 - the same
                 continue
-            threading.Thread(target=self._read, args=(connection,), name="rlprof-ray-worker", daemon=True).start()
+            threading.Thread(target=self._read, args=(peer,), name="rlprof-ray-worker", daemon=True).start()
 
-    def _read(self, connection: Connection) -> None:
+    def _read(self, peer: socket.socket) -> None:
+        connection = Connection(peer.detach())
+        try:
+            deliver_challenge(connection, self._authkey)  # a peer without the key is refused here
+            answer_challenge(connection, self._authkey)
+        except Exception:  # noqa: BLE001 - a peer without the key, or one that hung up
+            connection.close()
+            return
         worker: _Worker | None = None
         try:
             while True:
@@ -276,7 +289,8 @@ class RayWorkers:
                 worker.channel = KILLED if worker.closed else SILENT
         if self._listener is not None:
             with contextlib.suppress(OSError):
-                self._listener.close()
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+            self._listener.close()
         for worker in self._workers:
             with contextlib.suppress(OSError):
                 worker.connection.close()

@@ -280,8 +280,11 @@ class RayWorkers:
         if self._finished:
             return []
         ray = self._ray
-        if ray is not None and ray.is_initialized():
-            self.collect_last_timers()
+        try:
+            if ray is not None and ray.is_initialized():
+                self.collect_last_timers()
+        except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
+            self.problems.append(f"collecting the Ray workers' last timers failed: {type(error).__name__}: {error}")
         self._finished = True
         self.restore()
         for worker in self._workers:

@@ -6,7 +6,8 @@ folder first on ``sys.path`` — with rlprof's timers on and the timeline record
 own blocks (``hierarchical_timer``, ``@timed``), if it has any, are timed; so are the
 environments it builds, where they run (``envmanager.instrumentation``, through the
 ``rlprof.environments`` entry point), the phases of PyTorch and Stable-Baselines3 when it imports
-them, and a sampler names where the time outside any block went (:mod:`profiler.automatic`); with
+them, and a sampler names where the time outside any block went (:mod:`profiler.automatic`);
+every Ray worker process it starts is timed too (:mod:`profiler.integrations.ray_workers`); with
 ``--vector-env``, Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s instead.
 
 However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
@@ -36,6 +37,7 @@ from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.gpu import torch_ops
 from profiler.integrations import live_view
+from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load
 from profiler.timing import timers
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -230,6 +232,7 @@ def run_program(
         "the environments are not timed: rlprof's entry points are not installed (a checkout on "
         "PYTHONPATH has none: `pip install -e .` there)"))
     automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
+    ray_workers = RayWorkers(record_timeline=timeline, framework_phases=framework_phases).follow()
     if operators:
         torch_ops.start_operators()
     try:
@@ -241,6 +244,9 @@ def run_program(
                 torch_ops.stop_operators()
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)
+                told += ray_workers.finish()
+                if ray_workers.environments_timed:  # the envs were built in Ray's workers, not here
+                    told = [line for line in told if not line.startswith("no environment was instrumented")]
                 if substitution is not None:
                     _close_managers(substitution, report_to)
                     substitution.restore()
@@ -248,6 +254,7 @@ def run_program(
                 files, tree = _write_files(run_dir, run_id)
     finally:
         automatic.stop()
+        ray_workers.restore()
         forget_samples()
         if timeline:
             events.stop_recording()

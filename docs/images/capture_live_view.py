@@ -12,25 +12,20 @@ headless Chromium into the PNG. Needs rich and chromium on PATH (``apt-get insta
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 IMAGES = Path(__file__).resolve().parent
 REPOSITORY = IMAGES.parents[1]
 sys.path[:0] = [str(REPOSITORY), str(REPOSITORY / "tests" / "envmanager"), str(IMAGES)]
 
-import numpy as np  # noqa: E402
-from envmanager_testenvs import CountingEnv  # noqa: E402
 from make_screenshots import screenshot  # noqa: E402
 from rich.console import Console  # noqa: E402
-from verdict_runs import PLANTED_DELAYS  # noqa: E402
+from straggler_training import step_for, straggler_env_fns  # noqa: E402
 
-import profiler  # noqa: E402
 from envmanager.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
 from profiler.integrations.live_render import rich_panel  # noqa: E402
 from profiler.integrations.live_view import LiveView, in_process_reader  # noqa: E402
@@ -41,20 +36,14 @@ RUN_SECONDS = 9.0
 
 
 def run_with_the_view() -> LiveView:
-    """Step the planted straggler for RUN_SECONDS with the live view refreshing; the view."""
-    envs = SubprocessEnvManager([functools.partial(CountingEnv, episode_length=10_000, delay=delay)
-                                 for delay in PLANTED_DELAYS])
+    """Step the planted straggler for RUN_SECONDS with the live view refreshing; the view, its
+    last figures taken while the workers still ran."""
+    envs = SubprocessEnvManager(straggler_env_fns())
     view = LiveView(in_process_reader(), stream=io.StringIO(), mode="lines", measure_memory=True)
     try:
-        envs.reset(seed=0)
         view.start()
-        actions = np.zeros(envs.num_envs, dtype=np.int64)
-        end = time.monotonic() + RUN_SECONDS
-        while time.monotonic() < end:
-            with profiler.hierarchical_timer("policy.act"):
-                time.sleep(0.001)
-            envs.step(actions)
-        view.refresh()  # the figures as of the last step, on the workers still running
+        step_for(envs, RUN_SECONDS)
+        view.refresh()
     finally:
         view.stop()
         envs.close()

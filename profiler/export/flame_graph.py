@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.analysis.untimed_gaps import untimed_gaps, untimed_gaps_text
+from profiler.analysis.untimed_gaps import ROLLOUT_GAP_FACTOR, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import SHOWN_PLACES, untimed_places
 from profiler.analysis.text_format import format_seconds
 
@@ -109,12 +109,12 @@ def untimed_parts(tree: dict[str, Any]) -> list[tuple[str, float, str]]:
     places = untimed_places(tree)
     if places.places:
         parts = [(f"{UNTIMED_PART}{place.label}", place.seconds,
-                  f"{place.samples:,} stack samples here, ± {format_seconds(place.error_seconds)}")
+                  f"{_counted(place.samples, 'stack sample')} here, ± {format_seconds(place.error_seconds)}")
                  for place in places.places[:SHOWN_PLACES]]
         rest = places.places[SHOWN_PLACES:]
         if rest:
             parts.append((f"{UNTIMED_PART}{len(rest)} more places", sum(place.seconds for place in rest),
-                          f"{sum(place.samples for place in rest):,} stack samples"))
+                          _counted(sum(place.samples for place in rest), "stack sample")))
         parts.append((f"{UNTIMED_PART}unexplained", places.unexplained_seconds,
                       "samples in no named code, in places beyond those the dump keeps"))
         return [part for part in parts if part[1] > 0]
@@ -123,12 +123,16 @@ def untimed_parts(tree: dict[str, Any]) -> list[tuple[str, float, str]]:
         return []
     parts = [
         (f"{UNTIMED_PART}between steps", gaps.between_steps,
-         f"{gaps.between_steps_gaps:,} gaps between one {gaps.step_block} and the next"),
+         f"{_counted(gaps.between_steps_gaps, 'gap')} between one {gaps.step_block} and the next"),
         (f"{UNTIMED_PART}between rollouts", gaps.between_rollouts,
-         f"{gaps.between_rollouts_gaps:,} gaps over ten times the usual one: update, logging"),
+         f"{_counted(gaps.between_rollouts_gaps, 'gap')} over {ROLLOUT_GAP_FACTOR:g} times the usual one: update, logging"),
         (f"{UNTIMED_PART}elsewhere", gaps.elsewhere, "before the first step and after the last"),
     ]
     return [part for part in parts if part[1] > 0]
+
+
+def _counted(number: int, thing: str) -> str:
+    return f"{number:,} {thing}" + ("" if number == 1 else "s")
 
 
 def untimed_note(tree: dict[str, Any]) -> str:

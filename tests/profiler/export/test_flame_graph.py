@@ -94,7 +94,7 @@ def untimed_children(tree) -> list:
 
 
 def test_the_untimed_box_is_split_over_the_places_the_stack_sampler_found_and_the_unexplained_rest():
-    parts = untimed_children(sampled_run(("log", 300, 3.0), ("main", 100, 1.0), unnamed_seconds=1.0))
+    parts = untimed_children(sampled_run(("log", 300, 4.8), ("main", 100, 1.6), unnamed_seconds=1.6))
     assert [part.name for part in parts] == [f"{UNTIMED_PART}log (train.py:10)", f"{UNTIMED_PART}main (train.py:10)",
                                              f"{UNTIMED_PART}unexplained"]
     assert [part.total for part in parts] == pytest.approx([8.0 * 3 / 5, 8.0 * 1 / 5, 8.0 * 1 / 5])
@@ -102,7 +102,7 @@ def test_the_untimed_box_is_split_over_the_places_the_stack_sampler_found_and_th
 
 
 def test_the_parts_of_the_untimed_box_fill_it_side_by_side():
-    tree = sampled_run(("log", 300, 3.0), ("main", 100, 1.0), unnamed_seconds=1.0)
+    tree = sampled_run(("log", 300, 4.8), ("main", 100, 1.6), unnamed_seconds=1.6)
     untimed = boxes_by_name(tree)[UNTIMED_BOX]
     parts = untimed_children(tree)
     assert parts[0].start == pytest.approx(untimed.start)

@@ -13,8 +13,8 @@ A *run* is a training loop of a fixed number of vector steps — a ``policy.act`
 * **off**: a manager with profiling off (and ``profiler.disable()``: the loop's block untimed);
 * **profiling**: a manager with profiling on;
 * **profiling + view**: the same profiled manager with the live view up, refreshed every second
-  as ``rlprof run --live`` does (plain lines to /dev/null: the panel draws the same figures,
-  rich's drawing on top).
+  as ``rlprof run --live`` does: its panel drawn in full at each refresh, as on a terminal, on one
+  that shows nothing (with rich installed; else, or with ``--lines``, plain lines to /dev/null).
 
 Each run's **wall** time and **CPU** time — the trainer process's, every thread of it (the view's
 thread included), plus its worker processes' — are measured. Per round:
@@ -26,7 +26,7 @@ Printed as they come, then the medians of the per-round figures with their quart
 goal of issue 29: **the view costs no more than the profiling it shows**, in wall and in CPU time.
 Then one refresh alone — a dump of the live timers, the window, the figures, the verdicts —
 timed on the trainer's tree at the end (its thread's CPU time, median of 20), and its share of the
-1-second interval.
+1-second interval; and, with rich installed, what drawing those figures as the panel adds.
 
 Printed, never asserted: it depends on the machine. On a machine shared with other work, wall
 times swing by tens of percent either way; the CPU figures are less swayed.
@@ -35,6 +35,7 @@ times swing by tens of percent either way; the CPU figures are less swayed.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
 import sys
@@ -51,9 +52,24 @@ from benchmark_envs import ENVS  # noqa: E402
 
 import profiler  # noqa: E402
 from envmanager.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
+from profiler.integrations.live_render import rich_panel  # noqa: E402
 from profiler.integrations.live_view import LiveView, in_process_reader  # noqa: E402
 
 ARMS = ("off", "profiling", "profiling + view")
+
+
+class TerminalSink(io.TextIOBase):
+    """A terminal that shows nothing: the view's panel is drawn on it in full at each refresh, as
+    on a real terminal, and thrown away."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
 
 
 class Run:
@@ -81,13 +97,15 @@ class Run:
                 pass
             envs.step(actions)
 
-    def measure(self, steps: int, live_view: bool, stream: Any) -> tuple[float, float]:
-        """Wall and CPU seconds of ``steps`` vector steps (with the live view up if asked)."""
+    def measure(self, steps: int, live_view: str | None, stream: Any) -> tuple[float, float]:
+        """Wall and CPU seconds of ``steps`` vector steps, with the live view up in ``live_view``
+        mode (``"panel"`` or ``"lines"``) when given."""
         if self.profiled:
             profiler.enable()
         else:
             profiler.disable()
-        view = LiveView(in_process_reader(), stream=stream, mode="lines", measure_memory=True) if live_view else None
+        view = (LiveView(in_process_reader(), stream=stream, mode=live_view, measure_memory=True)
+                if live_view else None)
         try:
             cpu_started, started = self.cpu_seconds(), time.perf_counter()
             if view is not None:
@@ -107,7 +125,7 @@ def _worker_pids(envs: SubprocessEnvManager) -> list[int]:
 def steps_for(run: Run, seconds: float) -> int:
     """Vector steps that take about ``seconds`` on the profiled manager (a short trial first)."""
     trial = 200
-    wall, _ = run.measure(trial, live_view=False, stream=None)
+    wall, _ = run.measure(trial, live_view=None, stream=None)
     return max(trial, int(trial * seconds / wall))
 
 
@@ -118,16 +136,35 @@ def quartiles(values: list[float]) -> str:
     return f"{median * 100:+6.1f}%  (quartiles {low * 100:+.1f}% .. {high * 100:+.1f}%)"
 
 
-def one_refresh_seconds(run: Run, stream: Any) -> float:
-    """CPU seconds of one refresh on the profiled run's tree (median of 20)."""
+def one_refresh_seconds(run: Run, stream: Any) -> tuple[float, float | None]:
+    """CPU seconds of one refresh on the profiled run's tree, and of drawing its figures as the
+    terminal's panel (None without rich): medians of 20."""
     view = LiveView(in_process_reader(), stream=stream, mode="lines", measure_memory=True)
-    seconds = []
+    seconds, drawing = [], []
+    try:
+        from rich.console import Console
+
+        console: Any = Console(file=stream, force_terminal=True, width=120)
+    except ImportError:
+        console = None
     for _ in range(20):
         run.loop(10)
         started = time.thread_time()
         view.refresh()
         seconds.append(time.thread_time() - started)
-    return statistics.median(seconds)
+        if console is not None:
+            started = time.thread_time()
+            console.print(rich_panel(view.latest, "rlprof live"))
+            drawing.append(time.thread_time() - started)
+    return statistics.median(seconds), statistics.median(drawing) if drawing else None
+
+
+def _has_rich() -> bool:
+    try:
+        import rich  # noqa: F401 - only asked whether it is installed
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
@@ -138,7 +175,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None,
                         help="seconds a run lasts, about (default 5, --quick 3)")
     parser.add_argument("--quick", action="store_true", help="5 rounds of 3-second runs: about a minute")
+    parser.add_argument("--lines", action="store_true",
+                        help="the view prints plain lines (as in a pipe) rather than drawing the panel")
     options = parser.parse_args()
+    view_mode = "lines" if options.lines or not _has_rich() else "panel"
     rounds = options.rounds or (5 if options.quick else 9)
     seconds = options.seconds or (3.0 if options.quick else 5.0)
     env_fns = [ENVS[options.env]] * options.envs
@@ -146,13 +186,16 @@ def main() -> None:
     unprofiled = Run(SubprocessEnvManager(env_fns, profiling=False), profiled=False)
     profiled = Run(SubprocessEnvManager(env_fns), profiled=True)
     devnull = open(os.devnull, "w")
+    sink = TerminalSink() if view_mode == "panel" else devnull
     costs: dict[str, list[float]] = {"profiling wall": [], "profiling CPU": [], "view wall": [], "view CPU": []}
     try:
         unprofiled.envs.reset(seed=0)
         profiled.envs.reset(seed=0)
         steps = steps_for(profiled, seconds)
         print(f"{options.env} x{options.envs}: runs of {steps:,} vector steps (~{seconds:g} s), "
-              f"{rounds} rounds, the three arms in turn; cost = over the arm before, minus 1", flush=True)
+              f"{rounds} rounds, the three arms in turn; cost = over the arm before, minus 1; the view "
+          f"{'draws its panel (rich) on a terminal' if view_mode == 'panel' else 'prints plain lines'}",
+          flush=True)
         print(f"{'round':>5}  {'off wall/CPU':>15}  {'profiling':>15}  {'profiling + view':>16}"
               f"  {'profiling costs':>19}  {'the view costs':>19}", flush=True)
         for round_number in range(rounds):
@@ -160,7 +203,7 @@ def main() -> None:
             measured: dict[str, tuple[float, float]] = {}
             for arm in order:
                 run = unprofiled if arm == "off" else profiled
-                measured[arm] = run.measure(steps, live_view=arm == "profiling + view", stream=devnull)
+                measured[arm] = run.measure(steps, view_mode if arm == "profiling + view" else None, sink)
             (off_wall, off_cpu), (on_wall, on_cpu), (view_wall, view_cpu) = (measured[arm] for arm in ARMS)
             costs["profiling wall"].append(on_wall / off_wall - 1)
             costs["profiling CPU"].append(on_cpu / off_cpu - 1)
@@ -171,7 +214,7 @@ def main() -> None:
                   f"wall {costs['profiling wall'][-1] * 100:+5.1f}% CPU {costs['profiling CPU'][-1] * 100:+5.1f}%  "
                   f"wall {costs['view wall'][-1] * 100:+5.1f}% CPU {costs['view CPU'][-1] * 100:+5.1f}%",
                   flush=True)
-        refresh = one_refresh_seconds(profiled, devnull)
+        refresh, drawing = one_refresh_seconds(profiled, devnull)
     finally:
         unprofiled.envs.close()
         profiled.envs.close()
@@ -185,7 +228,9 @@ def main() -> None:
     cpu_ok = statistics.median(costs["view CPU"]) <= max(statistics.median(costs["profiling CPU"]), 0.0)
     print(f"  goal (issue 29): the view costs no more than the profiling it shows -- "
           f"wall {'met' if wall_ok else 'NOT met'}, CPU {'met' if cpu_ok else 'NOT met'}")
-    print(f"  one refresh: {refresh * 1e3:.2f} ms of CPU = {refresh * 100:.2f}% of its 1 s interval")
+    print(f"  one refresh: {refresh * 1e3:.2f} ms of CPU = {refresh * 100:.2f}% of its 1 s interval"
+          + ("" if drawing is None else
+             f"; drawing it as the terminal's panel (rich) {drawing * 1e3:.2f} ms more = {drawing * 100:.2f}%"))
 
 
 if __name__ == "__main__":

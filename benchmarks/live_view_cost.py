@@ -24,6 +24,9 @@ thread included), plus its worker processes' — are measured. Per round:
 
 Printed as they come, then the medians of the per-round figures with their quartiles, next to the
 goal of issue 29: **the view costs no more than the profiling it shows**, in wall and in CPU time.
+The same in CPU seconds per second of run: what profiling adds (profiling minus off), against what
+the view's own thread takes (its refreshes and drawing, counted on that thread: the figure least
+swayed by other work on the machine).
 Then one refresh alone — a dump of the live timers, the window, the figures, the verdicts —
 timed on the trainer's tree at the end (its thread's CPU time, median of 20), and its share of the
 1-second interval; and, with rich installed, what drawing those figures as the panel adds.
@@ -72,6 +75,19 @@ class TerminalSink(io.TextIOBase):
         return len(text)
 
 
+class CountedView(LiveView):
+    """The live view, counting the CPU time its refreshes (drawing included) take on its thread."""
+
+    cpu_seconds = 0.0
+
+    def refresh(self) -> Any:
+        started = time.thread_time()
+        try:
+            return super().refresh()
+        finally:
+            self.cpu_seconds += time.thread_time() - started
+
+
 class Run:
     """One arm's manager, and what a run of ``steps`` vector steps on it costs."""
 
@@ -97,14 +113,14 @@ class Run:
                 pass
             envs.step(actions)
 
-    def measure(self, steps: int, live_view: str | None, stream: Any) -> tuple[float, float]:
+    def measure(self, steps: int, live_view: str | None, stream: Any) -> tuple[float, float, float]:
         """Wall and CPU seconds of ``steps`` vector steps, with the live view up in ``live_view``
-        mode (``"panel"`` or ``"lines"``) when given."""
+        mode (``"panel"`` or ``"lines"``) when given, and the CPU seconds of the view's refreshes."""
         if self.profiled:
             profiler.enable()
         else:
             profiler.disable()
-        view = (LiveView(in_process_reader(), stream=stream, mode=live_view, measure_memory=True)
+        view = (CountedView(in_process_reader(), stream=stream, mode=live_view, measure_memory=True)
                 if live_view else None)
         try:
             cpu_started, started = self.cpu_seconds(), time.perf_counter()
@@ -113,7 +129,8 @@ class Run:
             self.loop(steps)
             if view is not None:
                 view.stop()
-            return time.perf_counter() - started, self.cpu_seconds() - cpu_started
+            return (time.perf_counter() - started, self.cpu_seconds() - cpu_started,
+                    0.0 if view is None else view.cpu_seconds)
         finally:
             profiler.enable()
 
@@ -125,7 +142,7 @@ def _worker_pids(envs: SubprocessEnvManager) -> list[int]:
 def steps_for(run: Run, seconds: float) -> int:
     """Vector steps that take about ``seconds`` on the profiled manager (a short trial first)."""
     trial = 200
-    wall, _ = run.measure(trial, live_view=None, stream=None)
+    wall, _, _ = run.measure(trial, live_view=None, stream=None)
     return max(trial, int(trial * seconds / wall))
 
 
@@ -188,23 +205,29 @@ def main() -> None:
     devnull = open(os.devnull, "w")
     sink = TerminalSink() if view_mode == "panel" else devnull
     costs: dict[str, list[float]] = {"profiling wall": [], "profiling CPU": [], "view wall": [], "view CPU": []}
+    # CPU seconds per second of run: what profiling adds (on minus off), what the view's own
+    # thread takes (counted on it: the least swayed by the neighbours).
+    per_second: dict[str, list[float]] = {"profiling": [], "view": []}
     try:
         unprofiled.envs.reset(seed=0)
         profiled.envs.reset(seed=0)
         steps = steps_for(profiled, seconds)
-        print(f"{options.env} x{options.envs}: runs of {steps:,} vector steps (~{seconds:g} s), "
-              f"{rounds} rounds, the three arms in turn; cost = over the arm before, minus 1; the view "
-          f"{'draws its panel (rich) on a terminal' if view_mode == 'panel' else 'prints plain lines'}",
-          flush=True)
+        drawn = "draws its panel (rich) on a terminal" if view_mode == "panel" else "prints plain lines"
+        print(f"{options.env} x{options.envs}: runs of {steps:,} vector steps (~{seconds:g} s), {rounds} "
+              f"rounds, the three arms in turn; cost = over the arm before, minus 1; the view {drawn}",
+              flush=True)
         print(f"{'round':>5}  {'off wall/CPU':>15}  {'profiling':>15}  {'profiling + view':>16}"
               f"  {'profiling costs':>19}  {'the view costs':>19}", flush=True)
         for round_number in range(rounds):
             order = ARMS[round_number % 3:] + ARMS[:round_number % 3]
-            measured: dict[str, tuple[float, float]] = {}
+            measured: dict[str, tuple[float, float, float]] = {}
             for arm in order:
                 run = unprofiled if arm == "off" else profiled
                 measured[arm] = run.measure(steps, view_mode if arm == "profiling + view" else None, sink)
-            (off_wall, off_cpu), (on_wall, on_cpu), (view_wall, view_cpu) = (measured[arm] for arm in ARMS)
+            (off_wall, off_cpu, _), (on_wall, on_cpu, _), (view_wall, view_cpu, view_own) = (
+                measured[arm] for arm in ARMS)
+            per_second["profiling"].append((on_cpu - off_cpu) / on_wall)
+            per_second["view"].append(view_own / view_wall)
             costs["profiling wall"].append(on_wall / off_wall - 1)
             costs["profiling CPU"].append(on_cpu / off_cpu - 1)
             costs["view wall"].append(view_wall / on_wall - 1)
@@ -228,6 +251,9 @@ def main() -> None:
     cpu_ok = statistics.median(costs["view CPU"]) <= max(statistics.median(costs["profiling CPU"]), 0.0)
     print(f"  goal (issue 29): the view costs no more than the profiling it shows -- "
           f"wall {'met' if wall_ok else 'NOT met'}, CPU {'met' if cpu_ok else 'NOT met'}")
+    print(f"  CPU per second of run: profiling adds {statistics.median(per_second['profiling']) * 1e3:.1f} ms, "
+          f"the view's own thread takes {statistics.median(per_second['view']) * 1e3:.1f} ms "
+          f"(medians; goal: the view's no more)")
     print(f"  one refresh: {refresh * 1e3:.2f} ms of CPU = {refresh * 100:.2f}% of its 1 s interval"
           + ("" if drawing is None else
              f"; drawing it as the terminal's panel (rich) {drawing * 1e3:.2f} ms more = {drawing * 100:.2f}%"))

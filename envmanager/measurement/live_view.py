@@ -24,6 +24,8 @@ __all__ = ["check_live_view", "start_live_view"]
 
 _holders = 0
 """Managers open that hold the view one of them put up; 0 when no manager's view is up."""
+_generation = 0
+"""Counts the views the managers held that someone else took down; a release of an older one is void."""
 _holders_lock = threading.Lock()
 
 
@@ -46,7 +48,7 @@ def start_live_view(live_view_on: bool, profiling_enabled: bool, timer_stack: Ti
     With profiling switched off for the whole process (``profiler.disable()``), there is nothing
     to show: one warning says so and no view goes up.
     """
-    global _holders
+    global _holders, _generation
     if not live_view_on:
         return _nothing_to_stop
     if not (profiling_enabled and timers.is_enabled()):
@@ -54,21 +56,26 @@ def start_live_view(live_view_on: bool, profiling_enabled: bool, timer_stack: Ti
                       "(profiler.disable()); no live view", RuntimeWarning, stacklevel=3)
         return _nothing_to_stop
     with _holders_lock:
-        if live_view.is_showing() and _holders == 0:
-            return _nothing_to_stop  # someone else's view: theirs to take down
+        if live_view.is_showing():
+            if _holders == 0:
+                return _nothing_to_stop  # someone else's view: theirs to take down
+        elif _holders:
+            # The view the managers held was taken down by someone else (live_view.stop()): a
+            # new one, held afresh; the managers holding the old one no longer count.
+            _holders, _generation = 0, _generation + 1
         live_view.start(timer_stack=timer_stack)
         _holders += 1
-    return _release_once()
+        return _release_once(_generation)
 
 
-def _release_once() -> Callable[[], None]:
+def _release_once(generation: int) -> Callable[[], None]:
     released = False
 
     def release() -> None:
         global _holders
         nonlocal released
         with _holders_lock:
-            if released:
+            if released or generation != _generation:
                 return
             released = True
             _holders -= 1

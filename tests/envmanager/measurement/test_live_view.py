@@ -72,3 +72,16 @@ def test_with_profiling_disabled_for_the_process_a_warning_says_no_view_goes_up(
         assert not live_view.is_showing()
     finally:
         profiler.enable()
+
+
+def test_a_view_taken_down_by_the_program_is_put_up_again_by_a_later_manager_and_goes_at_its_close():
+    first = SubprocessEnvManager(cartpoles(), live_view=True)
+    live_view.stop()
+    second = SubprocessEnvManager(cartpoles(), live_view=True)
+    try:
+        assert live_view.is_showing()
+        first.close()
+        assert live_view.is_showing()  # the first manager's view is gone: it no longer holds this one
+    finally:
+        second.close()
+    assert not live_view.is_showing()

@@ -64,7 +64,7 @@ from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_en
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.transport.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.transport.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
-from envmanager.measurement.live_view import check_live_view, start_live_view
+from envmanager.measurement.live_view_switch import check_live_view, start_live_view
 from envmanager.measurement.profiling import ManagerProfiling, check_flush_options
 from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.lifetime.restart import RestartPolicy

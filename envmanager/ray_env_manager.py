@@ -118,6 +118,7 @@ class RayEnvManager(SubprocessEnvManager):
         actor_options: dict[str, Any] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         clock_sync_interval: float | None = DEFAULT_CLOCK_SYNC_INTERVAL,
+        live_view: bool = False,
     ) -> None:
         ray = _import_ray()
         self._actor_options = _checked_actor_options(
@@ -149,6 +150,7 @@ class RayEnvManager(SubprocessEnvManager):
             flush_interval=flush_interval,
             summaries_dir=summaries_dir,
             run_id=run_id,
+            live_view=live_view,
         )
         # The verdicts' transport advice is Ray's, not the pipe's.
         self._profiling.keep_metadata("worker_transport", "ray")

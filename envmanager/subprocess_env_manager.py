@@ -64,6 +64,7 @@ from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_en
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.transport.observations import ObservationBatch, allocate_shared_buffer
 from envmanager.transport.pool import REPLY_GRACE_SECONDS, WorkerHandle, WorkerPool
+from envmanager.measurement.live_view_switch import check_live_view, start_live_view
 from envmanager.measurement.profiling import ManagerProfiling, check_flush_options
 from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
 from envmanager.lifetime.restart import RestartPolicy
@@ -140,6 +141,8 @@ class SubprocessEnvManager(VectorEnv):
             worker, recorded as gauges; None (default) records none.
         summaries_dir: if given, ``close()`` writes ``{summaries_dir}/{run_id}_timers.json``.
         run_id: the run's name in that file name.
+        live_view: show where the run's time goes on stderr while the workers run, refreshed
+            every second (docs/live.md); needs ``profiling``.
 
     Raises:
         RuntimeError: the sub-environments' observation or action spaces differ.
@@ -151,6 +154,7 @@ class SubprocessEnvManager(VectorEnv):
     # that owns them, and the cancelling of the exit hook that closes them.
     _owner_pid: int | None = None
     _cancel_close_at_exit: Callable[[], None] = staticmethod(_nothing_to_cancel)
+    _stop_live_view: Callable[[], None] = staticmethod(_nothing_to_cancel)
 
     def __init__(
         self,
@@ -173,7 +177,9 @@ class SubprocessEnvManager(VectorEnv):
         resource_interval: float | None = None,
         summaries_dir: str | os.PathLike[str] | None = None,
         run_id: str = "envmanager",
+        live_view: bool = False,
     ) -> None:
+        check_live_view(live_view, profiling)
         self.env_fns = list(env_fns)
         self.shared_memory = shared_memory
         self.copy = copy
@@ -260,6 +266,7 @@ class SubprocessEnvManager(VectorEnv):
             self.closed = True
             raise
         self._cancel_close_at_exit = close_at_exit(self)
+        self._stop_live_view = start_live_view(live_view, self._profiling.enabled, self._profiling.timer_stack)
         self._failures: list[tuple[WorkerHandle, RemoteFailure]] = []
         # Per-call scratch, filled by the reply handlers as replies arrive.
         self._call_results: list[list | None] = [None] * len(self._pool.workers)
@@ -812,6 +819,7 @@ class SubprocessEnvManager(VectorEnv):
             # Also after a Ctrl-C that cut the waiting short (the workers are stopped then too):
             # the timers gathered so far are written, with Ctrl-C held meanwhile.
             with interrupts_held():
+                self._stop_live_view()
                 self._profiling.workers_stopped()
                 if self.summaries_dir is not None:
                     self._dump_at_close()

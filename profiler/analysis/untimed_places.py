@@ -1,12 +1,17 @@
 """Where the untimed time went, from a dump's ``untimed_samples`` section.
 
 The stack sampler (:mod:`profiler.automatic.stack_sampler`) counted, outside any block, the
-place the trainer's thread was at, and the seconds its samples stand for. Each place gets the
-untimed time the tree measured in proportion to those seconds, ``untimed * p`` where ``p`` is the
-place's share of the sampled seconds, with the binomial standard error
-``untimed * sqrt(p (1 - p) / n)`` over the ``n`` samples: the more samples, the tighter. What no place explains — samples in no named code,
-places beyond those the dump keeps, or all of it when nothing was sampled — is **unexplained**,
-the figure that tells how much of the run rlprof still cannot name.
+place the trainer's thread was at, and the seconds its samples stand for (each sample, the time
+since the one before): together, the untimed time of the span it watched. That span can be shorter
+than the run — the sampler starts after the interpreter and stops before the end — so the
+**sampled** untimed time is the samples' seconds, at most the untimed time the tree measured (more
+is sampling error, scaled down). Each place gets ``sampled * p`` where ``p`` is the place's share
+of the sampled seconds, with the binomial standard error ``sampled * sqrt(p (1 - p) / n)`` over
+the ``n`` samples: the more samples, the tighter. What no place explains — samples in no named
+code, places beyond those the dump keeps, the untimed time outside the span sampled, or all of it
+when nothing was sampled — is **unexplained**, the figure that tells how much of the run rlprof
+still cannot name. (Spreading the untimed time outside the span over the places instead would
+credit a loop's line with the start-up's time.)
 
 An env worker timed in place samples its own stack outside its env calls, and its entry in the
 dump's ``workers`` section carries its own ``untimed_samples`` (:func:`workers_untimed_places`):
@@ -85,15 +90,15 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
         + section["other_places"]["samples"]
     if sampled_seconds <= 0.0 or samples == 0:
         return UntimedPlaces(untimed, 0, section["interval_seconds"], (), untimed)
+    sampled = min(untimed, sampled_seconds)
     found = []
     for place in places:
         share = place["seconds"] / sampled_seconds
         found.append(UntimedPlace(place["function"], place["file"], place["line"], place["calls"],
                                   place["samples"],
-                                  untimed * share, untimed * math.sqrt(share * (1.0 - share) / samples)))
-    named = sum(place["seconds"] for place in places)
-    return UntimedPlaces(untimed, samples, section["interval_seconds"], tuple(found),
-                         untimed * (sampled_seconds - named) / sampled_seconds)
+                                  sampled * share, sampled * math.sqrt(share * (1.0 - share) / samples)))
+    named = sampled * sum(place["seconds"] for place in places) / sampled_seconds
+    return UntimedPlaces(untimed, samples, section["interval_seconds"], tuple(found), untimed - named)
 
 
 def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:

@@ -28,7 +28,7 @@ from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.verdict_text import format_evidence_value
 from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
 from profiler.export.counter_names import counter_explanation, format_counter
-from profiler.export.flame_graph import FlameBox, lay_out_flame_graph
+from profiler.export.flame_graph import FlameBox, lay_out_flame_graph, untimed_note
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.memory_flow import memory_chart
 from profiler.export.process_trees import split_into_process_trees
@@ -139,8 +139,14 @@ def _flame_graph_section(tree: dict[str, Any]) -> str:
         '<span><span class="legend-swatch" style="background:hsl(28,80%,66%)"></span>trainer</span>'
         '<span><span class="legend-swatch" style="background:hsl(205,60%,70%)"></span>'
         "ran in parallel (workers, threads), drawn inside the block it ran beside</span></div>\n"
-        f'<div id="flame" style="height:{depth * FRAME_HEIGHT_PX}px">{frames}</div></section>\n'
+        f'<div id="flame" style="height:{depth * FRAME_HEIGHT_PX}px">{frames}</div>{_untimed_line(tree)}'
+        "</section>\n"
     )
+
+
+def _untimed_line(tree: dict[str, Any]) -> str:
+    note = untimed_note(tree)
+    return f'<p class="note" id="flame-untimed">{_text(note[0].upper() + note[1:])}.</p>' if note else ""
 
 
 def _flame_frame(box: FlameBox) -> str:
@@ -151,7 +157,8 @@ def _flame_frame(box: FlameBox) -> str:
         "data-depth": str(box.depth),
         "data-total": _seconds(box.total),
         "data-self": _seconds(box.self_time),
-        "data-count": f"{box.count:,}",
+        "data-count": f"{box.count:,}" if box.count else "",
+        "data-note": box.note,
         "data-share": _percent(box.share),
         "data-parallel": "true" if box.is_parallel else "false",
     }

@@ -84,10 +84,18 @@ REPORT_SCRIPT = """
     title.textContent = frame.getAttribute("data-name");
     tooltip.appendChild(title);
     lines.forEach(function (line) {
+      if (!line[1]) {
+        return;
+      }
       var row = document.createElement("div");
       row.textContent = line[0] + ": " + line[1];
       tooltip.appendChild(row);
     });
+    if (frame.getAttribute("data-note")) {
+      var about = document.createElement("div");
+      about.textContent = frame.getAttribute("data-note");
+      tooltip.appendChild(about);
+    }
     if (frame.getAttribute("data-parallel") === "true") {
       var note = document.createElement("div");
       note.textContent = "ran in parallel, beside its parent";

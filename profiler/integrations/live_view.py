@@ -342,14 +342,24 @@ def is_showing() -> bool:
 @contextmanager
 def shown(enabled: bool = True, **options: Any) -> Iterator[LiveView | None]:
     """The live view of this process's timers while the ``with`` block runs (``rlprof run
-    --live``); with ``enabled`` false, nothing. The view is taken down however the block ends."""
+    --live``); with ``enabled`` false, nothing. The view is taken down however the block ends.
+
+    While the block runs it is the process's view: :func:`start` (and an env manager's
+    ``live_view=True``) use it rather than drawing a second panel over it."""
+    global _view
     if not enabled:
         yield None
         return
     view = LiveView(in_process_reader(), measure_memory=True, **options).start()
+    with _view_lock:
+        if _view is None or not _view.is_running():
+            _view = view
     try:
         yield view
     finally:
+        with _view_lock:
+            if _view is view:
+                _view = None
         view.stop()
 
 

@@ -3,12 +3,8 @@ on a real pseudo-terminal, in a pipe, and by ``rlprof watch`` from a continuous 
 
 from __future__ import annotations
 
-import fcntl
 import os
-import re
-import select
 import signal
-import struct
 import subprocess
 import sys
 import termios
@@ -16,62 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from pseudo_terminal import CURSOR_ESCAPES, DEADLINE, Terminal
 
 pytest.importorskip("rich")
 
 PROGRAM = str(Path(__file__).parent / "straggler_training.py")
-DEADLINE = 90.0
-"""Seconds a test waits for what it expects before failing: the run itself goes on meanwhile."""
-
-CURSOR_ESCAPES = re.compile(rb"\x1b\[\?(25|1049|1047|47)([hl])")
-
-
-class Terminal:
-    """A real pseudo-terminal whose slave is a program's stdin, stdout, stderr and controlling
-    terminal; the test reads what the program draws from the master side."""
-
-    def __init__(self, command: list[str], rows: int = 50, columns: int = 130) -> None:
-        self.master, self.slave = os.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
-        self.modes_before = termios.tcgetattr(self.slave)
-        environment = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(columns), "LINES": str(rows)}
-        self.process = subprocess.Popen(command, stdin=self.slave, stdout=self.slave, stderr=self.slave,
-                                        env=environment, preexec_fn=self._take_terminal)
-        self.output = b""
-
-    def _take_terminal(self) -> None:
-        os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-    def read_until(self, pattern: bytes, count: int = 1) -> bytes:
-        """Read until ``pattern`` has appeared ``count`` times, or the deadline passes."""
-        end = time.monotonic() + DEADLINE
-        while self.output.count(pattern) < count and time.monotonic() < end:
-            self.read_available(0.2)
-        assert self.output.count(pattern) >= count, f"{pattern!r} not drawn {count} times: {self.output[-3000:]!r}"
-        return self.output
-
-    def read_available(self, timeout: float) -> None:
-        ready, _, _ = select.select([self.master], [], [], timeout)
-        if ready:
-            try:
-                self.output += os.read(self.master, 65536)
-            except OSError:
-                pass
-
-    def wait_for_exit(self) -> int:
-        end = time.monotonic() + DEADLINE
-        while self.process.poll() is None and time.monotonic() < end:
-            self.read_available(0.2)
-        self.read_available(0.2)
-        return self.process.wait(timeout=5)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        os.close(self.master)
-        os.close(self.slave)
+MANAGER_PROGRAM = str(Path(__file__).parent / "manager_live_view_training.py")
 
 
 @pytest.fixture
@@ -177,3 +123,28 @@ def test_watch_follows_a_continuous_dump_being_written_and_waits_for_it_first(tm
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+
+
+def test_a_managers_live_view_option_shows_the_view_while_its_workers_run_and_takes_it_down_at_close():
+    terminal = Terminal([sys.executable, MANAGER_PROGRAM, "subprocess", "12"])
+    try:
+        terminal.read_until(b"worker 3 holds up the vector step")
+        assert terminal.process.poll() is None  # drawn while the run goes on
+        assert terminal.wait_for_exit() == 0
+        assert b"closed" in terminal.output
+        escapes = CURSOR_ESCAPES.findall(terminal.output)
+        # Taken down by close(), before the program's last line: the cursor shown again.
+        assert escapes[-1] == (b"25", b"h")
+        assert terminal.output.rindex(b"\x1b[?25h") < terminal.output.rindex(b"closed")
+        assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+    finally:
+        terminal.close()
+
+
+def test_a_managers_live_view_on_a_pipe_prints_plain_lines():
+    finished = subprocess.run([sys.executable, MANAGER_PROGRAM, "subprocess", "4"], capture_output=True,
+                              text=True, timeout=DEADLINE)
+    assert finished.returncode == 0, finished.stderr
+    lines = [line for line in finished.stderr.splitlines() if line.startswith("rlprof live ")]
+    assert lines and all("env steps/s" in line for line in lines)
+    assert "\x1b[" not in finished.stderr

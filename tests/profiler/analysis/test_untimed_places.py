@@ -36,15 +36,24 @@ def run_tree(*places: dict, unnamed: tuple[int, float] = (0, 0.0), untimed: floa
 
 
 def test_each_place_gets_the_untimed_time_in_proportion_to_its_sampled_seconds():
-    found = untimed_places(run_tree(place("log", 300, 1.5), place("main", 100, 0.5, line=3)))
+    found = untimed_places(run_tree(place("log", 300, 7.5), place("main", 100, 2.5, line=3)))
     log, main = found.places
     assert (log.seconds, main.seconds) == (pytest.approx(6.0), pytest.approx(2.0))
     assert log.error_seconds == pytest.approx(8.0 * math.sqrt(0.75 * 0.25 / 400))
 
 
 def test_samples_in_no_nameable_code_are_unexplained():
-    found = untimed_places(run_tree(place("log", 300, 1.5), unnamed=(100, 0.5)))
+    found = untimed_places(run_tree(place("log", 300, 6.0), unnamed=(100, 2.0)))
     assert found.unexplained_seconds == pytest.approx(2.0)
+
+
+def test_untimed_time_outside_the_span_sampled_is_unexplained_not_credited_to_the_places():
+    # The samples stand for 2 s of the 8 s untimed: the sampler started late (start-up untimed).
+    found = untimed_places(run_tree(place("log", 300, 1.5), place("main", 100, 0.5, line=3)))
+    log, main = found.places
+    assert (log.seconds, main.seconds) == (pytest.approx(1.5), pytest.approx(0.5))
+    assert found.unexplained_seconds == pytest.approx(6.0)
+    assert log.error_seconds == pytest.approx(2.0 * math.sqrt(0.75 * 0.25 / 400))
 
 
 def test_without_samples_all_the_untimed_time_is_unexplained():
@@ -56,7 +65,7 @@ def test_without_samples_all_the_untimed_time_is_unexplained():
 
 
 def test_the_json_reports_the_unexplained_share_beside_the_untimed_share_and_the_places():
-    document = json.loads(render_analysis(analyze_run(run_tree(place("log", 300, 1.5), unnamed=(100, 0.5))),
+    document = json.loads(render_analysis(analyze_run(run_tree(place("log", 300, 6.0), unnamed=(100, 2.0))),
                                           "json"))
     assert document["untimed"]["share"] == pytest.approx(0.8)
     assert document["untimed"]["unexplained_share"] == pytest.approx(0.2)
@@ -70,7 +79,7 @@ def test_the_table_shows_where_the_untimed_time_went():
 
 
 def test_the_untimed_verdict_names_the_costliest_places():
-    verdict = judge_run(run_tree(place("log", 300, 1.5), place("main", 100, 0.5, line=3))).of_kind(UNTIMED)[0]
+    verdict = judge_run(run_tree(place("log", 300, 7.5), place("main", 100, 2.5, line=3))).of_kind(UNTIMED)[0]
     assert "log (train.py:10) 6.00 s" in verdict.title
     assert "nothing here says what it was" not in verdict.title
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.export.flame_graph import UNTIMED_BOX, lay_out_flame_graph
+from profiler.export.flame_graph import UNTIMED_BOX, UNTIMED_PART, lay_out_flame_graph, untimed_note
+from profiler.tree.timer_json import normalize_timing_tree
 
 
 def boxes_by_name(tree):
@@ -52,3 +53,77 @@ def test_the_time_outside_any_block_is_a_labelled_box_after_the_blocks(trainer_t
 def test_a_run_timed_throughout_has_no_untimed_box(run_with_workers):
     assert UNTIMED_BOX not in boxes_by_name({**run_with_workers, "self": 0.0,
                                              "total": sum(child["total"] for child in run_with_workers["children"])})
+
+
+def sampled_run(*places: tuple[str, int, float], unnamed_seconds: float = 0.0) -> dict:
+    """A 10 s run with 8 s outside its one block, the stack sampler's places there."""
+    return normalize_timing_tree({
+        "name": "root", "total": 10.0, "count": 1,
+        "children": [{"name": "update", "total": 2.0, "count": 5, "children": []}],
+        "untimed_samples": {
+            "thread": "MainThread", "interval_seconds": 0.005, "samples": 2000, "in_blocks": 400,
+            "unnamed": {"samples": int(unnamed_seconds / 0.005), "seconds": unnamed_seconds},
+            "other_places": {"samples": 0, "seconds": 0.0},
+            "places": [{"function": function, "file": "/code/train.py", "line": 10, "calls": "",
+                        "samples": samples, "seconds": seconds} for function, samples, seconds in places],
+        },
+    })
+
+
+def stepping_run() -> dict:
+    """6 steps of 1 s, 0.5 s apart (untimed between them) but for a 6 s pause after the third (a rollout
+    ends), 1 s before the first."""
+    spans, clock = [], 1.0
+    for step in range(6):
+        spans.append(["env_manager.step", clock, clock + 1.0])
+        clock += 1.0 + (6.0 if step == 2 else 0.5 if step < 5 else 0.0)
+    children_total = sum(end - start for _, start, end in spans)
+    return normalize_timing_tree({
+        "name": "root", "total": clock, "count": 1, "self": clock - children_total,
+        "children": [{"name": "env_manager.step", "total": children_total, "count": 6, "children": []}],
+        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]},
+    })
+
+
+def untimed_children(tree) -> list:
+    boxes = lay_out_flame_graph(tree)
+    untimed = next(box for box in boxes if box.name == UNTIMED_BOX)
+    return [box for box in boxes if box.parent_index == untimed.index]
+
+
+def test_the_untimed_box_is_split_over_the_places_the_stack_sampler_found_and_the_unexplained_rest():
+    parts = untimed_children(sampled_run(("log", 300, 4.8), ("main", 100, 1.6), unnamed_seconds=1.6))
+    assert [part.name for part in parts] == [f"{UNTIMED_PART}log (train.py:10)", f"{UNTIMED_PART}main (train.py:10)",
+                                             f"{UNTIMED_PART}unexplained"]
+    assert [part.total for part in parts] == pytest.approx([8.0 * 3 / 5, 8.0 * 1 / 5, 8.0 * 1 / 5])
+    assert "300 stack samples" in parts[0].note
+
+
+def test_the_parts_of_the_untimed_box_fill_it_side_by_side():
+    tree = sampled_run(("log", 300, 4.8), ("main", 100, 1.6), unnamed_seconds=1.6)
+    untimed = boxes_by_name(tree)[UNTIMED_BOX]
+    parts = untimed_children(tree)
+    assert parts[0].start == pytest.approx(untimed.start)
+    assert sum(part.width for part in parts) == pytest.approx(untimed.width)
+    assert all(part.depth == 2 for part in parts)
+
+
+def test_a_run_not_sampled_has_its_untimed_box_split_by_where_in_the_loop_the_time_fell():
+    parts = {part.name: part for part in untimed_children(stepping_run())}
+    assert parts[f"{UNTIMED_PART}between steps"].total == pytest.approx(4 * 0.5)
+    assert parts[f"{UNTIMED_PART}between rollouts"].total == pytest.approx(6.0)
+    assert parts[f"{UNTIMED_PART}elsewhere"].total == pytest.approx(1.0)
+    assert "4 gaps" in parts[f"{UNTIMED_PART}between steps"].note
+
+
+def test_a_run_with_neither_samples_nor_a_timeline_has_its_untimed_box_whole(trainer_tree):
+    assert untimed_children(trainer_tree) == []
+    assert untimed_note(trainer_tree) == ""
+
+
+def test_with_the_places_in_boxes_the_split_by_where_in_the_loop_is_a_line_of_text():
+    tree = {**stepping_run(), "untimed_samples": sampled_run(("log", 300, 3.0))["untimed_samples"]}
+    assert untimed_children(tree)[0].name == f"{UNTIMED_PART}log (train.py:10)"
+    assert untimed_note(tree).startswith("untimed time by where it fell in the loop")

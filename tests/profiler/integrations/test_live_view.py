@@ -35,6 +35,13 @@ def test_start_shows_one_view_per_process_and_stop_takes_it_down():
     assert not live_view.is_showing()
 
 
+
+def test_the_view_of_rlprof_run_live_is_the_process_view_that_start_returns():
+    with live_view.shown(stream=io.StringIO(), interval=60) as shown_view:
+        assert live_view.is_showing()
+        assert live_view.start() is shown_view
+    assert not live_view.is_showing()
+
 def test_set_config_live_view_shows_the_view_while_the_profiler_runs():
     try:
         profiler.set_config(live_view=True)  # MXNet's profiler starts stopped: set_state runs it

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import sys
 import threading
 import time
@@ -330,10 +331,18 @@ activity it also reports the CUDA runtime and driver calls (``cudaLaunchKernel``
 events, timestamped on their own system thread: those are not operators (their time is already
 their operator's), and nested by time on that thread they would land under the root."""
 
+_RUNTIME_CALL = re.compile(r"cu(da)?[A-Z]")
+"""A CUDA runtime or driver call's name (``cudaEventQuery``, ``cuLaunchKernel``). PyTorch 2.11
+reports some of them (the event calls, ``cudaDeviceSynchronize``) with an operator's activity
+type, so the name tells them apart too: no operator or annotation of PyTorch's is named so."""
+
 
 def _host_side_of_pytorch(event: Any) -> bool:
-    if event.name() == _MEMORY_EVENT:
+    name = event.name()
+    if name == _MEMORY_EVENT:
         return True
+    if _RUNTIME_CALL.match(name):
+        return False
     activity = getattr(event, "activity_type", None)
     return activity is None or activity() in _OPERATOR_ACTIVITIES
 

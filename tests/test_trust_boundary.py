@@ -14,7 +14,9 @@ from profiler import TimerFileError, load_timing_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 PICKLING_MODULES = {"pickle", "cPickle", "_pickle", "cloudpickle", "dill", "marshal", "shelve", "joblib"}
-ALLOWED_TO_PICKLE = {"envmanager/transport/protocol.py", "envmanager/transport/worker.py"}
+# device_memory only writes: the CUDA allocator snapshot is a pickle file for PyTorch's memory viewer.
+ALLOWED_TO_PICKLE = {"envmanager/transport/protocol.py", "envmanager/transport/worker.py",
+                     "profiler/gpu/device_memory.py"}
 
 
 def imported_modules(source: Path) -> set[str]:

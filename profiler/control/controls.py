@@ -31,7 +31,6 @@ meanwhile (counted in each worker's ``paused_payloads``); their dumps are part o
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 import threading
 import warnings
@@ -215,12 +214,12 @@ class _ProfilerControl:
         if self.memory_sampling is not None:
             memory.sample_now()
         written = write_outputs(settings, stack)
-        snapshot = device_memory.memory_snapshot()
+        snapshot = device_memory.memory_snapshot_file()
         if snapshot is not None:
             # MXNet's gpu_memory_profile_filename_prefix: the CUDA allocator's snapshot, every
             # allocation with its Python stack, for https://pytorch.org/memory_viz.
             path = Path(f"{settings.gpu_memory_profile_filename_prefix}-pid_{os.getpid()}.pickle")
-            written.append(write_atomically(path, pickle.dumps(snapshot), named_by_user=True))
+            written.append(write_atomically(path, snapshot, named_by_user=True))
         return written
 
     def report_failure(self, error: BaseException) -> None:

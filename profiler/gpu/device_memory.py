@@ -17,6 +17,7 @@ Tests inject a reader with :func:`set_device_memory`.
 
 from __future__ import annotations
 
+import pickle
 import sys
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ __all__ = [
     "COUNTER_NAMES",
     "TorchMemoryHistory",
     "memory_snapshot",
+    "memory_snapshot_file",
     "read_torch_cuda_memory",
     "record_device_memory",
     "set_device_memory",
@@ -146,3 +148,13 @@ def memory_snapshot() -> Any | None:
     """The allocator's snapshot (segments, blocks and the history of allocations with their
     stacks) while the history is recorded; None otherwise."""
     return _history.snapshot() if _recording_history else None
+
+
+def memory_snapshot_file() -> bytes | None:
+    """The allocator's snapshot as the pickle file PyTorch's memory viewer reads
+    (https://pytorch.org/memory_viz), or None when no history is recorded.
+
+    rlprof writes this pickle and never reads one: the viewer is PyTorch's, and a snapshot holds
+    only plain containers (docs/trust.md)."""
+    snapshot = memory_snapshot()
+    return None if snapshot is None else pickle.dumps(snapshot)

@@ -37,9 +37,10 @@ def run_rlprof(folder: Path, *arguments: str) -> tuple[dict, list[float]]:
 
 @pytest.fixture(scope="module", params=["async", "subproc"])
 def oversubscribed(request, tmp_path_factory):
-    """6 workers burning 3 ms of CPU a step on 2 cores: 18 ms of CPU for each step."""
+    """6 workers burning 3 ms of CPU a step on 2 cores: 18 ms of CPU for each step, for long enough
+    that the stepping, not the program's imports (SB3's, torch's: over a second), is most of the run."""
     return run_rlprof(tmp_path_factory.mktemp(request.param), "--vec", request.param, "--envs", "6",
-                      "--cpu", "0.003", "--steps", "40")
+                      "--cpu", "0.003", "--steps", "150")
 
 
 def test_each_workers_dumped_run_queue_delay_is_the_kernels_count(oversubscribed):

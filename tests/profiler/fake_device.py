@@ -4,6 +4,11 @@ profiler.gpu.device_time.DeviceEvents)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
+from profiler.gpu import device_time, set_device_events
+
 
 class FakeEvent:
     def __init__(self, device: str, at: float) -> None:
@@ -46,3 +51,15 @@ class FakeDevice:
     def finish_all(self) -> None:
         for event in self.recorded:
             event.done = True
+
+
+@contextmanager
+def fake_gpu() -> Iterator[FakeDevice]:
+    """A FakeDevice as the device-event backend while the block runs; device time cleared after."""
+    fake = FakeDevice()
+    set_device_events(fake)
+    try:
+        yield fake
+    finally:
+        set_device_events(None)
+        device_time.clear_device_times()

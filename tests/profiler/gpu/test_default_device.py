@@ -8,23 +8,20 @@ import sys
 from typing import Iterator
 
 import pytest
-from fake_device import FakeDevice
+from fake_device import FakeDevice, fake_gpu
 
 import profiler
 from profiler import Profiler, hierarchical_timer
-from profiler.gpu import DeviceTimingUnavailableError, device_time, set_default_device, set_device_events
+from profiler.gpu import DeviceTimingUnavailableError, set_default_device
 from profiler.timing import timers
 from profiler.tree.timer_tree import get_timer_tree
 
 
 @pytest.fixture
 def gpu() -> Iterator[FakeDevice]:
-    fake = FakeDevice()
-    set_device_events(fake)
-    yield fake
-    set_default_device(None)
-    set_device_events(None)
-    device_time.clear_device_times()
+    with fake_gpu() as fake:
+        yield fake
+        set_default_device(None)
 
 
 def device_paths() -> dict[tuple[str, ...], dict]:

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from fake_device import FakeDevice
+from fake_device import FakeDevice, fake_gpu
 
 from profiler import hierarchical_timer
 from profiler.gpu import DeviceTimingUnavailableError, device_time, set_device_events
@@ -20,11 +20,8 @@ from profiler.tree.timer_tree import get_timer_tree
 
 @pytest.fixture
 def gpu() -> Iterator[FakeDevice]:
-    fake = FakeDevice()
-    set_device_events(fake)
-    yield fake
-    set_device_events(None)
-    device_time.clear_device_times()
+    with fake_gpu() as fake:
+        yield fake
 
 
 def device_entries() -> dict[tuple[str, ...], dict]:

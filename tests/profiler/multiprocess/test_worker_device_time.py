@@ -7,22 +7,18 @@ from __future__ import annotations
 from typing import Iterator
 
 import pytest
-from fake_device import FakeDevice
+from fake_device import FakeDevice, fake_gpu
 from hand_payloads import tree_payload
 
 from profiler import TimerMerger, get_timer_tree, hierarchical_timer
-from profiler.gpu import device_time, set_device_events
 from profiler.multiprocess.payload import PayloadError, WorkerTimers, snapshot_and_flush, validate_payload
 from profiler.timing.timers import TimerStack
 
 
 @pytest.fixture
 def gpu() -> Iterator[FakeDevice]:
-    fake = FakeDevice()
-    set_device_events(fake)
-    yield fake
-    set_device_events(None)
-    device_time.clear_device_times()
+    with fake_gpu() as fake:
+        yield fake
 
 
 def test_a_payload_carries_the_device_time_of_the_blocks_since_the_last_flush(gpu):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["busy_program_outside_the_run", "kernel_run_queue_seconds"]
+__all__ = ["busy_program_outside_the_run", "kernel_run_queue_nanoseconds", "kernel_run_queue_seconds"]
 
 _BUSY_LOOP = "import os\nos.sched_setaffinity(0, {cores})\nwhile True:\n    pass\n"
 
@@ -32,10 +32,16 @@ def busy_program_outside_the_run(cores: int = 2) -> Iterator[int]:
             os.kill(pid, signal.SIGKILL)
 
 
-def kernel_run_queue_seconds(pid: int) -> float:
-    """The run-queue delay the kernel counted so far for every live thread of process ``pid``."""
+def kernel_run_queue_nanoseconds(pid: int) -> int:
+    """The run-queue delay the kernel counted so far for every live thread of process ``pid``, in
+    the kernel's own unit: exact, so that two readings' difference is exact too."""
     total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(OSError):
             total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
-    return total * 1e-9
+    return total
+
+
+def kernel_run_queue_seconds(pid: int) -> float:
+    """The run-queue delay the kernel counted so far for every live thread of process ``pid``."""
+    return kernel_run_queue_nanoseconds(pid) * 1e-9

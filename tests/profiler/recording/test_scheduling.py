@@ -9,13 +9,20 @@ import threading
 import time
 
 import pytest
-from kernel_counts import kernel_run_queue_seconds
+from kernel_counts import kernel_run_queue_nanoseconds
 
 import profiler
 from profiler.recording import scheduling
 from profiler.timing import timers
 
 pytestmark = pytest.mark.skipif(not scheduling.schedstat_available(), reason="needs Linux's schedstat")
+
+
+def in_nanoseconds(seconds: float) -> int:
+    """A sampler's figure back in the kernel's unit: the sampler turns whole nanoseconds into
+    seconds, so comparing in seconds against a difference of two readings in seconds would compare
+    two roundings (0.000110515 against 2.323794033 - 2.323683518 failed on equal counts)."""
+    return round(seconds * 1e9)
 
 
 def burn(seconds: float) -> None:
@@ -26,27 +33,27 @@ def burn(seconds: float) -> None:
 
 def test_a_workers_sampler_reports_at_least_the_waits_the_kernel_counted_between_its_readings():
     sampler = scheduling.SchedulingSampler()
-    before = kernel_run_queue_seconds(os.getpid())
+    before = kernel_run_queue_nanoseconds(os.getpid())
     burn(0.05)
-    after = kernel_run_queue_seconds(os.getpid())
+    after = kernel_run_queue_nanoseconds(os.getpid())
     run_queue, cpu, wall, switches = sampler.take(final=True)
-    assert run_queue >= after - before
+    assert in_nanoseconds(run_queue) >= after - before
     assert cpu >= 0.04  # getrusage counts CPU time to the tick at worst
     assert wall >= cpu * 0.9 and switches >= 0
 
 
-def run_queue_seconds_of(native_ids: set[int]) -> float:
+def run_queue_nanoseconds_of(native_ids: set[int]) -> int:
     """The kernel's run-queue delay of these threads of this process, summed."""
     total = 0
     for tid in native_ids:
         with open(f"/proc/self/task/{tid}/schedstat") as file:
             total += int(file.read().split()[1])
-    return total * 1e-9
+    return total
 
 
 def test_a_thread_the_sampler_ignores_adds_none_of_its_waits():
     others = {int(tid) for tid in os.listdir("/proc/self/task")}
-    before = run_queue_seconds_of(others)
+    before = run_queue_nanoseconds_of(others)
     sampler = scheduling.SchedulingSampler()
     started, stop = threading.Event(), threading.Event()
 
@@ -62,11 +69,11 @@ def test_a_thread_the_sampler_ignores_adds_none_of_its_waits():
     try:
         burn(0.05)
         run_queue = sampler.take(final=True)[0]
-        after = run_queue_seconds_of(others)
+        after = run_queue_nanoseconds_of(others)
     finally:
         stop.set()
         ignored.join()
-    assert run_queue <= after - before  # the other threads' waits only, never the ignored one's
+    assert in_nanoseconds(run_queue) <= after - before  # the other threads' waits only, never the ignored one's
 
 
 def test_readings_closer_than_the_spacing_report_nothing_and_the_next_covers_them():

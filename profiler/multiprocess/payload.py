@@ -105,6 +105,7 @@ __all__ = [
     "check_payload",
     "row_dtype",
     "row_ids",
+    "row_ids_in_python",
     "snapshot_and_flush",
     "unchecked_rows",
     "validate_payload",
@@ -185,21 +186,11 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         else ()
     )
     take_rows = _compiled_take_rows if _compiled_take_rows is not None and accelerated() else take_rows_in_python
-    rows, error_counts = take_rows(block_ids.present_ids, block_ids.present_nodes)
-    add_row = rows.extend
+    blocks, error_counts = take_rows(block_ids.present_ids, block_ids.present_nodes)
     for node in shallow_open:
         node.total = -node.running_for(at)
     if block_ids.folds:
-        deep_open = open_blocks[MAX_DEPTH - 1 :]
-        for fold_id, node in block_ids.folds:
-            row = _fold_deep_blocks(node, deep_open, at)
-            if row is not None:
-                count, errors, total, minimum, maximum = row
-                add_row((fold_id, count, total, minimum, maximum))
-                if errors:
-                    error_counts.append((fold_id, errors))
-        rows = _sorted_rows(rows)
-        error_counts.sort()
+        blocks = _with_folded_rows(blocks, error_counts, block_ids.folds, open_blocks[MAX_DEPTH - 1 :], at)
     gauges = ()
     if stack.gauges:
         gauges = tuple(
@@ -218,7 +209,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         window_start,
         at,
         block_ids.declarations(declare_all),
-        _rows_struct(len(rows) // ROW_FIELDS).pack(*rows),
+        blocks,
         tuple(error_counts),
         labels,
         gauges,
@@ -243,13 +234,14 @@ def row_dtype() -> Any:
 
 def take_rows_in_python(
     ids: list[int], nodes: list[TimerNode]
-) -> tuple[list[float], list[tuple[int, int]]]:
-    """The rows of a payload, taken from ``nodes`` (with ``ids``), the nodes zeroed for the next.
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """The rows of a payload, taken from ``nodes`` (with ``ids``) and packed as ``blocks``, the
+    nodes zeroed for the next.
 
-    One flat list of rows (id, count, total, minimum, maximum), to pack in one call, and the rare
-    error counts apart, so that the common row carries none. A node with no run closed but some
-    time (a run open across the flush) gives a row of count 0. The reference of the C
-    accelerator's ``take_rows``, which snapshot_and_flush uses while blocks run the C core.
+    The rows (id, count, total, minimum, maximum), packed in one call, and the rare error counts
+    apart, so that the common row carries none. A node with no run closed but some time (a run
+    open across the flush) gives a row of count 0. The reference of the C accelerator's
+    ``take_rows``, which snapshot_and_flush uses while blocks run the C core.
     """
     rows: list[float] = []
     add_row = rows.extend
@@ -270,13 +262,15 @@ def take_rows_in_python(
         elif node.total:  # a run open now, none closed in this window
             add_row((node_id, 0, node.total, 0.0, 0.0))
             node.total = 0.0
-    return rows, error_counts
+    return _rows_struct(len(rows) // ROW_FIELDS).pack(*rows), error_counts
 
 
 _compiled_take_rows = None if _accelerator is None else _accelerator.take_rows
-"""The C accelerator's ``take_rows`` (None where it is not loaded). A snapshot takes its rows on
-the core blocks run on (:func:`profiler.timing.timer_node.accelerated`), so the one switch that
-compares the cores, ``block_hooks.use_compiled_core``, covers the snapshot too."""
+_compiled_check_rows = None if _accelerator is None else _accelerator.check_rows
+"""The C accelerator's ``take_rows`` and ``check_rows`` (None where it is not loaded). A snapshot
+takes its rows, and a merger checks them, on the core blocks run on
+(:func:`profiler.timing.timer_node.accelerated`), so the one switch that compares the cores,
+``block_hooks.use_compiled_core``, covers payloads too."""
 
 
 @lru_cache(maxsize=256)
@@ -285,10 +279,27 @@ def _rows_struct(rows: int) -> struct.Struct:
     return struct.Struct("<" + _ROW_FORMAT * rows)
 
 
-def _sorted_rows(rows: list[float]) -> list[float]:
-    """Rows in ascending id order, after folded blocks were appended at the end."""
+def _with_folded_rows(
+    blocks: bytes,
+    error_counts: list[tuple[int, int]],
+    folds: list[tuple[int, TimerNode]],
+    deep_open: list[TimerNode],
+    at: float,
+) -> bytes:
+    """``blocks`` with the rows of the folded blocks (see :func:`_fold_deep_blocks`) added in id
+    order, their error counts added to ``error_counts`` (in id order too). Only trees deeper than
+    :data:`MAX_DEPTH` take this path, so it unpacks and packs again rather than slow the common one."""
+    rows = list(unchecked_rows(blocks))
+    for fold_id, node in folds:
+        row = _fold_deep_blocks(node, deep_open, at)
+        if row is not None:
+            count, errors, total, minimum, maximum = row
+            rows.extend((fold_id, count, total, minimum, maximum))
+            if errors:
+                error_counts.append((fold_id, errors))
+    error_counts.sort()
     grouped = sorted(zip(*[iter(rows)] * ROW_FIELDS), key=lambda row: row[0])
-    return [value for row in grouped for value in row]
+    return _rows_struct(len(grouped)).pack(*[value for row in grouped for value in row])
 
 
 def _fold_deep_blocks(
@@ -496,7 +507,21 @@ def row_ids(blocks: Any, declared: int, ascending_ids: tuple[int, ...] = ()) -> 
     later, many payloads at once). ``ascending_ids`` are ids known to ascend (the rows of the
     stream's previous payload, which passed this check): rows with exactly these ids skip the
     pass over the ids, as a worker's payloads mostly have rows for the same blocks.
+
+    While the C core runs (:func:`~profiler.timing.timer_node.accelerated`), its ``check_rows``
+    makes the same checks in one pass over the bytes and returns the ids; only what it does not
+    accept goes to :func:`row_ids_in_python`, the reference, to be accepted after all or named.
     """
+    if _compiled_check_rows is not None and accelerated():
+        ids = _compiled_check_rows(blocks, declared, ascending_ids)
+        if ids is not None:
+            return ids  # type: ignore[no-any-return]
+    return row_ids_in_python(blocks, declared, ascending_ids)
+
+
+def row_ids_in_python(blocks: Any, declared: int, ascending_ids: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """:func:`row_ids` in Python: the reference of the C accelerator's ``check_rows``, and the
+    check that names what is wrong."""
     if type(blocks) is not bytes:
         raise PayloadError(f"blocks: must be bytes (rows of five numbers), not {type(blocks).__name__}")
     size = len(blocks)

@@ -31,6 +31,8 @@
 #include <structmember.h>
 
 #include <float.h>
+#include <limits.h>
+#include <string.h>
 #include <stdint.h>
 
 #ifdef __linux__
@@ -863,23 +865,85 @@ use_compiled_lookup(PyObject *module, PyObject *flag)
     Py_RETURN_NONE;
 }
 
-/* A worker's payload rows: profiler/multiprocess/payload.py's _take_rows, in C.
+/* A worker's payload rows: profiler/multiprocess/payload.py's take_rows_in_python, in C.
  *
  * For each (id, node): a node with runs gives the row (id, count, total, min, max), its errors
  * (if any) as (id, errors), and is zeroed (total 0.0, count 0, min inf, max 0.0, errors 0); a node
  * with no run closed but some time (a run open across the flush) gives (id, 0, total, 0.0, 0.0)
- * and its total goes to 0.0. The Python function is the reference; this one does the same, in
- * the same order, storing the same values. */
+ * and its total goes to 0.0. The rows are packed as the payload carries them (ROW_BYTES each,
+ * little-endian uint32, int64, float64, float64, float64), straight from the slots: packing the
+ * Python way, a list of 250 references then struct.pack(*rows), cost twice the loop itself. The
+ * Python function is the reference; this one reads and zeroes the same slots in the same order
+ * and packs each number as struct does ('I' and 'q' through __index__, 'd' through __float__);
+ * a number struct could not pack (an id past 2**32, a count past 2**63) raises OverflowError. */
 static PyObject *zero_float = NULL;
 static PyObject *zero_int = NULL;
 static PyObject *infinity = NULL;
 
-static int
-append_row(PyObject *rows, PyObject *id, PyObject *count, PyObject *total, PyObject *minimum,
-           PyObject *maximum)
+#define ROW_BYTES 36 /* uint32 id, int64 count, float64 total, minimum, maximum */
+
+/* ``value``'s low ``size`` bytes at ``into``, little-endian whatever the machine. */
+static void
+put_little_endian(unsigned char *into, uint64_t value, int size)
 {
-    if (PyList_Append(rows, id) < 0 || PyList_Append(rows, count) < 0 || PyList_Append(rows, total) < 0
-        || PyList_Append(rows, minimum) < 0 || PyList_Append(rows, maximum) < 0) {
+    for (int index = 0; index < size; index++) {
+        into[index] = (unsigned char)(value >> (8 * index));
+    }
+}
+
+static int
+pack_whole(unsigned char *into, PyObject *number, int size)
+{
+    PyObject *index = PyNumber_Index(number);
+    if (index == NULL) {
+        return -1;
+    }
+    uint64_t bits;
+    if (size == 4) {
+        unsigned long long value = PyLong_AsUnsignedLongLong(index);
+        if (value == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_DECREF(index);
+            return -1;
+        }
+        if (value > 0xFFFFFFFFull) {
+            Py_DECREF(index);
+            PyErr_SetString(PyExc_OverflowError, "a payload row's id must fit 32 bits");
+            return -1;
+        }
+        bits = value;
+    }
+    else {
+        long long value = PyLong_AsLongLong(index);
+        if (value == -1 && PyErr_Occurred()) {
+            Py_DECREF(index);
+            return -1;
+        }
+        bits = (uint64_t)value;
+    }
+    Py_DECREF(index);
+    put_little_endian(into, bits, size);
+    return 0;
+}
+
+static int
+pack_double(unsigned char *into, PyObject *number)
+{
+    double value = PyFloat_CheckExact(number) ? PyFloat_AS_DOUBLE(number) : PyFloat_AsDouble(number);
+    if (value == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    put_little_endian(into, bits, 8);
+    return 0;
+}
+
+static int
+pack_row(unsigned char *into, PyObject *id, PyObject *count, PyObject *total, PyObject *minimum,
+         PyObject *maximum)
+{
+    if (pack_whole(into, id, 4) < 0 || pack_whole(into + 4, count, 8) < 0 || pack_double(into + 12, total) < 0
+        || pack_double(into + 20, minimum) < 0 || pack_double(into + 28, maximum) < 0) {
         return -1;
     }
     return 0;
@@ -897,15 +961,23 @@ take_rows(PyObject *module, PyObject *args)
     }
     PyObject *ids = PySequence_Fast(ids_argument, "take_rows() takes a sequence of ids");
     PyObject *nodes = ids == NULL ? NULL : PySequence_Fast(nodes_argument, "take_rows() takes a sequence of nodes");
-    PyObject *rows = PyList_New(0);
     PyObject *error_counts = PyList_New(0);
-    if (nodes == NULL || rows == NULL || error_counts == NULL) {
+    PyObject *blocks = NULL;
+    if (nodes == NULL || error_counts == NULL) {
         goto failed;
     }
+    Py_ssize_t most = Py_MIN(PySequence_Fast_GET_SIZE(ids), PySequence_Fast_GET_SIZE(nodes));
+    /* At most a row a node; shrunk to the rows taken at the end. */
+    blocks = PyBytes_FromStringAndSize(NULL, most * ROW_BYTES);
+    if (blocks == NULL) {
+        goto failed;
+    }
+    unsigned char *row = (unsigned char *)PyBytes_AS_STRING(blocks);
+    Py_ssize_t taken = 0;
     /* Sizes read at each step, figures read where Python reads them: a number type written in
      * Python may run code in a truth test. */
-    for (Py_ssize_t index = 0;
-         index < PySequence_Fast_GET_SIZE(ids) && index < PySequence_Fast_GET_SIZE(nodes); index++) {
+    for (Py_ssize_t index = 0; index < most && index < PySequence_Fast_GET_SIZE(ids)
+                               && index < PySequence_Fast_GET_SIZE(nodes); index++) {
         PyObject *id = PySequence_Fast_GET_ITEM(ids, index);
         PyObject *node = PySequence_Fast_GET_ITEM(nodes, index);
         if (!PyObject_TypeCheck(node, (PyTypeObject *)node_type)) {
@@ -924,9 +996,10 @@ take_rows(PyObject *module, PyObject *args)
             PyObject *minimum = get_slot(node, slots.min, "min");
             PyObject *maximum = get_slot(node, slots.max, "max");
             if (count == NULL || total == NULL || minimum == NULL || maximum == NULL
-                || append_row(rows, id, count, total, minimum, maximum) < 0) {
+                || pack_row(row + taken * ROW_BYTES, id, count, total, minimum, maximum) < 0) {
                 goto failed;
             }
+            taken++;
             PyObject *errors = get_slot(node, slots.errors, "errors");
             int has_errors = errors == NULL ? -1 : PyObject_IsTrue(errors);
             if (has_errors < 0) {
@@ -960,32 +1033,133 @@ take_rows(PyObject *module, PyObject *args)
         }
         if (has_time) {
             total = get_slot(node, slots.total, "total");
-            if (total == NULL || append_row(rows, id, zero_int, total, zero_float, zero_float) < 0) {
+            if (total == NULL || pack_row(row + taken * ROW_BYTES, id, zero_int, total, zero_float, zero_float) < 0) {
                 goto failed;
             }
+            taken++;
             Py_INCREF(zero_float);
             set_slot(node, slots.total, zero_float);
         }
     }
     Py_DECREF(ids);
     Py_DECREF(nodes);
-    PyObject *result = PyTuple_Pack(2, rows, error_counts);
-    Py_DECREF(rows);
+    if (_PyBytes_Resize(&blocks, taken * ROW_BYTES) < 0) {
+        Py_DECREF(error_counts);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, blocks, error_counts);
+    Py_DECREF(blocks);
     Py_DECREF(error_counts);
     return result;
 
 failed:
     Py_XDECREF(ids);
     Py_XDECREF(nodes);
-    Py_XDECREF(rows);
+    Py_XDECREF(blocks);
     Py_XDECREF(error_counts);
     return NULL;
 }
 
+/* The trainer's check of a payload's rows: profiler/multiprocess/payload.py's row_ids, in C.
+ *
+ * One pass over the bytes, where the Python check takes four strided copies, unpacks the ids and
+ * every minimum and maximum into Python numbers and compares them pairwise (most of a merge's
+ * cost). It only ever accepts: given exactly bytes, a whole number of rows, every number's top
+ * byte at most 0x42 (>= 0, below the bounds, finite), ids ascending and below ``declared``, and
+ * each minimum at most its maximum, it returns the ids as a tuple (``ascending_ids`` itself when
+ * they are those); for anything else it returns None, and the Python check, the reference, runs
+ * and either accepts (a case this one leaves to it) or names what is wrong. */
+static PyObject *
+check_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "check_rows() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *blocks = args[0], *declared_argument = args[1], *ascending_ids = args[2];
+    if (!PyBytes_CheckExact(blocks) || !PyLong_CheckExact(declared_argument)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(blocks);
+    if (size % ROW_BYTES) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t rows = size / ROW_BYTES;
+    int overflow;
+    long long declared = PyLong_AsLongLongAndOverflow(declared_argument, &overflow);
+    if (declared == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow > 0) {
+        declared = LLONG_MAX;
+    }
+    const unsigned char *row = (const unsigned char *)PyBytes_AS_STRING(blocks);
+    long long previous = -1;
+    for (Py_ssize_t index = 0; index < rows; index++, row += ROW_BYTES) {
+        if (row[11] > 0x42 || row[19] > 0x42 || row[27] > 0x42 || row[35] > 0x42) {
+            Py_RETURN_NONE;
+        }
+        long long id = (long long)row[0] | (long long)row[1] << 8 | (long long)row[2] << 16
+                       | (long long)row[3] << 24;
+        if (id <= previous || id >= declared) {
+            Py_RETURN_NONE;
+        }
+        previous = id;
+        /* Both >= 0 and finite (their top bytes): as doubles, as Python compares them. */
+        uint64_t minimum_bits = 0, maximum_bits = 0;
+        for (int byte = 7; byte >= 0; byte--) {
+            minimum_bits = minimum_bits << 8 | row[20 + byte];
+            maximum_bits = maximum_bits << 8 | row[28 + byte];
+        }
+        double minimum, maximum;
+        memcpy(&minimum, &minimum_bits, sizeof minimum);
+        memcpy(&maximum, &maximum_bits, sizeof maximum);
+        if (!(minimum <= maximum)) {
+            Py_RETURN_NONE;
+        }
+    }
+    /* The ids of the stream's previous payload, as a worker's payloads mostly have: kept. */
+    if (PyTuple_CheckExact(ascending_ids) && PyTuple_GET_SIZE(ascending_ids) == rows) {
+        row = (const unsigned char *)PyBytes_AS_STRING(blocks);
+        Py_ssize_t index = 0;
+        for (; index < rows; index++, row += ROW_BYTES) {
+            PyObject *known = PyTuple_GET_ITEM(ascending_ids, index);
+            long id = (long)row[0] | (long)row[1] << 8 | (long)row[2] << 16 | (long)row[3] << 24;
+            if (!PyLong_CheckExact(known) || PyLong_AsLong(known) != id) {
+                PyErr_Clear();
+                break;
+            }
+        }
+        if (index == rows) {
+            Py_INCREF(ascending_ids);
+            return ascending_ids;
+        }
+    }
+    PyObject *ids = PyTuple_New(rows);
+    if (ids == NULL) {
+        return NULL;
+    }
+    row = (const unsigned char *)PyBytes_AS_STRING(blocks);
+    for (Py_ssize_t index = 0; index < rows; index++, row += ROW_BYTES) {
+        unsigned long id = (unsigned long)row[0] | (unsigned long)row[1] << 8 | (unsigned long)row[2] << 16
+                           | (unsigned long)row[3] << 24;
+        PyObject *number = PyLong_FromUnsignedLong(id);
+        if (number == NULL) {
+            Py_DECREF(ids);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(ids, index, number);
+    }
+    return ids;
+}
+
 static PyMethodDef module_functions[] = {
     {"take_rows", take_rows, METH_VARARGS,
-     PyDoc_STR("take_rows(ids, nodes) -> (rows, error_counts): a payload's rows, the nodes zeroed "
-               "(see profiler/multiprocess/payload.py's _take_rows).")},
+     PyDoc_STR("take_rows(ids, nodes) -> (blocks, error_counts): a payload's rows, packed, the nodes "
+               "zeroed (see profiler/multiprocess/payload.py's take_rows_in_python).")},
+    {"check_rows", (PyCFunction)(void (*)(void))check_rows, METH_FASTCALL,
+     PyDoc_STR("check_rows(blocks, declared, ascending_ids) -> the rows' ids, or None: let the Python "
+               "check decide (see profiler/multiprocess/payload.py's row_ids).")},
     {"forget_thread_stack", forget_thread_stack, METH_O,
      PyDoc_STR("Forget the calling thread's stack remembered for this threading.local.")},
     {"use_compiled_lookup", use_compiled_lookup, METH_O,

@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import profiler
+from block_programs import Block, SteppedClock, programs, run_program
 from profiler.timing import accelerator, block_hooks, timer_node, timers
 
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -146,70 +146,6 @@ def test_where_the_accelerator_was_not_built_the_python_core_runs_and_says_why(t
     assert report["reason"].startswith("the C accelerator was not built here")
 
 
-@dataclass
-class Block:
-    """One block of a random program: time spent before and after its children, and whether it
-    raises at its end an exception that escapes ``escapes`` blocks (0: it does not raise)."""
-
-    name: str
-    before: int
-    after: int
-    escapes: int
-    children: list[Block] = field(default_factory=list)
-
-
-class Escape(Exception):
-    def __init__(self, levels: int) -> None:
-        super().__init__(levels)
-        self.levels = levels
-
-
-def blocks(children: st.SearchStrategy[list[Block]]) -> st.SearchStrategy[Block]:
-    return st.builds(
-        Block,
-        name=st.sampled_from("abc"),
-        before=st.integers(0, 5),
-        after=st.integers(0, 5),
-        escapes=st.integers(0, 3),
-        children=children,
-    )
-
-
-programs = st.lists(
-    st.recursive(blocks(st.just([])), lambda inner: blocks(st.lists(inner, max_size=3)), max_leaves=12),
-    max_size=4,
-)
-
-
-class SteppedClock:
-    """A fake clock whose readings are of one number type, moved by the program."""
-
-    def __init__(self, start: float | int | Fraction, step: float | int | Fraction) -> None:
-        self.time = start
-        self.step = step
-
-    def __call__(self) -> float | int | Fraction:
-        return self.time
-
-    def advance(self, steps: int) -> None:
-        self.time += self.step * steps
-
-
-def run_block(block: Block, clock: SteppedClock) -> None:
-    with timers.hierarchical_timer(block.name):
-        clock.advance(block.before)
-        for child in block.children:
-            try:
-                run_block(child, clock)
-            except Escape as escape:
-                escape.levels -= 1
-                if escape.levels > 0:
-                    raise
-        clock.advance(block.after)
-        if block.escapes:
-            raise Escape(block.escapes)
-
-
 def tree_under(compiled: bool, program: list[Block], start, step) -> str:
     """The tree ``program`` leaves, timed by one core, as text that tells 1 from 1.0."""
     block_hooks.use_compiled_core(compiled)
@@ -217,11 +153,7 @@ def tree_under(compiled: bool, program: list[Block], start, step) -> str:
     previous = timers.set_clock(clock)
     try:
         timers.reset_timers()
-        for block in program:
-            try:
-                run_block(block, clock)
-            except Escape:
-                pass
+        run_program(program, clock)
         stack = timers.current_thread_stack()
         assert stack.current is stack.root
         return repr(stack.root.to_dict())
@@ -232,7 +164,7 @@ def tree_under(compiled: bool, program: list[Block], start, step) -> str:
 @needs_accelerator
 @settings(max_examples=150, deadline=None)
 @given(
-    program=programs,
+    program=programs(),
     clock_start_and_step=st.sampled_from(
         [(1000.0, 0.1), (1000.0, 1e-7), (1000, 1), (Fraction(1000), Fraction(1, 3))]
     ),

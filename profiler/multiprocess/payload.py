@@ -129,6 +129,7 @@ MAX_ROW_COUNT = 0x43 << 56
 _SMALL_TOP_BYTES = bytes(range(0x43))  # the top bytes of numbers >= 0 and below the bounds
 
 _ROW_FORMAT = "Iqddd"  # id (uint32), count (int64); total, minimum, maximum (float64)
+# _timer_core.c's take_rows and check_rows write and read this layout too (its ROW_BYTES).
 ROW_FIELDS = len(_ROW_FORMAT)
 """Numbers in a row: id, count, total, minimum, maximum."""
 ROW_FIELD_NAMES = ("id", "count", "total", "min", "max")

@@ -5,7 +5,8 @@
  * and __exit__, how ``with`` reaches them without allocating, hierarchical_timer's lookup of the
  * node, and the rows a worker's payload takes from the nodes) share the node's slot offsets, the
  * stack's, and the clock, and are only ever changed together, against timer_node.py, timers.py
- * and multiprocess/payload.py.
+ * and multiprocess/payload.py. The trainer's check of those rows shares their layout with them
+ * (ROW_BYTES, and payload.py's _ROW_FORMAT).
  *
  * profiler/timing/timer_node.py holds the reference: TimerNode's Python __enter__ and __exit__.
  * This module makes the same two methods in C, for the same class, over the same slots: it reads

@@ -82,7 +82,7 @@ def measure_payload(rounds: int, nodes: int) -> dict[str, Any]:
     import snapshot_cores
     from profiler.timing import accelerated
 
-    own = "C take_rows" if accelerated() else "Python take_rows"
+    own = "C core" if accelerated() else "Python core"
     floor_ns, figures = snapshot_cores.measure(rounds, nodes)
     snapshot_us, trip_us = figures[own]
     return {"snapshot_us": snapshot_us, "trip_us": trip_us, "costs": trip_us * 1000 / floor_ns}

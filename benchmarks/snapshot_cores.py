@@ -8,7 +8,8 @@ zeroed), then one payload makes the whole trip timed: ``snapshot_and_flush`` in 
 (its blocks run and its rows taken on the C core, ``take_rows`` in C, or on the Python
 core, ``payload.take_rows_in_python``, switched with ``block_hooks.use_compiled_core``),
 pickled and unpickled as a pipe does (``ForkingPickler.dumps``, ``pickle.loads``), and
-``TimerMerger.merge_payload`` in the trainer. The merger adds the rows it holds in bulk every
+``TimerMerger.merge_payload`` in the trainer (its rows checked on the same core: ``check_rows``
+in C, or ``payload.row_ids_in_python``). The merger adds the rows it holds in bulk every
 few payloads (a fold), so a trip's figure is the median, over windows of payloads that each end
 with a fold, of the window's mean (as ``benchmarks/merge_cost.py`` takes it): the folds are counted, spread over the payloads they add. A ``with nullcontext():``
 block is timed in the same rounds, and the ratio of the two medians is the figure.
@@ -84,9 +85,9 @@ class Trip:
 
 def measure(rounds: int, nodes: int) -> tuple[float, dict[str, tuple[float, float]]]:
     """The ``nullcontext()`` block's nanoseconds, and each core's (snapshot, trip) microseconds."""
-    cores = {"Python take_rows": False}
+    cores = {"Python core": False}
     if accelerator.extension is not None:
-        cores = {"C take_rows": True, **cores}
+        cores = {"C core": True, **cores}
     trips = [Trip(label, compiled, nodes) for label, compiled in cores.items()]
     floor: list[float] = []
     default = accelerated()
@@ -110,7 +111,7 @@ def main() -> None:
     if accelerator.extension is None:
         print(f"(C row left out: {accelerator.unavailable_reason})")
     print(f"{arguments.nodes}-node payload, {arguments.rounds} rounds; nullcontext() block: {floor_ns:.1f} ns")
-    print(f"{'rows taken by':18} {'snapshot us':>11} {'to merged us':>12} {'nullcontext() costs':>20}")
+    print(f"{'rows taken on':18} {'snapshot us':>11} {'to merged us':>12} {'nullcontext() costs':>20}")
     for label, (snapshot_us, trip_us) in figures.items():
         costs = trip_us * 1000 / floor_ns
         met = "met" if costs <= GOAL_NULLCONTEXT_COSTS else "NOT met"

@@ -1,4 +1,5 @@
-"""The one thing pyproject.toml cannot say: the optional C accelerator of the timer hot path.
+"""The one thing pyproject.toml cannot say: the optional C accelerators of the hot path (the
+timer's blocks, and the env step path's timed env call).
 
 ``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
 warns and installs rlprof without it, and the pure-Python core runs
@@ -13,6 +14,11 @@ setup(
             "profiler.timing._timer_core",
             sources=["profiler/timing/_timer_core.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "envmanager.transport._step_core",
+            sources=["envmanager/transport/_step_core.c"],
+            optional=True,
+        ),
     ]
 )

@@ -12,6 +12,7 @@ from profiler.timing import timers
 
 from envmanager.instrumentation.factories import TimedFactory
 from envmanager.instrumentation.timed_env import instrument_env, is_instrumented
+from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
 
 
 @pytest.fixture(autouse=True)

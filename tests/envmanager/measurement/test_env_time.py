@@ -20,6 +20,7 @@ from envmanager.measurement.env_time import (
 )
 from profiler.analysis.block_stats import walk_nodes
 from profiler.recording.cpu_cores import cores_available
+from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
 
 # Steps of the real runs: whatever the sampler's first gap (at most 2 x MEAN_SAMPLE_SPACING
 # calls), most of their calls are measured, as every call after a long one is.

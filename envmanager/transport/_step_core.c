@@ -1,0 +1,528 @@
+/* The optional C helper of the env step path: an env call timed as a timer block.
+ *
+ * envmanager/transport/timed_calls.py holds the reference, ``PythonStepTimer``: ``open()`` makes
+ * the block ``name`` the open block of a timer stack and starts its clock, ``close(node)`` stops
+ * it and counts the run into the block's TimerNode as TimerNode.__exit__ counts it (total, count,
+ * min, max; ``fail(node)`` an error too), and has a CpuSampler measure the next call after a slow
+ * one. Every env step of every worker is timed so, and this is the same type in C, with the same
+ * results. The env call itself stays in the caller's Python code: called from C, a Python
+ * function costs a fresh run of the interpreter loop (CPython 3.11 inlines Python-to-Python
+ * calls), more than all the bookkeeping here, so C brackets the call rather than making it.
+ *
+ * The node's, the stack's and the sampler's __slots__ are read and written at the offsets Python
+ * gave them (``configure`` is handed TimerNode, TimerStack and CpuSampler once), as
+ * profiler/timing/_timer_core.c does, so a node is the same object whichever side counts it; any
+ * other type goes through getattr and setattr. While the clock is time.perf_counter on Linux it is read here directly and converted
+ * as CPython converts it (the very same float); any other clock (a test's fake) is called, and
+ * figures that are not floats (a fake clock's ints or Fractions) take Python's number protocol,
+ * as the Python methods would.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stdint.h>
+
+#ifdef __linux__
+#include <time.h>
+#define HAVE_MONOTONIC_CLOCK 1
+#endif
+
+/* The node's fields the helper reads or writes, by index into the tables below. */
+enum { CHILDREN, PARENT, TOTAL, COUNT, ERRORS, MIN, MAX, START, FIELDS };
+static const char *field_names[FIELDS] = {"children", "parent", "total", "count", "errors", "min", "max", "_start"};
+static PyObject *field_strings[FIELDS];
+static Py_ssize_t field_offsets[FIELDS];
+static PyTypeObject *node_type = NULL;   /* TimerNode, once configure() ran */
+static PyTypeObject *stack_type = NULL;  /* TimerStack */
+static Py_ssize_t stack_current = 0;     /* where TimerStack's slot "current" lies */
+static PyTypeObject *sampler_type = NULL; /* CpuSampler */
+static Py_ssize_t sampler_countdown = 0;  /* where CpuSampler's slot "countdown" lies */
+static PyObject *current_string, *get_child_string, *countdown_string;
+static PyObject *one, *zero;
+static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
+
+#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
+
+/* A field of a node, as a new reference (AttributeError for a slot never set). */
+static PyObject *
+node_get(PyObject *node, int field)
+{
+    if (Py_IS_TYPE(node, node_type)) {
+        PyObject *value = SLOT(node, field_offsets[field]);
+        if (value == NULL) {
+            PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
+                         Py_TYPE(node)->tp_name, field_names[field]);
+            return NULL;
+        }
+        Py_INCREF(value);
+        return value;
+    }
+    return PyObject_GetAttr(node, field_strings[field]);
+}
+
+/* node.<field> = value; steals the reference to value. */
+static int
+node_set(PyObject *node, int field, PyObject *value)
+{
+    if (value == NULL) {
+        return -1;
+    }
+    if (Py_IS_TYPE(node, node_type)) {
+        Py_XSETREF(SLOT(node, field_offsets[field]), value);
+        return 0;
+    }
+    int failed = PyObject_SetAttr(node, field_strings[field], value);
+    Py_DECREF(value);
+    return failed;
+}
+
+static PyObject *
+stack_get_current(PyObject *stack)
+{
+    if (Py_IS_TYPE(stack, stack_type) && SLOT(stack, stack_current) != NULL) {
+        PyObject *current = SLOT(stack, stack_current);
+        Py_INCREF(current);
+        return current;
+    }
+    return PyObject_GetAttr(stack, current_string);
+}
+
+static int
+stack_set_current(PyObject *stack, PyObject *node)
+{
+    if (Py_IS_TYPE(stack, stack_type)) {
+        Py_INCREF(node);
+        Py_XSETREF(SLOT(stack, stack_current), node);
+        return 0;
+    }
+    return PyObject_SetAttr(stack, current_string, node);
+}
+
+/* One reading of the clock as a new reference; *seconds holds it when it is a float. */
+static PyObject *
+read_clock(PyObject *clock, double *seconds, int *is_float)
+{
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (clock == perf_counter) {
+        /* CLOCK_MONOTONIC converted as CPython's perf_counter converts it on Linux (pytime.c:
+         * nanoseconds as a 64-bit integer, then _PyTime_AsSecondsDouble). */
+        struct timespec now;
+        if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        int64_t nanoseconds = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        volatile double reading;
+        if (nanoseconds % 1000000000 == 0) {
+            reading = (double)(nanoseconds / 1000000000);
+        }
+        else {
+            reading = (double)nanoseconds;
+            reading /= 1e9;
+        }
+        *seconds = reading;
+        *is_float = 1;
+        return PyFloat_FromDouble(reading);
+    }
+#endif
+    PyObject *reading = PyObject_CallNoArgs(clock);
+    if (reading != NULL && (*is_float = PyFloat_CheckExact(reading))) {
+        *seconds = PyFloat_AS_DOUBLE(reading);
+    }
+    return reading;
+}
+
+/* node.<field> += addend */
+static int
+add_to_field(PyObject *node, int field, PyObject *addend)
+{
+    PyObject *value = node_get(node, field);
+    if (value == NULL) {
+        return -1;
+    }
+    PyObject *sum = PyNumber_InPlaceAdd(value, addend);
+    Py_DECREF(value);
+    return node_set(node, field, sum);
+}
+
+/* if elapsed <op> node.<field>: node.<field> = elapsed */
+static int
+keep_extreme(PyObject *node, int field, int op, PyObject *elapsed, double seconds, int is_float)
+{
+    PyObject *held = node_get(node, field);
+    if (held == NULL) {
+        return -1;
+    }
+    int beyond;
+    if (is_float && PyFloat_CheckExact(held)) {
+        double value = PyFloat_AS_DOUBLE(held);
+        beyond = op == Py_GT ? seconds > value : seconds < value;
+    }
+    else {
+        beyond = PyObject_RichCompareBool(elapsed, held, op);
+    }
+    Py_DECREF(held);
+    if (beyond <= 0) {
+        return beyond;
+    }
+    Py_INCREF(elapsed);
+    return node_set(node, field, elapsed);
+}
+
+/* Count one run of ``elapsed`` seconds, as TimerNode.__exit__ does. */
+static int
+add_run(PyObject *node, PyObject *elapsed, double seconds, int is_float)
+{
+    PyObject *total = node_get(node, TOTAL);
+    if (total == NULL) {
+        return -1;
+    }
+    PyObject *sum;
+    if (is_float && PyFloat_CheckExact(total)) {
+        sum = PyFloat_FromDouble(PyFloat_AS_DOUBLE(total) + seconds);
+    }
+    else {
+        sum = PyNumber_InPlaceAdd(total, elapsed);
+    }
+    Py_DECREF(total);
+    if (node_set(node, TOTAL, sum) < 0 || add_to_field(node, COUNT, one) < 0
+        || keep_extreme(node, MAX, Py_GT, elapsed, seconds, is_float) < 0
+        || keep_extreme(node, MIN, Py_LT, elapsed, seconds, is_float) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *stack;        /* the timer stack whose open block the call nests under */
+    PyObject *name;         /* the block's name */
+    PyObject *clock;        /* the timers' clock, read as the block opens and closes */
+    PyObject *sampler;      /* a CpuSampler, or None */
+    PyObject *exact_above;  /* a run this long sets the sampler's countdown to 0 */
+} StepTimer;
+
+/* sampler.countdown = 0 */
+static int
+measure_next_call(PyObject *sampler)
+{
+    if (Py_IS_TYPE(sampler, sampler_type)) {
+        Py_XSETREF(SLOT(sampler, sampler_countdown), Py_NewRef(zero));
+        return 0;
+    }
+    return PyObject_SetAttr(sampler, countdown_string, zero);
+}
+
+/* open(): the block ``name`` under the open block becomes the open block, its clock started;
+ * returns its node. */
+static PyObject *
+step_timer_open(StepTimer *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *node = NULL;
+    PyObject *parent = stack_get_current(self->stack);
+    if (parent == NULL) {
+        return NULL;
+    }
+    PyObject *children = node_get(parent, CHILDREN);
+    if (children == NULL) {
+        goto failed;
+    }
+    if (PyDict_CheckExact(children)) {
+        node = Py_XNewRef(PyDict_GetItemWithError(children, self->name));
+    }
+    else {
+        node = PyObject_GetItem(children, self->name);
+        if (node == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+        }
+    }
+    Py_DECREF(children);
+    if (node == NULL) {
+        if (PyErr_Occurred()) {
+            goto failed;
+        }
+        node = PyObject_CallMethodOneArg(parent, get_child_string, self->name);
+        if (node == NULL) {
+            goto failed;
+        }
+    }
+    double seconds;
+    int is_float;
+    if (stack_set_current(self->stack, node) < 0
+        || node_set(node, START, read_clock(self->clock, &seconds, &is_float)) < 0) {
+        goto failed;
+    }
+    Py_DECREF(parent);
+    return node;
+
+failed:
+    Py_DECREF(parent);
+    Py_XDECREF(node);
+    return NULL;
+}
+
+/* close(node): the clock stops, the node's parent is the open block again, a call this slow
+ * has the sampler measure the next one, and the run is counted. */
+static PyObject *
+step_timer_close(StepTimer *self, PyObject *node)
+{
+    double end_seconds = 0.0;
+    int end_is_float = 0;
+    PyObject *end = read_clock(self->clock, &end_seconds, &end_is_float);
+    if (end == NULL) {
+        return NULL;
+    }
+    PyObject *elapsed = NULL;
+    double seconds = 0.0;
+    int is_float = 0;
+    PyObject *start = node_get(node, START);
+    if (start == NULL) {
+        goto failed;
+    }
+    if (end_is_float && PyFloat_CheckExact(start)) {
+        is_float = 1;
+        seconds = end_seconds - PyFloat_AS_DOUBLE(start);
+        elapsed = PyFloat_FromDouble(seconds);
+    }
+    else {
+        elapsed = PyNumber_Subtract(end, start);
+    }
+    Py_DECREF(start);
+    if (elapsed == NULL) {
+        goto failed;
+    }
+    PyObject *parent = node_get(node, PARENT);
+    if (parent == NULL) {
+        goto failed;
+    }
+    int moved = stack_set_current(self->stack, parent);
+    Py_DECREF(parent);
+    if (moved < 0) {
+        goto failed;
+    }
+    if (self->sampler != Py_None) {
+        int slow;
+        if (is_float && PyFloat_CheckExact(self->exact_above)) {
+            slow = seconds >= PyFloat_AS_DOUBLE(self->exact_above);
+        }
+        else {
+            slow = PyObject_RichCompareBool(elapsed, self->exact_above, Py_GE);
+        }
+        if (slow < 0 || (slow && measure_next_call(self->sampler) < 0)) {
+            goto failed;
+        }
+    }
+    if (add_run(node, elapsed, seconds, is_float) < 0) {
+        goto failed;
+    }
+    Py_DECREF(end);
+    Py_DECREF(elapsed);
+    Py_RETURN_NONE;
+
+failed:
+    Py_DECREF(end);
+    Py_XDECREF(elapsed);
+    return NULL;
+}
+
+/* fail(node): close(node), the run counted as an error. */
+static PyObject *
+step_timer_fail(StepTimer *self, PyObject *node)
+{
+    if (add_to_field(node, ERRORS, one) < 0) {
+        return NULL;
+    }
+    return step_timer_close(self, node);
+}
+
+static PyObject *
+step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *stack, *name, *clock, *sampler, *exact_above;
+    static char *keywords[] = {"stack", "name", "clock", "sampler", "exact_above", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUOOO:StepTimer", keywords, &stack, &name, &clock,
+                                     &sampler, &exact_above)) {
+        return NULL;
+    }
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "configure(TimerNode, TimerStack, CpuSampler) must run before a StepTimer is made");
+        return NULL;
+    }
+    if (!PyCallable_Check(clock)) {
+        PyErr_SetString(PyExc_TypeError, "the clock must be callable");
+        return NULL;
+    }
+    StepTimer *self = (StepTimer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->stack = Py_NewRef(stack);
+    self->name = Py_NewRef(name);
+    self->clock = Py_NewRef(clock);
+    self->sampler = Py_NewRef(sampler);
+    self->exact_above = Py_NewRef(exact_above);
+    return (PyObject *)self;
+}
+
+static int
+step_timer_traverse(StepTimer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->stack);
+    Py_VISIT(self->name);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->sampler);
+    Py_VISIT(self->exact_above);
+    return 0;
+}
+
+static int
+step_timer_clear(StepTimer *self)
+{
+    Py_CLEAR(self->stack);
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->sampler);
+    Py_CLEAR(self->exact_above);
+    return 0;
+}
+
+static void
+step_timer_dealloc(StepTimer *self)
+{
+    PyObject_GC_UnTrack(self);
+    step_timer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+step_timer_repr(StepTimer *self)
+{
+    return PyUnicode_FromFormat("<compiled step timer %R>", self->name);
+}
+
+static PyMethodDef step_timer_methods[] = {
+    {"open", (PyCFunction)step_timer_open, METH_NOARGS,
+     PyDoc_STR("Open the block under the open block; its node.")},
+    {"close", (PyCFunction)step_timer_close, METH_O, PyDoc_STR("Close the node open() gave; count the run.")},
+    {"fail", (PyCFunction)step_timer_fail, METH_O,
+     PyDoc_STR("Close the node open() gave as an exception leaving it.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StepTimerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.StepTimer",
+    .tp_doc = PyDoc_STR("StepTimer(stack, name, clock, sampler, exact_above): an env call timed as the block "
+                        "`name` (see timed_calls.PythonStepTimer, the reference)."),
+    .tp_basicsize = sizeof(StepTimer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = step_timer_new,
+    .tp_methods = step_timer_methods,
+    .tp_traverse = (traverseproc)step_timer_traverse,
+    .tp_clear = (inquiry)step_timer_clear,
+    .tp_dealloc = (destructor)step_timer_dealloc,
+    .tp_repr = (reprfunc)step_timer_repr,
+};
+
+/* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a writable slot. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
+    if (descriptor == NULL) {
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(descriptor);
+    if (offset < 0) {
+        PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot", type->tp_name, name);
+    }
+    return offset;
+}
+
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    PyTypeObject *new_node_type, *new_stack_type, *new_sampler_type;
+    if (!PyArg_ParseTuple(args, "O!O!O!:configure", &PyType_Type, &new_node_type, &PyType_Type, &new_stack_type,
+                          &PyType_Type, &new_sampler_type)) {
+        return NULL;
+    }
+    Py_ssize_t offsets[FIELDS];
+    for (int field = 0; field < FIELDS; field++) {
+        if ((offsets[field] = slot_offset(new_node_type, field_names[field])) < 0) {
+            return NULL;
+        }
+    }
+    Py_ssize_t current = slot_offset(new_stack_type, "current");
+    Py_ssize_t countdown = current < 0 ? -1 : slot_offset(new_sampler_type, "countdown");
+    if (countdown < 0) {
+        return NULL;
+    }
+    memcpy(field_offsets, offsets, sizeof(offsets));
+    stack_current = current;
+    sampler_countdown = countdown;
+    Py_INCREF(new_sampler_type);
+    Py_XSETREF(sampler_type, new_sampler_type);
+    Py_INCREF(new_node_type);
+    Py_XSETREF(node_type, new_node_type);
+    Py_INCREF(new_stack_type);
+    Py_XSETREF(stack_type, new_stack_type);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_functions[] = {
+    {"configure", configure, METH_VARARGS,
+     PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler): where their slots lie, read once.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef step_core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "envmanager.transport._step_core",
+    .m_doc = PyDoc_STR("The optional C helper of the env step path (see envmanager/transport/timed_calls.py)."),
+    .m_size = -1,
+    .m_methods = module_functions,
+};
+
+PyMODINIT_FUNC
+PyInit__step_core(void)
+{
+    for (int field = 0; field < FIELDS; field++) {
+        if ((field_strings[field] = PyUnicode_InternFromString(field_names[field])) == NULL) {
+            return NULL;
+        }
+    }
+    if ((current_string = PyUnicode_InternFromString("current")) == NULL
+        || (get_child_string = PyUnicode_InternFromString("get_child")) == NULL
+        || (countdown_string = PyUnicode_InternFromString("countdown")) == NULL
+        || (one = PyLong_FromLong(1)) == NULL || (zero = PyLong_FromLong(0)) == NULL) {
+        return NULL;
+    }
+    PyObject *time_module = PyImport_ImportModule("time");
+    if (time_module == NULL) {
+        return NULL;
+    }
+    perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
+    Py_DECREF(time_module);
+    if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&step_core_module);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

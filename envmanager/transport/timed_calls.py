@@ -1,0 +1,152 @@
+"""An env call timed as a timer block, the way every env step of every worker is timed.
+
+::
+
+    timer = make_step_timer(stack, "env.step", clock, sampler)
+    node = timer.open()          # env.step is the open block; its clock runs
+    try:
+        result = env.step(action)
+    except BaseException:
+        timer.fail(node)         # counted, with an error
+        raise
+    timer.close(node)            # counted
+
+``open`` makes the block ``name`` (a child of the block open in ``stack``) the open block, so
+blocks in the env's own code nest under it, and starts its clock; ``close`` stops it, makes the
+parent the open block again and counts the run into the block's
+:class:`~profiler.timing.timer_node.TimerNode` exactly as the node's ``__exit__`` counts it
+(total, count, min, max; ``fail`` an error too). With a
+:class:`~envmanager.measurement.env_time.CpuSampler`, a call at least ``exact_above`` seconds long
+has the sampler measure the next one. This is the one place where the worker's step timing
+(:mod:`envmanager.transport.env_calls`) and the zero-edit env timing
+(:mod:`envmanager.instrumentation.timed_env`) count a run, at a fraction of what a ``with
+hierarchical_timer(...)`` costs; the caller makes the env call itself, in Python (see
+``_step_core.c`` for why).
+
+Two implementations, the same results: :class:`PythonStepTimer` below is the reference and the
+fallback; ``_step_core.c`` (built by ``setup.py`` as an optional extension) makes the same type
+in C, and is used where it was built unless ``RLPROF_PURE_PYTHON=1`` is set (the variable that
+keeps the timer's own accelerator off too). :func:`compiled` says which one
+:func:`make_step_timer` gives; :func:`use_compiled` switches, for tests.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from types import ModuleType
+from typing import Any, Callable, Protocol
+
+from profiler.timing.accelerator import FORCE_PURE_PYTHON
+from profiler.timing.timer_node import TimerNode
+from profiler.timing.timer_stack import TimerStack
+
+from envmanager.measurement.env_time import CpuSampler
+
+__all__ = ["PythonStepTimer", "StepTimer", "compiled", "make_step_timer", "unavailable_reason", "use_compiled"]
+
+
+class StepTimer(Protocol):
+    """What :func:`make_step_timer` gives, in C or in Python."""
+
+    def open(self) -> TimerNode: ...
+
+    def close(self, node: TimerNode) -> None: ...
+
+    def fail(self, node: TimerNode) -> None: ...
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(FORCE_PURE_PYTHON, "").strip().lower() in {"1", "true", "yes", "on"}:
+        return None, f"{FORCE_PURE_PYTHON} is set"
+    try:
+        # By name: a compiled module, which imports nothing of rlprof.
+        module = importlib.import_module("envmanager.transport._step_core")
+    except ImportError as error:
+        return None, f"the step path's C helper was not built here ({error})"
+    module.configure(TimerNode, TimerStack, CpuSampler)
+    return module, ""
+
+
+_extension, unavailable_reason = _load()
+_use_extension = _extension is not None
+
+
+def compiled() -> bool:
+    """Whether :func:`make_step_timer` gives the C implementation."""
+    return _use_extension
+
+
+def use_compiled(flag: bool) -> None:
+    """Have :func:`make_step_timer` give the C implementation (where it was built) or the Python
+    one, from its next call on; timers made before keep theirs."""
+    global _use_extension
+    if flag and _extension is None:
+        raise RuntimeError(f"the step path's C helper is not loaded: {unavailable_reason}")
+    _use_extension = flag
+
+
+def make_step_timer(
+    stack: TimerStack,
+    name: str,
+    clock: Callable[[], Any],
+    sampler: CpuSampler | None = None,
+    exact_above: float = math.inf,
+) -> StepTimer:
+    """A timer of the block ``name`` under the block open in ``stack``, on ``clock`` (the timers'
+    clock, read once as the block opens and once as it closes), that has ``sampler`` (if any)
+    measure the call after one of ``exact_above`` seconds or more."""
+    if _use_extension:
+        return _extension.StepTimer(stack, name, clock, sampler, exact_above)  # type: ignore[union-attr]
+    return PythonStepTimer(stack, name, clock, sampler, exact_above)
+
+
+class PythonStepTimer:
+    """The reference of ``_step_core.c``'s ``StepTimer``: the same steps in the same order."""
+
+    __slots__ = ("stack", "name", "clock", "sampler", "exact_above")
+
+    def __init__(
+        self,
+        stack: TimerStack,
+        name: str,
+        clock: Callable[[], Any],
+        sampler: CpuSampler | None = None,
+        exact_above: float = math.inf,
+    ) -> None:
+        self.stack = stack
+        self.name = name
+        self.clock = clock
+        self.sampler = sampler
+        self.exact_above = exact_above
+
+    def open(self) -> TimerNode:
+        """Make the block the open one and start its clock; its node, for :meth:`close`."""
+        stack = self.stack
+        parent = stack.current
+        try:
+            node = parent.children[self.name]
+        except KeyError:
+            node = parent.get_child(self.name)
+        stack.current = node
+        node._start = self.clock()
+        return node
+
+    def close(self, node: TimerNode) -> None:
+        """Stop the block :meth:`open` gave and count the run."""
+        elapsed = self.clock() - node._start
+        self.stack.current = node.parent
+        if self.sampler is not None and elapsed >= self.exact_above:
+            self.sampler.countdown = 0  # a slow call is measured from the next one on
+        node.total += elapsed
+        node.count += 1
+        if elapsed > node.max:
+            node.max = elapsed
+        if elapsed < node.min:
+            node.min = elapsed
+
+    def fail(self, node: TimerNode) -> None:
+        """:meth:`close`, the run counted as an exception leaving it."""
+        node.errors += 1
+        self.close(node)

@@ -1,0 +1,195 @@
+"""An env call timed as a block (envmanager.transport.timed_calls): what the step timer does, on
+both implementations (the C helper and its Python reference, see tests/envmanager/step_cores.py),
+and a property test that drives both with the same random programs and compares what they leave."""
+
+from __future__ import annotations
+
+import math
+import random
+from fractions import Fraction
+
+import pytest
+
+from profiler.timing.timer_node import TimerNode
+from profiler.timing.timer_stack import TimerStack
+from envmanager.measurement.env_time import CpuSampler
+from envmanager.transport import timed_calls
+from envmanager.transport.timed_calls import PythonStepTimer, make_step_timer
+from step_cores import step_core  # noqa: F401  (an autouse fixture, parametrised by implementation)
+
+
+class SteppingClock:
+    """A fake clock that moves by the next of ``steps`` seconds at each reading."""
+
+    def __init__(self, steps: list, start: float | int | Fraction = 100.0) -> None:
+        self.time = start
+        self.steps = list(steps)
+        self.readings = 0
+
+    def __call__(self) -> float | int | Fraction:
+        self.time += self.steps[self.readings % len(self.steps)]
+        self.readings += 1
+        return self.time
+
+
+def test_the_implementation_in_force_is_the_one_asked_for(step_core):
+    timer = make_step_timer(TimerStack(), "env.step", SteppingClock([1.0]))
+    assert isinstance(timer, PythonStepTimer) is (step_core == "python")
+    assert timed_calls.compiled() is (step_core == "compiled")
+
+
+def test_open_makes_the_block_the_open_one_under_the_block_that_was_open():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    node = timer.open()
+    assert stack.current is node
+    assert node is stack.root.children["env.step"]
+    assert node.parent is stack.root
+
+
+def test_close_counts_the_run_as_a_with_block_would_and_reopens_the_parent():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([0.5, 2.0, 0.5, 3.0]))
+    timer.close(timer.open())  # 2.0 s
+    timer.close(timer.open())  # 3.0 s
+    node = stack.root.children["env.step"]
+    assert stack.current is stack.root
+    assert (node.total, node.count, node.errors, node.min, node.max) == (5.0, 2, 0, 2.0, 3.0)
+
+
+def test_a_failed_call_counts_its_run_and_an_error():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.5]))
+    timer.fail(timer.open())
+    node = stack.root.children["env.step"]
+    assert (node.total, node.count, node.errors) == (1.5, 1, 1)
+    assert stack.current is stack.root
+
+
+def test_blocks_opened_inside_nest_under_the_timed_call():
+    stack = TimerStack()
+    clock = SteppingClock([1.0])
+    outer = make_step_timer(stack, "env.step", clock)
+    inner = make_step_timer(stack, "physics", clock)
+    node = outer.open()
+    inner.close(inner.open())
+    outer.close(node)
+    assert stack.root.children["env.step"].children["physics"].count == 1
+    assert stack.current is stack.root
+
+
+def test_a_slow_call_has_the_sampler_measure_the_next_one():
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 7
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([0.002]), sampler, exact_above=0.001)
+    timer.close(timer.open())
+    assert sampler.countdown == 0
+
+
+def test_a_fast_call_leaves_the_sampler_countdown_alone():
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 7
+    timer = make_step_timer(TimerStack(), "env.step", SteppingClock([0.0001]), sampler, exact_above=0.001)
+    timer.close(timer.open())
+    assert sampler.countdown == 7
+
+
+def test_a_fake_clock_of_fractions_gives_exact_fractions():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([Fraction(1, 3)], start=Fraction(0)))
+    node = timer.open()
+    node.total, node.min, node.max = Fraction(0), Fraction(10), Fraction(0)
+    timer.close(node)
+    assert (node.total, node.min, node.max) == (Fraction(1, 3), Fraction(1, 3), Fraction(1, 3))
+
+
+def test_a_node_that_is_not_a_timer_node_is_counted_through_its_attributes():
+    class OtherNode(TimerNode):
+        __slots__ = ()
+
+    stack = TimerStack()
+    other = OtherNode("env.step", stack.root, stack)
+    stack.root.children["env.step"] = other
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    assert timer.open() is other
+    timer.close(other)
+    assert (other.total, other.count) == (1.0, 1)
+
+
+def test_a_clock_that_raises_raises_out_of_open():
+    def broken_clock() -> float:
+        raise OSError("no clock here")
+
+    timer = make_step_timer(TimerStack(), "env.step", broken_clock)
+    with pytest.raises(OSError, match="no clock here"):
+        timer.open()
+
+
+def _program(seed: int) -> list[tuple]:
+    """A random program of timed calls: nested opens, closes and failures."""
+    generator = random.Random(seed)
+    operations: list[tuple] = []
+    depth = 0
+    for _ in range(generator.randrange(1, 60)):
+        if depth and generator.random() < 0.5:
+            operations.append(("fail" if generator.random() < 0.2 else "close",))
+            depth -= 1
+        else:
+            operations.append(("open", generator.choice(["env.step", "physics", "render"])))
+            depth += 1
+    operations.extend([("close",)] * depth)
+    return operations
+
+
+def _run(timer_class, operations: list[tuple], seed: int) -> tuple:
+    """Run the program with random run lengths on a fake clock (floats, or for a quarter of the
+    seeds ints), a sampler watching for calls over 1 ms; the tree, the sampler's countdowns and
+    the clock readings it left."""
+    generator = random.Random(seed)
+    if seed % 4 == 0:  # a fake clock of ints, as tests set: the figures stay ints
+        clock = SteppingClock([generator.randrange(0, 3) for _ in range(16)], start=100)
+    else:
+        clock = SteppingClock([generator.random() * 0.002 for _ in range(16)])
+    stack = TimerStack()
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 5
+    timers: dict[str, object] = {}
+    open_nodes: list = []
+    countdowns = []
+    for operation in operations:
+        if operation[0] == "open":
+            name = operation[1]
+            if name not in timers:
+                timers[name] = timer_class(stack, name, clock, sampler, 0.001)
+            timer = timers[name]
+            open_nodes.append((timer, timer.open()))
+        else:
+            timer, node = open_nodes.pop()
+            getattr(timer, operation[0])(node)
+            countdowns.append(sampler.countdown)
+            if sampler.countdown == 0:  # measured, as CpuSampler.measure would set it again
+                sampler.countdown = 3
+    assert stack.current is stack.root
+    return _tree(stack.root), countdowns, clock.readings
+
+
+def _tree(node: TimerNode) -> tuple:
+    """The node's figures as their reprs, so that a type differing (an int made a float) shows."""
+    figures = (node.total, node.count, node.errors, node.min, node.max)
+    return (node.name, *map(repr, figures), tuple(_tree(child) for child in node.children.values()))
+
+
+def test_both_implementations_leave_the_same_tree_for_the_same_random_programs(step_core):
+    if step_core == "python":
+        pytest.skip("compares the two implementations: once is enough")
+    for seed in range(200):
+        operations = _program(seed)
+        compiled = _run(make_step_timer, operations, seed)
+        reference = _run(PythonStepTimer, operations, seed)
+        assert compiled == reference, f"seed {seed}: {operations}"
+
+
+def test_the_python_reference_is_what_make_step_timer_gives_when_forced(step_core):
+    timer = make_step_timer(TimerStack(), "env.step", SteppingClock([1.0]), None, math.inf)
+    assert (type(timer) is PythonStepTimer) is (step_core == "python")

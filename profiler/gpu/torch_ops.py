@@ -6,8 +6,10 @@ tree. Each operator becomes a block (labelled ``"object_type": "operator"``) und
 block that was open when it ran, with the operators it called beneath it, so that a block's self
 time is what it spent outside PyTorch's operators, and every output (the dump, ``rlprof analyze``,
 the report, the flame graph) shows them. What PyTorch gives beyond time goes to the dump's
-``operators`` section, one entry per operator block: input shapes, FLOPs (matrix multiplications
-and convolutions; PyTorch counts no others) and the CPU memory the operator itself allocated.
+``operators`` section, one entry per operator block: input shapes and dtypes, FLOPs (matrix
+multiplications and convolutions; PyTorch counts no others), the CPU memory the operator itself
+allocated, and, with ``with_stack`` (MegEngine's ``with_backtrace``), the Python call stacks it
+was called from.
 
 **Which block an operator belongs to.** Each rlprof block opened while recording is also a
 PyTorch annotation (a ``RecordFunction`` named ``rlprof:<key> <block name>``, the key leading back
@@ -36,6 +38,7 @@ block pays for its annotation while recording; off (the default) nothing of this
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -67,7 +70,25 @@ OPERATOR_OBJECT_TYPE = "operator"
 """The ``object_type`` label of the blocks that stand for PyTorch operators."""
 
 MAX_SHAPES_PER_OPERATOR = 8
-"""Distinct input shapes kept per operator block; further ones are counted in ``other_shapes``."""
+"""Distinct input shapes (and dtypes, and backtraces) kept per operator block; further ones are
+counted in ``other_shapes`` (``other_dtypes``, ``other_backtraces``)."""
+
+MAX_BACKTRACE_FRAMES = 8
+"""The innermost Python frames kept of an operator's call stack."""
+
+TORCH_DTYPE_NAMES = {
+    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+    "long int": "int64", "int": "int32", "short int": "int16", "signed char": "int8",
+    "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128", "c10::complex<c10::Half>": "complex32",
+}
+"""PyTorch's profiler names an input's dtype as C++ does (``long int``); the dump names it as
+``torch`` does (``int64``). Other C++ names lose their ``c10::`` only (``Float8_e4m3fn``);
+inputs that are not tensors keep PyTorch's word for them (``Scalar``, ``TensorList``), and
+``-`` stands for an input it gives no type for (``None``)."""
+
+_RLPROF_DIRECTORY = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+"""The ``profiler`` package's folder: frames of files under it are rlprof's, not the program's."""
 
 _MEMORY_EVENT = "[memory]"
 
@@ -90,12 +111,65 @@ class OperatorFigures:
     cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
     input_shapes: dict[str, int] = field(default_factory=dict)
     other_shapes: int = 0
+    input_dtypes: dict[str, int] = field(default_factory=dict)
+    other_dtypes: int = 0
+    backtraces: dict[str, int] = field(default_factory=dict)
+    other_backtraces: int = 0
 
     def add_shapes(self, shapes: str) -> None:
-        if shapes in self.input_shapes or len(self.input_shapes) < MAX_SHAPES_PER_OPERATOR:
-            self.input_shapes[shapes] = self.input_shapes.get(shapes, 0) + 1
-        else:
+        if not _count_in(self.input_shapes, shapes):
             self.other_shapes += 1
+
+    def add_dtypes(self, dtypes: str) -> None:
+        if not _count_in(self.input_dtypes, dtypes):
+            self.other_dtypes += 1
+
+    def add_backtrace(self, backtrace: str) -> None:
+        if not _count_in(self.backtraces, backtrace):
+            self.other_backtraces += 1
+
+
+def _count_in(counts: dict[str, int], key: str) -> bool:
+    """Count one call under ``key`` if it is kept (known, or room for one more); say whether."""
+    if key in counts or len(counts) < MAX_SHAPES_PER_OPERATOR:
+        counts[key] = counts.get(key, 0) + 1
+        return True
+    return False
+
+
+def dtype_names(torch_names: list[str]) -> str:
+    """PyTorch's profiler's dtypes of a call's inputs as text: ``[float32, int64, Scalar]``."""
+    names = (TORCH_DTYPE_NAMES.get(name, name.removeprefix("c10::")) or "-" for name in torch_names)
+    return "[" + ", ".join(names) + "]"
+
+
+def backtrace_text(stack: list[str]) -> str:
+    """An operator's Python call stack as text, innermost first, ``<-`` between frames.
+
+    PyTorch's entries are ``file(first line): function`` (the function's first line, not the
+    calling line), ``nn.Module: Linear_0`` for a module's call, and built-ins named with their
+    address, which is cut (``<built-in method randn of type object>``) so that the same call
+    site reads the same in every process. rlprof's own frames (a ``@timed`` wrapper) are left
+    out; at most :data:`MAX_BACKTRACE_FRAMES` are kept."""
+    frames = [_ADDRESS.sub("", frame) for frame in stack if not _is_rlprofs_frame(frame.partition("(")[0])]
+    return " <- ".join(frames[:MAX_BACKTRACE_FRAMES])
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_rlprofs_frame(file_name: str) -> bool:
+    """Whether a frame's file is rlprof's. PyTorch names a file relative to the ``sys.path``
+    entry it was imported from, so a relative name is looked for under each."""
+    if os.path.isabs(file_name):
+        candidates = [file_name]
+    else:
+        candidates = [os.path.join(entry or os.getcwd(), file_name) for entry in sys.path]
+    for candidate in candidates:
+        if os.path.isfile(candidate):
+            return os.path.realpath(candidate).startswith(_RLPROF_DIRECTORY + os.sep)
+    return False
 
 
 class OperatorRecording:
@@ -106,12 +180,13 @@ class OperatorRecording:
     """
 
     def __init__(self, stack: TimerStack, *, record_shapes: bool, with_flops: bool,
-                 profile_memory: bool, torch_module: Any) -> None:
+                 profile_memory: bool, torch_module: Any, with_stack: bool = False) -> None:
         self.stack = stack
         self.thread_id = threading.get_ident()
         self.record_shapes = record_shapes
         self.with_flops = with_flops
         self.profile_memory = profile_memory
+        self.with_stack = with_stack
         self._torch = torch_module
         self._annotation = torch_module._C._profiler._RecordFunctionFast
         self._lock = threading.RLock()
@@ -148,11 +223,19 @@ class OperatorRecording:
         activities = [profiler.ProfilerActivity.CPU]
         if self.device_time_unavailable is None:
             activities.append(profiler.ProfilerActivity.CUDA)
+        stack_options: dict[str, Any] = {}
+        if self.with_stack:
+            # PyTorch gives each operator's Python stack only with its experimental ``verbose``
+            # (documented as "the trace file has a Call stack field"); with_stack alone leaves
+            # the events' stacks empty.
+            stack_options = {"with_stack": True,
+                             "experimental_config": profiler._ExperimentalConfig(verbose=True)}
         self._session = profiler.profile(
             activities=activities,
             record_shapes=self.record_shapes,
             with_flops=self.with_flops,
             profile_memory=self.profile_memory,
+            **stack_options,
         )
         self._session.__enter__()
         # The blocks still open from the session just read are annotated again in this one,
@@ -302,6 +385,12 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         shapes = event.shapes()
         if shapes and any(shapes):
             operator.add_shapes(str(shapes))
+        dtypes = event.dtypes()
+        if dtypes:
+            operator.add_dtypes(dtype_names(dtypes))
+        stack_entries = event.stack()
+        if stack_entries:
+            operator.add_backtrace(backtrace_text(stack_entries))
         if device_events:
             chain = [node]
             for _, outer, is_operator in reversed(stack):
@@ -388,17 +477,19 @@ def _torch() -> Any:
 
 
 def start_operators(*, record_shapes: bool = True, with_flops: bool = True,
-                    profile_memory: bool = True) -> OperatorRecording:
+                    profile_memory: bool = True, with_stack: bool = False) -> OperatorRecording:
     """Run PyTorch's profiler beside rlprof's timers in this thread and fold its operators into
-    this thread's tree (see the module docstring). Raises :class:`OperatorsUnavailableError`
-    without PyTorch, and ``RuntimeError`` when operators are already being recorded."""
+    this thread's tree (see the module docstring). ``with_stack`` also keeps the Python call
+    stacks each operator was called from (PyTorch's Python tracer then runs: far costlier).
+    Raises :class:`OperatorsUnavailableError` without PyTorch, and ``RuntimeError`` when
+    operators are already being recorded."""
     global _recording
     if _recording is not None:
         raise RuntimeError("PyTorch operators are already being recorded in this process")
     torch = _torch()
     recording = OperatorRecording(timers.current_thread_stack(), record_shapes=record_shapes,
                                   with_flops=with_flops, profile_memory=profile_memory,
-                                  torch_module=torch)
+                                  torch_module=torch, with_stack=with_stack)
     recording.start()
     _recording = recording
     return recording
@@ -467,6 +558,14 @@ def operators_section(stack: TimerStack) -> dict[str, Any] | None:
                 entry["input_shapes"] = dict(operator.input_shapes)
             if operator.other_shapes:
                 entry["other_shapes"] = operator.other_shapes
+            if operator.input_dtypes:
+                entry["input_dtypes"] = dict(operator.input_dtypes)
+            if operator.other_dtypes:
+                entry["other_dtypes"] = operator.other_dtypes
+            if operator.backtraces:
+                entry["backtraces"] = dict(operator.backtraces)
+            if operator.other_backtraces:
+                entry["other_backtraces"] = operator.other_backtraces
             entries.append(entry)
     unavailable = next((recording.device_time_unavailable for recording in recordings
                         if recording.device_time_unavailable is not None), None)
@@ -476,6 +575,7 @@ def operators_section(stack: TimerStack) -> dict[str, Any] | None:
         "record_shapes": any(recording.record_shapes for recording in recordings),
         "with_flops": any(recording.with_flops for recording in recordings),
         "profile_memory": any(recording.profile_memory for recording in recordings),
+        "with_stack": any(recording.with_stack for recording in recordings),
         "operators": entries,
     }
     if unavailable is not None:

@@ -76,6 +76,50 @@ def test_input_shapes_are_counted_per_operator(recording, linear):
     assert shapes == {"[[64, 32], [16, 32], [16]]": 1, "[[8, 32], [16, 32], [16]]": 1}
 
 
+def test_input_dtypes_are_counted_per_operator_with_torch_s_names(recording):
+    with hierarchical_timer("returns"):
+        torch.add(torch.ones(4, dtype=torch.float64), torch.arange(4))
+    dtypes = operators_by_path(profiler.get_timer_tree())[("returns", "aten::add")]["input_dtypes"]
+    assert dtypes == {"[float64, int64, Scalar]": 1}
+
+
+def act(layer, batch):
+    """A policy's call site, for the backtraces."""
+    return layer(batch)
+
+
+def test_with_stack_keeps_each_operator_s_python_call_stack_innermost_first(linear):
+    layer, batch = linear
+    torch_ops.start_operators(with_stack=True)
+    try:
+        with hierarchical_timer("rollout"):
+            act(layer, batch)
+        tree = profiler.get_timer_tree()
+    finally:
+        torch_ops.stop_operators()
+    (backtrace, calls), = operators_by_path(tree)[("rollout", "aten::linear")]["backtraces"].items()
+    frames = backtrace.split(" <- ")
+    act_frame = next(index for index, frame in enumerate(frames)
+                     if frame.endswith(f"test_torch_ops.py({act.__code__.co_firstlineno}): act"))
+    assert calls == 1 and tree["operators"]["with_stack"]
+    assert frames.index("nn.Module: Linear_0") < act_frame
+
+
+def test_without_with_stack_no_backtrace_is_kept(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("rollout"):
+        act(layer, batch)
+    tree = profiler.get_timer_tree()
+    assert "backtraces" not in operators_by_path(tree)[("rollout", "aten::linear")]
+    assert tree["operators"]["with_stack"] is False
+
+
+def test_a_backtrace_leaves_rlprof_s_frames_and_addresses_out():
+    stack = ["<built-in method randn of type object at 0x7fa8c2ccea40>",
+             f"{torch_ops.__file__.replace('.pyc', '.py')}(40): _annotate", "train.py(12): update"]
+    assert torch_ops.backtrace_text(stack) == "<built-in method randn of type object> <- train.py(12): update"
+
+
 def test_the_cpu_memory_an_operator_allocated_is_kept(recording, linear):
     layer, batch = linear
     with hierarchical_timer("forward"):
@@ -164,6 +208,17 @@ def test_a_session_with_record_operators_writes_them_to_its_files(tmp_path, line
     tree = load_timing_tree(session.paths["timers.json"])
     assert find(tree, "step", "aten::linear")["count"] == 1
     assert ("step", "aten::linear", "aten::addmm") in operators_by_path(tree)
+    assert not torch_ops.is_recording_operators()
+
+
+def test_a_session_with_backtrace_records_the_operators_with_their_call_stacks(tmp_path, linear):
+    layer, batch = linear
+    with Profiler(path=tmp_path, format="timers.json", name="step", with_backtrace=True) as session:
+        act(layer, batch)
+    tree = load_timing_tree(session.paths["timers.json"])
+    backtraces = operators_by_path(tree)[("step", "aten::linear")]["backtraces"]
+    assert [calls for calls in backtraces.values()] == [1]
+    assert f"({act.__code__.co_firstlineno}): act" in next(iter(backtraces))
     assert not torch_ops.is_recording_operators()
 
 

@@ -12,7 +12,7 @@ from tree_paths import find
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree
 from profiler.control import controls as control
-from profiler.gpu import torch_ops
+from profiler.gpu import operator_calls, torch_ops
 
 torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch runs these")
 
@@ -117,7 +117,7 @@ def test_without_with_stack_no_backtrace_is_kept(recording, linear):
 def test_a_backtrace_leaves_rlprof_s_frames_and_addresses_out():
     stack = ["<built-in method randn of type object at 0x7fa8c2ccea40>",
              f"{torch_ops.__file__.replace('.pyc', '.py')}(40): _annotate", "train.py(12): update"]
-    assert torch_ops.backtrace_text(stack) == "<built-in method randn of type object> <- train.py(12): update"
+    assert operator_calls.backtrace_text(stack) == "<built-in method randn of type object> <- train.py(12): update"
 
 
 def test_the_cpu_memory_an_operator_allocated_is_kept(recording, linear):

@@ -44,10 +44,11 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from profiler.gpu.operator_calls import backtrace_text, dtype_names
+from profiler.gpu.operator_figures import OperatorFigures, PathFigures, payload_field, section_entry
 from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
 
@@ -57,6 +58,7 @@ __all__ = [
     "OperatorRecording",
     "OperatorsUnavailableError",
     "check_available",
+    "drain_operators",
     "is_recording_operators",
     "operators_section",
     "start_operators",
@@ -69,10 +71,6 @@ ANNOTATION_PREFIX = "rlprof:"
 OPERATOR_OBJECT_TYPE = "operator"
 """The ``object_type`` label of the blocks that stand for PyTorch operators."""
 
-MAX_SHAPES_PER_OPERATOR = 8
-"""Distinct input shapes (and dtypes, and backtraces) kept per operator block; further ones are
-counted in ``other_shapes`` (``other_dtypes``, ``other_backtraces``)."""
-
 _MEMORY_EVENT = "[memory]"
 
 
@@ -82,42 +80,6 @@ class OperatorsUnavailableError(RuntimeError):
 
 MAX_KERNEL_SPANS = 100_000
 """Kernels kept for the trace's GPU tracks per recording; later ones are counted, not kept."""
-
-
-@dataclass
-class OperatorFigures:
-    """What PyTorch gives of one operator block beyond its time."""
-
-    flops: int = 0
-    device_self: float = 0.0  # seconds of the kernels the operator itself launched
-    device_total: float = 0.0  # those and its child operators' kernels
-    cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
-    input_shapes: dict[str, int] = field(default_factory=dict)
-    other_shapes: int = 0
-    input_dtypes: dict[str, int] = field(default_factory=dict)
-    other_dtypes: int = 0
-    backtraces: dict[str, int] = field(default_factory=dict)
-    other_backtraces: int = 0
-
-    def add_shapes(self, shapes: str) -> None:
-        if not _count_in(self.input_shapes, shapes):
-            self.other_shapes += 1
-
-    def add_dtypes(self, dtypes: str) -> None:
-        if not _count_in(self.input_dtypes, dtypes):
-            self.other_dtypes += 1
-
-    def add_backtrace(self, backtrace: str) -> None:
-        if not _count_in(self.backtraces, backtrace):
-            self.other_backtraces += 1
-
-
-def _count_in(counts: dict[str, int], key: str) -> bool:
-    """Count one call under ``key`` if it is kept (known, or room for one more); say whether."""
-    if key in counts or len(counts) < MAX_SHAPES_PER_OPERATOR:
-        counts[key] = counts.get(key, 0) + 1
-        return True
-    return False
 
 
 class OperatorRecording:
@@ -484,51 +446,65 @@ os.register_at_fork(after_in_child=_forget_in_forked_child)
 _finished: list[OperatorRecording] = []
 
 
-def operators_section(stack: TimerStack) -> dict[str, Any] | None:
+def _recordings_of(stack: TimerStack) -> list[OperatorRecording]:
+    return [recording for recording in (*_finished, _recording)
+            if recording is not None and recording.stack is stack and recording.figures]
+
+
+def operators_section(stack: TimerStack, workers: Sequence[PathFigures] = ()) -> dict[str, Any] | None:
     """The dump's ``operators`` section for ``stack`` (see docs/formats.md), or None when no
-    operator was recorded in it: one entry per operator block, by its path from the root."""
-    recordings = [recording for recording in (*_finished, _recording)
-                  if recording is not None and recording.stack is stack and recording.figures]
-    if not recordings:
+    operator was recorded in it: one entry per operator block, by its path from the root.
+    ``workers`` are the figures of env workers' operators merged into the tree (by the merger,
+    see :mod:`profiler.gpu.operator_figures`); an operator block both the trainer and a worker
+    ran (a worker's operator outside its blocks, merged under the block the trainer ran it in)
+    adds up into one entry."""
+    recordings = _recordings_of(stack)
+    workers = [worker for worker in workers if worker.figures]
+    if not recordings and not workers:
         return None
-    entries = []
+    unavailable = next((source.device_time_unavailable for source in (*recordings, *workers)
+                        if source.device_time_unavailable is not None), None)
+    by_path: dict[tuple[str, ...], OperatorFigures] = {}
     for recording in recordings:
         for node, operator in list(recording.figures.items()):
             path = _path_of(node, stack.root)
-            if path is None:
-                continue
-            entry: dict[str, Any] = {"path": path, "flops": operator.flops,
-                                     "cpu_memory_bytes": operator.cpu_memory_bytes}
-            if recording.device_time_unavailable is None:
-                entry["device_self"] = operator.device_self
-                entry["device_total"] = operator.device_total
-            if operator.input_shapes:
-                entry["input_shapes"] = dict(operator.input_shapes)
-            if operator.other_shapes:
-                entry["other_shapes"] = operator.other_shapes
-            if operator.input_dtypes:
-                entry["input_dtypes"] = dict(operator.input_dtypes)
-            if operator.other_dtypes:
-                entry["other_dtypes"] = operator.other_dtypes
-            if operator.backtraces:
-                entry["backtraces"] = dict(operator.backtraces)
-            if operator.other_backtraces:
-                entry["other_backtraces"] = operator.other_backtraces
-            entries.append(entry)
-    unavailable = next((recording.device_time_unavailable for recording in recordings
-                        if recording.device_time_unavailable is not None), None)
+            if path is not None:
+                by_path.setdefault(tuple(path), OperatorFigures()).add(operator)
+    for worker in workers:
+        for path, operator in worker.figures.items():
+            by_path.setdefault(path, OperatorFigures()).add(operator)
     section: dict[str, Any] = {
         "source": "torch.profiler",
         "device_time": unavailable is None,
-        "record_shapes": any(recording.record_shapes for recording in recordings),
-        "with_flops": any(recording.with_flops for recording in recordings),
-        "profile_memory": any(recording.profile_memory for recording in recordings),
-        "with_stack": any(recording.with_stack for recording in recordings),
-        "operators": entries,
+        "record_shapes": any(recording.record_shapes for recording in recordings) or bool(workers),
+        "with_flops": any(recording.with_flops for recording in recordings) or bool(workers),
+        "profile_memory": any(recording.profile_memory for recording in recordings) or bool(workers),
+        "with_stack": any(source.with_stack for source in (*recordings, *workers)),
+        "operators": [section_entry(list(path), operator, unavailable is None)
+                      for path, operator in by_path.items()],
     }
     if unavailable is not None:
         section["device_time_unavailable"] = unavailable
     return section
+
+
+def drain_operators(stack: TimerStack) -> tuple[Any, ...] | None:
+    """The figures of ``stack``'s operators folded since the last drain, as a worker's payload
+    field (see :mod:`profiler.gpu.operator_figures`), then forgotten: the payload carries them
+    to the trainer, as it carries the blocks' own figures. None when there are none."""
+    recordings = _recordings_of(stack)
+    if not recordings:
+        return None
+    by_path = []
+    for recording in recordings:
+        for node, operator in list(recording.figures.items()):
+            path = _path_of(node, stack.root)
+            if path is not None:
+                by_path.append((tuple(path), operator))
+        recording.figures.clear()
+    unavailable = next((recording.device_time_unavailable for recording in recordings
+                        if recording.device_time_unavailable is not None), None)
+    return payload_field(by_path, unavailable, any(recording.with_stack for recording in recordings))
 
 
 def gpu_tracks(stack: TimerStack) -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ from typing import Any
 
 from profiler.gpu.operator_calls import backtrace_text, dtype_names
 from profiler.gpu.operator_figures import OperatorFigures, PathFigures, payload_field, section_entry
+from profiler.recording import events as timeline
 from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
 
@@ -113,6 +114,10 @@ class OperatorRecording:
         # (device, kernel name, start, end) on rlprof's clock, for the trace's GPU tracks.
         self.kernels: list[tuple[str, str, float, float]] = []
         self.kernels_left_out = 0
+        # (operator name, start, end) on rlprof's clock, for the trace's operator track: kept
+        # from the sessions read while the timeline was recorded.
+        self.operator_spans: list[tuple[str, float, float]] = []
+        self.operator_spans_left_out = 0
 
     # --- on and off ----------------------------------------------------------------------------
 
@@ -210,6 +215,7 @@ class OperatorRecording:
         with self._lock:
             self.figures.clear()
             self.kernels.clear()
+            self.operator_spans.clear()
             self._names.clear()
             self._nodes.clear()
             if self._session is not None and threading.get_ident() == self.thread_id:
@@ -226,21 +232,28 @@ class OperatorRecording:
         session.__exit__(None, None, None)
         events = session.profiler.kineto_results.events()
         kernels: list[tuple[str, str, int, int]] = []
-        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels)
+        spans: list[tuple[str, int, int]] | None = [] if timeline.is_recording() else None
+        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels, spans)
+        # PyTorch's profiler stamps events with the wall clock (see the module docstring); both
+        # clocks are read together here to move the kernels and operators onto rlprof's.
+        offset = time.time() - timers.now()
         if kernels:
-            # PyTorch's profiler stamps events with the wall clock (see the module docstring);
-            # both clocks are read together here to move the kernels onto rlprof's.
-            offset = time.time() - timers.now()
             room = max(0, MAX_KERNEL_SPANS - len(self.kernels))
             self.kernels.extend((device, name, start / 1e9 - offset, end / 1e9 - offset)
                                 for device, name, start, end in kernels[:room])
             self.kernels_left_out += max(0, len(kernels) - room)
+        if spans:
+            room = max(0, MAX_KERNEL_SPANS - len(self.operator_spans))
+            self.operator_spans.extend((name, start / 1e9 - offset, end / 1e9 - offset)
+                                       for name, start, end in spans[:room])
+            self.operator_spans_left_out += max(0, len(spans) - room)
         return reopen
 
 
 def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
                 figures: dict[TimerNode, OperatorFigures],
-                kernels: list[tuple[str, str, int, int]] | None = None) -> int:
+                kernels: list[tuple[str, str, int, int]] | None = None,
+                spans: list[tuple[str, int, int]] | None = None) -> int:
     """Fold PyTorch's raw events (``kineto_results.events()``) into the tree; returns how many
     operators were folded.
 
@@ -253,7 +266,8 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
     ``linked_correlation_id``, which is that operator's ``correlation_id`` (as PyTorch's own
     ``FunctionEvent.kernels`` are found): its time is the operator's device self time, and device
     total time for it and the operators it ran in. Each device event is also appended to
-    ``kernels`` as (device, name, start ns, end ns) on PyTorch's clock.
+    ``kernels`` as (device, name, start ns, end ns) on PyTorch's clock, and each operator to
+    ``spans`` as (name, start ns, end ns).
     """
     rows = []
     device_events = []
@@ -290,6 +304,8 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         seconds = -negative_duration / 1e9
         node.add_runs(seconds, 1, 0, seconds, seconds)
         node.add_labels(None, OPERATOR_OBJECT_TYPE, None)
+        if spans is not None:
+            spans.append((name, start, end))
         operator = figures.setdefault(node, OperatorFigures())
         operator.flops += max(0, event.flops())
         shapes = event.shapes()
@@ -507,17 +523,28 @@ def drain_operators(stack: TimerStack) -> tuple[Any, ...] | None:
     return payload_field(by_path, unavailable, any(recording.with_stack for recording in recordings))
 
 
+OPERATOR_TRACK = "PyTorch operators"
+"""The name of the timeline thread that holds the operators' spans."""
+
+
 def gpu_tracks(stack: TimerStack) -> list[dict[str, Any]]:
     """The kernels PyTorch's profiler recorded in ``stack``'s thread as timeline threads, one per
-    device (``GPU cuda:0``), their spans on rlprof's clock, for the trace's GPU tracks."""
+    device (``GPU cuda:0``), their spans on rlprof's clock, for the trace's GPU tracks; and, where
+    the timeline was recorded, its operators as one more thread (:data:`OPERATOR_TRACK`), each
+    operator a span nested in the operators that called it."""
     by_device: dict[str, list[list[Any]]] = {}
+    operators: list[list[Any]] = []
     for recording in (*_finished, _recording):
         if recording is None or recording.stack is not stack:
             continue
         for device, name, start, end in recording.kernels:
             by_device.setdefault(device, []).append([name, start, end])
-    return [{"name": f"GPU {device}", "device": device, "spans": sorted(spans, key=lambda span: span[1])}
-            for device, spans in sorted(by_device.items())]
+        operators.extend([name, start, end] for name, start, end in recording.operator_spans)
+    tracks = [{"name": f"GPU {device}", "device": device, "spans": sorted(spans, key=lambda span: span[1])}
+              for device, spans in sorted(by_device.items())]
+    if operators:
+        tracks.insert(0, {"name": OPERATOR_TRACK, "spans": sorted(operators, key=lambda span: (span[1], -span[2]))})
+    return tracks
 
 
 def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:

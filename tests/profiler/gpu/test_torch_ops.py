@@ -12,6 +12,8 @@ from tree_paths import find
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree
 from profiler.control import controls as control
+from profiler.export.chrome_trace import to_chrome_trace
+from profiler.recording import events
 from profiler.gpu import operator_calls, torch_ops
 
 torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch runs these")
@@ -220,6 +222,37 @@ def test_a_session_with_backtrace_records_the_operators_with_their_call_stacks(t
     assert [calls for calls in backtraces.values()] == [1]
     assert f"({act.__code__.co_firstlineno}): act" in next(iter(backtraces))
     assert not torch_ops.is_recording_operators()
+
+
+def test_the_trace_has_the_operators_as_spans_nested_as_they_ran_inside_their_block(linear):
+    layer, batch = linear
+    events.start_recording()
+    torch_ops.start_operators()
+    try:
+        with hierarchical_timer("policy.forward"):
+            layer(batch)
+        tree = profiler.get_timer_tree()
+    finally:
+        torch_ops.stop_operators()
+        events.stop_recording()
+        events.clear_recording()
+    trace = to_chrome_trace(tree)["traceEvents"]
+    track = next(event["tid"] for event in trace
+                 if event["name"] == "thread_name" and event["args"]["name"] == torch_ops.OPERATOR_TRACK)
+    spans = {event["name"]: event for event in trace if event["ph"] == "X" and event.get("tid") == track}
+    block = next(event for event in trace if event["ph"] == "X" and event["name"] == "policy.forward")
+    linear_span, addmm = spans["aten::linear"], spans["aten::addmm"]
+    assert linear_span["ts"] <= addmm["ts"] and addmm["ts"] + addmm["dur"] <= linear_span["ts"] + linear_span["dur"]
+    # On rlprof's clock: inside the block that ran it (give or take the reading of two clocks).
+    slack = 1000  # microseconds
+    assert block["ts"] - slack <= linear_span["ts"]
+    assert linear_span["ts"] + linear_span["dur"] <= block["ts"] + block["dur"] + slack
+
+
+def test_without_the_timeline_there_is_no_operator_track(recording, linear):
+    layer, batch = linear
+    layer(batch)
+    assert torch_ops.gpu_tracks(profiler.timing.timers.current_thread_stack()) == []
 
 
 def test_a_process_forked_while_recording_records_no_operators(recording):

@@ -96,6 +96,10 @@ class Profiler:
             with the Python call stack each was called from, counted per operator in the dump
             and shown by ``rlprof analyze``. PyTorch's Python tracer then runs beside its
             profiler, which slows every Python call (see docs/gpu.md). Needs torch.
+        enable_cupti: MegEngine's CUPTI device timing: record the operators (as
+            ``record_operators``) with the GPU time of the kernels each launched, which PyTorch's
+            profiler reads through CUPTI. Refused (``ValueError`` saying why) where it cannot:
+            no torch, no GPU visible, a process forked after CUDA was initialised.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
@@ -106,7 +110,7 @@ class Profiler:
     """
 
     # Class-level: __del__ reads it even when the constructor never ran (a keyword Python refused
-    # before calling __init__, such as MegEngine's num_tensor_watch).
+    # before calling __init__, such as MegEngine's num_tensor_watch, or one __init__ refused).
     _unwritten = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -130,6 +134,7 @@ class Profiler:
         record_operators: bool = False,
         with_scopes: bool = False,
         with_backtrace: bool = False,
+        enable_cupti: bool = False,
     ) -> None:
         self._pid = os.getpid()
         self._device = _session_device(profile_device)
@@ -142,9 +147,15 @@ class Profiler:
         self._dump_interval = dump_interval
         if not isinstance(with_backtrace, bool):
             raise TypeError(f"with_backtrace must be True or False, got {with_backtrace!r}")
-        if record_operators or with_backtrace:
+        if not isinstance(enable_cupti, bool):
+            raise TypeError(f"enable_cupti must be True or False, got {enable_cupti!r}")
+        if record_operators or with_backtrace or enable_cupti:
             torch_ops.check_available()
-        self._record_operators = record_operators or with_backtrace
+        if enable_cupti:
+            reason = torch_ops.device_unavailable_reason(sys.modules["torch"])
+            if reason is not None:
+                raise ValueError(f"enable_cupti: {reason}")
+        self._record_operators = record_operators or with_backtrace or enable_cupti
         self._with_backtrace = with_backtrace
         self._recording_operators = False
         if not isinstance(with_scopes, bool):

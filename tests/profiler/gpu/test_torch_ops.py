@@ -224,6 +224,14 @@ def test_a_session_with_backtrace_records_the_operators_with_their_call_stacks(t
     assert not torch_ops.is_recording_operators()
 
 
+def test_enable_cupti_without_a_gpu_is_refused_saying_why(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: benchmarks/gpu_check.py checks enable_cupti there")
+    with pytest.raises(ValueError, match=r"enable_cupti: no device time per operator: torch.cuda.is_available\(\) is False"):
+        Profiler(path=tmp_path, enable_cupti=True)
+    assert not torch_ops.is_recording_operators() and not list(tmp_path.iterdir())
+
+
 def test_the_trace_has_the_operators_as_spans_nested_as_they_ran_inside_their_block(linear):
     layer, batch = linear
     events.start_recording()

@@ -13,6 +13,7 @@ each check built to show the behaviour (and, for verdicts, a run built *not* to 
 * the ``gpu_idle`` verdict on a run whose GPU waits for the host, not on one kept busy;
 * reading the tree inside a block keeps the block's later operators under it (torch 2.11 lost them);
 * ``Profiler(profile_device=...)`` by default times a session's blocks on the GPU;
+* ``Profiler(enable_cupti=True)`` records the operators with their kernels' device time;
 * GPU memory counter tracks: allocated rises with a planted allocation;
 * GPU memory per block: a transient allocation's peak, a kept one's net bytes, the outer block's peak;
 * an env worker (SubprocessEnvManager, spawned) that times a device block ships its device time.
@@ -254,6 +255,22 @@ def check_profile_device_session(torch: Any, check: Check, state: dict[str, Any]
               f"update: device time {milliseconds(entry['total']) if entry else 'missing'} with no device= in the code")
 
 
+def check_enable_cupti_session(torch: Any, check: Check, state: dict[str, Any]) -> None:
+    fresh()
+    a = torch.randn(SIZE, SIZE, device="cuda")
+    with tempfile.TemporaryDirectory() as folder:
+        with Profiler(path=folder, formats=["timers.json"], enable_cupti=True):  # MegEngine's option
+            with hierarchical_timer("update"):
+                for _ in range(5):
+                    a @ a
+            torch.cuda.synchronize()
+        section = profiler.get_timer_tree().get("operators") or {}
+    mm = next((entry for entry in section.get("operators", []) if entry["path"][-1] == "aten::mm"), None)
+    check.set(section.get("device_time") is True and mm is not None and mm.get("device_self", 0) > 0,
+              f"operators' device_time {section.get('device_time')}; aten::mm device self "
+              f"{milliseconds(mm['device_self']) if mm and 'device_self' in mm else 'missing'}")
+
+
 def check_memory_counters(torch: Any, check: Check, state: dict[str, Any]) -> None:
     fresh()
     torch.zeros(1, device="cuda")
@@ -361,6 +378,7 @@ CHECKS: list[tuple[str, Callable[[Any, Check, dict[str, Any]], None]]] = [
     ("gpu_idle verdict", check_gpu_idle),
     ("tree read inside a block keeps its operators", check_tree_read_inside_block),
     ("Profiler(profile_device) default", check_profile_device_session),
+    ("Profiler(enable_cupti=True)", check_enable_cupti_session),
     ("GPU memory counter tracks", check_memory_counters),
     ("GPU memory per block", check_block_memory),
     ("worker device time (SubprocessEnvManager)", check_worker_device_time),

@@ -1,6 +1,6 @@
 """What recording PyTorch's operators costs a training step, beside PyTorch's profiler alone.
 
-The same small MLP step (forward, backward, SGD step on a batch of 64) runs under five cases,
+The same small MLP step (forward, backward, SGD step on a batch of 64) runs under seven cases,
 switched between cases round after round (interleaved), and each ratio is the median of the
 per-round ratios to the plain loop, so machine noise cancels:
 
@@ -12,7 +12,11 @@ per-round ratios to the plain loop, so machine noise cancels:
   (``prof.events()``, what ``key_averages`` and exports start from) at the round's end; and
   ``torch.profiler, unread``: the same, its events never read (the recording's cost alone);
 * ``rlprof + operators``: the rlprof loop with ``profiler.gpu.torch_ops`` recording, the events
-  folded into the tree (a ``get_timer_tree()``) at the round's end.
+  folded into the tree (a ``get_timer_tree()``) at the round's end;
+* ``torch.profiler, stacks``: ``torch.profiler alone`` with ``with_stack`` (its Python tracer) and
+  the ``verbose`` config that fills each event's stack, read with ``prof.events()``; and
+  ``rlprof + backtraces``: ``rlprof + operators`` with ``with_stack=True`` (what
+  ``Profiler(with_backtrace=True)`` asks for), each operator's stack counted as it is folded.
 
 Each round's time includes starting and stopping the profiler and reading its events, spread over
 the round's steps. Goal (issue 24): operators folded into rlprof's tree cost about what PyTorch's
@@ -73,18 +77,19 @@ def rlprof_round(steps: int) -> None:
         rlprof_step()
 
 
-def torch_profiler_round(steps: int, read: bool = True) -> None:
+def torch_profiler_round(steps: int, read: bool = True, with_stack: bool = False) -> None:
     activities = [torch.profiler.ProfilerActivity.CPU]
+    stacks = {"with_stack": True, "experimental_config": torch.profiler._ExperimentalConfig(verbose=True)}
     with torch.profiler.profile(activities=activities, record_shapes=True, with_flops=True,
-                                profile_memory=True) as session:
+                                profile_memory=True, **(stacks if with_stack else {})) as session:
         for _ in range(steps):
             plain_step()
     if read:
         session.events()
 
 
-def operators_round(steps: int) -> None:
-    torch_ops.start_operators()
+def operators_round(steps: int, with_stack: bool = False) -> None:
+    torch_ops.start_operators(with_stack=with_stack)
     for _ in range(steps):
         rlprof_step()
     profiler.get_timer_tree()
@@ -97,6 +102,8 @@ CASES: dict[str, Callable[[int], None]] = {
     "torch.profiler, unread": lambda steps: torch_profiler_round(steps, read=False),
     "torch.profiler alone": torch_profiler_round,
     "rlprof + operators": operators_round,
+    "torch.profiler, stacks": lambda steps: torch_profiler_round(steps, with_stack=True),
+    "rlprof + backtraces": lambda steps: operators_round(steps, with_stack=True),
 }
 
 
@@ -132,6 +139,8 @@ def main() -> None:
     folded = results["rlprof + operators"][1]
     print(f"\nrlprof + operators / torch.profiler alone: {folded / alone:.2f} (goal: about 1)")
     print(f"rlprof + operators / torch.profiler, unread: {folded / unread:.2f}")
+    stacks, backtraces = results["torch.profiler, stacks"][1], results["rlprof + backtraces"][1]
+    print(f"rlprof + backtraces / torch.profiler, stacks: {backtraces / stacks:.2f}")
 
 
 if __name__ == "__main__":

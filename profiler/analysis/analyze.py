@@ -89,6 +89,8 @@ class AnalyzeOptions:
     pattern: re.Pattern[str] | None = None
     types: tuple[str, ...] = ()
     domain: str | None = None
+    input_dtype: str | None = None
+    """Keep the operators that had an input of this dtype (MegEngine's ``--input-dtype``)."""
 
     @property
     def grouped(self) -> bool:
@@ -195,7 +197,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         workers_untimed=workers_untimed_places(tree),
         phases=training_phases(tree),
         operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
-                                  pattern=options.pattern, order_by=options.order_by,
+                                  pattern=options.pattern, input_dtype=options.input_dtype,
+                                  order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
                                   max_time=options.max_time, top=options.top),
         device=device_document(tree),

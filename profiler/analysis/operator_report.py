@@ -15,13 +15,17 @@ MegEngine's names:
                 convolutions only) and ``FLOPS`` per second of the operator's device self time
                 where measured, else of its host time;
 ``memory``      the host memory the operator allocated minus what it freed (CPU);
-``in_shapes``   its most frequent input shapes.
+``in_shapes``   its most frequent input shapes (and, in ``--format json``, its input dtypes).
+
+With MegEngine's ``with_backtrace`` (PyTorch's ``with_stack``), each operator's most frequent
+Python call stack is listed under the table.
 
 What the run cannot give is named under the table rather than printed as empty columns:
 ``bandwidth`` and ``out_shapes`` always (no source counts the bytes an operator reads and writes,
 and PyTorch's profiler records input shapes only), device self time where no device time was
 measured, and FLOPs, memory and in_shapes for an Nsight capture (NVTX ranges carry none).
-``--type`` keeps operator types (``aten::addmm`` or ``addmm``), ``--filter`` searches names and
+``--type`` keeps operator types (``aten::addmm`` or ``addmm``), ``--input-dtype`` the operators
+that had an input of that dtype (``float32``, as torch names it), ``--filter`` searches names and
 paths, ``--min-time``/``--max-time`` bound the self time, ``--order-by`` takes ``self``
 (default), ``total``, ``count``, ``flops``, ``memory``, ``device``.
 """
@@ -79,6 +83,10 @@ class OperatorRow:
     """The rlprof block the operator ran in (its operator callers left out); empty at the root."""
     device_seconds: float | None = None
     """Device self time, where the run measured it."""
+    input_dtypes: dict[str, int] = field(default_factory=dict)
+    """Calls by the dtypes of their inputs, as text: ``{"[float32, int64, Scalar]": 3}``."""
+    backtraces: dict[str, int] = field(default_factory=dict)
+    """Calls by the Python call stack they came from (recorded with ``with_stack`` only)."""
 
     @property
     def flops_per_second(self) -> float | None:
@@ -87,9 +95,20 @@ class OperatorRow:
 
     @property
     def common_shapes(self) -> str:
-        if not self.input_shapes:
-            return ""
-        return max(self.input_shapes.items(), key=lambda item: item[1])[0]
+        return _most_frequent(self.input_shapes)
+
+    @property
+    def common_backtrace(self) -> str:
+        return _most_frequent(self.backtraces)
+
+    def had_input_dtype(self, dtype: str) -> bool:
+        """Whether a call had an input of ``dtype`` (``float32``; ``torch.float32`` too)."""
+        wanted = dtype.removeprefix("torch.")
+        return any(wanted in dtypes.strip("[]").split(", ") for dtypes in self.input_dtypes)
+
+
+def _most_frequent(counts: dict[str, int]) -> str:
+    return max(counts.items(), key=lambda item: item[1])[0] if counts else ""
 
 
 @dataclass
@@ -114,6 +133,7 @@ def operator_report(
     by_type: bool = False,
     types: tuple[str, ...] = (),
     pattern: re.Pattern[str] | None = None,
+    input_dtype: str | None = None,
     order_by: str | None = None,
     ascending: bool = False,
     min_time: float = 0.0,
@@ -134,6 +154,8 @@ def operator_report(
         rows = [row for row in rows if any(_is_of_type(row.name, wanted) for wanted in types)]
     if pattern is not None:
         rows = [row for row in rows if pattern.search(row.name) or pattern.search("/".join(row.path))]
+    if input_dtype is not None:
+        rows = [row for row in rows if row.had_input_dtype(input_dtype)]
     rows = [row for row in rows if row.self_time >= min_time and (max_time is None or row.self_time <= max_time)]
     missing, sentence = not_recorded(section)
     order = order_by if order_by in OPERATOR_ORDER_KEYS else "self"
@@ -160,6 +182,8 @@ def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
                 cpu_memory_bytes=entry.get("cpu_memory_bytes", 0),
                 input_shapes=dict(entry.get("input_shapes", {})), block=block,
                 device_seconds=entry.get("device_self"),
+                input_dtypes=dict(entry.get("input_dtypes", {})),
+                backtraces=dict(entry.get("backtraces", {})),
             )
         else:
             child_block = "/".join(child_path)
@@ -183,8 +207,10 @@ def _by_type(rows: list[OperatorRow]) -> list[OperatorRow]:
         group.places += 1
         if row.device_seconds is not None:
             group.device_seconds = (group.device_seconds or 0.0) + row.device_seconds
-        for shapes, calls in row.input_shapes.items():
-            group.input_shapes[shapes] = group.input_shapes.get(shapes, 0) + calls
+        for counts, into in ((row.input_shapes, group.input_shapes), (row.input_dtypes, group.input_dtypes),
+                             (row.backtraces, group.backtraces)):
+            for key, calls in counts.items():
+                into[key] = into.get(key, 0) + calls
     return list(groups.values())
 
 
@@ -234,7 +260,22 @@ def operators_text(report: OperatorReport | None, width: int) -> str:
     if not report.rows:
         lines.append("(no operator matches)")
     lines.extend(textwrap.wrap(report.not_recorded, max(width, 40)))
+    lines.extend(_backtraces_text(report, width))
     return "\n".join(lines)
+
+
+def _backtraces_text(report: OperatorReport, width: int) -> list[str]:
+    """Each shown operator's most frequent Python call stack, where they were recorded."""
+    rows = [row for row in report.rows if row.backtraces]
+    if not rows:
+        return []
+    lines = ["Call stacks (with_backtrace), innermost first, the most frequent of each operator:"]
+    for row in rows:
+        label = row.name if report.by_type else f"{row.name} in {row.block or '(no block)'}"
+        calls = row.backtraces[row.common_backtrace]
+        lines.extend(textwrap.wrap(f"{label} ({calls} of {sum(row.backtraces.values())} calls): "
+                                   f"{row.common_backtrace}", max(width, 40), subsequent_indent="    "))
+    return lines
 
 
 def operators_document(report: OperatorReport | None) -> dict[str, Any] | None:
@@ -252,7 +293,8 @@ def operators_document(report: OperatorReport | None) -> dict[str, Any] | None:
             {"name": row.name, "path": list(row.path), "block": row.block, "self": row.self_time, "total": row.total,
              "count": row.count, "flops": row.flops, "flops_per_second": row.flops_per_second,
              "cpu_memory_bytes": row.cpu_memory_bytes, "input_shapes": row.input_shapes,
-             "places": row.places, "device_self_time": row.device_seconds}
+             "places": row.places, "device_self_time": row.device_seconds,
+             "input_dtypes": row.input_dtypes, "backtraces": row.backtraces}
             for row in report.rows
         ],
     }

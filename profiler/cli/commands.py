@@ -57,6 +57,7 @@ from profiler.analysis.analyze import (
     render_analysis,
 )
 from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
+from profiler.analysis.profile_analyze_views import PRINT_ONLY_PARTS, ProfileAnalyzeView, profile_analyze_text
 from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
 from profiler.analysis.text_format import terminal_width
 from profiler.cli.watch import add_watch_command
@@ -234,7 +235,25 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--format", choices=ANALYZE_FORMATS, default="table",
                         help="table (default), json (everything, verdicts included) or csv "
                         "(block rows only)")
+    _add_profile_analyze_options(parser)
     parser.set_defaults(run=_run_analyze)
+
+
+def _add_profile_analyze_options(parser: argparse.ArgumentParser) -> None:
+    """MegEngine's profile_analyze options for operators (profiler.analysis.profile_analyze_views)."""
+    parser.add_argument("--input-dtype", default=None, metavar="DTYPE",
+                        help="keep the operators that had an input of this dtype (float32, int64, ...)")
+    parser.add_argument("--print-only", choices=PRINT_ONLY_PARTS, default=None,
+                        help="print only the operators' summary, or the operators by device or "
+                        "host self time (profile_analyze's layout)")
+    parser.add_argument("--show-host", action="store_true",
+                        help="profile_analyze's layout, with the operators by host self time too")
+    parser.add_argument("--copy-time", action="store_true",
+                        help="profile_analyze's layout, with the time spent copying tensors")
+    parser.add_argument("--dump-only-opr", action="store_true",
+                        help="profile_analyze's layout, one operator a line (for a diff)")
+    parser.add_argument("--confluence", "--wiki", action="store_true",
+                        help="profile_analyze's layout as Markdown pipe tables")
 
 
 def _run_analyze(arguments: argparse.Namespace) -> int:
@@ -251,16 +270,38 @@ def _run_analyze(arguments: argparse.Namespace) -> int:
         pattern=arguments.filter,
         types=tuple(arguments.types),
         domain=arguments.domain,
+        input_dtype=arguments.input_dtype,
     )
     if options.max_time is not None and options.max_time < options.min_time:
         raise CommandError(f"--max-time {options.max_time:g} is below --min-time {options.min_time:g}: "
                            "no block can match")
+    view = ProfileAnalyzeView(print_only=arguments.print_only, show_host=arguments.show_host,
+                              copy_time=arguments.copy_time, dump_only_operators=arguments.dump_only_opr,
+                              confluence=arguments.confluence)
+    if view.asked:
+        return _print_profile_analyze_view(tree, options, view, arguments)
     try:
         analysis = analyze_run(tree, options)
     except ValueError as error:  # e.g. --order-by max on a file that records no per-call max
         raise CommandError(f"{arguments.run_path}: {error}") from None
     text = render_analysis(analysis, arguments.format, title=arguments.run_path, width=terminal_width())
     print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def _print_profile_analyze_view(tree: dict[str, Any], options: AnalyzeOptions, view: ProfileAnalyzeView,
+                                arguments: argparse.Namespace) -> int:
+    if arguments.format != "table":
+        raise CommandError("--print-only, --show-host, --copy-time, --dump-only-opr and --confluence print "
+                           f"profile_analyze's text: leave out --format {arguments.format}")
+    try:
+        text = profile_analyze_text(
+            tree, view, width=terminal_width(), by_type=options.aggregate_by == "type", types=options.types,
+            pattern=options.pattern, input_dtype=options.input_dtype, order_by=options.order_by,
+            ascending=options.ascending, min_time=options.min_time, max_time=options.max_time, top=options.top)
+    except ValueError as error:
+        raise CommandError(f"{arguments.run_path}: {error}") from None
+    print(text)
     return 0
 
 

@@ -43,7 +43,7 @@ from profiler.multiprocess import merge
 from profiler.timing import timers
 from profiler.analysis.stats import dumps
 from profiler.control.dump_outputs import write_outputs
-from profiler.gpu import device_memory, device_time, nvtx_bridge, torch_ops
+from profiler.gpu import block_device_memory, device_memory, device_time, nvtx_bridge, torch_ops
 from profiler.tree.atomic_file import write_atomically
 from profiler.integrations import live_view
 from profiler.control.periodic_thread import PeriodicThread
@@ -254,10 +254,18 @@ def set_config(**kwargs: Any) -> None:
             nvtx_bridge.resolve_backend()  # no backend: the error, before anything changes
         if settings.record_operators and not _control.settings.record_operators:
             torch_ops.check_available()  # no PyTorch: the error, before anything changes
+        block_memory_before, block_memory = _block_memory_device(_control.settings), _block_memory_device(settings)
+        if block_memory is not None and block_memory != block_memory_before:
+            block_device_memory.check_block_memory(block_memory)  # no GPU: the error, before anything changes
         if settings.device != _control.settings.device:
             # Every block without a device of its own is timed on this one; no GPU: the error,
             # before anything changes.
             device_time.set_default_device(settings.device)
+        if block_memory != block_memory_before:
+            if block_memory is None:
+                block_device_memory.stop_tracking_block_memory()
+            else:
+                block_device_memory.track_block_memory(block_memory)
         _control.settings = settings
         _control.timer_stack = timers._resolve(None)
         _control.in_use = True
@@ -265,6 +273,12 @@ def set_config(**kwargs: Any) -> None:
             _start_as_mxnet_does()
         _control.apply_settings()
         end_of_run.arm(_control.dump_at_end)
+
+
+def _block_memory_device(settings: ProfilerSettings) -> str | None:
+    """The device whose memory ``device_memory_per_block`` measures per block: ``device``, the
+    default device of device time, else ``"cuda"``; None when it is off."""
+    return (settings.device or "cuda") if settings.device_memory_per_block else None
 
 
 def _start_as_mxnet_does() -> None:

@@ -78,6 +78,7 @@ class ProfilerSettings:
     record_shapes: bool = False
     live_view: bool = False
     device: str | None = None
+    device_memory_per_block: bool = False
     imperative_given: bool = False
 
     @property
@@ -99,6 +100,7 @@ _FLAGS = (
     "emit_nvtx",
     "record_shapes",
     "live_view",
+    "device_memory_per_block",
 )
 _KEYS = tuple(field.name for field in dataclasses.fields(ProfilerSettings)
               if field.name not in ("filename_given", "imperative_given"))

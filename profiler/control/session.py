@@ -92,6 +92,14 @@ class Profiler:
             ``nn.Module`` call is a ``<Module>.forward`` block, and ``backward`` and the
             optimizer's ``step`` and ``zero_grad`` are blocks (:mod:`profiler.automatic.torch_phases`,
             as ``rlprof run`` times them). Needs torch.
+        with_backtrace: MegEngine's backtraces: record the operators (as ``record_operators``)
+            with the Python call stack each was called from, counted per operator in the dump
+            and shown by ``rlprof analyze``. PyTorch's Python tracer then runs beside its
+            profiler, which slows every Python call (see docs/gpu.md). Needs torch.
+        enable_cupti: MegEngine's CUPTI device timing: record the operators (as
+            ``record_operators``) with the GPU time of the kernels each launched, which PyTorch's
+            profiler reads through CUPTI. Refused (``ValueError`` saying why) where it cannot:
+            no torch, no GPU visible, a process forked after CUDA was initialised.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
@@ -102,7 +110,7 @@ class Profiler:
     """
 
     # Class-level: __del__ reads it even when the constructor never ran (a keyword Python refused
-    # before calling __init__, such as MegEngine's with_backtrace).
+    # before calling __init__, such as MegEngine's num_tensor_watch, or one __init__ refused).
     _unwritten = False
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -125,6 +133,8 @@ class Profiler:
         dump_interval: float = DEFAULT_DUMP_INTERVAL,
         record_operators: bool = False,
         with_scopes: bool = False,
+        with_backtrace: bool = False,
+        enable_cupti: bool = False,
     ) -> None:
         self._pid = os.getpid()
         self._device = _session_device(profile_device)
@@ -135,9 +145,18 @@ class Profiler:
         if not dump_interval >= 0:
             raise ValueError(f"dump_interval must be a number of seconds >= 0, got {dump_interval!r}")
         self._dump_interval = dump_interval
-        if record_operators:
+        if not isinstance(with_backtrace, bool):
+            raise TypeError(f"with_backtrace must be True or False, got {with_backtrace!r}")
+        if not isinstance(enable_cupti, bool):
+            raise TypeError(f"enable_cupti must be True or False, got {enable_cupti!r}")
+        if record_operators or with_backtrace or enable_cupti:
             torch_ops.check_available()
-        self._record_operators = record_operators
+        if enable_cupti:
+            reason = torch_ops.device_unavailable_reason(sys.modules["torch"])
+            if reason is not None:
+                raise ValueError(f"enable_cupti: {reason}")
+        self._record_operators = record_operators or with_backtrace or enable_cupti
+        self._with_backtrace = with_backtrace
         self._recording_operators = False
         if not isinstance(with_scopes, bool):
             raise TypeError(f"with_scopes must be True or False, got {with_scopes!r}")
@@ -185,7 +204,7 @@ class Profiler:
             memory.apply_sampling(self._memory_sampling)
         # A recording already on (another session's, set_config's) is left to its owner.
         if self._record_operators and not torch_ops.is_recording_operators():
-            torch_ops.start_operators()
+            torch_ops.start_operators(with_stack=self._with_backtrace)
             self._recording_operators = True
         # Hooks already installed (by rlprof run, another session) are left to their owner.
         if self._with_scopes and not torch_phases.torch_phases_installed():

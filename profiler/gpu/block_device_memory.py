@@ -27,6 +27,7 @@ from profiler.timing.timers import TimerNode, TimerStack
 __all__ = [
     "TorchCudaBlockMemory",
     "block_memory_section",
+    "check_block_memory",
     "set_block_memory_backend",
     "stop_tracking_block_memory",
     "track_block_memory",
@@ -109,11 +110,21 @@ def set_block_memory_backend(backend: Any | None) -> None:
     _backend = backend
 
 
+def check_block_memory(device: str = "cuda") -> None:
+    """Raise ``RuntimeError`` saying what is missing where ``device``'s memory cannot be read
+    (no torch, no GPU); return where it can. Changes nothing."""
+    _backend_for(device)
+
+
+def _backend_for(device: str) -> Any:
+    return _backend if _backend is not None else TorchCudaBlockMemory(device)
+
+
 def track_block_memory(device: str = "cuda") -> None:
     """Measure every block's GPU memory on ``device`` from now on (see the module docstring).
     Raises ``RuntimeError`` saying what is missing without torch or a GPU."""
     global _tracker
-    backend = _backend if _backend is not None else TorchCudaBlockMemory(device)
+    backend = _backend_for(device)
     _tracker = _Tracker(backend, device)
     block_hooks.observe_blocks(_tracker.enter, _tracker.exit, companion="block_device_memory")
 

@@ -6,8 +6,10 @@ tree. Each operator becomes a block (labelled ``"object_type": "operator"``) und
 block that was open when it ran, with the operators it called beneath it, so that a block's self
 time is what it spent outside PyTorch's operators, and every output (the dump, ``rlprof analyze``,
 the report, the flame graph) shows them. What PyTorch gives beyond time goes to the dump's
-``operators`` section, one entry per operator block: input shapes, FLOPs (matrix multiplications
-and convolutions; PyTorch counts no others) and the CPU memory the operator itself allocated.
+``operators`` section, one entry per operator block: input shapes and dtypes, FLOPs (matrix
+multiplications and convolutions; PyTorch counts no others), the CPU memory the operator itself
+allocated, and, with ``with_stack`` (MegEngine's ``with_backtrace``), the Python call stacks it
+was called from.
 
 **Which block an operator belongs to.** Each rlprof block opened while recording is also a
 PyTorch annotation (a ``RecordFunction`` named ``rlprof:<key> <block name>``, the key leading back
@@ -42,9 +44,12 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
+from profiler.gpu.operator_calls import backtrace_text, dtype_names
+from profiler.gpu.operator_figures import OperatorFigures, PathFigures, payload_field, section_entry
+from profiler.recording import events as timeline
 from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
 
@@ -54,6 +59,7 @@ __all__ = [
     "OperatorRecording",
     "OperatorsUnavailableError",
     "check_available",
+    "drain_operators",
     "is_recording_operators",
     "operators_section",
     "start_operators",
@@ -66,9 +72,6 @@ ANNOTATION_PREFIX = "rlprof:"
 OPERATOR_OBJECT_TYPE = "operator"
 """The ``object_type`` label of the blocks that stand for PyTorch operators."""
 
-MAX_SHAPES_PER_OPERATOR = 8
-"""Distinct input shapes kept per operator block; further ones are counted in ``other_shapes``."""
-
 _MEMORY_EVENT = "[memory]"
 
 
@@ -80,24 +83,6 @@ MAX_KERNEL_SPANS = 100_000
 """Kernels kept for the trace's GPU tracks per recording; later ones are counted, not kept."""
 
 
-@dataclass
-class OperatorFigures:
-    """What PyTorch gives of one operator block beyond its time."""
-
-    flops: int = 0
-    device_self: float = 0.0  # seconds of the kernels the operator itself launched
-    device_total: float = 0.0  # those and its child operators' kernels
-    cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
-    input_shapes: dict[str, int] = field(default_factory=dict)
-    other_shapes: int = 0
-
-    def add_shapes(self, shapes: str) -> None:
-        if shapes in self.input_shapes or len(self.input_shapes) < MAX_SHAPES_PER_OPERATOR:
-            self.input_shapes[shapes] = self.input_shapes.get(shapes, 0) + 1
-        else:
-            self.other_shapes += 1
-
-
 class OperatorRecording:
     """PyTorch's profiler beside rlprof's timers in the thread that starts it.
 
@@ -106,12 +91,13 @@ class OperatorRecording:
     """
 
     def __init__(self, stack: TimerStack, *, record_shapes: bool, with_flops: bool,
-                 profile_memory: bool, torch_module: Any) -> None:
+                 profile_memory: bool, torch_module: Any, with_stack: bool = False) -> None:
         self.stack = stack
         self.thread_id = threading.get_ident()
         self.record_shapes = record_shapes
         self.with_flops = with_flops
         self.profile_memory = profile_memory
+        self.with_stack = with_stack
         self._torch = torch_module
         self._annotation = torch_module._C._profiler._RecordFunctionFast
         self._lock = threading.RLock()
@@ -128,6 +114,10 @@ class OperatorRecording:
         # (device, kernel name, start, end) on rlprof's clock, for the trace's GPU tracks.
         self.kernels: list[tuple[str, str, float, float]] = []
         self.kernels_left_out = 0
+        # (operator name, start, end) on rlprof's clock, for the trace's operator track: kept
+        # from the sessions read while the timeline was recorded.
+        self.operator_spans: list[tuple[str, float, float]] = []
+        self.operator_spans_left_out = 0
 
     # --- on and off ----------------------------------------------------------------------------
 
@@ -148,11 +138,19 @@ class OperatorRecording:
         activities = [profiler.ProfilerActivity.CPU]
         if self.device_time_unavailable is None:
             activities.append(profiler.ProfilerActivity.CUDA)
+        stack_options: dict[str, Any] = {}
+        if self.with_stack:
+            # PyTorch gives each operator's Python stack only with its experimental ``verbose``
+            # (documented as "the trace file has a Call stack field"); with_stack alone leaves
+            # the events' stacks empty.
+            stack_options = {"with_stack": True,
+                             "experimental_config": profiler._ExperimentalConfig(verbose=True)}
         self._session = profiler.profile(
             activities=activities,
             record_shapes=self.record_shapes,
             with_flops=self.with_flops,
             profile_memory=self.profile_memory,
+            **stack_options,
         )
         self._session.__enter__()
         # The blocks still open from the session just read are annotated again in this one,
@@ -217,6 +215,7 @@ class OperatorRecording:
         with self._lock:
             self.figures.clear()
             self.kernels.clear()
+            self.operator_spans.clear()
             self._names.clear()
             self._nodes.clear()
             if self._session is not None and threading.get_ident() == self.thread_id:
@@ -233,21 +232,28 @@ class OperatorRecording:
         session.__exit__(None, None, None)
         events = session.profiler.kineto_results.events()
         kernels: list[tuple[str, str, int, int]] = []
-        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels)
+        spans: list[tuple[str, int, int]] | None = [] if timeline.is_recording() else None
+        self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels, spans)
+        # PyTorch's profiler stamps events with the wall clock (see the module docstring); both
+        # clocks are read together here to move the kernels and operators onto rlprof's.
+        offset = time.time() - timers.now()
         if kernels:
-            # PyTorch's profiler stamps events with the wall clock (see the module docstring);
-            # both clocks are read together here to move the kernels onto rlprof's.
-            offset = time.time() - timers.now()
             room = max(0, MAX_KERNEL_SPANS - len(self.kernels))
             self.kernels.extend((device, name, start / 1e9 - offset, end / 1e9 - offset)
                                 for device, name, start, end in kernels[:room])
             self.kernels_left_out += max(0, len(kernels) - room)
+        if spans:
+            room = max(0, MAX_KERNEL_SPANS - len(self.operator_spans))
+            self.operator_spans.extend((name, start / 1e9 - offset, end / 1e9 - offset)
+                                       for name, start, end in spans[:room])
+            self.operator_spans_left_out += max(0, len(spans) - room)
         return reopen
 
 
 def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
                 figures: dict[TimerNode, OperatorFigures],
-                kernels: list[tuple[str, str, int, int]] | None = None) -> int:
+                kernels: list[tuple[str, str, int, int]] | None = None,
+                spans: list[tuple[str, int, int]] | None = None) -> int:
     """Fold PyTorch's raw events (``kineto_results.events()``) into the tree; returns how many
     operators were folded.
 
@@ -260,7 +266,8 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
     ``linked_correlation_id``, which is that operator's ``correlation_id`` (as PyTorch's own
     ``FunctionEvent.kernels`` are found): its time is the operator's device self time, and device
     total time for it and the operators it ran in. Each device event is also appended to
-    ``kernels`` as (device, name, start ns, end ns) on PyTorch's clock.
+    ``kernels`` as (device, name, start ns, end ns) on PyTorch's clock, and each operator to
+    ``spans`` as (name, start ns, end ns).
     """
     rows = []
     device_events = []
@@ -297,11 +304,19 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         seconds = -negative_duration / 1e9
         node.add_runs(seconds, 1, 0, seconds, seconds)
         node.add_labels(None, OPERATOR_OBJECT_TYPE, None)
+        if spans is not None:
+            spans.append((name, start, end))
         operator = figures.setdefault(node, OperatorFigures())
         operator.flops += max(0, event.flops())
         shapes = event.shapes()
         if shapes and any(shapes):
             operator.add_shapes(str(shapes))
+        dtypes = event.dtypes()
+        if dtypes:
+            operator.add_dtypes(dtype_names(dtypes))
+        stack_entries = event.stack()
+        if stack_entries:
+            operator.add_backtrace(backtrace_text(stack_entries))
         if device_events:
             chain = [node]
             for _, outer, is_operator in reversed(stack):
@@ -388,17 +403,19 @@ def _torch() -> Any:
 
 
 def start_operators(*, record_shapes: bool = True, with_flops: bool = True,
-                    profile_memory: bool = True) -> OperatorRecording:
+                    profile_memory: bool = True, with_stack: bool = False) -> OperatorRecording:
     """Run PyTorch's profiler beside rlprof's timers in this thread and fold its operators into
-    this thread's tree (see the module docstring). Raises :class:`OperatorsUnavailableError`
-    without PyTorch, and ``RuntimeError`` when operators are already being recorded."""
+    this thread's tree (see the module docstring). ``with_stack`` also keeps the Python call
+    stacks each operator was called from (PyTorch's Python tracer then runs: far costlier).
+    Raises :class:`OperatorsUnavailableError` without PyTorch, and ``RuntimeError`` when
+    operators are already being recorded."""
     global _recording
     if _recording is not None:
         raise RuntimeError("PyTorch operators are already being recorded in this process")
     torch = _torch()
     recording = OperatorRecording(timers.current_thread_stack(), record_shapes=record_shapes,
                                   with_flops=with_flops, profile_memory=profile_memory,
-                                  torch_module=torch)
+                                  torch_module=torch, with_stack=with_stack)
     recording.start()
     _recording = recording
     return recording
@@ -445,55 +462,89 @@ os.register_at_fork(after_in_child=_forget_in_forked_child)
 _finished: list[OperatorRecording] = []
 
 
-def operators_section(stack: TimerStack) -> dict[str, Any] | None:
+def _recordings_of(stack: TimerStack) -> list[OperatorRecording]:
+    return [recording for recording in (*_finished, _recording)
+            if recording is not None and recording.stack is stack and recording.figures]
+
+
+def operators_section(stack: TimerStack, workers: Sequence[PathFigures] = ()) -> dict[str, Any] | None:
     """The dump's ``operators`` section for ``stack`` (see docs/formats.md), or None when no
-    operator was recorded in it: one entry per operator block, by its path from the root."""
-    recordings = [recording for recording in (*_finished, _recording)
-                  if recording is not None and recording.stack is stack and recording.figures]
-    if not recordings:
+    operator was recorded in it: one entry per operator block, by its path from the root.
+    ``workers`` are the figures of env workers' operators merged into the tree (by the merger,
+    see :mod:`profiler.gpu.operator_figures`); an operator block both the trainer and a worker
+    ran (a worker's operator outside its blocks, merged under the block the trainer ran it in)
+    adds up into one entry."""
+    recordings = _recordings_of(stack)
+    workers = [worker for worker in workers if worker.figures]
+    if not recordings and not workers:
         return None
-    entries = []
+    unavailable = next((source.device_time_unavailable for source in (*recordings, *workers)
+                        if source.device_time_unavailable is not None), None)
+    by_path: dict[tuple[str, ...], OperatorFigures] = {}
     for recording in recordings:
         for node, operator in list(recording.figures.items()):
             path = _path_of(node, stack.root)
-            if path is None:
-                continue
-            entry: dict[str, Any] = {"path": path, "flops": operator.flops,
-                                     "cpu_memory_bytes": operator.cpu_memory_bytes}
-            if recording.device_time_unavailable is None:
-                entry["device_self"] = operator.device_self
-                entry["device_total"] = operator.device_total
-            if operator.input_shapes:
-                entry["input_shapes"] = dict(operator.input_shapes)
-            if operator.other_shapes:
-                entry["other_shapes"] = operator.other_shapes
-            entries.append(entry)
-    unavailable = next((recording.device_time_unavailable for recording in recordings
-                        if recording.device_time_unavailable is not None), None)
+            if path is not None:
+                by_path.setdefault(tuple(path), OperatorFigures()).add(operator)
+    for worker in workers:
+        for path, operator in worker.figures.items():
+            by_path.setdefault(path, OperatorFigures()).add(operator)
     section: dict[str, Any] = {
         "source": "torch.profiler",
         "device_time": unavailable is None,
-        "record_shapes": any(recording.record_shapes for recording in recordings),
-        "with_flops": any(recording.with_flops for recording in recordings),
-        "profile_memory": any(recording.profile_memory for recording in recordings),
-        "operators": entries,
+        "record_shapes": any(recording.record_shapes for recording in recordings) or bool(workers),
+        "with_flops": any(recording.with_flops for recording in recordings) or bool(workers),
+        "profile_memory": any(recording.profile_memory for recording in recordings) or bool(workers),
+        "with_stack": any(source.with_stack for source in (*recordings, *workers)),
+        "operators": [section_entry(list(path), operator, unavailable is None)
+                      for path, operator in by_path.items()],
     }
     if unavailable is not None:
         section["device_time_unavailable"] = unavailable
     return section
 
 
+def drain_operators(stack: TimerStack) -> tuple[Any, ...] | None:
+    """The figures of ``stack``'s operators folded since the last drain, as a worker's payload
+    field (see :mod:`profiler.gpu.operator_figures`), then forgotten: the payload carries them
+    to the trainer, as it carries the blocks' own figures. None when there are none."""
+    recordings = _recordings_of(stack)
+    if not recordings:
+        return None
+    by_path = []
+    for recording in recordings:
+        for node, operator in list(recording.figures.items()):
+            path = _path_of(node, stack.root)
+            if path is not None:
+                by_path.append((tuple(path), operator))
+        recording.figures.clear()
+    unavailable = next((recording.device_time_unavailable for recording in recordings
+                        if recording.device_time_unavailable is not None), None)
+    return payload_field(by_path, unavailable, any(recording.with_stack for recording in recordings))
+
+
+OPERATOR_TRACK = "PyTorch operators"
+"""The name of the timeline thread that holds the operators' spans."""
+
+
 def gpu_tracks(stack: TimerStack) -> list[dict[str, Any]]:
     """The kernels PyTorch's profiler recorded in ``stack``'s thread as timeline threads, one per
-    device (``GPU cuda:0``), their spans on rlprof's clock, for the trace's GPU tracks."""
+    device (``GPU cuda:0``), their spans on rlprof's clock, for the trace's GPU tracks; and, where
+    the timeline was recorded, its operators as one more thread (:data:`OPERATOR_TRACK`), each
+    operator a span nested in the operators that called it."""
     by_device: dict[str, list[list[Any]]] = {}
+    operators: list[list[Any]] = []
     for recording in (*_finished, _recording):
         if recording is None or recording.stack is not stack:
             continue
         for device, name, start, end in recording.kernels:
             by_device.setdefault(device, []).append([name, start, end])
-    return [{"name": f"GPU {device}", "device": device, "spans": sorted(spans, key=lambda span: span[1])}
-            for device, spans in sorted(by_device.items())]
+        operators.extend([name, start, end] for name, start, end in recording.operator_spans)
+    tracks = [{"name": f"GPU {device}", "device": device, "spans": sorted(spans, key=lambda span: span[1])}
+              for device, spans in sorted(by_device.items())]
+    if operators:
+        tracks.insert(0, {"name": OPERATOR_TRACK, "spans": sorted(operators, key=lambda span: (span[1], -span[2]))})
+    return tracks
 
 
 def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:

@@ -64,6 +64,7 @@ from profiler.timing import timers
 from profiler.multiprocess.clock_offset import ClockOffset
 from profiler.multiprocess.figure_table import FigureTable, Figures
 from profiler.multiprocess.held_rows import add_held_rows
+from profiler.gpu.operator_figures import PathFigures, add_payload_field
 from profiler.recording.memory import ProcessMemory
 from profiler.multiprocess.payload import (
     PayloadError,
@@ -164,6 +165,7 @@ class _WorkerRecord:
         "tracks",
         "memory",
         "device_times",
+        "operators",
     )
 
     def __init__(self, worker_id: int) -> None:
@@ -182,6 +184,8 @@ class _WorkerRecord:
         self.memory: dict[int, ProcessMemory] = {}
         # Device time of the worker's device blocks, by path: [device, mode, total, count, min, max].
         self.device_times: dict[tuple[str, ...], list[Any]] = {}
+        # The figures of the worker's PyTorch operators, by their path in the trainer's tree.
+        self.operators = PathFigures()
 
     def nodes_named(self, block: str) -> list[TimerNode]:
         return [node for node in self.root.walk() if node.name == block and node is not self.root]
@@ -335,7 +339,7 @@ class TimerMerger:
                     self._stream_declaring(worker_id, payload)
             raise
         (_, _, pid, stream_id, sequence, window_start, window_end, _, _, error_counts, labels, gauges, timeline,
-         memory, device_time) = payload
+         memory, device_time, operators) = payload
         if anchor is None:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
@@ -393,6 +397,8 @@ class TimerMerger:
                 self._add_memory(worker, pid, memory)
             if device_time is not None:
                 _add_device_times(worker.device_times, device_time)
+            if operators is not None:
+                add_payload_field(worker.operators, _path_from_root(anchor), operators)
 
     def _stream_declaring(self, worker_id: int, payload: tuple[Any, ...]) -> WorkerStream:
         """The payload's stream, with the names the payload declares added (called locked).
@@ -633,6 +639,13 @@ class TimerMerger:
                                     "max": maximum, "host_total": node.total if node is not None else None})
             return entries
 
+    def operator_figures(self) -> list[PathFigures]:
+        """Each worker's PyTorch operator figures, by the operators' paths in the trainer's tree
+        (the dump's ``operators`` section adds them to the trainer's own)."""
+        with self._lock:
+            self._follow_stack_resets()
+            return [self._workers[worker_id].operators for worker_id in sorted(self._workers)]
+
     def memory_processes(self) -> list[dict[str, Any]]:
         """Each worker process's entry in the ``memory`` section (see :mod:`profiler.recording.memory`)."""
         with self._lock:
@@ -688,6 +701,15 @@ def _merge_gauge(
         gauge = gauges[name] = GaugeNode(value)
         gauge.count = 0
     gauge.merge_summary(value, minimum, maximum, count)
+
+
+def _path_from_root(node: TimerNode) -> tuple[str, ...]:
+    """The names from the root's child down to ``node`` (the root's own path is empty)."""
+    names = []
+    while node.parent is not None:
+        names.append(node.name)
+        node = node.parent
+    return tuple(reversed(names))
 
 
 def _add_device_times(times: dict[tuple[str, ...], list[Any]], device_time: Any) -> None:

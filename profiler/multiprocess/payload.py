@@ -12,10 +12,10 @@ appeared since, and the figures travel as rows of numbers keyed by id, packed in
 object. So a payload costs the worker one pass over its blocks, and the trainer one unpacking
 and a few passes of builtins to validate it, whatever the names.
 
-Layout, version 5 (a tuple; readers unpack it by position)::
+Layout, version 6 (a tuple; readers unpack it by position)::
 
-    ("rlprof.timers", 5, pid, stream_id, sequence, window_start, window_end,
-     names, blocks, errors, labels, gauges, timeline, memory, device_time)
+    ("rlprof.timers", 6, pid, stream_id, sequence, window_start, window_end,
+     names, blocks, errors, labels, gauges, timeline, memory, device_time, operators)
 
     names    = (first_id, ((parent_id, name), ...))   # declares ids first_id, first_id + 1, ...
     blocks   = bytes: rows of (id, count, total, minimum, maximum), little-endian
@@ -33,6 +33,7 @@ Layout, version 5 (a tuple; readers unpack it by position)::
                        ((at, rss_bytes, uss_bytes_or_None), ...),   # samples, worker clock
                        ((path, calls, net_bytes, peak_bytes), ...)) # allocations per block path
     device_time = None | ((path, device, mode, total, count, min, max), ...)   # device blocks
+    operators = None | (device_time_unavailable, with_stack, (entry, ...))   # operator figures
 
 ``parent_id`` is -1 for a top-level block; a parent's id is smaller than its children's. A row's
 ids ascend, each at most once, and each was declared by this payload or an earlier one of its
@@ -63,8 +64,10 @@ common row carries none.
 ``memory`` holds the worker's memory samples and per-block allocations since the last flush, when
 it samples its memory (see :mod:`profiler.recording.memory`). ``device_time`` holds the device
 time of the worker's blocks timed on a GPU since the last flush (see :mod:`profiler.gpu.device_time`),
-by path of block names. Version 4 had no device time, version 3 named every block in every payload,
-as a tree of tuples; version 2 had no memory, version 1 no per-call extremes.
+by path of block names. ``operators`` holds the figures (FLOPs, memory, device time, shapes,
+dtypes, call stacks) of the PyTorch operators the worker recorded since the last flush, by path
+(the entry's layout is in :mod:`profiler.gpu.operator_figures`). Version 5 had no operators,
+version 4 no device time, version 3 named every block in every payload, as a tree of tuples; version 2 had no memory, version 1 no per-call extremes.
 
 Why this module is long: it holds both sides. the layout, the worker's writing of it and the trainer's checks
 of every field are one concept, the payload format. Writer and checks share the layout's
@@ -85,6 +88,8 @@ from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
 from profiler.gpu.device_time import drain_device_times, resolve_device_times
+from profiler.gpu.operator_figures import check_payload_field as check_operators_field
+from profiler.gpu.torch_ops import drain_operators
 from profiler.recording.memory import drain_memory
 from profiler.timing.timer_node import accelerated
 from profiler.timing.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
@@ -112,8 +117,8 @@ __all__ = [
 ]
 
 PAYLOAD_TAG = "rlprof.timers"
-PAYLOAD_VERSION = 5
-PAYLOAD_FIELDS = 15
+PAYLOAD_VERSION = 6
+PAYLOAD_FIELDS = 16
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
 
@@ -217,6 +222,7 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         drain_timeline(stack),
         drain_memory(stack),
         drain_device_times(stack),
+        drain_operators(stack),
     )
 
 
@@ -608,7 +614,7 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = 
     whose header was checked; return the ids of its block rows (see :func:`row_ids`, which
     ``ascending_ids`` goes to)."""
     ids = row_ids(payload[8], declared, ascending_ids)
-    error_counts, labels, gauges, timeline, memory, device_time = payload[9:]
+    error_counts, labels, gauges, timeline, memory, device_time, operators = payload[9:]
     # ``type(...) is not tuple or ...`` rather than ``!= ()``: a NumPy array compares elementwise.
     if type(error_counts) is not tuple or error_counts:
         _validate_error_counts(error_counts, declared)
@@ -626,6 +632,11 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = 
         _validate_memory(memory)
     if device_time is not None:
         _validate_device_time(device_time)
+    if operators is not None:
+        try:
+            check_operators_field(operators)
+        except ValueError as error:
+            raise PayloadError(str(error)) from None
     return ids
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 __all__ = ["read_operators"]
 
-_FLAGS = ("device_time", "record_shapes", "with_flops", "profile_memory")
+_FLAGS = ("device_time", "record_shapes", "with_flops", "profile_memory", "with_stack")
+_COUNTED = (("input_shapes", "other_shapes"), ("input_dtypes", "other_dtypes"), ("backtraces", "other_backtraces"))
+"""Calls counted by their shapes, dtypes, call stack (as text), and the calls past the ones kept."""
 _MAX_WHOLE = 2**63 - 1
 
 
@@ -42,14 +44,15 @@ def _operator(entry: Any, where: str) -> dict[str, Any]:
         "flops": _whole(entry.get("flops", 0), f"{where}.flops", signed=False),
         "cpu_memory_bytes": _whole(entry.get("cpu_memory_bytes", 0), f"{where}.cpu_memory_bytes", signed=True),
     }
-    shapes = entry.get("input_shapes", {})
-    if not isinstance(shapes, dict):
-        raise ValueError(f"{where}.input_shapes: must be an object of call counts by shapes")
-    operator["input_shapes"] = {
-        _text(key, f"{where}.input_shapes"): _whole(count, f"{where}.input_shapes", signed=False)
-        for key, count in shapes.items()
-    }
-    operator["other_shapes"] = _whole(entry.get("other_shapes", 0), f"{where}.other_shapes", signed=False)
+    for counts_key, others_key in _COUNTED:
+        counts = entry.get(counts_key, {})
+        if not isinstance(counts, dict):
+            raise ValueError(f"{where}.{counts_key}: must be an object of call counts by text")
+        operator[counts_key] = {
+            _text(key, f"{where}.{counts_key}"): _whole(count, f"{where}.{counts_key}", signed=False)
+            for key, count in counts.items()
+        }
+        operator[others_key] = _whole(entry.get(others_key, 0), f"{where}.{others_key}", signed=False)
     for key in ("device_self", "device_total"):
         if key in entry:
             operator[key] = _seconds(entry[key], f"{where}.{key}")

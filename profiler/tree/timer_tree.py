@@ -117,7 +117,7 @@ def get_timer_tree(
     device_memory = block_memory_section(stack)
     if device_memory is not None:
         tree["device_memory"] = device_memory
-    operators = operators_section(stack)
+    operators = operators_section(stack, [figures for merger in mergers for figures in merger.operator_figures()])
     if operators is not None:
         tree["operators"] = operators
     memory = memory_section(stack, mergers)

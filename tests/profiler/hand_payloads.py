@@ -1,6 +1,6 @@
 """Payloads for the specifications: written by hand as readable trees, and read back by path.
 
-A payload (version 4, see profiler.multiprocess.payload) names blocks by id and carries their figures as
+A payload (version 6, see profiler.multiprocess.payload) names blocks by id and carries their figures as
 columns of numbers. These helpers turn a tree of ``(name, total, count, errors, extremes,
 children[, labels])`` into such a payload, declaring every name (as ``declare_all`` does), and a
 payload back into ``{"parent/child": figures}`` with the names its stream declared.
@@ -16,7 +16,7 @@ from profiler.multiprocess.payload import PAYLOAD_TAG, PAYLOAD_VERSION, row_ids,
 
 
 def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gauges=(), timeline=None, memory=None,
-                 device_time=None):
+                 device_time=None, operators=None):
     """A payload whose blocks are given as a tree; extremes None means (total, total)."""
     names, rows, error_counts, labels = [], [], [], []
 
@@ -37,7 +37,7 @@ def tree_payload(*blocks, sequence=1, stream=7, pid=4321, window=(0.0, 1.0), gau
     for block in blocks:
         add(block, -1)
     return (PAYLOAD_TAG, PAYLOAD_VERSION, pid, stream, sequence, *window, (0, tuple(names)),
-            pack_rows(rows), tuple(error_counts), tuple(labels), gauges, timeline, memory, device_time)
+            pack_rows(rows), tuple(error_counts), tuple(labels), gauges, timeline, memory, device_time, operators)
 
 
 def pack_rows(rows) -> bytes:

@@ -277,11 +277,11 @@ def test_an_option_python_refuses_raises_its_type_error_and_leaves_no_traceback_
         import gc
         from profiler import Profiler
         try:
-            Profiler(with_backtrace=True)
+            Profiler(num_tensor_watch=4)
         except TypeError as error:
             print(error)
         gc.collect()
     """)
     completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
-    assert "with_backtrace" in completed.stdout
+    assert "num_tensor_watch" in completed.stdout
     assert (completed.returncode, completed.stderr) == (0, "")

@@ -49,7 +49,7 @@ def sampled_run(fake_clock):
     payload = snapshot_and_flush(worker)
     worker_memory = (events.HOST, events.clock_origin(),
                      tuple((1000.0 + second, (30 + 10 * second) * MIB, None) for second in range(4)), ())
-    merger.merge_payload(0, payload[:13] + (worker_memory, None))
+    merger.merge_payload(0, payload[:13] + (worker_memory,) + payload[14:])
     return get_timer_tree()
 
 

@@ -50,6 +50,8 @@ class RawEvent:
     def start_thread_id(self): return self.thread
     def flops(self): return 0
     def shapes(self): return self.sizes
+    def dtypes(self): return []
+    def stack(self): return []
     def nbytes(self): return 0
     def activity_type(self): return self.activity
 

@@ -12,7 +12,9 @@ from tree_paths import find
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree
 from profiler.control import controls as control
-from profiler.gpu import torch_ops
+from profiler.export.chrome_trace import to_chrome_trace
+from profiler.recording import events
+from profiler.gpu import operator_calls, torch_ops
 
 torch = pytest.importorskip("torch", reason="torch is not installed; pip install torch runs these")
 
@@ -74,6 +76,50 @@ def test_input_shapes_are_counted_per_operator(recording, linear):
         layer(batch[:8])
     shapes = operators_by_path(profiler.get_timer_tree())[("forward", "aten::linear")]["input_shapes"]
     assert shapes == {"[[64, 32], [16, 32], [16]]": 1, "[[8, 32], [16, 32], [16]]": 1}
+
+
+def test_input_dtypes_are_counted_per_operator_with_torch_s_names(recording):
+    with hierarchical_timer("returns"):
+        torch.add(torch.ones(4, dtype=torch.float64), torch.arange(4))
+    dtypes = operators_by_path(profiler.get_timer_tree())[("returns", "aten::add")]["input_dtypes"]
+    assert dtypes == {"[float64, int64, Scalar]": 1}
+
+
+def act(layer, batch):
+    """A policy's call site, for the backtraces."""
+    return layer(batch)
+
+
+def test_with_stack_keeps_each_operator_s_python_call_stack_innermost_first(linear):
+    layer, batch = linear
+    torch_ops.start_operators(with_stack=True)
+    try:
+        with hierarchical_timer("rollout"):
+            act(layer, batch)
+        tree = profiler.get_timer_tree()
+    finally:
+        torch_ops.stop_operators()
+    (backtrace, calls), = operators_by_path(tree)[("rollout", "aten::linear")]["backtraces"].items()
+    frames = backtrace.split(" <- ")
+    act_frame = next(index for index, frame in enumerate(frames)
+                     if frame.endswith(f"test_torch_ops.py({act.__code__.co_firstlineno}): act"))
+    assert calls == 1 and tree["operators"]["with_stack"]
+    assert frames.index("nn.Module: Linear_0") < act_frame
+
+
+def test_without_with_stack_no_backtrace_is_kept(recording, linear):
+    layer, batch = linear
+    with hierarchical_timer("rollout"):
+        act(layer, batch)
+    tree = profiler.get_timer_tree()
+    assert "backtraces" not in operators_by_path(tree)[("rollout", "aten::linear")]
+    assert tree["operators"]["with_stack"] is False
+
+
+def test_a_backtrace_leaves_rlprof_s_frames_and_addresses_out():
+    stack = ["<built-in method randn of type object at 0x7fa8c2ccea40>",
+             f"{torch_ops.__file__.replace('.pyc', '.py')}(40): _annotate", "train.py(12): update"]
+    assert operator_calls.backtrace_text(stack) == "<built-in method randn of type object> <- train.py(12): update"
 
 
 def test_the_cpu_memory_an_operator_allocated_is_kept(recording, linear):
@@ -165,6 +211,56 @@ def test_a_session_with_record_operators_writes_them_to_its_files(tmp_path, line
     assert find(tree, "step", "aten::linear")["count"] == 1
     assert ("step", "aten::linear", "aten::addmm") in operators_by_path(tree)
     assert not torch_ops.is_recording_operators()
+
+
+def test_a_session_with_backtrace_records_the_operators_with_their_call_stacks(tmp_path, linear):
+    layer, batch = linear
+    with Profiler(path=tmp_path, format="timers.json", name="step", with_backtrace=True) as session:
+        act(layer, batch)
+    tree = load_timing_tree(session.paths["timers.json"])
+    backtraces = operators_by_path(tree)[("step", "aten::linear")]["backtraces"]
+    assert [calls for calls in backtraces.values()] == [1]
+    assert f"({act.__code__.co_firstlineno}): act" in next(iter(backtraces))
+    assert not torch_ops.is_recording_operators()
+
+
+def test_enable_cupti_without_a_gpu_is_refused_saying_why(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: benchmarks/gpu_check.py checks enable_cupti there")
+    with pytest.raises(ValueError, match=r"enable_cupti: no device time per operator: torch.cuda.is_available\(\) is False"):
+        Profiler(path=tmp_path, enable_cupti=True)
+    assert not torch_ops.is_recording_operators() and not list(tmp_path.iterdir())
+
+
+def test_the_trace_has_the_operators_as_spans_nested_as_they_ran_inside_their_block(linear):
+    layer, batch = linear
+    events.start_recording()
+    torch_ops.start_operators()
+    try:
+        with hierarchical_timer("policy.forward"):
+            layer(batch)
+        tree = profiler.get_timer_tree()
+    finally:
+        torch_ops.stop_operators()
+        events.stop_recording()
+        events.clear_recording()
+    trace = to_chrome_trace(tree)["traceEvents"]
+    track = next(event["tid"] for event in trace
+                 if event["name"] == "thread_name" and event["args"]["name"] == torch_ops.OPERATOR_TRACK)
+    spans = {event["name"]: event for event in trace if event["ph"] == "X" and event.get("tid") == track}
+    block = next(event for event in trace if event["ph"] == "X" and event["name"] == "policy.forward")
+    linear_span, addmm = spans["aten::linear"], spans["aten::addmm"]
+    assert linear_span["ts"] <= addmm["ts"] and addmm["ts"] + addmm["dur"] <= linear_span["ts"] + linear_span["dur"]
+    # On rlprof's clock: inside the block that ran it (give or take the reading of two clocks).
+    slack = 1000  # microseconds
+    assert block["ts"] - slack <= linear_span["ts"]
+    assert linear_span["ts"] + linear_span["dur"] <= block["ts"] + block["dur"] + slack
+
+
+def test_without_the_timeline_there_is_no_operator_track(recording, linear):
+    layer, batch = linear
+    layer(batch)
+    assert torch_ops.gpu_tracks(profiler.timing.timers.current_thread_stack()) == []
 
 
 def test_a_process_forked_while_recording_records_no_operators(recording):

@@ -273,7 +273,7 @@ def test_merged_worker_samples_land_in_the_workers_memory_entry(fake_clock):
 def test_samples_from_another_machine_are_shifted_onto_the_trainers_clock():
     payload = snapshot_and_flush(TimerStack("remote"))
     remote = ("other-host", events.clock_origin() + 50.0, ((1.0, MEGABYTE, None),), ())
-    TimerMerger().merge_payload(0, payload[:13] + (remote, None))
+    TimerMerger().merge_payload(0, payload[:13] + (remote,) + payload[14:])
     (worker,) = get_timer_tree()["memory"]["processes"]
     assert worker["clock_offset"] == pytest.approx(50.0, abs=0.01)
     assert worker["samples"][0][0] == pytest.approx(51.0, abs=0.01)
@@ -290,7 +290,7 @@ def test_samples_from_another_machine_are_shifted_onto_the_trainers_clock():
 def test_a_malformed_memory_field_is_refused(field, message):
     payload = snapshot_and_flush(TimerStack("worker"))
     with pytest.raises(PayloadError, match=message):
-        validate_payload(payload[:13] + (field, None))
+        validate_payload(payload[:13] + (field,) + payload[14:])
 
 
 def _forked_worker(connection):
@@ -325,7 +325,7 @@ def test_samples_follow_the_clock_offset_its_driver_estimates():
     merger.set_clock(0, clock)
     payload = snapshot_and_flush(TimerStack("remote"))
     remote = ("other-host", 0.0, ((1.0, MEGABYTE, None),), ())
-    merger.merge_payload(0, payload[:13] + (remote, None))
+    merger.merge_payload(0, payload[:13] + (remote,) + payload[14:])
     (worker,) = get_timer_tree()["memory"]["processes"]
     assert worker["samples"][0][0] == pytest.approx(51.001)
 

@@ -24,7 +24,19 @@ def test_an_operators_section_loads_back_with_every_figure(tmp_path):
     section = {"source": "torch.profiler", "device_time": False, "record_shapes": True,
                "with_flops": True, "profile_memory": True, "operators": [OPERATOR]}
     loaded = load_timing_tree(file_with(tmp_path, section))["operators"]
-    assert loaded == dict(section, operators=[dict(OPERATOR, other_shapes=0)])
+    assert loaded == dict(section, with_stack=False, operators=[dict(
+        OPERATOR, other_shapes=0, input_dtypes={}, other_dtypes=0, backtraces={}, other_backtraces=0)])
+
+
+def test_dtypes_and_backtraces_load_back_with_their_call_counts(tmp_path):
+    operator = dict(OPERATOR, input_dtypes={"[float32, float32, float32, Scalar, Scalar]": 3},
+                    backtraces={"train.py(12): update <- train.py(30): <module>": 3}, other_backtraces=1)
+    section = {"with_stack": True, "operators": [operator]}
+    loaded = load_timing_tree(file_with(tmp_path, section))["operators"]
+    assert loaded["with_stack"] is True
+    assert loaded["operators"][0]["input_dtypes"] == operator["input_dtypes"]
+    assert (loaded["operators"][0]["backtraces"], loaded["operators"][0]["other_backtraces"]) == (
+        operator["backtraces"], 1)
 
 
 @pytest.mark.parametrize(("operators", "reason"), [
@@ -32,6 +44,7 @@ def test_an_operators_section_loads_back_with_every_figure(tmp_path):
     ({"operators": [{"path": []}]}, r"operators.operators\[0\]: must be an object with a 'path'"),
     ({"operators": [dict(OPERATOR, flops=-1)]}, r"operators.operators\[0\].flops: must be a whole number >= 0"),
     ({"operators": [], "with_flops": "yes"}, "operators.with_flops: must be true or false"),
+    ({"operators": [dict(OPERATOR, backtraces=["f"])]}, r"operators.operators\[0\].backtraces: must be an object"),
 ])
 def test_a_bad_operators_section_is_refused_saying_where(tmp_path, operators, reason):
     with pytest.raises(TimerFileError, match=reason):

@@ -92,16 +92,12 @@ def test_a_killed_actor_is_named_with_what_was_lost(runs):
     assert "actor Doomed" in runs["profiled"].stderr and "is lost" in runs["profiled"].stderr
 
 
-def test_an_actor_still_in_a_call_at_the_end_is_named_among_those_that_may_have_lost_timers(runs):
-    # Usually it answers that the call is still running (its entry names the call); in some runs on
-    # the loaded development machine its answer never came, and its entry then says its process
-    # ended first. Either way it is not reported complete.
+def test_an_actor_still_in_a_call_at_the_end_is_named_with_its_call_among_those_that_may_have_lost_timers(runs):
+    # It was started just before the end: the driver asks it even if it has not read its hello yet
+    # (test_ray_workers_channel.py), and it answers that its call is still running.
     [sleeper] = actors(runs["tree"], "Sleeper")
-    assert sleeper["channel"] in (
-        "Sleeper.nap still running when the driver asked for its last timers: what it timed since its last "
-        "shipment may be lost",
-        "its process ended without sending its last timers (killed, crashed, or its node lost): what it "
-        "timed after its last shipment, if anything, is lost")
+    assert sleeper["channel"] == ("Sleeper.nap still running when the driver asked for its last timers: what it "
+                                  "timed since its last shipment may be lost")
     assert "(actor Sleeper, pid" in runs["profiled"].stderr
 
 

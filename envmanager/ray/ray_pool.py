@@ -163,6 +163,10 @@ class RayWorkerPool:
         self.workers = [RayWorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
         self.timers_sink: TimersSink | None = None
         self.clock_sink = clock_sink
+        # Told of actors (re)started, before their first request, and called before the actors
+        # are ended at shutdown: the per-node merging's hooks (envmanager.ray.node_merging).
+        self.on_started: Callable[[list[RayWorkerHandle]], None] | None = None
+        self.before_end: Callable[[], None] | None = None
         self.ready_at: list[float | None] = [None] * len(self.workers)
         self.worker_clock_shared = True  # the front clears it if the stamps prove wrong
         self._actor_options = actor_options
@@ -232,6 +236,8 @@ class RayWorkerPool:
             handle.exitcode = handle.shut_down_after = handle.death_cause = None
             if self.clock_sink is not None:
                 self.clock_sink(handle.index, handle.clock)
+        if self.on_started is not None:
+            self.on_started(handles)
 
     def restart(self, handle: RayWorkerHandle) -> None:
         """Replace a gone worker by a fresh actor running freshly built envs."""
@@ -478,7 +484,11 @@ class RayWorkerPool:
                 self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
             except multiprocessing.TimeoutError:
                 pass
-        self._end(self.workers)
+        try:
+            if self.before_end is not None:
+                self.before_end()
+        finally:
+            self._end(self.workers)
 
 
 def _ignore_reply(handle: RayWorkerHandle, ok: bool, body: Any) -> None:

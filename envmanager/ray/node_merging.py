@@ -30,21 +30,27 @@ taken from it, its workers' own trees what was last fetched (the steps since, at
 them, are lost with their workers, as without this option). An aggregator that ends alone is
 named in a warning, and its node's payloads not yet taken are lost.
 
-Ray is imported by the driver's side only when a manager uses it; :class:`EnvNodeAggregator`
-needs none (Ray makes it an actor on each node).
+This module imports Ray (the manager imports it only when ``merge_per_node`` is set); Ray makes
+:class:`EnvNodeAggregator` an actor on each node, which imports it by name there. As for the
+workers, the driver makes sure an aggregator on its own machine has ended when it closes.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from typing import Any, Callable
 
+import psutil
+
+from profiler.multiprocess.clock_offset import monotonic_clock_id
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.multiprocess.payload import snapshot_and_flush
 from profiler.timing.timers import TimerStack
 
 from envmanager.measurement.profiling import ManagerProfiling
+from envmanager.ray.ray_pool import end_processes
 
 __all__ = ["COLLECT_INTERVAL_SECONDS", "NODES_MERGER_NAME", "EnvNodeAggregator", "NodeMerging"]
 
@@ -98,6 +104,11 @@ class EnvNodeAggregator:
         """``(worker payloads merged, payloads refused)``."""
         return self.payloads_merged, self.refused_payloads
 
+    def process(self) -> tuple[int, str]:
+        """Its pid and its machine's clock id: the driver makes sure it ends when it is on its own
+        machine, as it does for its workers."""
+        return os.getpid(), monotonic_clock_id()
+
 
 class _Node:
     """The driver's view of one node that has an aggregator."""
@@ -132,6 +143,7 @@ class NodeMerging:
         self.node_of_worker: dict[int, _Node] = {}
         self.worker_trees: dict[int, dict[str, Any]] = {}  # the latest fetched, by worker
         self._nodes_by_index: list[_Node] = []
+        self._local_processes: list[psutil.Process] = []  # the aggregators on the driver's machine
         profiling.merger.take_worker_trees_from(self._worker_trees)
         profiling.before_dump = self.collect_all
         profiling.node_merger = self.merger
@@ -148,6 +160,19 @@ class NodeMerging:
             if len(on_node) >= 2:
                 self._aggregator_of(node_id, on_node[0].node_address)
         self.started(handles)
+        self._note_local_processes()
+
+    def _note_local_processes(self) -> None:
+        import ray
+
+        this_machine = monotonic_clock_id()
+        asked = [node.aggregator.process.remote() for node in self._nodes_by_index]
+        for pid, clock_id in ray.get(asked, timeout=_TAKE_TIMEOUT_SECONDS):
+            if clock_id == this_machine:
+                try:
+                    self._local_processes.append(psutil.Process(pid))
+                except psutil.Error:
+                    pass  # gone already
 
     def started(self, handles: list[Any]) -> None:
         """These workers' actors (re)started: each sends its payloads to its node's aggregator, if
@@ -264,6 +289,7 @@ class NodeMerging:
                         ray.kill(node.aggregator, no_restart=True)
                     except Exception:  # noqa: BLE001 - it is gone already
                         pass
+            end_processes(self._local_processes)
             self.profiling.merger.take_worker_trees_from(lambda: dict(self.worker_trees))
             self.merger.retire()
 

@@ -51,6 +51,7 @@ __all__ = [
     "ClockSink",
     "RayWorkerHandle",
     "RayWorkerPool",
+    "end_processes",
 ]
 
 CLOCK_ROUND_TRIPS_AT_START = 5
@@ -295,7 +296,7 @@ class RayWorkerPool:
             handle.pending.clear()
             handle.awaiting = _NOTHING_AWAITED
             self.ready_at[handle.index] = None
-        _end_processes(local_processes)
+        end_processes(local_processes)
 
     # -- requests and replies --------------------------------------------------------------
 
@@ -544,7 +545,7 @@ def _original(error: RayError) -> BaseException:
     return cause if isinstance(cause, BaseException) else error
 
 
-def _end_processes(processes: list[psutil.Process]) -> None:
+def end_processes(processes: list[psutil.Process]) -> None:
     """Make sure these actor processes of this machine end: Ray's kill travels through its GCS and
     the raylet, which a loaded machine (or a stopped actor) can delay past any grace, and no
     actor may outlive ``close()``. So those still running after ``EXIT_GRACE_SECONDS`` are sent

@@ -93,7 +93,7 @@ def test_a_lost_node_is_named_with_its_workers_and_the_timers_taken_from_it_are_
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    doomed = multi_node_cluster.add_node("127.0.0.8", resources={"doomed": 1})
+    doomed = multi_node_cluster.add_node("127.0.0.9", resources={"doomed": 1})
     group = placement_group([{"CPU": QUARTER_CPU}] + [bundle_on("doomed")] * 2, strategy="SPREAD")
     ray.get(group.ready(), timeout=60)
     envs = RayEnvManager(counting_envs(3), num_cpus=QUARTER_CPU, placement_group=group, flush_every=1,
@@ -113,7 +113,7 @@ def test_a_lost_node_is_named_with_its_workers_and_the_timers_taken_from_it_are_
         envs.close()
         remove_placement_group(group)
     error = caught.value
-    assert (error.node_address, error.lost_workers) == ("127.0.0.8", [1, 2])
+    assert (error.node_address, error.lost_workers) == ("127.0.0.9", [1, 2])
     tree = json.loads((tmp_path / "lost_timers.json").read_text())
     [node_entry] = [entry for entry in tree["workers"] if entry["manager"] == "ray nodes"]
     assert merged_count(node_entry, "env.step") == 2 * STEPS  # every step taken from it before the loss

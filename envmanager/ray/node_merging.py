@@ -230,6 +230,8 @@ class NodeMerging:
         import ray
         from ray.exceptions import RayError
 
+        if not self._ray_is_up():
+            return
         asked = [(node, node.aggregator.take.remote()) for node in nodes]
         profiling = self.profiling
         for node, ref in asked:
@@ -242,7 +244,10 @@ class NodeMerging:
             step_anchor = profiling.step_anchor or profiling.reset_anchor
             for payload, anchor in ((steps, step_anchor), (resets, profiling.reset_anchor)):
                 if payload is not None:
-                    self.merger.merge_payload(node.index, payload, anchor)
+                    try:
+                        self.merger.merge_payload(node.index, payload, anchor)
+                    except PayloadError:
+                        pass  # counted in the node's entry (refused_payloads); timing never breaks training
 
     def _lose(self, node: _Node, error: BaseException) -> None:
         node.lost = True
@@ -261,6 +266,8 @@ class NodeMerging:
         import ray
         from ray.exceptions import RayError
 
+        if not self._ray_is_up():
+            return dict(self.worker_trees)
         live = [node for node in self._nodes_by_index if not node.lost]
         asked = [(node, node.aggregator.worker_entries.remote()) for node in live]
         for node, ref in asked:
@@ -273,6 +280,16 @@ class NodeMerging:
                 if self.node_of_worker.get(entry["worker_id"]) is node:
                     self.worker_trees[entry["worker_id"]] = entry
         return dict(self.worker_trees)
+
+    def _ray_is_up(self) -> bool:
+        """Whether Ray still runs here: shut down first, it took the aggregators with it."""
+        import ray
+
+        if ray.is_initialized():
+            return True
+        for node in self._nodes_by_index:
+            node.lost = True
+        return False
 
     def close(self) -> None:
         """Take the last payloads and trees, then end the aggregators."""

@@ -474,6 +474,8 @@ class RayWorkerPool:
             for handle in self.workers:
                 handle.actor = None
                 handle.pending.clear()
+            if self.before_end is not None:
+                self.before_end()  # it finds Ray gone too, and keeps what it has
             return
         if graceful:
             reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 
 import gymnasium as gym
 import numpy as np
 
-from profiler import hierarchical_timer
-from profiler.timing import timers
+from profiler import get_timer_tree, hierarchical_timer, reset_timers
 
 VARIANTS = ("on replies", "per node")
 
@@ -59,20 +59,21 @@ def main() -> None:
         for variant in VARIANTS
     }
     actions = np.zeros(arguments.workers, dtype=np.int64)
+    folder = tempfile.mkdtemp()
     figures: dict[str, list[tuple[float, float, float]]] = {variant: [] for variant in VARIANTS}
     for envs in managers.values():
         envs.reset(seed=0)
     for round_index in range(arguments.rounds):
         for variant in VARIANTS if round_index % 2 == 0 else reversed(VARIANTS):
             envs = managers[variant]
-            timers.reset_timers()
+            reset_timers()
             started = time.perf_counter()
             with hierarchical_timer(variant):
                 for _ in range(arguments.steps):
                     envs.step(actions)
             wall = time.perf_counter() - started
-            envs.dump_timers("/tmp", "ray_node_merge_steps")  # brings the node payloads home too
-            step = block(timers.get_timer_tree(), variant, "env_manager.step")
+            envs.dump_timers(folder, "ray_node_merge_steps")  # brings the node payloads home too
+            step = block(get_timer_tree(), variant, "env_manager.step")
             receive = block(step, "receive_results")["total"]
             wait = block(step, "wait_for_workers")["total"]
             if round_index:

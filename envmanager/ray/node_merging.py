@@ -6,10 +6,11 @@ anyway). With it, the workers of a node that runs two or more of them send their
 aggregator on that node (:class:`EnvNodeAggregator`: through the node's own object store, no
 network), which merges them, and the driver merges one payload per node:
 
-* **when**: once every worker of the node has shipped since the driver's previous take, or a
-  second after the first of them did (:data:`COLLECT_INTERVAL_SECONDS`), and before each dump and
-  at close. Each worker waits until its payload is merged on the node before it replies, so a
-  take that follows its reply finds it there.
+* **when**: a second after the first payload of the node since the driver's previous take
+  (:data:`COLLECT_INTERVAL_SECONDS`), and before each dump and at close. A worker does not wait
+  for a step's or a reset's payload to be merged on its node (a take may find it there or leave it
+  to the next), but does on a FLUSH and a CLOSE, which the driver asks before each dump and at
+  close: so every payload a worker sent is merged on its node before the driver's last take.
 * **where**: a node's payload is two, its workers' reset time and the rest, merged under the
   manager's ``env_manager.reset`` and ``env_manager.step`` blocks as the workers' own payloads
   would have been; into the trainer's tree once (the workers' payloads never reach it), and into
@@ -210,8 +211,8 @@ class NodeMerging:
     # -- collecting -------------------------------------------------------------------------
 
     def shipped(self, worker_index: int) -> None:
-        """A reply said its worker's payload was merged on its node: take that node's payload if
-        every worker there has shipped since the last take, or the first did a second ago."""
+        """A reply said its worker's payload went to its node: take that node's payload if the
+        first since the last take went a second ago."""
         node = self.node_of_worker.get(worker_index)
         if node is None or node.lost:
             return
@@ -219,7 +220,7 @@ class NodeMerging:
         if not node.shipped:
             node.first_shipped_at = now
         node.shipped += 1
-        if node.shipped >= len(node.workers) or now - node.first_shipped_at >= COLLECT_INTERVAL_SECONDS:
+        if now - node.first_shipped_at >= COLLECT_INTERVAL_SECONDS:
             self._take([node])
 
     def collect_all(self) -> None:

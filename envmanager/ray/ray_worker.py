@@ -11,9 +11,11 @@ An actor runs its calls one at a time, in the order they were submitted, so requ
 pair up as they do on a pipe.
 
 Merged per node (``RayEnvManager(merge_per_node=True)``), an actor sends each payload to the
-aggregator on its node (:mod:`envmanager.ray.node_aggregator`) instead, waits until it is merged
-there (so that the driver, once it has the reply, finds it there), and replies with the payload's
-place left empty (None) and its env time and scheduling figures as usual. This module imports nothing of Ray at import time: the driver makes
+aggregator on its node (:mod:`envmanager.ray.node_merging`) instead, and replies with the
+payload's place left empty (None) and its env time and scheduling figures as usual. It does not
+wait for a step's or a reset's payload to be merged there (a round trip per step would slow the
+run down); it waits on a FLUSH and a CLOSE, whose replies the driver reads before it dumps: calls
+from one actor reach the aggregator in order, so by then every payload it sent is merged there. This module imports nothing of Ray at import time: the driver makes
 the class a Ray actor (``ray.remote(EnvWorkerActor)``) and Ray imports it by name on each node,
 where rlprof must be installed.
 """
@@ -85,18 +87,20 @@ class EnvWorkerActor:
         else:
             reply = (sequence, *runner.answer(command, body))
         if self.aggregator is not None and reply[3] is not None:
-            return self._merged_on_node(reply, command == protocol.RESET)
+            return self._merged_on_node(reply, command)
         return reply
 
-    def _merged_on_node(self, reply: protocol.Reply, reset: bool) -> protocol.Reply:
-        """The reply, its payload merged by the node's aggregator (under the reset block's place
-        for a reset's, the step block's for any other)."""
+    def _merged_on_node(self, reply: protocol.Reply, command: int) -> protocol.Reply:
+        """The reply, its payload sent to the node's aggregator (to be merged under the reset
+        block's place for a reset's, the step block's for any other)."""
         import ray
         from ray.exceptions import RayError
 
         sequence, ok, body, (payload, *figures), finished_at = reply
-        try:
-            ray.get(self.aggregator.add.remote(self.worker_index, payload, reset))
-        except RayError:
-            pass  # the aggregator is gone: the driver finds it gone and says what was lost
+        merged = self.aggregator.add.remote(self.worker_index, payload, command == protocol.RESET)
+        if command == protocol.FLUSH or command == protocol.CLOSE:
+            try:
+                ray.get(merged)  # and so every earlier one: a dump or the end follows
+            except RayError:
+                pass  # the aggregator is gone: the driver finds it gone and says what was lost
         return (sequence, ok, body, (None, *figures), finished_at)

@@ -60,6 +60,7 @@ def test_two_workers_per_env_node_merge_there_one_alone_ships_to_the_driver_ever
                 envs.reset(seed=0)
                 for _ in range(STEPS):
                     envs.step(np.zeros(5, dtype=np.int64))
+            envs.dump_timers(tmp_path, "so_far")  # a FLUSH: each worker waits until its payloads are merged
             nodes = envs.node_merging.nodes
             counts = envs.node_merging.counts()
     finally:
@@ -85,8 +86,8 @@ def test_two_workers_per_env_node_merge_there_one_alone_ships_to_the_driver_ever
     for entry in node_entries:
         assert (merged_count(entry, "env.step"), merged_count(entry, "env.reset")) == (2 * 2 * STEPS, 2 * 2)
     # Every payload of the two workers of each node was merged there: one a reset and one a step,
-    # and the flush before the second reset (the last ones, at close, after the counts were read).
-    assert sorted(counts.values()) == [(2 * (2 + 2 * STEPS + 1), 0)] * 2
+    # the flush before the second reset and the dump's (the last ones, at close, after the counts).
+    assert sorted(counts.values()) == [(2 * (2 + 2 * STEPS + 2), 0)] * 2
 
 
 def test_a_lost_node_is_named_with_its_workers_and_the_timers_taken_from_it_are_kept(multi_node_cluster, tmp_path):
@@ -103,6 +104,7 @@ def test_a_lost_node_is_named_with_its_workers_and_the_timers_taken_from_it_are_
         envs.step(np.zeros(3, dtype=np.int64))
     [node] = envs.node_merging.nodes.values()
     assert (node.node_id, sorted(node.workers)) == (doomed.node_id, [1, 2])
+    envs.dump_timers(tmp_path, "before")  # the timers so far, taken from the node and its workers' trees
     assert [merged_count(entry, "env.step") for entry in envs.timer_merger.worker_entries()] == [STEPS] * 3
     multi_node_cluster.remove_node(doomed)
     try:

@@ -89,6 +89,11 @@ class RayEnvManager(SubprocessEnvManager):
             raising :class:`~envmanager.errors.WorkerPlacementError`.
         clock_sync_interval: seconds between clock offset estimates of actors on other
             machines (None: only when each actor starts).
+        merge_per_node: merge the payloads of the workers of each node that runs two or more of
+            them on that node, in an aggregator actor (no CPU reserved), so that the driver
+            merges one payload per node (:mod:`envmanager.ray.node_merging`): for thousands of
+            workers, or frequent flushes. The workers' timeline events and memory samples are
+            then not kept; their trees and figures are.
 
     Raises:
         ImportError: Ray is not installed.
@@ -119,6 +124,7 @@ class RayEnvManager(SubprocessEnvManager):
         start_timeout: float = DEFAULT_START_TIMEOUT,
         clock_sync_interval: float | None = DEFAULT_CLOCK_SYNC_INTERVAL,
         live_view: bool = False,
+        merge_per_node: bool = False,
     ) -> None:
         ray = _import_ray()
         self._actor_options = _checked_actor_options(
@@ -134,6 +140,7 @@ class RayEnvManager(SubprocessEnvManager):
         self.start_timeout = start_timeout
         self.clock_sync_interval = clock_sync_interval
         self._lost_nodes: dict[str, list[int]] = {}  # node id -> the workers it ran when lost
+        self.node_merging: Any = None  # envmanager.ray.node_merging.NodeMerging, with merge_per_node
         if not ray.is_initialized():
             ray.init()
         super().__init__(
@@ -160,6 +167,32 @@ class RayEnvManager(SubprocessEnvManager):
             merger.add_worker_section("host", lambda entry: _host_of(workers, entry))
             merger.add_worker_section("ray", lambda entry: _section_of(workers, entry))
             self._note_machines(ray)
+            if merge_per_node:
+                self._merge_per_node()
+
+    def _merge_per_node(self) -> None:
+        """Start the aggregators, and route the workers' payloads through them from now on."""
+        from envmanager.ray.node_merging import NodeMerging
+
+        pool = self._pool
+        node_merging = NodeMerging(self._profiling, pool.node_is_lost)
+        merge = self._profiling.merge
+
+        def merge_timers(worker_index: int, sequence: int, timers_field: Any) -> None:
+            merge(worker_index, sequence, timers_field)
+            if type(timers_field) is tuple and len(timers_field) == 5 and timers_field[0] is None:
+                node_merging.shipped(worker_index)
+
+        try:
+            node_merging.start(pool.workers)
+        except BaseException:
+            node_merging.close()
+            self.close(terminate=True)
+            raise
+        pool.timers_sink = merge_timers
+        pool.on_started = node_merging.started
+        pool.before_end = node_merging.close
+        self.node_merging = node_merging
 
     def _cores_for_workers(self) -> int:
         """What ``envs_per_worker="auto"`` spreads the envs over: the bundles of the placement

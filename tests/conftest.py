@@ -119,6 +119,7 @@ _TEST_MODULE_FOLDERS = [
     Path(__file__).parent / "envmanager",
     Path(__file__).parent / "envmanager" / "ray",
     Path(__file__).parent / "profiler",
+    Path(__file__).parent / "profiler" / "integrations" / "ray_programs",
 ]
 
 

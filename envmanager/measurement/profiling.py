@@ -92,6 +92,8 @@ class ManagerProfiling:
         "busy_processes",
         "unreported",
         "kept_metadata",
+        "before_dump",
+        "node_merger",
         "_generation",
     )
 
@@ -140,6 +142,10 @@ class ManagerProfiling:
         self.busy_processes = 0
         self.kept_metadata: dict[str, Any] = {}
         self.unreported = UnreportedSteps(())
+        # Called before each dump: a manager whose payloads are merged elsewhere first (per Ray
+        # node) brings them home.
+        self.before_dump: Callable[[], None] | None = None
+        self.node_merger: TimerMerger | None = None  # the per-node payloads' merger, dumped too
         self._generation = self.timer_stack.generation
         if self.enabled:
             # The trainer's waits for a core and the machine's load, counted from here (and
@@ -255,7 +261,8 @@ class ManagerProfiling:
 
     def merge(self, worker_index: int, sequence: int, timers_field: Any) -> None:
         """Fold one reply's ``timers`` field into the trainer's tree (the pool's ``timers_sink``):
-        a worker payload and the env time measured with it."""
+        a worker payload and the env time measured with it. A payload of None was merged on the
+        worker's node (``RayEnvManager(merge_per_node=True)``): only its figures come here."""
         if self.merger is None:
             return
         self._follow_stack_resets()
@@ -270,7 +277,8 @@ class ManagerProfiling:
             payload, *env_time, cpu_waits = timers_field
             validate_env_time(*env_time)
             validate_cpu_waits(cpu_waits)
-            self.merger.merge_payload(worker_index, payload, anchor)
+            if payload is not None:  # None: the worker sent it to its node's aggregator instead
+                self.merger.merge_payload(worker_index, payload, anchor)
             self.unreported.reported(worker_index)
             if 0 <= worker_index < len(self.env_times):
                 self.env_times[worker_index].add(*env_time)
@@ -299,8 +307,10 @@ class ManagerProfiling:
     def dump(self, summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
         """Write the trainer's tree, merged worker blocks included, as ``{run_id}_timers.json``."""
         path = timers_json_path(summaries_dir, run_id)
+        if self.before_dump is not None:
+            self.before_dump()
         path.parent.mkdir(parents=True, exist_ok=True)
-        mergers = [] if self.merger is None else [self.merger]
+        mergers = [merger for merger in (self.merger, self.node_merger) if merger is not None]
         return write_timing_tree(path, self.timer_stack, mergers=mergers)
 
 

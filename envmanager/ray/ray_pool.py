@@ -51,6 +51,7 @@ __all__ = [
     "ClockSink",
     "RayWorkerHandle",
     "RayWorkerPool",
+    "end_processes",
 ]
 
 CLOCK_ROUND_TRIPS_AT_START = 5
@@ -163,6 +164,10 @@ class RayWorkerPool:
         self.workers = [RayWorkerHandle(i, r, c) for i, (c, r) in enumerate(zip(configs, envs))]
         self.timers_sink: TimersSink | None = None
         self.clock_sink = clock_sink
+        # Told of actors (re)started, before their first request, and called before the actors
+        # are ended at shutdown: the per-node merging's hooks (envmanager.ray.node_merging).
+        self.on_started: Callable[[list[RayWorkerHandle]], None] | None = None
+        self.before_end: Callable[[], None] | None = None
         self.ready_at: list[float | None] = [None] * len(self.workers)
         self.worker_clock_shared = True  # the front clears it if the stamps prove wrong
         self._actor_options = actor_options
@@ -232,6 +237,8 @@ class RayWorkerPool:
             handle.exitcode = handle.shut_down_after = handle.death_cause = None
             if self.clock_sink is not None:
                 self.clock_sink(handle.index, handle.clock)
+        if self.on_started is not None:
+            self.on_started(handles)
 
     def restart(self, handle: RayWorkerHandle) -> None:
         """Replace a gone worker by a fresh actor running freshly built envs."""
@@ -289,7 +296,7 @@ class RayWorkerPool:
             handle.pending.clear()
             handle.awaiting = _NOTHING_AWAITED
             self.ready_at[handle.index] = None
-        _end_processes(local_processes)
+        end_processes(local_processes)
 
     # -- requests and replies --------------------------------------------------------------
 
@@ -467,6 +474,8 @@ class RayWorkerPool:
             for handle in self.workers:
                 handle.actor = None
                 handle.pending.clear()
+            if self.before_end is not None:
+                self.before_end()  # it finds Ray gone too, and keeps what it has
             return
         if graceful:
             reply_grace = REPLY_GRACE_SECONDS if timeout is None else min(timeout, REPLY_GRACE_SECONDS)
@@ -478,7 +487,11 @@ class RayWorkerPool:
                 self.gather(idle, CLOSE_GRACE_SECONDS if timeout is None else timeout, "close", _ignore_reply)
             except multiprocessing.TimeoutError:
                 pass
-        self._end(self.workers)
+        try:
+            if self.before_end is not None:
+                self.before_end()
+        finally:
+            self._end(self.workers)
 
 
 def _ignore_reply(handle: RayWorkerHandle, ok: bool, body: Any) -> None:
@@ -534,7 +547,7 @@ def _original(error: RayError) -> BaseException:
     return cause if isinstance(cause, BaseException) else error
 
 
-def _end_processes(processes: list[psutil.Process]) -> None:
+def end_processes(processes: list[psutil.Process]) -> None:
     """Make sure these actor processes of this machine end: Ray's kill travels through its GCS and
     the raylet, which a loaded machine (or a stopped actor) can delay past any grace, and no
     actor may outlive ``close()``. So those still running after ``EXIT_GRACE_SECONDS`` are sent

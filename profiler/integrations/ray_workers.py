@@ -102,6 +102,10 @@ class RayWorkers:
         self._address: tuple[str, int] | None = None
         self._authkey = os.urandom(32)
         self._lock = threading.Lock()
+        # Connections accepted whose worker is not registered yet (its hello not read): a worker
+        # runs tasks as soon as the driver has checked its key, before the driver reads its hello.
+        self._introducing = 0
+        self._introduced = threading.Condition(self._lock)
         self._workers: list[_Worker] = []
         self._merger: TimerMerger | None = None
         self._finished = False
@@ -194,18 +198,20 @@ class RayWorkers:
                 continue  # or a peer that hung up before it was accepted: never stop listening
             except Exception:  # noqa: BLE001 - the same
                 continue
+            with self._lock:
+                self._introducing += 1  # until _read registers its worker or gives up on it
             threading.Thread(target=self._read, args=(peer,), name="rlprof-ray-worker", daemon=True).start()
 
     def _read(self, peer: socket.socket) -> None:
-        connection = Connection(peer.detach())
-        try:
-            deliver_challenge(connection, self._authkey)  # a peer without the key is refused here
-            answer_challenge(connection, self._authkey)
-        except Exception:  # noqa: BLE001 - a peer without the key, or one that hung up
-            connection.close()
-            return
         worker: _Worker | None = None
         try:
+            connection = Connection(peer.detach())
+            try:
+                deliver_challenge(connection, self._authkey)  # a peer without the key is refused here
+                answer_challenge(connection, self._authkey)
+            except Exception:  # noqa: BLE001 - a peer without the key, or one that hung up
+                connection.close()
+                return
             while True:
                 try:
                     message = connection.recv()
@@ -221,6 +227,9 @@ class RayWorkers:
             if worker is not None:
                 worker.closed = True
                 worker.answered.set()  # nothing more will come: a final wait need not go on
+            else:
+                with self._lock:
+                    self._introduced_one()  # no worker will come of this connection
 
     def _hello(self, connection: Connection, message: tuple[Any, ...]) -> _Worker | None:
         if message[0] != "hello" or len(message) != 4:
@@ -231,7 +240,13 @@ class RayWorkers:
             self._workers.append(worker)
             if self._merger is None:
                 self._merger = self._new_merger()
+            self._introduced_one()
         return worker
+
+    def _introduced_one(self) -> None:
+        """One accepted connection is settled: its worker registered, or none to come (locked)."""
+        self._introducing -= 1
+        self._introduced.notify_all()
 
     def _on_message(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -259,8 +274,17 @@ class RayWorkers:
     # --- the end ---------------------------------------------------------------------------------
 
     def collect_last_timers(self) -> None:
-        """Ask every connected worker for its timers now, and wait for them (or for its end)."""
-        with self._lock:
+        """Ask every connected worker for its timers now, and wait for them (or for its end).
+
+        A worker connects when its process starts, and runs its first task as soon as the driver
+        has checked its key, maybe before the driver has read its hello: an actor started just
+        before the end (one still in its first call, say) would then not be asked, and would be
+        reported as ended without its last timers. So the hellos of the connections accepted so
+        far are read first.
+        """
+        deadline = time.monotonic() + FINAL_WAIT_SECONDS
+        with self._introduced:
+            self._introduced.wait_for(lambda: self._introducing == 0, timeout=FINAL_WAIT_SECONDS)
             workers = [worker for worker in self._workers if not worker.closed]
         asked = []
         for worker in workers:
@@ -270,7 +294,6 @@ class RayWorkers:
                 asked.append(worker)
             except Exception:  # noqa: BLE001 - its process is gone: its entry says what was lost
                 worker.answered.set()
-        deadline = time.monotonic() + FINAL_WAIT_SECONDS
         for worker in asked:
             worker.answered.wait(max(0.0, deadline - time.monotonic()))
 

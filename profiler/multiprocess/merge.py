@@ -287,6 +287,7 @@ class TimerMerger:
         self._streams: dict[tuple[int, int], WorkerStream] = {}
         self._warned_long_names = False
         self._sections: dict[str, WorkerSection] = {}
+        self._trees_kept_elsewhere: Callable[[], dict[int, dict[str, Any]]] | None = None
         self._expected: set[int] = set()
         self._clocks: dict[int, ClockOffset] = {}
         self._generation = -1
@@ -575,14 +576,24 @@ class TimerMerger:
         with self._lock:
             self._sections[name] = section
 
+    def take_worker_trees_from(self, trees: Callable[[], dict[int, dict[str, Any]]]) -> None:
+        """The own trees of some workers are merged elsewhere (by an aggregator on their node, whose
+        payloads this merger never sees): ``trees()`` gives their entries, as
+        :meth:`worker_entries` makes them, by worker id; they replace this merger's entries of those
+        workers in :meth:`worker_entries`, which then adds this merger's name and sections."""
+        self._trees_kept_elsewhere = trees
+
     # --- what the dump and the user read --------------------------------------------------------
 
     def worker_entries(self) -> list[dict[str, Any]]:
         """The ``workers`` section: one node-like entry per worker, by worker id."""
+        # Asked before the lock: they may come from other processes.
+        elsewhere = self._trees_kept_elsewhere() if self._trees_kept_elsewhere is not None else {}
         with self._lock:
             self._follow_stack_resets()
             self._fold_held()
-            entries = [self._workers[worker_id].to_entry() for worker_id in sorted(self._workers)]
+            entries = [dict(elsewhere.get(worker_id) or self._workers[worker_id].to_entry())
+                       for worker_id in sorted(self._workers)]
             for entry in entries:
                 entry["manager"], entry["manager_id"] = self.name, self.manager_id
                 for name, section in self._sections.items():

@@ -8,7 +8,10 @@ what the tests check it is told (offset exactly 0).
 
 Starting nodes costs seconds on 2 cores, so one cluster serves every test that asks for it (the
 fixture is the session's, registered in ``tests/conftest.py``): a head node (the driver's, 1 CPU)
-and two env nodes (1 CPU each, with a custom resource naming each). The session's one-node Ray
+and two env nodes (1 CPU each, with custom resources naming each: ``env_node_0`` and ``core_a``,
+``env_node_1`` and ``core_b``). Each env node is truly one core: its raylet, and so every worker
+process it starts, which inherits its CPU affinity, runs on one core of this machine (env node 0
+on the first, env node 1 on the second), which the CPU verdict per node needs. The session's one-node Ray
 (``ray_cluster``) is shut down first: a driver talks to one cluster, and the tests using this one
 run after every other (``tests/conftest.py`` orders them).
 """
@@ -47,23 +50,10 @@ class MultiNodeCluster:
     def env_node_ids(self) -> list[str]:
         return [node.node_id for node in self.env_nodes]
 
-    def add_node(self, address: str, resources: dict[str, float] | None = None, core: int | None = None) -> Any:
-        """One more node (1 CPU) at ``address``, for a test to lose or to crowd.
-
-        With ``core``, the node's raylet — and so every worker process it starts, which inherits
-        its CPU affinity — runs on that one core of this machine only: a node with truly one core.
-        """
-        previous = os.sched_getaffinity(0)
-        try:
-            if core is not None:
-                os.sched_setaffinity(0, {sorted(previous)[core]})
-            with _test_modules_importable():
-                node = self.cluster.add_node(
-                    num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, node_ip_address=address,
-                    resources=resources or {},
-                )
-        finally:
-            os.sched_setaffinity(0, previous)
+    def add_node(self, address: str, resources: dict[str, float] | None = None) -> Any:
+        """One more node (1 CPU) at ``address``, for a test to lose."""
+        with _test_modules_importable():
+            node = _add_node(self.cluster, address, resources or {})
         self.cluster.wait_for_nodes()
         return node
 
@@ -84,13 +74,10 @@ def multi_node_cluster() -> Iterator[MultiNodeCluster]:
             initialize_head=True,
             head_node_args={"num_cpus": 1, "include_dashboard": False, "object_store_memory": OBJECT_STORE_BYTES},
         )
+        cores = sorted(os.sched_getaffinity(0))
         env_nodes = [
-            cluster.add_node(
-                num_cpus=1,
-                object_store_memory=OBJECT_STORE_BYTES,
-                node_ip_address=f"127.0.0.{index + 2}",
-                resources={f"env_node_{index}": 1},
-            )
+            _add_node(cluster, f"127.0.0.{index + 2}", {f"env_node_{index}": 1, f"core_{'ab'[index]}": 8},
+                      core=cores[index % len(cores)])
             for index in range(ENV_NODES)
         ]
     ray_processes = _descendants() - before
@@ -103,6 +90,18 @@ def multi_node_cluster() -> Iterator[MultiNodeCluster]:
         cluster.shutdown()
     left = [process for process in ray_processes | (_descendants() - before) if _is_running(process)]
     assert not left, f"processes of the multi-node cluster outlived it: {left}"
+
+
+def _add_node(cluster: Any, address: str, resources: dict[str, float], core: int | None = None) -> Any:
+    """A node of 1 CPU at ``address``; with ``core``, its raylet pinned to that core of this machine."""
+    previous = os.sched_getaffinity(0)
+    try:
+        if core is not None:
+            os.sched_setaffinity(0, {core})
+        return cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, node_ip_address=address,
+                                resources=resources)
+    finally:
+        os.sched_setaffinity(0, previous)
 
 
 class _test_modules_importable:

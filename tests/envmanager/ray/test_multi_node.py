@@ -65,18 +65,36 @@ def one_worker_per_node(**options) -> Iterator[RayEnvManager]:
         remove_placement_group(group)
 
 
-# --- where each worker runs ------------------------------------------------------------------------
+# --- where each worker runs, its clock, one timeline: one run, read by several tests ---------------
+
+
+@pytest.fixture(scope="module")
+def spread_run(tmp_path_factory) -> dict:
+    """Three workers, one on each node, stepped with a flush every step and the timeline recorded:
+    the nodes of the placement group's bundles, the workers' entries and a fresh clock estimate of
+    each while they run, and the dump."""
+    import ray
+
+    folder = tmp_path_factory.mktemp("spread")
+    events.clear_recording()
+    events.start_recording()
+    try:
+        with one_worker_per_node(flush_every=1, summaries_dir=folder, run_id="spread") as envs:
+            group_nodes = ray.util.placement_group_table(envs.placement_group)["bundles_to_node_id"]
+            step_all(envs)
+            entries = envs.timer_merger.worker_entries()
+            estimates = [envs.estimate_clock(index) for index in range(3)]
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    return {"group_nodes": group_nodes, "entries": entries, "estimates": estimates,
+            "tree": dumped(folder / "spread_timers.json")}
 
 
 def test_workers_spread_over_the_nodes_each_record_their_node_its_address_and_its_cores(
-    multi_node_cluster, tmp_path
+    multi_node_cluster, spread_run
 ):
-    import ray
-
-    with one_worker_per_node(flush_every=1, summaries_dir=tmp_path, run_id="spread") as envs:
-        group_nodes = ray.util.placement_group_table(envs.placement_group)["bundles_to_node_id"]
-        step_all(envs)
-    tree = dumped(tmp_path / "spread_timers.json")
+    tree, group_nodes = spread_run["tree"], spread_run["group_nodes"]
     workers = {entry["worker_id"]: entry["ray"] for entry in tree["workers"]}
     assert [workers[index]["node_id"] for index in range(3)] == [group_nodes[index] for index in range(3)]
     assert {section["node_id"] for section in workers.values()} == {
@@ -110,34 +128,20 @@ def test_a_custom_resource_of_one_node_keeps_the_workers_there(multi_node_cluste
     assert nodes == {multi_node_cluster.env_node_ids[0]}
 
 
-# --- one clock ------------------------------------------------------------------------------------
-
-
-def test_every_nodes_clock_is_known_to_be_the_drivers_where_the_kernel_is_shared_and_checked_by_round_trips():
-    with one_worker_per_node() as envs:
-        sections = [entry["ray"]["clock"] for entry in envs.timer_merger.worker_entries()]
-        estimates = [envs.estimate_clock(index) for index in range(3)]
+def test_every_nodes_clock_is_known_to_be_the_drivers_where_the_kernel_is_shared_and_checked_by_round_trips(
+    spread_run
+):
+    sections = [entry["ray"]["clock"] for entry in spread_run["entries"]]
     # Every node here runs on this machine's kernel: one monotonic clock, no offset to estimate.
     assert all(clock["shared_clock"] and clock["offset_seconds"] == 0.0 for clock in sections)
     assert all(clock["uncertainty_seconds"] == 0.0 for clock in sections)
     # Real round trips to each node agree: the true offset, 0, lies within each one's uncertainty.
-    assert all(abs(estimate.offset) <= estimate.uncertainty for estimate in estimates)
+    assert all(abs(estimate.offset) <= estimate.uncertainty for estimate in spread_run["estimates"])
 
 
-@pytest.fixture
-def recording():
-    events.clear_recording()
-    events.start_recording()
-    yield
-    events.stop_recording()
-    events.clear_recording()
-
-
-def test_the_timeline_puts_every_nodes_env_steps_inside_the_drivers_vector_steps(recording, tmp_path):
-    with one_worker_per_node(flush_every=1, summaries_dir=tmp_path, run_id="timeline") as envs:
-        step_all(envs)
-        nodes = {entry["pid"]: entry["ray"]["node_id"] for entry in envs.timer_merger.worker_entries()}
-    processes = dumped(tmp_path / "timeline_timers.json")["timeline"]["processes"]
+def test_the_timeline_puts_every_nodes_env_steps_inside_the_drivers_vector_steps(spread_run):
+    nodes = {entry["pid"]: entry["ray"]["node_id"] for entry in spread_run["entries"]}
+    processes = spread_run["tree"]["timeline"]["processes"]
     trainer, workers = processes[0], processes[1:]
     vector_steps = sorted(
         (start, end) for thread in trainer["threads"] for name, start, end, *_ in thread["spans"]
@@ -238,15 +242,12 @@ def test_under_restart_on_failure_a_lost_nodes_workers_are_replaced_on_the_survi
 
 @pytest.fixture(scope="module")
 def one_core_nodes(multi_node_cluster):
-    """Two more nodes, each truly one core: their raylets (and so their workers) pinned to core 0
-    and core 1 of this machine. Custom resources ``core_a`` and ``core_b`` name them."""
-    nodes = [multi_node_cluster.add_node("127.0.0.6", {"core_a": 8}, core=0),
-             multi_node_cluster.add_node("127.0.0.7", {"core_b": 8}, core=1)]
-    for address, core in (("127.0.0.6", 0), ("127.0.0.7", 1)):
+    """The env nodes, each truly one core: their raylets (and so their workers) pinned to core 0
+    and core 1 of this machine (see tests/profiler/multi_node_cluster.py). Custom resources
+    ``core_a`` and ``core_b`` name them."""
+    for address, core in (("127.0.0.2", 0), ("127.0.0.3", 1)):
         assert raylet_of(address).cpu_affinity() == [sorted(os.sched_getaffinity(0))[core]]
-    yield nodes
-    for node in nodes:
-        multi_node_cluster.remove_node(node)
+    return multi_node_cluster.env_nodes
 
 
 def raylet_of(address: str) -> psutil.Process:
@@ -279,8 +280,8 @@ def cpu_bound_run_on(nodes: list[str]) -> dict:
 def test_a_node_crowded_by_the_placement_is_named_by_the_cpu_verdict(one_core_nodes):
     verdicts = cpu_bound_run_on(["core_a"] * 3 + ["core_b"])
     (cpu,) = verdicts.of_kind(CPU_OVERSUBSCRIPTION)
-    assert cpu.title.startswith("on node 127.0.0.6 (3 workers, 1 core)")
-    assert (cpu.evidence["node"], cpu.evidence["workers"], cpu.evidence["cores_available"]) == ("127.0.0.6", 3, 1)
+    assert cpu.title.startswith("on node 127.0.0.2 (3 workers, 1 core)")
+    assert (cpu.evidence["node"], cpu.evidence["workers"], cpu.evidence["cores_available"]) == ("127.0.0.2", 3, 1)
 
 
 def test_workers_given_a_core_each_on_their_nodes_crowd_no_node(one_core_nodes):

@@ -180,6 +180,23 @@ def test_a_worker_section_added_by_the_driving_code_appears_in_each_worker_entry
     assert "queue" not in worker_entry(tree, 0)
 
 
+def test_workers_whose_trees_are_merged_elsewhere_get_those_trees_with_this_mergers_name_and_sections(fake_clock):
+    # As RayEnvManager(merge_per_node=True) does: a node's aggregator merges worker 1's payloads.
+    elsewhere = TimerMerger(TimerStack("node"), name="node")
+    elsewhere.merge_payload(1, payload(step()))
+    elsewhere.merge_payload(1, payload(step(), sequence=2))
+    merger = TimerMerger(name="envs")
+    merger.expect_worker(1)
+    merger.merge_payload(0, payload(step()))
+    merger.add_worker_section("queue", lambda entry: {"steps": find(entry, "env.step")["count"]})
+    merger.take_worker_trees_from(lambda: {entry["worker_id"]: entry for entry in elsewhere.worker_entries()})
+    entries = {entry["worker_id"]: entry for entry in merger.worker_entries()}
+    assert (entries[0]["payloads"], entries[0]["queue"]) == (1, {"steps": 1})
+    assert (entries[1]["payloads"], entries[1]["queue"]) == (2, {"steps": 2})
+    assert {entry["manager"] for entry in entries.values()} == {"envs"}
+    assert find(get_timer_tree(), "env.step")["count"] == 1  # worker 1's steps are not merged here
+
+
 def test_a_worker_section_may_not_replace_a_field_of_the_entry(fake_clock):
     with pytest.raises(ValueError, match="'payloads'"):
         TimerMerger().add_worker_section("payloads", lambda entry: {})

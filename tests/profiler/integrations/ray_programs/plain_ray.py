@@ -55,7 +55,9 @@ class Sleeper:
         time.sleep(60)
 
 
-ray.init(num_cpus=2, include_dashboard=False,
+# The cluster RAY_ADDRESS names (the tests' own), else a local Ray of 2 CPUs.
+on_a_cluster = os.environ.get("RAY_ADDRESS", "local") != "local"
+ray.init(**({} if on_a_cluster else {"num_cpus": 2, "include_dashboard": False}),
          runtime_env={"env_vars": {"USER_FLAG": "kept"},
                       "worker_process_setup_hook": "ray_program_parts.user_setup"})
 print("squares", ray.get([square.remote(i) for i in range(5)]))

@@ -166,6 +166,12 @@ class WorkerPool:
         self.ready_at: list[float | None] = [None] * len(self.workers)
         self.worker_clock_shared = True
         self._sequence = 0
+        # The poller of the latest wait, kept for the next one that awaits the same workers
+        # through the same descriptors (see wait): (handle, fds) per awaited worker, the poller,
+        # and whose each descriptor is.
+        self._kept_poll_key: list[tuple[WorkerHandle, tuple[int, int]]] = []
+        self._kept_poller: Any = None
+        self._kept_owners: dict[int, tuple[WorkerHandle, bool]] = {}
         self._lifeline = Lifeline(ctx)
         self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
@@ -301,15 +307,17 @@ class WorkerPool:
         Raises:
             multiprocessing.TimeoutError: ``timeout`` seconds passed first.
         """
-        poller = select.poll()
-        owners: dict[int, tuple[WorkerHandle, bool]] = {}
-        for handle in targets:
-            if handle.awaiting != _NOTHING_AWAITED:
-                pipe_fd, sentinel_fd = handle.fds
-                poller.register(pipe_fd, select.POLLIN)
-                poller.register(sentinel_fd, select.POLLIN)
-                owners[pipe_fd] = (handle, False)
-                owners[sentinel_fd] = (handle, True)
+        # Every step waits for the same workers through the same descriptors: the poller of
+        # the previous wait serves again, its first poll at least, instead of a poller made and
+        # filled per step (a third of the trainer's own work on a step of a cheap env). Keyed by
+        # each worker's handle and descriptors, it follows restarts; poll watches descriptor
+        # numbers, so a number reused by the same worker's new pipe is watched alike.
+        key = [(handle, handle.fds) for handle in targets if handle.awaiting != _NOTHING_AWAITED]
+        if key != self._kept_poll_key:
+            self._kept_poll_key = key
+            self._kept_poller, self._kept_owners = _poller_of(handle for handle, _ in key)
+        poller, owners = self._kept_poller, dict(self._kept_owners)
+        kept = True  # the kept poller is never changed: a settled worker moves the rest to their own
         waiting = len(owners) // 2
         deadline = None if timeout is None else time.monotonic() + timeout
         while waiting:
@@ -343,8 +351,14 @@ class WorkerPool:
                 # Settled: its reply is ready, or it is dead.  Stop watching it.
                 for settled_fd in handle.fds:
                     del owners[settled_fd]
-                    poller.unregister(settled_fd)
+                    if not kept:
+                        poller.unregister(settled_fd)
                 waiting -= 1
+            if kept and waiting and len(owners) < len(self._kept_owners):
+                poller = select.poll()  # the workers still awaited, watched by a poller of their own
+                for fd in owners:
+                    poller.register(fd, select.POLLIN)
+                kept = False
 
     def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
         """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.
@@ -564,6 +578,20 @@ class WorkerPool:
             with self._death_watch.lock:
                 self._death_watch.forget(process)
                 process.join(KILLED_EXIT_SECONDS)
+
+
+def _poller_of(handles: Any) -> tuple[Any, dict[int, tuple[WorkerHandle, bool]]]:
+    """A poller watching each worker's reply pipe and process sentinel, and whose each
+    descriptor is (and whether it is the sentinel)."""
+    poller = select.poll()
+    owners: dict[int, tuple[WorkerHandle, bool]] = {}
+    for handle in handles:
+        pipe_fd, sentinel_fd = handle.fds
+        poller.register(pipe_fd, select.POLLIN)
+        poller.register(sentinel_fd, select.POLLIN)
+        owners[pipe_fd] = (handle, False)
+        owners[sentinel_fd] = (handle, True)
+    return poller, owners
 
 
 def _ignore_reply(handle: WorkerHandle, ok: bool, body: Any) -> None:

@@ -28,6 +28,11 @@ so does a worker's death however it comes, at once (:mod:`envmanager.lifetime.de
 Ctrl-C is the trainer's alone: a worker is started with SIGINT blocked, so that a Ctrl-C at
 the terminal while it starts (before it leaves the trainer's process group and ignores SIGINT)
 cannot print its traceback; the trainer receives the same Ctrl-C as soon as the start returns.
+
+Why this module is long: starting, messaging, waiting, faults and shutdown share one piece of
+bookkeeping per worker (its pipes, the requests it owes replies to, whether it is cut off), and
+each fault path changes it in step with the others; split apart, every part would reach into the
+same handles' state.
 """
 
 from __future__ import annotations
@@ -166,9 +171,7 @@ class WorkerPool:
         self.ready_at: list[float | None] = [None] * len(self.workers)
         self.worker_clock_shared = True
         self._sequence = 0
-        # The poller of the latest wait, kept for the next one that awaits the same workers
-        # through the same descriptors (see wait): (handle, fds) per awaited worker, the poller,
-        # and whose each descriptor is.
+        # The latest wait's poller, its key and its descriptors' owners (see wait).
         self._kept_poll_key: list[tuple[WorkerHandle, tuple[int, int]]] = []
         self._kept_poller: Any = None
         self._kept_owners: dict[int, tuple[WorkerHandle, bool]] = {}
@@ -307,11 +310,9 @@ class WorkerPool:
         Raises:
             multiprocessing.TimeoutError: ``timeout`` seconds passed first.
         """
-        # Every step waits for the same workers through the same descriptors: the poller of
-        # the previous wait serves again, its first poll at least, instead of a poller made and
-        # filled per step (a third of the trainer's own work on a step of a cheap env). Keyed by
-        # each worker's handle and descriptors, it follows restarts; poll watches descriptor
-        # numbers, so a number reused by the same worker's new pipe is watched alike.
+        # Each step waits for the same workers through the same descriptors, so the previous
+        # wait's poller serves its first poll at least (a poller made per step was a third of the
+        # trainer's own work on a cheap step). Keyed by handle and descriptors: restarts rebuild it.
         key = [(handle, handle.fds) for handle in targets if handle.awaiting != _NOTHING_AWAITED]
         if key != self._kept_poll_key:
             self._kept_poll_key = key
@@ -355,10 +356,8 @@ class WorkerPool:
                         poller.unregister(settled_fd)
                 waiting -= 1
             if kept and waiting and len(owners) < len(self._kept_owners):
-                poller = select.poll()  # the workers still awaited, watched by a poller of their own
-                for fd in owners:
-                    poller.register(fd, select.POLLIN)
-                kept = False
+                # The workers still awaited, watched by a poller of their own.
+                poller, kept = _poller_of({handle for handle, _ in owners.values()})[0], False
 
     def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
         """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.

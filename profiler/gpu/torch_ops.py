@@ -489,6 +489,7 @@ def operators_section(stack: TimerStack, workers: Sequence[PathFigures] = ()) ->
     for worker in workers:
         for path, operator in worker.figures.items():
             by_path.setdefault(path, OperatorFigures()).add(operator)
+    # Workers record with start_operators' defaults: shapes, FLOPs and memory.
     section: dict[str, Any] = {
         "source": "torch.profiler",
         "device_time": unavailable is None,

@@ -92,8 +92,10 @@ class RayEnvManager(SubprocessEnvManager):
         merge_per_node: merge the payloads of the workers of each node that runs two or more of
             them on that node, in an aggregator actor (no CPU reserved), so that the driver
             merges one payload per node (:mod:`envmanager.ray.node_merging`): for thousands of
-            workers, or frequent flushes. The workers' timeline events and memory samples are
-            then not kept; their trees and figures are.
+            workers, where merging every payload takes a share of the driver's core (it costs
+            the nodes a message per payload and the merging; see docs/ray.md). The aggregated
+            workers' timeline events and memory samples are then not kept; their trees and
+            figures are.
 
     Raises:
         ImportError: Ray is not installed.

@@ -7,10 +7,27 @@ the dump's ``workers`` section and critical path, :mod:`.known_classes` times th
 the classes it knows.
 """
 
-from envmanager.instrumentation.environments import (
-    FINAL_TIMERS_WAIT_SECONDS,
-    EnvironmentInstrumentation,
-    instrument_environments,
-)
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers and readers: where each name comes from
+    from envmanager.instrumentation.environments import (
+        FINAL_TIMERS_WAIT_SECONDS,
+        EnvironmentInstrumentation,
+        instrument_environments,
+    )
+
+# Imported when first asked for (PEP 562): an env worker unpickling its factory
+# (:mod:`.factories`) needs the timed env, not what the trainer installs and reads back.
+_NAMES = ("FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments")
+
+
+def __getattr__(name: str) -> object:
+    if name not in _NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("envmanager.instrumentation.environments"), name)
+    globals()[name] = value  # asked once: later lookups find it without coming here
+    return value
+
 
 __all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]

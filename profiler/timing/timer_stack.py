@@ -83,7 +83,7 @@ class TimerStack:
         restart the run clock. Mergers re-attach (with emptied worker trees) on their next merge.
         Runs that deferred recorders hold for this stack go with the tree.
         """
-        for recorder in list(self.deferred):
+        for recorder in self._deferred_recorders():
             recorder.discard(self)
         self.root = TimerNode("root", None, self)
         self.current = self.root
@@ -103,8 +103,18 @@ class TimerStack:
         :class:`PhasedBlock`, the payload rows of a merger (:mod:`profiler.multiprocess.merge`). Every reader
         of the tree's figures calls this first."""
         if self.deferred:  # iterating even an empty WeakSet costs a microsecond: once per flush
-            for recorder in list(self.deferred):
+            for recorder in self._deferred_recorders():
                 recorder.fold()
+
+    def _deferred_recorders(self) -> list[Any]:
+        """The deferred recorders, copied. Another thread may add one while this one copies (a
+        PhasedBlock attaching to this stack as a live view settles it), and a set that changes
+        size under its iterator fails the copy: such adds are rare, so copy again."""
+        while True:
+            try:
+                return list(self.deferred)
+            except RuntimeError:
+                continue
 
     def open_blocks(self) -> list[TimerNode]:
         """The blocks open right now, outermost first (the root excluded)."""

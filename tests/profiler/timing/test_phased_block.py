@@ -194,10 +194,14 @@ def test_a_fold_from_another_thread_while_runs_close_loses_none(fake_clock):
     block = PhasedBlock("step", PHASES)
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     done = threading.Event()
+    errors: list[BaseException] = []
 
     def read_the_tree_again_and_again() -> None:
-        while not done.is_set():
-            stack.settle()
+        try:
+            while not done.is_set():
+                stack.settle()
+        except BaseException as error:  # the reader's failure must fail this test, not a warning
+            errors.append(error)
 
     reader = threading.Thread(target=read_the_tree_again_and_again)
     reader.start()
@@ -207,6 +211,7 @@ def test_a_fold_from_another_thread_while_runs_close_loses_none(fake_clock):
     finally:
         done.set()
         reader.join()
+    assert errors == []
     assert find(get_timer_tree(), "step")["count"] == 5000
     assert find(get_timer_tree(), "step", "wait")["total"] == pytest.approx(5000 * DURATIONS[1])
 

@@ -180,9 +180,8 @@ def _tree(node: TimerNode) -> tuple:
     return (node.name, *map(repr, figures), tuple(_tree(child) for child in node.children.values()))
 
 
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # it runs both itself: once is enough
 def test_both_implementations_leave_the_same_tree_for_the_same_random_programs(step_core):
-    if step_core == "python":
-        pytest.skip("compares the two implementations: once is enough")
     for seed in range(200):
         operations = _program(seed)
         compiled = _run(make_step_timer, operations, seed)

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 __all__ = ["busy_program_outside_the_run", "kernel_run_queue_nanoseconds", "kernel_run_queue_seconds"]
@@ -32,11 +32,12 @@ def busy_program_outside_the_run(cores: int = 2) -> Iterator[int]:
             os.kill(pid, signal.SIGKILL)
 
 
-def kernel_run_queue_nanoseconds(pid: int) -> int:
-    """The run-queue delay the kernel counted so far for every live thread of process ``pid``, in
-    the kernel's own unit: exact, so that two readings' difference is exact too."""
+def kernel_run_queue_nanoseconds(pid: int, threads: Iterable[int] | None = None) -> int:
+    """The run-queue delay the kernel counted so far for every live thread of process ``pid`` (or
+    for its ``threads`` alone), in the kernel's own unit: exact, so that two readings' difference
+    is exact too."""
     total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    for tid in os.listdir(f"/proc/{pid}/task") if threads is None else threads:
         with contextlib.suppress(OSError):
             total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
     return total

@@ -42,18 +42,9 @@ def test_a_workers_sampler_reports_at_least_the_waits_the_kernel_counted_between
     assert wall >= cpu * 0.9 and switches >= 0
 
 
-def run_queue_nanoseconds_of(native_ids: set[int]) -> int:
-    """The kernel's run-queue delay of these threads of this process, summed."""
-    total = 0
-    for tid in native_ids:
-        with open(f"/proc/self/task/{tid}/schedstat") as file:
-            total += int(file.read().split()[1])
-    return total
-
-
 def test_a_thread_the_sampler_ignores_adds_none_of_its_waits():
     others = {int(tid) for tid in os.listdir("/proc/self/task")}
-    before = run_queue_nanoseconds_of(others)
+    before = kernel_run_queue_nanoseconds(os.getpid(), others)
     sampler = scheduling.SchedulingSampler()
     started, stop = threading.Event(), threading.Event()
 
@@ -69,7 +60,7 @@ def test_a_thread_the_sampler_ignores_adds_none_of_its_waits():
     try:
         burn(0.05)
         run_queue = sampler.take(final=True)[0]
-        after = run_queue_nanoseconds_of(others)
+        after = kernel_run_queue_nanoseconds(os.getpid(), others)
     finally:
         stop.set()
         ignored.join()

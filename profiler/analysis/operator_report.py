@@ -15,15 +15,20 @@ MegEngine's names:
                 convolutions only) and ``FLOPS`` per second of the operator's device self time
                 where measured, else of its host time;
 ``memory``      the host memory the operator allocated minus what it freed (CPU);
-``in_shapes``   its most frequent input shapes (and, in ``--format json``, its input dtypes).
+``bandwidth``   with ``record_outputs`` (PyTorch's execution trace): the sizes of the tensors the
+                operator took and returned (inputs and outputs, elements times element size)
+                per second of its device self time where measured, else of its host time; a
+                figure of tensor sizes, not of the memory traffic the operator caused;
+``in_shapes``   its most frequent input shapes (and, in ``--format json``, its input dtypes);
+``out_shapes``  with ``record_outputs``: its most frequent output shapes.
 
 With MegEngine's ``with_backtrace`` (PyTorch's ``with_stack``), each operator's most frequent
 Python call stack is listed under the table.
 
 What the run cannot give is named under the table rather than printed as empty columns:
-``bandwidth`` and ``out_shapes`` always (no source counts the bytes an operator reads and writes,
-and PyTorch's profiler records input shapes only), device self time where no device time was
-measured, and FLOPs, memory and in_shapes for an Nsight capture (NVTX ranges carry none).
+``bandwidth`` and ``out_shapes`` without ``record_outputs`` (PyTorch's profiler records input
+shapes only), device self time where no device time was measured, and FLOPs, memory, bandwidth
+and the shapes for an Nsight capture (NVTX ranges carry none).
 ``--type`` keeps operator types (``aten::addmm`` or ``addmm``), ``--input-dtype`` the operators
 that had an input of that dtype (``float32``, as torch names it), ``--filter`` searches names and
 paths, ``--min-time``/``--max-time`` bound the self time, ``--order-by`` takes ``self``
@@ -49,6 +54,11 @@ NOT_RECORDED = ("device self time, bandwidth and out_shapes: not recorded (PyTor
                 "ran on the CPU, which gives host time, FLOPs, CPU memory and input shapes only)")
 """What a run of PyTorch's CPU profiler cannot give, as the report words it."""
 
+BANDWIDTH_MEANS = ("bandwidth: the sizes of the tensors each operator took and returned, per second "
+                   "(a figure of tensor sizes, not of the memory traffic: a view moves less, a "
+                   "kernel that reads twice moves more)")
+"""What the bandwidth column counts, said under the table where it is shown."""
+
 
 def not_recorded(section: dict[str, Any]) -> tuple[list[str], str]:
     """MegEngine's columns this run's operator section cannot fill, and the sentence saying why."""
@@ -59,11 +69,16 @@ def not_recorded(section: dict[str, Any]) -> tuple[list[str], str]:
             missing.insert(0, "device self time")
         return missing, (f"{', '.join(missing)}: not recorded (an Nsight Systems capture gives "
                          "ranges and their GPU work; NVTX ranges carry no FLOPs, memory or shapes)")
+    if section.get("record_outputs"):
+        if has_device:
+            return [], ""
+        return ["device self time"], ("device self time: not recorded (PyTorch's profiler ran on the CPU; "
+                                      "FLOPS and bandwidth are per second of host time)")
     if not has_device:
         return ["device self time", "bandwidth", "out_shapes"], NOT_RECORDED
     return ["bandwidth", "out_shapes"], ("bandwidth and out_shapes: not recorded (PyTorch's profiler "
-                                         "counts no bytes an operator reads or writes, and records "
-                                         "input shapes only)")
+                                         "records input shapes only: record the operators with "
+                                         "record_outputs for them)")
 
 
 @dataclass
@@ -87,11 +102,25 @@ class OperatorRow:
     """Calls by the dtypes of their inputs, as text: ``{"[float32, int64, Scalar]": 3}``."""
     backtraces: dict[str, int] = field(default_factory=dict)
     """Calls by the Python call stack they came from (recorded with ``with_stack`` only)."""
+    output_shapes: dict[str, int] = field(default_factory=dict)
+    """Calls by their output shapes (recorded with ``record_outputs`` only)."""
+    tensor_bytes: int = 0
+    """The sizes of the tensors its calls took and returned (``record_outputs`` only)."""
 
     @property
     def flops_per_second(self) -> float | None:
         seconds = self.device_seconds if self.device_seconds else self.total
         return self.flops / seconds if self.flops and seconds > 0 else None
+
+    @property
+    def bandwidth(self) -> float | None:
+        """Tensor bytes per second of device self time where measured, else of host time."""
+        seconds = self.device_seconds if self.device_seconds else self.total
+        return self.tensor_bytes / seconds if self.tensor_bytes and seconds > 0 else None
+
+    @property
+    def common_output_shapes(self) -> str:
+        return _most_frequent(self.output_shapes)
 
     @property
     def common_shapes(self) -> str:
@@ -125,6 +154,7 @@ class OperatorReport:
     not_recorded: str = NOT_RECORDED
     not_recorded_columns: tuple[str, ...] = ("device self time", "bandwidth", "out_shapes")
     has_device_time: bool = False
+    has_outputs: bool = False
 
 
 def operator_report(
@@ -166,7 +196,8 @@ def operator_report(
                           operators_in_run=in_run, self_time=total_self, by_type=by_type,
                           order_by=order, ascending=ascending, not_recorded=sentence,
                           not_recorded_columns=tuple(missing),
-                          has_device_time="device self time" not in missing)
+                          has_device_time="device self time" not in missing,
+                          has_outputs="out_shapes" not in missing)
 
 
 def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
@@ -184,6 +215,8 @@ def _operator_rows(node: dict[str, Any], path: tuple[str, ...],
                 device_seconds=entry.get("device_self"),
                 input_dtypes=dict(entry.get("input_dtypes", {})),
                 backtraces=dict(entry.get("backtraces", {})),
+                output_shapes=dict(entry.get("output_shapes", {})),
+                tensor_bytes=entry.get("tensor_bytes", 0),
             )
         else:
             child_block = "/".join(child_path)
@@ -204,11 +237,12 @@ def _by_type(rows: list[OperatorRow]) -> list[OperatorRow]:
         group.count += row.count
         group.flops += row.flops
         group.cpu_memory_bytes += row.cpu_memory_bytes
+        group.tensor_bytes += row.tensor_bytes
         group.places += 1
         if row.device_seconds is not None:
             group.device_seconds = (group.device_seconds or 0.0) + row.device_seconds
         for counts, into in ((row.input_shapes, group.input_shapes), (row.input_dtypes, group.input_dtypes),
-                             (row.backtraces, group.backtraces)):
+                             (row.backtraces, group.backtraces), (row.output_shapes, group.output_shapes)):
             for key, calls in counts.items():
                 into[key] = into.get(key, 0) + calls
     return list(groups.values())
@@ -235,11 +269,13 @@ def operators_text(report: OperatorReport | None, width: int) -> str:
     rows_are = "operator types" if report.by_type else "operators"
     order = f"{report.order_by}, {'smallest' if report.ascending else 'largest'} first"
     device_header = f"{'device':>10} " if report.has_device_time else ""
+    bandwidth_header = f" {'bandwidth':>10}" if report.has_outputs else ""
+    out_shapes_header = "  out_shapes" if report.has_outputs else ""
     lines = [f"Operators (PyTorch): {len(report.rows)} of {report.rows_matched} {rows_are} "
              f"(of {report.operators_in_run}), by {order}; self time of all: "
              f"{format_seconds(report.self_time)}",
              f"{device_header}{'self':>10} {'cum':>6} {'total':>10} {'count':>7} {'FLOPs':>9} "
-             f"{'FLOPS':>9} {'memory':>9}  operator  in_shapes"]
+             f"{'FLOPS':>9} {'memory':>9}{bandwidth_header}  operator  in_shapes{out_shapes_header}"]
     cumulative = 0.0
     prefix = 65
     for row in report.rows:
@@ -250,16 +286,20 @@ def operators_text(report: OperatorReport | None, width: int) -> str:
         device = ""
         if report.has_device_time:
             device = f"{format_seconds(row.device_seconds) if row.device_seconds is not None else '-':>10} "
+        bandwidth = f" {_bandwidth(row.bandwidth):>10}" if report.has_outputs else ""
+        out_shapes = f"  {row.common_output_shapes or '-'}" if report.has_outputs else ""
         line = (f"{device}{format_seconds(row.self_time):>10} {format_percent(share):>6} "
                 f"{format_seconds(row.total):>10} {row.count:>7} {_quantity(row.flops):>9} "
-                f"{_quantity(flops_per_second):>9} {_bytes(row.cpu_memory_bytes):>9}  {label}  "
-                f"{row.common_shapes}")
+                f"{_quantity(flops_per_second):>9} {_bytes(row.cpu_memory_bytes):>9}{bandwidth}  {label}  "
+                f"{row.common_shapes or ('-' if report.has_outputs else '')}{out_shapes}")
         limit = max(width, prefix + 20)
         # Cut at the end: the figures and the operator's block come first, the shapes last.
         lines.append(line if len(line) <= limit else line[: limit - 3] + "...")
     if not report.rows:
         lines.append("(no operator matches)")
     lines.extend(textwrap.wrap(report.not_recorded, max(width, 40)))
+    if report.has_outputs:
+        lines.extend(textwrap.wrap(BANDWIDTH_MEANS, max(width, 40)))
     lines.extend(_backtraces_text(report, width))
     return "\n".join(lines)
 
@@ -294,7 +334,9 @@ def operators_document(report: OperatorReport | None) -> dict[str, Any] | None:
              "count": row.count, "flops": row.flops, "flops_per_second": row.flops_per_second,
              "cpu_memory_bytes": row.cpu_memory_bytes, "input_shapes": row.input_shapes,
              "places": row.places, "device_self_time": row.device_seconds,
-             "input_dtypes": row.input_dtypes, "backtraces": row.backtraces}
+             "input_dtypes": row.input_dtypes, "backtraces": row.backtraces,
+             **({"output_shapes": row.output_shapes, "tensor_bytes": row.tensor_bytes, "bandwidth": row.bandwidth}
+                if report.has_outputs else {})}
             for row in report.rows
         ],
     }
@@ -308,6 +350,15 @@ def _quantity(value: float | None) -> str:
         if abs(value) >= factor:
             return f"{value / factor:.3g}{suffix}"
     return f"{value:.3g}"
+
+
+def _bandwidth(bytes_per_second: float | None) -> str:
+    if not bytes_per_second:
+        return "-"
+    for factor, suffix in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if bytes_per_second >= factor:
+            return f"{bytes_per_second / factor:.3g} {suffix}"
+    return f"{bytes_per_second:.3g} B/s"
 
 
 def _bytes(value: int) -> str:

@@ -150,6 +150,8 @@ def _confluence_operators(report: OperatorReport) -> str:
         headers.append("device self time")
     headers += ["self time", "ratio", "cumulative", "total", "count", "computation (FLOPs)", "FLOPS",
                 "memory (bytes)", "operator", "block", "in_shapes"]
+    if report.has_outputs:
+        headers += ["bandwidth (tensor bytes/s)", "out_shapes"]
     rows = []
     cumulative = 0.0
     for index, row in enumerate(report.rows):
@@ -163,6 +165,8 @@ def _confluence_operators(report: OperatorReport) -> str:
         cells += [format_seconds(row.self_time), f"{ratio:.1%}", f"{share:.1%}", format_seconds(row.total),
                   str(row.count), str(row.flops), "-" if flops_per_second is None else f"{flops_per_second:.4g}",
                   str(row.cpu_memory_bytes), row.name, "" if report.by_type else row.block, row.common_shapes]
+        if report.has_outputs:
+            cells += ["-" if row.bandwidth is None else f"{row.bandwidth:.4g}", row.common_output_shapes]
         rows.append(cells)
     return _pipe_table(headers, rows)
 

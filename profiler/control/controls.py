@@ -180,11 +180,12 @@ class _ProfilerControl:
         """``profile_all`` / ``profile_imperative`` record PyTorch's operators into the tree while
         running (a recording the program started itself is left alone)."""
         wanted = self.settings.record_operators and self.running("worker")
-        if self.operators is not None and not wanted:
+        if self.operators is not None and (not wanted or self.operators.record_outputs != self.settings.record_shapes):
             torch_ops.stop_operators()
             self.operators = None
         if wanted and self.operators is None and not torch_ops.is_recording_operators():
-            self.operators = torch_ops.start_operators()
+            # record_shapes asks for the operators' output shapes too (PyTorch's execution trace).
+            self.operators = torch_ops.start_operators(record_outputs=self.settings.record_shapes)
 
     def _apply_periodic_thread(self) -> None:
         settings = self.settings

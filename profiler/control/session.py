@@ -100,6 +100,10 @@ class Profiler:
             ``record_operators``) with the GPU time of the kernels each launched, which PyTorch's
             profiler reads through CUPTI. Refused (``ValueError`` saying why) where it cannot:
             no torch, no GPU visible, a process forked after CUDA was initialised.
+        record_outputs: record the operators (as ``record_operators``) with their output shapes
+            and the sizes of the tensors they took and returned, for ``profile_analyze``'s
+            ``out_shapes`` and ``bandwidth`` columns, through PyTorch's execution trace
+            (:mod:`profiler.gpu.execution_trace`; costlier again). Needs torch.
 
     Raises:
         ValueError: an unknown format (the valid ones are listed), or a meaningless option.
@@ -135,6 +139,7 @@ class Profiler:
         with_scopes: bool = False,
         with_backtrace: bool = False,
         enable_cupti: bool = False,
+        record_outputs: bool = False,
     ) -> None:
         self._pid = os.getpid()
         self._device = _session_device(profile_device)
@@ -149,14 +154,17 @@ class Profiler:
             raise TypeError(f"with_backtrace must be True or False, got {with_backtrace!r}")
         if not isinstance(enable_cupti, bool):
             raise TypeError(f"enable_cupti must be True or False, got {enable_cupti!r}")
-        if record_operators or with_backtrace or enable_cupti:
+        if not isinstance(record_outputs, bool):
+            raise TypeError(f"record_outputs must be True or False, got {record_outputs!r}")
+        if record_operators or with_backtrace or enable_cupti or record_outputs:
             torch_ops.check_available()
         if enable_cupti:
             reason = torch_ops.device_unavailable_reason(sys.modules["torch"])
             if reason is not None:
                 raise ValueError(f"enable_cupti: {reason}")
-        self._record_operators = record_operators or with_backtrace or enable_cupti
+        self._record_operators = record_operators or with_backtrace or enable_cupti or record_outputs
         self._with_backtrace = with_backtrace
+        self._record_outputs = record_outputs
         self._recording_operators = False
         if not isinstance(with_scopes, bool):
             raise TypeError(f"with_scopes must be True or False, got {with_scopes!r}")
@@ -204,7 +212,7 @@ class Profiler:
             memory.apply_sampling(self._memory_sampling)
         # A recording already on (another session's, set_config's) is left to its owner.
         if self._record_operators and not torch_ops.is_recording_operators():
-            torch_ops.start_operators(with_stack=self._with_backtrace)
+            torch_ops.start_operators(with_stack=self._with_backtrace, record_outputs=self._record_outputs)
             self._recording_operators = True
         # Hooks already installed (by rlprof run, another session) are left to their owner.
         if self._with_scopes and not torch_phases.torch_phases_installed():

@@ -34,8 +34,8 @@ MAX_SHAPES_PER_OPERATOR = 8
 """Distinct input shapes (and dtypes, and backtraces) kept per operator block; further ones are
 counted in ``other_shapes`` (``other_dtypes``, ``other_backtraces``)."""
 
-_COUNTED = ("input_shapes", "input_dtypes", "backtraces")
-_OTHERS = ("other_shapes", "other_dtypes", "other_backtraces")
+_COUNTED = ("input_shapes", "input_dtypes", "backtraces", "output_shapes")
+_OTHERS = ("other_shapes", "other_dtypes", "other_backtraces", "other_output_shapes")
 
 
 @dataclass
@@ -52,6 +52,10 @@ class OperatorFigures:
     other_dtypes: int = 0
     backtraces: dict[str, int] = field(default_factory=dict)
     other_backtraces: int = 0
+    # From PyTorch's execution trace, with record_outputs (see profiler.gpu.execution_trace).
+    output_shapes: dict[str, int] = field(default_factory=dict)
+    other_output_shapes: int = 0
+    tensor_bytes: int = 0  # the sizes of the tensors its calls took and returned, summed
 
     def add_shapes(self, shapes: str, calls: int = 1) -> None:
         self.other_shapes += _count_in(self.input_shapes, shapes, calls)
@@ -61,6 +65,9 @@ class OperatorFigures:
 
     def add_backtrace(self, backtrace: str, calls: int = 1) -> None:
         self.other_backtraces += _count_in(self.backtraces, backtrace, calls)
+
+    def add_output_shapes(self, shapes: str, calls: int = 1) -> None:
+        self.other_output_shapes += _count_in(self.output_shapes, shapes, calls)
 
     def add(self, other: OperatorFigures) -> None:
         """Add another block's (or another worker's) figures of the same operator block."""
@@ -74,6 +81,10 @@ class OperatorFigures:
             self.add_dtypes(text, calls)
         for text, calls in other.backtraces.items():
             self.add_backtrace(text, calls)
+        for text, calls in other.output_shapes.items():
+            self.add_output_shapes(text, calls)
+        self.tensor_bytes += other.tensor_bytes
+        self.other_output_shapes += other.other_output_shapes
         self.other_shapes += other.other_shapes
         self.other_dtypes += other.other_dtypes
         self.other_backtraces += other.other_backtraces
@@ -110,6 +121,8 @@ def section_entry(path: list[str], operator: OperatorFigures, device_time: bool)
             entry[counted] = dict(getattr(operator, counted))
         if getattr(operator, others):
             entry[others] = getattr(operator, others)
+    if operator.output_shapes or operator.other_output_shapes:
+        entry["tensor_bytes"] = operator.tensor_bytes
     return entry
 
 

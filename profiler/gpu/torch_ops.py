@@ -47,6 +47,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from profiler.gpu.execution_trace import ExecutionTrace, fold_execution_trace, outputs_sayings
 from profiler.gpu.operator_calls import backtrace_text, dtype_names
 from profiler.gpu.operator_figures import OperatorFigures, PathFigures, payload_field, section_entry
 from profiler.recording import events as timeline
@@ -91,13 +92,20 @@ class OperatorRecording:
     """
 
     def __init__(self, stack: TimerStack, *, record_shapes: bool, with_flops: bool,
-                 profile_memory: bool, torch_module: Any, with_stack: bool = False) -> None:
+                 profile_memory: bool, torch_module: Any, with_stack: bool = False,
+                 record_outputs: bool = False) -> None:
         self.stack = stack
         self.thread_id = threading.get_ident()
         self.record_shapes = record_shapes
         self.with_flops = with_flops
         self.profile_memory = profile_memory
         self.with_stack = with_stack
+        self.record_outputs = record_outputs
+        # The current session's execution trace, and what went wrong with the traces (see
+        # profiler.gpu.execution_trace.outputs_sayings).
+        self._trace: ExecutionTrace | None = None
+        self.outputs_unmatched = 0
+        self.outputs_unavailable = self.outputs_lost = None
         self._torch = torch_module
         self._annotation = torch_module._C._profiler._RecordFunctionFast
         self._lock = threading.RLock()
@@ -145,6 +153,12 @@ class OperatorRecording:
             # the events' stacks empty.
             stack_options = {"with_stack": True,
                              "experimental_config": profiler._ExperimentalConfig(verbose=True)}
+        if self.record_outputs and self.outputs_unavailable is None:
+            try:
+                self._trace = ExecutionTrace(self._torch)
+                stack_options["execution_trace_observer"] = self._trace.observer
+            except (RuntimeError, OSError) as error:
+                self.outputs_unavailable = str(error)
         self._session = profiler.profile(
             activities=activities,
             record_shapes=self.record_shapes,
@@ -221,6 +235,7 @@ class OperatorRecording:
             if self._session is not None and threading.get_ident() == self.thread_id:
                 reopen = self._close_annotations()
                 self._session.__exit__(None, None, None)
+                self._read_trace()
                 self._start_session(reopen)
 
     def _fold_session(self) -> tuple[TimerNode, ...]:
@@ -234,6 +249,11 @@ class OperatorRecording:
         kernels: list[tuple[str, str, int, int]] = []
         spans: list[tuple[str, int, int]] | None = [] if timeline.is_recording() else None
         self.events_folded += fold_events(events, self._nodes, self.stack.root, self.figures, kernels, spans)
+        nodes = self._read_trace()
+        if nodes:
+            _, unmatched = fold_execution_trace(nodes, self._nodes, self.stack.root, self.figures,
+                                                _annotation_key, ANNOTATION_PREFIX)
+            self.outputs_unmatched += unmatched
         # PyTorch's profiler stamps events with the wall clock (see the module docstring); both
         # clocks are read together here to move the kernels and operators onto rlprof's.
         offset = time.time() - timers.now()
@@ -248,6 +268,17 @@ class OperatorRecording:
                                        for name, start, end in spans[:room])
             self.operator_spans_left_out += max(0, len(spans) - room)
         return reopen
+
+    def _read_trace(self) -> list[dict[str, Any]]:
+        """The nodes of the session's execution trace (none without record_outputs), ended."""
+        trace, self._trace = self._trace, None
+        if trace is None:
+            return []
+        try:
+            return trace.read_nodes()
+        except ValueError as error:
+            self.outputs_lost = f"{error}: output shapes and tensor bytes miss a stretch of the run"
+            return []
 
 
 def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
@@ -403,10 +434,14 @@ def _torch() -> Any:
 
 
 def start_operators(*, record_shapes: bool = True, with_flops: bool = True,
-                    profile_memory: bool = True, with_stack: bool = False) -> OperatorRecording:
+                    profile_memory: bool = True, with_stack: bool = False,
+                    record_outputs: bool = False) -> OperatorRecording:
     """Run PyTorch's profiler beside rlprof's timers in this thread and fold its operators into
     this thread's tree (see the module docstring). ``with_stack`` also keeps the Python call
     stacks each operator was called from (PyTorch's Python tracer then runs: far costlier).
+    ``record_outputs`` also runs PyTorch's execution trace, for each operator's output shapes and
+    the bytes of the tensors it took and returned (``out_shapes`` and ``bandwidth``, see
+    :mod:`profiler.gpu.execution_trace`; costlier again).
     Raises :class:`OperatorsUnavailableError` without PyTorch, and ``RuntimeError`` when
     operators are already being recorded."""
     global _recording
@@ -415,7 +450,8 @@ def start_operators(*, record_shapes: bool = True, with_flops: bool = True,
     torch = _torch()
     recording = OperatorRecording(timers.current_thread_stack(), record_shapes=record_shapes,
                                   with_flops=with_flops, profile_memory=profile_memory,
-                                  torch_module=torch, with_stack=with_stack)
+                                  torch_module=torch, with_stack=with_stack,
+                                  record_outputs=record_outputs)
     recording.start()
     _recording = recording
     return recording
@@ -446,6 +482,8 @@ def _forget_in_forked_child() -> None:
     elif cuda is not None and cuda.is_initialized():
         _forked_after_cuda = True
     if _recording is not None:
+        if _recording._trace is not None:
+            _recording._trace.abandon_in_forked_child()
         _recording = None
         block_hooks.observe_blocks(None, None, companion="torch_ops")
 
@@ -497,11 +535,14 @@ def operators_section(stack: TimerStack, workers: Sequence[PathFigures] = ()) ->
         "with_flops": any(recording.with_flops for recording in recordings) or bool(workers),
         "profile_memory": any(recording.profile_memory for recording in recordings) or bool(workers),
         "with_stack": any(source.with_stack for source in (*recordings, *workers)),
+        "record_outputs": any(recording.record_outputs and recording.outputs_unavailable is None
+                              for recording in recordings),
         "operators": [section_entry(list(path), operator, unavailable is None)
                       for path, operator in by_path.items()],
     }
     if unavailable is not None:
         section["device_time_unavailable"] = unavailable
+    section.update(outputs_sayings(recordings))
     return section
 
 

@@ -11,9 +11,13 @@ from typing import Any
 
 __all__ = ["read_operators"]
 
-_FLAGS = ("device_time", "record_shapes", "with_flops", "profile_memory", "with_stack")
-_COUNTED = (("input_shapes", "other_shapes"), ("input_dtypes", "other_dtypes"), ("backtraces", "other_backtraces"))
-"""Calls counted by their shapes, dtypes, call stack (as text), and the calls past the ones kept."""
+_FLAGS = ("device_time", "record_shapes", "with_flops", "profile_memory", "with_stack", "record_outputs")
+_COUNTED = (("input_shapes", "other_shapes"), ("input_dtypes", "other_dtypes"), ("backtraces", "other_backtraces"),
+            ("output_shapes", "other_output_shapes"))
+"""Calls counted by their shapes, dtypes, call stack, output shapes (as text), and the calls past
+the ones kept."""
+_SAYINGS = ("device_time_unavailable", "record_outputs_unavailable", "outputs_lost")
+"""Sentences the recording wrote about itself: why a figure is missing."""
 _MAX_WHOLE = 2**63 - 1
 
 
@@ -27,9 +31,12 @@ def read_operators(section: Any) -> dict[str, Any]:
         if not isinstance(value, bool):
             raise ValueError(f"operators.{flag}: must be true or false")
         normalized[flag] = value
-    unavailable = section.get("device_time_unavailable")
-    if unavailable is not None:
-        normalized["device_time_unavailable"] = _text(unavailable, "operators.device_time_unavailable")
+    for saying in _SAYINGS:
+        if section.get(saying) is not None:
+            normalized[saying] = _text(section[saying], f"operators.{saying}")
+    if "outputs_unmatched" in section:
+        normalized["outputs_unmatched"] = _whole(section["outputs_unmatched"], "operators.outputs_unmatched",
+                                                 signed=False)
     normalized["operators"] = [
         _operator(entry, f"operators.operators[{index}]") for index, entry in enumerate(section["operators"])
     ]
@@ -53,6 +60,8 @@ def _operator(entry: Any, where: str) -> dict[str, Any]:
             for key, count in counts.items()
         }
         operator[others_key] = _whole(entry.get(others_key, 0), f"{where}.{others_key}", signed=False)
+    if "tensor_bytes" in entry:
+        operator["tensor_bytes"] = _whole(entry["tensor_bytes"], f"{where}.tensor_bytes", signed=False)
     for key in ("device_self", "device_total"):
         if key in entry:
             operator[key] = _seconds(entry[key], f"{where}.{key}")

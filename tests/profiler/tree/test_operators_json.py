@@ -24,8 +24,18 @@ def test_an_operators_section_loads_back_with_every_figure(tmp_path):
     section = {"source": "torch.profiler", "device_time": False, "record_shapes": True,
                "with_flops": True, "profile_memory": True, "operators": [OPERATOR]}
     loaded = load_timing_tree(file_with(tmp_path, section))["operators"]
-    assert loaded == dict(section, with_stack=False, operators=[dict(
-        OPERATOR, other_shapes=0, input_dtypes={}, other_dtypes=0, backtraces={}, other_backtraces=0)])
+    assert loaded == dict(section, with_stack=False, record_outputs=False, operators=[dict(
+        OPERATOR, other_shapes=0, input_dtypes={}, other_dtypes=0, backtraces={}, other_backtraces=0,
+        output_shapes={}, other_output_shapes=0)])
+
+
+def test_output_shapes_and_tensor_bytes_load_back_with_what_the_trace_said(tmp_path):
+    operator = dict(OPERATOR, output_shapes={"[[64, 16]]": 3}, tensor_bytes=43584)
+    section = {"record_outputs": True, "outputs_unmatched": 2, "operators": [operator]}
+    loaded = load_timing_tree(file_with(tmp_path, section))["operators"]
+    assert (loaded["record_outputs"], loaded["outputs_unmatched"]) == (True, 2)
+    assert (loaded["operators"][0]["output_shapes"], loaded["operators"][0]["tensor_bytes"]) == (
+        {"[[64, 16]]": 3}, 43584)
 
 
 def test_dtypes_and_backtraces_load_back_with_their_call_counts(tmp_path):
@@ -45,6 +55,7 @@ def test_dtypes_and_backtraces_load_back_with_their_call_counts(tmp_path):
     ({"operators": [dict(OPERATOR, flops=-1)]}, r"operators.operators\[0\].flops: must be a whole number >= 0"),
     ({"operators": [], "with_flops": "yes"}, "operators.with_flops: must be true or false"),
     ({"operators": [dict(OPERATOR, backtraces=["f"])]}, r"operators.operators\[0\].backtraces: must be an object"),
+    ({"operators": [dict(OPERATOR, tensor_bytes=-4)]}, r"operators.operators\[0\].tensor_bytes: must be a whole number >= 0"),
 ])
 def test_a_bad_operators_section_is_refused_saying_where(tmp_path, operators, reason):
     with pytest.raises(TimerFileError, match=reason):

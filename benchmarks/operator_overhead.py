@@ -1,6 +1,6 @@
 """What recording PyTorch's operators costs a training step, beside PyTorch's profiler alone.
 
-The same small MLP step (forward, backward, SGD step on a batch of 64) runs under seven cases,
+The same small MLP step (forward, backward, SGD step on a batch of 64) runs under nine cases,
 switched between cases round after round (interleaved), and each ratio is the median of the
 per-round ratios to the plain loop, so machine noise cancels:
 
@@ -16,7 +16,11 @@ per-round ratios to the plain loop, so machine noise cancels:
 * ``torch.profiler, stacks``: ``torch.profiler alone`` with ``with_stack`` (its Python tracer) and
   the ``verbose`` config that fills each event's stack, read with ``prof.events()``; and
   ``rlprof + backtraces``: ``rlprof + operators`` with ``with_stack=True`` (what
-  ``Profiler(with_backtrace=True)`` asks for), each operator's stack counted as it is folded.
+  ``Profiler(with_backtrace=True)`` asks for), each operator's stack counted as it is folded;
+* ``torch.profiler + exec trace``: ``torch.profiler alone`` with PyTorch's execution trace
+  (``ExecutionTraceObserver``) beside it, its JSON file read back; and ``rlprof + outputs``:
+  ``rlprof + operators`` with ``record_outputs=True`` (output shapes and tensor bytes, what
+  ``Profiler(record_outputs=True)`` asks for), the trace folded into the operators.
 
 Each round's time includes starting and stopping the profiler and reading its events, spread over
 the round's steps. Goal (issue 24): operators folded into rlprof's tree cost about what PyTorch's
@@ -28,8 +32,11 @@ profiler costs alone; off, nothing (``rlprof blocks`` is rlprof's own block cost
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -77,19 +84,30 @@ def rlprof_round(steps: int) -> None:
         rlprof_step()
 
 
-def torch_profiler_round(steps: int, read: bool = True, with_stack: bool = False) -> None:
+def torch_profiler_round(steps: int, read: bool = True, with_stack: bool = False,
+                         execution_trace: bool = False) -> None:
     activities = [torch.profiler.ProfilerActivity.CPU]
-    stacks = {"with_stack": True, "experimental_config": torch.profiler._ExperimentalConfig(verbose=True)}
+    options = {"with_stack": True, "experimental_config": torch.profiler._ExperimentalConfig(verbose=True)} \
+        if with_stack else {}
+    if execution_trace:
+        handle, trace_path = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        options["execution_trace_observer"] = torch.profiler.ExecutionTraceObserver().register_callback(trace_path)
     with torch.profiler.profile(activities=activities, record_shapes=True, with_flops=True,
-                                profile_memory=True, **(stacks if with_stack else {})) as session:
+                                profile_memory=True, **options) as session:
         for _ in range(steps):
             plain_step()
     if read:
         session.events()
+    if execution_trace:
+        options["execution_trace_observer"].unregister_callback()
+        with open(trace_path, encoding="utf-8") as file:
+            json.load(file)
+        os.unlink(trace_path)
 
 
-def operators_round(steps: int, with_stack: bool = False) -> None:
-    torch_ops.start_operators(with_stack=with_stack)
+def operators_round(steps: int, with_stack: bool = False, record_outputs: bool = False) -> None:
+    torch_ops.start_operators(with_stack=with_stack, record_outputs=record_outputs)
     for _ in range(steps):
         rlprof_step()
     profiler.get_timer_tree()
@@ -104,6 +122,8 @@ CASES: dict[str, Callable[[int], None]] = {
     "rlprof + operators": operators_round,
     "torch.profiler, stacks": lambda steps: torch_profiler_round(steps, with_stack=True),
     "rlprof + backtraces": lambda steps: operators_round(steps, with_stack=True),
+    "torch.profiler + exec trace": lambda steps: torch_profiler_round(steps, execution_trace=True),
+    "rlprof + outputs": lambda steps: operators_round(steps, record_outputs=True),
 }
 
 
@@ -132,15 +152,18 @@ def main() -> None:
     arguments = parser.parse_args()
     torch.set_num_threads(1)  # a steady figure on a shared machine
     results = measure(arguments.rounds, arguments.steps)
-    print(f"{'case':24} {'us/step':>9} {'x plain':>8}")
+    print(f"{'case':28} {'us/step':>9} {'x plain':>8}")
     for label, (microseconds, ratio) in results.items():
-        print(f"{label:24} {microseconds:9.1f} {ratio:8.2f}")
+        print(f"{label:28} {microseconds:9.1f} {ratio:8.2f}")
     alone, unread = results["torch.profiler alone"][1], results["torch.profiler, unread"][1]
     folded = results["rlprof + operators"][1]
     print(f"\nrlprof + operators / torch.profiler alone: {folded / alone:.2f} (goal: about 1)")
     print(f"rlprof + operators / torch.profiler, unread: {folded / unread:.2f}")
     stacks, backtraces = results["torch.profiler, stacks"][1], results["rlprof + backtraces"][1]
     print(f"rlprof + backtraces / torch.profiler, stacks: {backtraces / stacks:.2f}")
+    traced, outputs = results["torch.profiler + exec trace"][1], results["rlprof + outputs"][1]
+    print(f"rlprof + outputs / torch.profiler + exec trace: {outputs / traced:.2f}")
+    print(f"rlprof + outputs / rlprof + operators: {outputs / folded:.2f} (what out_shapes and bandwidth add)")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # for type checkers and readers: where each name comes from
     from profiler.multiprocess.merge import PayloadError, TimerMerger
     from profiler.multiprocess.payload import WorkerTimers, snapshot_and_flush
     from profiler.analysis import dumps
+    from profiler.analysis.event_list import load_nvprof
     from profiler.tree.timer_json import (
         TimerFileError,
         load_timing_tree,
@@ -87,6 +88,7 @@ _HOMES = {
     "WorkerTimers": "profiler.multiprocess.payload",
     "snapshot_and_flush": "profiler.multiprocess.payload",
     "dumps": "profiler.analysis",
+    "load_nvprof": "profiler.analysis.event_list",
     "TimerFileError": "profiler.tree.timer_json",
     "load_timing_tree": "profiler.tree.timer_json",
     "timers_json_path": "profiler.tree.timer_json",
@@ -156,6 +158,7 @@ __all__ = [
     "get_timer_tree",
     "hierarchical_timer",
     "is_enabled",
+    "load_nvprof",
     "load_timing_tree",
     "mark",
     "merge_gauges",

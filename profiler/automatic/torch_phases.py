@@ -34,6 +34,13 @@ block, in the thread that makes the call:
 - ``<Optimizer>.step`` through torch's global optimizer step hooks, and
   ``<Optimizer>.zero_grad``, for which torch has no hook, by wrapping ``Optimizer.zero_grad``.
 
+**Module scopes** (MegEngine's ``with_scopes``, :func:`set_module_scopes`): when asked, the
+module calls *inside* an outermost one are blocks too, each nested in the call that made it and
+named by its attribute path in the outermost module (``named_modules()``): ``0.forward``,
+``actor.0.forward``; a module not among the outermost's (one it calls without holding it) by its
+class. Off by default: a policy call then opens a block per layer, which costs each layer call a
+block (``benchmarks/run_overhead.py``).
+
 Module calls are seen by wrapping ``nn.Module.__call__``, not through torch's global forward
 hooks: with a global hook installed, every layer call takes torch's hooked path (a few
 microseconds each: a policy call of CleanRL's agent, a dozen layer calls, was a fifth slower),
@@ -58,7 +65,7 @@ from profiler.automatic.stack_sampler import file_kind
 from profiler.timing import timers
 
 __all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "inside_model_call", "inside_update", "install_torch_phases",
-           "torch_phases_installed", "uninstall_torch_phases"]
+           "set_module_scopes", "torch_phases_installed", "uninstall_torch_phases"]
 
 NO_GRAD_SUFFIX = " (no grad)"
 """Ends the name of a forward or model-method block run under ``torch.no_grad()`` (inference)."""
@@ -75,6 +82,7 @@ class _ThreadState(threading.local):
 
     def __init__(self) -> None:
         self.depth = 0
+        self.scope_names: dict[int, str] | None = None  # the outermost module's, with module scopes
         self.method_depth = 0
         self.step_block: Any = None
         self.update_block: Any = None
@@ -90,6 +98,9 @@ _method_names: dict[tuple[type, str], tuple[str, str]] = {}
 _callers_read: set[Any] = set()  # code objects of the callers whose frames were read once
 _learning_methods: set[Any] = set()  # code objects of model methods that ran a backward or a step
 _torch_folder = ""
+_module_scopes = False  # whether module calls inside an outermost one are blocks (set_module_scopes)
+# Per outermost module: its submodules' attribute paths, by id (named_modules(), read once).
+_scope_names: weakref.WeakKeyDictionary[Any, dict[int, str]] = weakref.WeakKeyDictionary()
 _grad_enabled: Any = None
 _module_class: Any = None
 
@@ -186,15 +197,42 @@ def _timed_module_call(call: Any) -> Any:
     def module_call_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         state = _state
         if state.depth:
-            return call(self, *args, **kwargs)
+            if not _module_scopes:
+                return call(self, *args, **kwargs)
+            with timers.hierarchical_timer(_scope_block_name(self, state)):
+                return call(self, *args, **kwargs)
         state.depth += 1
+        if _module_scopes:
+            state.scope_names = _scope_names_of(self)
         try:
             with _outermost_call_block(self, sys._getframe(1)):
                 return call(self, *args, **kwargs)
         finally:
             state.depth -= 1
+            state.scope_names = None
 
     return module_call_timed
+
+
+def set_module_scopes(enabled: bool) -> bool:
+    """Make the module calls inside an outermost one blocks too (MegEngine's ``with_scopes``, see
+    the module docstring), or stop; returns the previous setting, to restore."""
+    global _module_scopes
+    previous, _module_scopes = _module_scopes, enabled
+    return previous
+
+
+def _scope_names_of(module: Any) -> dict[int, str]:
+    names = _scope_names.get(module)
+    if names is None:
+        names = _scope_names[module] = {id(child): name for name, child in module.named_modules() if name}
+    return names
+
+
+def _scope_block_name(module: Any, state: _ThreadState) -> str:
+    """A nested module call's block: its attribute path in the outermost module, else its class."""
+    name = state.scope_names.get(id(module)) if state.scope_names else None
+    return f"{name or type(module).__name__}.forward"
 
 
 def _outermost_call_block(module: Any, caller: FrameType) -> Any:

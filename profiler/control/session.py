@@ -89,9 +89,11 @@ class Profiler:
             input shapes, FLOPs and CPU memory, through PyTorch's own profiler
             (:mod:`profiler.gpu.torch_ops`; MegEngine records its operators always). Needs torch.
         with_scopes: MegEngine's module scopes: while the session runs, each outermost
-            ``nn.Module`` call is a ``<Module>.forward`` block, and ``backward`` and the
-            optimizer's ``step`` and ``zero_grad`` are blocks (:mod:`profiler.automatic.torch_phases`,
-            as ``rlprof run`` times them). Needs torch.
+            ``nn.Module`` call is a ``<Module>.forward`` block, the module calls inside it blocks
+            nested in it, named by their attribute path (``actor.0.forward``), and ``backward`` and
+            the optimizer's ``step`` and ``zero_grad`` are blocks
+            (:mod:`profiler.automatic.torch_phases`; ``rlprof run`` times the outermost calls
+            only). Each layer call then costs a block. Needs torch.
         with_backtrace: MegEngine's backtraces: record the operators (as ``record_operators``)
             with the Python call stack each was called from, counted per operator in the dump
             and shown by ``rlprof analyze``. PyTorch's Python tracer then runs beside its
@@ -170,6 +172,7 @@ class Profiler:
             raise TypeError(f"with_scopes must be True or False, got {with_scopes!r}")
         self._with_scopes = with_scopes and _torch_for_scopes() is not None
         self._installed_scopes = False
+        self._module_scopes_before = False
         self._name = name
         self._depth = 0
         self._timer_stack: timers.TimerStack | None = None
@@ -218,6 +221,8 @@ class Profiler:
         if self._with_scopes and not torch_phases.torch_phases_installed():
             torch_phases.install_torch_phases(_torch_for_scopes())
             self._installed_scopes = True
+        if self._with_scopes:
+            self._module_scopes_before = torch_phases.set_module_scopes(True)
         return self
 
     def stop(self) -> None:
@@ -232,6 +237,8 @@ class Profiler:
             self._recording_operators = False
         if self._device is not None:
             device_time.set_default_device(self._device_before)
+        if self._with_scopes:
+            torch_phases.set_module_scopes(self._module_scopes_before)
         if self._installed_scopes:
             torch_phases.uninstall_torch_phases()
             self._installed_scopes = False

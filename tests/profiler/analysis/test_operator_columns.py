@@ -116,3 +116,29 @@ def test_a_negative_device_time_in_a_file_is_refused_by_name(tmp_path, capsys):
     path = write(tmp_path, {"operators": [{"path": ["update", "aten::addmm"], "device_self": -1}]})
     assert main(["analyze", str(path)]) != 0
     assert "device_self: must be a number of seconds >= 0" in capsys.readouterr().err
+
+
+@pytest.fixture
+def with_outputs(tmp_path):
+    """A run recorded with record_outputs: aten::addmm moved 2 MB of tensors in 0.5 s on the device."""
+    return write(tmp_path, {"source": "torch.profiler", "device_time": True, "record_outputs": True, "operators": [
+        {"path": ["update", "aten::addmm"], "flops": 0, "device_self": 0.5, "tensor_bytes": 2_000_000,
+         "output_shapes": {"[[64, 16]]": 2}},
+        {"path": ["update", "aten::relu"], "flops": 0, "device_self": 1.0, "tensor_bytes": 0,
+         "output_shapes": {"[[64, 16]]": 2}},
+    ]}, "outputs_timers.json")
+
+
+def test_bandwidth_is_tensor_bytes_per_second_of_device_self_time_where_measured(with_outputs):
+    report = operator_report(load_timing_tree(with_outputs))
+    addmm = next(row for row in report.rows if row.name == "aten::addmm")
+    assert (addmm.bandwidth, addmm.common_output_shapes) == (4_000_000, "[[64, 16]]")
+    assert report.not_recorded_columns == ()
+    assert re.search(r"4 MB/s +aten::addmm in update .* \[\[64, 16\]\]", operators_text(report, 160))
+
+
+def test_confluence_has_bandwidth_and_out_shapes_columns_where_recorded(with_outputs, capsys):
+    assert main(["analyze", str(with_outputs), "--confluence", "--print-only", "device"]) == 0
+    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    assert table[0].endswith("| bandwidth (tensor bytes/s) | out_shapes |")
+    assert next(line for line in table if "aten::addmm" in line).endswith("| 4e+06 | [[64, 16]] |")

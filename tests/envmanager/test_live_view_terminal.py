@@ -61,6 +61,46 @@ def test_ctrl_c_on_the_terminal_leaves_it_as_it_was_found(straggler_run_on_a_ter
     assert termios.tcgetattr(terminal.slave) == terminal.modes_before
 
 
+def failing_program(folder: Path) -> str:
+    """A program that steps the planted straggler for a few seconds, then raises."""
+    program = folder / "failing_training.py"
+    program.write_text(f"import runpy, sys\nsys.argv = [{PROGRAM!r}, '4']\n"
+                       f"runpy.run_path({PROGRAM!r}, run_name='__main__')\n"
+                       "raise RuntimeError('the trainer failed')\n")
+    return str(program)
+
+
+def left_as_found(terminal: Terminal) -> bool:
+    escapes = CURSOR_ESCAPES.findall(terminal.output)
+    return ((b"25", b"l") in escapes and escapes[-1] == (b"25", b"h")
+            and termios.tcgetattr(terminal.slave) == terminal.modes_before)
+
+
+def test_an_exception_in_the_program_takes_the_view_down_with_the_cursor_shown_again(tmp_path):
+    terminal = Terminal([sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir",
+                         str(tmp_path / "run"), failing_program(tmp_path)])
+    try:
+        terminal.read_until(b"env steps/s", count=2)
+        assert terminal.wait_for_exit() == 1
+        assert b"RuntimeError: the trainer failed" in terminal.output
+        assert left_as_found(terminal)
+    finally:
+        terminal.close()
+
+
+def test_an_exception_after_the_program_started_the_view_itself_leaves_the_terminal_as_found(tmp_path):
+    started_by_the_program = (f"import runpy, profiler; profiler.live_view.start(); "
+                              f"runpy.run_path({failing_program(tmp_path)!r}, run_name='__main__')")
+    terminal = Terminal([sys.executable, "-c", started_by_the_program])
+    try:
+        terminal.read_until(b"env steps/s", count=2)
+        assert terminal.wait_for_exit() == 1
+        assert b"RuntimeError: the trainer failed" in terminal.output
+        assert left_as_found(terminal)
+    finally:
+        terminal.close()
+
+
 def test_sigterm_takes_the_view_down_with_the_cursor_shown_again(straggler_run_on_a_terminal):
     terminal = straggler_run_on_a_terminal
     terminal.read_until(b"env steps/s", count=2)

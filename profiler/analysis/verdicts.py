@@ -765,7 +765,9 @@ def _env_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
         advice = ("Every core is in use: more workers would only share them. Make env.step "
                   "cheaper (blocks timed inside it show where its time goes).")
     else:
-        advice = ("Add workers while cores are idle (this file does not record the cores); "
+        unknown = ("how many processes were busy on its " + str(cores) + " cores"
+                   if cores is not None else "the cores")
+        advice = (f"Add workers while cores are idle (this file does not record {unknown}); "
                   "otherwise make env.step cheaper (blocks timed inside it show where).")
     return [run.verdict(
         ENV_BOUND,

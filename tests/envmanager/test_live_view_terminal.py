@@ -32,6 +32,8 @@ def test_the_live_view_appears_on_the_terminal_and_refreshes(straggler_run_on_a_
     output = straggler_run_on_a_terminal.read_until(b"env steps/s", count=3)
     assert b"rlprof live" in output
     assert b"transport" in output and b"untimed" in output and b"worker 3" in output
+    # Per worker: its step time over the window, how often it came last, its memory.
+    assert b"step (window)" in output and b"last" in output and b"MiB" in output
     straggler_run_on_a_terminal.process.send_signal(signal.SIGINT)
     straggler_run_on_a_terminal.wait_for_exit()
 
@@ -134,6 +136,7 @@ def test_in_a_pipe_the_view_prints_one_plain_line_per_refresh(tmp_path):
     assert len(lines) >= 2
     assert all("env steps/s" in line and "untimed" in line for line in lines)
     assert any("straggler" in line for line in lines)
+    assert any("slowest worker 3" in line for line in lines)
     assert "\x1b[" not in finished.stderr
 
 

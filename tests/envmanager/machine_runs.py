@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import numpy as np
-from envmanager_testenvs import CountingEnv, CpuBurningEnv
+from envmanager_testenvs import CpuBurningEnv
 from kernel_counts import kernel_run_queue_seconds
 from verdict_runs import PINNED_CORES, pinned_to_cores
 
@@ -22,7 +22,7 @@ import profiler
 from envmanager.subprocess_env_manager import SubprocessEnvManager
 from profiler.tree.timer_json import normalize_timing_tree
 
-__all__ = ["sleeping_run", "stepped_run"]
+__all__ = ["stepped_run"]
 
 
 def stepped_run(workers: int, cpu_seconds: float, steps: int) -> tuple[dict[str, Any], list[float]]:
@@ -31,19 +31,9 @@ def stepped_run(workers: int, cpu_seconds: float, steps: int) -> tuple[dict[str,
     Returns the dumped tree and, per worker, the run-queue delay the kernel counted for it between
     the end of the warm-up (the timers' reset) and the last step, read from its schedstat here.
     """
-    return _run([lambda: CpuBurningEnv(cpu_seconds)] * workers, steps)
-
-
-def sleeping_run(workers: int, sleep_seconds: float, steps: int) -> tuple[dict[str, Any], list[float]]:
-    """``workers`` envs sleeping ``sleep_seconds`` a step, ``steps`` vector steps, on 2 cores: a
-    run that needs a core only for moments, so that others' load costs it little."""
-    return _run([lambda: CountingEnv(episode_length=10_000, delay=sleep_seconds)] * workers, steps)
-
-
-def _run(env_fns: list[Any], steps: int) -> tuple[dict[str, Any], list[float]]:
     with pinned_to_cores(PINNED_CORES):
         profiler.reset_timers()
-        envs = SubprocessEnvManager(env_fns)
+        envs = SubprocessEnvManager([lambda: CpuBurningEnv(cpu_seconds)] * workers)
         try:
             envs.reset(seed=0)
             pids = [handle.process.pid for handle in envs._pool.workers]

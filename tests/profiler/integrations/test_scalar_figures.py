@@ -131,7 +131,9 @@ def test_a_window_no_worker_payload_reached_leaves_its_env_steps_out_rather_than
     figures = profiler.scalars()
     assert "rlprof/window/env_steps_per_second" not in figures
     assert not [name for name in figures if name.startswith("rlprof/window/worker_steps_per_second/")]
-    assert figures["rlprof/window/worker_last_share/worker_3"] == 1.0  # the trainer's own count
+    # How often each worker came last is the trainer's own count: there in every window.
+    last = {worker: figures[f"rlprof/window/worker_last_share/worker_{worker}"] for worker in range(4)}
+    assert max(last, key=last.get) == 3
 
 
 def test_the_window_a_payload_reaches_counts_each_workers_steps_since_its_previous_payload(straggler_envs):

@@ -64,9 +64,9 @@ def test_ctrl_c_on_the_terminal_leaves_it_as_it_was_found(straggler_run_on_a_ter
 
 
 def failing_program(folder: Path) -> str:
-    """A program that steps the planted straggler for a few seconds, then raises."""
+    """A program that steps the planted straggler for six seconds (several refreshes), then raises."""
     program = folder / "failing_training.py"
-    program.write_text(f"import runpy, sys\nsys.argv = [{PROGRAM!r}, '4']\n"
+    program.write_text(f"import runpy, sys\nsys.argv = [{PROGRAM!r}, '6']\n"
                        f"runpy.run_path({PROGRAM!r}, run_name='__main__')\n"
                        "raise RuntimeError('the trainer failed')\n")
     return str(program)

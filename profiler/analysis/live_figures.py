@@ -130,13 +130,18 @@ def live_figures(since_start: dict[str, Any], window: dict[str, Any]) -> LiveFig
 
 
 def _env_steps_per_second(tree: dict[str, Any], breakdowns: list[StepBreakdown] | None = None) -> float | None:
-    """Env steps inside vector steps per second of wall time (None when no vector step ran)."""
+    """Env steps inside vector steps per second of wall time (None when no vector step ran).
+
+    The env steps are those the workers' timer payloads reported: a window in which vector steps
+    ran but no payload came (shorter than the workers' ``flush_interval``, a second by default)
+    does not know its env steps, and gets None rather than a rate of 0."""
     wall = float(tree["total"])
     steps = [breakdown for breakdown in (breakdowns if breakdowns is not None else step_breakdowns(tree))
              if breakdown.is_vector_step]
-    if not steps or wall <= 0:
+    env_steps = sum(step.worker_calls for step in steps)
+    if not steps or wall <= 0 or (env_steps == 0 and sum(step.calls for step in steps) > 0):
         return None
-    return sum(step.worker_calls for step in steps) / wall
+    return env_steps / wall
 
 
 def _phase_shares(tree: dict[str, Any], breakdowns: list[StepBreakdown]) -> dict[str, float]:

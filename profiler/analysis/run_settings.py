@@ -53,6 +53,10 @@ class RunSettings:
         if self.shared_memory:
             return None
         option = "shared_memory=True" if self.shared_memory is False else "shared_memory=True if it is off"
+        if self.uses_cli_options:
+            # rlprof run has no option for it: the stand-in passes the program's own argument on.
+            option += (f" in the program's {self.substituted_for}(...) call (--vector-env passes it "
+                       "to the SubprocessEnvManager it builds)")
         return f"{option} (array observations then skip the pipe)"
 
 

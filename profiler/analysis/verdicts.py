@@ -293,10 +293,11 @@ def judge_run(
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
     phases = phase_verdicts(run)
     named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND) for verdict in phases)
-    verdicts = [*_workers(run), *cpu, *outside, *gil_contention(run, machine),
+    gil = gil_contention(run, machine)
+    verdicts = [*_workers(run), *cpu, *outside, *gil,
                 *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
                 *([] if named_a_phase else _trainer_bound(run)),
-                *_env_bound(run, cpu_limited=bool(cpu or outside)),
+                *_env_bound(run, cpu_limited=bool(cpu or outside), gil_bound=bool(gil)),
                 *device_verdicts(run),
                 *_untimed(run),
                 *_memory_leaks(run)]
@@ -740,7 +741,7 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
 # --- the environments -------------------------------------------------------------------------------
 
 
-def _env_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
+def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list[Verdict]:
     step = run.step
     if step is None or cpu_limited:
         return []
@@ -758,14 +759,21 @@ def _env_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
         "cores_available": cores,
         "busy_processes": busy,
     }
-    if cores is not None and busy is not None and busy < cores:
+    if gil_bound:
+        # Idle cores do not help threads that take turns at the GIL (the gil_contention verdict).
+        advice = ("The envs' threads take turns at the GIL, so more threads would only queue for it: "
+                  "step the envs in worker processes (SubprocessEnvManager, Gymnasium's "
+                  "AsyncVectorEnv), or make env.step cheaper (blocks timed inside it show where).")
+    elif cores is not None and busy is not None and busy < cores:
         advice = (f"{cores - busy} of {cores} cores are idle: add workers — env work scales with "
                   "workers while cores are free.")
     elif cores is not None and busy is not None:
         advice = ("Every core is in use: more workers would only share them. Make env.step "
                   "cheaper (blocks timed inside it show where its time goes).")
     else:
-        advice = ("Add workers while cores are idle (this file does not record the cores); "
+        unknown = ("how many processes were busy on its " + str(cores) + " cores"
+                   if cores is not None else "the cores")
+        advice = (f"Add workers while cores are idle (this file does not record {unknown}); "
                   "otherwise make env.step cheaper (blocks timed inside it show where).")
     return [run.verdict(
         ENV_BOUND,

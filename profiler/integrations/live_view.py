@@ -246,18 +246,28 @@ class LiveView:
             pass  # stderr closed or gone: nothing to draw on, and nothing the trainer must hear of
 
     def stop(self) -> None:
-        """Stop refreshing and take the panel down, the cursor shown again (safe to call twice)."""
+        """Stop refreshing and take the panel down, the cursor shown again (safe to call twice).
+
+        Returns within ``10 * interval + 6`` seconds even when a refresh is stuck writing to its
+        stream; the stuck refresh's thread is a daemon and ends with the process."""
         self._stopping.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(10 * self.interval + 5.0)
-        with self._lock:
+        # A refresh stuck writing to a stream nobody reads (a full pipe, a terminal on hold) holds
+        # the lock for as long: the view is then left as it is, rather than holding up the
+        # program's exit behind it.
+        if not self._lock.acquire(timeout=1.0):
+            return
+        try:
             live, self._live = self._live, None
             if live is not None:
                 try:
                     live.stop()
                 except (OSError, ValueError):
                     pass
+        finally:
+            self._lock.release()
 
     def is_running(self) -> bool:
         return self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()

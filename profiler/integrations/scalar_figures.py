@@ -33,7 +33,9 @@ per worker, ``worker_steps_per_second/worker_<id>``, ``worker_step_seconds/worke
 ``worker_last_share/worker_<id>`` (the share of vector steps it replied last in).
 
 A figure that does not exist in the run (no workers, a zero wall time) is left out, never
-written as 0 or NaN.
+written as 0 or NaN. The window's env steps and worker step figures are those the workers'
+payloads reported (every ``flush_interval``, a second by default): a window no payload reached
+leaves them out, and the one a payload reaches counts the steps since the worker's previous one.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ def test_the_live_view_appears_on_the_terminal_and_refreshes(straggler_run_on_a_
     output = straggler_run_on_a_terminal.read_until(b"env steps/s", count=3)
     assert b"rlprof live" in output
     assert b"transport" in output and b"untimed" in output and b"worker 3" in output
+    # Per worker: its step time over the window, how often it came last, its memory.
+    assert b"step (window)" in output and b"last" in output and b"MiB" in output
     straggler_run_on_a_terminal.process.send_signal(signal.SIGINT)
     straggler_run_on_a_terminal.wait_for_exit()
 
@@ -59,6 +61,46 @@ def test_ctrl_c_on_the_terminal_leaves_it_as_it_was_found(straggler_run_on_a_ter
         entered = escapes.count((screen, b"h"))
         assert entered == escapes.count((screen, b"l"))
     assert termios.tcgetattr(terminal.slave) == terminal.modes_before
+
+
+def failing_program(folder: Path) -> str:
+    """A program that steps the planted straggler for six seconds (several refreshes), then raises."""
+    program = folder / "failing_training.py"
+    program.write_text(f"import runpy, sys\nsys.argv = [{PROGRAM!r}, '6']\n"
+                       f"runpy.run_path({PROGRAM!r}, run_name='__main__')\n"
+                       "raise RuntimeError('the trainer failed')\n")
+    return str(program)
+
+
+def left_as_found(terminal: Terminal) -> bool:
+    escapes = CURSOR_ESCAPES.findall(terminal.output)
+    return ((b"25", b"l") in escapes and escapes[-1] == (b"25", b"h")
+            and termios.tcgetattr(terminal.slave) == terminal.modes_before)
+
+
+def test_an_exception_in_the_program_takes_the_view_down_with_the_cursor_shown_again(tmp_path):
+    terminal = Terminal([sys.executable, "-m", "profiler", "run", "--live", "--summaries-dir",
+                         str(tmp_path / "run"), failing_program(tmp_path)])
+    try:
+        terminal.read_until(b"env steps/s", count=2)
+        assert terminal.wait_for_exit() == 1
+        assert b"RuntimeError: the trainer failed" in terminal.output
+        assert left_as_found(terminal)
+    finally:
+        terminal.close()
+
+
+def test_an_exception_after_the_program_started_the_view_itself_leaves_the_terminal_as_found(tmp_path):
+    started_by_the_program = (f"import runpy, profiler; profiler.live_view.start(); "
+                              f"runpy.run_path({failing_program(tmp_path)!r}, run_name='__main__')")
+    terminal = Terminal([sys.executable, "-c", started_by_the_program])
+    try:
+        terminal.read_until(b"env steps/s", count=2)
+        assert terminal.wait_for_exit() == 1
+        assert b"RuntimeError: the trainer failed" in terminal.output
+        assert left_as_found(terminal)
+    finally:
+        terminal.close()
 
 
 def test_sigterm_takes_the_view_down_with_the_cursor_shown_again(straggler_run_on_a_terminal):
@@ -94,6 +136,7 @@ def test_in_a_pipe_the_view_prints_one_plain_line_per_refresh(tmp_path):
     assert len(lines) >= 2
     assert all("env steps/s" in line and "untimed" in line for line in lines)
     assert any("straggler" in line for line in lines)
+    assert any("slowest worker 3" in line for line in lines)
     assert "\x1b[" not in finished.stderr
 
 

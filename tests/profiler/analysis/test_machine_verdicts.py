@@ -234,3 +234,18 @@ def test_env_compute_spent_waiting_for_cores_other_programs_took_is_not_called_e
     verdicts = judge_run(with_machine(tree, trainer=(0.01, 0.02), workers=[(0.08, 0.02)] * 2,
                                       outside_core_seconds=0.2))
     assert verdicts.of_kind(OUTSIDE_LOAD) and not verdicts.of_kind("env_bound")
+
+
+def test_envs_held_up_by_the_gil_are_not_told_to_add_workers(vector_run):
+    # Env compute dominates and a core is idle, which alone would say "add workers"; but the
+    # trainer's threads took turns at the GIL, where more threads would only queue.
+    tree = vector_run(worker_step_seconds=(0.01, 0.01), busy_processes=1)
+    assert "add workers" in judge_run(tree).of_kind("env_bound")[0].suggestion
+    wall = tree["total"]
+    tree["scheduling"] = threaded_run(cpu=0.9 * wall)["scheduling"]
+    tree["scheduling"].update(waits(0.05 * wall, 0.9 * wall, wall))
+    verdicts = judge_run(tree)
+    assert verdicts.of_kind(GIL_CONTENTION)
+    (env_bound,) = verdicts.of_kind("env_bound")
+    assert "add workers" not in env_bound.suggestion
+    assert "worker processes" in env_bound.suggestion

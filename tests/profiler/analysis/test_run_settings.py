@@ -34,6 +34,12 @@ def test_a_run_with_shared_memory_on_is_not_told_to_turn_it_on(pipe_bound):
     assert "smaller observations" in advice
 
 
+def test_a_run_under_vector_env_is_told_where_its_shared_memory_argument_is(pipe_bound):
+    advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", shared_memory=False,
+                                   vector_env_substituted_for="AsyncVectorEnv"))
+    assert "shared_memory=True in the program's AsyncVectorEnv(...) call" in advice
+
+
 def test_a_run_with_shared_memory_off_is_told_to_turn_it_on(pipe_bound):
     advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", shared_memory=False))
     assert "shared_memory=True (array observations then skip the pipe)" in advice

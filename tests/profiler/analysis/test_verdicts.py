@@ -347,6 +347,12 @@ def test_env_bound_suggests_more_workers_when_cores_are_idle(run):
     assert "1 of 4 cores are idle: add workers" in only(verdicts, ENV_BOUND).suggestion
 
 
+@pytest.mark.parametrize("cores, unknown", [(None, "the cores"), (4, "how many processes were busy on its 4 cores")])
+def test_env_bound_says_which_figure_it_lacks_to_tell_idle_cores(run, cores, unknown):
+    verdicts = run(measured=True, worker_step_seconds=(0.008,) * 2, cores=cores, busy_processes=None)
+    assert f"(this file does not record {unknown})" in only(verdicts, ENV_BOUND).suggestion
+
+
 def test_env_bound_suggests_a_cheaper_env_when_every_core_is_busy(run):
     verdicts = run(measured=True, worker_step_seconds=(0.008,) * 2, cores=2, busy_processes=3)
     assert "Make env.step cheaper" in only(verdicts, ENV_BOUND).suggestion

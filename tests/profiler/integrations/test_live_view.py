@@ -3,8 +3,11 @@ watches, and the windowed figures of profiler.scalars()."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import time
 
 import profiler
 from profiler.integrations import live_view
@@ -23,6 +26,37 @@ def test_a_view_on_a_stream_that_is_not_a_terminal_prints_one_plain_line_per_ref
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2
     assert all(line.startswith("rlprof live ") and "policy 100%" in line for line in lines)
+
+
+def stream_nobody_reads():
+    """The write end of a full pipe that nobody reads: the next line written to it blocks."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(write_end, b"x" * 65536)
+    os.set_blocking(write_end, True)
+    return read_end, os.fdopen(write_end, "w")
+
+
+def test_a_view_stuck_writing_its_stream_holds_up_neither_the_timers_nor_its_own_stop():
+    read_end, stuck = stream_nobody_reads()
+    view = LiveView(live_view.in_process_reader(), stream=stuck, interval=0.01, mode="lines").start()
+    deadline = time.monotonic() + 60
+    while view.latest is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # its first figures made, the view writes them: the write blocks
+    assert view.latest is not None
+    for _ in range(100):
+        with profiler.hierarchical_timer("policy.act"):
+            pass
+    assert profiler.get_timer_root().get_child("policy.act").count == 100
+    view.stop()  # returns, the refresh still stuck
+    assert view._thread.is_alive() and not view.is_running()
+    os.close(read_end)  # the stuck write fails (a broken pipe), which the view swallows
+    view._thread.join(60)
+    assert not view._thread.is_alive()
+    with contextlib.suppress(OSError):
+        stuck.close()
 
 
 def test_start_shows_one_view_per_process_and_stop_takes_it_down():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from run_files import POLICY_SECONDS, STEPS, WORKER_STEP_SECONDS, write_plain_run, write_vector_run
 
@@ -100,3 +101,49 @@ def test_each_verdict_has_its_cost_and_share_of_the_wall(tmp_path, fake_clock):
         assert figures[f"rlprof/verdict_wall_share/{verdict.kind}"] == pytest.approx(verdict.share)
     assert len([name for name in figures if "/verdict_cost_seconds/" in name]) == len(
         {verdict.kind for verdict in verdicts})
+
+
+# --- the window's figures on a real run: env steps as the workers' payloads report them ------------
+
+
+@pytest.fixture
+def straggler_envs():
+    """The planted straggler's four envs over real workers that ship their timers only when asked
+    (a reset), so that the test knows which window their payloads land in."""
+    from straggler_training import straggler_env_fns
+
+    from envmanager.subprocess_env_manager import SubprocessEnvManager
+
+    envs = SubprocessEnvManager(straggler_env_fns(), flush_interval=3600)
+    envs.reset(seed=0)
+    yield envs
+    envs.close()
+
+
+def step(envs, times):
+    for _ in range(times):
+        envs.step(np.zeros(envs.num_envs, dtype=np.int64))
+
+
+def test_a_window_no_worker_payload_reached_leaves_its_env_steps_out_rather_than_zero(straggler_envs):
+    profiler.scalars()
+    step(straggler_envs, 6)
+    figures = profiler.scalars()
+    assert "rlprof/window/env_steps_per_second" not in figures
+    assert not [name for name in figures if name.startswith("rlprof/window/worker_steps_per_second/")]
+    # How often each worker came last is the trainer's own count: there in every window.
+    last = {worker: figures[f"rlprof/window/worker_last_share/worker_{worker}"] for worker in range(4)}
+    assert max(last, key=last.get) == 3
+
+
+def test_the_window_a_payload_reaches_counts_each_workers_steps_since_its_previous_payload(straggler_envs):
+    profiler.scalars()
+    step(straggler_envs, 6)
+    profiler.scalars()
+    step(straggler_envs, 6)
+    straggler_envs.reset(seed=0)  # the workers ship their timers
+    figures = profiler.scalars()
+    seconds = figures["rlprof/window/seconds"]
+    for worker in range(4):
+        assert figures[f"rlprof/window/worker_steps_per_second/worker_{worker}"] * seconds == pytest.approx(12)
+    assert figures["rlprof/window/env_steps_per_second"] * seconds == pytest.approx(48)

@@ -31,15 +31,12 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_slots_and_clock.h"
+
 #include <float.h>
 #include <limits.h>
 #include <string.h>
 #include <stdint.h>
-
-#ifdef __linux__
-#include <time.h>
-#define HAVE_MONOTONIC_CLOCK 1
-#endif
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
 typedef struct {
@@ -70,55 +67,6 @@ static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in t
 static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
 static PyObject *disabled_block_name = NULL; /* interned "_DISABLED_BLOCK": in timers.py */
 static int compiled_lookup = 1;          /* hierarchical_timer's common case found here */
-
-#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
-
-/* Read a slot as Python does: a slot never set raises AttributeError. Borrowed reference. */
-static PyObject *
-get_slot(PyObject *object, Py_ssize_t offset, const char *name)
-{
-    PyObject *value = SLOT(object, offset);
-    if (value == NULL) {
-        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
-                     Py_TYPE(object)->tp_name, name);
-    }
-    return value;
-}
-
-/* Store a new reference in a slot, releasing what it held. */
-static void
-set_slot(PyObject *object, Py_ssize_t offset, PyObject *value)
-{
-    PyObject *previous = SLOT(object, offset);
-    SLOT(object, offset) = value;
-    Py_XDECREF(previous);
-}
-
-#ifdef HAVE_MONOTONIC_CLOCK
-/* CLOCK_MONOTONIC in seconds, converted as CPython's time.perf_counter converts it on Linux
- * (pytime.c: nanoseconds as a 64-bit integer, then _PyTime_AsSecondsDouble), so that both give
- * the same float for the same instant. */
-static int
-read_system_clock(double *seconds)
-{
-    struct timespec now;
-    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        return -1;
-    }
-    int64_t nanoseconds = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-    volatile double reading;  /* volatile, as in CPython: no rounding that CPython does not do */
-    if (nanoseconds % 1000000000 == 0) {
-        reading = (double)(nanoseconds / 1000000000);
-    }
-    else {
-        reading = (double)nanoseconds;
-        reading /= 1e9;
-    }
-    *seconds = reading;
-    return 0;
-}
-#endif
 
 /* One reading of the clock, as a new reference; *seconds holds it as a double when the reading
  * is a float (always, from the system clock), and *is_float says so. */
@@ -476,29 +424,6 @@ new_block_method(int is_exit)
     method->is_exit = is_exit;
     method->vectorcall = unbound_vectorcall;
     return (PyObject *)method;
-}
-
-/* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a plain slot. */
-static Py_ssize_t
-slot_offset(PyTypeObject *type, const char *name)
-{
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
-    if (descriptor == NULL) {
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
-            offset = member->offset;
-        }
-    }
-    Py_DECREF(descriptor);
-    if (offset < 0) {
-        PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot: the accelerator cannot time it",
-                     type->tp_name, name);
-    }
-    return offset;
 }
 
 static int

@@ -13,7 +13,9 @@ worker add to it themselves, measured in-process, where the load matters less:
 * the trainer's own CPU per step (``time.thread_time``: its system calls included, its sleep
   not): waiting with no timeout (the default), where ``WorkerPool.wait`` reads the reply's
   start as the wait (write, read: the raw round trip's system calls), against waiting with a
-  timeout, where it polls first (write, poll, read).
+  timeout, where it polls first (write, poll, read);
+* the table a fold of the step's held runs adds up (``phased_block.runs_table``): C, and its
+  Python reference.
 
 Each variant runs in alternating rounds; figures are medians over rounds. Goal (printed, never
 asserted): the compiled step timer cheaper than its Python reference, the read-wait cheaper
@@ -82,6 +84,24 @@ def measure_trainer_step(rounds: int, calls: int) -> dict[str, list[float]]:
         manager.close()
 
 
+def measure_table(rounds: int, calls: int) -> dict[str, list[float]]:
+    """Microseconds to turn 1024 held step runs into the table a fold adds up: C, Python."""
+    from profiler.timing import accelerator
+    from profiler.timing.phased_block import FOLD_AT_RUNS, runs_table, runs_table_in_python
+
+    # A step's run: start, sent, waited, end, waiting since, the worker's reply stamp.
+    offsets = (0.0, 1e-5, 5e-5, 6e-5, 1e-5, 4e-5)
+    runs = [tuple(1000.0 + i * 1e-4 + offset for offset in offsets) for i in range(FOLD_AT_RUNS)]
+    variants = {"Python reference": runs_table_in_python}
+    if accelerator.extension is not None:
+        variants["C"] = runs_table
+    samples: dict[str, list[float]] = {label: [] for label in variants}
+    for _ in range(rounds):
+        for label, table in variants.items():
+            samples[label].append(_per_call(lambda: table(runs, 6), calls) / 1000)
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds: rough figures, fast")
@@ -97,6 +117,9 @@ def main() -> None:
     for label, samples in measure_trainer_step(rounds, calls // 4).items():
         goal = "   goal: below polling first" if label.startswith("no timeout") else ""
         print(f"trainer CPU per step, {label:<24} {statistics.median(samples):7.0f}{goal}")
+    for label, samples in measure_table(rounds, 20).items():
+        goal = "   goal: below the Python reference" if label == "C" else ""
+        print(f"fold's table of 1024 runs, {label:<16} {statistics.median(samples):7.1f} us{goal}")
 
 if __name__ == "__main__":
     main()

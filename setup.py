@@ -8,16 +8,23 @@ warns and installs rlprof without it, and the pure-Python core runs
 
 from setuptools import Extension, setup
 
+# Reading a node's slots and the clock as both accelerators must (see the header's comment).
+SHARED_HEADER = "profiler/timing/_slots_and_clock.h"
+
 setup(
     ext_modules=[
         Extension(
             "profiler.timing._timer_core",
             sources=["profiler/timing/_timer_core.c"],
+            depends=[SHARED_HEADER],
+            include_dirs=["profiler/timing"],
             optional=True,
         ),
         Extension(
             "envmanager.transport._step_core",
             sources=["envmanager/transport/_step_core.c"],
+            depends=[SHARED_HEADER],
+            include_dirs=["profiler/timing"],
             optional=True,
         ),
     ]

@@ -11,8 +11,9 @@
  *
  * The node's, the stack's and the sampler's __slots__ are read and written at the offsets Python
  * gave them (``configure`` is handed TimerNode, TimerStack and CpuSampler once), as
- * profiler/timing/_timer_core.c does, so a node is the same object whichever side counts it; any
- * other type goes through getattr and setattr. While the clock is time.perf_counter on Linux it is read here directly and converted
+ * profiler/timing/_timer_core.c does and through the same helpers (_slots_and_clock.h), so a
+ * node is the same object whichever side counts it; any other type goes through getattr and
+ * setattr. While the clock is time.perf_counter on Linux it is read here directly and converted
  * as CPython converts it (the very same float); any other clock (a test's fake) is called, and
  * figures that are not floats (a fake clock's ints or Fractions) take Python's number protocol,
  * as the Python methods would.
@@ -24,10 +25,7 @@
 
 #include <stdint.h>
 
-#ifdef __linux__
-#include <time.h>
-#define HAVE_MONOTONIC_CLOCK 1
-#endif
+#include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
 enum { CHILDREN, PARENT, TOTAL, COUNT, ERRORS, MIN, MAX, START, FIELDS };
@@ -43,20 +41,13 @@ static PyObject *current_string, *get_child_string, *countdown_string;
 static PyObject *one, *zero;
 static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
 
-#define SLOT(object, offset) (*(PyObject **)((char *)(object) + (offset)))
-
 /* A field of a node, as a new reference (AttributeError for a slot never set). */
 static PyObject *
 node_get(PyObject *node, int field)
 {
     if (Py_IS_TYPE(node, node_type)) {
-        PyObject *value = SLOT(node, field_offsets[field]);
-        if (value == NULL) {
-            PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
-                         Py_TYPE(node)->tp_name, field_names[field]);
-            return NULL;
-        }
-        Py_INCREF(value);
+        PyObject *value = get_slot(node, field_offsets[field], field_names[field]);
+        Py_XINCREF(value);
         return value;
     }
     return PyObject_GetAttr(node, field_strings[field]);
@@ -70,7 +61,7 @@ node_set(PyObject *node, int field, PyObject *value)
         return -1;
     }
     if (Py_IS_TYPE(node, node_type)) {
-        Py_XSETREF(SLOT(node, field_offsets[field]), value);
+        set_slot(node, field_offsets[field], value);
         return 0;
     }
     int failed = PyObject_SetAttr(node, field_strings[field], value);
@@ -106,24 +97,11 @@ read_clock(PyObject *clock, double *seconds, int *is_float)
 {
 #ifdef HAVE_MONOTONIC_CLOCK
     if (clock == perf_counter) {
-        /* CLOCK_MONOTONIC converted as CPython's perf_counter converts it on Linux (pytime.c:
-         * nanoseconds as a 64-bit integer, then _PyTime_AsSecondsDouble). */
-        struct timespec now;
-        if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) {
-            return PyErr_SetFromErrno(PyExc_OSError);
+        if (read_system_clock(seconds) < 0) {
+            return NULL;
         }
-        int64_t nanoseconds = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
-        volatile double reading;
-        if (nanoseconds % 1000000000 == 0) {
-            reading = (double)(nanoseconds / 1000000000);
-        }
-        else {
-            reading = (double)nanoseconds;
-            reading /= 1e9;
-        }
-        *seconds = reading;
         *is_float = 1;
-        return PyFloat_FromDouble(reading);
+        return PyFloat_FromDouble(*seconds);
     }
 #endif
     PyObject *reading = PyObject_CallNoArgs(clock);
@@ -425,28 +403,6 @@ static PyTypeObject StepTimerType = {
     .tp_dealloc = (destructor)step_timer_dealloc,
     .tp_repr = (reprfunc)step_timer_repr,
 };
-
-/* Where the slot ``name`` of ``type`` lies; -1 with an exception if it is not a writable slot. */
-static Py_ssize_t
-slot_offset(PyTypeObject *type, const char *name)
-{
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
-    if (descriptor == NULL) {
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX && !(member->flags & READONLY)) {
-            offset = member->offset;
-        }
-    }
-    Py_DECREF(descriptor);
-    if (offset < 0) {
-        PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable slot", type->tp_name, name);
-    }
-    return offset;
-}
 
 static PyObject *
 configure(PyObject *module, PyObject *args)

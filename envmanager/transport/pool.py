@@ -107,6 +107,7 @@ class WorkerHandle:
         "cut_conn",
         "cut_mid_reply",
         "restarts",
+        "read_ahead",
     )
 
     def __init__(self, index: int, envs: range, config: WorkerConfig) -> None:
@@ -126,6 +127,7 @@ class WorkerHandle:
         self.cut_conn: Connection | None = None  # that pipe, kept only to drain it at the end
         self.cut_mid_reply = False  # the interrupt cut a reply, so what follows is unreadable
         self.restarts = 0
+        self.read_ahead: bytes | None = None  # its reply's first read, taken by a blocking wait
 
     @property
     def alive(self) -> bool:
@@ -310,6 +312,8 @@ class WorkerPool:
         Raises:
             multiprocessing.TimeoutError: ``timeout`` seconds passed first.
         """
+        if timeout is None and self.worker_clock_shared and self._wait_by_reading(targets):
+            return
         # Each step waits for the same workers through the same descriptors, so the previous
         # wait's poller serves its first poll at least (a poller made per step was a third of the
         # trainer's own work on a cheap step). Keyed by handle and descriptors: restarts rebuild it.
@@ -359,6 +363,36 @@ class WorkerPool:
                 # The workers still awaited, watched by a poller of their own.
                 poller, kept = _poller_of({handle for handle, _ in owners.values()})[0], False
 
+    def _wait_by_reading(self, targets: list[WorkerHandle]) -> bool:
+        """Wait without a timeout by reading each awaited reply's first bytes (kept in
+        ``read_ahead`` for :meth:`_receive`): one system call per worker where a poll then a
+        read took two (the raw pipe round trip's count). False, having read nothing, unless
+        every awaited target owes this one reply only (a stale reply must be read and dropped
+        first: the poll loop does it, and reads a stale reply's start kept here, too).
+
+        A read learns all the poll did. The writing end of a reply pipe is held by the
+        processes that hold the writing end of the worker's sentinel: the worker and whatever
+        it forks (the pool closes its copy at start; later workers never inherit it). So the
+        read returns end-of-file exactly when the poll would see the sentinel fire with no
+        reply, and a reply sent before dying is read as the poll loop reads it. An interrupt
+        in a read has read nothing, so the pipe stays sound, as after an interrupted poll; the
+        replies already read are read to the end and dropped, as the next wait would drop them.
+        """
+        for handle in targets:
+            if handle.awaiting != _NOTHING_AWAITED and handle.outstanding != 1:
+                return False
+        read, size = os.read, protocol.READ_SIZE
+        try:
+            for handle in targets:
+                if handle.awaiting != _NOTHING_AWAITED and handle.read_ahead is None:
+                    handle.read_ahead = read(handle.fds[0], size)
+        except BaseException:
+            for handle in targets:
+                if handle.read_ahead is not None:
+                    self._receive(handle, _ignore_reply)
+            raise
+        return True
+
     def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
         """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.
 
@@ -386,7 +420,11 @@ class WorkerPool:
             fd = handle.fds[0]
             # Owing one reply, the worker writes nothing more until it gets a request: the
             # whole reply can be read at once.
-            data = protocol.read_only_message(fd) if handle.outstanding == 1 else protocol.read_message(fd)
+            if handle.read_ahead is not None:  # the wait read its start (see _wait_by_reading)
+                start, handle.read_ahead = handle.read_ahead, None
+                data = protocol.read_only_message(fd, start)
+            else:
+                data = protocol.read_only_message(fd) if handle.outstanding == 1 else protocol.read_message(fd)
             handle.outstanding -= 1
             # Replies come in request order and only the latest request is awaited, so the
             # reply that settles the last one owed is the awaited one; the others answer
@@ -444,6 +482,9 @@ class WorkerPool:
         the live targets that still owe a reply then (hung, or busy for longer).
         """
         deadline = time.monotonic() + timeout
+        for handle in targets:
+            if handle.read_ahead is not None:  # a reply whose start a wait read: read it whole
+                self._receive(handle, _ignore_reply)
         owing = [h for h in targets if h.alive and h.outstanding > 0]
         while owing:
             remaining = deadline - time.monotonic()
@@ -603,6 +644,7 @@ def _close_ends(handle: WorkerHandle) -> None:
         if end is not None:
             end.close()
     handle.conn = handle.requests = None
+    handle.read_ahead = None
 
 
 def _add_note(exc: BaseException, note: str) -> None:

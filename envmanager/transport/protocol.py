@@ -115,6 +115,7 @@ __all__ = [
     "write_message",
     "read_message",
     "read_only_message",
+    "READ_SIZE",
     "MessageReader",
 ]
 
@@ -285,14 +286,15 @@ def read_message(fd: int) -> bytes | bytearray:
     return _read(fd, size)
 
 
-def read_only_message(fd: int) -> bytes | bytearray:
+def read_only_message(fd: int, start: bytes | None = None) -> bytes | bytearray:
     """Read the one message a pipe can hold, with a single read when it has arrived whole.
 
     Only for a pipe whose writer sends nothing after this message until it is answered (a
     worker owing a single reply): a read larger than the message then cannot take bytes of the
     next one.  Saves the second system call of :func:`read_message` on every step.
+    ``start``: what the caller already read of it, with ``os.read(fd, READ_SIZE)``.
     """
-    chunk = os.read(fd, _READ_SIZE)
+    chunk = os.read(fd, READ_SIZE) if start is None else start
     if not chunk:
         raise EOFError
     if len(chunk) >= 4 and (size := _HEADER.unpack_from(chunk)[0]) != -1:
@@ -332,7 +334,7 @@ class MessageReader:
         ``OSError`` when it is gone in the middle of one)."""
         buffer = self._buffer
         if not buffer:
-            buffer = os.read(self.fd, _READ_SIZE)
+            buffer = os.read(self.fd, READ_SIZE)
             if not buffer:
                 raise EOFError
             # One whole message, the common case, without _frame's call.
@@ -343,7 +345,7 @@ class MessageReader:
             if size >= 0 and len(buffer) >= start + size:
                 self._buffer = buffer[start + size :]
                 return buffer[start : start + size]
-            chunk = os.read(self.fd, max(_READ_SIZE, start + size - len(buffer)))
+            chunk = os.read(self.fd, max(READ_SIZE, start + size - len(buffer)))
             if not chunk:
                 raise OSError("got end of file during message")
             if type(buffer) is bytes:
@@ -351,7 +353,7 @@ class MessageReader:
             buffer += chunk
 
 
-_READ_SIZE = 65536  # a pipe's buffer on Linux
+READ_SIZE = 65536  # a pipe's buffer on Linux: a reply that fits comes in one read
 
 
 def _frame(buffer: bytes | bytearray) -> tuple[int, int]:

@@ -6,11 +6,11 @@ import threading
 from itertools import chain
 from typing import Any, Callable
 
-from profiler.timing import timer_node, timers
+from profiler.timing import accelerator, timer_node, timers
 from profiler.timing.timer_node import TimerNode, current_clock
 from profiler.timing.timer_stack import TimerStack
 
-__all__ = ["FOLD_AT_RUNS", "PhasedBlock"]
+__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "runs_table", "runs_table_in_python"]
 
 
 FOLD_AT_RUNS = 1024
@@ -187,8 +187,8 @@ class PhasedBlock:
         columns = len(taken[0])
         if len(taken[-1]) != columns:
             raise TypeError(f"{self.name}: runs of different widths were appended")
-        # fromiter reads a None as NaN, which no clock gives: a NaN is a None in an extra column.
-        table = numpy.fromiter(chain.from_iterable(taken), numpy.float64, held * columns).reshape(held, columns)
+        # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
+        table = runs_table(taken, columns)
         if numpy.isnan(table).any():
             table = numpy.array(taken, dtype=object)
         width = self._phase_ends + 2
@@ -199,6 +199,26 @@ class PhasedBlock:
                 _add_runs(phase, elapsed)
         if self.on_fold is not None and table.shape[1] > width:
             self.on_fold(table[:, width:])
+
+
+def runs_table(runs: list[tuple[Any, ...]], columns: int) -> Any:
+    """``runs`` (tuples of ``columns`` numbers or None) as a float64 array of one row per run,
+    None as NaN: through the C accelerator's ``runs_table`` where it is loaded and takes them,
+    else :func:`runs_table_in_python`, the reference (and the one that raises)."""
+    import numpy  # a core dependency; imported by the first fold, not with the timers
+
+    if accelerator.extension is not None:
+        packed = accelerator.extension.runs_table(runs, columns)
+        if packed is not None:
+            return numpy.frombuffer(packed, numpy.float64).reshape(len(runs), columns)
+    return runs_table_in_python(runs, columns)
+
+
+def runs_table_in_python(runs: list[tuple[Any, ...]], columns: int) -> Any:
+    """:func:`runs_table` in Python: ``numpy.fromiter`` reads a None as NaN."""
+    import numpy
+
+    return numpy.fromiter(chain.from_iterable(runs), numpy.float64, len(runs) * columns).reshape(len(runs), columns)
 
 
 def _add_runs(node: TimerNode, elapsed: Any) -> None:

@@ -90,6 +90,19 @@ def test_a_killed_worker_raises_worker_died_error_naming_the_worker_and_the_sign
     envs.close()
 
 
+@pytest.mark.parametrize("context", ["fork", "forkserver", "spawn"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_worker_killed_mid_step_is_reported_whatever_the_start_method_and_the_number_of_workers(context, workers):
+    # Without a timeout the trainer waits by reading the reply pipes (see WorkerPool.wait):
+    # the worker's death must end that read as it fires its sentinel.
+    envs = SubprocessEnvManager([SuicidalEnv] * workers, context=context)
+    envs.reset(seed=0)
+    with pytest.raises(WorkerDiedError, match=f"worker {workers - 1} .*SIGKILL"):
+        envs.step(np.array([0] * (workers - 1) + [2]))
+    envs.close()
+    assert worker_children() == []
+
+
 def test_a_worker_killed_from_outside_between_calls_is_detected_on_the_next_call():
     envs = SubprocessEnvManager([CountingEnv] * 2, context="fork")
     envs.reset(seed=0)

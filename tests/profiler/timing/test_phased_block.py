@@ -8,15 +8,22 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import profiler
 from profiler import get_timer_tree, hierarchical_timer
 from profiler.recording import events
 from profiler.timing import timers
 from profiler.multiprocess.payload import snapshot_and_flush
-from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
+from profiler.timing import accelerator
+from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock, runs_table, runs_table_in_python
 from hand_payloads import blocks_of
 from tree_paths import child_names, find
+
+needs_accelerator = pytest.mark.skipif(
+    accelerator.extension is None, reason=f"C accelerator not loaded: {accelerator.unavailable_reason}"
+)
 
 PHASES = ("send", "wait", "receive")
 DURATIONS = (0.25, 1.5, 0.5)
@@ -269,3 +276,50 @@ def test_resetting_another_threads_timers_keeps_the_runs_held_for_this_one(fake_
     run_phased(block, fake_clock)  # now held for this thread's stack
     timers.reset_timers(timers.get_timer_stack_for_thread(other))
     assert find(get_timer_tree(), "step")["count"] == 1
+
+
+# -- the table a fold adds up: the C accelerator's runs_table against its Python reference ------
+
+numbers = st.one_of(
+    st.floats(allow_nan=False),
+    st.none(),
+    st.integers(min_value=-(2**60), max_value=2**60),
+    st.fractions(max_denominator=1000),
+    st.booleans(),
+)
+
+
+def same_table(runs: list, columns: int) -> None:
+    reference = runs_table_in_python(runs, columns)
+    table = runs_table(runs, columns)
+    assert table.dtype == reference.dtype and table.shape == reference.shape
+    np.testing.assert_array_equal(table, reference)  # NaN where the other has NaN
+
+
+@needs_accelerator
+@settings(max_examples=200, deadline=None)
+@given(columns=st.integers(0, 8), data=st.data())
+def test_the_compiled_table_of_runs_is_the_python_reference_for_any_runs(columns, data):
+    runs = data.draw(st.lists(st.tuples(*[numbers] * columns), max_size=40))
+    same_table(runs, columns)
+
+
+@needs_accelerator
+@pytest.mark.parametrize(
+    "runs",
+    [
+        [(1.0, 2.0), (3.0,)],  # a run of another width: the reference's table, misaligned or not
+        [(1.0, 2.0), [3.0, 4.0]],  # a run that is not a tuple
+        [(1.0, 2.0), (3.0, 10**400)],  # a number no float holds: the reference raises
+        [(1.0, "2.0")],  # not a number: the reference raises
+    ],
+)
+def test_what_the_compiled_table_does_not_take_the_python_reference_decides(runs):
+    assert accelerator.extension.runs_table(runs, 2) is None
+    try:
+        reference = runs_table_in_python(runs, 2)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            runs_table(runs, 2)
+    else:
+        np.testing.assert_array_equal(runs_table(runs, 2), reference)

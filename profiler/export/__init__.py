@@ -70,7 +70,7 @@ def write_export(
     The output goes to a temporary file that replaces ``path`` only once complete, so a failure
     never leaves a partial file. A Chrome trace is written in pieces as it is made (a long run's
     trace never exists whole in memory); at a path ending in ``.json.gz`` it is gzip-compressed
-    (Perfetto and chrome://tracing open it as is; traces compress about tenfold). A run whose
+    (Perfetto and chrome://tracing open it as is; traces compress about sixfold, at gzip's fastest level). A run whose
     times lie too far apart for a trace raises :class:`TraceTooLongError`. ``named_by_user`` says the user typed ``path``: a link there is then followed, and standard
     output (``-``), a device or a FIFO written into (see :mod:`profiler.tree.atomic_file`).
     """
@@ -78,8 +78,11 @@ def write_export(
     if format_name == "chrome":
         with open_atomically(target, named_by_user=named_by_user) as output:
             if target.name.endswith(".json.gz"):
-                # mtime=0 and no file name keep the bytes the same for the same trace.
-                with gzip.GzipFile(filename="", mode="wb", fileobj=output, mtime=0) as compressed:
+                # mtime=0 and no file name keep the bytes the same for the same trace. Level 1:
+                # gzip's default 9 compressed an 18,000-span trace in 72 ms against 6 ms, for a
+                # file 22% smaller (196 against 251 kB); ``rlprof run`` writes one at every exit.
+                with gzip.GzipFile(filename="", mode="wb", fileobj=output, mtime=0,
+                                   compresslevel=1) as compressed:
                     write_chrome_trace(tree, compressed)
             else:
                 write_chrome_trace(tree, output)

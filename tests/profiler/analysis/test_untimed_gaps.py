@@ -57,6 +57,15 @@ def test_the_rest_of_the_untimed_time_is_elsewhere():
     assert gaps.elsewhere == pytest.approx(5.0)
 
 
+def test_a_timeline_read_again_after_more_steps_were_added_is_split_afresh():
+    tree = loop_tree(rollouts=1)
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    assert untimed_gaps(tree).between_steps_gaps == 3
+    last_end = spans[-1][2]
+    spans.append(["env_manager.step", last_end + 0.25, last_end + 1.25])  # the same list, one step longer
+    assert untimed_gaps(tree).between_steps_gaps == 4
+
+
 def test_a_run_without_vector_steps_in_its_timeline_has_no_split():
     tree = loop_tree()
     del tree["timeline"]

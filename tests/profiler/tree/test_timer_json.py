@@ -170,6 +170,25 @@ def test_a_recorded_nan_counter_is_written_by_name_and_loads_back(tmp_path, stri
     assert math.isnan(loaded["counters"][0][2])
 
 
+def test_the_file_is_indented_but_its_timeline_is_one_compact_line_and_loads_back(tmp_path, fake_clock):
+    events.start_recording()
+    try:
+        for _ in range(3):
+            with hierarchical_timer("step"):
+                fake_clock.advance(0.5)
+        path = write_timing_tree(tmp_path / "run_timers.json")
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    lines = path.read_text().splitlines()
+    assert '  "name": "root",' in lines
+    (timeline_line,) = [line for line in lines if line.startswith('  "timeline": ')]
+    assert timeline_line == lines[-2]  # the last section, on one line of its own
+    assert json.loads(timeline_line.removeprefix('  "timeline": '))["processes"]
+    (trainer,) = load_timing_tree(path)["timeline"]["processes"]
+    assert [span[0] for span in trainer["threads"][0]["spans"]] == ["step"] * 3
+
+
 def test_numpy_gauges_of_the_trainer_are_dumped(tmp_path):
     set_gauge("loss", np.float32(0.25))
     path = write_timing_tree(tmp_path / "run_timers.json")

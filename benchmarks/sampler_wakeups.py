@@ -1,0 +1,137 @@
+"""Do rlprof's periodic wake-ups slow a training loop? The trainer's stack sampler on and off, in one process.
+
+``rlprof run`` has one thread in the trainer that wakes on a timer: the stack sampler
+(``profiler.automatic.stack_sampler``, 100 looks a second; docs/run.md, "What rlprof runs beside
+your program"). Across processes (``run_overhead.py``), the loop's time swings by more than the
+sampler could cost on a shared machine; here one process runs the CleanRL-style PPO loop of
+``tests/profiler/automatic/programs/cleanrl_torch_ppo.py`` (its ``Agent``, 4 CartPole envs in a
+``SyncVectorEnv``, one thread for torch; one turn is one iteration: 128 vector steps, 4 epochs of
+4 minibatches) under each variant in turn, the order alternating from round to round:
+
+- **off**, and **off again** (the same, to show how far the machine alone moves a figure);
+- the **sampler** at 100 and at 20 looks a second (started before the turn, stopped after it);
+- a **bare thread** that only wakes 100 times a second (a wake-up with no work).
+
+Each ratio is the median of per-round ratios to "off" of the same round, wall and CPU time of the
+process. Run it alone, or under ``rlprof run --no-stack-sampler`` to have the framework phases and
+the timeline on as in a real run:
+
+    python3 benchmarks/sampler_wakeups.py [--rounds 80]
+    python3 -m profiler run --no-stack-sampler benchmarks/sampler_wakeups.py [--rounds 80]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn, optim  # noqa: E402
+
+from profiler.automatic.stack_sampler import StackSampler  # noqa: E402
+
+PROGRAM = ROOT / "tests" / "profiler" / "automatic" / "programs" / "cleanrl_torch_ppo.py"
+
+
+class BareThread:
+    """A thread that wakes every ``interval`` seconds and does nothing."""
+
+    def __init__(self, interval: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+VARIANTS = {
+    "off": None,
+    "off again": None,
+    "sampler, 100 looks/s": lambda: StackSampler(interval=0.01).start(),
+    "sampler, 20 looks/s": lambda: StackSampler(interval=0.05).start(),
+    "bare thread, 100 wake-ups/s": lambda: BareThread(0.01),
+}
+
+
+class Loop:
+    """CleanRL's PPO iteration over the program's own ``Agent`` and env factory."""
+
+    def __init__(self) -> None:
+        spec = importlib.util.spec_from_file_location("cleanrl_torch_ppo", PROGRAM)
+        program = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(program)
+        torch.set_num_threads(1)
+        self.envs = gym.vector.SyncVectorEnv([program.make_env("CartPole-v1") for _ in range(4)])
+        self.agent = program.Agent(self.envs)
+        self.optimizer = optim.Adam(self.agent.parameters(), lr=2.5e-4, eps=1e-5)
+        observations, _ = self.envs.reset(seed=1)
+        self.observations = torch.Tensor(observations)
+
+    def iteration(self) -> None:
+        stored, actions = [], []
+        for _ in range(128):
+            with torch.no_grad():
+                action, _, _, _ = self.agent.get_action_and_value(self.observations)
+            stored.append(self.observations)
+            actions.append(action)
+            observations, _, _, _, _ = self.envs.step(action.cpu().numpy())
+            self.observations = torch.Tensor(observations)
+        batch, batch_actions = torch.cat(stored), torch.cat(actions).long()
+        for _ in range(4):
+            order = np.random.permutation(len(batch))
+            for start in range(0, len(batch), 128):
+                chosen = order[start:start + 128]
+                _, log_probability, entropy, value = self.agent.get_action_and_value(batch[chosen],
+                                                                                     batch_actions[chosen])
+                loss = -log_probability.mean() + value.pow(2).mean() - 0.01 * entropy.mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.agent.parameters(), 0.5)
+                self.optimizer.step()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=80)
+    options = parser.parse_args()
+    loop = Loop()
+    for _ in range(2):  # warm-up
+        loop.iteration()
+    figures: dict[str, list[tuple[float, float]]] = {label: [] for label in VARIANTS}
+    for round_number in range(options.rounds):
+        order = list(VARIANTS) if round_number % 2 == 0 else list(reversed(VARIANTS))
+        for label in order:
+            running = VARIANTS[label]() if VARIANTS[label] is not None else None
+            wall, cpu = time.perf_counter(), time.process_time()
+            loop.iteration()
+            figures[label].append((time.perf_counter() - wall, time.process_time() - cpu))
+            if running is not None:
+                running.stop()
+    print(f"One PPO iteration per turn, {options.rounds} interleaved rounds ({os.cpu_count()} cores, "
+          f"load average at the end {os.getloadavg()[0]:.1f})")
+    for label, runs in figures.items():
+        wall = statistics.median(run[0] / base[0] for run, base in zip(runs, figures["off"]))
+        cpu = statistics.median(run[1] / base[1] for run, base in zip(runs, figures["off"]))
+        print(f"  {label:30} {statistics.median(run[0] for run in runs) * 1000:7.1f} ms  "
+              f"wall {wall:.3f}x  CPU {cpu:.3f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -4,6 +4,7 @@ each figure checked against what the kernel reports, read by the test itself; no
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -150,3 +151,15 @@ def test_threads_that_ended_before_the_timers_were_reset_are_not_listed():
     profiler.reset_timers()
     names = {entry["name"] for entry in scheduling.scheduling_section(stack)["python_threads"]}
     assert "before-reset" not in names
+
+
+def test_a_process_is_said_to_have_lived_no_longer_than_its_parent_saw_it_live():
+    # Boot time in whole seconds made psutil's create_time() say 0.9 s of a 40 ms old process;
+    # the kernel's start tick is good to one tick (10 ms).
+    started = time.monotonic()
+    completed = subprocess.run(
+        [sys.executable, "-c", "from profiler.recording import scheduling; print(scheduling.seconds_lived())"],
+        capture_output=True, text=True, check=True, timeout=60)
+    seen = time.monotonic() - started
+    lived = float(completed.stdout)
+    assert 0.0 < lived <= seen + 0.011

@@ -12,8 +12,9 @@ order of the variants alternates from round to round):
   goal 1.05x.
 
 Each under plain ``python`` and under ``rlprof run`` with no flags (the full run adds
-``rlprof run --no-stack-sampler`` and ``--no-framework-phases --no-stack-sampler``, to tell the
-costs apart). Ratios are medians of per-round ratios to plain ``python`` of the same round, so
+``rlprof run --no-stack-sampler``, ``--no-framework-phases --no-stack-sampler``, ``--no-timeline``
+and ``--no-timeline --no-stack-sampler``, to tell the costs apart: the timeline's spans are
+written, traced and analysed at the exit, a cost that grows with the run). Ratios are medians of per-round ratios to plain ``python`` of the same round, so
 machine noise that slows a whole round cancels. Two walls: the whole process (what the user waits
 for: rlprof's start-up, its files and its analysis included) and the training loop as the program
 times itself (``--hand-timers``); and the process CPU time, less swayed by other work on a shared
@@ -79,6 +80,8 @@ FULL_VARIANTS = {
     **QUICK_VARIANTS,
     "rlprof run --no-stack-sampler": ("--no-stack-sampler",),
     "rlprof run, no phases, no sampler": ("--no-framework-phases", "--no-stack-sampler"),
+    "rlprof run --no-timeline": ("--no-timeline",),
+    "rlprof run, no timeline, no sampler": ("--no-timeline", "--no-stack-sampler"),
 }
 POLICY_BLOCK = "Agent.get_action_and_value (no grad)"
 

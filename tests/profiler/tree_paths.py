@@ -26,3 +26,8 @@ def nodes_named(node: dict, name: str) -> list[dict]:
 def count_of(tree: dict, name: str) -> int:
     """The calls of every block called ``name`` in ``tree``, added up."""
     return sum(node["count"] for node in nodes_named(tree, name))
+
+
+def operators_by_path(tree: dict) -> dict[tuple[str, ...], dict]:
+    """The dump's operator figures (its ``operators`` section), each by its path of block names."""
+    return {tuple(entry["path"]): entry for entry in tree["operators"]["operators"]}

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from tree_paths import operators_by_path
 
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree
@@ -33,10 +34,6 @@ def recording() -> Iterator[torch_ops.OperatorRecording]:
 def linear():
     torch.manual_seed(0)
     return torch.nn.Linear(IN_FEATURES, OUT_FEATURES), torch.randn(BATCH, IN_FEATURES)
-
-
-def operators_by_path(tree):
-    return {tuple(entry["path"]): entry for entry in tree["operators"]["operators"]}
 
 
 def test_each_operator_block_counts_its_calls_by_output_shapes(recording, linear):

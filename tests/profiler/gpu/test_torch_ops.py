@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from not_installed import run_without
-from tree_paths import find
+from tree_paths import find, operators_by_path
 
 import profiler
 from profiler import Profiler, hierarchical_timer, load_timing_tree
@@ -32,10 +32,6 @@ def recording() -> Iterator[torch_ops.OperatorRecording]:
 def linear():
     torch.manual_seed(0)
     return torch.nn.Linear(IN_FEATURES, OUT_FEATURES), torch.randn(BATCH, IN_FEATURES)
-
-
-def operators_by_path(tree):
-    return {tuple(entry["path"]): entry for entry in tree["operators"]["operators"]}
 
 
 def test_an_operator_is_folded_under_the_block_that_ran_it(recording, linear):

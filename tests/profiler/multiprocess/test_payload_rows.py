@@ -39,15 +39,21 @@ def state(nodes: list[TimerNode]) -> str:
     return repr([(node.count, node.total, node.min, node.max, node.errors) for node in nodes])
 
 
-@needs_accelerator
-@given(st.lists(figures, max_size=20))
-def test_the_c_rows_and_the_zeroed_nodes_are_those_of_the_python_reference(rows_of_figures):
-    ids = list(range(3, 3 + len(rows_of_figures)))
+def assert_c_takes_the_rows_python_takes(ids, rows_of_figures):
+    """The C snapshot of nodes holding ``rows_of_figures`` gives the Python reference's bytes and
+    error counts, and leaves the nodes as the reference leaves them (zeroed)."""
     python_nodes, c_nodes = nodes_with(rows_of_figures), nodes_with(rows_of_figures)
     python_blocks, python_errors = payload.take_rows_in_python(ids, python_nodes)
     c_blocks, c_errors = accelerator.extension.take_rows(ids, c_nodes)
     assert c_blocks == python_blocks and c_errors == python_errors
     assert state(c_nodes) == state(python_nodes)
+
+
+@needs_accelerator
+@given(st.lists(figures, max_size=20))
+def test_the_c_rows_and_the_zeroed_nodes_are_those_of_the_python_reference(rows_of_figures):
+    ids = list(range(3, 3 + len(rows_of_figures)))
+    assert_c_takes_the_rows_python_takes(ids, rows_of_figures)
 
 
 @needs_accelerator
@@ -70,11 +76,7 @@ exotic_figures = st.tuples(
 @given(st.lists(exotic_figures, max_size=20), st.integers(0, 2**32 - 100))
 def test_the_c_rows_pack_every_number_type_as_struct_does(rows_of_figures, first_id):
     ids = list(range(first_id, first_id + len(rows_of_figures)))
-    python_nodes, c_nodes = nodes_with(rows_of_figures), nodes_with(rows_of_figures)
-    python_blocks, python_errors = payload.take_rows_in_python(ids, python_nodes)
-    c_blocks, c_errors = accelerator.extension.take_rows(ids, c_nodes)
-    assert c_blocks == python_blocks and c_errors == python_errors
-    assert state(c_nodes) == state(python_nodes)
+    assert_c_takes_the_rows_python_takes(ids, rows_of_figures)
 
 
 @needs_accelerator

@@ -52,7 +52,6 @@ from profiler.recording import events, memory
 from profiler.recording.cpu_cores import cores_available
 from profiler.gpu import nvtx_bridge, torch_ops
 from profiler.multiprocess.merge import TimerMerger
-from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timers import TimerNode
 
 from envmanager.transport import protocol
@@ -73,6 +72,7 @@ from envmanager.transport.env_spaces import check_worker_spaces, describe_first_
 from envmanager.transport.first_env import read_first_env
 from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
+from envmanager.transport.step_stamps import step_functions
 from envmanager.transport.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
@@ -231,6 +231,8 @@ class SubprocessEnvManager(VectorEnv):
             else None
         )
         self._state = _State.DEFAULT
+        # The profiled step's own bookkeeping: in C where the step path's helper was built.
+        self._open_step, self._close_step = step_functions()
         # The emit_nvtx settings the workers have (see _send_nvtx_settings).
         self._nvtx_sent = nvtx_bridge.nvtx_settings()
         # Only this process owns the workers; a forked copy of it leaves them alone.
@@ -463,14 +465,14 @@ class SubprocessEnvManager(VectorEnv):
                 return self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
                 self._state = _State.DEFAULT
-        clock = step_block.open()
+        clock = self._open_step(step_block)
         if clock is None:  # paused, or a companion watches every block: `with` blocks then
             with profiling.block("env_manager.step"):
                 self.step_async(actions)
                 return self.step_wait()
         # The step and its three parts are timed from clock stamps (see
         # ManagerProfiling.step_block): the same blocks as the `with` blocks above give.
-        node = profiling.step_anchor = step_block.node
+        profiling.step_anchor = step_block.node
         sent = waited = None
         try:
             self._send_step(actions)
@@ -486,15 +488,9 @@ class SubprocessEnvManager(VectorEnv):
         except BaseException:
             step_block.fail(sent, waited)
             raise
-        # PhasedBlock.close and CriticalPath.record_step, inline: the run and the step's
-        # critical-path stamps are kept as they are and counted in bulk. Two calls here cost
-        # more than all the rest that profiling adds to a step.
-        end = clock()
-        step_block.stack.current = step_block.parent
-        runs = step_block.runs
-        runs.append((node._start, sent, waited, end, waiting_since, *self._pool.ready_at))
-        if len(runs) >= FOLD_AT_RUNS:
-            step_block.fold()
+        # PhasedBlock.close and CriticalPath.record_step in one: the run and the step's
+        # critical-path stamps are kept as they are and counted in bulk (in C where built).
+        self._close_step(step_block, clock, sent, waited, waiting_since, self._pool.ready_at)
         if profiling.resources is not None:
             profiling.sample_resources(self._pool.workers)
         return results

@@ -1,4 +1,5 @@
-/* The optional C helper of the env step path: an env call timed as a timer block.
+/* The optional C helper of the env step path: an env call timed as a timer block, and the
+ * trainer's bookkeeping of a profiled vector step (open_step, close_step: further down).
  *
  * envmanager/transport/timed_calls.py holds the reference, ``PythonStepTimer``: ``open()`` makes
  * the block ``name`` the open block of a timer stack and starts its clock, ``close(node)`` stops
@@ -24,6 +25,7 @@
 #include <structmember.h>
 
 #include <stdint.h>
+#include <string.h>
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
@@ -435,9 +437,208 @@ configure(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The trainer's side of a profiled vector step: its step block (a PhasedBlock of
+ * profiler/timing/phased_block.py) opened, and closed with the critical path's stamps.
+ *
+ * envmanager/transport/step_stamps.py holds the reference: ``open_step`` is PhasedBlock.open,
+ * ``close_step_in_python`` the lines SubprocessEnvManager.step ran inline. Both run once per
+ * vector step, and in Python they were most of what the step's timing cost the trainer: a method
+ * call, a dozen attribute reads, a tuple built by unpacking. Here they read the block's slots at
+ * their offsets (``configure_steps`` is handed PhasedBlock once) and the timers' globals as the
+ * Python code reads them, at each call. */
+enum { BLOCK_NODE, BLOCK_PARENT, BLOCK_STACK, BLOCK_RUNS, BLOCK_FIELDS };
+static const char *block_field_names[BLOCK_FIELDS] = {"node", "parent", "stack", "runs"};
+static Py_ssize_t block_offsets[BLOCK_FIELDS];
+static PyTypeObject *block_type = NULL;   /* PhasedBlock, once configure_steps() ran */
+static PyObject *timers_module = NULL;    /* profiler.timing.timers: plain_blocks, _thread_local */
+static PyObject *timer_node_module = NULL; /* profiler.timing.timer_node: _clock */
+static Py_ssize_t fold_at_runs = 0;       /* phased_block.FOLD_AT_RUNS */
+static PyObject *plain_blocks_string, *thread_local_string, *stack_string, *current_thread_stack_string;
+static PyObject *attach_string, *clock_string, *fold_string, *open_string, *append_string;
+
+/* A slot of a PhasedBlock (borrowed; AttributeError for one never set). */
+static PyObject *
+block_get(PyObject *block, int field)
+{
+    return get_slot(block, block_offsets[field], block_field_names[field]);
+}
+
+/* open_step(block): PhasedBlock.open. The clock to stamp the phase ends with, or None (timing
+ * off or paused, or a companion watches every block: the caller uses ``with`` blocks then). */
+static PyObject *
+open_step(PyObject *module, PyObject *block)
+{
+    if (block_type == NULL || !Py_IS_TYPE(block, block_type)) {
+        return PyObject_CallMethodNoArgs(block, open_string);
+    }
+    PyObject *plain = PyObject_GetAttr(timers_module, plain_blocks_string);
+    if (plain == NULL) {
+        return NULL;
+    }
+    int on = plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
+    Py_DECREF(plain);
+    if (on <= 0) {
+        return on < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *local = PyObject_GetAttr(timers_module, thread_local_string);
+    if (local == NULL) {
+        return NULL;
+    }
+    PyObject *stack = PyObject_GetAttr(local, stack_string);
+    Py_DECREF(local);
+    if (stack == NULL) {  /* the thread's first block */
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        if ((stack = PyObject_CallMethodNoArgs(timers_module, current_thread_stack_string)) == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *clock = NULL;
+    PyObject *current = stack_get_current(stack);
+    if (current == NULL) {
+        goto done;
+    }
+    PyObject *parent = block_get(block, BLOCK_PARENT);
+    int attached = parent != NULL && current == parent;
+    Py_DECREF(current);
+    if (parent == NULL) {
+        goto done;
+    }
+    if (!attached) {
+        PyObject *result = PyObject_CallMethodOneArg(block, attach_string, stack);
+        if (result == NULL) {
+            goto done;
+        }
+        Py_DECREF(result);
+    }
+    PyObject *node = block_get(block, BLOCK_NODE);
+    if (node == NULL) {
+        goto done;
+    }
+    Py_INCREF(node);
+    if (stack_set_current(stack, node) == 0 && (clock = PyObject_GetAttr(timer_node_module, clock_string)) != NULL) {
+        double seconds;
+        int is_float;
+        if (node_set(node, START, read_clock(clock, &seconds, &is_float)) < 0) {
+            Py_CLEAR(clock);
+        }
+    }
+    Py_DECREF(node);
+done:
+    Py_DECREF(stack);
+    return clock;
+}
+
+/* close_step(block, clock, sent, waited, waiting_since, ready_at): the block closed now, its
+ * run kept as (start, sent, waited, end, waiting_since, *ready_at) and the held runs folded
+ * once there are FOLD_AT_RUNS of them (see step_stamps.close_step_in_python, the reference). */
+static PyObject *
+close_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "close_step() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *block = args[0], *clock = args[1], *ready_at = args[5];
+    if (block_type == NULL || !Py_IS_TYPE(block, block_type) || !PyList_CheckExact(ready_at)) {
+        PyErr_SetString(PyExc_TypeError, "close_step() takes a PhasedBlock and a list of reply stamps");
+        return NULL;
+    }
+    double seconds;
+    int is_float;
+    PyObject *end = read_clock(clock, &seconds, &is_float);
+    if (end == NULL) {
+        return NULL;
+    }
+    PyObject *stack = block_get(block, BLOCK_STACK);
+    PyObject *parent = stack == NULL ? NULL : block_get(block, BLOCK_PARENT);
+    PyObject *node = parent == NULL ? NULL : block_get(block, BLOCK_NODE);
+    PyObject *start = node == NULL || stack_set_current(stack, parent) < 0 ? NULL : node_get(node, START);
+    if (start == NULL) {
+        Py_DECREF(end);
+        return NULL;
+    }
+    Py_ssize_t replies = PyList_GET_SIZE(ready_at);
+    PyObject *run = PyTuple_New(5 + replies);
+    if (run == NULL) {
+        Py_DECREF(end);
+        Py_DECREF(start);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(run, 0, start);
+    PyTuple_SET_ITEM(run, 1, Py_NewRef(args[2]));
+    PyTuple_SET_ITEM(run, 2, Py_NewRef(args[3]));
+    PyTuple_SET_ITEM(run, 3, end);
+    PyTuple_SET_ITEM(run, 4, Py_NewRef(args[4]));
+    for (Py_ssize_t index = 0; index < replies; index++) {
+        PyTuple_SET_ITEM(run, 5 + index, Py_NewRef(PyList_GET_ITEM(ready_at, index)));
+    }
+    PyObject *runs = block_get(block, BLOCK_RUNS);
+    int appended = -1;
+    if (runs != NULL && PyList_CheckExact(runs)) {
+        appended = PyList_Append(runs, run);
+    }
+    else if (runs != NULL) {
+        PyObject *result = PyObject_CallMethodOneArg(runs, append_string, run);
+        appended = result == NULL ? -1 : 0;
+        Py_XDECREF(result);
+    }
+    Py_DECREF(run);
+    if (appended < 0) {
+        return NULL;
+    }
+    Py_ssize_t held = PyList_CheckExact(runs) ? PyList_GET_SIZE(runs) : PyObject_Length(runs);
+    if (held < 0) {
+        return NULL;
+    }
+    if (held >= fold_at_runs) {
+        return PyObject_CallMethodNoArgs(block, fold_string);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+configure_steps(PyObject *module, PyObject *args)
+{
+    PyTypeObject *new_block_type;
+    PyObject *new_timers, *new_timer_node;
+    Py_ssize_t new_fold_at;
+    if (!PyArg_ParseTuple(args, "O!OOn:configure_steps", &PyType_Type, &new_block_type, &new_timers,
+                          &new_timer_node, &new_fold_at)) {
+        return NULL;
+    }
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure(TimerNode, TimerStack, CpuSampler) must run first");
+        return NULL;
+    }
+    Py_ssize_t offsets[BLOCK_FIELDS];
+    for (int field = 0; field < BLOCK_FIELDS; field++) {
+        if ((offsets[field] = slot_offset(new_block_type, block_field_names[field])) < 0) {
+            return NULL;
+        }
+    }
+    memcpy(block_offsets, offsets, sizeof(offsets));
+    fold_at_runs = new_fold_at;
+    Py_INCREF(new_block_type);
+    Py_XSETREF(block_type, new_block_type);
+    Py_INCREF(new_timers);
+    Py_XSETREF(timers_module, new_timers);
+    Py_INCREF(new_timer_node);
+    Py_XSETREF(timer_node_module, new_timer_node);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
      PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler): where their slots lie, read once.")},
+    {"configure_steps", configure_steps, METH_VARARGS,
+     PyDoc_STR("configure_steps(PhasedBlock, timers module, timer_node module, FOLD_AT_RUNS): for open_step and "
+               "close_step.")},
+    {"open_step", open_step, METH_O, PyDoc_STR("open_step(block): PhasedBlock.open, in C.")},
+    {"close_step", (PyCFunction)(void (*)(void))close_step, METH_FASTCALL,
+     PyDoc_STR("close_step(block, clock, sent, waited, waiting_since, ready_at): the step's run kept.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -460,6 +661,15 @@ PyInit__step_core(void)
     if ((current_string = PyUnicode_InternFromString("current")) == NULL
         || (get_child_string = PyUnicode_InternFromString("get_child")) == NULL
         || (countdown_string = PyUnicode_InternFromString("countdown")) == NULL
+        || (plain_blocks_string = PyUnicode_InternFromString("plain_blocks")) == NULL
+        || (thread_local_string = PyUnicode_InternFromString("_thread_local")) == NULL
+        || (stack_string = PyUnicode_InternFromString("stack")) == NULL
+        || (current_thread_stack_string = PyUnicode_InternFromString("current_thread_stack")) == NULL
+        || (attach_string = PyUnicode_InternFromString("_attach")) == NULL
+        || (clock_string = PyUnicode_InternFromString("_clock")) == NULL
+        || (fold_string = PyUnicode_InternFromString("fold")) == NULL
+        || (open_string = PyUnicode_InternFromString("open")) == NULL
+        || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (one = PyLong_FromLong(1)) == NULL || (zero = PyLong_FromLong(0)) == NULL) {
         return NULL;
     }

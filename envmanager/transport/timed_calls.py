@@ -44,7 +44,7 @@ from profiler.timing.timer_stack import TimerStack
 
 from envmanager.measurement.env_time import CpuSampler
 
-__all__ = ["PythonStepTimer", "StepTimer", "compiled", "make_step_timer", "unavailable_reason", "use_compiled"]
+__all__ = ["PythonStepTimer", "StepTimer", "compiled", "extension", "make_step_timer", "unavailable_reason", "use_compiled"]
 
 
 class StepTimer(Protocol):
@@ -71,6 +71,12 @@ def _load() -> tuple[ModuleType | None, str]:
 
 _extension, unavailable_reason = _load()
 _use_extension = _extension is not None
+
+
+def extension() -> ModuleType | None:
+    """The loaded C helper (``_step_core``), None where it is not: also the home of the trainer's
+    step stamps (:mod:`envmanager.transport.step_stamps`)."""
+    return _extension
 
 
 def compiled() -> bool:

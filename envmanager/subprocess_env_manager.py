@@ -72,7 +72,7 @@ from envmanager.transport.env_spaces import check_worker_spaces, describe_first_
 from envmanager.transport.first_env import read_first_env
 from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
-from envmanager.transport.step_stamps import step_functions
+from envmanager.transport.step_stamps import step_functions, whole_steps_counter
 from envmanager.transport.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
@@ -240,6 +240,8 @@ class SubprocessEnvManager(VectorEnv):
         self._pool = self._start_workers(*self._worker_configs(shared_buffer))
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
+        if self._profiling.critical_path is not None:
+            self._profiling.critical_path.count_whole_steps = whole_steps_counter()
         # What the run really ran with, so that advice fits it (profiler.analysis.run_settings).
         for key, value in (("env_manager_class", type(self).__name__),
                            ("shared_memory", shared_buffer is not None),

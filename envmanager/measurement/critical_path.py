@@ -33,7 +33,7 @@ import numpy as np
 
 from profiler.timing.timers import TimerStack
 
-__all__ = ["WAIT_BOUNDS_SECONDS", "CriticalPath", "stamps_within"]
+__all__ = ["WAIT_BOUNDS_SECONDS", "CriticalPath", "stamps_within", "whole_steps_in_python"]
 
 WAIT_BOUNDS_SECONDS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0)
 """Bucket bounds of the extra-wait histogram, about two per decade from 10 us to 3 s.
@@ -65,6 +65,7 @@ class CriticalPath:
         "_generation",
         "_several",
         "_instant_names",
+        "count_whole_steps",
     )
 
     def __init__(
@@ -83,6 +84,9 @@ class CriticalPath:
         self._generation = timer_stack.generation
         self._several = workers > 1
         self._instant_names = [f"env_manager.last_to_reply: worker {index}" for index in range(workers)]
+        # How count_steps counts the steps every worker replied in: the numpy reference, or the
+        # step path's C helper, which the manager sets where it is in force (the same figures).
+        self.count_whole_steps: WholeStepsCounter = whole_steps_in_python
 
     @property
     def vector_steps(self) -> list[int]:
@@ -148,22 +152,11 @@ class CriticalPath:
             if whole:
                 self.count_steps(np.array(whole, dtype=np.float64))
             return
-        waiting_since, replies = steps[:, 0], steps[:, 1:]
-        last_worker = replies.argmax(axis=1)  # the first of equal stamps, as record_step finds
-        last = replies.max(axis=1)
-        began = np.maximum(np.partition(replies, -2, axis=1)[:, -2], waiting_since) if self._several else waiting_since
-        extra_wait = np.maximum(last - began, 0.0)
-        workers = len(self.wait_as_last)
-        buckets = len(WAIT_BOUNDS_SECONDS) + 1
-        wait_sums = np.bincount(last_worker, weights=extra_wait, minlength=workers)
-        bucket_of_step = np.searchsorted(WAIT_BOUNDS_SECONDS, extra_wait, side="right")
-        counts = np.bincount(last_worker * buckets + bucket_of_step, minlength=workers * buckets)
-        counts_per_worker = counts.reshape(workers, buckets)
         self.steps_all_replied += len(steps)
-        for worker in np.flatnonzero(counts_per_worker.sum(axis=1)).tolist():
-            self.wait_as_last[worker] += float(wait_sums[worker])
+        for worker, wait_sum, counts in self.count_whole_steps(steps, self._several, WAIT_BOUNDS_SECONDS, len(self.wait_as_last)):
+            self.wait_as_last[worker] += wait_sum
             histogram = self.histograms[worker]
-            histogram[:] = [mine + more for mine, more in zip(histogram, counts_per_worker[worker].tolist())]
+            histogram[:] = [mine + more for mine, more in zip(histogram, counts)]
 
     def _record_partial_step(
         self, ready_at: Sequence[float | None], waiting_since: float, mark: bool = True
@@ -237,6 +230,33 @@ class CriticalPath:
                 "counts": list(self.histograms[worker]),
             },
         }
+
+
+WholeStepsCounter = Callable[[np.ndarray, bool, Sequence[float], int], list[tuple[int, float, list[int]]]]
+
+
+def whole_steps_in_python(
+    steps: np.ndarray, several: bool, bounds: Sequence[float], workers: int
+) -> list[tuple[int, float, list[int]]]:
+    """The steps of a float64 table (a row per step: when the trainer began waiting, then each
+    worker's reply stamp) counted as :meth:`CriticalPath.record_step` counts them one by one:
+    ``(worker, the wait it decided summed, its count per bucket of bounds)`` for each worker that
+    was last in some step, in worker order. The reference of ``_step_core.count_whole_steps``,
+    which the manager's critical path uses where the step path's C helper is in force."""
+    waiting_since, replies = steps[:, 0], steps[:, 1:]
+    last_worker = replies.argmax(axis=1)  # the first of equal stamps, as record_step finds
+    last = replies.max(axis=1)
+    began = np.maximum(np.partition(replies, -2, axis=1)[:, -2], waiting_since) if several else waiting_since
+    extra_wait = np.maximum(last - began, 0.0)
+    buckets = len(bounds) + 1
+    wait_sums = np.bincount(last_worker, weights=extra_wait, minlength=workers)
+    bucket_of_step = np.searchsorted(bounds, extra_wait, side="right")
+    counts = np.bincount(last_worker * buckets + bucket_of_step, minlength=workers * buckets)
+    counts_per_worker = counts.reshape(workers, buckets)
+    return [
+        (worker, float(wait_sums[worker]), counts_per_worker[worker].tolist())
+        for worker in np.flatnonzero(counts_per_worker.sum(axis=1)).tolist()
+    ]
 
 
 def stamps_within(stamps: Sequence[float | None], start: float, end: float) -> bool:

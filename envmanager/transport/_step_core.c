@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
@@ -599,6 +600,130 @@ close_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* count_whole_steps(steps, several, bounds, workers): CriticalPath.count_steps's count of the
+ * steps every worker replied in, over their float64 table (a row per step: when the trainer began
+ * waiting, then each worker's reply stamp; any strides), in one pass instead of a dozen numpy
+ * calls. envmanager/measurement/critical_path.py's whole_steps_in_python is the reference, and
+ * this gives its very figures: per step the last reply (the first of equal stamps), the wait it
+ * alone decided (from the second-to-last reply, or when the trainer began waiting if later;
+ * clamped at 0 as numpy.maximum clamps), summed per worker in row order as numpy.bincount sums,
+ * and bucketed as numpy.searchsorted(bounds, wait, side="right") buckets. Returns
+ * [(worker, wait summed, [count per bucket]), ...] for the workers last in some step. */
+static PyObject *
+count_whole_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "count_whole_steps() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int several = PyObject_IsTrue(args[1]);
+    Py_ssize_t workers = PyLong_AsSsize_t(args[3]);
+    if (several < 0 || (workers < 0 && PyErr_Occurred())) {
+        return NULL;
+    }
+    PyObject *bounds_sequence = PySequence_Fast(args[2], "the bounds must be a sequence of floats");
+    if (bounds_sequence == NULL) {
+        return NULL;
+    }
+    Py_ssize_t bound_count = PySequence_Fast_GET_SIZE(bounds_sequence);
+    double bounds[64];
+    if (bound_count > 63) {
+        Py_DECREF(bounds_sequence);
+        PyErr_SetString(PyExc_ValueError, "at most 63 bounds");
+        return NULL;
+    }
+    for (Py_ssize_t index = 0; index < bound_count; index++) {
+        bounds[index] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bounds_sequence, index));
+        if (bounds[index] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(bounds_sequence);
+            return NULL;
+        }
+    }
+    Py_DECREF(bounds_sequence);
+    Py_ssize_t buckets = bound_count + 1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_RECORDS_RO) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    double *sums = NULL;
+    Py_ssize_t *counts = NULL;
+    if (view.ndim != 2 || view.itemsize != 8 || view.format == NULL || strcmp(view.format, "d") != 0
+        || view.shape[1] != workers + 1 || workers < 1) {
+        PyErr_SetString(PyExc_TypeError, "count_whole_steps() takes a float64 table of 1 + workers columns");
+        goto done;
+    }
+    sums = PyMem_Calloc(workers, sizeof(double));
+    counts = PyMem_Calloc(workers * buckets, sizeof(Py_ssize_t));
+    if (sums == NULL || counts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t rows = view.shape[0], row_stride = view.strides[0], column_stride = view.strides[1];
+    for (Py_ssize_t row = 0; row < rows; row++) {
+        const char *cells = (const char *)view.buf + row * row_stride;
+        double waiting_since = *(const double *)cells;
+        double last = *(const double *)(cells + column_stride), second = -INFINITY;
+        Py_ssize_t last_worker = 0;
+        for (Py_ssize_t worker = 1; worker < workers; worker++) {
+            double stamp = *(const double *)(cells + (worker + 1) * column_stride);
+            if (stamp > last) {
+                second = last;
+                last = stamp;
+                last_worker = worker;
+            }
+            else if (stamp > second) {
+                second = stamp;
+            }
+        }
+        double began = waiting_since;
+        if (several && (second >= waiting_since || isnan(second))) {  /* numpy.maximum(second, since) */
+            began = second;
+        }
+        double wait = last - began;
+        if (!(wait >= 0.0 || isnan(wait))) {  /* numpy.maximum(wait, 0.0) */
+            wait = 0.0;
+        }
+        Py_ssize_t bucket = 0;
+        while (bucket < bound_count && bounds[bucket] <= wait) {
+            bucket++;
+        }
+        sums[last_worker] += wait;
+        counts[last_worker * buckets + bucket] += 1;
+    }
+    result = PyList_New(0);
+    for (Py_ssize_t worker = 0; result != NULL && worker < workers; worker++) {
+        Py_ssize_t last_in = 0;
+        for (Py_ssize_t bucket = 0; bucket < buckets; bucket++) {
+            last_in += counts[worker * buckets + bucket];
+        }
+        if (last_in == 0) {
+            continue;
+        }
+        PyObject *histogram = PyList_New(buckets);
+        for (Py_ssize_t bucket = 0; histogram != NULL && bucket < buckets; bucket++) {
+            PyObject *count = PyLong_FromSsize_t(counts[worker * buckets + bucket]);
+            if (count == NULL) {
+                Py_CLEAR(histogram);
+                break;
+            }
+            PyList_SET_ITEM(histogram, bucket, count);
+        }
+        PyObject *entry = histogram == NULL ? NULL : Py_BuildValue("(ndN)", worker, sums[worker], histogram);
+        if (entry == NULL || PyList_Append(result, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_CLEAR(result);
+            break;
+        }
+        Py_DECREF(entry);
+    }
+done:
+    PyMem_Free(sums);
+    PyMem_Free(counts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *
 configure_steps(PyObject *module, PyObject *args)
 {
@@ -636,6 +761,8 @@ static PyMethodDef module_functions[] = {
     {"configure_steps", configure_steps, METH_VARARGS,
      PyDoc_STR("configure_steps(PhasedBlock, timers module, timer_node module, FOLD_AT_RUNS): for open_step and "
                "close_step.")},
+    {"count_whole_steps", (PyCFunction)(void (*)(void))count_whole_steps, METH_FASTCALL,
+     PyDoc_STR("count_whole_steps(steps, several, bounds, workers): the critical path's count of whole steps.")},
     {"open_step", open_step, METH_O, PyDoc_STR("open_step(block): PhasedBlock.open, in C.")},
     {"close_step", (PyCFunction)(void (*)(void))close_step, METH_FASTCALL,
      PyDoc_STR("close_step(block, clock, sent, waited, waiting_since, ready_at): the step's run kept.")},

@@ -12,7 +12,9 @@ critical path counts in bulk when the block folds its runs::
     close_step(step_block, clock, sent, waited, waiting_since, ready_at)
 
 Both run once per vector step, and in Python they were most of what timing the step cost the
-trainer (a method call, a dozen attribute reads, a tuple built by unpacking). Two
+trainer (a method call, a dozen attribute reads, a tuple built by unpacking). At each fold the
+critical path counts the held stamps in bulk, in C too where the helper is in force
+(:func:`whole_steps_counter`): the numpy reference's dozen calls were most of a fold. Two
 implementations, the same results: :func:`open_step_in_python` (``PhasedBlock.open`` itself) and
 :func:`close_step_in_python` below are the reference and the fallback; ``_step_core.c`` makes the
 same two functions in C, used where it was built unless ``RLPROF_PURE_PYTHON=1`` is set, under the
@@ -26,9 +28,10 @@ from typing import Any, Callable
 from profiler.timing import timer_node, timers
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 
+from envmanager.measurement.critical_path import WholeStepsCounter, whole_steps_in_python
 from envmanager.transport import timed_calls
 
-__all__ = ["close_step_in_python", "open_step_in_python", "step_functions"]
+__all__ = ["close_step_in_python", "open_step_in_python", "step_functions", "whole_steps_counter"]
 
 OpenStep = Callable[[PhasedBlock], Callable[[], Any] | None]
 CloseStep = Callable[[PhasedBlock, Callable[[], Any], Any, Any, Any, list], None]
@@ -73,3 +76,13 @@ def step_functions() -> tuple[OpenStep, CloseStep]:
     if timed_calls.compiled() and _extension is not None:
         return _extension.open_step, _extension.close_step
     return open_step_in_python, close_step_in_python
+
+
+def whole_steps_counter() -> WholeStepsCounter:
+    """How the critical path counts a fold's steps every worker replied in: ``_step_core``'s
+    ``count_whole_steps`` where the step path's helper is in force (one pass in C, where the
+    numpy reference makes a dozen calls, the larger part of a fold), else
+    :func:`~envmanager.measurement.critical_path.whole_steps_in_python`."""
+    if timed_calls.compiled() and _extension is not None:
+        return _extension.count_whole_steps  # type: ignore[no-any-return]
+    return whole_steps_in_python

@@ -22,7 +22,7 @@ worker add to it themselves, measured in-process, where the load matters less:
   time, so the figures hold up better on a machine other programs load (the trainer's own thread
   clock, each worker's ``/proc/<pid>/schedstat``). The variants: profiling off; on, its step
   untimed (its step block set aside, the workers still timing their env calls); on; on with the
-  step's stamps kept by the Python reference (``step_stamps``) instead of C. So ``on - off``
+  step's stamps kept and counted by the Python references (``step_stamps``) instead of C. So ``on - off``
   splits into the trainer's step timing (``on - on untimed``), the rest of the trainer's
   (merging payloads, clocked on its own), and the workers' (env calls timed, replies stamped,
   payloads built and shipped: one payload's cost, measured here in-process, is printed per step
@@ -156,6 +156,7 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
     whole life); the order of a round rotates."""
     import resource
 
+    from envmanager.measurement.critical_path import whole_steps_in_python
     from envmanager.transport.step_stamps import close_step_in_python, open_step_in_python
 
     env_fns = [ENVS[env_name]] * num_envs
@@ -172,6 +173,8 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
         sink = on._pool.timers_sink = _ClockedSink(on._pool.timers_sink)
         step_block = on._profiling.step_block
         stamps = (on._open_step, on._close_step)
+        critical_path = on._profiling.critical_path
+        count_in_force = critical_path.count_whole_steps
         try:
             for manager in (off, on):
                 manager.reset(seed=0)
@@ -185,6 +188,7 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
                     on._open_step, on._close_step = (
                         (open_step_in_python, close_step_in_python) if label == ON_PYTHON else stamps
                     )
+                    critical_path.count_whole_steps = whole_steps_in_python if label == ON_PYTHON else count_in_force
                     merged_before = sink.seconds
                     slept_before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
                     trainer_before, workers_before = time.thread_time(), _workers_cpu_seconds(manager)
@@ -200,6 +204,7 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
         finally:
             on._profiling.step_block = step_block
             on._open_step, on._close_step = stamps
+            critical_path.count_whole_steps = count_in_force
             on.close()
             off.close()
     return figures

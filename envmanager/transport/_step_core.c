@@ -1,5 +1,10 @@
 /* The optional C helper of the env step path: an env call timed as a timer block, and the
- * trainer's bookkeeping of a profiled vector step (open_step, close_step: further down).
+ * trainer's bookkeeping of a profiled vector step (open_step, close_step, count_whole_steps:
+ * further down).
+ *
+ * One concept, one file (over 600 lines, mostly comments and error paths): what the step path
+ * does once per env call or vector step, in C, over the same TimerNode, TimerStack and
+ * PhasedBlock slots and the same clock; split, each part would repeat the slot tables.
  *
  * envmanager/transport/timed_calls.py holds the reference, ``PythonStepTimer``: ``open()`` makes
  * the block ``name`` the open block of a timer stack and starts its clock, ``close(node)`` stops

@@ -67,11 +67,14 @@ def measure_timer(rounds: int, number: int) -> dict[str, Any]:
 
     cases = make_cases()
     figures = measure_side_by_side(
-        {label: cases[label] for label in ("floor", "empty", "flat", "three_deep")}, rounds, number
+        {label: cases[label] for label in ("floor", "empty", "clocked_found", "flat", "three_deep")},
+        rounds,
+        number,
     )
     return {
         "floor_ns": figures["floor"][0],
         "empty": figures["empty"][1],
+        "python_timer_floor": figures["clocked_found"][1],
         "flat": figures["flat"][1],
         "three_deep": figures["three_deep"][1] / 3,
     }
@@ -182,6 +185,11 @@ def print_figures(results: dict[str, dict[str, dict[str, Any] | str]]) -> None:
     )
     line("hierarchical_timer, 3-deep per block, x nullcontext()", lambda core, f: f"{f['three_deep']:.2f}x", "timer")
     line("an empty Python context manager, x nullcontext()", lambda core, f: f"{f['empty']:.2f}x", "timer")
+    line(
+        "floor of a per-thread Python timer, x nullcontext()",
+        lambda core, f: f"{f['python_timer_floor']:.2f}x",
+        "timer",
+    )
     line("nullcontext() block", lambda core, f: f"{f['floor_ns']:.0f} ns", "timer")
     line(
         "50-node payload, snapshot to merged, nullcontext() costs",

@@ -6,7 +6,10 @@ the C accelerator and within 1.3x on the pure-Python core (both cores are measur
 rounds, switched between cases), disabled (or paused, the same switch) below it, and at least 4x
 faster than ML-Agents' ``hierarchical_timer``. The "empty Python context manager" row is what
 any block written in Python pays before its own work (the ``with`` and its two method calls), a
-bound under the pure-Python core. The rows below the two "core" pairs run on the
+bound under the pure-Python core; the two "floor of a Python timer" rows add what any exact
+Python timer pays on top (two clock reads; then finding its block in the thread's stack through a
+Python call and a ``threading.local``), so that the pure-Python core's rows minus the second floor
+row is its own bookkeeping (count, total, shortest and longest call, errors, the open block). The rows below the two "core" pairs run on the
 process's own core (the accelerator where it is built; ``RLPROF_PURE_PYTHON=1`` forces Python). The "recording on" row is the price of timeline recording (issue 5), the
 "inside a profiler.scope" row the price of noting the scope of each block (issue 9), the
 "emit_nvtx" rows the price of an NVTX range per block with the nvtx package and no Nsight attached
@@ -24,6 +27,7 @@ import argparse
 import contextlib
 import statistics
 import sys
+import threading
 import time
 import timeit
 from pathlib import Path
@@ -92,9 +96,34 @@ class _EmptyContext:
         return None
 
 
+class _ClockedContext:
+    """A context manager made once that reads the clock as it opens and as it closes and keeps the
+    difference: the floor of any exact timer written in Python (two clock reads, two stores)."""
+
+    __slots__ = ("start", "elapsed")
+
+    def __enter__(self) -> _ClockedContext:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type: object, exc_value: object, traceback: object) -> None:
+        self.elapsed = time.perf_counter() - self.start
+
+
+_thread_contexts = threading.local()
+
+
+def _find_clocked_context(name: str) -> _ClockedContext:
+    """What a per-thread timer pays to find its block before timing it: a Python call, the
+    thread's ``threading.local`` and a dict lookup, as the pure-Python ``hierarchical_timer``."""
+    return _thread_contexts.contexts[name]  # type: ignore[no-any-return]
+
+
 def make_cases() -> dict[str, Callable[[], None]]:
     nullcontext = contextlib.nullcontext
     empty_context = _EmptyContext()
+    clocked_context = _ClockedContext()
+    _thread_contexts.contexts = {"block": _ClockedContext()}
 
     def floor() -> None:
         with nullcontext():
@@ -102,6 +131,14 @@ def make_cases() -> dict[str, Callable[[], None]]:
 
     def empty() -> None:
         with empty_context:
+            pass
+
+    def clocked() -> None:
+        with clocked_context:
+            pass
+
+    def clocked_found() -> None:
+        with _find_clocked_context("block"):
             pass
 
     def flat() -> None:
@@ -125,6 +162,8 @@ def make_cases() -> dict[str, Callable[[], None]]:
     return {
         "floor": floor,
         "empty": empty,
+        "clocked": clocked,
+        "clocked_found": clocked_found,
         "flat": flat,
         "three_deep": three_deep,
         "decorated": decorated,
@@ -183,6 +222,8 @@ def main() -> None:
     rows = [
         ("nullcontext() (floor)", *enabled["floor"]),
         ("an empty Python context manager, made once", *enabled["empty"]),
+        ("floor of a Python timer: the same, two clock reads", *enabled["clocked"]),
+        ("floor of a Python timer: + found via threading.local", *enabled["clocked_found"]),
         *core_rows(enabled),
         ("@timed (added to a call)", decorated_ns, decorated_ns / enabled["floor"][0]),
         ("hierarchical_timer, disabled", *disabled["flat"]),

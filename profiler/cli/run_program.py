@@ -18,6 +18,7 @@ program did: the same exit code, or killed by the same signal.
 
 from __future__ import annotations
 
+import gc
 import os
 import runpy
 import signal
@@ -251,7 +252,8 @@ def run_program(
                     _close_managers(substitution, report_to)
                     substitution.restore()
                     told += substitution.summary()
-                files, tree = _write_files(run_dir, run_id)
+                with _collector_paused():
+                    files, tree = _write_files(run_dir, run_id)
     finally:
         automatic.stop()
         ray_workers.restore()
@@ -261,7 +263,8 @@ def run_program(
         torch_ops.stop_operators()  # does nothing once stopped
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
-    _report(program, end, files.shown_from(shown_from), tree, report_to)
+    with _collector_paused():
+        _report(program, end, files.shown_from(shown_from), tree, report_to)
     for line in told:
         print(f"rlprof: {line}", file=report_to)
     return end
@@ -339,6 +342,24 @@ def _sigterm_raises_in_the_program() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while the files and the report are made.
+
+    They build tens of thousands of lists and strings from the timeline, which start the
+    collector's full passes, and a full pass walks every object of the program (torch's alone are
+    about 176,000): in a process with torch loaded, half the exits took 130 ms more. What the
+    exit makes is freed by reference counting; the collector runs again afterwards.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from typing import Any, BinaryIO, Iterable, Iterator
 
+import numpy as np
+
 from profiler.export.aggregate_timeline import synthesize_timeline
 from profiler.tree import strict_json
 from profiler.export.process_trees import split_into_process_trees
@@ -62,13 +64,17 @@ def write_chrome_trace(tree: dict[str, Any], output: BinaryIO) -> None:
     its trace took four times the memory of the loaded file. Written in batches of
     :data:`EVENTS_PER_WRITE` events, the trace never exists whole in memory. The bytes are those
     of ``strict_json.dumps(to_chrome_trace(tree), separators=(",", ":"))``.
+
+    A plain span (no details, no device time) is formatted as text directly rather than built as a
+    dict for the JSON encoder: spans are nearly all of a trace, and this was most of the time
+    ``rlprof run`` spends writing its files after the program ends (``benchmarks/run_overhead.py``).
     """
     timeline, other_data = _timeline_and_other_data(tree)
     output.write(b'{"traceEvents":[')
-    batch: list[Event] = []
+    batch: list[str] = []
     first_batch = True
-    for event in _trace_events(tree, timeline):
-        batch.append(event)
+    for text in _trace_events(tree, timeline, as_text=True):
+        batch.append(text)
         if len(batch) == EVENTS_PER_WRITE:
             _write_batch(output, batch, first_batch)
             batch.clear()
@@ -80,9 +86,8 @@ def write_chrome_trace(tree: dict[str, Any], output: BinaryIO) -> None:
     output.write(b"}")
 
 
-def _write_batch(output: BinaryIO, batch: list[Event], first_batch: bool) -> None:
-    # A list's text without its brackets is the events' text, comma-separated.
-    text = strict_json.dumps(batch, separators=(",", ":"))[1:-1]
+def _write_batch(output: BinaryIO, batch: list[str], first_batch: bool) -> None:
+    text = ",".join(batch)
     output.write((text if first_batch else "," + text).encode("utf-8"))
 
 
@@ -101,19 +106,29 @@ def _timeline_and_other_data(tree: dict[str, Any]) -> tuple[dict[str, Any], dict
     return timeline, other_data
 
 
-def _trace_events(tree: dict[str, Any], timeline: dict[str, Any]) -> Iterator[Event]:
+def _trace_events(tree: dict[str, Any], timeline: dict[str, Any], as_text: bool = False) -> Iterator[Any]:
+    """The trace's events in order: as dicts, or with ``as_text`` as their compact JSON texts."""
     memory = _memory_on_timeline_clock(tree, timeline)
     clock = _TraceClock(timeline, memory)
     several_hosts = len({process.get("host") for process in timeline["processes"]}) > 1
     device_means = _device_means(tree)
+    other_events = _event_texts if as_text else iter
     for sort_index, process in enumerate(timeline["processes"]):
-        for event in _process_events(process, sort_index, clock, several_hosts):
-            mean = device_means.get((process.get("name"), event["name"])) if event["ph"] == "X" else None
-            if mean is not None:
-                event.setdefault("args", {})["device time per call (mean, ms)"] = round(mean * 1000, 6)
-            yield event
-    yield from _gauge_events(tree, timeline, clock)
-    yield from _memory_events(memory, timeline, clock)
+        means = {name: mean for (process_name, name), mean in device_means.items()
+                 if process_name == process.get("name")}
+        yield from other_events(_process_header_events(process, sort_index, several_hosts))
+        for thread in process.get("threads", []):
+            yield from other_events([_thread_name_event(process, thread)])
+            yield from _span_events(process["pid"], thread, clock, means, as_text)
+            yield from other_events(_instant_events(process["pid"], thread, clock))
+        yield from other_events(_counter_events(process, clock))
+    yield from other_events(_gauge_events(tree, timeline, clock))
+    yield from other_events(_memory_events(memory, timeline, clock))
+
+
+def _event_texts(events: Iterable[Event]) -> Iterator[str]:
+    for event in events:
+        yield strict_json.dumps(event, separators=(",", ":"))
 
 
 def _device_means(tree: dict[str, Any]) -> dict[tuple[str, str], float]:
@@ -175,10 +190,14 @@ class _TraceClock:
 
 
 def _moments(process: dict[str, Any]) -> Iterable[float]:
+    """The moments that bound the process's events (a thread's spans by their earliest and latest
+    starts and ends: min and max over a list run in C, a yield per span did not)."""
     for thread in process.get("threads", []):
-        for span in thread.get("spans", []):
-            yield span[1]
-            yield span[2]
+        spans = thread.get("spans", [])
+        if spans:
+            starts = [span[1] for span in spans]
+            ends = [span[2] for span in spans]
+            yield from (min(starts), max(starts), min(ends), max(ends))
         for instant in thread.get("instants", []):
             yield instant[1]
     for counter in process.get("counters", []):
@@ -189,44 +208,72 @@ def _microseconds(nanoseconds: int) -> float:
     return nanoseconds / 1000
 
 
-def _process_events(
-    process: dict[str, Any], sort_index: int, clock: _TraceClock, several_hosts: bool
-) -> Iterator[Event]:
+def _process_header_events(process: dict[str, Any], sort_index: int, several_hosts: bool) -> list[Event]:
     pid = process["pid"]
     name = process.get("name") or f"process {pid}"
     if several_hosts and process.get("host"):
         name = f"{name} @ {process['host']}"  # pids repeat across machines; hosts tell them apart
-    yield _metadata_event("process_name", pid, 0, name)
-    yield _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index")
-    for thread in process.get("threads", []):
-        tid = thread["tid"]
-        yield _metadata_event("thread_name", pid, tid, thread.get("name") or f"thread {tid}")
-        for start, end, span in _nested_in_order(thread.get("spans", []), clock):
-            event: Event = {
-                "name": span[0],
-                "ph": "X",
-                "ts": _microseconds(start),
-                "dur": _microseconds(end - start),
-                "pid": pid,
-                "tid": tid,
-            }
-            if len(span) > 3:
-                _add_details(event, span[3])
-            yield event
-        for name, moment, *details in thread.get("instants", []):
-            instant: Event = {
-                "name": name,
-                "ph": "i",
-                "s": "t",
-                "ts": _microseconds(clock.nanoseconds(moment)),
-                "pid": pid,
-                "tid": tid,
-            }
-            if details:
-                _add_details(instant, details[0])
-            yield instant
+    return [_metadata_event("process_name", pid, 0, name),
+            _metadata_event("process_sort_index", pid, 0, sort_index, key="sort_index")]
+
+
+def _thread_name_event(process: dict[str, Any], thread: dict[str, Any]) -> Event:
+    tid = thread["tid"]
+    return _metadata_event("thread_name", process["pid"], tid, thread.get("name") or f"thread {tid}")
+
+
+def _span_events(
+    pid: int, thread: dict[str, Any], clock: _TraceClock, device_means: dict[str, float], as_text: bool
+) -> Iterator[Any]:
+    """A thread's spans as ``X`` events, in nesting order; with ``as_text``, as their JSON texts,
+    a plain span's formatted here (the same text the JSON encoder gives its dict: floats by
+    ``repr``, the name by the strict encoder, once per name)."""
+    tid = thread["tid"]
+    names: dict[str, str] = {}
+    # The same text as the dict's keys in this order would get from the encoder.
+    place = f'"pid":{strict_json.dumps(pid)},"tid":{strict_json.dumps(tid)}}}'
+    for start, end, span in _nested_in_order(thread.get("spans", []), clock):
+        name = span[0]
+        mean = device_means.get(name)
+        if as_text and len(span) == 3 and mean is None:
+            name_text = names.get(name)
+            if name_text is None:
+                name_text = names[name] = strict_json.dumps(name)
+            yield f'{{"name":{name_text},"ph":"X","ts":{start / 1000!r},"dur":{(end - start) / 1000!r},{place}'
+            continue
+        event: Event = {
+            "name": name,
+            "ph": "X",
+            "ts": _microseconds(start),
+            "dur": _microseconds(end - start),
+            "pid": pid,
+            "tid": tid,
+        }
+        if len(span) > 3:
+            _add_details(event, span[3])
+        if mean is not None:
+            event.setdefault("args", {})["device time per call (mean, ms)"] = round(mean * 1000, 6)
+        yield strict_json.dumps(event, separators=(",", ":")) if as_text else event
+
+
+def _instant_events(pid: int, thread: dict[str, Any], clock: _TraceClock) -> Iterator[Event]:
+    for name, moment, *details in thread.get("instants", []):
+        instant: Event = {
+            "name": name,
+            "ph": "i",
+            "s": "t",
+            "ts": _microseconds(clock.nanoseconds(moment)),
+            "pid": pid,
+            "tid": thread["tid"],
+        }
+        if details:
+            _add_details(instant, details[0])
+        yield instant
+
+
+def _counter_events(process: dict[str, Any], clock: _TraceClock) -> Iterator[Event]:
     for name, moment, value, *details in process.get("counters", []):
-        counter = _counter_event(name, clock.nanoseconds(moment), value, pid)
+        counter = _counter_event(name, clock.nanoseconds(moment), value, process["pid"])
         if details:
             _add_details(counter, details[0])
         yield counter
@@ -254,24 +301,33 @@ def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> Iterator[tup
     within its parent.
 
     Sorting by start, then by *descending* end, puts an enclosing span before the spans it
-    encloses; a stack of the open spans' ends then finds each span's parent. The sort runs on
-    plain tuples ``(start, -end, position, span)`` rather than with a key function, which would
-    build a second tuple per span: a thread can hold millions.
+    encloses; a stack of the open spans' ends then finds each span's parent. The nanoseconds and
+    the order are computed by numpy, as a thread can hold millions of spans: ``rint`` rounds half
+    to even as ``round`` does, on the same float products, and ``lexsort`` is stable, so spans
+    that tie keep their recorded order.
     """
-    ordered = []
-    for position, span in enumerate(spans):
-        start = clock.nanoseconds(span[1])
-        ordered.append((start, -max(start, clock.nanoseconds(span[2])), position, span))
-    ordered.sort()
+    if not spans:
+        return
+    count = len(spans)
+    starts = np.rint((np.fromiter((span[1] for span in spans), float, count) - clock.origin) * NANOSECONDS_PER_SECOND)
+    ends = np.rint((np.fromiter((span[2] for span in spans), float, count) - clock.origin) * NANOSECONDS_PER_SECOND)
+    ends = np.maximum(starts, ends)
+    order = np.lexsort((-ends, starts))
     open_ends: list[int] = []
-    for start, negative_end, _, span in ordered:
-        end = -negative_end
+    for position, start, end in zip(order.tolist(), _integers(starts[order]), _integers(ends[order])):
         while open_ends and open_ends[-1] <= start:
             open_ends.pop()
         if open_ends and end > open_ends[-1]:
             end = open_ends[-1]
         open_ends.append(end)
-        yield start, end, span
+        yield start, end, spans[position]
+
+
+def _integers(values: np.ndarray) -> list[int]:
+    """Whole floats as Python integers, exactly (through int64 where they fit, as nearly always)."""
+    if len(values) and abs(values).max() < 2.0 ** 62:
+        return values.astype(np.int64).tolist()
+    return [int(value) for value in values.tolist()]
 
 
 def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceClock) -> list[Event]:

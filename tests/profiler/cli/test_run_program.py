@@ -63,6 +63,22 @@ def test_the_analysis_is_printed_on_stderr(tmp_path):
     assert "rlprof: timers  out/train_timers.json" in stderr
 
 
+COLLECTOR_STATE_AT_EXIT = """
+    import atexit, gc
+    {setting}
+    atexit.register(lambda: print("collector enabled:", gc.isenabled()))
+"""
+
+
+@pytest.mark.parametrize(("setting", "left"), [("", True), ("gc.disable()", False)], ids=["on", "off"])
+def test_the_garbage_collector_is_left_as_the_program_left_it(tmp_path, setting, left):
+    # rlprof pauses the collector while it writes its files and report, after the program ends.
+    script = write_script(tmp_path, "train.py", COLLECTOR_STATE_AT_EXIT.format(setting=setting))
+    result = rlprof_run("--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"collector enabled: {left}\n"
+
+
 def test_the_program_sees_itself_as_main_with_its_folder_first_on_the_path(tmp_path):
     write_script(tmp_path, "helper.py", "VALUE = 'imported from beside the script'\n")
     script = write_script(tmp_path, "main.py", """

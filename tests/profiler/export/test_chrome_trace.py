@@ -172,6 +172,22 @@ def test_a_child_overlapping_the_end_of_its_parent_is_trimmed(run_with_timeline)
     assert late["ts"] + late["dur"] == pytest.approx(800.0)
 
 
+def test_spans_that_tie_keep_the_order_they_were_recorded_in(run_with_timeline):
+    thread = run_with_timeline["timeline"]["processes"][0]["threads"][0]
+    thread["spans"] += [["first", 12.0003, 12.0004], ["second", 12.0003, 12.0004]]
+    names = [event["name"] for event in events_of(to_chrome_trace(run_with_timeline), "X")]
+    assert names.index("first") < names.index("second")
+
+
+def test_spans_centuries_apart_keep_whole_nanoseconds(run_with_timeline):
+    # 1e10 s is 1e19 ns: past what 64-bit integers hold, so Python's take over.
+    thread = run_with_timeline["timeline"]["processes"][0]["threads"][0]
+    thread["spans"] += [["earliest", 11.0, 11.5], ["much later", 11.0 + 1e10, 11.0 + 1e10 + 0.25]]
+    later = next(event for event in events_of(to_chrome_trace(run_with_timeline), "X") if event["name"] == "much later")
+    start, end = round(1e10 * 1e9), round((11.0 + 1e10 + 0.25 - 11.0) * 1e9)
+    assert (later["ts"], later["dur"]) == (start / 1000, (end - start) / 1000)
+
+
 def test_markers_become_thread_instant_events(run_with_timeline):
     (marker,) = events_of(to_chrome_trace(run_with_timeline), "i")
     assert (marker["name"], marker["ts"], marker["pid"], marker["tid"]) == ("restart worker 2", 400.0, 1234, 1)

@@ -93,6 +93,23 @@ class SuicidalEnv(CountingEnv):
         return super().step(action)
 
 
+class ForkingEnv(SuicidalEnv):
+    """Forks a child on its first reset that sleeps ten minutes (a simulator forked without exec):
+    the child holds copies of every descriptor of the worker, its sentinel's and its reply
+    pipe's writing ends among them. ``helper_pid`` is the child's. Action 2 kills the worker."""
+
+    helper_pid: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        if self.helper_pid is None:
+            child = os.fork()
+            if child == 0:
+                time.sleep(600)
+                os._exit(0)
+            self.helper_pid = child
+        return super().reset(seed=seed, options=options)
+
+
 class SabotagingEnv(CountingEnv):
     """Puts a NaN time into its worker's timers when stepped with action 2, as a broken clock
     would: the payload that carries it is malformed."""

@@ -110,6 +110,16 @@ class ForkingEnv(SuicidalEnv):
         return super().reset(seed=seed, options=options)
 
 
+def fork_a_child_then_die() -> gym.Env:
+    """An env factory that forks a child sleeping ten minutes, then dies by SIGKILL: a simulator
+    that crashes while it starts, leaving a child holding copies of its process's descriptors."""
+    if os.fork() == 0:
+        time.sleep(600)
+        os._exit(0)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
 class SabotagingEnv(CountingEnv):
     """Puts a NaN time into its worker's timers when stepped with action 2, as a broken clock
     would: the payload that carries it is malformed."""

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from envmanager_testenvs import ForkingEnv, worker_children
+from envmanager_testenvs import ForkingEnv, fork_a_child_then_die, worker_children
 
 from envmanager import SubprocessEnvManager, WorkerDiedError
 
@@ -108,3 +108,10 @@ def test_the_child_an_env_forked_ends_with_close():
         assert all(_ended_within(child) for child in children)
     finally:
         _end(children)
+
+
+@pytest.mark.parametrize("context", START_METHODS)
+def test_an_env_that_dies_while_built_to_read_the_spaces_leaving_a_forked_child_fails_the_constructor(context):
+    with pytest.raises(RuntimeError, match="first env .* ended with exit code -9 before it could answer"):
+        SubprocessEnvManager([fork_a_child_then_die] * 2, context=context)
+    assert worker_children() == []

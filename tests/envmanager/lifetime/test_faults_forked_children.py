@@ -7,6 +7,7 @@ the child's end fails it, while a loaded machine has minutes to spare.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -95,6 +96,23 @@ def test_a_worker_killed_during_a_step_waited_with_a_timeout_is_reported_before_
         envs.close()
         assert worker_children() == []
         assert all(_ended_within(child) for child in children)
+    finally:
+        _end(children)
+
+
+@pytest.mark.parametrize("context", START_METHODS)
+def test_with_a_timeout_a_killed_worker_is_reported_even_while_a_child_that_left_its_group_holds_its_pipes(context):
+    # Out of the group's reach, the child lives on; only a wait that watches the worker's pidfd
+    # (the poll of a wait with a timeout) learns of the death before the child's end.
+    envs = SubprocessEnvManager([functools.partial(ForkingEnv, new_session=True)] * 2, context=context)
+    envs.reset(seed=0)
+    children = _forked_children(envs)
+    try:
+        envs.step_async(np.array([0, 2]))
+        with pytest.raises(WorkerDiedError, match="worker 1 .*SIGKILL"):
+            envs.step_wait(timeout=FAR_BELOW_THE_CHILDS_SLEEP)
+        envs.close()
+        assert worker_children() == []
     finally:
         _end(children)
 

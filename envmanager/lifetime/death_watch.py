@@ -4,9 +4,11 @@ A worker killed from outside (the OOM killer picks it, a user's ``kill -9``) or 
 cannot end its own process group, so the helper processes its envs started live on.  The
 trainer would end that group when it next talks to the manager and meets the dead worker;
 but the trainer may be busy elsewhere for long (an epoch of learning), or die first, and then
-nobody ever would.  So a daemon thread of the trainer watches every worker's
-``process.sentinel`` (readable once the process has exited) and kills the group of a worker
-as soon as it has exited.  It blocks in ``poll`` with the GIL released, so it costs nothing
+nobody ever would.  So a daemon thread of the trainer watches every worker's exit descriptor
+(its pidfd, readable once the process has exited even while a process it forked lives on; see
+:mod:`envmanager.lifetime.exit_descriptor`) and kills the group of a worker as soon as it has
+exited.  That also ends what the worker forked, which may hold its reply pipe open: the
+trainer's blocking read of that pipe then ends, too.  It blocks in ``poll`` with the GIL released, so it costs nothing
 until a worker ends; a forked copy of the trainer has no such thread.
 
 Safety: a group is killed by the number of a worker that made it (see
@@ -34,23 +36,25 @@ class DeathWatch:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._watched: dict[int, Any] = {}  # sentinel -> process
+        self._watched: dict[int, Any] = {}  # exit descriptor -> process
         self._wake_reader, self._wake_writer = os.pipe()
         self._stopped = False
         self._thread: threading.Thread | None = None
 
-    def watch(self, process: Any) -> None:
-        """Watch a started worker process (its group is killed once it exits)."""
+    def watch(self, process: Any, exit_descriptor: int) -> None:
+        """Watch a started worker process (its group is killed once ``exit_descriptor``, which
+        the caller owns and keeps open until it calls :meth:`forget`, is readable)."""
         with self.lock:
-            self._watched[process.sentinel] = process
+            self._watched[exit_descriptor] = process
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="rlprof-death-watch", daemon=True)
                 self._thread.start()
         self._wake()
 
-    def forget(self, process: Any) -> None:
-        """Stop watching a worker: call it, holding ``lock``, before reaping the process."""
-        self._watched.pop(process.sentinel, None)
+    def forget(self, exit_descriptor: int) -> None:
+        """Stop watching a worker: call it, holding ``lock``, before reaping the process and
+        closing its exit descriptor."""
+        self._watched.pop(exit_descriptor, None)
 
     def stop(self) -> None:
         """End the watching thread (once every worker is stopped) and free its pipe."""
@@ -77,16 +81,16 @@ class DeathWatch:
             with self.lock:
                 if self._stopped:
                     return
-                sentinels = list(self._watched)
+                exit_descriptors = list(self._watched)
             poller = select.poll()
             poller.register(self._wake_reader, select.POLLIN)
-            for sentinel in sentinels:
-                poller.register(sentinel, select.POLLIN)
+            for exit_descriptor in exit_descriptors:
+                poller.register(exit_descriptor, select.POLLIN)
             ready = {fd for fd, _ in poller.poll()}
             if self._wake_reader in ready:
                 os.read(self._wake_reader, 4096)
             with self.lock:
-                for sentinel in ready:
-                    process = self._watched.pop(sentinel, None)
+                for exit_descriptor in ready:
+                    process = self._watched.pop(exit_descriptor, None)
                     if process is not None:
                         kill_process_group(process.pid)

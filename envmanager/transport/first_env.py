@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from gymnasium import Env, Space
 
+from envmanager.lifetime.exit_descriptor import ExitDescriptor
 from envmanager.lifetime.interrupts import starting_without_interrupts
 from envmanager.lifetime.lifeline import (
     PARENT_DEATH_SIGNAL,
@@ -63,13 +64,17 @@ def read_first_env(ctx: Any, make_env: Callable[[], Env]) -> FirstEnvFacts:
         args=(EnvFactories([make_env]), lifeline.reader, writer, _parent_death_reaches_us(ctx)),
         daemon=True,
     )
+    exit_descriptor = None
     try:
         with starting_without_interrupts(ctx.get_start_method()):
             try:
                 process.start()
             finally:
                 writer.close()
-        ready = wait_for_ready([reader, process.sentinel])
+        # Its pidfd, not its sentinel: a child the env forked may hold the sentinel (and the
+        # pipe) open long after the process died (see envmanager.lifetime.exit_descriptor).
+        exit_descriptor = ExitDescriptor(process)
+        ready = wait_for_ready([reader, exit_descriptor.fileno])
         answer = _read_answer(reader) if reader in ready or reader.poll(0) else None
     finally:
         # Its group may hold what the env left running; killed before the process is reaped.
@@ -77,6 +82,8 @@ def read_first_env(ctx: Any, make_env: Callable[[], Env]) -> FirstEnvFacts:
             if not kill_process_group(process.pid) and process.exitcode is None:
                 process.kill()  # it had not made its group yet
             process.join()
+        if exit_descriptor is not None:
+            exit_descriptor.close()
         lifeline.close()
         reader.close()
     if answer is None:

@@ -1,10 +1,11 @@
 """The worker processes and their pipes: starting, messaging, waiting, faults, shutdown.
 
 This module knows nothing of Gymnasium semantics; it moves requests and replies and makes
-sure no wait is endless.  Every wait watches, besides the reply pipes, each worker's
-``process.sentinel`` (readable once the process has exited), so a worker that is killed or
-crashes is noticed at once and reported (the caller raises
-:class:`~envmanager.errors.WorkerDiedError`), never as a bare ``EOFError`` nor as a hang.
+sure no wait is endless.  Every wait watches, besides the reply pipes, each worker's exit
+descriptor (its pidfd, readable once the process has exited, whatever processes it forked
+hold; see :mod:`envmanager.lifetime.exit_descriptor`), so a worker that is killed or crashes
+is noticed at once and reported (the caller raises :class:`~envmanager.errors.WorkerDiedError`),
+never as a bare ``EOFError`` nor as a hang.
 
 Collecting replies is two phases, :meth:`WorkerPool.wait` then :meth:`WorkerPool.collect`,
 so that the time spent waiting for the slowest worker and the time spent reading and
@@ -49,6 +50,7 @@ from typing import Any, Callable
 
 from envmanager.transport import protocol
 from envmanager.lifetime.death_watch import DeathWatch
+from envmanager.lifetime.exit_descriptor import ExitDescriptor
 from envmanager.lifetime.interrupts import interrupts_held, starting_without_interrupts
 from envmanager.lifetime.lifeline import Lifeline
 from envmanager.lifetime.permits import ConcurrencyPermits
@@ -99,6 +101,7 @@ class WorkerHandle:
         "requests",
         "request_fd",
         "fds",
+        "exit_descriptor",
         "awaiting",
         "outstanding",
         "exitcode",
@@ -118,7 +121,8 @@ class WorkerHandle:
         self.conn: Connection | None = None  # the end its replies are read from
         self.requests: Connection | None = None  # the end requests are written to
         self.request_fd = -1  # its file descriptor, read once: valid while ``requests`` is set
-        self.fds = (-1, -1)  # (pipe, process sentinel): what a wait polls, kept past close
+        self.fds = (-1, -1)  # (pipe, exit descriptor): what a wait polls, kept past close
+        self.exit_descriptor: ExitDescriptor | None = None  # open until the process is reaped
         self.awaiting = _NOTHING_AWAITED  # sequence number of the reply we are waiting for
         self.outstanding = 0  # requests sent and not yet answered, including abandoned ones
         self.exitcode: int | None = None
@@ -231,10 +235,12 @@ class WorkerPool:
                 requests_reader.close()
                 replies_writer.close()
             self._lifeline.bind(process)
-            self._death_watch.watch(process)
+            exit_descriptor = ExitDescriptor(process)
+            self._death_watch.watch(process, exit_descriptor.fileno)
             handle.process, handle.conn, handle.requests = process, replies_reader, requests_writer
+            handle.exit_descriptor = exit_descriptor
             handle.request_fd = requests_writer.fileno()
-            handle.fds = (replies_reader.fileno(), process.sentinel)
+            handle.fds = (replies_reader.fileno(), exit_descriptor.fileno)
             handle.awaiting, handle.outstanding = _NOTHING_AWAITED, 0
             handle.exitcode, handle.shut_down_after, handle.cut_off = None, None, None
 
@@ -269,9 +275,9 @@ class WorkerPool:
         _close_ends(handle)
         handle.awaiting = _NOTHING_AWAITED
         self.ready_at[handle.index] = None
-        # Its pipe hit EOF, its sentinel fired or it answered CLOSE: it is ending by itself.
-        _wait_for_exit([handle.process], TERMINATE_GRACE_SECONDS)
-        self._stop([handle.process])
+        # Its pipe hit EOF, it exited or it answered CLOSE: it is ending by itself.
+        _wait_for_exit([handle], TERMINATE_GRACE_SECONDS)
+        self._stop([handle])
         handle.exitcode = handle.process.exitcode
 
     # -- requests and replies --------------------------------------------------------------
@@ -340,12 +346,12 @@ class WorkerPool:
                 owner = owners.get(fd)
                 if owner is None:
                     continue  # its worker was settled earlier in this batch of events
-                handle, is_sentinel = owner
-                if not is_sentinel and handle.outstanding > 1:
+                handle, is_exit = owner
+                if not is_exit and handle.outstanding > 1:
                     self._receive(handle, _ignore_reply)  # a stale reply: read it, keep waiting
                     if handle.alive:
                         continue
-                elif is_sentinel:
+                elif is_exit:
                     # It exited; a reply it sent before dying still counts (collect reads it).
                     while handle.alive and handle.outstanding > 1 and handle.conn.poll(0):
                         self._receive(handle, _ignore_reply)
@@ -370,11 +376,14 @@ class WorkerPool:
         every awaited target owes this one reply only (a stale reply must be read and dropped
         first: the poll loop does it, and reads a stale reply's start kept here, too).
 
-        A read learns all the poll did. The writing end of a reply pipe is held by the
-        processes that hold the writing end of the worker's sentinel: the worker and whatever
-        it forks (the pool closes its copy at start; later workers never inherit it). So the
-        read returns end-of-file exactly when the poll would see the sentinel fire with no
-        reply, and a reply sent before dying is read as the poll loop reads it. An interrupt
+        The read learns what the poll did. The writing end of a reply pipe is held by the
+        worker and whatever it forks (the pool closes its copy at start; later workers never
+        inherit it). A worker that dies alone closes it: the read returns end-of-file, and a
+        reply sent before dying is read as the poll loop reads it. A worker that dies leaving
+        a process it forked holding it has its process group killed at once by the death
+        watch, which watches its pidfd (:mod:`envmanager.lifetime.death_watch`): that ends the
+        forked process too, and the read returns end-of-file then (a forked process that left
+        the group, ``os.setsid``, is out of reach: the read waits for its end). An interrupt
         in a read has read nothing, so the pipe stays sound, as after an interrupted poll; the
         replies already read are read to the end and dropped, as the next wait would drop them.
         """
@@ -490,11 +499,11 @@ class WorkerPool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            ready = set(wait_for_ready([h.conn for h in owing] + [h.process.sentinel for h in owing], remaining))
+            ready = set(wait_for_ready([h.conn for h in owing] + [h.fds[1] for h in owing], remaining))
             for handle in owing:
                 if handle.conn in ready:
                     self._receive(handle, _ignore_reply)
-                elif handle.process.sentinel in ready:
+                elif handle.fds[1] in ready:
                     # It exited: read what it sent before dying, then let it go.
                     while handle.alive and handle.outstanding > 0 and handle.conn.poll(0):
                         self._receive(handle, _ignore_reply)
@@ -538,8 +547,8 @@ class WorkerPool:
             if handle.cut_conn is not None:
                 handle.cut_conn.close()
                 handle.cut_conn = None
-        _wait_for_exit([h.process for h in handles], max(0.0, deadline - time.monotonic()))
-        self._stop([h.process for h in handles])
+        _wait_for_exit(handles, max(0.0, deadline - time.monotonic()))
+        self._stop(handles)
         for handle in handles:
             handle.exitcode = handle.process.exitcode
 
@@ -580,14 +589,14 @@ class WorkerPool:
                 except multiprocessing.TimeoutError:
                     pass
                 # Workers that answered CLOSE exit by themselves; give them a moment to do so.
-                _wait_for_exit([h.process for h in idle], TERMINATE_GRACE_SECONDS)
+                _wait_for_exit(idle, TERMINATE_GRACE_SECONDS)
         finally:
             # Also when Ctrl-C cut the graceful part short: then at once, and a second Ctrl-C
             # waits until every worker is gone (a second or so).
             with interrupts_held():
                 self._end_cut_off(cut_off, reply_grace if graceful else 0.0)
                 # Not yet reaped (a reaped worker's number may belong to another process by now).
-                self._stop([h.process for h in self.workers if h.process is not None and h.exitcode is None])
+                self._stop([h for h in self.workers if h.process is not None and h.exitcode is None])
                 for handle in self.workers:
                     _close_ends(handle)
                     if handle.process is not None:
@@ -598,39 +607,48 @@ class WorkerPool:
                 if self.permits is not None:
                     self.permits.remove()
 
-    def _stop(self, processes: list[Any]) -> None:
-        """End worker processes with every helper process their envs left behind, and reap them.
+    def _stop(self, handles: list[WorkerHandle]) -> None:
+        """End workers' processes with every helper process their envs left behind, and reap them.
 
         A worker still running gets SIGTERM, on which it closes its envs (which stops their
         helpers) and exits.  Then each worker's process group is killed: the worker itself if it
         ignored SIGTERM or took longer than ``TERMINATE_GRACE_SECONDS``, and whatever its envs
         left running.  Reaping comes last, so a group's number cannot have been reused; the death
-        watch forgets each worker first, under its lock, for the same reason.
+        watch forgets each worker first, under its lock, for the same reason.  The join waits
+        on the exit descriptor first: ``join(timeout)`` would wait on the sentinel, which a
+        process the worker forked may hold open long after the worker exited.
         """
-        running = [p for p in processes if not _has_exited(p)]
-        for process in running:
-            process.terminate()
+        running = [h for h in handles if not _has_exited(h)]
+        for handle in running:
+            handle.process.terminate()
         _wait_for_exit(running, TERMINATE_GRACE_SECONDS)
-        for process in processes:
-            if not kill_process_group(process.pid) and not _has_exited(process):
-                process.kill()  # it had not made its group yet
-        for process in processes:
+        for handle in handles:
+            if not kill_process_group(handle.process.pid) and not _has_exited(handle):
+                handle.process.kill()  # it had not made its group yet
+        for handle in handles:
+            exited = _has_exited(handle) or _wait_for_exit([handle], KILLED_EXIT_SECONDS)
             with self._death_watch.lock:
-                self._death_watch.forget(process)
-                process.join(KILLED_EXIT_SECONDS)
+                self._death_watch.forget(handle.fds[1])
+                if exited:
+                    handle.process.join()
+                else:
+                    handle.process.join(0)
+            if handle.process.exitcode is not None and handle.exit_descriptor is not None:
+                handle.exit_descriptor.close()
+                handle.exit_descriptor = None
 
 
 def _poller_of(handles: Any) -> tuple[Any, dict[int, tuple[WorkerHandle, bool]]]:
-    """A poller watching each worker's reply pipe and process sentinel, and whose each
-    descriptor is (and whether it is the sentinel)."""
+    """A poller watching each worker's reply pipe and exit descriptor, and whose each
+    descriptor is (and whether it is the exit descriptor)."""
     poller = select.poll()
     owners: dict[int, tuple[WorkerHandle, bool]] = {}
     for handle in handles:
-        pipe_fd, sentinel_fd = handle.fds
+        pipe_fd, exit_fd = handle.fds
         poller.register(pipe_fd, select.POLLIN)
-        poller.register(sentinel_fd, select.POLLIN)
+        poller.register(exit_fd, select.POLLIN)
         owners[pipe_fd] = (handle, False)
-        owners[sentinel_fd] = (handle, True)
+        owners[exit_fd] = (handle, True)
     return poller, owners
 
 
@@ -652,18 +670,20 @@ def _add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
 
 
-def _has_exited(process: Any) -> bool:
-    """Whether the process ended, without reaping it (its process group stays reserved)."""
-    return bool(wait_for_ready([process.sentinel], 0))
+def _has_exited(handle: WorkerHandle) -> bool:
+    """Whether the worker's process ended, without reaping it (its process group stays reserved)."""
+    return bool(wait_for_ready([handle.fds[1]], 0))
 
 
-def _wait_for_exit(processes: list[Any], timeout: float) -> None:
-    """Wait up to ``timeout`` seconds for every process to end (none is reaped)."""
+def _wait_for_exit(handles: list[WorkerHandle], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for every worker's process to end (none is reaped);
+    whether they all did."""
     deadline = time.monotonic() + timeout
-    running = [p.sentinel for p in processes if not _has_exited(p)]
+    running = [h.fds[1] for h in handles if not _has_exited(h)]
     while running:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return
+            return False
         for ended in wait_for_ready(running, remaining):
             running.remove(ended)
+    return True

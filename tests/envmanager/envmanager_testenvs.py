@@ -93,6 +93,41 @@ class SuicidalEnv(CountingEnv):
         return super().step(action)
 
 
+class ForkingEnv(SuicidalEnv):
+    """Forks a child on its first reset that sleeps ten minutes (a simulator forked without exec):
+    the child holds copies of every descriptor of the worker, its sentinel's and its reply
+    pipe's writing ends among them. ``helper_pid`` is the child's. Action 2 kills the worker.
+    ``new_session``: the child makes a session of its own (``os.setsid``), leaving the worker's
+    process group."""
+
+    helper_pid: int | None = None
+
+    def __init__(self, new_session: bool = False) -> None:
+        super().__init__()
+        self.new_session = new_session
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        if self.helper_pid is None:
+            child = os.fork()
+            if child == 0:
+                if self.new_session:
+                    os.setsid()
+                time.sleep(600)
+                os._exit(0)
+            self.helper_pid = child
+        return super().reset(seed=seed, options=options)
+
+
+def fork_a_child_then_die() -> gym.Env:
+    """An env factory that forks a child sleeping ten minutes, then dies by SIGKILL: a simulator
+    that crashes while it starts, leaving a child holding copies of its process's descriptors."""
+    if os.fork() == 0:
+        time.sleep(600)
+        os._exit(0)
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
 class SabotagingEnv(CountingEnv):
     """Puts a NaN time into its worker's timers when stepped with action 2, as a broken clock
     would: the payload that carries it is malformed."""

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from envmanager_testenvs import (  # noqa: E402
     CountingEnv,
+    ForkingEnv,
     HelperAtConstructionEnv,
     HelperProcessEnv,
     LeakyBigObservationEnv,
@@ -110,6 +111,11 @@ def main(scenario: str, start_method: str, summaries_dir: str | None) -> Subproc
             time.sleep(600)
             os._exit(0)
         _report(forked_child=child, **pids)
+        time.sleep(600)
+    elif scenario == "env-forked-child":
+        envs = SubprocessEnvManager([ForkingEnv] * 2, context=start_method)
+        envs.reset(seed=0)
+        _report(**_pids(envs))
         time.sleep(600)
     elif scenario == "never-closed":
         if summaries_dir is None:

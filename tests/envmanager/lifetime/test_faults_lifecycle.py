@@ -149,6 +149,14 @@ def test_workers_die_with_a_killed_trainer_even_while_a_child_it_forked_lives_on
         assert not _is_gone(forked_child)  # it held the pipes open: EOF alone could not tell
 
 
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_child_an_env_forked_goes_with_a_killed_trainer(start_method):
+    with _trainer("env-forked-child", start_method) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+
+
 # Not forkserver: its workers are forked by the forkserver's main thread whoever asks.
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_workers_started_by_a_thread_that_ended_keep_working_and_still_die_with_their_trainer(start_method):

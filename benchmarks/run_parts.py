@@ -63,12 +63,16 @@ def spans_recorded() -> int:
     return 0 if timeline is None else timeline.spans_recorded
 
 
-def turn(loop: Loop, timeline: bool, sampler: bool) -> tuple[float, float, int]:
-    """One iteration under a variant: (CPU seconds, wall seconds, spans recorded)."""
-    if timeline:
+def record_spans(recording: bool) -> None:
+    if recording:
         events.start_recording()
     else:
         events.stop_recording()
+
+
+def turn(loop: Loop, timeline: bool, sampler: bool) -> tuple[float, float, int]:
+    """One iteration under a variant: (CPU seconds, wall seconds, spans recorded)."""
+    record_spans(timeline)
     running = StackSampler(interval=0.01).start() if sampler else None
     spans = spans_recorded()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -99,7 +103,7 @@ def block_costs(rounds: int = 7, blocks: int = 100_000) -> dict[tuple[bool, bool
     for _ in range(rounds):
         for core, record in costs:
             block_hooks.use_compiled_core(core)
-            events.start_recording() if record else events.stop_recording()
+            record_spans(record)
             with hierarchical_timer("block costs"):
                 start = time.process_time()
                 for _ in range(blocks):
@@ -107,7 +111,7 @@ def block_costs(rounds: int = 7, blocks: int = 100_000) -> dict[tuple[bool, bool
                         pass
                 costs[(core, record)].append((time.process_time() - start) / blocks * 1e9)
     block_hooks.use_compiled_core(cores[0])
-    events.start_recording() if was_recording else events.stop_recording()
+    record_spans(was_recording)
     return {key: statistics.median(values) for key, values in costs.items()}
 
 

@@ -14,7 +14,9 @@ The variants switch, between turns, what ``rlprof run`` switches with ``--no-tim
 ``--no-stack-sampler``:
 
 - **timeline + sampler** (``rlprof run``), **timeline**, **sampler**, **neither**, and **neither
-  again** (the same as neither: how far the machine alone moves a figure).
+  again** (the same as neither: how far the machine alone moves a figure);
+- **no framework phases**: neither, and torch's phases uninstalled for the turn (``rlprof run
+  --no-framework-phases``): what the policy's, the update's and the optimizer's blocks cost.
 
 Per variant: the median CPU seconds of the process per turn (``time.process_time``: the sampler's
 thread included), its ratio to "neither" in the same round (median of the rounds' ratios), and
@@ -40,21 +42,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
 from sampler_wakeups import Loop  # noqa: E402
 
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis  # noqa: E402
 from profiler.automatic.stack_sampler import StackSampler  # noqa: E402
+from profiler.automatic.torch_phases import install_torch_phases, uninstall_torch_phases  # noqa: E402
 from profiler.export import write_export  # noqa: E402
 from profiler.recording import events  # noqa: E402
 from profiler.timing import block_hooks, timer_node, timers  # noqa: E402
 from profiler.tree.timer_json import load_timing_tree, write_timing_tree  # noqa: E402
 
-VARIANTS = {  # label: (timeline, sampler)
-    "timeline + sampler": (True, True),
-    "timeline": (True, False),
-    "sampler": (False, True),
-    "neither": (False, False),
-    "neither again": (False, False),
+VARIANTS = {  # label: (timeline, sampler, framework phases)
+    "timeline + sampler": (True, True, True),
+    "timeline": (True, False, True),
+    "sampler": (False, True, True),
+    "neither": (False, False, True),
+    "neither again": (False, False, True),
+    "no framework phases": (False, False, False),
 }
 
 
@@ -70,9 +75,11 @@ def record_spans(recording: bool) -> None:
         events.stop_recording()
 
 
-def turn(loop: Loop, timeline: bool, sampler: bool) -> tuple[float, float, int]:
+def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool) -> tuple[float, float, int]:
     """One iteration under a variant: (CPU seconds, wall seconds, spans recorded)."""
     record_spans(timeline)
+    if not phases:
+        uninstall_torch_phases()
     running = StackSampler(interval=0.01).start() if sampler else None
     spans = spans_recorded()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -81,6 +88,8 @@ def turn(loop: Loop, timeline: bool, sampler: bool) -> tuple[float, float, int]:
     spans = spans_recorded() - spans
     if running is not None:
         running.stop()
+    if not phases:
+        install_torch_phases(torch)
     return cpu, wall, spans
 
 

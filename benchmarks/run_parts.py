@@ -147,7 +147,11 @@ def exit_parts(repeats: int) -> None:
     events.start_recording()
     sampler = StackSampler(interval=0.01).start()  # registers the dump's untimed_samples section
     sampler.stop()
-    folder = Path(tempfile.mkdtemp(prefix="rlprof-run-parts-"))
+    with tempfile.TemporaryDirectory(prefix="rlprof-run-parts-") as name:
+        _time_exit_parts(Path(name), repeats)
+
+
+def _time_exit_parts(folder: Path, repeats: int) -> None:
     timers_file = folder / "run_timers.json"
     write_timing_tree(timers_file)
     full = load_timing_tree(timers_file)
@@ -168,9 +172,6 @@ def exit_parts(repeats: int) -> None:
         with_all = cpu_of(lambda: step(full), repeats) * 1000
         without = cpu_of(lambda: step(bare), repeats) * 1000 if takes_tree else float("nan")
         print(f"  {label:34} {with_all:10.1f} {without:24.1f}")
-    for path in folder.iterdir():
-        path.unlink()
-    folder.rmdir()
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ The variants switch, between turns, what ``rlprof run`` switches with ``--no-tim
 Per variant: the median CPU seconds of the process per turn (``time.process_time``: the sampler's
 thread included), its ratio to "neither" in the same round (median of the rounds' ratios), and
 the spans one turn records. Then the exit, on the dump all these turns made (its timeline holds
-every span recorded): CPU seconds of writing the timers file, reading it back, the trace, the
+every span recorded, up to the ring's 100,000): CPU seconds of writing the timers file, reading it back, the trace, the
 HTML report and the analysis, each with the timeline and the untimed samples in the tree and with
 them taken out, medians of a few repetitions.
 """
@@ -202,6 +202,7 @@ def main() -> None:
     spans = statistics.median(run[2] for run in figures["timeline"])
     turn_cpu = statistics.median(run[0] for run in base)
     looks = statistics.median(run[1] for run in figures["sampler"]) / 0.01
+    exit_parts(options.exit_repeats)  # before block_costs, whose blocks would fill the timeline
     costs = block_costs()
     look = sampler_look_cost()
     print("\nPer block (CPU ns, median of 7; spans per turn x the extra a span costs, against a turn):")
@@ -212,7 +213,6 @@ def main() -> None:
               f"-> {spans:.0f} spans a turn: {extra * 1000:.2f} ms, {extra / turn_cpu:.2%} of a turn")
     print(f"One look of the sampler: {look:.1f} us CPU; {looks:.0f} looks a turn: "
           f"{look * looks / 1000:.2f} ms, {look * looks * 1e-6 / turn_cpu:.2%} of a turn")
-    exit_parts(options.exit_repeats)
 
 
 if __name__ == "__main__":

@@ -177,7 +177,7 @@ class WorkerPool:
         self._kept_poll_key: list[tuple[WorkerHandle, tuple[int, int]]] = []
         self._kept_poller: Any = None
         self._kept_owners: dict[int, tuple[WorkerHandle, bool]] = {}
-        self._lifeline = Lifeline(ctx)
+        self._lifeline = Lifeline()
         self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
         try:

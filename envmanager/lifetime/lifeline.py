@@ -31,12 +31,9 @@ own process group, with every helper process its envs left running.  Nobody else
 A forked copy of the trainer also stops counting the workers as its own children, so that
 ``multiprocessing``'s exit hook in that copy does not terminate them.
 
-Each end of the lifeline is closed once, by the Connection that owns it.  A manager collected as
-garbage without ``close()`` closes its lifeline from its finaliser, and the collector runs the
-finalisers of a dead reference cycle in no set order: a plain ``Connection``'s own finaliser
-closes its descriptor but leaves the number on the object, so the lifeline's ``close()`` after it
-would close the number again, by then perhaps a file or pipe the program opened in between.  So
-the lifeline's ends are :class:`_OwnedEnd` connections, whose finaliser is ``close()`` itself.
+Each end of the lifeline is closed once, by the Connection that owns it, even when a manager
+collected as garbage closes the lifeline after the collector finalised its ends
+(:mod:`envmanager.lifetime.one_way_pipe`).
 """
 
 from __future__ import annotations
@@ -49,9 +46,10 @@ import sys
 import threading
 import time
 import weakref
-from multiprocessing.connection import Connection, reduce_connection
+from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from envmanager.lifetime.one_way_pipe import one_way_pipe
 from envmanager.lifetime.process_group import kill_own_process_group
 
 __all__ = [
@@ -82,28 +80,11 @@ PARENT_DEATH_SIGNAL = signal.SIGHUP
 _PR_SET_PDEATHSIG = 1
 
 
-class _OwnedEnd(Connection):
-    """A pipe end whose finaliser forgets the descriptor it closes, like ``close()`` does.
-
-    ``Connection.__del__`` closes the descriptor without forgetting it: a later ``close()``
-    would close that number a second time, whoever holds it by then.
-    """
-
-    def __del__(self) -> None:
-        self.close()
-
-    def __reduce__(self) -> Any:
-        # Sent to a spawned worker as a plain Connection on a duplicate of the descriptor.
-        return reduce_connection(self)
-
-
 class Lifeline:
     """The trainer's side: the write end it alone holds, and the read end to give workers."""
 
     def __init__(self) -> None:
-        read_fd, write_fd = os.pipe()  # non-inheritable, as ``Pipe(duplex=False)`` makes them
-        self.reader = _OwnedEnd(read_fd, writable=False)
-        self._writer = _OwnedEnd(write_fd, readable=False)
+        self.reader, self._writer = one_way_pipe()
         self._workers: weakref.WeakSet[Any] = weakref.WeakSet()
         _lifelines.add(self)
 

@@ -30,6 +30,10 @@ own process group, with every helper process its envs left running.  Nobody else
 
 A forked copy of the trainer also stops counting the workers as its own children, so that
 ``multiprocessing``'s exit hook in that copy does not terminate them.
+
+Each end of the lifeline is closed once, by the Connection that owns it, even when a manager
+collected as garbage closes the lifeline after the collector finalised its ends
+(:mod:`envmanager.lifetime.one_way_pipe`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import weakref
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
+from envmanager.lifetime.one_way_pipe import one_way_pipe
 from envmanager.lifetime.process_group import kill_own_process_group
 
 __all__ = [
@@ -78,8 +83,8 @@ _PR_SET_PDEATHSIG = 1
 class Lifeline:
     """The trainer's side: the write end it alone holds, and the read end to give workers."""
 
-    def __init__(self, ctx: Any) -> None:
-        self.reader, self._writer = ctx.Pipe(duplex=False)
+    def __init__(self) -> None:
+        self.reader, self._writer = one_way_pipe()
         self._workers: weakref.WeakSet[Any] = weakref.WeakSet()
         _lifelines.add(self)
 

@@ -56,7 +56,7 @@ class FirstEnvFacts:
 def read_first_env(ctx: Any, make_env: Callable[[], Env]) -> FirstEnvFacts:
     """Build ``make_env()`` in a process of its own (start method ``ctx``), read its facts, close
     it and end that process's group; re-raise here what building or closing it raised."""
-    lifeline = Lifeline(ctx)
+    lifeline = Lifeline()
     reader, writer = ctx.Pipe(duplex=False)
     process = ctx.Process(
         target=_build_read_and_end,

@@ -53,6 +53,7 @@ from envmanager.lifetime.death_watch import DeathWatch
 from envmanager.lifetime.exit_descriptor import ExitDescriptor
 from envmanager.lifetime.interrupts import interrupts_held, starting_without_interrupts
 from envmanager.lifetime.lifeline import Lifeline
+from envmanager.lifetime.one_way_pipe import one_way_pipe
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
 from envmanager.transport.protocol import RemoteFailure
@@ -181,7 +182,7 @@ class WorkerPool:
         self._kept_poll_key: list[tuple[WorkerHandle, tuple[int, int]]] = []
         self._kept_poller: Any = None
         self._kept_owners: dict[int, tuple[WorkerHandle, bool]] = {}
-        self._lifeline = Lifeline(ctx)
+        self._lifeline = Lifeline()
         self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
         try:
@@ -196,8 +197,9 @@ class WorkerPool:
     # -- processes -------------------------------------------------------------------------
 
     def _start(self, handle: WorkerHandle) -> None:
-        requests_reader, requests_writer = self._ctx.Pipe(duplex=False)
-        replies_reader, replies_writer = self._ctx.Pipe(duplex=False)
+        # Ends that close once, also when a collected manager closes them after their finalisers.
+        requests_reader, requests_writer = one_way_pipe()
+        replies_reader, replies_writer = one_way_pipe()
         fork = self._start_method == "fork"
         inherited = (
             [end for h in self.workers for end in (h.conn, h.requests) if end is not None]

@@ -11,6 +11,8 @@ import functools
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import psutil
@@ -53,68 +55,55 @@ def _end(processes: list[psutil.Process]) -> None:
             process.kill()
 
 
-@pytest.mark.parametrize("context", START_METHODS)
-def test_a_worker_killed_mid_step_is_reported_while_the_child_its_env_forked_holds_its_pipes(context):
-    envs = SubprocessEnvManager([ForkingEnv] * 2, context=context)
+@contextmanager
+def _manager_whose_envs_forked(context: str, *, new_session: bool = False,
+                               children_end: bool = True) -> Iterator[SubprocessEnvManager]:
+    """Two ``ForkingEnv`` workers; after the ``with`` body, ``close()`` leaves no worker and (unless
+    the children left the workers' group) no child of theirs. Children still alive are killed."""
+    envs = SubprocessEnvManager([functools.partial(ForkingEnv, new_session=new_session)] * 2, context=context)
     envs.reset(seed=0)
     children = _forked_children(envs)
     try:
-        with pytest.raises(WorkerDiedError, match="worker 1 .*SIGKILL"):
-            envs.step(np.array([0, 2]))
+        yield envs
         envs.close()
         assert worker_children() == []
-        assert all(_ended_within(child) for child in children)
+        if children_end:
+            assert all(_ended_within(child) for child in children)
     finally:
         _end(children)
+
+
+@pytest.mark.parametrize("context", START_METHODS)
+def test_a_worker_killed_mid_step_is_reported_while_the_child_its_env_forked_holds_its_pipes(context):
+    with _manager_whose_envs_forked(context) as envs:
+        with pytest.raises(WorkerDiedError, match="worker 1 .*SIGKILL"):
+            envs.step(np.array([0, 2]))
 
 
 @pytest.mark.parametrize("context", START_METHODS)
 def test_a_worker_killed_between_steps_is_reported_on_the_next_step_while_its_envs_child_lives(context):
-    envs = SubprocessEnvManager([ForkingEnv] * 2, context=context)
-    envs.reset(seed=0)
-    children = _forked_children(envs)
-    try:
+    with _manager_whose_envs_forked(context) as envs:
         os.kill(envs._pool.workers[0].process.pid, signal.SIGKILL)
         with pytest.raises(WorkerDiedError, match="worker 0 .*SIGKILL"):
             envs.step(np.array([0, 0]))
-        envs.close()
-        assert worker_children() == []
-        assert all(_ended_within(child) for child in children)
-    finally:
-        _end(children)
 
 
 @pytest.mark.parametrize("context", START_METHODS)
 def test_a_worker_killed_during_a_step_waited_with_a_timeout_is_reported_before_the_timeout(context):
-    envs = SubprocessEnvManager([ForkingEnv] * 2, context=context)
-    envs.reset(seed=0)
-    children = _forked_children(envs)
-    try:
+    with _manager_whose_envs_forked(context) as envs:
         envs.step_async(np.array([2, 0]))
         with pytest.raises(WorkerDiedError, match="worker 0 .*SIGKILL"):
             envs.step_wait(timeout=FAR_BELOW_THE_CHILDS_SLEEP)
-        envs.close()
-        assert worker_children() == []
-        assert all(_ended_within(child) for child in children)
-    finally:
-        _end(children)
 
 
 @pytest.mark.parametrize("context", START_METHODS)
 def test_with_a_timeout_a_killed_worker_is_reported_even_while_a_child_that_left_its_group_holds_its_pipes(context):
     # Out of the group's reach, the child lives on; only a wait that watches the worker's pidfd
     # (the poll of a wait with a timeout) learns of the death before the child's end.
-    envs = SubprocessEnvManager([functools.partial(ForkingEnv, new_session=True)] * 2, context=context)
-    envs.reset(seed=0)
-    children = _forked_children(envs)
-    try:
+    with _manager_whose_envs_forked(context, new_session=True, children_end=False) as envs:
         envs.step_async(np.array([0, 2]))
         with pytest.raises(WorkerDiedError, match="worker 1 .*SIGKILL"):
             envs.step_wait(timeout=FAR_BELOW_THE_CHILDS_SLEEP)
-        envs.close()
-        assert worker_children() == []
-    finally:
-        _end(children)
 
 
 def test_the_child_an_env_forked_ends_with_close():

@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 from typing import Any, BinaryIO, Iterable, Iterator
 
-import numpy as np
-
 from profiler.export.aggregate_timeline import synthesize_timeline
 from profiler.tree import strict_json
 from profiler.export.process_trees import split_into_process_trees
@@ -301,33 +299,27 @@ def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> Iterator[tup
     within its parent.
 
     Sorting by start, then by *descending* end, puts an enclosing span before the spans it
-    encloses; a stack of the open spans' ends then finds each span's parent. The nanoseconds and
-    the order are computed by numpy, as a thread can hold millions of spans: ``rint`` rounds half
-    to even as ``round`` does, on the same float products, and ``lexsort`` is stable, so spans
-    that tie keep their recorded order.
+    encloses; a stack of the open spans' ends then finds each span's parent. The sort runs on
+    plain tuples ``(start, -end, position, span)`` rather than with a key function, which would
+    build a second tuple per span: a thread can hold millions.
     """
-    if not spans:
-        return
-    count = len(spans)
-    starts = np.rint((np.fromiter((span[1] for span in spans), float, count) - clock.origin) * NANOSECONDS_PER_SECOND)
-    ends = np.rint((np.fromiter((span[2] for span in spans), float, count) - clock.origin) * NANOSECONDS_PER_SECOND)
-    ends = np.maximum(starts, ends)
-    order = np.lexsort((-ends, starts))
+    origin = clock.origin
+    ordered = []
+    for position, span in enumerate(spans):
+        # clock.nanoseconds, inline: this loop runs once per span of the run.
+        start = round((span[1] - origin) * NANOSECONDS_PER_SECOND)
+        end = round((span[2] - origin) * NANOSECONDS_PER_SECOND)
+        ordered.append((start, -(end if end > start else start), position, span))
+    ordered.sort()
     open_ends: list[int] = []
-    for position, start, end in zip(order.tolist(), _integers(starts[order]), _integers(ends[order])):
+    for start, negative_end, _, span in ordered:
+        end = -negative_end
         while open_ends and open_ends[-1] <= start:
             open_ends.pop()
         if open_ends and end > open_ends[-1]:
             end = open_ends[-1]
         open_ends.append(end)
-        yield start, end, spans[position]
-
-
-def _integers(values: np.ndarray) -> list[int]:
-    """Whole floats as Python integers, exactly (through int64 where they fit, as nearly always)."""
-    if len(values) and abs(values).max() < 2.0 ** 62:
-        return values.astype(np.int64).tolist()
-    return [int(value) for value in values.tolist()]
+        yield start, end, span
 
 
 def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceClock) -> list[Event]:

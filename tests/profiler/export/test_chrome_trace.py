@@ -180,7 +180,7 @@ def test_spans_that_tie_keep_the_order_they_were_recorded_in(run_with_timeline):
 
 
 def test_spans_centuries_apart_keep_whole_nanoseconds(run_with_timeline):
-    # 1e10 s is 1e19 ns: past what 64-bit integers hold, so Python's take over.
+    # 1e10 s is 1e19 ns: more than a 64-bit integer holds; the trace keeps it whole.
     thread = run_with_timeline["timeline"]["processes"][0]["threads"][0]
     thread["spans"] += [["earliest", 11.0, 11.5], ["much later", 11.0 + 1e10, 11.0 + 1e10 + 0.25]]
     later = next(event for event in events_of(to_chrome_trace(run_with_timeline), "X") if event["name"] == "much later")

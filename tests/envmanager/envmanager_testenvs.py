@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import ctypes
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import time
 import types
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
@@ -126,6 +128,26 @@ def fork_a_child_then_die() -> gym.Env:
         os._exit(0)
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
+
+
+def fork_a_child_and_report_it(report: Connection) -> None:
+    """A process target: fork a child that sleeps a minute holding copies of every descriptor of
+    this process (its sentinel's writing end among them), send the child's pid on ``report``,
+    and sleep a minute too."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    report.send(child)
+    time.sleep(60)
+
+
+def start_forked(target: Callable[[Connection], None]) -> tuple[Any, int]:
+    """``target(report)`` started in a forked process: the process and the pid it reports."""
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    process = multiprocessing.get_context("fork").Process(target=target, args=(writer,))
+    process.start()
+    return process, reader.recv()
 
 
 class SabotagingEnv(CountingEnv):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from multiprocessing.connection import Connection
+from typing import Any
 
 import psutil
+from envmanager_testenvs import fork_a_child_and_report_it, start_forked
 
 from envmanager.lifetime.death_watch import DeathWatch
 from envmanager.lifetime.exit_descriptor import ExitDescriptor
@@ -36,62 +39,46 @@ def _gone_within(pid: int, within: float = WITHIN_SECONDS) -> bool:
     return False
 
 
-def test_the_group_of_a_watched_process_is_killed_once_the_process_dies():
-    reader, writer = multiprocessing.Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(target=_lead_a_group_with_a_helper, args=(writer,))
-    process.start()
-    helper = reader.recv()
+@contextmanager
+def _watched(target: Callable[[Connection], None]) -> Iterator[tuple[Any, int]]:
+    """``target`` started in a forked process and watched: the process and the pid it reports.
+    Afterwards the process is forgotten and reaped, the watch stopped and the reported process
+    ended if it is still there."""
+    process, reported = start_forked(target)
     exit_descriptor = ExitDescriptor(process)
     watch = DeathWatch()
     try:
         watch.watch(process, exit_descriptor.fileno)
-        os.kill(process.pid, signal.SIGKILL)
-        assert _gone_within(helper)
+        yield process, reported
     finally:
         with watch.lock:
             watch.forget(exit_descriptor.fileno)
             process.join()
         exit_descriptor.close()
         watch.stop()
-        if not _gone_within(helper, 0):
-            os.kill(helper, signal.SIGKILL)
+        with suppress(ProcessLookupError):
+            os.kill(reported, signal.SIGKILL)
+
+
+def test_the_group_of_a_watched_process_is_killed_once_the_process_dies():
+    with _watched(_lead_a_group_with_a_helper) as (process, helper):
+        os.kill(process.pid, signal.SIGKILL)
+        assert _gone_within(helper)
 
 
 def _lead_a_group_with_a_forked_child(report: Connection) -> None:
     lead_new_process_group()
-    child = os.fork()
-    if child == 0:  # holds every descriptor of its parent, the sentinel's writing end among them
-        time.sleep(60)
-        os._exit(0)
-    report.send(child)
-    time.sleep(60)
+    fork_a_child_and_report_it(report)
 
 
 def test_the_group_is_killed_at_once_also_while_a_forked_child_holds_the_processs_sentinel():
-    reader, writer = multiprocessing.Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(target=_lead_a_group_with_a_forked_child, args=(writer,))
-    process.start()
-    child = reader.recv()
-    exit_descriptor = ExitDescriptor(process)
-    watch = DeathWatch()
-    try:
-        watch.watch(process, exit_descriptor.fileno)
+    with _watched(_lead_a_group_with_a_forked_child) as (process, child):
         os.kill(process.pid, signal.SIGKILL)
         assert _gone_within(child)
-    finally:
-        with watch.lock:
-            watch.forget(exit_descriptor.fileno)
-            os.kill(child, signal.SIGKILL)
-            process.join()
-        exit_descriptor.close()
-        watch.stop()
 
 
 def test_a_forgotten_process_is_left_alone():
-    reader, writer = multiprocessing.Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(target=_lead_a_group_with_a_helper, args=(writer,))
-    process.start()
-    helper = reader.recv()
+    process, helper = start_forked(_lead_a_group_with_a_helper)
     exit_descriptor = ExitDescriptor(process)
     watch = DeathWatch()
     try:

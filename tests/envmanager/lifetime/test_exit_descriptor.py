@@ -6,11 +6,11 @@ import multiprocessing
 import os
 import signal
 import time
-from multiprocessing.connection import Connection, wait as wait_for_ready
+from multiprocessing.connection import wait as wait_for_ready
 
 import numpy as np
 import pytest
-from envmanager_testenvs import SuicidalEnv, worker_children
+from envmanager_testenvs import SuicidalEnv, fork_a_child_and_report_it, start_forked, worker_children
 
 from envmanager import SubprocessEnvManager, WorkerDiedError
 from envmanager.lifetime.exit_descriptor import ExitDescriptor
@@ -18,21 +18,9 @@ from envmanager.lifetime.exit_descriptor import ExitDescriptor
 WITHIN_SECONDS = 30.0  # generous: a loaded machine must never fail this
 
 
-def _fork_a_child_and_wait(report: Connection) -> None:
-    child = os.fork()
-    if child == 0:  # holds the sentinel's writing end, as every descriptor of its parent
-        time.sleep(60)
-        os._exit(0)
-    report.send(child)
-    time.sleep(60)
-
-
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfd on this system")
 def test_it_is_readable_once_the_process_exits_while_a_child_it_forked_holds_its_sentinel():
-    reader, writer = multiprocessing.Pipe(duplex=False)
-    process = multiprocessing.get_context("fork").Process(target=_fork_a_child_and_wait, args=(writer,))
-    process.start()
-    child = reader.recv()
+    process, child = start_forked(fork_a_child_and_report_it)
     exit_descriptor = ExitDescriptor(process)
     try:
         assert exit_descriptor.fileno != process.sentinel

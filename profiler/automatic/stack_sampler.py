@@ -32,7 +32,7 @@ import sys
 import sysconfig
 import threading
 import time
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from profiler.timing import timers
@@ -83,6 +83,7 @@ class StackSampler:
         # [samples, seconds] per place; None is the place of samples in no code to name.
         self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
         self._kind_of_file: dict[str, str] = {}
+        self._lines: dict[CodeType, dict[int, int]] = {}  # per code object: line per instruction
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
 
@@ -109,24 +110,30 @@ class StackSampler:
         # Each sample stands for the time since the one before, not for one interval: while the
         # watched thread holds the GIL the sampler wakes late, so counting samples alone would
         # favour the places where it sleeps or waits (which release the GIL) over Python code.
+        # A look that finds a block open reads nothing else: the blocks say what that time was,
+        # and sys._current_frames() (a dict, a frame object per thread) is most of a look's cost.
         ident = self.thread.ident
         stack = self.stack
+        is_alive = self.thread.is_alive
         wait = self._stop.wait
         interval = self.interval
         clock = time.perf_counter
         last = clock()
         while not wait(interval):
-            frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
             now = clock()
             elapsed, last = now - last, now
+            if stack.current is not stack.root:
+                if not is_alive():
+                    return
+                self.samples += 1
+                self.in_blocks += 1
+                continue
+            frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
             if frame is None:
-                if not self.thread.is_alive():
+                if not is_alive():
                     return
                 continue
             self.samples += 1
-            if stack.current is not stack.root:
-                self.in_blocks += 1
-                continue
             place = self._place(frame)
             del frame
             counts = self.places.get(place)
@@ -155,19 +162,32 @@ class StackSampler:
             kind = self._kind_of_file.get(code.co_filename)
             if kind is None:
                 kind = self._kind_of_file[code.co_filename] = file_kind(code.co_filename)
-            # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
-            line = frame.f_lineno or 0
             if kind == "program":
                 filename = code.co_filename if code.co_filename != _BY_VALUE else _main_file()
-                return code.co_name, filename, line, _call_name(called)
+                return code.co_name, filename, self._line(frame, code), _call_name(called)
             if kind == "library":
                 if innermost is None:
-                    innermost = (code.co_name, code.co_filename, line, "")
+                    innermost = (code.co_name, code.co_filename, self._line(frame, code), "")
                 called = frame
             inner, frame = frame, frame.f_back
         if innermost is not None and worker_loop is not None:
             return (*innermost[:3], _call_name(worker_loop))
         return innermost
+
+    def _line(self, frame: FrameType, code: CodeType) -> int:
+        """The frame's line, remembered per instruction: ``f_lineno`` scans the code's line table
+        from its start, tens of microseconds at the end of a long module (a CleanRL script's
+        training loop runs at its top level), and the sampler finds the same few places again
+        and again."""
+        lines = self._lines.get(code)
+        if lines is None:
+            lines = self._lines[code] = {}
+        instruction = frame.f_lasti
+        line = lines.get(instruction)
+        if line is None:
+            # A frame between instructions (one a C call re-entered, say) has no line: 0 then.
+            line = lines[instruction] = frame.f_lineno or 0
+        return line
 
     def section(self) -> dict[str, Any]:
         """The counts as the dump's ``untimed_samples`` section (docs/formats.md); safe to call

@@ -53,6 +53,35 @@ def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line():
     assert sum(place["samples"] for place in places) >= SAMPLES - 2  # the first and last may straddle
 
 
+LONG_MODULE = """
+import time
+sampler = globals()["sampler"]
+padding = [{padding}]
+while sampler.samples < {first}:
+    time.sleep(0.0005)
+while sampler.samples < {second}:
+    time.sleep(0.0005)
+"""
+
+
+def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_path):
+    # A CleanRL script runs its training loop at the top level of one long module: the sampler
+    # remembers lines per instruction, and two loops of the same code object stay two places.
+    script = tmp_path / "long_script.py"
+    script.write_text(LONG_MODULE.format(padding=", ".join(map(str, range(3000))), first=SAMPLES,
+                                         second=2 * SAMPLES))
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    try:
+        exec(compile(script.read_text(), str(script), "exec"), {"sampler": sampler})
+    finally:
+        sampler.stop()
+    lines = {place["line"]: place["samples"] for place in sampler.section()["places"]
+             if place["file"] == str(script) and place["function"] == "<module>"}
+    assert set(lines) >= {6, 8} and set(lines) <= {5, 6, 7, 8}
+    assert lines[6] >= SAMPLES - 3 and lines[8] >= SAMPLES - 3
+
+
 def test_time_inside_a_block_is_counted_apart_and_named_nowhere():
     timers.reset_timers()
     sampler = StackSampler(interval=0.001).start()

@@ -9,11 +9,16 @@ sampler could cost on a shared machine; here one process runs the CleanRL-style 
 4 minibatches) under each variant in turn, the order alternating from round to round:
 
 - **off**, and **off again** (the same, to show how far the machine alone moves a figure);
-- the **sampler** at 100 and at 20 looks a second (started before the turn, stopped after it);
+- the **sampler** at 100, 50 and 20 looks a second (started before the turn, stopped after it);
 - a **bare thread** that only wakes 100 times a second (a wake-up with no work).
 
 Each ratio is the median of per-round ratios to "off" of the same round, wall and CPU time of the
-process. Run it alone, or under ``rlprof run --no-stack-sampler`` to have the framework phases and
+process. Two more columns, from the trainer thread's own scheduler figures
+(``/proc/self/task/<id>/schedstat``, Linux), say what a wake-up does to the trainer whatever the
+machine's load: how many more times per turn the trainer was put back on a core than with "off"
+(each look that takes the GIL from it makes it wait and be woken again, and on a loaded machine
+every such wake-up may queue for a core), and its time **off the CPU and not queued** — wall less
+its CPU time less its run-queue wait: the GIL waits. Run it alone, or under ``rlprof run --no-stack-sampler`` to have the framework phases and
 the timeline on as in a real run:
 
     python3 benchmarks/sampler_wakeups.py [--rounds 80]
@@ -44,6 +49,17 @@ from profiler.automatic.stack_sampler import StackSampler  # noqa: E402
 PROGRAM = ROOT / "tests" / "profiler" / "automatic" / "programs" / "cleanrl_torch_ppo.py"
 
 
+def trainer_schedule() -> tuple[float, float, int]:
+    """This thread's CPU seconds, seconds queued for a core and times put on a core, from Linux's
+    schedstat; zeros elsewhere."""
+    try:
+        with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as file:
+            cpu, queued, slices = map(int, file.read().split())
+    except OSError:
+        return 0.0, 0.0, 0
+    return cpu / 1e9, queued / 1e9, slices
+
+
 class BareThread:
     """A thread that wakes every ``interval`` seconds and does nothing."""
 
@@ -65,6 +81,7 @@ VARIANTS = {
     "off": None,
     "off again": None,
     "sampler, 100 looks/s": lambda: StackSampler(interval=0.01).start(),
+    "sampler, 50 looks/s": lambda: StackSampler(interval=0.02).start(),
     "sampler, 20 looks/s": lambda: StackSampler(interval=0.05).start(),
     "bare thread, 100 wake-ups/s": lambda: BareThread(0.01),
 }
@@ -114,14 +131,18 @@ def main() -> None:
     loop = Loop()
     for _ in range(2):  # warm-up
         loop.iteration()
-    figures: dict[str, list[tuple[float, float]]] = {label: [] for label in VARIANTS}
+    figures: dict[str, list[tuple[float, float, int, float]]] = {label: [] for label in VARIANTS}
     for round_number in range(options.rounds):
         order = list(VARIANTS) if round_number % 2 == 0 else list(reversed(VARIANTS))
         for label in order:
             running = VARIANTS[label]() if VARIANTS[label] is not None else None
             wall, cpu = time.perf_counter(), time.process_time()
+            trainer_cpu, queued, slices = trainer_schedule()
             loop.iteration()
-            figures[label].append((time.perf_counter() - wall, time.process_time() - cpu))
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            trainer_cpu_after, queued_after, slices_after = trainer_schedule()
+            off_cpu = wall - (trainer_cpu_after - trainer_cpu) - (queued_after - queued)
+            figures[label].append((wall, cpu, slices_after - slices, off_cpu))
             if running is not None:
                 running.stop()
     print(f"One PPO iteration per turn, {options.rounds} interleaved rounds ({os.cpu_count()} cores, "
@@ -129,8 +150,11 @@ def main() -> None:
     for label, runs in figures.items():
         wall = statistics.median(run[0] / base[0] for run, base in zip(runs, figures["off"]))
         cpu = statistics.median(run[1] / base[1] for run, base in zip(runs, figures["off"]))
+        rescheduled = statistics.median(run[2] - base[2] for run, base in zip(runs, figures["off"]))
+        off_cpu = statistics.median(run[3] for run in runs)
         print(f"  {label:30} {statistics.median(run[0] for run in runs) * 1000:7.1f} ms  "
-              f"wall {wall:.3f}x  CPU {cpu:.3f}x")
+              f"wall {wall:.3f}x  CPU {cpu:.3f}x  put on a core {rescheduled:+5.0f}  "
+              f"off the CPU, not queued {off_cpu * 1000:5.1f} ms")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,13 @@ from profiler.timing.timers import TimerStack
 __all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "WORKER_INTERVAL", "StackSampler", "file_kind", "forget_samples",
            "is_sampled", "untimed_samples_section"]
 
-DEFAULT_INTERVAL = 0.01
-"""Seconds between two looks: 100 samples a second, a few microseconds each. Each look takes the
-GIL from the trainer for that long: rarer looks cost less, more samples give tighter figures."""
+DEFAULT_INTERVAL = 0.02
+"""Seconds between two looks in the trainer: 50 samples a second. A look costs the trainer more
+than its own few microseconds: on a machine with no core to spare, every wake-up of the sampler's
+thread puts the trainer back in the queue for a core once more (about one more time per look,
+``benchmarks/sampler_wakeups.py``), and that wait grows with the machine's load. So rarer looks
+cost less; more samples give tighter figures, and 50 a second still gives hundreds in a run of
+a few seconds."""
 
 WORKER_INTERVAL = 0.02
 """Seconds between two looks in an env worker process: 50 samples a second. A worker is sampled

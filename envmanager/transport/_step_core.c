@@ -35,6 +35,14 @@
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
+/* The interface version: timed_calls.py's STEP_CORE_VERSION, which must equal it for the module
+ * to be used. Raise both together whenever this file changes what Python sees (a function added,
+ * removed or changed): a build left from older sources then says it is stale, and the Python
+ * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
+#ifndef STEP_CORE_VERSION
+#define STEP_CORE_VERSION 1
+#endif
+
 /* The node's fields the helper reads or writes, by index into the tables below. */
 enum { CHILDREN, PARENT, TOTAL, COUNT, ERRORS, MIN, MAX, START, FIELDS };
 static const char *field_names[FIELDS] = {"children", "parent", "total", "count", "errors", "min", "max", "_start"};
@@ -818,7 +826,8 @@ PyInit__step_core(void)
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0) {
+    if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
+        || PyModule_AddIntConstant(module, "VERSION", STEP_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -32,19 +32,17 @@ keeps the timer's own accelerator off too). :func:`compiled` says which one
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
-from profiler.timing.accelerator import FORCE_PURE_PYTHON
+from profiler.timing.accelerator import load_extension
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
 from envmanager.measurement.env_time import CpuSampler
 
-__all__ = ["PythonStepTimer", "StepTimer", "compiled", "extension", "make_step_timer", "unavailable_reason", "use_compiled"]
+__all__ = ["STEP_CORE_VERSION", "PythonStepTimer", "StepTimer", "compiled", "extension", "make_step_timer", "unavailable_reason", "use_compiled"]
 
 
 class StepTimer(Protocol):
@@ -57,16 +55,17 @@ class StepTimer(Protocol):
     def fail(self, node: TimerNode) -> None: ...
 
 
+STEP_CORE_VERSION = 1
+"""The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
+build that says another is stale (built from other sources) and is not used (see
+:func:`profiler.timing.accelerator.load_extension`)."""
+
+
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(FORCE_PURE_PYTHON, "").strip().lower() in {"1", "true", "yes", "on"}:
-        return None, f"{FORCE_PURE_PYTHON} is set"
-    try:
-        # By name: a compiled module, which imports nothing of rlprof.
-        module = importlib.import_module("envmanager.transport._step_core")
-    except ImportError as error:
-        return None, f"the step path's C helper was not built here ({error})"
-    module.configure(TimerNode, TimerStack, CpuSampler)
-    return module, ""
+    module, reason = load_extension("envmanager.transport._step_core", STEP_CORE_VERSION, "the step path's C helper")
+    if module is not None:
+        module.configure(TimerNode, TimerStack, CpuSampler)
+    return module, reason
 
 
 _extension, unavailable_reason = _load()

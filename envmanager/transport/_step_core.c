@@ -11,9 +11,12 @@
  * it and counts the run into the block's TimerNode as TimerNode.__exit__ counts it (total, count,
  * min, max; ``fail(node)`` an error too), and has a CpuSampler measure the next call after a slow
  * one. Every env step of every worker is timed so, and this is the same type in C, with the same
- * results. The env call itself stays in the caller's Python code: called from C, a Python
- * function costs a fresh run of the interpreter loop (CPython 3.11 inlines Python-to-Python
- * calls), more than all the bookkeeping here, so C brackets the call rather than making it.
+ * results. A worker's env step goes through ``step_env(env, action)``, which makes the call
+ * itself: called from C, a Python function costs a fresh run of the interpreter loop (CPython
+ * 3.11 inlines Python-to-Python calls), but less than the Python function around open() and
+ * close() it replaces (its frame, its reads of globals and closure cells, two calls into C), as
+ * counted in instructions by benchmarks/worker_step_instructions.py. open(), close() and fail()
+ * stay for callers that make the call themselves (instrumentation/timed_env.py).
  *
  * The node's, the stack's and the sampler's __slots__ are read and written at the offsets Python
  * gave them (``configure`` is handed TimerNode, TimerStack and CpuSampler once), as
@@ -29,11 +32,20 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
+
+/* The interface version: timed_calls.py's STEP_CORE_VERSION, which must equal it for the module
+ * to be used. Raise both together whenever this file changes what Python sees (a function added,
+ * removed or changed): a build left from older sources then says it is stale, and the Python
+ * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
+#ifndef STEP_CORE_VERSION
+#define STEP_CORE_VERSION 2
+#endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
 enum { CHILDREN, PARENT, TOTAL, COUNT, ERRORS, MIN, MAX, START, FIELDS };
@@ -45,7 +57,10 @@ static PyTypeObject *stack_type = NULL;  /* TimerStack */
 static Py_ssize_t stack_current = 0;     /* where TimerStack's slot "current" lies */
 static PyTypeObject *sampler_type = NULL; /* CpuSampler */
 static Py_ssize_t sampler_countdown = 0;  /* where CpuSampler's slot "countdown" lies */
-static PyObject *current_string, *get_child_string, *countdown_string;
+static PyObject *timers_module = NULL;    /* profiler.timing.timers: plain_blocks, _thread_local */
+static PyObject *timers_globals = NULL;   /* its __dict__, where plain_blocks is read at each step */
+static PyObject *current_string, *get_child_string, *countdown_string, *step_string, *measure_string;
+static PyObject *plain_blocks_string;
 static PyObject *one, *zero;
 static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
 
@@ -119,22 +134,20 @@ read_clock(PyObject *clock, double *seconds, int *is_float)
     return reading;
 }
 
-/* node.<field> += addend */
-static int
-add_to_field(PyObject *node, int field, PyObject *addend)
+/* The run's length as an object: *elapsed, made from ``seconds`` at the first need (on the
+ * clock's fast path a run's length is a double only, and most runs need no float object of it). */
+static PyObject *
+elapsed_object(PyObject **elapsed, double seconds)
 {
-    PyObject *value = node_get(node, field);
-    if (value == NULL) {
-        return -1;
+    if (*elapsed == NULL) {
+        *elapsed = PyFloat_FromDouble(seconds);
     }
-    PyObject *sum = PyNumber_InPlaceAdd(value, addend);
-    Py_DECREF(value);
-    return node_set(node, field, sum);
+    return *elapsed;
 }
 
 /* if elapsed <op> node.<field>: node.<field> = elapsed */
 static int
-keep_extreme(PyObject *node, int field, int op, PyObject *elapsed, double seconds, int is_float)
+keep_extreme(PyObject *node, int field, int op, PyObject **elapsed, double seconds, int is_float)
 {
     PyObject *held = node_get(node, field);
     if (held == NULL) {
@@ -146,19 +159,47 @@ keep_extreme(PyObject *node, int field, int op, PyObject *elapsed, double second
         beyond = op == Py_GT ? seconds > value : seconds < value;
     }
     else {
-        beyond = PyObject_RichCompareBool(elapsed, held, op);
+        beyond = PyObject_RichCompareBool(*elapsed, held, op);
     }
     Py_DECREF(held);
     if (beyond <= 0) {
         return beyond;
     }
-    Py_INCREF(elapsed);
-    return node_set(node, field, elapsed);
+    PyObject *value = elapsed_object(elapsed, seconds);
+    if (value == NULL) {
+        return -1;
+    }
+    Py_INCREF(value);
+    return node_set(node, field, value);
 }
 
-/* Count one run of ``elapsed`` seconds, as TimerNode.__exit__ does. */
+/* node.<field> += 1; an int below LONG_MAX (a count, always, unless code stored another number)
+ * without Python's number protocol. */
 static int
-add_run(PyObject *node, PyObject *elapsed, double seconds, int is_float)
+add_one(PyObject *node, int field)
+{
+    PyObject *value = node_get(node, field);
+    if (value == NULL) {
+        return -1;
+    }
+    if (PyLong_CheckExact(value)) {
+        int overflow;
+        long held = PyLong_AsLongAndOverflow(value, &overflow);
+        if (!overflow && held != LONG_MAX && !(held == -1 && PyErr_Occurred())) {
+            Py_DECREF(value);
+            return node_set(node, field, PyLong_FromLong(held + 1));
+        }
+        PyErr_Clear();
+    }
+    PyObject *sum = PyNumber_InPlaceAdd(value, one);
+    Py_DECREF(value);
+    return node_set(node, field, sum);
+}
+
+/* Count one run, as TimerNode.__exit__ does: ``seconds`` long where is_float (*elapsed, the same
+ * as an object, made when needed), else *elapsed long. */
+static int
+add_run(PyObject *node, PyObject **elapsed, double seconds, int is_float)
 {
     PyObject *total = node_get(node, TOTAL);
     if (total == NULL) {
@@ -169,10 +210,10 @@ add_run(PyObject *node, PyObject *elapsed, double seconds, int is_float)
         sum = PyFloat_FromDouble(PyFloat_AS_DOUBLE(total) + seconds);
     }
     else {
-        sum = PyNumber_InPlaceAdd(total, elapsed);
+        sum = elapsed_object(elapsed, seconds) == NULL ? NULL : PyNumber_InPlaceAdd(total, *elapsed);
     }
     Py_DECREF(total);
-    if (node_set(node, TOTAL, sum) < 0 || add_to_field(node, COUNT, one) < 0
+    if (node_set(node, TOTAL, sum) < 0 || add_one(node, COUNT) < 0
         || keep_extreme(node, MAX, Py_GT, elapsed, seconds, is_float) < 0
         || keep_extreme(node, MIN, Py_LT, elapsed, seconds, is_float) < 0) {
         return -1;
@@ -187,6 +228,7 @@ typedef struct {
     PyObject *clock;        /* the timers' clock, read as the block opens and closes */
     PyObject *sampler;      /* a CpuSampler, or None */
     PyObject *exact_above;  /* a run this long sets the sampler's countdown to 0 */
+    PyObject *watched;      /* step_env's stand-in while a companion watches blocks, or None */
 } StepTimer;
 
 /* sampler.countdown = 0 */
@@ -255,8 +297,17 @@ step_timer_close(StepTimer *self, PyObject *node)
 {
     double end_seconds = 0.0;
     int end_is_float = 0;
-    PyObject *end = read_clock(self->clock, &end_seconds, &end_is_float);
-    if (end == NULL) {
+    PyObject *end = NULL;  /* the clock's reading as an object: only off its fast path */
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (self->clock == perf_counter) {
+        if (read_system_clock(&end_seconds) < 0) {
+            return NULL;
+        }
+        end_is_float = 1;
+    }
+    else
+#endif
+    if ((end = read_clock(self->clock, &end_seconds, &end_is_float)) == NULL) {
         return NULL;
     }
     PyObject *elapsed = NULL;
@@ -269,15 +320,18 @@ step_timer_close(StepTimer *self, PyObject *node)
     if (end_is_float && PyFloat_CheckExact(start)) {
         is_float = 1;
         seconds = end_seconds - PyFloat_AS_DOUBLE(start);
-        elapsed = PyFloat_FromDouble(seconds);
     }
     else {
-        elapsed = PyNumber_Subtract(end, start);
+        if (end == NULL) {
+            end = PyFloat_FromDouble(end_seconds);
+        }
+        elapsed = end == NULL ? NULL : PyNumber_Subtract(end, start);
+        if (elapsed == NULL) {
+            Py_DECREF(start);
+            goto failed;
+        }
     }
     Py_DECREF(start);
-    if (elapsed == NULL) {
-        goto failed;
-    }
     PyObject *parent = node_get(node, PARENT);
     if (parent == NULL) {
         goto failed;
@@ -293,21 +347,22 @@ step_timer_close(StepTimer *self, PyObject *node)
             slow = seconds >= PyFloat_AS_DOUBLE(self->exact_above);
         }
         else {
-            slow = PyObject_RichCompareBool(elapsed, self->exact_above, Py_GE);
+            slow = elapsed_object(&elapsed, seconds) == NULL ? -1
+                   : PyObject_RichCompareBool(elapsed, self->exact_above, Py_GE);
         }
         if (slow < 0 || (slow && measure_next_call(self->sampler) < 0)) {
             goto failed;
         }
     }
-    if (add_run(node, elapsed, seconds, is_float) < 0) {
+    if (add_run(node, &elapsed, seconds, is_float) < 0) {
         goto failed;
     }
-    Py_DECREF(end);
-    Py_DECREF(elapsed);
+    Py_XDECREF(end);
+    Py_XDECREF(elapsed);
     Py_RETURN_NONE;
 
 failed:
-    Py_DECREF(end);
+    Py_XDECREF(end);
     Py_XDECREF(elapsed);
     return NULL;
 }
@@ -316,28 +371,146 @@ failed:
 static PyObject *
 step_timer_fail(StepTimer *self, PyObject *node)
 {
-    if (add_to_field(node, ERRORS, one) < 0) {
+    if (add_one(node, ERRORS) < 0) {
         return NULL;
     }
     return step_timer_close(self, node);
 }
 
+/* Whether the sampler lets this call pass unmeasured: ``if sampler.countdown: sampler.countdown -= 1``
+ * (1: it does, the countdown taken down; 0: measure it; -1: an error). */
+static int
+pass_unmeasured(PyObject *sampler)
+{
+    if (Py_IS_TYPE(sampler, sampler_type)) {
+        PyObject *countdown = SLOT(sampler, sampler_countdown);
+        if (countdown != NULL && PyLong_CheckExact(countdown)) {
+            long left = PyLong_AsLong(countdown);
+            if (left == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+            if (left == 0) {
+                return 0;
+            }
+            PyObject *taken = PyLong_FromLong(left - 1);
+            if (taken == NULL) {
+                return -1;
+            }
+            Py_XSETREF(SLOT(sampler, sampler_countdown), taken);
+            return 1;
+        }
+    }
+    PyObject *countdown = PyObject_GetAttr(sampler, countdown_string);
+    if (countdown == NULL) {
+        return -1;
+    }
+    int left = PyObject_IsTrue(countdown);
+    if (left <= 0) {
+        Py_DECREF(countdown);
+        return left;
+    }
+    PyObject *taken = PyNumber_InPlaceSubtract(countdown, one);
+    Py_DECREF(countdown);
+    if (taken == NULL) {
+        return -1;
+    }
+    int failed = PyObject_SetAttr(sampler, countdown_string, taken);
+    Py_DECREF(taken);
+    return failed < 0 ? -1 : 1;
+}
+
+/* timers.plain_blocks, read as Python reads a module global (its dict, not getattr: a quarter of
+ * the instructions); 1 true, 0 false, -1 an error. */
+static int
+plain_blocks_now(void)
+{
+    PyObject *plain = PyDict_GetItemWithError(timers_globals, plain_blocks_string);  /* borrowed */
+    if (plain == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute 'plain_blocks'");
+        }
+        return -1;
+    }
+    return plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
+}
+
+/* step_env(env, action): env.step(action) timed as the block (see PythonStepTimer.step_env, the
+ * reference). One call from the worker's Python into C, where the reference is a Python function
+ * with two calls into C inside: the function's frame, its global and closure reads and the two
+ * calls were most of what timing a step cost a worker. The env's step is called from here; that
+ * starts the interpreter loop afresh (see the top of this file), which costs less than the frame
+ * and the calls it replaces (benchmarks/worker_step_instructions.py counts both). */
+static PyObject *
+step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "step_env() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (self->watched != Py_None) {
+        int on = plain_blocks_now();
+        if (on < 0) {
+            return NULL;
+        }
+        if (!on) {
+            return PyObject_Vectorcall(self->watched, args, 2, NULL);
+        }
+    }
+    PyObject *node = step_timer_open(self, NULL);
+    if (node == NULL) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int unmeasured = self->sampler == Py_None ? 1 : pass_unmeasured(self->sampler);
+    if (unmeasured > 0) {
+        result = PyObject_VectorcallMethod(step_string, args, 2, NULL);
+    }
+    else if (unmeasured == 0) {
+        PyObject *step = PyObject_GetAttr(args[0], step_string);
+        if (step != NULL) {
+            result = PyObject_CallMethodObjArgs(self->sampler, measure_string, step, args[1], NULL);
+            Py_DECREF(step);
+        }
+    }
+    if (result == NULL) {  /* except BaseException: fail(node); raise */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyObject *failed = step_timer_fail(self, node);
+        Py_DECREF(node);
+        if (failed == NULL) {
+            _PyErr_ChainExceptions(type, value, traceback);
+            return NULL;
+        }
+        Py_DECREF(failed);
+        PyErr_Restore(type, value, traceback);
+        return NULL;
+    }
+    PyObject *closed = step_timer_close(self, node);
+    Py_DECREF(node);
+    if (closed == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    Py_DECREF(closed);
+    return result;
+}
+
 static PyObject *
 step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *stack, *name, *clock, *sampler, *exact_above;
-    static char *keywords[] = {"stack", "name", "clock", "sampler", "exact_above", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUOOO:StepTimer", keywords, &stack, &name, &clock,
-                                     &sampler, &exact_above)) {
+    PyObject *stack, *name, *clock, *sampler, *exact_above, *watched = Py_None;
+    static char *keywords[] = {"stack", "name", "clock", "sampler", "exact_above", "watched", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OUOOO|O:StepTimer", keywords, &stack, &name, &clock,
+                                     &sampler, &exact_above, &watched)) {
         return NULL;
     }
     if (node_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "configure(TimerNode, TimerStack, CpuSampler) must run before a StepTimer is made");
+                        "configure(TimerNode, TimerStack, CpuSampler, timers) must run before a StepTimer is made");
         return NULL;
     }
-    if (!PyCallable_Check(clock)) {
-        PyErr_SetString(PyExc_TypeError, "the clock must be callable");
+    if (!PyCallable_Check(clock) || (watched != Py_None && !PyCallable_Check(watched))) {
+        PyErr_SetString(PyExc_TypeError, "the clock and the watched step must be callable");
         return NULL;
     }
     StepTimer *self = (StepTimer *)type->tp_alloc(type, 0);
@@ -349,6 +522,7 @@ step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->clock = Py_NewRef(clock);
     self->sampler = Py_NewRef(sampler);
     self->exact_above = Py_NewRef(exact_above);
+    self->watched = Py_NewRef(watched);
     return (PyObject *)self;
 }
 
@@ -360,6 +534,7 @@ step_timer_traverse(StepTimer *self, visitproc visit, void *arg)
     Py_VISIT(self->clock);
     Py_VISIT(self->sampler);
     Py_VISIT(self->exact_above);
+    Py_VISIT(self->watched);
     return 0;
 }
 
@@ -371,6 +546,7 @@ step_timer_clear(StepTimer *self)
     Py_CLEAR(self->clock);
     Py_CLEAR(self->sampler);
     Py_CLEAR(self->exact_above);
+    Py_CLEAR(self->watched);
     return 0;
 }
 
@@ -394,13 +570,15 @@ static PyMethodDef step_timer_methods[] = {
     {"close", (PyCFunction)step_timer_close, METH_O, PyDoc_STR("Close the node open() gave; count the run.")},
     {"fail", (PyCFunction)step_timer_fail, METH_O,
      PyDoc_STR("Close the node open() gave as an exception leaving it.")},
+    {"step_env", (PyCFunction)(void (*)(void))step_timer_step_env, METH_FASTCALL,
+     PyDoc_STR("step_env(env, action): env.step(action) timed as the block.")},
     {NULL, NULL, 0, NULL},
 };
 
 static PyTypeObject StepTimerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "envmanager.transport._step_core.StepTimer",
-    .tp_doc = PyDoc_STR("StepTimer(stack, name, clock, sampler, exact_above): an env call timed as the block "
+    .tp_doc = PyDoc_STR("StepTimer(stack, name, clock, sampler, exact_above, watched=None): an env call timed as the block "
                         "`name` (see timed_calls.PythonStepTimer, the reference)."),
     .tp_basicsize = sizeof(StepTimer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -416,8 +594,9 @@ static PyObject *
 configure(PyObject *module, PyObject *args)
 {
     PyTypeObject *new_node_type, *new_stack_type, *new_sampler_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!:configure", &PyType_Type, &new_node_type, &PyType_Type, &new_stack_type,
-                          &PyType_Type, &new_sampler_type)) {
+    PyObject *new_timers;
+    if (!PyArg_ParseTuple(args, "O!O!O!O:configure", &PyType_Type, &new_node_type, &PyType_Type, &new_stack_type,
+                          &PyType_Type, &new_sampler_type, &new_timers)) {
         return NULL;
     }
     Py_ssize_t offsets[FIELDS];
@@ -440,6 +619,18 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(node_type, new_node_type);
     Py_INCREF(new_stack_type);
     Py_XSETREF(stack_type, new_stack_type);
+    PyObject *new_globals = PyObject_GetAttrString(new_timers, "__dict__");
+    if (new_globals == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(new_globals)) {
+        Py_DECREF(new_globals);
+        PyErr_SetString(PyExc_TypeError, "configure() takes the timers module");
+        return NULL;
+    }
+    Py_XSETREF(timers_globals, new_globals);
+    Py_INCREF(new_timers);
+    Py_XSETREF(timers_module, new_timers);
     Py_RETURN_NONE;
 }
 
@@ -456,10 +647,9 @@ enum { BLOCK_NODE, BLOCK_PARENT, BLOCK_STACK, BLOCK_RUNS, BLOCK_FIELDS };
 static const char *block_field_names[BLOCK_FIELDS] = {"node", "parent", "stack", "runs"};
 static Py_ssize_t block_offsets[BLOCK_FIELDS];
 static PyTypeObject *block_type = NULL;   /* PhasedBlock, once configure_steps() ran */
-static PyObject *timers_module = NULL;    /* profiler.timing.timers: plain_blocks, _thread_local */
 static PyObject *timer_node_module = NULL; /* profiler.timing.timer_node: _clock */
 static Py_ssize_t fold_at_runs = 0;       /* phased_block.FOLD_AT_RUNS */
-static PyObject *plain_blocks_string, *thread_local_string, *stack_string, *current_thread_stack_string;
+static PyObject *thread_local_string, *stack_string, *current_thread_stack_string;
 static PyObject *attach_string, *clock_string, *fold_string, *open_string, *append_string;
 
 /* A slot of a PhasedBlock (borrowed; AttributeError for one never set). */
@@ -477,17 +667,15 @@ open_step(PyObject *module, PyObject *block)
     if (block_type == NULL || !Py_IS_TYPE(block, block_type)) {
         return PyObject_CallMethodNoArgs(block, open_string);
     }
-    PyObject *plain = PyObject_GetAttr(timers_module, plain_blocks_string);
-    if (plain == NULL) {
-        return NULL;
-    }
-    int on = plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
-    Py_DECREF(plain);
+    int on = plain_blocks_now();
     if (on <= 0) {
         return on < 0 ? NULL : Py_NewRef(Py_None);
     }
-    PyObject *local = PyObject_GetAttr(timers_module, thread_local_string);
+    PyObject *local = Py_XNewRef(PyDict_GetItemWithError(timers_globals, thread_local_string));
     if (local == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute '_thread_local'");
+        }
         return NULL;
     }
     PyObject *stack = PyObject_GetAttr(local, stack_string);
@@ -733,14 +921,14 @@ static PyObject *
 configure_steps(PyObject *module, PyObject *args)
 {
     PyTypeObject *new_block_type;
-    PyObject *new_timers, *new_timer_node;
+    PyObject *new_timer_node;
     Py_ssize_t new_fold_at;
-    if (!PyArg_ParseTuple(args, "O!OOn:configure_steps", &PyType_Type, &new_block_type, &new_timers,
-                          &new_timer_node, &new_fold_at)) {
+    if (!PyArg_ParseTuple(args, "O!On:configure_steps", &PyType_Type, &new_block_type, &new_timer_node,
+                          &new_fold_at)) {
         return NULL;
     }
     if (node_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure(TimerNode, TimerStack, CpuSampler) must run first");
+        PyErr_SetString(PyExc_RuntimeError, "configure(TimerNode, TimerStack, CpuSampler, timers) must run first");
         return NULL;
     }
     Py_ssize_t offsets[BLOCK_FIELDS];
@@ -753,8 +941,6 @@ configure_steps(PyObject *module, PyObject *args)
     fold_at_runs = new_fold_at;
     Py_INCREF(new_block_type);
     Py_XSETREF(block_type, new_block_type);
-    Py_INCREF(new_timers);
-    Py_XSETREF(timers_module, new_timers);
     Py_INCREF(new_timer_node);
     Py_XSETREF(timer_node_module, new_timer_node);
     Py_RETURN_NONE;
@@ -762,9 +948,9 @@ configure_steps(PyObject *module, PyObject *args)
 
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
-     PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler): where their slots lie, read once.")},
+     PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module): where their slots lie, read once.")},
     {"configure_steps", configure_steps, METH_VARARGS,
-     PyDoc_STR("configure_steps(PhasedBlock, timers module, timer_node module, FOLD_AT_RUNS): for open_step and "
+     PyDoc_STR("configure_steps(PhasedBlock, timer_node module, FOLD_AT_RUNS): for open_step and "
                "close_step.")},
     {"count_whole_steps", (PyCFunction)(void (*)(void))count_whole_steps, METH_FASTCALL,
      PyDoc_STR("count_whole_steps(steps, several, bounds, workers): the critical path's count of whole steps.")},
@@ -793,6 +979,8 @@ PyInit__step_core(void)
     if ((current_string = PyUnicode_InternFromString("current")) == NULL
         || (get_child_string = PyUnicode_InternFromString("get_child")) == NULL
         || (countdown_string = PyUnicode_InternFromString("countdown")) == NULL
+        || (step_string = PyUnicode_InternFromString("step")) == NULL
+        || (measure_string = PyUnicode_InternFromString("measure")) == NULL
         || (plain_blocks_string = PyUnicode_InternFromString("plain_blocks")) == NULL
         || (thread_local_string = PyUnicode_InternFromString("_thread_local")) == NULL
         || (stack_string = PyUnicode_InternFromString("stack")) == NULL
@@ -818,7 +1006,8 @@ PyInit__step_core(void)
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0) {
+    if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
+        || PyModule_AddIntConstant(module, "VERSION", STEP_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -66,29 +66,15 @@ def make_env_calls(
                 return env.reset(seed=seed, options=options)
             return cpu_sampler.measure(env.reset, seed=seed, options=options)
 
-    # Every env call of every step goes through here, so the ``env.step`` block is timed by a
-    # step timer (envmanager.transport.timed_calls: in C where it was built), at a fraction of
-    # the cost of a ``with``; while a companion watches blocks (timers.plain_blocks false) it is
-    # a ``with``.
-    step_timer = make_step_timer(stack, "env.step", clock, cpu_sampler, EXACT_ABOVE_SECONDS)
-    open_step, close_step, fail_step = step_timer.open, step_timer.close, step_timer.fail
+    def watched_step(env: Env, action: Any) -> tuple:
+        with hierarchical_timer("env.step"):
+            return sampled_step(env, action)
 
-    def timed_step(env: Env, action: Any) -> tuple:
-        if not timers.plain_blocks:
-            with hierarchical_timer("env.step"):
-                return sampled_step(env, action)
-        node = open_step()  # blocks in the env's own code nest under env.step
-        try:
-            if cpu_sampler.countdown:
-                cpu_sampler.countdown -= 1
-                result = env.step(action)
-            else:
-                result = cpu_sampler.measure(env.step, action)
-        except BaseException:
-            fail_step(node)
-            raise
-        close_step(node)
-        return result
+    # Every env call of every step goes through here, so it is the step timer's step_env
+    # (envmanager.transport.timed_calls: one call into C where the helper was built), at a
+    # fraction of the cost of a ``with``; while a companion watches blocks (timers.plain_blocks
+    # false) it hands the call to watched_step, a ``with``.
+    timed_step = make_step_timer(stack, "env.step", clock, cpu_sampler, EXACT_ABOVE_SECONDS, watched_step).step_env
 
     if permits is None:
         return timed_reset, timed_step

@@ -63,7 +63,7 @@ def close_step_in_python(
 def _configured_extension() -> Any:
     extension = timed_calls.extension()
     if extension is not None:
-        extension.configure_steps(PhasedBlock, timers, timer_node, FOLD_AT_RUNS)
+        extension.configure_steps(PhasedBlock, timer_node, FOLD_AT_RUNS)
     return extension
 
 

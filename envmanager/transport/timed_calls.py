@@ -20,8 +20,10 @@ parent the open block again and counts the run into the block's
 has the sampler measure the next one. This is the one place where the worker's step timing
 (:mod:`envmanager.transport.env_calls`) and the zero-edit env timing
 (:mod:`envmanager.instrumentation.timed_env`) count a run, at a fraction of what a ``with
-hierarchical_timer(...)`` costs; the caller makes the env call itself, in Python (see
-``_step_core.c`` for why).
+hierarchical_timer(...)`` costs. A worker's env step is one call, ``timer.step_env(env,
+action)``, which opens, steps the env (its CPU time measured when the sampler says so), and closes
+or fails: in C, that is one call from the worker's Python where a Python function around
+``open``/``close`` was three (see ``_step_core.c``).
 
 Two implementations, the same results: :class:`PythonStepTimer` below is the reference and the
 fallback; ``_step_core.c`` (built by ``setup.py`` as an optional extension) makes the same type
@@ -32,19 +34,18 @@ keeps the timer's own accelerator off too). :func:`compiled` says which one
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
-from profiler.timing.accelerator import FORCE_PURE_PYTHON
+from profiler.timing.accelerator import load_extension
+from profiler.timing import timers
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
 from envmanager.measurement.env_time import CpuSampler
 
-__all__ = ["PythonStepTimer", "StepTimer", "compiled", "extension", "make_step_timer", "unavailable_reason", "use_compiled"]
+__all__ = ["STEP_CORE_VERSION", "PythonStepTimer", "StepTimer", "compiled", "extension", "make_step_timer", "unavailable_reason", "use_compiled"]
 
 
 class StepTimer(Protocol):
@@ -56,17 +57,20 @@ class StepTimer(Protocol):
 
     def fail(self, node: TimerNode) -> None: ...
 
+    def step_env(self, env: Any, action: Any) -> Any: ...
+
+
+STEP_CORE_VERSION = 2
+"""The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
+build that says another is stale (built from other sources) and is not used (see
+:func:`profiler.timing.accelerator.load_extension`)."""
+
 
 def _load() -> tuple[ModuleType | None, str]:
-    if os.environ.get(FORCE_PURE_PYTHON, "").strip().lower() in {"1", "true", "yes", "on"}:
-        return None, f"{FORCE_PURE_PYTHON} is set"
-    try:
-        # By name: a compiled module, which imports nothing of rlprof.
-        module = importlib.import_module("envmanager.transport._step_core")
-    except ImportError as error:
-        return None, f"the step path's C helper was not built here ({error})"
-    module.configure(TimerNode, TimerStack, CpuSampler)
-    return module, ""
+    module, reason = load_extension("envmanager.transport._step_core", STEP_CORE_VERSION, "the step path's C helper")
+    if module is not None:
+        module.configure(TimerNode, TimerStack, CpuSampler, timers)
+    return module, reason
 
 
 _extension, unavailable_reason = _load()
@@ -99,19 +103,21 @@ def make_step_timer(
     clock: Callable[[], Any],
     sampler: CpuSampler | None = None,
     exact_above: float = math.inf,
+    watched: Callable[[Any, Any], Any] | None = None,
 ) -> StepTimer:
     """A timer of the block ``name`` under the block open in ``stack``, on ``clock`` (the timers'
     clock, read once as the block opens and once as it closes), that has ``sampler`` (if any)
-    measure the call after one of ``exact_above`` seconds or more."""
+    measure the call after one of ``exact_above`` seconds or more. Its ``step_env(env, action)``
+    hands the call to ``watched`` (if any) while a companion watches blocks."""
     if _use_extension:
-        return _extension.StepTimer(stack, name, clock, sampler, exact_above)  # type: ignore[union-attr]
-    return PythonStepTimer(stack, name, clock, sampler, exact_above)
+        return _extension.StepTimer(stack, name, clock, sampler, exact_above, watched)  # type: ignore[union-attr]
+    return PythonStepTimer(stack, name, clock, sampler, exact_above, watched)
 
 
 class PythonStepTimer:
     """The reference of ``_step_core.c``'s ``StepTimer``: the same steps in the same order."""
 
-    __slots__ = ("stack", "name", "clock", "sampler", "exact_above")
+    __slots__ = ("stack", "name", "clock", "sampler", "exact_above", "watched")
 
     def __init__(
         self,
@@ -120,12 +126,14 @@ class PythonStepTimer:
         clock: Callable[[], Any],
         sampler: CpuSampler | None = None,
         exact_above: float = math.inf,
+        watched: Callable[[Any, Any], Any] | None = None,
     ) -> None:
         self.stack = stack
         self.name = name
         self.clock = clock
         self.sampler = sampler
         self.exact_above = exact_above
+        self.watched = watched
 
     def open(self) -> TimerNode:
         """Make the block the open one and start its clock; its node, for :meth:`close`."""
@@ -156,3 +164,25 @@ class PythonStepTimer:
         """:meth:`close`, the run counted as an exception leaving it."""
         node.errors += 1
         self.close(node)
+
+    def step_env(self, env: Any, action: Any) -> Any:
+        """``env.step(action)``, timed as the block, its CPU time measured when the sampler's
+        countdown is out; while a companion watches blocks (``timers.plain_blocks`` false) the
+        call goes to ``watched``, if there is one."""
+        if self.watched is not None and not timers.plain_blocks:
+            return self.watched(env, action)
+        node = self.open()  # blocks in the env's own code nest under this one
+        try:
+            sampler = self.sampler
+            if sampler is None:
+                result = env.step(action)
+            elif sampler.countdown:
+                sampler.countdown -= 1
+                result = env.step(action)
+            else:
+                result = sampler.measure(env.step, action)
+        except BaseException:
+            self.fail(node)
+            raise
+        self.close(node)
+        return result

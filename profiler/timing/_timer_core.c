@@ -38,6 +38,15 @@
 #include <string.h>
 #include <stdint.h>
 
+/* The interface version: profiler/timing/accelerator.py's TIMER_CORE_VERSION, which must equal it
+ * for the module to be used. Raise both together whenever this file changes what Python sees (a
+ * function added, removed or changed): a build left from older sources (an in-place .so that
+ * outlived a `git pull`) then says it is stale, and the pure-Python core runs, instead of failing
+ * at import on a missing function. A test builds this file with -DTIMER_CORE_VERSION=0. */
+#ifndef TIMER_CORE_VERSION
+#define TIMER_CORE_VERSION 1
+#endif
+
 /* What a block needs of its node, by slot: where each one lies in the instance. */
 typedef struct {
     Py_ssize_t children;
@@ -1212,6 +1221,10 @@ PyInit__timer_core(void)
     Py_INCREF(&BlockLookupType);
     if (PyModule_AddObject(module, "BlockLookup", (PyObject *)&BlockLookupType) < 0) {
         Py_DECREF(&BlockLookupType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "VERSION", TIMER_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;
     }

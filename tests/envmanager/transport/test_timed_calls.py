@@ -104,6 +104,15 @@ def test_a_fake_clock_of_fractions_gives_exact_fractions():
     assert (node.total, node.min, node.max) == (Fraction(1, 3), Fraction(1, 3), Fraction(1, 3))
 
 
+def test_a_count_past_a_machine_word_keeps_counting_exactly():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    node = timer.open()
+    node.count, node.errors = 2**63 - 1, 2**70
+    timer.fail(node)
+    assert (node.count, node.errors) == (2**63, 2**70 + 1)
+
+
 def test_a_node_that_is_not_a_timer_node_is_counted_through_its_attributes():
     class OtherNode(TimerNode):
         __slots__ = ()
@@ -124,6 +133,115 @@ def test_a_clock_that_raises_raises_out_of_open():
     timer = make_step_timer(TimerStack(), "env.step", broken_clock)
     with pytest.raises(OSError, match="no clock here"):
         timer.open()
+
+
+class CountingEnv:
+    """An env whose step gives back what it was given, and raises for the action "fail"; a step
+    timer opened on ``inner`` times a block inside its step, when given."""
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.inner is not None:
+            self.inner.close(self.inner.open())
+        if action == "fail":
+            raise ValueError("the env failed")
+        return (action, 1.0, False, False, {})
+
+
+def test_step_env_steps_the_env_and_counts_the_run_as_a_block():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([0.5, 2.0]))
+    assert timer.step_env(CountingEnv(), 3) == (3, 1.0, False, False, {})
+    node = stack.root.children["env.step"]
+    assert (node.total, node.count, node.errors) == (2.0, 1, 0)
+    assert stack.current is stack.root
+
+
+def test_step_env_nests_the_envs_own_blocks_under_its_block():
+    stack = TimerStack()
+    clock = SteppingClock([1.0])
+    timer = make_step_timer(stack, "env.step", clock)
+    timer.step_env(CountingEnv(inner=make_step_timer(stack, "physics", clock)), 0)
+    assert stack.root.children["env.step"].children["physics"].count == 1
+
+
+def test_step_env_counts_a_failed_step_as_an_error_and_raises_the_envs_exception():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    with pytest.raises(ValueError, match="the env failed"):
+        timer.step_env(CountingEnv(), "fail")
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors) == (1, 1)
+    assert stack.current is stack.root
+
+
+def test_step_env_lets_calls_pass_unmeasured_while_the_samplers_countdown_runs():
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 2
+    timer = make_step_timer(TimerStack(), "env.step", SteppingClock([1e-6]), sampler, exact_above=0.001)
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    assert (sampler.countdown, sampler.measured_calls) == (0, 0)
+    assert timer.step_env(env, 0) == (0, 1.0, False, False, {})  # the countdown is out: measured
+    assert sampler.measured_calls == 1 and env.steps == 3
+
+
+def test_step_env_hands_the_call_to_watched_while_a_companion_watches_blocks(monkeypatch):
+    from profiler.timing import timers
+
+    calls = []
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
+                            lambda env, action: calls.append(action) or "watched")
+    monkeypatch.setattr(timers, "plain_blocks", False)
+    assert timer.step_env(CountingEnv(), 5) == "watched"
+    assert calls == [5] and "env.step" not in stack.root.children
+
+
+class SteppedSampler(CpuSampler):
+    """A CPU sampler that measures on fake clocks, so which calls it measures next does not
+    depend on how loaded the machine is."""
+
+    __slots__ = ("clock",)
+
+    def __init__(self, seed: int, clock: SteppingClock) -> None:
+        super().__init__(seed)
+        self.clock = clock
+
+    def measure(self, function, *args, **kwargs):
+        return super().measure(function, *args, _wall=self.clock, _cpu=self.clock, **kwargs)
+
+
+def _stepped(timer_class, seed: int) -> tuple:
+    """Random env steps through ``step_env`` (a tenth failing, some with a block inside, the
+    sampler measuring some), on fake clocks; the tree, the results and the sampler's figures."""
+    generator = random.Random(seed)
+    clock = SteppingClock([generator.random() * 0.002 for _ in range(16)])
+    stack = TimerStack()
+    sampler = SteppedSampler(seed, SteppingClock([generator.random() * 0.002 for _ in range(16)]))
+    timer = timer_class(stack, "env.step", clock, sampler, 0.001)
+    envs = [CountingEnv(), CountingEnv(inner=timer_class(stack, "physics", clock))]
+    outcomes = []
+    for step in range(generator.randrange(1, 80)):
+        action = "fail" if generator.random() < 0.1 else step
+        try:
+            outcomes.append(timer.step_env(generator.choice(envs), action))
+        except ValueError as error:
+            outcomes.append(str(error))
+        outcomes.append(sampler.countdown)
+    assert stack.current is stack.root
+    return _tree(stack.root), outcomes, sampler.take(), clock.readings
+
+
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # it runs both itself: once is enough
+def test_both_implementations_step_envs_alike_for_the_same_random_steps(step_core):
+    for seed in range(200):
+        assert _stepped(make_step_timer, seed) == _stepped(PythonStepTimer, seed), f"seed {seed}"
 
 
 def _program(seed: int) -> list[tuple]:

@@ -32,6 +32,7 @@ add /tmp/main main``), in the same rounds: before and after a change, side by si
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import statistics
 import subprocess
@@ -43,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from run_overhead import child_environment  # noqa: E402 - the repository and its entry points on PYTHONPATH
+from run_overhead import child_environment, compile_rlprof  # noqa: E402 - shared with the whole-run benchmark
 
 PROGRAM = """\
 import sys, time
@@ -70,6 +71,10 @@ def main() -> None:
     parser.add_argument("--against", type=Path, default=None, metavar="CHECKOUT",
                         help="also run rlprof run from this other checkout of rlprof, in the same rounds")
     options = parser.parse_args()
+    compile_rlprof()  # an installed rlprof has its bytecode: a run must not compile it (PYTHONDONTWRITEBYTECODE)
+    if options.against is not None:
+        for package in ("profiler", "envmanager"):
+            compileall.compile_dir(options.against / package, quiet=1)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"

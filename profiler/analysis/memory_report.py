@@ -11,10 +11,10 @@ filling). Whether that is a leak is the verdict engine's call (:mod:`profiler.an
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.block_stats import median
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes, memory_not_sampled_text
 
 __all__ = [
@@ -145,7 +145,7 @@ def _quarter_medians(values: list[float]) -> tuple[float, ...]:
     if len(values) < QUARTERS:
         return ()
     bounds = [round(len(values) * quarter / QUARTERS) for quarter in range(QUARTERS + 1)]
-    return tuple(statistics.median(values[bounds[index]:bounds[index + 1]]) for index in range(QUARTERS))
+    return tuple(median(values[bounds[index]:bounds[index + 1]]) for index in range(QUARTERS))
 
 
 def memory_text(report: MemoryReport | None, *, width: int = TABLE_WIDTH) -> str:

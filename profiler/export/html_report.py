@@ -9,12 +9,12 @@ the top blocks, and the run's metadata.
 
 Everything is inline (style, script, SVG) and a Content-Security-Policy forbids fetching anything,
 so the report works offline and leaks nothing. Block names are user strings: every one goes
-through :func:`html.escape` here, and the script writes names only as text.
+through :func:`profiler.tree.strict_json.escape_markup` (``html.escape``) here, and the script
+writes names only as text.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import os
 from typing import Any, Iterable
@@ -31,7 +31,7 @@ from profiler.export.flame_graph import FlameBox, lay_out_flame_graph, untimed_n
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
 from profiler.export.process_trees import split_into_process_trees
 from profiler.export.worker_blocks import main_worker_block, worker_block_times
-from profiler.tree.strict_json import named_reading
+from profiler.tree.strict_json import escape_markup, named_reading
 
 __all__ = ["TOP_BLOCKS", "to_html_report"]
 
@@ -92,7 +92,7 @@ def _run_name(metadata: dict[str, Any]) -> str:
 
 def _text(value: Any) -> str:
     """Escape for element text and quoted attribute values alike."""
-    return html.escape(str(value), quote=True)
+    return escape_markup(str(value))
 
 
 def _seconds(seconds: float) -> str:

@@ -308,7 +308,9 @@ def judge_run(
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
-@dataclass
+# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
+# compiled when the class is made), the class costs less to make at rlprof run's exit.
+@dataclass(eq=False, repr=False)
 class _Run:
     """What every rule reads: the tree, its measurements, the vector step, and notes of the unknown."""
 

@@ -27,19 +27,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiler.tree import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
-from profiler.analysis.memory_report import MemoryReport, memory_document, memory_report, memory_text
 from profiler.analysis.device_report import device_document, device_text
-from profiler.analysis.operator_report import OperatorReport, operator_report, operators_document, operators_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
-from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_percent, format_seconds, wrap_text
+from profiler.analysis.text_format import (
+    TABLE_WIDTH, fit_left, format_percent, format_seconds, memory_not_sampled_text, wrap_text,
+)
 from profiler.analysis.training_phases import TrainingPhases, training_phases, training_phases_text
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import (
@@ -54,6 +54,10 @@ from profiler.analysis.verdict_text import verdicts_as_text
 from profiler.analysis.verdicts import RunVerdicts, judge_run
 from profiler.analysis.worker_groups import OtherManager, other_managers
 from profiler.analysis.worker_report import PEAK_INTERVAL_MEAN, WorkerReport, worker_report
+
+if TYPE_CHECKING:  # the sections' modules are imported only for the runs that have the section
+    from profiler.analysis.memory_report import MemoryReport
+    from profiler.analysis.operator_report import OperatorReport
 
 __all__ = ["ANALYZE_FORMATS", "ANALYZE_ORDER_KEYS", "AnalyzeOptions", "RunAnalysis", "analyze_run",
            "render_analysis"]
@@ -191,12 +195,12 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
         frames=frame_stats(tree),
-        memory=memory_report(tree),
+        memory=_memory_report(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
         workers_untimed=workers_untimed_places(tree),
         phases=training_phases(tree),
-        operators=operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
+        operators=_operator_report(tree, by_type=options.aggregate_by == "type", types=options.types,
                                   pattern=options.pattern, input_dtype=options.input_dtype,
                                   order_by=options.order_by,
                                   ascending=options.ascending, min_time=options.min_time,
@@ -205,6 +209,38 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         device_text=device_text(tree),
         blocks_ordered_by=order if order != options.ordered_by else None,
     )
+
+
+# The memory and operator sections' modules are imported only for the runs that have the
+# section: importing them (their dataclasses) is much of what ``rlprof run`` adds at its exit.
+
+
+def _memory_report(tree: dict[str, Any]) -> MemoryReport | None:
+    if not tree.get("memory"):
+        return None
+    from profiler.analysis.memory_report import memory_report
+
+    return memory_report(tree)
+
+
+def _operator_report(tree: dict[str, Any], **filters: Any) -> OperatorReport | None:
+    if not tree.get("operators"):
+        return None
+    from profiler.analysis.operator_report import operator_report
+
+    return operator_report(tree, **filters)
+
+
+def _memory_document(report: MemoryReport) -> dict[str, Any] | None:
+    from profiler.analysis.memory_report import memory_document
+
+    return memory_document(report)
+
+
+def _operators_document(report: OperatorReport) -> dict[str, Any] | None:
+    from profiler.analysis.operator_report import operators_document
+
+    return operators_document(report)
 
 
 def blocks_order(rows: list[BlockStat], options: AnalyzeOptions, has_operators: bool) -> str:
@@ -271,8 +307,15 @@ def render_analysis(
         sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
-    sections.append(memory_text(analysis.memory, width=width))
+    if analysis.memory is None:
+        sections.append(memory_not_sampled_text(width))
+    else:
+        from profiler.analysis.memory_report import memory_text
+
+        sections.append(memory_text(analysis.memory, width=width))
     if analysis.operators is not None:  # only runs that recorded PyTorch's operators
+        from profiler.analysis.operator_report import operators_text
+
         sections.append(operators_text(analysis.operators, width))
     if analysis.device_text is not None:  # only runs with device time, or operators without it
         sections.append(analysis.device_text)
@@ -442,7 +485,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             }
             for breakdown in analysis.breakdowns
         ],
-        "memory": memory_document(analysis.memory),
+        "memory": None if analysis.memory is None else _memory_document(analysis.memory),
         "workers": None if report is None else {
             "block": report.block,
             "mean": report.mean,
@@ -460,6 +503,6 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             for worker in analysis.unreported
         ],
         "frames": [frame.as_dict() for frame in analysis.frames],
-        "operators": operators_document(analysis.operators),
+        "operators": None if analysis.operators is None else _operators_document(analysis.operators),
         "device": analysis.device,
     }

@@ -11,12 +11,11 @@ filling). Whether that is a leak is the verdict engine's call (:mod:`profiler.an
 
 from __future__ import annotations
 
-import statistics
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes
+from profiler.analysis.block_stats import median
+from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes, memory_not_sampled_text
 
 __all__ = [
     "TOP_ALLOCATIONS",
@@ -146,17 +145,13 @@ def _quarter_medians(values: list[float]) -> tuple[float, ...]:
     if len(values) < QUARTERS:
         return ()
     bounds = [round(len(values) * quarter / QUARTERS) for quarter in range(QUARTERS + 1)]
-    return tuple(statistics.median(values[bounds[index]:bounds[index + 1]]) for index in range(QUARTERS))
-
-
-NOT_SAMPLED = ("Memory: not sampled in this run (profile with Profiler(sample_rate=N) or "
-               "profiler.recording.memory.start_sampling(...) to see each process's memory over time).")
+    return tuple(median(values[bounds[index]:bounds[index + 1]]) for index in range(QUARTERS))
 
 
 def memory_text(report: MemoryReport | None, *, width: int = TABLE_WIDTH) -> str:
     """The memory section of ``rlprof analyze``: a row per process, then the largest allocations."""
     if report is None or not report.processes:
-        return "\n".join(textwrap.wrap(NOT_SAMPLED, width, subsequent_indent="  "))
+        return memory_not_sampled_text(width)
     lines = [f"Memory per process (resident set, sampled): {len(report.processes)} processes",
              f"{'peak':>10} {'start':>10} {'end':>10} {'growth':>11} {'per minute':>11} "
              f"{'samples':>7}  process"]

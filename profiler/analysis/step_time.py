@@ -165,7 +165,9 @@ def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None =
     return breakdowns
 
 
-@dataclass
+# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
+# compiled when the class is made), the class costs less to make at rlprof run's exit.
+@dataclass(eq=False, repr=False)
 class _StepBlocks:
     """The figures of every step node of one layout, summed."""
 

@@ -89,6 +89,16 @@ longer one is left out."""
 _LONG_WORD = re.compile(r"\S{%d,}" % (LONGEST_WORD + 1))
 
 
+MEMORY_NOT_SAMPLED = ("Memory: not sampled in this run (profile with Profiler(sample_rate=N) or "
+                      "profiler.recording.memory.start_sampling(...) to see each process's memory over time).")
+
+
+def memory_not_sampled_text(width: int) -> str:
+    """The memory section of a run that did not sample its memory; here rather than in
+    :mod:`profiler.analysis.memory_report`, so that the analysis of such a run does not import it."""
+    return "\n".join(textwrap.wrap(MEMORY_NOT_SAMPLED, width, subsequent_indent="  "))
+
+
 def wrap_text(text: str, width: int, **options: object) -> list[str]:
     """``textwrap.wrap(text, width, **options)`` in time linear in ``text``.
 

@@ -22,10 +22,10 @@ with grad enabled, so the hooks could not tell its rollout from its update;
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
@@ -163,7 +163,7 @@ def _between_updates(tree: dict[str, Any]) -> float:
     updates = [end - start for name, start, end in spans if name == UPDATE_BLOCK]
     if len(updates) < 2:
         return 0.0
-    longest_gap = statistics.median(updates)
+    longest_gap = median(updates)
     gaps = (after[1] - before[2] for before, after in zip(spans, spans[1:])
             if before[0] == UPDATE_BLOCK and after[0] == UPDATE_BLOCK)
     return sum(gap for gap in gaps if 0.0 < gap <= longest_gap)

@@ -21,10 +21,10 @@ answer is kept, for the same list of spans holding as many spans (and the same u
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_seconds
 
@@ -83,7 +83,7 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     step_block = outermost[steps[0]][0]
     gaps = [_untimed_between(outermost, before, after) for before, after in zip(steps, steps[1:])]
     lengths = [outermost[after][1] - outermost[before][2] for before, after in zip(steps, steps[1:])]
-    usual = statistics.median(lengths)
+    usual = median(lengths)
     rollout_ends = [length > ROLLOUT_GAP_FACTOR * usual for length in lengths]
     between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
     between_rollouts = sum(gap for gap, ends in zip(gaps, rollout_ends) if ends)

@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
@@ -89,7 +89,6 @@ from profiler.analysis.machine_verdicts import (
     kernel_count,
     outside_load,
 )
-from profiler.analysis.memory_report import ProcessMemoryFigures, memory_report
 from profiler.analysis.node_load import judge_per_node
 from profiler.analysis.phase_verdicts import PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
@@ -105,6 +104,9 @@ from profiler.analysis.step_time import (
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
 from profiler.analysis.untimed_gaps import untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
+
+if TYPE_CHECKING:  # imported only for the runs that sampled their memory (see _memory_leaks)
+    from profiler.analysis.memory_report import ProcessMemoryFigures
 
 __all__ = [
     "CPU_MIN_COST_SHARE",
@@ -306,7 +308,9 @@ def judge_run(
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
-@dataclass
+# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
+# compiled when the class is made), the class costs less to make at rlprof run's exit.
+@dataclass(eq=False, repr=False)
 class _Run:
     """What every rule reads: the tree, its measurements, the vector step, and notes of the unknown."""
 
@@ -820,6 +824,10 @@ def _untimed(run: _Run) -> list[Verdict]:
 
 
 def _memory_leaks(run: _Run) -> list[Verdict]:
+    if not run.tree.get("memory"):  # memory_report is imported only for the runs that sampled it
+        return []
+    from profiler.analysis.memory_report import memory_report
+
     report = memory_report(run.tree)
     if report is None:
         return []

@@ -46,24 +46,21 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from profiler.version import __version__
-from profiler.analysis.analyze import (
-    ANALYZE_FORMATS,
-    ANALYZE_ORDER_KEYS,
-    AnalyzeOptions,
-    analyze_run,
-    render_analysis,
-)
-from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
-from profiler.analysis.profile_analyze_views import PRINT_ONLY_PARTS, ProfileAnalyzeView, profile_analyze_text
-from profiler.analysis.diff import DIFF_FORMATS, diff_runs, render_diff
-from profiler.analysis.text_format import terminal_width
-from profiler.cli.watch import add_watch_command
 from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
 from profiler.tree.atomic_file import is_standard_output
 from profiler.tree.timer_json import TimerFileError, load_timing_tree
+
+if TYPE_CHECKING:
+    from profiler.analysis.analyze import AnalyzeOptions
+    from profiler.analysis.profile_analyze_views import ProfileAnalyzeView
+
+# Each sub-command imports the analysis, the diff or the live view it needs as it is built or run,
+# and the command line builds only the sub-command it names (:func:`build_parser`'s ``only``):
+# ``rlprof run`` would otherwise import all of them, 50 ms and more, before the program's first
+# line, though only the exit reads the analysis and only ``--live`` shows the live view.
 
 __all__ = [
     "BUILTIN_COMMANDS",
@@ -107,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
         arguments, program_arguments = _set_program_arguments_apart(arguments)
-        parser = build_parser(with_plugins=_asks_for_a_plugin(arguments))
+        parser = build_parser(with_plugins=_asks_for_a_plugin(arguments), only=_built_in_command(arguments))
         parsed = parser.parse_args(arguments)
         parsed.program_arguments = program_arguments
         return int(parsed.run(parsed))
@@ -141,6 +138,17 @@ def _asks_for_a_plugin(arguments: list[str]) -> bool:
     return command not in BUILTIN_COMMANDS
 
 
+def _built_in_command(arguments: list[str]) -> str | None:
+    """The built-in command the command line names, unless help is asked for before it (the
+    help lists every command)."""
+    for argument in arguments:
+        if argument in ("-h", "--help"):
+            return None
+        if not argument.startswith("-"):
+            return argument if argument in BUILTIN_COMMANDS else None
+    return None
+
+
 def _set_program_arguments_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
     """For ``rlprof run``: rlprof's arguments, and the program's (everything after its name)."""
     command_at = next((index for index, argument in enumerate(arguments)
@@ -151,20 +159,23 @@ def _set_program_arguments_apart(arguments: list[str]) -> tuple[list[str], list[
     return [*arguments[: command_at + 1], *own], program
 
 
-def build_parser(*, with_plugins: bool = True) -> argparse.ArgumentParser:
-    """The full ``rlprof`` parser: built-in sub-commands, plus plugins when ``with_plugins``."""
+def build_parser(*, with_plugins: bool = True, only: str | None = None) -> argparse.ArgumentParser:
+    """The full ``rlprof`` parser: built-in sub-commands, plus plugins when ``with_plugins``.
+
+    ``only``, a built-in command's name, builds that sub-command alone (what a command line that
+    names it needs): each sub-command imports what its options name as it is built.
+    """
     parser = _OneLineErrorParser(
         prog="rlprof",
         description="Analyse, compare and convert rlprof timer files (and ML-Agents' timers.json).",
     )
     parser.add_argument("--version", action="version", version=f"rlprof {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_analyze(subparsers)
-    _add_diff(subparsers)
-    _add_convert(subparsers)
-    _add_report(subparsers)
-    _add_run(subparsers)
-    add_watch_command(subparsers)
+    builders = {"analyze": _add_analyze, "diff": _add_diff, "convert": _add_convert, "report": _add_report,
+                "run": _add_run, "watch": _add_watch}
+    for name, add_command in builders.items():
+        if only is None or name == only:
+            add_command(subparsers)
     if with_plugins:
         load_plugin_commands(subparsers)
     return parser
@@ -196,6 +207,9 @@ def load_plugin_commands(
 
 
 def _add_analyze(subparsers: Any) -> None:
+    from profiler.analysis.analyze import ANALYZE_FORMATS, ANALYZE_ORDER_KEYS
+    from profiler.analysis.block_groups import AGGREGATE_KEYS, AGGREGATE_OPERATIONS
+
     parser = subparsers.add_parser(
         "analyze",
         help="verdicts, slowest blocks, where the step time went, per-worker step times",
@@ -241,6 +255,8 @@ def _add_analyze(subparsers: Any) -> None:
 
 def _add_profile_analyze_options(parser: argparse.ArgumentParser) -> None:
     """MegEngine's profile_analyze options for operators (profiler.analysis.profile_analyze_views)."""
+    from profiler.analysis.profile_analyze_views import PRINT_ONLY_PARTS
+
     parser.add_argument("--input-dtype", default=None, metavar="DTYPE",
                         help="keep the operators that had an input of this dtype (float32, int64, ...)")
     parser.add_argument("--print-only", choices=PRINT_ONLY_PARTS, default=None,
@@ -257,6 +273,10 @@ def _add_profile_analyze_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_analyze(arguments: argparse.Namespace) -> int:
+    from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
+    from profiler.analysis.profile_analyze_views import ProfileAnalyzeView
+    from profiler.analysis.text_format import terminal_width
+
     tree = load_timing_tree(arguments.run_path)
     order_by, ascending = arguments.order_by or (None, False)
     options = AnalyzeOptions(
@@ -291,6 +311,9 @@ def _run_analyze(arguments: argparse.Namespace) -> int:
 
 def _print_profile_analyze_view(tree: dict[str, Any], options: AnalyzeOptions, view: ProfileAnalyzeView,
                                 arguments: argparse.Namespace) -> int:
+    from profiler.analysis.profile_analyze_views import profile_analyze_text
+    from profiler.analysis.text_format import terminal_width
+
     if arguments.format != "table":
         raise CommandError("--print-only, --show-host, --copy-time, --dump-only-opr and --confluence print "
                            f"profile_analyze's text: leave out --format {arguments.format}")
@@ -309,6 +332,8 @@ def _print_profile_analyze_view(tree: dict[str, Any], options: AnalyzeOptions, v
 
 
 def _add_diff(subparsers: Any) -> None:
+    from profiler.analysis.diff import DIFF_FORMATS
+
     parser = subparsers.add_parser(
         "diff",
         help="blocks that got slower or faster between two runs",
@@ -334,6 +359,8 @@ def _add_diff(subparsers: Any) -> None:
 
 
 def _run_diff(arguments: argparse.Namespace) -> int:
+    from profiler.analysis.diff import diff_runs, render_diff
+
     diff = diff_runs(
         load_timing_tree(arguments.base),
         load_timing_tree(arguments.new),
@@ -432,6 +459,15 @@ def _exporters() -> ModuleType:
             "the exporters are missing from this installation (profiler.export.write_export)"
         )
     return export
+
+
+# --- watch --------------------------------------------------------------------------------------
+
+
+def _add_watch(subparsers: Any) -> None:
+    from profiler.cli.watch import add_watch_command  # it imports the live view
+
+    add_watch_command(subparsers)
 
 
 # --- run ----------------------------------------------------------------------------------------
@@ -541,6 +577,8 @@ def _envs_per_worker(text: str) -> int | str:
 
 def _order_key(text: str) -> tuple[str, bool]:
     """``KEY`` (largest first) or, as in MegEngine's profile_analyze, ``+KEY`` (smallest first)."""
+    from profiler.analysis.analyze import ANALYZE_ORDER_KEYS
+
     ascending = text.startswith("+")
     key = text[1:] if ascending else text
     if key not in ANALYZE_ORDER_KEYS:

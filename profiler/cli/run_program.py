@@ -26,22 +26,19 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from importlib.util import find_spec
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, TextIO
 
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
-from profiler.gpu import torch_ops
-from profiler.integrations import live_view
 from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load
 from profiler.timing import timers
-from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
 from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
 
 __all__ = [
@@ -207,8 +204,9 @@ def run_program(
     if envs_per_worker is not None and not vector_env:
         raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
     program.check()
-    if operators:
-        _check_operators()
+    # What only an option needs is imported when it is given, and the analysis and the exporters
+    # at the exit: before the program's first line, rlprof imports only what the run needs.
+    torch_ops = _operators_module() if operators else None
     run_id = run_id or program.name
     try:
         check_run_id(run_id)
@@ -234,14 +232,14 @@ def run_program(
         "PYTHONPATH has none: `pip install -e .` there)"))
     automatic = AutomaticPhases(framework_phases=framework_phases, stack_sampler=stack_sampler).start()
     ray_workers = RayWorkers(record_timeline=timeline, framework_phases=framework_phases).follow()
-    if operators:
+    if torch_ops is not None:
         torch_ops.start_operators()
     try:
         with _sigterm_raises_in_the_program():
-            with live_view.shown(live):
+            with _live_view_shown(live):
                 end = _execute(program)
             automatic.stop()
-            if operators:
+            if torch_ops is not None:
                 torch_ops.stop_operators()
             with _signals_held() as signals_meanwhile:
                 told = _finish_instrumentation(instrumentation)
@@ -260,7 +258,8 @@ def run_program(
         forget_samples()
         if timeline:
             events.stop_recording()
-        torch_ops.stop_operators()  # does nothing once stopped
+        if torch_ops is not None:
+            torch_ops.stop_operators()  # does nothing once stopped
     if signals_meanwhile and end.signal_number is None:
         end = ProgramEnd(signal_number=signals_meanwhile[0])
     with _collector_paused():
@@ -270,11 +269,24 @@ def run_program(
     return end
 
 
-def _check_operators() -> None:
+def _operators_module() -> ModuleType:
+    """:mod:`profiler.gpu.torch_ops`, for ``--operators``; refused without PyTorch."""
+    from profiler.gpu import torch_ops
+
     try:
         torch_ops.check_available()
     except torch_ops.OperatorsUnavailableError as error:
         raise RunError(f"--operators: {error}") from None
+    return torch_ops
+
+
+def _live_view_shown(live: bool) -> AbstractContextManager[Any]:
+    """``--live``'s view while the program runs (:func:`profiler.integrations.live_view.shown`)."""
+    if not live:
+        return nullcontext()
+    from profiler.integrations import live_view
+
+    return live_view.shown()
 
 
 def exit_like(end: ProgramEnd) -> int:
@@ -460,6 +472,8 @@ def _write_files(run_dir: Path, run_id: str) -> tuple[RunFiles, dict[str, Any]]:
 def _report(
     program: Program, end: ProgramEnd, files: RunFiles, tree: dict[str, Any], report_to: TextIO
 ) -> None:
+    from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
+
     analysis = analyze_run(tree, AnalyzeOptions(top=_ANALYSIS_TOP))
     print(f"\nrlprof: {program.target} {end.describe()}", file=report_to)
     print(render_analysis(analysis, title=program.target), file=report_to)

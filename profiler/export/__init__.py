@@ -21,24 +21,52 @@ from typing import Any, BinaryIO, Callable
 from profiler.tree import strict_json
 from profiler.tree.atomic_file import open_atomically, write_atomically
 from profiler.export.chrome_trace import TraceTooLongError, write_chrome_trace
-from profiler.export.collapsed import to_collapsed
-from profiler.export.html_report import to_html_report
-from profiler.export.memory_flow import to_memory_svg
-from profiler.export.speedscope import to_speedscope
-from profiler.tree.mlagents_layout import to_mlagents_layout
 
 __all__ = ["EXPORT_FORMATS", "TraceTooLongError", "render", "write_export"]
 
 EXPORT_FORMATS: tuple[str, ...] = ("chrome", "speedscope", "collapsed", "html", "mlagents", "memory-svg")
 """The format names :func:`render` and :func:`write_export` accept."""
 
+
+def _speedscope(tree: dict[str, Any]) -> str:
+    from profiler.export.speedscope import to_speedscope
+
+    return strict_json.dumps(to_speedscope(tree), separators=(",", ":"))
+
+
+def _collapsed(tree: dict[str, Any]) -> str:
+    from profiler.export.collapsed import to_collapsed
+
+    return to_collapsed(tree)
+
+
+def _html(tree: dict[str, Any]) -> str:
+    from profiler.export.html_report import to_html_report
+
+    return to_html_report(tree)
+
+
+def _mlagents(tree: dict[str, Any]) -> str:
+    from profiler.tree.mlagents_layout import to_mlagents_layout
+
+    return strict_json.dumps(to_mlagents_layout(tree), indent=2)
+
+
+def _memory_svg(tree: dict[str, Any]) -> str:
+    from profiler.export.memory_flow import to_memory_svg
+
+    return to_memory_svg(tree)
+
+
+# Each exporter is imported when its format is first written: ``rlprof run``'s exit writes the
+# trace and the report, and the other formats' modules would be imports it pays for nothing.
 _RENDERERS: dict[str, Callable[[dict[str, Any]], str]] = {
     "chrome": lambda tree: _written_to_memory(write_chrome_trace, tree),
-    "speedscope": lambda tree: strict_json.dumps(to_speedscope(tree), separators=(",", ":")),
-    "collapsed": to_collapsed,
-    "html": to_html_report,
-    "mlagents": lambda tree: strict_json.dumps(to_mlagents_layout(tree), indent=2),
-    "memory-svg": to_memory_svg,
+    "speedscope": _speedscope,
+    "collapsed": _collapsed,
+    "html": _html,
+    "mlagents": _mlagents,
+    "memory-svg": _memory_svg,
 }
 
 

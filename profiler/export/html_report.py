@@ -9,19 +9,18 @@ the top blocks, and the run's metadata.
 
 Everything is inline (style, script, SVG) and a Content-Security-Policy forbids fetching anything,
 so the report works offline and leaks nothing. Block names are user strings: every one goes
-through :func:`html.escape` here, and the script writes names only as text.
+through :func:`profiler.tree.strict_json.escape_markup` (``html.escape``) here, and the script
+writes names only as text.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import os
 from typing import Any, Iterable
 
 from profiler.analysis.device_report import device_blocks
 from profiler.analysis.frames import FrameStat, frame_stats
-from profiler.analysis.memory_report import memory_report
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_bytes
 from profiler.analysis.worker_groups import compared_workers
@@ -30,10 +29,9 @@ from profiler.analysis.verdicts import STRAGGLER, RunVerdicts, judge_run
 from profiler.export.counter_names import counter_explanation, format_counter
 from profiler.export.flame_graph import FlameBox, lay_out_flame_graph, untimed_note
 from profiler.export.html_report_assets import REPORT_CSS, REPORT_SCRIPT
-from profiler.export.memory_flow import memory_chart
 from profiler.export.process_trees import split_into_process_trees
 from profiler.export.worker_blocks import main_worker_block, worker_block_times
-from profiler.tree.strict_json import named_reading
+from profiler.tree.strict_json import escape_markup, named_reading
 
 __all__ = ["TOP_BLOCKS", "to_html_report"]
 
@@ -94,7 +92,7 @@ def _run_name(metadata: dict[str, Any]) -> str:
 
 def _text(value: Any) -> str:
     """Escape for element text and quoted attribute values alike."""
-    return html.escape(str(value), quote=True)
+    return escape_markup(str(value))
 
 
 def _seconds(seconds: float) -> str:
@@ -347,8 +345,13 @@ def _counter_chart(
 def _memory_section(tree: dict[str, Any]) -> str:
     """One line per process on the run's time axis (the picture ``memory_flow.svg`` holds), and
     each process's peak and growth."""
-    report = memory_report(tree)
     heading = '<section id="memory"><h2>Memory over time</h2>\n'
+    report = None
+    if tree.get("memory"):  # the memory modules are imported only for the runs that sampled it
+        from profiler.analysis.memory_report import memory_report
+        from profiler.export.memory_flow import memory_chart
+
+        report = memory_report(tree)
     if report is None or not report.processes:
         return (heading + '<p class="note">This run did not sample its memory (profile with '
                 "<code>Profiler(sample_rate=N)</code> or <code>profiler.recording.memory.start_sampling</code>)."

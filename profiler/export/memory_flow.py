@@ -13,12 +13,11 @@ writes every format asked for.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from profiler.tree.strict_json import printable_text
+from profiler.tree.strict_json import escape_markup, printable_text
 
 __all__ = ["PROCESS_COLORS", "memory_chart", "to_memory_svg"]
 
@@ -92,7 +91,7 @@ def memory_chart(tree: dict[str, Any]) -> str:
 def _text(value: Any) -> str:
     """Escaped for SVG text and attributes; a lone surrogate (which no UTF-8 file can hold) as
     its escape."""
-    return html.escape(printable_text(str(value)), quote=True)
+    return escape_markup(printable_text(str(value)))
 
 
 def _nice_ceiling(byte_count: float) -> float:

@@ -123,8 +123,10 @@ _module_call: Any = None  # what Module.__call__ is while installed: the C gate 
 # not a WeakKeyDictionary: its get is a Python call that makes a weak reference every time.
 _names: dict[int, tuple[Any, str, str]] = {}
 _method_names: dict[tuple[type, str], tuple[str, str]] = {}
-_callers_read: set[Any] = set()  # code objects of the callers whose frames were read once
-_learning_methods: set[Any] = set()  # code objects of model methods that ran a backward or a step
+# Code objects by id (held, so that no other code takes the id): a code object's own hash reads
+# its constants and names at each lookup, an int's is free.
+_callers_read: dict[int, Any] = {}  # the callers whose frames were read once
+_learning_methods: dict[int, Any] = {}  # the model methods that ran a backward or a step
 _torch_folder = ""
 _module_scopes = False  # whether module calls inside an outermost one are blocks (set_module_scopes)
 # Per outermost module: its submodules' attribute paths, by id (named_modules(), read once).
@@ -302,8 +304,8 @@ def _outermost_call_block(module: Any, caller: FrameType) -> Any:
         if grad and state.training and state.update_block is None:
             _open_update(state)
         frame = _caller_frame(caller)
-        if frame is not None and frame.f_code not in _callers_read:
-            _callers_read.add(frame.f_code)
+        if frame is not None and id(frame.f_code) not in _callers_read:
+            _callers_read[id(frame.f_code)] = frame.f_code
             _time_model_method(frame, grad)
     names = _names.get(id(module))
     if names is None or names[0]() is not module:
@@ -409,6 +411,7 @@ def _method_block_names(cls: type, name: str) -> tuple[str, str]:
 
 def _timed_method(method: Any, name: str) -> Any:
     code = method.__code__
+    code_id = id(code)
 
     names_by_class: dict[type, tuple[str, str]] = {}
 
@@ -420,7 +423,7 @@ def _timed_method(method: Any, name: str) -> Any:
         grad = _grad_enabled()
         open_methods = state.open_methods
         if (not open_methods and state.update_block is None
-                and ((grad and state.training) or code in _learning_methods)):
+                and ((grad and state.training) or code_id in _learning_methods)):
             _open_update(state)
         names = names_by_class.get(type(self))
         if names is None:
@@ -460,7 +463,7 @@ def _training_call(state: _ThreadState) -> None:
     it — then that method learns, and its later calls are held in updates."""
     state.training = True
     if state.open_methods:
-        _learning_methods.add(state.open_methods[0])
+        _learning_methods[id(state.open_methods[0])] = state.open_methods[0]
     elif state.update_block is None and not _depth.value:
         _open_update(state)
 

@@ -1,5 +1,6 @@
 """The one thing pyproject.toml cannot say: the optional C accelerators of the hot path (the
-timer's blocks, and the env step path's timed env call).
+timer's blocks, the env step path's timed env call, and the framework phases' pass-through of
+nested ``nn.Module`` calls).
 
 ``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
 warns and installs rlprof without it, and the pure-Python core runs
@@ -25,6 +26,11 @@ setup(
             sources=["envmanager/transport/_step_core.c"],
             depends=[SHARED_HEADER],
             include_dirs=["profiler/timing"],
+            optional=True,
+        ),
+        Extension(
+            "profiler.automatic._module_call_core",
+            sources=["profiler/automatic/_module_call_core.c"],
             optional=True,
         ),
     ]

@@ -16,7 +16,11 @@ The variants switch, between turns, what ``rlprof run`` switches with ``--no-tim
 - **timeline + sampler** (``rlprof run``), **timeline**, **sampler**, **neither**, and **neither
   again** (the same as neither: how far the machine alone moves a figure);
 - **no framework phases**: neither, and torch's phases uninstalled for the turn (``rlprof run
-  --no-framework-phases``): what the policy's, the update's and the optimizer's blocks cost.
+  --no-framework-phases``): what the policy's, the update's and the optimizer's blocks cost;
+- **Python pass-through**: neither, and torch's phases installed with nested module calls passed
+  on by the Python wrapper instead of the C pass-through (what ``_module_call_core.c`` saves; the
+  same as "neither" where it was not built). ``benchmarks/phases_instructions.py`` counts the same
+  in instructions, which the machine's load does not move.
 
 Per variant: the median CPU seconds of the process per turn (``time.process_time``: the sampler's
 thread included), its ratio to "neither" in the same round (median of the rounds' ratios), and
@@ -47,19 +51,26 @@ from sampler_wakeups import Loop  # noqa: E402
 
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis  # noqa: E402
 from profiler.automatic.stack_sampler import StackSampler  # noqa: E402
-from profiler.automatic.torch_phases import install_torch_phases, uninstall_torch_phases  # noqa: E402
+from profiler.automatic.torch_phases import (  # noqa: E402
+    compiled_pass_through,
+    install_torch_phases,
+    uninstall_torch_phases,
+    use_compiled_pass_through,
+)
 from profiler.export import write_export  # noqa: E402
 from profiler.recording import events  # noqa: E402
 from profiler.timing import block_hooks, timer_node, timers  # noqa: E402
 from profiler.tree.timer_json import load_timing_tree, write_timing_tree  # noqa: E402
 
-VARIANTS = {  # label: (timeline, sampler, framework phases)
+PYTHON_PASS_THROUGH = "Python pass-through"
+VARIANTS: dict[str, tuple[bool, bool, bool | str]] = {  # label: (timeline, sampler, framework phases)
     "timeline + sampler": (True, True, True),
     "timeline": (True, False, True),
     "sampler": (False, True, True),
     "neither": (False, False, True),
     "neither again": (False, False, True),
     "no framework phases": (False, False, False),
+    PYTHON_PASS_THROUGH: (False, False, PYTHON_PASS_THROUGH),
 }
 
 
@@ -75,11 +86,20 @@ def record_spans(recording: bool) -> None:
         events.stop_recording()
 
 
-def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool) -> tuple[float, float, int]:
+def reinstall_phases(compiled: bool) -> None:
+    uninstall_torch_phases()
+    use_compiled_pass_through(compiled)
+    install_torch_phases(torch)
+
+
+def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool | str) -> tuple[float, float, int]:
     """One iteration under a variant: (CPU seconds, wall seconds, spans recorded)."""
     record_spans(timeline)
+    compiled = compiled_pass_through()
     if not phases:
         uninstall_torch_phases()
+    elif phases == PYTHON_PASS_THROUGH:
+        reinstall_phases(False)
     running = StackSampler(interval=0.01).start() if sampler else None
     spans = spans_recorded()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -90,6 +110,8 @@ def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool) -> tuple[float
         running.stop()
     if not phases:
         install_torch_phases(torch)
+    elif phases == PYTHON_PASS_THROUGH:
+        reinstall_phases(compiled)
     return cpu, wall, spans
 
 

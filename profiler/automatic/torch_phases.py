@@ -44,8 +44,12 @@ block (``benchmarks/run_overhead.py``).
 Module calls are seen by wrapping ``nn.Module.__call__``, not through torch's global forward
 hooks: with a global hook installed, every layer call takes torch's hooked path (a few
 microseconds each: a policy call of CleanRL's agent, a dozen layer calls, was a fifth slower),
-while the wrapper sends a call made inside another module's call straight on (one Python call
-more). The benchmark ``benchmarks/run_overhead.py`` measures what is left.
+while the wrapper sends a call made inside another module's call straight on. Where the optional
+C extension ``profiler/automatic/_module_call_core.c`` was built, that pass-through is in C (a
+callable put in place of ``Module.__call__`` that forwards a nested call's arguments as they
+came, and sends a call at depth 0 to the Python wrapper); without it (or with
+``RLPROF_PURE_PYTHON=1``) the Python wrapper does the same test itself, one Python call more per
+layer call. ``benchmarks/run_parts.py`` counts what the phases cost a policy call.
 :func:`uninstall_torch_phases` removes all of it.
 """
 
@@ -62,10 +66,11 @@ from types import FrameType, ModuleType
 from typing import Any
 
 from profiler.automatic.stack_sampler import file_kind
-from profiler.timing import timers
+from profiler.timing import accelerator, timers
 
-__all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "inside_model_call", "inside_update", "install_torch_phases",
-           "set_module_scopes", "torch_phases_installed", "uninstall_torch_phases"]
+__all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "compiled_pass_through", "inside_model_call", "inside_update",
+           "install_torch_phases", "set_module_scopes", "torch_phases_installed", "uninstall_torch_phases",
+           "use_compiled_pass_through"]
 
 NO_GRAD_SUFFIX = " (no grad)"
 """Ends the name of a forward or model-method block run under ``torch.no_grad()`` (inference)."""
@@ -77,13 +82,11 @@ _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYN
 
 
 class _ThreadState(threading.local):
-    """Per thread: how many module calls and model-method blocks are open, and the blocks this
-    module opened."""
+    """Per thread: the model methods and blocks this module opened (the depth of module calls is
+    :data:`_depth`'s, apart: the C pass-through reads it)."""
 
     def __init__(self) -> None:
-        self.depth = 0
         self.scope_names: dict[int, str] | None = None  # the outermost module's, with module scopes
-        self.method_depth = 0
         self.step_block: Any = None
         self.update_block: Any = None
         self.framework_updates = 0  # open updates a framework times itself (SB3's train)
@@ -91,12 +94,44 @@ class _ThreadState(threading.local):
         self.open_methods: list[Any] = []  # the model methods whose blocks are open, innermost last
 
 
+class _PythonDepth(threading.local):
+    """The pure-Python ``ThreadDepth``: ``value`` is how many module calls and model-level blocks
+    (:class:`inside_model_call`) are open in the calling thread."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+MODULE_CALL_CORE_VERSION = 1
+"""The interface version ``_module_call_core.c`` must say (its ``MODULE_CALL_CORE_VERSION``): raised
+with it. A build that says another is stale and is not used (see
+:func:`profiler.timing.accelerator.load_extension`)."""
+
+
+def _load_core() -> ModuleType | None:
+    """The C pass-through (``_module_call_core``), unless pure Python is asked for, it was not
+    built, or it is a stale build."""
+    if accelerator.extension is None:
+        return None  # RLPROF_PURE_PYTHON=1, or no compiler at install: the pure-Python core
+    module, _ = accelerator.load_extension("profiler.automatic._module_call_core", MODULE_CALL_CORE_VERSION,
+                                           "the framework phases' C pass-through")
+    return module
+
+
+_core = _load_core()
+_use_core = _core is not None
 _state = _ThreadState()
+_depth: Any = _core.ThreadDepth() if _core is not None else _PythonDepth()
 _installed: list[Any] = []  # what uninstall undoes, in order: removable handles and restorers
-_names: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
+_module_call: Any = None  # what Module.__call__ is while installed: the C gate or the Python wrapper
+# Per module, by id: (a weak reference to it, its block name with grad, without). A plain dict,
+# not a WeakKeyDictionary: its get is a Python call that makes a weak reference every time.
+_names: dict[int, tuple[Any, str, str]] = {}
 _method_names: dict[tuple[type, str], tuple[str, str]] = {}
-_callers_read: set[Any] = set()  # code objects of the callers whose frames were read once
-_learning_methods: set[Any] = set()  # code objects of model methods that ran a backward or a step
+# Code objects by id (held, so that no other code takes the id): a code object's own hash reads
+# its constants and names at each lookup, an int's is free.
+_callers_read: dict[int, Any] = {}  # the callers whose frames were read once
+_learning_methods: dict[int, Any] = {}  # the model methods that ran a backward or a step
 _torch_folder = ""
 _module_scopes = False  # whether module calls inside an outermost one are blocks (set_module_scopes)
 # Per outermost module: its submodules' attribute paths, by id (named_modules(), read once).
@@ -112,10 +147,10 @@ class inside_model_call:  # noqa: N801 - used as a context manager, like torch.n
     __slots__ = ()
 
     def __enter__(self) -> None:
-        _state.depth += 1
+        _depth.value += 1
 
     def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        _state.depth -= 1
+        _depth.value -= 1
 
 
 class inside_update:  # noqa: N801 - used as a context manager, like torch.no_grad
@@ -135,9 +170,23 @@ def torch_phases_installed() -> bool:
     return bool(_installed)
 
 
+def use_compiled_pass_through(enabled: bool) -> bool:
+    """Whether the next :func:`install_torch_phases` passes nested module calls on in C (where the
+    extension was built) or in Python; returns the previous setting, to restore. For tests and
+    benchmarks, while the phases are not installed."""
+    global _use_core
+    previous, _use_core = _use_core, enabled and _core is not None
+    return previous
+
+
+def compiled_pass_through() -> bool:
+    """Whether nested module calls are passed on in C (the C extension is loaded and chosen)."""
+    return _use_core
+
+
 def install_torch_phases(torch: ModuleType) -> None:
     """Install the hooks in the imported ``torch`` (idempotent)."""
-    global _torch_folder, _grad_enabled, _module_class
+    global _torch_folder, _grad_enabled, _module_class, _module_call, _depth
     if _installed:
         return
     _torch_folder = os.path.dirname(torch.__file__) + os.sep
@@ -145,7 +194,15 @@ def install_torch_phases(torch: ModuleType) -> None:
     module_hooks = importlib.import_module("torch.nn.modules.module")
     _module_class = module_hooks.Module
     optimizer_hooks = importlib.import_module("torch.optim.optimizer")
-    _installed.append(_replace(module_hooks.Module, "__call__", _timed_module_call(module_hooks.Module.__call__)))
+    depth_kind = _core.ThreadDepth if _use_core else _PythonDepth
+    if type(_depth) is not depth_kind:
+        _depth = depth_kind()
+    original_call = module_hooks.Module.__call__
+    _module_call = _timed_module_call(original_call)
+    if _use_core:
+        _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
+        _module_call.pass_nested = not _module_scopes
+    _installed.append(_replace(module_hooks.Module, "__call__", _module_call))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))
     _installed.append(_replace(torch.autograd, "backward", _timed_backward(torch.autograd.backward)))
@@ -156,8 +213,10 @@ def install_torch_phases(torch: ModuleType) -> None:
 def uninstall_torch_phases() -> None:
     """Remove every hook and wrapper :func:`install_torch_phases` put in place, and close an
     ``update`` block the program left open (a forward with grad and no optimizer step after it)."""
+    global _module_call
     while _installed:
         _installed.pop().remove()
+    _module_call = None
     _close_update(_state)
     _state.training = False
     _callers_read.clear()
@@ -195,21 +254,23 @@ def _timed_module_call(call: Any) -> Any:
 
     @functools.wraps(call)
     def module_call_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = _state
-        if state.depth:
+        depth = _depth
+        if depth.value:  # the C pass-through sends these on itself, unless module scopes are on
             if not _module_scopes:
                 return call(self, *args, **kwargs)
-            with timers.hierarchical_timer(_scope_block_name(self, state)):
+            with timers.hierarchical_timer(_scope_block_name(self, _state)):
                 return call(self, *args, **kwargs)
-        state.depth += 1
-        if _module_scopes:
-            state.scope_names = _scope_names_of(self)
+        depth.value = 1
+        scopes = _module_scopes
+        if scopes:
+            _state.scope_names = _scope_names_of(self)
         try:
             with _outermost_call_block(self, sys._getframe(1)):
                 return call(self, *args, **kwargs)
         finally:
-            state.depth -= 1
-            state.scope_names = None
+            depth.value = 0
+            if scopes:
+                _state.scope_names = None
 
     return module_call_timed
 
@@ -219,6 +280,8 @@ def set_module_scopes(enabled: bool) -> bool:
     the module docstring), or stop; returns the previous setting, to restore."""
     global _module_scopes
     previous, _module_scopes = _module_scopes, enabled
+    if _module_call is not None and hasattr(_module_call, "pass_nested"):
+        _module_call.pass_nested = not enabled  # the C gate: nested calls to the Python wrapper
     return previous
 
 
@@ -240,25 +303,35 @@ def _outermost_call_block(module: Any, caller: FrameType) -> Any:
     (a call with grad, once the program trains) and the model method the caller runs in."""
     state = _state
     grad = _grad_enabled()
-    if state.method_depth == 0:
+    if not state.open_methods:
         # An outermost model call that no model method holds: it may start an update, and its
         # caller may be a model method not wrapped yet.
         if grad and state.training and state.update_block is None:
             _open_update(state)
         frame = _caller_frame(caller)
-        if frame is not None and frame.f_code not in _callers_read:
-            _callers_read.add(frame.f_code)
+        if frame is not None and id(frame.f_code) not in _callers_read:
+            _callers_read[id(frame.f_code)] = frame.f_code
             _time_model_method(frame, grad)
-    names = _names.get(module)
-    if names is None:
-        names = _names[module] = _module_names(module, caller)
-    return timers.hierarchical_timer(names[0] if grad else names[1])
+    names = _names.get(id(module))
+    if names is None or names[0]() is not module:
+        names = _module_names(module, caller)
+    return timers.hierarchical_timer(names[1] if grad else names[2])
 
 
-def _module_names(module: Any, frame: FrameType | None) -> tuple[str, str]:
-    """The block names of a module's forward, with grad and without."""
+def _module_names(module: Any, frame: FrameType | None) -> tuple[Any, str, str]:
+    """A module's entry in ``_names``: a weak reference to it (which removes the entry when the
+    module goes) and the block names of its forward, with grad and without."""
     name = _name_in_caller(module, frame) or type(module).__name__
-    return f"{name}.forward", f"{name}.forward{NO_GRAD_SUFFIX}"
+    key = id(module)
+    names = _names[key] = (weakref.ref(module, lambda gone: _forget_names(key, gone)),
+                           f"{name}.forward", f"{name}.forward{NO_GRAD_SUFFIX}")
+    return names
+
+
+def _forget_names(key: int, gone: Any) -> None:
+    names = _names.get(key)
+    if names is not None and names[0] is gone:  # not a later module's entry under the same id
+        del _names[key]
 
 
 def _caller_frame(frame: FrameType | None) -> FrameType | None:
@@ -313,7 +386,6 @@ def _time_model_method(caller: FrameType, grad: bool) -> None:
         _open_update(state)
     block = timers.hierarchical_timer(_method_block_names(type(instance), name)[0 if grad else 1])
     block.__enter__()
-    state.method_depth += 1
     state.open_methods.append(frame.f_code)
     _close_at_return(frame, block)
 
@@ -344,24 +416,29 @@ def _method_block_names(cls: type, name: str) -> tuple[str, str]:
 
 def _timed_method(method: Any, name: str) -> Any:
     code = method.__code__
+    code_id = id(code)
+
+    names_by_class: dict[type, tuple[str, str]] = {}
 
     @functools.wraps(method)
     def model_method_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = _state
-        if state.depth:  # called from inside a module's forward: that block holds it
+        if _depth.value:  # called from inside a module's forward: that block holds it
             return method(self, *args, **kwargs)
+        state = _state
         grad = _grad_enabled()
-        if (state.update_block is None and state.method_depth == 0
-                and ((grad and state.training) or code in _learning_methods)):
+        open_methods = state.open_methods
+        if (not open_methods and state.update_block is None
+                and ((grad and state.training) or code_id in _learning_methods)):
             _open_update(state)
-        state.method_depth += 1
-        state.open_methods.append(code)
+        names = names_by_class.get(type(self))
+        if names is None:
+            names = names_by_class[type(self)] = _method_block_names(type(self), name)
+        open_methods.append(code)
         try:
-            with timers.hierarchical_timer(_method_block_names(type(self), name)[0 if grad else 1]):
+            with timers.hierarchical_timer(names[0] if grad else names[1]):
                 return method(self, *args, **kwargs)
         finally:
-            state.method_depth -= 1
-            state.open_methods.pop()
+            open_methods.pop()
 
     model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
     return model_method_timed
@@ -375,7 +452,6 @@ def _close_at_return(frame: FrameType, block: Any) -> None:
     def watch(watched: FrameType, event: str, argument: Any) -> None:
         if event == "return" and watched is frame:
             sys.setprofile(None)
-            state.method_depth -= 1
             state.open_methods.pop()
             block.__exit__(None, None, None)
 
@@ -392,8 +468,8 @@ def _training_call(state: _ThreadState) -> None:
     it — then that method learns, and its later calls are held in updates."""
     state.training = True
     if state.open_methods:
-        _learning_methods.add(state.open_methods[0])
-    elif state.update_block is None and state.depth == 0:
+        _learning_methods[id(state.open_methods[0])] = state.open_methods[0]
+    elif state.update_block is None and not _depth.value:
         _open_update(state)
 
 

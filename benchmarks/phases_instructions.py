@@ -1,0 +1,147 @@
+"""What the framework phases cost a CleanRL policy call and a PPO minibatch update, in instructions.
+
+Instruction counts (``valgrind --tool=callgrind``) do not move with the machine's load, which on
+a shared machine sways CPU-time figures by more than the phases cost. One process per variant,
+run under callgrind, builds the CleanRL-style loop of ``benchmarks/sampler_wakeups.py`` (the
+program's own ``Agent``, 4 CartPole envs, one torch thread), records the timeline as ``rlprof run``
+does, and counts, inside ``functools.reduce`` only (``--toggle-collect``, one dump each):
+
+- ``--calls`` rollout policy calls, ``agent.get_action_and_value(obs)`` under ``torch.no_grad()``;
+- ``--minibatches`` minibatch updates of 128 samples: the forward with grad, the loss,
+  ``zero_grad``, ``backward``, gradient clipping and the optimizer's ``step``.
+
+Variants: **off** (torch's phases not installed: what the program costs), **Python** (the phases,
+nested module calls passed on by the Python wrapper) and **C** (passed on by
+``profiler/automatic/_module_call_core.c``, where built). It prints instructions per policy call
+and per minibatch, and what the phases add to each::
+
+    python3 benchmarks/phases_instructions.py [--calls 300] [--minibatches 40]
+
+Run from an older checkout (``PYTHONPATH=that-checkout``, where the C path was not there yet), its
+"Python" variant is that checkout's wrapper: a before/after figure.
+
+A per-step figure of the loop: a CleanRL vector step makes one policy call; its PPO iteration
+(128 steps, 4 epochs of 4 minibatches) one minibatch per 8 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = ("off", "Python", "C")
+
+
+def child(variant: str, calls: int, minibatches: int) -> None:
+    """In the process callgrind counts: the loop, under ``variant``, inside two reduce calls."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import numpy as np
+    import torch
+    from sampler_wakeups import Loop
+
+    from profiler.automatic import torch_phases
+    from profiler.recording import events
+    from profiler.timing import timers
+
+    events.start_recording()
+    loop = Loop()
+    agent, observations = loop.agent, loop.observations
+    batch = torch.cat([observations] * 32)
+    actions = torch.zeros(len(batch), dtype=torch.long)
+    if variant != "off":
+        choose = getattr(torch_phases, "use_compiled_pass_through", None)  # absent before the C path
+        if choose is not None:
+            choose(variant == "C")
+        torch_phases.install_torch_phases(torch)
+
+    def policy_call(_: object, __: object) -> None:
+        with torch.no_grad():
+            agent.get_action_and_value(observations)
+
+    def minibatch(_: object, __: object) -> None:
+        _, log_probability, entropy, value = agent.get_action_and_value(batch, actions)
+        loss = -log_probability.mean() + value.pow(2).mean() - 0.01 * entropy.mean()
+        loop.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
+        loop.optimizer.step()
+
+    np.random.seed(0)
+    with timers.hierarchical_timer("loop"):
+        for _ in range(20):  # warm-up: the model method found and wrapped, names cached
+            policy_call(None, None)
+            minibatch(None, None)
+        functools.reduce(policy_call, range(calls), None)
+        functools.reduce(minibatch, range(minibatches), None)
+
+
+def _total(dump: Path) -> int:
+    for line in dump.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise ValueError(f"no total in {dump}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--minibatches", type=int, default=40)
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.child:
+        child(options.child, options.calls, options.minibatches)
+        return
+    if shutil.which("valgrind") is None:
+        sys.exit("phases_instructions: valgrind is not installed (apt-get install valgrind)")
+    from profiler.automatic import torch_phases
+
+    built = getattr(torch_phases, "_core", None) is not None
+    variants = [variant for variant in VARIANTS if variant != "C" or built]
+    with tempfile.TemporaryDirectory(prefix="rlprof-phases-instructions-") as name:
+        running = {variant: _start(variant, options, Path(name)) for variant in variants}
+        figures = {variant: _finish(variant, process, options, Path(name)) for variant, process in running.items()}
+    print(f"Instructions (callgrind), {options.calls} rollout policy calls and {options.minibatches} "
+          f"minibatch updates per variant, timeline recorded:")
+    print(f"  {'variant':10} {'per policy call':>16} {'phases add':>11} {'per minibatch':>14} {'phases add':>11}")
+    base_call, base_minibatch = figures["off"]
+    for variant, (call, minibatch) in figures.items():
+        print(f"  {variant:10} {call:16,.0f} {call - base_call:11,.0f} {minibatch:14,.0f} "
+              f"{minibatch - base_minibatch:11,.0f}")
+    for variant in variants[1:]:
+        call, minibatch = figures[variant]
+        per_step = (call - base_call) + (minibatch - base_minibatch) / 8
+        print(f"  {variant}: the phases add {per_step:,.0f} instructions per CleanRL vector step "
+              f"(a policy call, and an eighth of a minibatch)")
+
+
+def _start(variant: str, options: argparse.Namespace, folder: Path) -> subprocess.Popen:
+    out = folder / f"callgrind.{variant}"
+    command = ["valgrind", "--tool=callgrind", "--toggle-collect=functools_reduce",
+               "--dump-after=functools_reduce", f"--callgrind-out-file={out}",
+               sys.executable, __file__, "--child", variant, "--calls", str(options.calls),
+               "--minibatches", str(options.minibatches)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONHASHSEED": "0"})
+
+
+def _finish(variant: str, process: subprocess.Popen, options: argparse.Namespace,
+            folder: Path) -> tuple[float, float]:
+    _, errors = process.communicate()
+    if process.returncode != 0:
+        sys.exit(f"phases_instructions: the {variant} process failed: {errors.decode()[-2000:]}")
+    out = folder / f"callgrind.{variant}"
+    parts = sorted(glob.glob(f"{out}.*"), key=lambda name: int(name.rsplit(".", 1)[1]))
+    policy, update = (_total(Path(part)) for part in parts[:2])
+    return policy / options.calls, update / options.minibatches
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Specification: a module called inside another module's call goes straight on to torch, in C
+where the extension was built and in Python otherwise, with the same blocks either way.
+
+Every test of a behaviour runs on both paths (the ``path`` fixture): the C pass-through
+(``profiler/automatic/_module_call_core.c``, a callable in place of ``nn.Module.__call__``) and the
+pure-Python wrapper that is its reference. Real torch, small models, in this process.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")  # installed by the README's test command: runs in CI
+
+from profiler import get_timer_tree  # noqa: E402
+from profiler.automatic import torch_phases  # noqa: E402
+from profiler.timing import timers  # noqa: E402
+from tree_paths import child_names, find  # noqa: E402
+
+COMPILED_BUILT = torch_phases._core is not None  # noqa: SLF001 - which paths this install can run
+
+
+@pytest.fixture(params=["C", "Python"])
+def path(request):
+    """The phases installed with nested module calls passed on in C, or in Python."""
+    if request.param == "C" and not COMPILED_BUILT:
+        pytest.skip("the C pass-through was not built here (no compiler, or RLPROF_PURE_PYTHON=1)")
+    previous = torch_phases.use_compiled_pass_through(request.param == "C")
+    timers.reset_timers()
+    torch_phases.install_torch_phases(torch)
+    try:
+        yield request.param
+    finally:
+        torch_phases.uninstall_torch_phases()
+        torch_phases.use_compiled_pass_through(previous)
+        timers.reset_timers()
+
+
+class Policy(torch.nn.Module):
+    """A network holding a network: the layers of ``body`` are calls two deep."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        self.head = Scaled()
+
+    def forward(self, x):
+        return self.head(self.body(x), scale=2.0)
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x, *, scale):
+        return x * scale
+
+
+def top_level_names() -> list[str]:
+    return [child["name"] for child in get_timer_tree()["children"]]
+
+
+def test_the_path_asked_for_is_the_one_installed(path):
+    assert torch_phases.compiled_pass_through() == (path == "C")
+    gate_installed = type(torch.nn.Module.__call__).__name__ == "NestedCallGate"
+    assert gate_installed == (path == "C")
+
+
+def test_the_layers_of_a_module_called_inside_another_are_not_blocks(path):
+    policy = Policy()
+    for _ in range(3):
+        policy(torch.zeros(1, 3))
+    assert top_level_names() == ["policy.forward"]
+    assert find(get_timer_tree(), "policy.forward")["count"] == 3
+    assert child_names(find(get_timer_tree(), "policy.forward")) == []
+
+
+def test_a_nested_call_gets_its_arguments_and_keywords_and_returns_what_torch_returns(path):
+    policy = Policy()
+    torch.manual_seed(0)
+    x = torch.randn(2, 3)
+    expected = policy.body(x) * 2.0  # an outermost call: a block of its own
+    assert torch.equal(policy(x), expected)
+    assert set(top_level_names()) == {"Sequential.forward", "policy.forward"}
+
+
+def test_a_nested_call_that_raises_raises_through_and_the_next_call_is_timed(path):
+    policy = Policy()
+    with pytest.raises(TypeError):
+        policy.head.__class__.forward(policy.head, torch.zeros(1))  # no scale: a TypeError
+    with pytest.raises(RuntimeError):
+        policy(torch.zeros(1, 5))  # the first layer cannot take 5 features: raised in a nested call
+    policy(torch.zeros(1, 3))
+    node = find(get_timer_tree(), "policy.forward")
+    assert (node["count"], node["errors"]) == (2, 1)
+    assert timers.get_timer_stack_for_thread(threading.current_thread()).open_blocks() == []
+
+
+def test_a_bound_call_method_of_a_module_is_timed_as_a_call(path):
+    layer = torch.nn.Linear(3, 1)
+    layer.__call__(torch.zeros(1, 3))
+    assert top_level_names() == ["layer.forward"]
+
+
+def test_with_module_scopes_the_nested_calls_are_blocks_on_either_path(path):
+    previous = torch_phases.set_module_scopes(True)
+    try:
+        Policy()(torch.zeros(1, 3))
+    finally:
+        torch_phases.set_module_scopes(previous)
+    assert set(child_names(find(get_timer_tree(), "Policy.forward"))) == {"body.forward", "head.forward"}
+    assert child_names(find(get_timer_tree(), "Policy.forward", "body.forward")) == [
+        "body.0.forward", "body.1.forward", "body.2.forward"]
+
+
+def test_module_scopes_turned_off_again_make_nested_calls_pass_through_again(path):
+    previous = torch_phases.set_module_scopes(True)
+    torch_phases.set_module_scopes(False)
+    try:
+        policy = Policy()
+        policy(torch.zeros(1, 3))
+    finally:
+        torch_phases.set_module_scopes(previous)
+    assert child_names(find(get_timer_tree(), "policy.forward")) == []
+
+
+def test_a_module_called_in_another_thread_during_a_call_here_is_that_threads_outermost_call(path):
+    value_network = torch.nn.Linear(3, 1)
+    helper_stacks = []
+
+    def helper(x):
+        value_network(x)
+        helper_stacks.append(timers.current_thread_stack())
+
+    class Spawning(torch.nn.Module):
+        def forward(self, x):
+            thread = threading.Thread(target=helper, args=(x,))
+            thread.start()
+            thread.join()
+            return x
+
+    spawning = Spawning()
+    spawning(torch.zeros(1, 3))
+    assert top_level_names() == ["spawning.forward"]
+    assert list(helper_stacks[0].root.children) == ["value_network.forward"]
+
+
+def test_a_module_made_after_another_was_freed_is_named_after_its_own_variable(path):
+    first = torch.nn.Linear(3, 1)
+    first(torch.zeros(1, 3))
+    del first
+    gc.collect()
+    second = torch.nn.Linear(3, 1)  # may take the freed module's address, and so its id
+    second(torch.zeros(1, 3))
+    assert top_level_names() == ["first.forward", "second.forward"]
+
+
+def test_uninstalled_torch_calls_its_own_call_again(path):
+    original = torch.nn.Module.__call__.__wrapped__
+    torch_phases.uninstall_torch_phases()
+    assert torch.nn.Module.__call__ is original
+
+
+@pytest.mark.skipif(not COMPILED_BUILT, reason="the C pass-through was not built here")
+def test_a_threads_depth_starts_at_zero_and_is_its_own():
+    depth = torch_phases._core.ThreadDepth()  # noqa: SLF001
+    depth.value = 3
+    seen = []
+    helper = threading.Thread(target=lambda: seen.append(depth.value))
+    helper.start()
+    helper.join()
+    assert (seen, depth.value) == ([0], 3)
+    depth.value = 0
+
+
+@pytest.mark.skipif(not COMPILED_BUILT, reason="the C pass-through was not built here")
+def test_the_gate_sends_a_call_to_the_nested_target_only_while_the_depth_is_nonzero():
+    core = torch_phases._core  # noqa: SLF001
+    gate = core.NestedCallGate(lambda *args, **kwargs: ("nested", args, kwargs),
+                               lambda *args, **kwargs: ("outermost", args, kwargs))
+    depth = core.ThreadDepth()
+    assert gate(1, key=2) == ("outermost", (1,), {"key": 2})
+    depth.value = 1
+    try:
+        assert gate(1, key=2) == ("nested", (1,), {"key": 2})
+        gate.pass_nested = False
+        assert gate(1) == ("outermost", (1,), {})
+    finally:
+        depth.value = 0

@@ -22,6 +22,7 @@ env's wrapper also times) is timed once, by the outermost instrumentation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from array import array
@@ -38,7 +39,8 @@ from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.measurement.env_time import CpuSampler
 from envmanager.transport.timed_calls import make_step_timer
 
-__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented"]
+__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented",
+           "own_attribute"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -156,13 +158,45 @@ def worker_shipping(identity: WorkerIdentity) -> WorkerShipping:
         return _shipping
 
 
+def _takes_attributes(env: Any) -> bool:
+    """Whether ``env``'s instances keep attributes of their own (a ``__dict__``)."""
+    return type(env).__dictoffset__ != 0
+
+
+def own_attribute(env: Any, name: str) -> Any:
+    """``env``'s own (instance) attribute ``name``, an attribute that no class of ``env`` defines
+    (``env``, ``venv``, rlprof's mark); None if it has none.
+
+    Read without asking for ``env.__dict__``: on Python 3.11 and later an object keeps its
+    attributes inline until something asks for its ``__dict__``, which then becomes a real dict
+    for good, and from then on the interpreter no longer specializes the attribute and method
+    lookups on it (``self.env.step(action)`` in every wrapper layer): the program's own steps got
+    slower by that (about 4,000 instructions a CartPole step, ``benchmarks/worker_step_cost.py``).
+    ``object.__getattribute__`` also bypasses a ``__getattr__`` that forwards to a wrapped object.
+    """
+    klass = type(env)
+    if not klass.__dictoffset__ or any(name in base.__dict__ for base in klass.__mro__):
+        return None
+    try:
+        return object.__getattribute__(env, name)
+    except AttributeError:
+        return None
+
+
+def _remove_own(env: Any, names: tuple[str, ...]) -> None:
+    """Take ``env``'s own attributes ``names`` away (those it has), its class's showing again."""
+    for name in names:
+        with contextlib.suppress(AttributeError):
+            object.__delattr__(env, name)
+
+
 def is_instrumented(env: Any) -> bool:
     """Whether ``env`` or an env it wraps is timed already."""
     seen = 0
     while env is not None and seen < 64:
-        if _TIMED in getattr(env, "__dict__", {}):
+        if own_attribute(env, _TIMED) is not None:
             return True
-        env = getattr(env, "env", None) if "env" in getattr(env, "__dict__", {}) else None
+        env = own_attribute(env, "env")
         seen += 1
     return False
 
@@ -195,13 +229,11 @@ def _silence_inner(env: Any) -> None:
     once, and the inner envs are again exactly as the program built them."""
     seen = 0
     while env is not None and seen < 64:
-        own = getattr(env, "__dict__", {})
-        timing = own.pop(_TIMED, None)
+        timing = own_attribute(env, _TIMED)
         if timing is not None:
             timing.stop()
-            for name in _TIMED_METHODS:
-                own.pop(name, None)
-        env = own.get("env")
+            _remove_own(env, (_TIMED, *_TIMED_METHODS))
+        env = own_attribute(env, "env")
         seen += 1
 
 
@@ -209,7 +241,7 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
     """Time ``env``'s ``step`` and ``reset`` here: in the trainer (``identity`` None) or as worker
     ``identity``. Returns the switch of its timing (``active`` is false once an outer build took
     over); None, changing nothing, for an object that takes no instance attributes."""
-    if not hasattr(env, "__dict__") or not callable(getattr(env, "step", None)):
+    if not _takes_attributes(env) or not callable(getattr(env, "step", None)):
         return None
     _silence_inner(env)
     step, reset, close = env.step, env.reset, getattr(env, "close", None)
@@ -220,10 +252,14 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         shipping = worker_shipping(identity)
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
+    # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
+    # business here), inline, without making the instance's ``__dict__`` (see own_attribute).
     try:
-        env.__dict__[_TIMED] = timing
-        env.__dict__.update(timed)
+        for name, value in ((_TIMED, timing), *timed.items()):
+            object.__setattr__(env, name, value)
     except (AttributeError, TypeError):
+        _remove_own(env, (_TIMED, *timed))
+        timing.stop()
         return None
     return timing
 

@@ -36,8 +36,8 @@ from profiler.recording.scheduling import SchedulingSampler
 from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
+from envmanager.instrumentation.step_path import timed_step
 from envmanager.measurement.env_time import CpuSampler
-from envmanager.transport.timed_calls import make_step_timer
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented",
            "own_attribute"]
@@ -112,7 +112,8 @@ class WorkerShipping:
         payload = self.timers.final_payload()
         cpu_figures = self.cpu_sampler.take()
         waits = self.scheduling.take(final=last)
-        stamps, self.stamps = self.stamps, []
+        stamps = array("d", self.stamps)
+        self.stamps.clear()  # in place: the step path holds its append
         connection = self.connection
         if connection is None:
             return
@@ -121,7 +122,7 @@ class WorkerShipping:
             sampler.stop()
         untimed = sampler.section() if sampler is not None else None
         try:
-            connection.send(("timers", payload, *cpu_figures, array("d", stamps).tobytes(), waits, untimed))
+            connection.send(("timers", payload, *cpu_figures, stamps.tobytes(), waits, untimed))
             if last:
                 connection.send(("bye",))
         except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
@@ -265,33 +266,10 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
 
 
 def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
-    """``step`` timed by a step timer (:mod:`envmanager.transport.timed_calls`: the stack's nodes
-    set as a ``with`` block would, in a fraction of its cost:
-    a SyncVectorEnv of cheap envs makes several calls per vector step), on the thread that built
-    the env, while no companion watches blocks (``timers.plain_blocks``); while one does (the
-    timeline records, as under ``rlprof run``; memory sampling; NVTX ranges), on any other thread,
-    and for ``reset``, through ``hierarchical_timer``, so the companions see every call."""
+    """``step`` timed by :func:`~envmanager.instrumentation.step_path.timed_step` (a
+    SyncVectorEnv of cheap envs makes several calls per vector step); ``reset`` through
+    ``hierarchical_timer``, so the companions see every call."""
     hierarchical_timer = timers.hierarchical_timer
-    is_enabled = timers.is_enabled
-    owner = threading.get_ident()
-    stack = timers.get_timer_stack_for_thread(threading.current_thread())
-    step_timer = make_step_timer(stack, "env.step", timers.current_clock())
-    open_step, close_step, fail_step = step_timer.open, step_timer.close, step_timer.fail
-
-    def timed_step(action: Any) -> Any:
-        if not timing.active or not is_enabled():
-            return step(action)
-        if not timers.plain_blocks or threading.get_ident() != owner:
-            with hierarchical_timer("env.step"):
-                return step(action)
-        node = open_step()  # blocks in the env's own code nest under env.step
-        try:
-            result = step(action)
-        except BaseException:
-            fail_step(node)
-            raise
-        close_step(node)
-        return result
 
     def timed_reset(*args: Any, **kwargs: Any) -> Any:
         if not timing.active:
@@ -299,36 +277,24 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
         with hierarchical_timer("env.reset"):
             return reset(*args, **kwargs)
 
-    return {"step": timed_step, "reset": timed_reset}
+    return {"step": timed_step(timing, step, None), "reset": timed_reset}
 
 
 def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
+    """``step`` timed, sampled, stamped and shipped by
+    :func:`~envmanager.instrumentation.step_path.timed_step`; ``reset`` the same through
+    ``hierarchical_timer``; ``close`` ships the last timers once the worker's last env closes."""
     hierarchical_timer = timers.hierarchical_timer
     sampler = shipping.cpu_sampler
-    worker_timers = shipping.timers
+    stamp = shipping.stamps.append
     clock = timers.current_clock()
-
-    def timed_step(action: Any) -> Any:
-        if not timing.active:
-            return step(action)
-        with hierarchical_timer("env.step"):
-            if sampler.countdown:
-                sampler.countdown -= 1
-                result = step(action)
-            else:
-                result = sampler.measure(step, action)
-        finished_at = clock()
-        shipping.stamps.append(finished_at)
-        if finished_at >= worker_timers.quiet_until:
-            shipping.ship()
-        return result
 
     def timed_reset(*args: Any, **kwargs: Any) -> Any:
         if not timing.active:
             return reset(*args, **kwargs)
         with hierarchical_timer("env.reset"):
             result = sampler.measure(reset, *args, **kwargs)
-        shipping.stamps.append(clock())
+        stamp(clock())
         return result
 
     def timed_close(*args: Any, **kwargs: Any) -> Any:
@@ -338,4 +304,4 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             if timing.stop():
                 shipping.ship(last=True)
 
-    return {"step": timed_step, "reset": timed_reset, "close": timed_close}
+    return {"step": timed_step(timing, step, shipping), "reset": timed_reset, "close": timed_close}

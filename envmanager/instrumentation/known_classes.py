@@ -7,7 +7,7 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
 * ``step`` is the block ``vector.step`` (for SB3, the ``step`` of the outermost ``VecEnvWrapper``
   around a known class); for classes whose envs run in worker processes,
   ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (until
-  every worker's pipe has its reply: :func:`wait_for_replies` only polls, it reads nothing) then
+  every worker's pipe has its reply: :class:`~.reply_wait.ReplyWaiter` only polls, it reads nothing) then
   ``vector.receive_results`` (the class's own ``step_wait``: reading, unpickling, stacking) — the
   generic layout ``profiler.analysis.step_time`` splits into env compute, waiting and transport;
 * ``reset`` is the block ``vector.reset``.
@@ -21,16 +21,16 @@ they are already imported. :meth:`Patches.restore` puts every original back.
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
-from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.timing import timers
 from profiler.timing.timers import TimerNode
 
-__all__ = ["KNOWN_CLASSES", "KnownClass", "Patches", "wait_for_replies"]
+from envmanager.instrumentation.timed_env import own_attribute
+
+__all__ = ["KNOWN_CLASSES", "KnownClass", "Patches"]
 
 
 @dataclass(frozen=True)
@@ -59,20 +59,6 @@ KNOWN_CLASSES = (
     KnownClass("stable_baselines3.common.vec_env.subproc_vec_env", "SubprocVecEnv", in_workers=True,
                pipes=lambda envs: envs.remotes, waiting=lambda envs: envs.waiting),
 )
-
-
-def wait_for_replies(pipes: list[Any], timeout: float | None) -> None:
-    """Return once every open pipe has something to read (or ``timeout`` passed): the wait for
-    the last worker, apart from reading its reply. Nothing is read, so the class's own
-    ``step_wait`` then finds every reply where it would have."""
-    pending = [pipe for pipe in pipes if pipe is not None and not pipe.closed]
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while pending:
-        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready = wait(pending, remaining)
-        if not ready:
-            return  # timed out: the class's own step_wait raises its own error
-        pending = [pipe for pipe in pending if pipe not in ready]
 
 
 class Patches:
@@ -188,9 +174,11 @@ def _timed_sb3_step(original: Any, registry: Any) -> Any:
         envs, record = self, None
         for _ in range(16):  # the wrapped envs, outermost first
             record = record_of(envs)
-            if record is not None or "venv" not in getattr(envs, "__dict__", {}):
+            if record is not None:
                 break
-            envs = envs.venv
+            envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
+            if envs is None:
+                break
         if record is None:
             return original(self, actions)
         with hierarchical_timer("vector.step") as node:
@@ -227,7 +215,7 @@ def _timed_wait(original: Any, known: KnownClass, registry: Any) -> Any:
         timeout = kwargs.get("timeout", args[0] if args else None) if known.timeout_argument else None
         with hierarchical_timer("vector.wait_for_workers"):
             waiting_since = timers.now()
-            wait_for_replies(pipes(self), timeout)
+            record.replies.wait(pipes(self), timeout)
         with hierarchical_timer("vector.receive_results"):
             result = original(self, *args, **kwargs)
         record.step_done(waiting_since, timers.now())

@@ -22,6 +22,7 @@ env's wrapper also times) is timed once, by the outermost instrumentation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from array import array
@@ -35,10 +36,11 @@ from profiler.recording.scheduling import SchedulingSampler
 from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
+from envmanager.instrumentation.step_path import timed_step
 from envmanager.measurement.env_time import CpuSampler
-from envmanager.transport.timed_calls import make_step_timer
 
-__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented"]
+__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented",
+           "own_attribute"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -110,7 +112,8 @@ class WorkerShipping:
         payload = self.timers.final_payload()
         cpu_figures = self.cpu_sampler.take()
         waits = self.scheduling.take(final=last)
-        stamps, self.stamps = self.stamps, []
+        stamps = array("d", self.stamps)
+        self.stamps.clear()  # in place: the step path holds its append
         connection = self.connection
         if connection is None:
             return
@@ -119,7 +122,7 @@ class WorkerShipping:
             sampler.stop()
         untimed = sampler.section() if sampler is not None else None
         try:
-            connection.send(("timers", payload, *cpu_figures, array("d", stamps).tobytes(), waits, untimed))
+            connection.send(("timers", payload, *cpu_figures, stamps.tobytes(), waits, untimed))
             if last:
                 connection.send(("bye",))
         except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
@@ -156,13 +159,45 @@ def worker_shipping(identity: WorkerIdentity) -> WorkerShipping:
         return _shipping
 
 
+def _takes_attributes(env: Any) -> bool:
+    """Whether ``env``'s instances keep attributes of their own (a ``__dict__``)."""
+    return type(env).__dictoffset__ != 0
+
+
+def own_attribute(env: Any, name: str) -> Any:
+    """``env``'s own (instance) attribute ``name``, an attribute that no class of ``env`` defines
+    (``env``, ``venv``, rlprof's mark); None if it has none.
+
+    Read without asking for ``env.__dict__``: on Python 3.11 and later an object keeps its
+    attributes inline until something asks for its ``__dict__``, which then becomes a real dict
+    for good, and from then on the interpreter no longer specializes the attribute and method
+    lookups on it (``self.env.step(action)`` in every wrapper layer): the program's own steps got
+    slower by that (about 4,000 instructions a CartPole step, ``benchmarks/worker_step_cost.py``).
+    ``object.__getattribute__`` also bypasses a ``__getattr__`` that forwards to a wrapped object.
+    """
+    klass = type(env)
+    if not klass.__dictoffset__ or any(name in base.__dict__ for base in klass.__mro__):
+        return None
+    try:
+        return object.__getattribute__(env, name)
+    except AttributeError:
+        return None
+
+
+def _remove_own(env: Any, names: tuple[str, ...]) -> None:
+    """Take ``env``'s own attributes ``names`` away (those it has), its class's showing again."""
+    for name in names:
+        with contextlib.suppress(AttributeError):
+            object.__delattr__(env, name)
+
+
 def is_instrumented(env: Any) -> bool:
     """Whether ``env`` or an env it wraps is timed already."""
     seen = 0
     while env is not None and seen < 64:
-        if _TIMED in getattr(env, "__dict__", {}):
+        if own_attribute(env, _TIMED) is not None:
             return True
-        env = getattr(env, "env", None) if "env" in getattr(env, "__dict__", {}) else None
+        env = own_attribute(env, "env")
         seen += 1
     return False
 
@@ -195,13 +230,11 @@ def _silence_inner(env: Any) -> None:
     once, and the inner envs are again exactly as the program built them."""
     seen = 0
     while env is not None and seen < 64:
-        own = getattr(env, "__dict__", {})
-        timing = own.pop(_TIMED, None)
+        timing = own_attribute(env, _TIMED)
         if timing is not None:
             timing.stop()
-            for name in _TIMED_METHODS:
-                own.pop(name, None)
-        env = own.get("env")
+            _remove_own(env, (_TIMED, *_TIMED_METHODS))
+        env = own_attribute(env, "env")
         seen += 1
 
 
@@ -209,7 +242,7 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
     """Time ``env``'s ``step`` and ``reset`` here: in the trainer (``identity`` None) or as worker
     ``identity``. Returns the switch of its timing (``active`` is false once an outer build took
     over); None, changing nothing, for an object that takes no instance attributes."""
-    if not hasattr(env, "__dict__") or not callable(getattr(env, "step", None)):
+    if not _takes_attributes(env) or not callable(getattr(env, "step", None)):
         return None
     _silence_inner(env)
     step, reset, close = env.step, env.reset, getattr(env, "close", None)
@@ -220,42 +253,23 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         shipping = worker_shipping(identity)
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
+    # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
+    # business here), inline, without making the instance's ``__dict__`` (see own_attribute).
     try:
-        env.__dict__[_TIMED] = timing
-        env.__dict__.update(timed)
+        for name, value in ((_TIMED, timing), *timed.items()):
+            object.__setattr__(env, name, value)
     except (AttributeError, TypeError):
+        _remove_own(env, (_TIMED, *timed))
+        timing.stop()
         return None
     return timing
 
 
 def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
-    """``step`` timed by a step timer (:mod:`envmanager.transport.timed_calls`: the stack's nodes
-    set as a ``with`` block would, in a fraction of its cost:
-    a SyncVectorEnv of cheap envs makes several calls per vector step), on the thread that built
-    the env, while no companion watches blocks (``timers.plain_blocks``); while one does (the
-    timeline records, as under ``rlprof run``; memory sampling; NVTX ranges), on any other thread,
-    and for ``reset``, through ``hierarchical_timer``, so the companions see every call."""
+    """``step`` timed by :func:`~envmanager.instrumentation.step_path.timed_step` (a
+    SyncVectorEnv of cheap envs makes several calls per vector step); ``reset`` through
+    ``hierarchical_timer``, so the companions see every call."""
     hierarchical_timer = timers.hierarchical_timer
-    is_enabled = timers.is_enabled
-    owner = threading.get_ident()
-    stack = timers.get_timer_stack_for_thread(threading.current_thread())
-    step_timer = make_step_timer(stack, "env.step", timers.current_clock())
-    open_step, close_step, fail_step = step_timer.open, step_timer.close, step_timer.fail
-
-    def timed_step(action: Any) -> Any:
-        if not timing.active or not is_enabled():
-            return step(action)
-        if not timers.plain_blocks or threading.get_ident() != owner:
-            with hierarchical_timer("env.step"):
-                return step(action)
-        node = open_step()  # blocks in the env's own code nest under env.step
-        try:
-            result = step(action)
-        except BaseException:
-            fail_step(node)
-            raise
-        close_step(node)
-        return result
 
     def timed_reset(*args: Any, **kwargs: Any) -> Any:
         if not timing.active:
@@ -263,36 +277,24 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
         with hierarchical_timer("env.reset"):
             return reset(*args, **kwargs)
 
-    return {"step": timed_step, "reset": timed_reset}
+    return {"step": timed_step(timing, step, None), "reset": timed_reset}
 
 
 def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
+    """``step`` timed, sampled, stamped and shipped by
+    :func:`~envmanager.instrumentation.step_path.timed_step`; ``reset`` the same through
+    ``hierarchical_timer``; ``close`` ships the last timers once the worker's last env closes."""
     hierarchical_timer = timers.hierarchical_timer
     sampler = shipping.cpu_sampler
-    worker_timers = shipping.timers
+    stamp = shipping.stamps.append
     clock = timers.current_clock()
-
-    def timed_step(action: Any) -> Any:
-        if not timing.active:
-            return step(action)
-        with hierarchical_timer("env.step"):
-            if sampler.countdown:
-                sampler.countdown -= 1
-                result = step(action)
-            else:
-                result = sampler.measure(step, action)
-        finished_at = clock()
-        shipping.stamps.append(finished_at)
-        if finished_at >= worker_timers.quiet_until:
-            shipping.ship()
-        return result
 
     def timed_reset(*args: Any, **kwargs: Any) -> Any:
         if not timing.active:
             return reset(*args, **kwargs)
         with hierarchical_timer("env.reset"):
             result = sampler.measure(reset, *args, **kwargs)
-        shipping.stamps.append(clock())
+        stamp(clock())
         return result
 
     def timed_close(*args: Any, **kwargs: Any) -> Any:
@@ -302,4 +304,4 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             if timing.stop():
                 shipping.ship(last=True)
 
-    return {"step": timed_step, "reset": timed_reset, "close": timed_close}
+    return {"step": timed_step(timing, step, shipping), "reset": timed_reset, "close": timed_close}

@@ -70,6 +70,7 @@ __all__ = [
     "merge_gauges",
     "now",
     "plain_blocks",
+    "span_blocks",
     "reset_timers",
     "set_argument_describer",
     "set_clock",
@@ -352,14 +353,20 @@ def block_arguments() -> Any:
 
 
 
+span_blocks = False
+"""True while timing is on and the one companion watching blocks is timeline recording (as under
+``rlprof run``): a block's run is then its start and end stamps and the span
+``(name, start, end)`` that :meth:`TimerNode._exit_and_record` appends to the stack's timeline, so
+a hot path may count such a run from its own stamps too. Read it as ``timers.span_blocks``."""
+
+
 def refresh_plain_blocks() -> None:
-    """Recompute :data:`plain_blocks` after timing was switched or a block's methods swapped."""
-    global plain_blocks
-    plain_blocks = (
-        _enabled
-        and TimerNode.__enter__ is timer_node.PLAIN_ENTER
-        and TimerNode.__exit__ is timer_node.PLAIN_EXIT
-    )
+    """Recompute :data:`plain_blocks` and :data:`span_blocks` after timing was switched or a
+    block's methods swapped."""
+    global plain_blocks, span_blocks
+    plain_enter = _enabled and TimerNode.__enter__ is timer_node.PLAIN_ENTER
+    plain_blocks = plain_enter and TimerNode.__exit__ is timer_node.PLAIN_EXIT
+    span_blocks = plain_enter and TimerNode.__exit__ is TimerNode._exit_and_record
 
 
 def enable() -> None:

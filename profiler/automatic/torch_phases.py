@@ -127,7 +127,6 @@ _module_call: Any = None  # what Module.__call__ is while installed: the C gate 
 # Per module, by id: (a weak reference to it, its block name with grad, without). A plain dict,
 # not a WeakKeyDictionary: its get is a Python call that makes a weak reference every time.
 _names: dict[int, tuple[Any, str, str]] = {}
-_method_names: dict[tuple[type, str], tuple[str, str]] = {}
 # Code objects by id (held, so that no other code takes the id): a code object's own hash reads
 # its constants and names at each lookup, an int's is free.
 _callers_read: dict[int, Any] = {}  # the callers whose frames were read once
@@ -220,7 +219,6 @@ def uninstall_torch_phases() -> None:
     _close_update(_state)
     _state.training = False
     _callers_read.clear()
-    _method_names.clear()
     _learning_methods.clear()
 
 
@@ -408,10 +406,9 @@ def _model_method_of(frame: FrameType) -> tuple[Any, type, str] | None:
 
 
 def _method_block_names(cls: type, name: str) -> tuple[str, str]:
-    names = _method_names.get((cls, name))
-    if names is None:
-        names = _method_names[(cls, name)] = (f"{cls.__name__}.{name}", f"{cls.__name__}.{name}{NO_GRAD_SUFFIX}")
-    return names
+    """The block names of a model method on ``cls``, with grad and without (each wrapper keeps
+    them per class: see :func:`_timed_method`)."""
+    return f"{cls.__name__}.{name}", f"{cls.__name__}.{name}{NO_GRAD_SUFFIX}"
 
 
 def _timed_method(method: Any, name: str) -> Any:

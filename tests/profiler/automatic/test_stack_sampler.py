@@ -78,7 +78,9 @@ def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_
         sampler.stop()
     lines = {place["line"]: place["samples"] for place in sampler.section()["places"]
              if place["file"] == str(script) and place["function"] == "<module>"}
-    assert set(lines) >= {6, 8} and set(lines) <= {5, 6, 7, 8}
+    # The sampler runs from before the module's first line, so a loaded machine may also catch its
+    # prologue (lines 2 to 4): every line named must still be one the module ran.
+    assert set(lines) >= {6, 8} and set(lines) <= {2, 3, 4, 5, 6, 7, 8}
     assert lines[6] >= SAMPLES - 3 and lines[8] >= SAMPLES - 3
 
 

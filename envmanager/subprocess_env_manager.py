@@ -90,6 +90,11 @@ class _State(Enum):
     WAITING_CALL = "call"
 
 
+# The states a step sets and tests, read once: in Python 3.11 a member read off its Enum class
+# goes through EnumType.__getattr__, about what a Python call costs, three times a step.
+_IDLE, _WAITING_STEP = _State.DEFAULT, _State.WAITING_STEP
+
+
 def _nothing_to_cancel() -> None:
     pass
 
@@ -269,6 +274,10 @@ class SubprocessEnvManager(VectorEnv):
             self._profiling.workers_stopped()
             self.closed = True
             raise
+        # What a step returns, without a method of ours in between (a call less every step).
+        self._step_results: Callable[[], VectorStepResult] = functools.partial(
+            self._batch.step_result, self._pool.workers
+        )
         self._cancel_close_at_exit = close_at_exit(self)
         self._stop_live_view = start_live_view(live_view, self._profiling.enabled, self._profiling.timer_stack)
         self._failures: list[tuple[WorkerHandle, RemoteFailure]] = []
@@ -458,7 +467,7 @@ class SubprocessEnvManager(VectorEnv):
         """Step every sub-env with its action and batch the results."""
         profiling = self._profiling
         step_block = profiling.step_block
-        if self.closed or self._state is not _State.DEFAULT:
+        if self.closed or self._state is not _IDLE:
             self._check_step_allowed()  # raises
         if step_block is None:  # not profiled: nothing to time
             self._send_step(actions)
@@ -466,7 +475,7 @@ class SubprocessEnvManager(VectorEnv):
                 self._pool.wait(self._pool.workers, self.timeout, "step_wait")
                 return self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
-                self._state = _State.DEFAULT
+                self._state = _IDLE
         clock = self._open_step(step_block)
         if clock is None:  # paused, or a companion watches every block: `with` blocks then
             with profiling.block("env_manager.step"):
@@ -486,7 +495,7 @@ class SubprocessEnvManager(VectorEnv):
                 waited = clock()
                 results = self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
-                self._state = _State.DEFAULT
+                self._state = _IDLE
         except BaseException:
             step_block.fail(sent, waited)
             raise
@@ -514,8 +523,18 @@ class SubprocessEnvManager(VectorEnv):
             )
 
     def _send_step(self, actions: ActType) -> None:
+        buffers = self._step_buffers
+        # Every worker's actions in shared memory and one wake-up each, where nothing else is
+        # to say (the common step: see WorkerPool.send_step_wakeups); else a body per worker.
+        if buffers is not None and buffers.fits(actions) and nvtx_bridge.nvtx_settings() is self._nvtx_sent:
+            self._failures = []
+            if self._pool.send_step_wakeups(buffers.actions, actions):
+                if self._batch.values_in_body:
+                    self._batch.values_in_body = []
+                self._state = _WAITING_STEP
+                return
         self._send_to_all(protocol.STEP, self._batch.split_actions(actions, self._pool.workers), "step")
-        self._state = _State.WAITING_STEP
+        self._state = _WAITING_STEP
 
     def step_wait(
         self, timeout: float | None = None
@@ -537,9 +556,6 @@ class SubprocessEnvManager(VectorEnv):
         profiling.record_step(self._pool.ready_at, waiting_since)
         profiling.sample_resources(self._pool.workers)
         return results
-
-    def _step_results(self) -> VectorStepResult:
-        return self._batch.step_result(self._pool.workers)
 
     def _on_step_reply(self, handle: WorkerHandle, ok: bool, body: Any) -> None:
         self._unreported_steps[handle.index] += 1  # until a payload reports it
@@ -669,12 +685,16 @@ class SubprocessEnvManager(VectorEnv):
             with self._profiling.block("receive_results"):
                 return self._receive_replies(what.removesuffix("_wait"), on_reply, results)
         finally:
-            self._state = _State.DEFAULT
+            self._state = _IDLE
 
     def _receive_replies(self, call: str, on_reply: Callable, results: Callable[[], _T]) -> _T:
         """Read the replies the wait found ready, replace the workers that died, raise the
         envs' failures, and return ``results()``."""
-        for handle in self._pool.collect(self._pool.workers, on_reply):
+        if call == "step" and self._step_buffers is not None:  # wake-ups taken as on_reply takes them
+            dead = self._pool.collect(self._pool.workers, on_reply, self._unreported_steps, self._batch.worker_infos)
+        else:
+            dead = self._pool.collect(self._pool.workers, on_reply)
+        for handle in dead:
             self._replace(handle, call, self._reset_bodies[handle.index] if call == "reset" else None)
             if call == "step":
                 self._batch.cut_short(handle.envs)

@@ -37,14 +37,18 @@
 #include <string.h>
 #include <math.h>
 
-#include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
+#include "_slots_and_clock.h"
+
+#if PY_VERSION_HEX < 0x030B0000
+#define PyFloat_Unpack8 _PyFloat_Unpack8  /* public from Python 3.11 */
+#endif  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
 /* The interface version: timed_calls.py's STEP_CORE_VERSION, which must equal it for the module
  * to be used. Raise both together whenever this file changes what Python sees (a function added,
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 2
+#define STEP_CORE_VERSION 3
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -946,6 +950,211 @@ configure_steps(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The trainer's reading of a step's wake-up replies: envmanager/transport/wakeup_replies.py holds
+ * the reference, take_wakeups_in_python, and says what is taken and what is left. A handle's
+ * slots are read at their offsets when it is the type seen last (WorkerHandle), by name else. */
+enum { HANDLE_INDEX, HANDLE_AWAITING, HANDLE_OUTSTANDING, HANDLE_READ_AHEAD, HANDLE_FIELDS };
+static const char *handle_field_names[HANDLE_FIELDS] = {"index", "awaiting", "outstanding", "read_ahead"};
+static PyObject *handle_field_strings[HANDLE_FIELDS];
+static Py_ssize_t handle_offsets[HANDLE_FIELDS];
+static PyTypeObject *handle_type = NULL;     /* the type whose offsets handle_offsets holds */
+static char wakeup_frame_start[8];            /* protocol.STEP_REPLY_FRAME_START */
+static Py_ssize_t wakeup_frame_start_size = -1;
+static Py_ssize_t wakeup_size = -1;           /* FRAMED_STEP_REPLY_SIZE */
+static double wakeup_max_seconds = 0.0;       /* payload.MAX_SECONDS: a stamp at or past it is no clock's */
+
+/* configure_wakeups(frame_start, fields_size, max_seconds): the wake-up's framed bytes. */
+static PyObject *
+configure_wakeups(PyObject *module, PyObject *args)
+{
+    const char *start;
+    Py_ssize_t start_size, fields_size;
+    double max_seconds;
+    if (!PyArg_ParseTuple(args, "y#nd:configure_wakeups", &start, &start_size, &fields_size, &max_seconds)) {
+        return NULL;
+    }
+    /* The reply's fields after the start: a sequence number (int64) then the stamp (double). */
+    if (start_size < 1 || start_size > (Py_ssize_t)sizeof(wakeup_frame_start) || fields_size != 16) {
+        PyErr_SetString(PyExc_ValueError, "configure_wakeups() takes a frame start of 1 to 8 bytes and 16 bytes of fields");
+        return NULL;
+    }
+    memcpy(wakeup_frame_start, start, start_size);
+    wakeup_frame_start_size = start_size;
+    wakeup_size = start_size + fields_size;
+    wakeup_max_seconds = max_seconds;
+    Py_RETURN_NONE;
+}
+
+/* Whether the handle's slots can be read at offsets: its type is the one seen last, or is now. */
+static int
+handle_by_offsets(PyObject *handle)
+{
+    PyTypeObject *type = Py_TYPE(handle);
+    if (type == handle_type) {
+        return 1;
+    }
+    Py_ssize_t offsets[HANDLE_FIELDS];
+    for (int field = 0; field < HANDLE_FIELDS; field++) {
+        if ((offsets[field] = slot_offset(type, handle_field_names[field])) < 0) {
+            PyErr_Clear();  /* not slots of that kind: read by name */
+            return 0;
+        }
+    }
+    memcpy(handle_offsets, offsets, sizeof(offsets));
+    Py_INCREF(type);
+    Py_XSETREF(handle_type, type);
+    return 1;
+}
+
+/* handle.<field> as a new reference. */
+static PyObject *
+handle_get(PyObject *handle, int by_offsets, int field)
+{
+    if (by_offsets) {
+        PyObject *value = get_slot(handle, handle_offsets[field], handle_field_names[field]);
+        Py_XINCREF(value);
+        return value;
+    }
+    return PyObject_GetAttr(handle, handle_field_strings[field]);
+}
+
+/* handle.<field> = value (a borrowed reference). */
+static int
+handle_set(PyObject *handle, int by_offsets, int field, PyObject *value)
+{
+    if (by_offsets) {
+        Py_INCREF(value);
+        set_slot(handle, handle_offsets[field], value);
+        return 0;
+    }
+    return PyObject_SetAttr(handle, handle_field_strings[field], value);
+}
+
+/* Whether value == number, as Python's == says (-1: an error); an int is its small int here. */
+static int
+equals(PyObject *value, PyObject *number)
+{
+    return value == number ? 1 : PyObject_RichCompareBool(value, number, Py_EQ);
+}
+
+/* The stamp of a read-ahead that is exactly a step's wake-up, in *stamp: 1; 0 if it is not one. */
+static int
+wakeup_stamp(PyObject *start, double *stamp)
+{
+    const char *bytes;
+    Py_ssize_t size;
+    if (PyBytes_CheckExact(start)) {
+        bytes = PyBytes_AS_STRING(start);
+        size = PyBytes_GET_SIZE(start);
+    }
+    else if (PyByteArray_CheckExact(start)) {
+        bytes = PyByteArray_AS_STRING(start);
+        size = PyByteArray_GET_SIZE(start);
+    }
+    else {
+        return 0;
+    }
+    if (size != wakeup_size || memcmp(bytes, wakeup_frame_start, wakeup_frame_start_size) != 0) {
+        return 0;
+    }
+    *stamp = PyFloat_Unpack8(bytes + wakeup_frame_start_size + 8, 1);
+    return *stamp == -1.0 && PyErr_Occurred() ? -1 : 1;
+}
+
+/* list[index] += 1, for any sequence as Python would do it. */
+static int
+add_one_at(PyObject *counts, PyObject *index)
+{
+    PyObject *count = PyObject_GetItem(counts, index);
+    PyObject *more = count == NULL ? NULL : PyNumber_Add(count, one);
+    Py_XDECREF(count);
+    if (more == NULL) {
+        return -1;
+    }
+    int failed = PyObject_SetItem(counts, index, more);
+    Py_DECREF(more);
+    return failed;
+}
+
+/* take_wakeups(targets, ready_at, counted, cleared): see wakeup_replies.take_wakeups_in_python. */
+static PyObject *
+take_wakeups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "take_wakeups() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (wakeup_size < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "configure_wakeups() must run first");
+        return NULL;
+    }
+    PyObject *ready_at = args[1], *counted = args[2], *cleared = args[3];
+    PyObject *targets = PySequence_Fast(args[0], "take_wakeups() takes a sequence of handles");
+    PyObject *left = targets == NULL ? NULL : PyList_New(0);
+    if (left == NULL) {
+        Py_XDECREF(targets);
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(targets);
+    for (Py_ssize_t position = 0; position < count; position++) {
+        PyObject *handle = PySequence_Fast_GET_ITEM(targets, position);
+        int by_offsets = handle_by_offsets(handle);
+        PyObject *value = handle_get(handle, by_offsets, HANDLE_AWAITING);
+        int idle = value == NULL ? -1 : equals(value, zero);
+        Py_XDECREF(value);
+        if (idle != 0) {
+            if (idle < 0) {
+                goto error;
+            }
+            continue;
+        }
+        PyObject *start = handle_get(handle, by_offsets, HANDLE_READ_AHEAD);
+        if (start == NULL) {
+            goto error;
+        }
+        int taken = 0;
+        if (start != Py_None) {
+            value = handle_get(handle, by_offsets, HANDLE_OUTSTANDING);
+            int owes_one = value == NULL ? -1 : equals(value, one);
+            Py_XDECREF(value);
+            double stamp = 0.0;
+            int is_wakeup = owes_one == 1 ? wakeup_stamp(start, &stamp) : owes_one;
+            if (is_wakeup < 0) {
+                Py_DECREF(start);
+                goto error;
+            }
+            taken = is_wakeup && stamp >= 0.0 && stamp < wakeup_max_seconds;
+            if (taken) {
+                PyObject *index = handle_get(handle, by_offsets, HANDLE_INDEX);
+                PyObject *stamp_object = index == NULL ? NULL : PyFloat_FromDouble(stamp);
+                int failed = stamp_object == NULL
+                    || handle_set(handle, by_offsets, HANDLE_READ_AHEAD, Py_None) < 0
+                    || handle_set(handle, by_offsets, HANDLE_OUTSTANDING, zero) < 0
+                    || handle_set(handle, by_offsets, HANDLE_AWAITING, zero) < 0
+                    || PyObject_SetItem(ready_at, index, stamp_object) < 0
+                    || add_one_at(counted, index) < 0
+                    || PyObject_SetItem(cleared, index, Py_None) < 0;
+                Py_XDECREF(stamp_object);
+                Py_XDECREF(index);
+                if (failed) {
+                    Py_DECREF(start);
+                    goto error;
+                }
+            }
+        }
+        Py_DECREF(start);
+        if (!taken && PyList_Append(left, handle) < 0) {
+            goto error;
+        }
+    }
+    Py_DECREF(targets);
+    return left;
+error:
+    Py_DECREF(targets);
+    Py_DECREF(left);
+    return NULL;
+}
+
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
      PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module): where their slots lie, read once.")},
@@ -954,6 +1163,11 @@ static PyMethodDef module_functions[] = {
                "close_step.")},
     {"count_whole_steps", (PyCFunction)(void (*)(void))count_whole_steps, METH_FASTCALL,
      PyDoc_STR("count_whole_steps(steps, several, bounds, workers): the critical path's count of whole steps.")},
+    {"configure_wakeups", configure_wakeups, METH_VARARGS,
+     PyDoc_STR("configure_wakeups(frame_start, fields_size, max_seconds): a step's wake-up reply, framed.")},
+    {"take_wakeups", (PyCFunction)(void (*)(void))take_wakeups, METH_FASTCALL,
+     PyDoc_STR("take_wakeups(targets, ready_at, counted, cleared): the step's wake-up replies taken; "
+               "the other awaited handles.")},
     {"open_step", open_step, METH_O, PyDoc_STR("open_step(block): PhasedBlock.open, in C.")},
     {"close_step", (PyCFunction)(void (*)(void))close_step, METH_FASTCALL,
      PyDoc_STR("close_step(block, clock, sent, waited, waiting_since, ready_at): the step's run kept.")},
@@ -990,6 +1204,10 @@ PyInit__step_core(void)
         || (fold_string = PyUnicode_InternFromString("fold")) == NULL
         || (open_string = PyUnicode_InternFromString("open")) == NULL
         || (append_string = PyUnicode_InternFromString("append")) == NULL
+        || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
+        || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL
+        || (handle_field_strings[HANDLE_OUTSTANDING] = PyUnicode_InternFromString("outstanding")) == NULL
+        || (handle_field_strings[HANDLE_READ_AHEAD] = PyUnicode_InternFromString("read_ahead")) == NULL
         || (one = PyLong_FromLong(1)) == NULL || (zero = PyLong_FromLong(0)) == NULL) {
         return NULL;
     }

@@ -57,6 +57,7 @@ from envmanager.lifetime.one_way_pipe import one_way_pipe
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import kill_process_group
 from envmanager.transport.protocol import RemoteFailure
+from envmanager.transport.wakeup_replies import NOTHING_AWAITED, take_wakeups_function
 from envmanager.transport.worker import WorkerConfig, run_worker
 from profiler.multiprocess.payload import MAX_SECONDS
 
@@ -83,7 +84,7 @@ REPLY_GRACE_SECONDS = 1.0
 # shorter wait would let the worker outlive close() (or the trainer's exit) there.
 KILLED_EXIT_SECONDS = 60.0
 
-_NOTHING_AWAITED = 0
+_NOTHING_AWAITED = NOTHING_AWAITED
 
 
 class WorkerHandle:
@@ -182,6 +183,8 @@ class WorkerPool:
         self._kept_poll_key: list[tuple[WorkerHandle, tuple[int, int]]] = []
         self._kept_poller: Any = None
         self._kept_owners: dict[int, tuple[WorkerHandle, bool]] = {}
+        # How a step's wake-up replies are taken: in C where the step path's helper is in force.
+        self._take_wakeups = take_wakeups_function()
         self._lifeline = Lifeline()
         self._death_watch = DeathWatch()
         self.permits: ConcurrencyPermits | None = None
@@ -311,6 +314,39 @@ class WorkerPool:
                 raise
         return sequence
 
+    def send_step_wakeups(self, shared_actions: Any, actions: Any) -> bool:
+        """A step whose actions all travel in shared memory: ``actions`` written into
+        ``shared_actions``, then each worker woken with a step request ``IN_SHARED_MEMORY``, as
+        :meth:`send` sends it (the same bytes, bookkeeping and faults) without a body list and an
+        encoding per worker: the trainer's step path, every step. (Each request is still written
+        by :func:`~envmanager.transport.protocol.write_message`, where the tests' Ctrl-C lands.)
+
+        False, having done nothing, unless every worker runs and owes no reply: one that owes a
+        reply to a step the trainer gave up on may yet read its rows of that step, so its
+        actions travel in its message (:meth:`send` then, see ``StepBatch.split_actions``).
+        """
+        workers = self.workers
+        for handle in workers:
+            if handle.outstanding or handle.requests is None:
+                return False
+        shared_actions[...] = actions
+        self._sequence += 1
+        sequence = self._sequence
+        request, write_message, ready_at = protocol.step_wakeup(sequence), protocol.write_message, self.ready_at
+        for handle in workers:
+            ready_at[handle.index] = None
+            try:
+                # Counted before it is written: once a byte is out, the worker may answer.
+                handle.awaiting = sequence
+                handle.outstanding += 1
+                write_message(handle.request_fd, request)
+            except (BrokenPipeError, ConnectionResetError):
+                self._bury(handle)
+            except BaseException as exc:
+                self._cut_off(handle, exc, mid_reply=False)
+                raise
+        return True
+
     def wait(self, targets: list[WorkerHandle], timeout: float | None, what: str) -> None:
         """Block until every target's reply can be read or the target has died.
 
@@ -404,12 +440,27 @@ class WorkerPool:
             raise
         return True
 
-    def collect(self, targets: list[WorkerHandle], on_reply: ReplyHandler) -> list[WorkerHandle]:
+    def collect(
+        self,
+        targets: list[WorkerHandle],
+        on_reply: ReplyHandler,
+        wakeups_counted: list[int] | None = None,
+        wakeups_cleared: list[Any] | None = None,
+    ) -> list[WorkerHandle]:
         """Read the replies :meth:`wait` found ready, in worker order; return the dead targets.
 
-        ``on_reply(handle, ok, body)`` decodes each reply.
+        ``on_reply(handle, ok, body)`` decodes each reply. A step's wake-up replies (its results
+        in shared memory, no timers) that the wait read whole are taken first, without a call,
+        when ``wakeups_counted`` is given: each one's worker gains one in ``wakeups_counted`` and
+        has its entry in ``wakeups_cleared`` set to None, what ``on_reply`` does for one (the
+        manager's steps not yet reported, the step's infos); see
+        :mod:`envmanager.transport.wakeup_replies`.
         """
-        for handle in targets:
+        if wakeups_counted is not None and self.worker_clock_shared:
+            targets_left = self._take_wakeups(targets, self.ready_at, wakeups_counted, wakeups_cleared)
+        else:
+            targets_left = targets
+        for handle in targets_left:
             if handle.awaiting != _NOTHING_AWAITED:
                 self._receive(handle, on_reply)
         for handle in targets:

@@ -82,6 +82,7 @@ travel in the body, for the trainer to report).
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import pickle
@@ -117,6 +118,10 @@ __all__ = [
     "read_only_message",
     "READ_SIZE",
     "MessageReader",
+    "step_wakeup",
+    "FRAMED_STEP_REPLY_SIZE",
+    "STEP_REPLY_FRAME_START",
+    "STEP_REPLY_FIELDS",
 ]
 
 # Plain ints rather than an Enum: an Enum member pickles as a class reference plus a value.
@@ -169,6 +174,20 @@ _STEP_REQUEST_TAG = b"S"
 _STEP_REPLY_TAG = b"R"
 _STEP_REQUEST_FIRST = _STEP_REQUEST_TAG[0]
 _STEP_REPLY_FIRST = _STEP_REPLY_TAG[0]
+
+
+# A step reply's wake-up framed as write_message frames it, for the trainer's step in shared
+# memory (:meth:`envmanager.transport.pool.WorkerPool.collect`): recognised by its first five
+# bytes and read in one call, without read_only_message's and decode's.
+STEP_REPLY_FRAME_START = struct.pack("!i", _STEP_REPLY.size) + _STEP_REPLY_TAG
+FRAMED_STEP_REPLY_SIZE = 4 + _STEP_REPLY.size
+STEP_REPLY_FIELDS = struct.Struct("<qd")  # (sequence, finished_at), after the frame's start
+
+
+# ``step_wakeup(sequence)``: what :func:`encode` makes of ``(sequence, STEP, IN_SHARED_MEMORY)``,
+# without its tests (and, as a partial, without a Python call): the request of a step whose
+# actions are all in shared memory, the same for every worker.
+step_wakeup: Callable[[int], bytes] = functools.partial(_STEP_REQUEST.pack, _STEP_REQUEST_TAG)
 
 
 def encode(message: Request | Reply) -> bytes:

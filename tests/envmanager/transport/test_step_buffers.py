@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -46,24 +47,31 @@ ACTION_SPACES = {
 
 @contextmanager
 def pipe_messages() -> Iterator[tuple[list[int], list[int]]]:
-    """The sizes of the messages this thread writes to and reads from worker pipes, recorded
-    from inside :mod:`envmanager.transport.protocol` while the block runs."""
+    """The sizes of the messages this thread writes to and reads from worker pipes while the
+    block runs: a request as :mod:`envmanager.transport.protocol`'s ``write_message`` is handed
+    it, a reply as it comes off the pipe (``os.read`` watched: the trainer reads a small reply
+    whole, header and all, in one read, and takes a step's wake-up without decoding it)."""
     sent: list[int] = []
     received: list[int] = []
+    header = 4
+    real_read, thread = os.read, threading.get_ident()
+
+    def read_watched(fd: int, size: int) -> bytes:
+        data = real_read(fd, size)
+        if threading.get_ident() == thread and len(data) > header:
+            received.append(len(data) - header)
+        return data
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
-        if frame.f_code.co_filename != protocol.__file__:
-            return
-        name = frame.f_code.co_name
-        if event == "call" and name == "write_message":
+        if event == "call" and frame.f_code.co_name == "write_message" and frame.f_code.co_filename == protocol.__file__:
             sent.append(len(frame.f_locals["data"]))
-        elif event == "return" and name in ("read_message", "read_only_message") and arg is not None:
-            received.append(len(arg))
 
     sys.setprofile(hook)
+    os.read = read_watched
     try:
         yield sent, received
     finally:
+        os.read = real_read
         sys.setprofile(None)
 
 

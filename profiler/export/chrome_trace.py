@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from itertools import islice
+from operator import itemgetter
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from profiler.export.aggregate_timeline import synthesize_timeline
@@ -244,7 +245,7 @@ def _span_events(
             yield [_span_event(pid, tid, start, end, span, device_means.get(span[0]))
                    for start, end, span in nested[first:first + EVENTS_PER_WRITE]]
         return
-    names = {name: strict_json.dumps(name) for name in {span[0] for _, _, span in nested}}
+    names = {name: strict_json.dumps(name) for name in set(map(itemgetter(0), thread.get("spans", [])))}
     # The same text as the dict's keys in this order would get from the encoder.
     place = f'"pid":{strict_json.dumps(pid)},"tid":{strict_json.dumps(tid)}}}'
     fractions = MICROSECOND_FRACTIONS

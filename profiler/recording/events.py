@@ -240,8 +240,8 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
             {
                 "tid": tid,
                 "name": other.thread_name,
-                # A span without details (nearly all) needs only list(): timeline_row's call per
-                # span was most of the time taken here.
+                # A span without details (nearly all) needs only list(), not a call of
+                # timeline_row: this runs once per span of the run.
                 "spans": [timeline_row(span) if isinstance(span[-1], tuple) else list(span)
                           for span in tuple(timeline.spans)],
                 "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],

@@ -103,11 +103,13 @@ def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
     last = _last_outermost
     if last is not None and last[0] is spans and last[1] == len(spans):
         return list(last[2])
-    ordered = sorted(((span[0], span[1], span[2]) for span in spans), key=lambda span: (span[1], -span[2]))
+    # Plain tuples (start, -end, position, name) sort without a key function's call per span; the
+    # position keeps tied spans in their recorded order, as a stable sort by (start, -end) would.
+    ordered = sorted([(span[1], -span[2], position, span[0]) for position, span in enumerate(spans)])
     outermost: list[tuple[str, float, float]] = []
-    for span in ordered:
-        if not outermost or span[1] >= outermost[-1][2]:
-            outermost.append(span)
+    for start, negative_end, _, name in ordered:
+        if not outermost or start >= outermost[-1][2]:
+            outermost.append((name, start, -negative_end))
     _last_outermost = (spans, len(spans), outermost)
     return list(outermost)
 

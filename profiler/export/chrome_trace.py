@@ -21,6 +21,8 @@ https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU
 from __future__ import annotations
 
 import math
+from itertools import islice
+from operator import itemgetter
 from typing import Any, BinaryIO, Iterable, Iterator
 
 from profiler.export.aggregate_timeline import synthesize_timeline
@@ -46,7 +48,7 @@ def to_chrome_trace(tree: dict[str, Any]) -> dict[str, Any]:
     For a long run, :func:`write_chrome_trace` writes the same document without building it.
     """
     timeline, other_data = _timeline_and_other_data(tree)
-    events = list(_trace_events(tree, timeline))
+    events = [event for chunk in _trace_events(tree, timeline) for event in chunk]
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other_data}
 
 
@@ -59,21 +61,21 @@ def write_chrome_trace(tree: dict[str, Any], output: BinaryIO) -> None:
     """Write :func:`to_chrome_trace`'s document to ``output`` as compact strict JSON, in pieces.
 
     A long recorded run has millions of spans; built whole, as event dicts and then as one string,
-    its trace took four times the memory of the loaded file. Written in batches of
+    its trace took four times the memory of the loaded file. Written in batches of about
     :data:`EVENTS_PER_WRITE` events, the trace never exists whole in memory. The bytes are those
     of ``strict_json.dumps(to_chrome_trace(tree), separators=(",", ":"))``.
 
     A plain span (no details, no device time) is formatted as text directly rather than built as a
     dict for the JSON encoder: spans are nearly all of a trace, and this was most of the time
-    ``rlprof run`` spends writing its files after the program ends (``benchmarks/run_overhead.py``).
+    ``rlprof run`` spends writing its files after the program ends (``benchmarks/exit_span_cost.py``).
     """
     timeline, other_data = _timeline_and_other_data(tree)
     output.write(b'{"traceEvents":[')
     batch: list[str] = []
     first_batch = True
-    for text in _trace_events(tree, timeline, as_text=True):
-        batch.append(text)
-        if len(batch) == EVENTS_PER_WRITE:
+    for chunk in _trace_events(tree, timeline, as_text=True):
+        batch.extend(chunk)
+        if len(batch) >= EVENTS_PER_WRITE:
             _write_batch(output, batch, first_batch)
             batch.clear()
             first_batch = False
@@ -104,13 +106,15 @@ def _timeline_and_other_data(tree: dict[str, Any]) -> tuple[dict[str, Any], dict
     return timeline, other_data
 
 
-def _trace_events(tree: dict[str, Any], timeline: dict[str, Any], as_text: bool = False) -> Iterator[Any]:
-    """The trace's events in order: as dicts, or with ``as_text`` as their compact JSON texts."""
+def _trace_events(tree: dict[str, Any], timeline: dict[str, Any], as_text: bool = False) -> Iterator[list[Any]]:
+    """The trace's events in order, in lists of at most :data:`EVENTS_PER_WRITE`: as dicts, or
+    with ``as_text`` as their compact JSON texts (lists, not one event at a time: a generator's
+    step per span was a good part of the trace's time)."""
     memory = _memory_on_timeline_clock(tree, timeline)
     clock = _TraceClock(timeline, memory)
     several_hosts = len({process.get("host") for process in timeline["processes"]}) > 1
     device_means = _device_means(tree)
-    other_events = _event_texts if as_text else iter
+    other_events = _event_texts if as_text else _in_chunks
     for sort_index, process in enumerate(timeline["processes"]):
         means = {name: mean for (process_name, name), mean in device_means.items()
                  if process_name == process.get("name")}
@@ -124,9 +128,15 @@ def _trace_events(tree: dict[str, Any], timeline: dict[str, Any], as_text: bool 
     yield from other_events(_memory_events(memory, timeline, clock))
 
 
-def _event_texts(events: Iterable[Event]) -> Iterator[str]:
-    for event in events:
-        yield strict_json.dumps(event, separators=(",", ":"))
+def _in_chunks(events: Iterable[Any]) -> Iterator[list[Any]]:
+    iterator = iter(events)
+    while chunk := list(islice(iterator, EVENTS_PER_WRITE)):
+        yield chunk
+
+
+def _event_texts(events: Iterable[Event]) -> Iterator[list[str]]:
+    for chunk in _in_chunks(events):
+        yield [strict_json.dumps(event, separators=(",", ":")) for event in chunk]
 
 
 def _device_means(tree: dict[str, Any]) -> dict[tuple[str, str], float]:
@@ -222,36 +232,61 @@ def _thread_name_event(process: dict[str, Any], thread: dict[str, Any]) -> Event
 
 def _span_events(
     pid: int, thread: dict[str, Any], clock: _TraceClock, device_means: dict[str, float], as_text: bool
-) -> Iterator[Any]:
-    """A thread's spans as ``X`` events, in nesting order; with ``as_text``, as their JSON texts,
-    a plain span's formatted here (the same text the JSON encoder gives its dict: floats by
-    ``repr``, the name by the strict encoder, once per name)."""
+) -> Iterator[list[Any]]:
+    """A thread's spans as ``X`` events, in nesting order, in lists of at most
+    :data:`EVENTS_PER_WRITE`; with ``as_text``, as their JSON texts, a plain span's formatted here
+    (the same text the JSON encoder gives its dict: the name by the strict encoder, once per name;
+    the microseconds as ``repr`` of ``nanoseconds / 1000`` writes them, from the integer, see
+    :data:`MICROSECOND_FRACTIONS`)."""
     tid = thread["tid"]
-    names: dict[str, str] = {}
+    nested = _nested_in_order(thread.get("spans", []), clock)
+    if not as_text:
+        for first in range(0, len(nested), EVENTS_PER_WRITE):
+            yield [_span_event(pid, tid, start, end, span, device_means.get(span[0]))
+                   for start, end, span in nested[first:first + EVENTS_PER_WRITE]]
+        return
+    names = {name: strict_json.dumps(name) for name in set(map(itemgetter(0), thread.get("spans", [])))}
     # The same text as the dict's keys in this order would get from the encoder.
     place = f'"pid":{strict_json.dumps(pid)},"tid":{strict_json.dumps(tid)}}}'
-    for start, end, span in _nested_in_order(thread.get("spans", []), clock):
-        name = span[0]
-        mean = device_means.get(name)
-        if as_text and len(span) == 3 and mean is None:
-            name_text = names.get(name)
-            if name_text is None:
-                name_text = names[name] = strict_json.dumps(name)
-            yield f'{{"name":{name_text},"ph":"X","ts":{start / 1000!r},"dur":{(end - start) / 1000!r},{place}'
-            continue
-        event: Event = {
-            "name": name,
-            "ph": "X",
-            "ts": _microseconds(start),
-            "dur": _microseconds(end - start),
-            "pid": pid,
-            "tid": tid,
-        }
-        if len(span) > 3:
-            _add_details(event, span[3])
-        if mean is not None:
-            event.setdefault("args", {})["device time per call (mean, ms)"] = round(mean * 1000, 6)
-        yield strict_json.dumps(event, separators=(",", ":")) if as_text else event
+    fractions = MICROSECOND_FRACTIONS
+    for first in range(0, len(nested), EVENTS_PER_WRITE):
+        yield [
+            f'{{"name":{names[span[0]]},"ph":"X","ts":{start // 1000}{fractions[start % 1000]},'
+            f'"dur":{(duration := end - start) // 1000}{fractions[duration % 1000]},{place}'
+            if len(span) == 3 and end < EXACT_MICROSECONDS_BELOW and span[0] not in device_means
+            else strict_json.dumps(_span_event(pid, tid, start, end, span, device_means.get(span[0])),
+                                   separators=(",", ":"))
+            for start, end, span in nested[first:first + EVENTS_PER_WRITE]
+        ]
+
+
+MICROSECOND_FRACTIONS = tuple(".0" if count == 0 else f".{count:03d}".rstrip("0") for count in range(1000))
+"""How ``repr(nanoseconds / 1000)`` ends, by ``nanoseconds % 1000``: ``.0``, ``.001``, ``.01``...
+
+Below :data:`EXACT_MICROSECONDS_BELOW` a float's spacing is under a thousandth, so the decimal
+``nanoseconds / 1000`` written out exactly is the shortest text that reads back as that float, the
+one ``repr`` writes: ``f"{n // 1000}{MICROSECOND_FRACTIONS[n % 1000]}"`` equals it. Two integer
+operations and a look-up cost half of ``repr``'s float-to-decimal conversion, twice per span."""
+
+EXACT_MICROSECONDS_BELOW = 10**15
+"""Nanoseconds (11.6 days from the run's start) below which :data:`MICROSECOND_FRACTIONS` holds:
+a float's spacing stays under a thousandth up to 2**43 (8.8e12) microseconds."""
+
+
+def _span_event(pid: int, tid: int, start: int, end: int, span: list[Any], mean: float | None) -> Event:
+    event: Event = {
+        "name": span[0],
+        "ph": "X",
+        "ts": _microseconds(start),
+        "dur": _microseconds(end - start),
+        "pid": pid,
+        "tid": tid,
+    }
+    if len(span) > 3:
+        _add_details(event, span[3])
+    if mean is not None:
+        event.setdefault("args", {})["device time per call (mean, ms)"] = round(mean * 1000, 6)
+    return event
 
 
 def _instant_events(pid: int, thread: dict[str, Any], clock: _TraceClock) -> Iterator[Event]:
@@ -294,32 +329,34 @@ def _add_details(event: Event, details: dict[str, Any]) -> None:
         event["args"] = {**event.get("args", {}), **arguments}
 
 
-def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> Iterator[tuple[int, int, Any]]:
-    """Yield ``(start, end, span)`` in nanoseconds, parents first, each child trimmed to end
-    within its parent.
+def _nested_in_order(spans: list[list[Any]], clock: _TraceClock) -> list[tuple[int, int, Any]]:
+    """``(start, end, span)`` in nanoseconds, parents first, each child trimmed to end within its
+    parent.
 
     Sorting by start, then by *descending* end, puts an enclosing span before the spans it
     encloses; a stack of the open spans' ends then finds each span's parent. The sort runs on
     plain tuples ``(start, -end, position, span)`` rather than with a key function, which would
-    build a second tuple per span: a thread can hold millions.
+    build a second tuple per span: a thread can hold millions. The result takes their places.
     """
     origin = clock.origin
-    ordered = []
-    for position, span in enumerate(spans):
-        # clock.nanoseconds, inline: this loop runs once per span of the run.
-        start = round((span[1] - origin) * NANOSECONDS_PER_SECOND)
-        end = round((span[2] - origin) * NANOSECONDS_PER_SECOND)
-        ordered.append((start, -(end if end > start else start), position, span))
+    # clock.nanoseconds, inline: this runs once per span of the run.
+    ordered: list[Any] = [
+        ((start := round((span[1] - origin) * NANOSECONDS_PER_SECOND)),
+         -(end if (end := round((span[2] - origin) * NANOSECONDS_PER_SECOND)) > start else start),
+         position, span)
+        for position, span in enumerate(spans)
+    ]
     ordered.sort()
     open_ends: list[int] = []
-    for start, negative_end, _, span in ordered:
+    for index, (start, negative_end, _, span) in enumerate(ordered):
         end = -negative_end
         while open_ends and open_ends[-1] <= start:
             open_ends.pop()
         if open_ends and end > open_ends[-1]:
             end = open_ends[-1]
         open_ends.append(end)
-        yield start, end, span
+        ordered[index] = (start, end, span)
+    return ordered
 
 
 def _gauge_events(tree: dict[str, Any], timeline: dict[str, Any], clock: _TraceClock) -> list[Event]:

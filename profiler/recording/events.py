@@ -240,7 +240,10 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
             {
                 "tid": tid,
                 "name": other.thread_name,
-                "spans": [timeline_row(span) for span in tuple(timeline.spans)],
+                # A span without details (nearly all) needs only list(), not a call of
+                # timeline_row: this runs once per span of the run.
+                "spans": [timeline_row(span) if isinstance(span[-1], tuple) else list(span)
+                          for span in tuple(timeline.spans)],
                 "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
             }
         )

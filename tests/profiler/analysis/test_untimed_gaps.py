@@ -8,7 +8,7 @@ import json
 import pytest
 
 from profiler.analysis.analyze import analyze_run, render_analysis
-from profiler.analysis.untimed_gaps import untimed_gaps
+from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
 from profiler.tree.timer_json import normalize_timing_tree
 
 
@@ -55,6 +55,12 @@ def test_the_long_gaps_are_between_rollouts_less_the_update_block():
 def test_the_rest_of_the_untimed_time_is_elsewhere():
     gaps = untimed_gaps(loop_tree())
     assert gaps.elsewhere == pytest.approx(5.0)
+
+
+def test_the_outermost_spans_are_those_no_other_holds_the_first_recorded_of_a_tie_kept():
+    spans = [["inner", 1.0, 2.0], ["outer", 0.5, 3.0], ["twin a", 4.0, 5.0], ["twin b", 4.0, 5.0],
+             ["after", 5.0, 6.0], ["inside after", 5.0, 5.5]]
+    assert outermost_spans(spans) == [("outer", 0.5, 3.0), ("twin a", 4.0, 5.0), ("after", 5.0, 6.0)]
 
 
 def test_a_timeline_read_again_after_more_steps_were_added_is_split_afresh():

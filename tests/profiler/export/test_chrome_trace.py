@@ -333,3 +333,27 @@ def test_without_a_timeline_a_domain_block_still_gets_its_category(fake_clock):
                  if event["name"] == "update"]
     assert update["cat"] == "rl"
     assert update["args"]["count"] == 1
+
+
+def test_a_plain_span_s_microseconds_are_written_as_the_encoder_writes_them(run_with_timeline, strict_json):
+    # Every thousandth of a microsecond, then times beyond the range the integer formatting covers.
+    trainer = run_with_timeline["timeline"]["processes"][0]["threads"][0]
+    origin = min(span[1] for span in trainer["spans"])
+    trainer["spans"] += [["fraction", origin + count * 1.001e-9, origin + count * 2.003e-9] for count in range(1000)]
+    trainer["spans"] += [["days later", origin + days * 86_400.0, origin + days * 86_400.0 + 0.123456789]
+                         for days in (11.5, 11.6, 12.0, 105.0, 2e4)]
+    output = io.BytesIO()
+    write_chrome_trace(run_with_timeline, output)
+    assert output.getvalue().decode() == dumps(to_chrome_trace(run_with_timeline), separators=(",", ":"))
+
+
+def test_the_microsecond_fractions_give_repr_s_text_below_their_bound():
+    import random
+
+    from profiler.export.chrome_trace import EXACT_MICROSECONDS_BELOW, MICROSECOND_FRACTIONS
+
+    randomly = random.Random(23)
+    counts = [*range(3000), EXACT_MICROSECONDS_BELOW - 1, *(EXACT_MICROSECONDS_BELOW - count for count in range(1, 2000)),
+              *(randomly.randrange(EXACT_MICROSECONDS_BELOW >> shift) for shift in range(0, 50) for _ in range(400))]
+    for nanoseconds in counts:
+        assert f"{nanoseconds // 1000}{MICROSECOND_FRACTIONS[nanoseconds % 1000]}" == repr(nanoseconds / 1000)

@@ -375,3 +375,13 @@ def test_scopes_that_are_not_a_list_of_names_are_refused(tmp_path):
     path.write_text(json.dumps({"total": 1.0, "children": [{"name": "step", "scopes": "train:"}]}))
     with pytest.raises(TimerFileError, match="root/step.scopes: must be a list of scope names"):
         load_timing_tree(path)
+
+
+def test_a_span_ending_before_it_starts_is_refused_naming_the_span(tmp_path):
+    spans = [["a", 1.0, 2.0], ["b", 3.0, 2.5, {"cat": "rl"}], ["c", 4.0, 5.0]]
+    timeline = {"clock": "perf_counter", "processes": [
+        {"pid": 1, "name": "trainer", "threads": [{"tid": 1, "name": "main", "spans": spans}]}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"total": 1.0, "timeline": timeline}))
+    with pytest.raises(TimerFileError, match=r"threads\[0\].spans\[1\]: ends before it starts"):
+        load_timing_tree(path)

@@ -82,6 +82,8 @@ def is_sqlite_file(path: str | Path) -> bool:
 # is made, importing this module (which every run's timers reader does) costs less.
 @dataclass(eq=False, repr=False)
 class _Range:
+    """One NVTX range of a thread: its span, what it is, and the ranges that ran inside it."""
+
     name: str
     start: int
     end: int

@@ -113,7 +113,9 @@ class AnalyzeOptions:
         return "self" if self.ordered_by == "self" else "total"
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class UnreportedWorker:
     """A worker whose trainer saw ``steps`` steps answered that no timer payload reported."""
 

@@ -74,7 +74,9 @@ class JudgedRun(Protocol):
                 suggestion: str) -> Any: ...
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class DeviceBlock:
     """One block timed on a device: its device figures beside its host total."""
 

@@ -17,7 +17,9 @@ from profiler.analysis.text_format import format_seconds
 __all__ = ["FrameStat", "frame_stats", "frames_as_text"]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class FrameStat:
     """The frames of one frame block."""
 

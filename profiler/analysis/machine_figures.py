@@ -20,7 +20,9 @@ __all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "P
            "read_machine_figures"]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class ProcessWaits:
     """A process's time waiting for a core (run-queue delay), on a core, and alive, in seconds."""
 
@@ -36,7 +38,7 @@ class ProcessWaits:
         return min(1.0, self.run_queue_seconds / self.wall_seconds) if self.wall_seconds > 0 else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class PythonThread:
     """One Python thread of the trainer, alive at the dump."""
 
@@ -45,7 +47,7 @@ class PythonThread:
     run_queue_seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass
 class OutsideProcess:
     """A process outside the run, with the CPU time it used over the run."""
 
@@ -54,7 +56,7 @@ class OutsideProcess:
     cpu_seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass
 class MachineLoad:
     """The run's cores over the run: how busy they were, and the busiest processes outside it."""
 
@@ -65,7 +67,7 @@ class MachineLoad:
     outside_processes: tuple[OutsideProcess, ...]
 
 
-@dataclass(frozen=True)
+@dataclass
 class MachineFigures:
     """Everything :func:`read_machine_figures` found; None or empty where the file does not tell."""
 

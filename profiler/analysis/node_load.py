@@ -24,7 +24,9 @@ from profiler.analysis.worker_groups import compared_workers
 __all__ = ["NodeLoad", "judge_per_node", "read_node_loads"]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class NodeLoad:
     """One machine of the run: where it is, its cores, the workers it ran, its busy processes."""
 

@@ -36,7 +36,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class CriticalPath:
     """How often a worker's reply was the one a vector step waited for, and what that cost."""
 
@@ -52,7 +54,7 @@ class CriticalPath:
         return self.last_to_reply / self.vector_steps if self.vector_steps else 0.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class EnvTime:
     """Wall and CPU time of a worker's env work (``env.step`` and ``env.reset`` calls)."""
 
@@ -66,7 +68,7 @@ class EnvTime:
         return max(0.0, self.wall_seconds - self.cpu_seconds)
 
 
-@dataclass(frozen=True)
+@dataclass
 class WorkerMeasurements:
     """One worker: its name, its busy time in its own tree, and the optional measurements."""
 
@@ -78,7 +80,7 @@ class WorkerMeasurements:
     env_time: EnvTime | None
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunMeasurements:
     """Everything :func:`read_measurements` found; ``None`` where the file does not tell."""
 

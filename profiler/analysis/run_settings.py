@@ -19,7 +19,9 @@ __all__ = ["RunSettings", "read_run_settings"]
 _MANAGER = "SubprocessEnvManager"
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class RunSettings:
     """What the dump says of how the run was set up; None where it does not say."""
 

@@ -40,7 +40,9 @@ _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class PhaseBlock:
     """One block of a phase, summed over every place it ran in the trainer."""
 
@@ -54,7 +56,7 @@ class PhaseBlock:
         return {"block": self.name, "seconds": self.seconds, "calls": self.calls, "self_seconds": self.self_seconds}
 
 
-@dataclass(frozen=True)
+@dataclass
 class TrainingPhases:
     """What each phase took, with the blocks that make it up (costliest first)."""
 

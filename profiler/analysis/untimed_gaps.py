@@ -36,7 +36,9 @@ ROLLOUT_GAP_FACTOR = 10.0
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class UntimedGaps:
     """Untimed seconds between consecutive vector steps and between rollouts, and around them."""
 

@@ -43,7 +43,9 @@ _PIPE_WAITS = {"_recv", "_recv_bytes", "recv", "recv_bytes", "poll", "_poll", "w
 _PIPE_SENDS = {"_send", "_send_bytes", "send", "send_bytes"}
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class UntimedPlace:
     """One place the trainer's thread was at outside any block, and the time it stands for."""
 
@@ -66,7 +68,7 @@ class UntimedPlace:
                 "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
 
 
-@dataclass(frozen=True)
+@dataclass
 class UntimedPlaces:
     """The untimed time split over the places sampled, and what no place explains."""
 
@@ -118,7 +120,7 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
+@dataclass
 class WorkerUntimedPlaces:
     """One worker's time outside its env calls, split over the places its own sampler saw."""
 

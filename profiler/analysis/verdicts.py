@@ -228,7 +228,9 @@ KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPOR
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class Verdict:
     """One finding: what it is, the wall time it costs, the figures behind it, what to change.
 
@@ -250,7 +252,7 @@ class Verdict:
                 "share": self.share, "evidence": self.evidence, "suggestion": self.suggestion}
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunVerdicts:
     """A run's verdicts, costliest first, and what its file cannot tell."""
 

@@ -21,7 +21,9 @@ from profiler.analysis.block_stats import walk_nodes
 __all__ = ["OtherManager", "compared_workers", "other_managers"]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class OtherManager:
     """A manager whose workers the per-worker analysis left out."""
 

@@ -32,7 +32,9 @@ UNTIMED_PART = "(untimed) "
 """How the name of each part of the untimed box begins."""
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class FlameBox:
     """One block's rectangle and the numbers shown when hovering it."""
 

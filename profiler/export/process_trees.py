@@ -21,7 +21,9 @@ __all__ = ["ProcessTree", "nested_children", "split_into_process_trees"]
 Node = dict[str, Any]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class ProcessTree:
     """One process's (or one parallel subtree's) blocks, ready to be laid out on its own track."""
 

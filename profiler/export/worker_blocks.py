@@ -14,7 +14,9 @@ from typing import Any
 __all__ = ["WorkerBlockTime", "main_worker_block", "worker_block_times"]
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and rlprof run's exit makes them in every run.
+@dataclass
 class WorkerBlockTime:
     """One worker's calls of the main block."""
 

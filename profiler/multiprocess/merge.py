@@ -95,7 +95,9 @@ WorkerSection = Callable[["dict[str, Any]"], Any]
 its ``worker_id`` and tree (None: no section for it)."""
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and every rlprof run makes them before the program starts.
+@dataclass
 class WorkerBlockTime:
     """One worker's figures for one block name (summed over every place it appears in the tree).
 
@@ -111,7 +113,7 @@ class WorkerBlockTime:
     peak_mean: float
 
 
-@dataclass(frozen=True)
+@dataclass
 class SlowestWorker:
     """Which worker has the highest mean time per call of one block, and by how much.
 

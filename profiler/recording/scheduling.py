@@ -55,7 +55,9 @@ _NANOSECONDS = 1e-9
 _TASKS = "/proc/self/task"
 
 
-@dataclass(frozen=True)
+# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
+# as the class is made, and every rlprof run makes them before the program starts.
+@dataclass
 class SchedulingReading:
     """Cumulative figures of this process at one moment (or the difference of two)."""
 

@@ -33,13 +33,15 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profiler.tree.timer_text import TimerFileError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 __all__ = ["SQLITE_MAGIC", "is_sqlite_file", "read_nsys_sqlite"]
 
@@ -76,8 +78,12 @@ def is_sqlite_file(path: str | Path) -> bool:
         return False
 
 
-@dataclass
+# Working records, never compared nor printed: without __eq__ and __repr__ to compile as each class
+# is made, importing this module (which every run's timers reader does) costs less.
+@dataclass(eq=False, repr=False)
 class _Range:
+    """One NVTX range of a thread: its span, what it is, and the ranges that ran inside it."""
+
     name: str
     start: int
     end: int
@@ -89,7 +95,7 @@ class _Range:
     children: list[_Range] = field(default_factory=list)  # in order of start
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class _Block:
     """A node of the tree being built: the runs of one path."""
 
@@ -107,6 +113,8 @@ class _Block:
 def read_nsys_sqlite(path: str | Path) -> dict[str, Any]:
     """The timer document (not yet normalized) of the Nsight Systems export at ``path``;
     :class:`TimerFileError` with a one-line reason if it is not one."""
+    import sqlite3  # here, not at the top: every reader of timer files imports this module
+
     source = Path(path)
     try:
         connection = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)

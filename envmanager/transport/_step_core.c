@@ -37,11 +37,11 @@
 #include <string.h>
 #include <math.h>
 
-#include "_slots_and_clock.h"
+#include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
 #if PY_VERSION_HEX < 0x030B0000
 #define PyFloat_Unpack8 _PyFloat_Unpack8  /* public from Python 3.11 */
-#endif  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
+#endif
 
 /* The interface version: timed_calls.py's STEP_CORE_VERSION, which must equal it for the module
  * to be used. Raise both together whenever this file changes what Python sees (a function added,

@@ -523,17 +523,15 @@ class SubprocessEnvManager(VectorEnv):
             )
 
     def _send_step(self, actions: ActType) -> None:
-        buffers = self._step_buffers
-        # Every worker's actions in shared memory and one wake-up each, where nothing else is
-        # to say (the common step: see WorkerPool.send_step_wakeups); else a body per worker.
-        if buffers is not None and buffers.fits(actions) and nvtx_bridge.nvtx_settings() is self._nvtx_sent:
+        bodies = self._batch.split_actions(actions, self._pool.workers)
+        # Every worker's actions in shared memory and nothing else to say (the common step): one
+        # wake-up each (see WorkerPool.send_step_wakeups); else a body per worker.
+        if bodies is self._batch.all_in_shared_memory and nvtx_bridge.nvtx_settings() is self._nvtx_sent:
             self._failures = []
-            if self._pool.send_step_wakeups(buffers.actions, actions):
-                if self._batch.values_in_body:
-                    self._batch.values_in_body = []
+            if self._pool.send_step_wakeups():
                 self._state = _WAITING_STEP
                 return
-        self._send_to_all(protocol.STEP, self._batch.split_actions(actions, self._pool.workers), "step")
+        self._send_to_all(protocol.STEP, bodies, "step")
         self._state = _WAITING_STEP
 
     def step_wait(

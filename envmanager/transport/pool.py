@@ -314,22 +314,20 @@ class WorkerPool:
                 raise
         return sequence
 
-    def send_step_wakeups(self, shared_actions: Any, actions: Any) -> bool:
-        """A step whose actions all travel in shared memory: ``actions`` written into
-        ``shared_actions``, then each worker woken with a step request ``IN_SHARED_MEMORY``, as
-        :meth:`send` sends it (the same bytes, bookkeeping and faults) without a body list and an
-        encoding per worker: the trainer's step path, every step. (Each request is still written
-        by :func:`~envmanager.transport.protocol.write_message`, where the tests' Ctrl-C lands.)
+    def send_step_wakeups(self) -> bool:
+        """A step whose actions all went into shared memory (``StepBatch.split_actions``): each
+        worker woken with a step request ``IN_SHARED_MEMORY``, as :meth:`send` sends it (the same
+        bytes, bookkeeping and faults) without a body list and an encoding per worker: the
+        trainer's step path, every step. (Each request is still written by
+        :func:`~envmanager.transport.protocol.write_message`, where the tests' Ctrl-C lands.)
 
-        False, having done nothing, unless every worker runs and owes no reply: one that owes a
-        reply to a step the trainer gave up on may yet read its rows of that step, so its
-        actions travel in its message (:meth:`send` then, see ``StepBatch.split_actions``).
+        False, having sent nothing, unless every worker runs: :meth:`send`, after the manager
+        restarts the gone ones, sends then.
         """
         workers = self.workers
         for handle in workers:
-            if handle.outstanding or handle.requests is None:
+            if handle.requests is None:
                 return False
-        shared_actions[...] = actions
         self._sequence += 1
         sequence = self._sequence
         request, write_message, ready_at = protocol.step_wakeup(sequence), protocol.write_message, self.ready_at

@@ -50,7 +50,7 @@ class StepBatch:
         "worker_infos",
         "values_in_body",
         "_array_actions",
-        "_all_in_shared_memory",
+        "all_in_shared_memory",
     )
 
     def __init__(
@@ -75,7 +75,9 @@ class StepBatch:
         # The workers whose latest step reply carried its values (they did not fit shared memory).
         self.values_in_body: list[WorkerHandle] = []
         self._array_actions = type(action_space) in _ARRAY_ACTION_SPACES
-        self._all_in_shared_memory = [IN_SHARED_MEMORY] * num_workers
+        # What split_actions returns when every worker's actions went into shared memory: the
+        # trainer then wakes each worker with the same request (WorkerPool.send_step_wakeups).
+        self.all_in_shared_memory = [IN_SHARED_MEMORY] * num_workers
 
     # -- out: the actions --------------------------------------------------------------------
 
@@ -95,7 +97,7 @@ class StepBatch:
                     break
             else:
                 buffers.actions[...] = actions
-                return self._all_in_shared_memory
+                return self.all_in_shared_memory
             bodies = []
             for handle in workers:
                 rows = slice(handle.envs.start, handle.envs.stop)

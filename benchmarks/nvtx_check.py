@@ -15,6 +15,9 @@ What it checks:
   on the GPU run through it, rlprof's block ranges open and close around them, and leaving stops
   PyTorch's profiler;
 * ``autograd ranges by default``: ``emit_nvtx()`` turns them on by itself where torch has a GPU;
+* ``torch.cuda.nvtx backend``: ``emit_nvtx(backend="torch")`` sends rlprof's ranges through
+  ``torch.cuda.nvtx`` (a CUDA build's NVTX), one push and one pop per block run, each message naming
+  the block, its ``seq``, the ``rlprof`` domain and the process, with PyTorch's autograd ranges on;
 * ``capture range``: ``capture_range()`` and ``capture_steps()`` call cudaProfilerStart/Stop;
 * ``worker rule``: an env worker gets PyTorch's ranges by default only once it uses the GPU;
 * ``nsys``: where Nsight Systems is found, a child program runs under ``nsys profile`` (with
@@ -158,6 +161,56 @@ def check_autograd_ranges(checks: Checks, torch) -> None:
         checks.add("PASS", "real NVTX backend", f"rlprof's ranges through {resolve_backend(None).name!r} with PyTorch's")
     except Exception as error:  # noqa: BLE001
         checks.add("FAIL", "real NVTX backend", short(error))
+
+
+class CountedTorchNvtx:
+    """``torch.cuda.nvtx`` itself, with the ranges rlprof sends through it written down on the
+    way (what NVTX returns for each push is kept: a tool's range depth, or its no-tool code)."""
+
+    def __init__(self, torch_nvtx) -> None:
+        self.torch_nvtx = torch_nvtx
+        self.pushes: list[tuple[str, object]] = []
+        self.pops = 0
+
+    def range_push(self, message: str):
+        depth = self.torch_nvtx.range_push(message)
+        self.pushes.append((message, depth))
+        return depth
+
+    def range_pop(self):
+        self.pops += 1
+        return self.torch_nvtx.range_pop()
+
+
+def check_torch_backend(checks: Checks, torch) -> None:
+    """rlprof's ``backend="torch"`` on a CUDA build: its ranges reach ``torch.cuda.nvtx``, with
+    PyTorch's autograd ranges running inside them."""
+    import profiler
+    from profiler import hierarchical_timer
+    from profiler.gpu.nvtx_bridge import TorchNvtxBackend
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)).cuda()
+    data = torch.randn(8, 16, device="cuda", requires_grad=True)
+    try:
+        backend = TorchNvtxBackend()
+        counted = CountedTorchNvtx(backend.nvtx)
+        backend.nvtx = counted
+        with profiler.emit_nvtx(autograd=True, backend=backend):
+            for _ in range(3):
+                with hierarchical_timer("update"):
+                    train_step(torch, model, data)
+    except Exception as error:  # noqa: BLE001 - a check reports, it does not stop
+        checks.add("FAIL", "torch.cuda.nvtx backend", short(error))
+        return
+    messages = [message for message, _ in counted.pushes]
+    named = [re.fullmatch(r"update, seq = (\d+), rlprof trainer \(pid \d+\)", message) for message in messages]
+    sequences = [int(match.group(1)) for match in named if match]
+    well_named = len(sequences) == 3 and sequences == list(range(sequences[0], sequences[0] + 3))
+    balanced = counted.pops == len(messages)
+    checks.add("PASS" if well_named and balanced else "FAIL", "torch.cuda.nvtx backend",
+               f"{len(messages)} pushes and {counted.pops} pops through torch.cuda.nvtx (want 3 and 3), "
+               f"first message {messages[0] if messages else None!r}, NVTX returned "
+               f"{[depth for _, depth in counted.pushes]} (no tool attached)")
 
 
 WORKER_RULE = textwrap.dedent("""
@@ -310,6 +363,7 @@ def main() -> int:
         checks.add("PASS", "cuda", f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, "
                    f"Python {sys.version.split()[0]}")
         check_autograd_ranges(checks, torch)
+        check_torch_backend(checks, torch)
         check_capture_range(checks, torch)
         check_worker_rule(checks)
         check_nsys(checks, deadline)

@@ -192,6 +192,31 @@ def test_the_real_nvtx_package_takes_every_call():
     assert resolve_backend().name == "nvtx"
 
 
+def test_the_torch_backend_sends_each_block_through_torch_cuda_nvtx_naming_its_seq_and_process(monkeypatch):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch.cuda.nvtx needs a CUDA build of torch and a GPU (benchmarks/nvtx_check.py checks it there)")
+    sent = []
+    push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+    monkeypatch.setattr(torch.cuda.nvtx, "range_push", lambda message: sent.append(message) or push(message))
+    monkeypatch.setattr(torch.cuda.nvtx, "range_pop", lambda: sent.append("pop") or pop())
+    with emit_nvtx(backend="torch", autograd=False):
+        with hierarchical_timer("step"):
+            torch.ones(4, device="cuda").sum().item()
+    sequence = int(sent[0].split("seq = ")[1].split(",")[0])
+    assert sent == [f"step, seq = {sequence}, rlprof {TRAINER}", "pop"]
+
+
+def test_the_torch_backend_of_a_cpu_only_torch_is_refused_saying_what_to_install():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("checks a CPU-only build of torch")
+    with pytest.raises(NvtxUnavailableError, match=r"CPU-only build.*pip install 'rlprof\[nvtx\]'"):
+        with emit_nvtx(backend="torch"):
+            pass
+    assert not is_emitting()
+
+
 def test_an_unknown_backend_name_is_refused_naming_the_backends():
     with pytest.raises(ValueError, match="unknown backend 'cuda'.*nvtx, torch"):
         with emit_nvtx(backend="cuda"):

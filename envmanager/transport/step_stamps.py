@@ -1,43 +1,56 @@
-"""The trainer's side of a profiled vector step: its step block opened, and closed with the
-critical path's stamps.
+"""The trainer's side of a profiled vector step: its step block opened, stamped where each phase
+ends, and closed with the critical path's stamps, as one record.
 
 :class:`~envmanager.subprocess_env_manager.SubprocessEnvManager` times each step as a
 :class:`~profiler.timing.phased_block.PhasedBlock` (the step, then sending, waiting and
-receiving) and keeps, with the run, when it began waiting and each worker's reply stamp, which the
-critical path counts in bulk when the block folds its runs::
+receiving) and counts, with the run, whom the step waited for last (the critical path: when the
+trainer began waiting, each worker's reply stamp)::
 
-    open_step, close_step = step_functions()
-    clock = open_step(step_block)        # None: time the step with ``with`` blocks instead
-    ...  send; sent = clock(); wait; waited = clock(); receive
-    close_step(step_block, clock, sent, waited, waiting_since, ready_at)
+    record = step_record(step_block, workers, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
+    node = record.open()                 # None: time the step with ``with`` blocks instead
+    ...  send; record.sent(); wait; record.waited(); receive
+    record.close(ready_at)               # or record.fail() as an exception leaves the step
 
-Both run once per vector step, and in Python they were most of what timing the step cost the
-trainer (a method call, a dozen attribute reads, a tuple built by unpacking). At each fold the
-critical path counts the held stamps in bulk, in C too where the helper is in force
-(:func:`whole_steps_counter`): the numpy reference's dozen calls were most of a fold. Two
-implementations, the same results: :func:`open_step_in_python` (``PhasedBlock.open`` itself) and
-:func:`close_step_in_python` below are the reference and the fallback; ``_step_core.c`` makes the
-same two functions in C, used where it was built unless ``RLPROF_PURE_PYTHON=1`` is set, under the
-same switch as the worker's step timer (:func:`envmanager.transport.timed_calls.compiled`).
+It runs once per vector step, every step: what profiling adds to the trainer's step is mostly
+this. Two implementations, the same figures. :class:`StepRecordInPython`, the reference and the
+fallback, keeps each run as a tuple of its stamps in the block's runs (:func:`open_step_in_python`,
+``PhasedBlock.open`` itself, and :func:`close_step_in_python`), which the block folds into its
+nodes with numpy and hands to the critical path (``count_steps``: in C too where the helper is in
+force, :func:`whole_steps_counter`). ``_step_core.StepRecord`` (``_step_record.h``), the step's
+state as one C struct, keeps the stamps as doubles and counts each run as it closes into sums held
+in C, which go to the nodes and to the critical path when the block folds (it is the block's
+``accumulator``): no tuple, no float per stamp, no numpy fold, which together were most of what
+profiling added to the trainer's step (``benchmarks/trainer_step_instructions.py``). Counts,
+extremes and histograms are the reference's; totals and waits are the same sums taken in another
+order (equal to the last bits of a double). A step some worker did not reply in is kept as the
+reference keeps it. The C record is used where it was built unless ``RLPROF_PURE_PYTHON=1`` is
+set, under the same switch as the worker's step timer
+(:func:`envmanager.transport.timed_calls.compiled`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Sequence
 
-from profiler.timing import timer_node, timers
+from profiler.timing import timer_node
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 
 from envmanager.measurement.critical_path import WholeStepsCounter, whole_steps_in_python
 from envmanager.transport import timed_calls
 
-__all__ = ["close_step_in_python", "open_step_in_python", "step_functions", "whole_steps_counter"]
+__all__ = [
+    "StepRecordInPython",
+    "close_step_in_python",
+    "open_step_in_python",
+    "step_record",
+    "whole_steps_counter",
+]
 
 OpenStep = Callable[[PhasedBlock], Callable[[], Any] | None]
-CloseStep = Callable[[PhasedBlock, Callable[[], Any], Any, Any, Any, list], None]
 
 open_step_in_python: OpenStep = PhasedBlock.open
-"""The reference of ``_step_core.open_step``: open the block in the calling thread; the clock to
+"""How the reference opens the step: open the block in the calling thread; the clock to
 stamp its phase ends with, or None where it cannot be timed from stamps now."""
 
 
@@ -70,14 +83,6 @@ def _configured_extension() -> Any:
 _extension = _configured_extension()
 
 
-def step_functions() -> tuple[OpenStep, CloseStep]:
-    """``(open_step, close_step)``: in C where the step path's helper is in force
-    (:func:`~envmanager.transport.timed_calls.compiled`), else the Python reference."""
-    if timed_calls.compiled() and _extension is not None:
-        return _extension.open_step, _extension.close_step
-    return open_step_in_python, close_step_in_python
-
-
 def whole_steps_counter() -> WholeStepsCounter:
     """How the critical path counts a fold's steps every worker replied in: ``_step_core``'s
     ``count_whole_steps`` where the step path's helper is in force (one pass in C, where the
@@ -86,3 +91,67 @@ def whole_steps_counter() -> WholeStepsCounter:
     if timed_calls.compiled() and _extension is not None:
         return _extension.count_whole_steps  # type: ignore[no-any-return]
     return whole_steps_in_python
+
+
+class StepRecordInPython:
+    """The reference of ``_step_core.StepRecord``: one profiled vector step's stamps, kept with the
+    step block's runs (``on_whole_steps`` is the C record's; here the block's ``on_fold``, the
+    critical path's ``count_steps``, counts the steps as it folds them)."""
+
+    __slots__ = ("block", "workers", "clock", "sent_at", "waited_at", "waiting_since")
+
+    def __init__(
+        self, block: PhasedBlock, workers: int, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
+    ) -> None:
+        self.block = block
+        self.workers = workers
+        self.clock: Callable[[], Any] | None = None
+        self.sent_at: Any = None
+        self.waited_at: Any = None
+        self.waiting_since: Any = None
+
+    def open(self) -> Any:
+        """Open the block in the calling thread: its node; None, opening nothing, when the step
+        cannot be timed from stamps now (timing off or paused, a companion watches blocks)."""
+        clock = self.clock = open_step_in_python(self.block)
+        if clock is None:
+            return None
+        self.sent_at = self.waited_at = None
+        return self.block.node
+
+    def sent(self) -> None:
+        """The sending phase ended now; the trainer began waiting then, on the workers' clock
+        (``time.perf_counter``: the timers' clock but in tests)."""
+        clock = self.clock
+        self.sent_at = sent = clock()  # type: ignore[misc]
+        self.waiting_since = sent if clock is time.perf_counter else time.perf_counter()
+
+    def waited(self) -> None:
+        """The waiting phase ended now."""
+        self.waited_at = self.clock()  # type: ignore[misc]
+
+    def close(self, ready_at: list) -> None:
+        """Close the block now, with each worker's reply stamp (None: no reply)."""
+        close_step_in_python(self.block, self.clock, self.sent_at, self.waited_at, self.waiting_since, ready_at)  # type: ignore[arg-type]
+
+    def fail(self) -> None:
+        """Close the block now as an exception leaving it (:meth:`PhasedBlock.fail`)."""
+        self.block.fail(self.sent_at, self.waited_at)
+
+
+StepRecord = Any
+"""A step record: ``_step_core.StepRecord`` or :class:`StepRecordInPython`."""
+
+
+def step_record(
+    block: PhasedBlock, workers: int, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
+) -> StepRecord:
+    """The step record of ``block`` for ``workers`` workers, the critical path's ``bounds`` and
+    ``add_whole_steps``: in C where the step path's helper is in force
+    (:func:`~envmanager.transport.timed_calls.compiled`), as the block's accumulator, else the
+    Python reference."""
+    if timed_calls.compiled() and _extension is not None:
+        record = _extension.StepRecord(block, workers, bounds, on_whole_steps)
+        block.accumulator = record
+        return record
+    return StepRecordInPython(block, workers, bounds, on_whole_steps)

@@ -172,7 +172,7 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
         on = SubprocessEnvManager(env_fns)
         sink = on._pool.timers_sink = _ClockedSink(on._pool.timers_sink)
         record = on._step_record
-        record_in_python = StepRecordInPython(on._profiling.step_block, len(on._pool.workers), WAIT_BOUNDS_SECONDS, None)
+        record_in_python = StepRecordInPython(on._profiling.step_block, on._pool.ready_at, WAIT_BOUNDS_SECONDS, None)
         critical_path = on._profiling.critical_path
         count_in_force = critical_path.count_whole_steps
         try:

@@ -249,7 +249,7 @@ class SubprocessEnvManager(VectorEnv):
         if critical_path is not None:
             critical_path.count_whole_steps = whole_steps_counter()
             if self._profiling.step_block is not None:
-                self._step_record = step_record(self._profiling.step_block, len(self._pool.workers),
+                self._step_record = step_record(self._profiling.step_block, self._pool.ready_at,
                                                 WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
         # What the run really ran with, so that advice fits it (profiler.analysis.run_settings).
         for key, value in (("env_manager_class", type(self).__name__),
@@ -501,7 +501,7 @@ class SubprocessEnvManager(VectorEnv):
             raise
         # PhasedBlock.close and CriticalPath.record_step in one: the run and the step's
         # critical-path stamps counted (in C where built, else kept and counted in bulk).
-        record.close(self._pool.ready_at)
+        record.close()
         if self._profiling.resources is not None:
             self._profiling.sample_resources(self._pool.workers)
         return results

@@ -19,6 +19,7 @@
 typedef struct {
     PyObject_HEAD
     PyObject *block;          /* the PhasedBlock */
+    PyObject *ready_at;       /* the pool's list of each worker's reply stamp, filled in place */
     PyObject *on_whole_steps; /* add_whole_steps(steps, [(worker, wait summed, counts), ...]) or None */
     PyObject *local;          /* the timers' _thread_local the stack below was found through */
     uint64_t thread_id;       /* and the thread it is the stack of */
@@ -221,12 +222,13 @@ record_keep_tuple(StepRecord *self, double end, PyObject *ready_at)
     return appended;
 }
 
-/* close(ready_at): the block closed now with each worker's reply stamp (None: no reply). */
+/* close(): the block closed now, with each worker's reply stamp in ready_at (None: no reply). */
 static PyObject *
-record_close(StepRecord *self, PyObject *ready_at)
+record_close(StepRecord *self, PyObject *Py_UNUSED(ignored))
 {
-    if (!PyList_CheckExact(ready_at) || PyList_GET_SIZE(ready_at) != self->workers || self->reached != 2) {
-        PyErr_SetString(PyExc_TypeError, "close() takes the list of each worker's reply stamp, after sent() and waited()");
+    PyObject *ready_at = self->ready_at;
+    if (PyList_GET_SIZE(ready_at) != self->workers || self->reached != 2) {
+        PyErr_SetString(PyExc_TypeError, "close() comes after sent() and waited(), with a stamp per worker");
         return NULL;
     }
     double end;
@@ -430,19 +432,19 @@ record_drop(StepRecord *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
-/* StepRecord(block, workers, bounds, on_whole_steps): see step_stamps.StepRecordInPython. */
+/* StepRecord(block, ready_at, bounds, on_whole_steps): see step_stamps.StepRecordInPython. */
 static PyObject *
 record_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"block", "workers", "bounds", "on_whole_steps", NULL};
-    PyObject *block, *bounds, *on_whole_steps;
-    Py_ssize_t workers;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OnOO:StepRecord", keywords, &block, &workers, &bounds,
-                                     &on_whole_steps)) {
+    static char *keywords[] = {"block", "ready_at", "bounds", "on_whole_steps", NULL};
+    PyObject *block, *ready_at, *bounds, *on_whole_steps;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OO:StepRecord", keywords, &block, &PyList_Type, &ready_at,
+                                     &bounds, &on_whole_steps)) {
         return NULL;
     }
-    if (block_type == NULL || !Py_IS_TYPE(block, block_type) || workers < 1) {
-        PyErr_SetString(PyExc_TypeError, "StepRecord() takes a PhasedBlock and at least one worker");
+    Py_ssize_t workers = PyList_GET_SIZE(ready_at);
+    if (block_type == NULL || !Py_IS_TYPE(block, block_type) || !PyList_CheckExact(ready_at) || workers < 1) {
+        PyErr_SetString(PyExc_TypeError, "StepRecord() takes a PhasedBlock and a list of at least one worker's stamp");
         return NULL;
     }
     PyObject *bounds_sequence = PySequence_Fast(bounds, "the bounds must be a sequence of floats");
@@ -467,6 +469,7 @@ record_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     self->block = Py_NewRef(block);
+    self->ready_at = Py_NewRef(ready_at);
     self->on_whole_steps = Py_NewRef(on_whole_steps);
     self->workers = workers;
     self->several = workers > 1;
@@ -485,6 +488,7 @@ static int
 record_traverse(StepRecord *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->block);
+    Py_VISIT(self->ready_at);
     Py_VISIT(self->on_whole_steps);
     Py_VISIT(self->local);
     Py_VISIT(self->stack);
@@ -496,6 +500,7 @@ static int
 record_clear(StepRecord *self)
 {
     Py_CLEAR(self->block);
+    Py_CLEAR(self->ready_at);
     Py_CLEAR(self->on_whole_steps);
     Py_CLEAR(self->local);
     Py_CLEAR(self->stack);
@@ -535,7 +540,7 @@ static PyMethodDef record_methods[] = {
     {"open", (PyCFunction)record_open, METH_NOARGS, PyDoc_STR("open(): the block opened; its node, or None.")},
     {"sent", (PyCFunction)record_sent, METH_NOARGS, PyDoc_STR("sent(): the sending phase ended now.")},
     {"waited", (PyCFunction)record_waited, METH_NOARGS, PyDoc_STR("waited(): the waiting phase ended now.")},
-    {"close", (PyCFunction)record_close, METH_O, PyDoc_STR("close(ready_at): the block closed now, the run counted.")},
+    {"close", (PyCFunction)record_close, METH_NOARGS, PyDoc_STR("close(): the block closed now, the run counted.")},
     {"fail", (PyCFunction)record_fail, METH_NOARGS, PyDoc_STR("fail(): the block closed by an exception.")},
     {"fold", (PyCFunction)record_fold, METH_NOARGS, PyDoc_STR("fold(): the runs counted here into the nodes.")},
     {"drop", (PyCFunction)record_drop, METH_NOARGS, PyDoc_STR("drop(): the runs counted here forgotten.")},

@@ -6,10 +6,13 @@ ends, and closed with the critical path's stamps, as one record.
 receiving) and counts, with the run, whom the step waited for last (the critical path: when the
 trainer began waiting, each worker's reply stamp)::
 
-    record = step_record(step_block, workers, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
+    record = step_record(step_block, ready_at, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
     node = record.open()                 # None: time the step with ``with`` blocks instead
-    ...  send; record.sent(); wait; record.waited(); receive
-    record.close(ready_at)               # or record.fail() as an exception leaves the step
+    ...  send; record.sent(); wait; record.waited(); receive (filling ready_at)
+    record.close()                       # or record.fail() as an exception leaves the step
+
+``ready_at`` is the pool's list of each worker's reply stamp (None: no reply), filled in place
+by every step.
 
 It runs once per vector step, every step: what profiling adds to the trainer's step is mostly
 this. Two implementations, the same figures. :class:`StepRecordInPython`, the reference and the
@@ -98,13 +101,13 @@ class StepRecordInPython:
     step block's runs (``on_whole_steps`` is the C record's; here the block's ``on_fold``, the
     critical path's ``count_steps``, counts the steps as it folds them)."""
 
-    __slots__ = ("block", "workers", "clock", "sent_at", "waited_at", "waiting_since")
+    __slots__ = ("block", "ready_at", "clock", "sent_at", "waited_at", "waiting_since")
 
     def __init__(
-        self, block: PhasedBlock, workers: int, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
+        self, block: PhasedBlock, ready_at: list, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
     ) -> None:
         self.block = block
-        self.workers = workers
+        self.ready_at = ready_at
         self.clock: Callable[[], Any] | None = None
         self.sent_at: Any = None
         self.waited_at: Any = None
@@ -130,9 +133,9 @@ class StepRecordInPython:
         """The waiting phase ended now."""
         self.waited_at = self.clock()  # type: ignore[misc]
 
-    def close(self, ready_at: list) -> None:
-        """Close the block now, with each worker's reply stamp (None: no reply)."""
-        close_step_in_python(self.block, self.clock, self.sent_at, self.waited_at, self.waiting_since, ready_at)  # type: ignore[arg-type]
+    def close(self) -> None:
+        """Close the block now, with each worker's reply stamp in ``ready_at`` (None: no reply)."""
+        close_step_in_python(self.block, self.clock, self.sent_at, self.waited_at, self.waiting_since, self.ready_at)  # type: ignore[arg-type]
 
     def fail(self) -> None:
         """Close the block now as an exception leaving it (:meth:`PhasedBlock.fail`)."""
@@ -144,14 +147,14 @@ StepRecord = Any
 
 
 def step_record(
-    block: PhasedBlock, workers: int, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
+    block: PhasedBlock, ready_at: list, bounds: Sequence[float], on_whole_steps: Callable[..., Any] | None
 ) -> StepRecord:
-    """The step record of ``block`` for ``workers`` workers, the critical path's ``bounds`` and
+    """The step record of ``block`` for the workers whose reply stamps ``ready_at`` holds, the critical path's ``bounds`` and
     ``add_whole_steps``: in C where the step path's helper is in force
     (:func:`~envmanager.transport.timed_calls.compiled`), as the block's accumulator, else the
     Python reference."""
     if timed_calls.compiled() and _extension is not None:
-        record = _extension.StepRecord(block, workers, bounds, on_whole_steps)
+        record = _extension.StepRecord(block, ready_at, bounds, on_whole_steps)
         block.accumulator = record
         return record
-    return StepRecordInPython(block, workers, bounds, on_whole_steps)
+    return StepRecordInPython(block, ready_at, bounds, on_whole_steps)

@@ -36,21 +36,24 @@ class SteppingClock:
 
 
 def _record(workers: int) -> tuple:
+    """A step record, its block, its critical path and the list of reply stamps it closes with."""
     stack = timers.current_thread_stack()
     critical_path = CriticalPath(workers, stack)
     critical_path.count_whole_steps = whole_steps_counter()
     block = PhasedBlock("env_manager.step", PHASES, critical_path.count_steps)
-    return step_record(block, workers, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps), block, critical_path
+    ready_at: list = [None] * workers
+    record = step_record(block, ready_at, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
+    return record, block, critical_path, ready_at
 
 
 def test_the_record_in_force_is_the_one_asked_for(step_core):
-    record, block, _ = _record(2)
+    record, block, _, _ = _record(2)
     assert isinstance(record, StepRecordInPython) is (step_core == "python")
     assert (block.accumulator is record) is (step_core == "compiled")
 
 
 def test_a_step_opened_is_the_open_block_under_the_block_that_was_open(fake_clock):
-    record, block, _ = _record(1)
+    record, block, _, _ = _record(1)
     stack = timers.current_thread_stack()
     node = record.open()
     assert stack.current is node is block.node is stack.root.children["env_manager.step"]
@@ -58,7 +61,7 @@ def test_a_step_opened_is_the_open_block_under_the_block_that_was_open(fake_cloc
 
 
 def test_a_step_closed_counts_the_step_and_its_phases_and_reopens_the_parent(fake_clock):
-    record, block, critical_path = _record(2)
+    record, block, critical_path, ready_at = _record(2)
     stack = timers.current_thread_stack()
     node = record.open()
     fake_clock.advance(2.0)
@@ -67,7 +70,8 @@ def test_a_step_closed_counts_the_step_and_its_phases_and_reopens_the_parent(fak
     record.waited()
     fake_clock.advance(2.0)
     # The trainer began waiting on time.perf_counter (the workers' clock), long before these stamps.
-    record.close([1e9 + 1.0, 1e9])
+    ready_at[:] = [1e9 + 1.0, 1e9]
+    record.close()
     assert stack.current is stack.root
     block.fold()
     assert (node.count, node.total) == (1, 7.0)
@@ -78,41 +82,44 @@ def test_a_step_closed_counts_the_step_and_its_phases_and_reopens_the_parent(fak
 
 
 def test_a_step_some_worker_did_not_reply_in_counts_for_the_others_only(fake_clock):
-    record, block, critical_path = _record(2)
+    record, block, critical_path, ready_at = _record(2)
     record.open()
     record.sent()
     fake_clock.advance(1.0)
     record.waited()
-    record.close([1000.5, None])
+    ready_at[:] = [1000.5, None]
+    record.close()
     block.fold()
     assert block.node.count == 1
     assert critical_path.vector_steps == [1, 0] and critical_path.last_to_reply == [1, 0]
 
 
 def test_the_runs_fold_into_the_nodes_once_there_are_fold_at_runs(fake_clock):
-    record, block, critical_path = _record(1)
+    record, block, critical_path, ready_at = _record(1)
     for _ in range(FOLD_AT_RUNS):
         record.open()
         record.sent()
         record.waited()
         fake_clock.advance(1.0)
-        record.close([fake_clock()])
+        ready_at[0] = fake_clock()
+        record.close()
     assert block.node.count == FOLD_AT_RUNS and block.runs == []
     assert critical_path.vector_steps == [FOLD_AT_RUNS]
 
 
 def test_every_reader_of_the_tree_sees_the_steps_not_yet_folded(fake_clock):
-    record, block, _ = _record(1)
+    record, block, _, ready_at = _record(1)
     record.open()
     record.sent()
     record.waited()
     fake_clock.advance(1.0)
-    record.close([fake_clock()])
+    ready_at[0] = fake_clock()
+    record.close()
     assert timers.get_timer_root().children["env_manager.step"].count == 1
 
 
 def test_a_failed_step_counts_the_phases_reached_and_an_error(fake_clock):
-    record, block, critical_path = _record(1)
+    record, block, critical_path, _ = _record(1)
     node = record.open()
     fake_clock.advance(1.0)
     record.sent()
@@ -126,11 +133,12 @@ def test_a_failed_step_counts_the_phases_reached_and_an_error(fake_clock):
 
 
 def test_a_reset_of_the_timers_forgets_the_steps_not_yet_folded(fake_clock):
-    record, block, critical_path = _record(1)
+    record, block, critical_path, ready_at = _record(1)
     record.open()
     record.sent()
     record.waited()
-    record.close([fake_clock()])
+    ready_at[0] = fake_clock()
+    record.close()
     timers.reset_timers()
     block.fold()
     assert "env_manager.step" not in timers.get_timer_root().children
@@ -138,7 +146,7 @@ def test_a_reset_of_the_timers_forgets_the_steps_not_yet_folded(fake_clock):
 
 
 def test_no_step_is_opened_while_blocks_cannot_be_timed_from_stamps(fake_clock):
-    record, block, _ = _record(1)
+    record, block, _, _ = _record(1)
     timers.disable()
     assert record.open() is None
     assert block.node is None
@@ -168,7 +176,8 @@ def _run_steps(make_record, program: list[tuple], seed: int) -> tuple:
         critical_path = CriticalPath(workers, stack)
         critical_path.count_whole_steps = whole_steps_counter()
         block = PhasedBlock("env_manager.step", PHASES, critical_path.count_steps)
-        record = make_record(block, workers, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
+        stamps: list = [None] * workers
+        record = make_record(block, stamps, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
         for nested, ready_at, fails in program:
             outer = timers.hierarchical_timer("outer") if nested else None
             if outer is not None:
@@ -182,7 +191,8 @@ def _run_steps(make_record, program: list[tuple], seed: int) -> tuple:
                 if fails == "receiving":
                     record.fail()
                 else:
-                    record.close(list(ready_at))
+                    stamps[:] = ready_at
+                    record.close()
             if outer is not None:
                 outer.__exit__(None, None, None)
         assert stack.current is stack.root
@@ -220,19 +230,21 @@ def test_both_implementations_leave_the_same_tree_and_critical_path_for_the_same
         assert compiled_path.wait_as_last == pytest.approx(reference_path.wait_as_last, rel=1e-12, abs=1e-15)
 
 
-def test_the_record_in_c_refuses_what_is_not_a_phased_block_and_a_close_without_its_stamps():
+def test_the_record_in_c_refuses_what_is_not_a_phased_block_and_a_close_before_its_stamps():
     extension = timed_calls.extension()
     if extension is None:
         pytest.skip(timed_calls.unavailable_reason)
     with pytest.raises(TypeError):
-        extension.StepRecord(object(), 1, WAIT_BOUNDS_SECONDS, None)
-    record = extension.StepRecord(PhasedBlock("b", PHASES), 2, WAIT_BOUNDS_SECONDS, None)
+        extension.StepRecord(object(), [None], WAIT_BOUNDS_SECONDS, None)
+    with pytest.raises(TypeError):
+        extension.StepRecord(PhasedBlock("b", PHASES), (None,), WAIT_BOUNDS_SECONDS, None)
+    ready_at = [1.0, 2.0]
+    record = extension.StepRecord(PhasedBlock("b", PHASES), ready_at, WAIT_BOUNDS_SECONDS, None)
     record.open()
     with pytest.raises(TypeError):
-        record.close([1.0, 2.0])  # neither sent() nor waited()
+        record.close()  # neither sent() nor waited()
     record.sent()
     record.waited()
+    ready_at.append(3.0)  # a stamp per worker, no more
     with pytest.raises(TypeError):
-        record.close((1.0, 2.0))
-    with pytest.raises(TypeError):
-        record.close([1.0])
+        record.close()

@@ -16,8 +16,8 @@ by every step.
 
 It runs once per vector step, every step: what profiling adds to the trainer's step is mostly
 this. Two implementations, the same figures. :class:`StepRecordInPython`, the reference and the
-fallback, keeps each run as a tuple of its stamps in the block's runs (:func:`open_step_in_python`,
-``PhasedBlock.open`` itself, and :func:`close_step_in_python`), which the block folds into its
+fallback, opens the block with ``PhasedBlock.open`` and keeps each run as a tuple of its stamps in
+the block's runs (``(start, sent, waited, end, waiting_since, *ready_at)``), which the block folds into its
 nodes with numpy and hands to the critical path (``count_steps``: in C too where the helper is in
 force, :func:`whole_steps_counter`). ``_step_core.StepRecord`` (``_step_record.h``), the step's
 state as one C struct, keeps the stamps as doubles and counts each run as it closes into sums held
@@ -42,39 +42,13 @@ from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 from envmanager.measurement.critical_path import WholeStepsCounter, whole_steps_in_python
 from envmanager.transport import timed_calls
 
+_PERF_COUNTER = time.perf_counter
+
 __all__ = [
     "StepRecordInPython",
-    "close_step_in_python",
-    "open_step_in_python",
     "step_record",
     "whole_steps_counter",
 ]
-
-OpenStep = Callable[[PhasedBlock], Callable[[], Any] | None]
-
-open_step_in_python: OpenStep = PhasedBlock.open
-"""How the reference opens the step: open the block in the calling thread; the clock to
-stamp its phase ends with, or None where it cannot be timed from stamps now."""
-
-
-def close_step_in_python(
-    step_block: PhasedBlock,
-    clock: Callable[[], Any],
-    sent: Any,
-    waited: Any,
-    waiting_since: Any,
-    ready_at: list,
-) -> None:
-    """Close the step block now (``PhasedBlock.close`` with extra columns): the run is kept as
-    ``(start, sent, waited, end, waiting_since, *ready_at)`` and the runs held are folded once
-    there are :data:`~profiler.timing.phased_block.FOLD_AT_RUNS`."""
-    end = clock()
-    step_block.stack.current = step_block.parent  # type: ignore[union-attr]
-    runs = step_block.runs
-    runs.append((step_block.node._start, sent, waited, end, waiting_since, *ready_at))  # type: ignore[union-attr]
-    if len(runs) >= FOLD_AT_RUNS:
-        step_block.fold()
-
 
 def _configured_extension() -> Any:
     extension = timed_calls.extension()
@@ -97,9 +71,12 @@ def whole_steps_counter() -> WholeStepsCounter:
 
 
 class StepRecordInPython:
-    """The reference of ``_step_core.StepRecord``: one profiled vector step's stamps, kept with the
-    step block's runs (``on_whole_steps`` is the C record's; here the block's ``on_fold``, the
-    critical path's ``count_steps``, counts the steps as it folds them)."""
+    """The reference of ``_step_core.StepRecord``: one profiled vector step's stamps, each run kept
+    as a tuple in the block's runs (``bounds`` and
+    ``on_whole_steps`` are the C record's: here the block's ``on_fold``, the critical path's
+    ``count_steps``, counts the steps as it folds them). Its methods are the Python lines the
+    manager's step ran inline before, kept as few calls as the C record's: each Python call is a
+    visible share of a pure-Python step."""
 
     __slots__ = ("block", "ready_at", "clock", "sent_at", "waited_at", "waiting_since")
 
@@ -116,26 +93,37 @@ class StepRecordInPython:
     def open(self) -> Any:
         """Open the block in the calling thread: its node; None, opening nothing, when the step
         cannot be timed from stamps now (timing off or paused, a companion watches blocks)."""
-        clock = self.clock = open_step_in_python(self.block)
+        block = self.block
+        clock = self.clock = block.open()
         if clock is None:
             return None
         self.sent_at = self.waited_at = None
-        return self.block.node
+        return block.node
 
     def sent(self) -> None:
         """The sending phase ended now; the trainer began waiting then, on the workers' clock
         (``time.perf_counter``: the timers' clock but in tests)."""
         clock = self.clock
-        self.sent_at = sent = clock()  # type: ignore[misc]
-        self.waiting_since = sent if clock is time.perf_counter else time.perf_counter()
+        self.sent_at = self.waiting_since = clock()  # type: ignore[misc]
+        if clock is not _PERF_COUNTER:
+            self.waiting_since = _PERF_COUNTER()
 
     def waited(self) -> None:
         """The waiting phase ended now."""
         self.waited_at = self.clock()  # type: ignore[misc]
 
     def close(self) -> None:
-        """Close the block now, with each worker's reply stamp in ``ready_at`` (None: no reply)."""
-        close_step_in_python(self.block, self.clock, self.sent_at, self.waited_at, self.waiting_since, self.ready_at)  # type: ignore[arg-type]
+        """Close the block now (``PhasedBlock.close`` with extra columns), with each worker's reply
+        stamp in ``ready_at`` (None: no reply): the run is kept as ``(start, sent, waited, end,
+        waiting_since, *ready_at)`` and the runs held are folded once there are
+        :data:`~profiler.timing.phased_block.FOLD_AT_RUNS`."""
+        end = self.clock()  # type: ignore[misc]
+        block = self.block
+        block.stack.current = block.parent  # type: ignore[union-attr]
+        runs = block.runs
+        runs.append((block.node._start, self.sent_at, self.waited_at, end, self.waiting_since, *self.ready_at))  # type: ignore[union-attr]
+        if len(runs) >= FOLD_AT_RUNS:
+            block.fold()
 
     def fail(self) -> None:
         """Close the block now as an exception leaving it (:meth:`PhasedBlock.fail`)."""

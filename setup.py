@@ -24,7 +24,7 @@ setup(
         Extension(
             "envmanager.transport._step_core",
             sources=["envmanager/transport/_step_core.c"],
-            depends=[SHARED_HEADER],
+            depends=[SHARED_HEADER, "envmanager/transport/_step_record.h"],
             include_dirs=["profiler/timing"],
             optional=True,
         ),

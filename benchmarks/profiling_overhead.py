@@ -121,16 +121,15 @@ def measure_trainer_in_situ(env_name: str, num_envs: int, rounds: int, steps: in
     figures = RowFigures()
     for first_round in range(0, rounds, ROUNDS_PER_PAIR):
         envs = SubprocessEnvManager([ENVS[env_name]] * num_envs)
-        profiling = envs._profiling
-        step_block = profiling.step_block
+        record = envs._step_record
         try:
             envs.reset(seed=0)
             steps_per_second(envs, num_envs, max(5, steps // 5))  # warm up
             for round_index in range(first_round, min(rounds, first_round + ROUNDS_PER_PAIR)):
                 seconds, trainer = {}, {}
                 for timed in (True, False) if round_index % 2 else (False, True):
-                    # Without its step block the manager's step takes its unprofiled path.
-                    profiling.step_block = step_block if timed else None
+                    # Without its step record the manager's step takes its unprofiled path.
+                    envs._step_record = record if timed else None
                     trainer_before = time.thread_time()
                     seconds[timed] = num_envs / steps_per_second(envs, num_envs, steps)
                     trainer[timed] = (time.thread_time() - trainer_before) / steps
@@ -138,7 +137,7 @@ def measure_trainer_in_situ(env_name: str, num_envs: int, rounds: int, steps: in
                 figures.step_seconds_off.append(seconds[False])
                 figures.trainer_added.append(trainer[True] - trainer[False])
         finally:
-            profiling.step_block = step_block
+            envs._step_record = record
             envs.close()
     return figures
 

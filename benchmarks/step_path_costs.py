@@ -156,8 +156,8 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
     whole life); the order of a round rotates."""
     import resource
 
-    from envmanager.measurement.critical_path import whole_steps_in_python
-    from envmanager.transport.step_stamps import close_step_in_python, open_step_in_python
+    from envmanager.measurement.critical_path import WAIT_BOUNDS_SECONDS, whole_steps_in_python
+    from envmanager.transport.step_stamps import StepRecordInPython
 
     env_fns = [ENVS[env_name]] * num_envs
     labels = [PROFILING_OFF, ON_UNTIMED, ON]
@@ -171,8 +171,8 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
         off = SubprocessEnvManager(env_fns, profiling=False)
         on = SubprocessEnvManager(env_fns)
         sink = on._pool.timers_sink = _ClockedSink(on._pool.timers_sink)
-        step_block = on._profiling.step_block
-        stamps = (on._open_step, on._close_step)
+        record = on._step_record
+        record_in_python = StepRecordInPython(on._profiling.step_block, on._pool.ready_at, WAIT_BOUNDS_SECONDS, None)
         critical_path = on._profiling.critical_path
         count_in_force = critical_path.count_whole_steps
         try:
@@ -183,11 +183,8 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
                 shift = round_index % len(labels)
                 for label in labels[shift:] + labels[:shift]:
                     manager = off if label == PROFILING_OFF else on
-                    # Without its step block the manager's step takes its untimed path.
-                    on._profiling.step_block = None if label == ON_UNTIMED else step_block
-                    on._open_step, on._close_step = (
-                        (open_step_in_python, close_step_in_python) if label == ON_PYTHON else stamps
-                    )
+                    # Without its step record the manager's step takes its untimed path.
+                    on._step_record = {ON_UNTIMED: None, ON_PYTHON: record_in_python}.get(label, record)
                     critical_path.count_whole_steps = whole_steps_in_python if label == ON_PYTHON else count_in_force
                     merged_before = sink.seconds
                     slept_before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
@@ -202,8 +199,7 @@ def measure_profiling_cpu(env_name: str, num_envs: int, rounds: int, steps: int)
                     figures[label]["merge"].append(merged / steps * 1e6)
                     figures[label]["slept"].append(slept / steps)
         finally:
-            on._profiling.step_block = step_block
-            on._open_step, on._close_step = stamps
+            on._step_record = record
             critical_path.count_whole_steps = count_in_force
             on.close()
             off.close()

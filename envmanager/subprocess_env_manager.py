@@ -58,7 +58,7 @@ from envmanager.transport import protocol
 from envmanager.lifetime.close_at_exit import close_at_exit
 from envmanager.lifetime.interrupts import interrupts_held
 from envmanager.lifetime.permits import checked_max_concurrency
-from envmanager.measurement.critical_path import stamps_within
+from envmanager.measurement.critical_path import WAIT_BOUNDS_SECONDS, stamps_within
 from envmanager.transport.envs_per_worker import AUTO, EnvsPerWorker, checked_envs_per_worker, worker_env_ranges
 from envmanager.errors import WorkerDiedError, exception_from_failure
 from envmanager.transport.observations import ObservationBatch, allocate_shared_buffer
@@ -72,13 +72,12 @@ from envmanager.transport.env_spaces import check_worker_spaces, describe_first_
 from envmanager.transport.first_env import read_first_env
 from envmanager.transport.step_batch import StepBatch, VectorStepResult
 from envmanager.transport.step_buffers import StepBuffers, shares_steps
-from envmanager.transport.step_stamps import step_functions, whole_steps_counter
+from envmanager.transport.step_stamps import step_record, whole_steps_counter
 from envmanager.transport.worker import EnvFactories, WorkerConfig
 
 __all__ = ["SubprocessEnvManager"]
 
 _T = TypeVar("_T")
-_PERF_COUNTER = time.perf_counter
 
 
 class _State(Enum):
@@ -236,8 +235,6 @@ class SubprocessEnvManager(VectorEnv):
             else None
         )
         self._state = _State.DEFAULT
-        # The profiled step's own bookkeeping: in C where the step path's helper was built.
-        self._open_step, self._close_step = step_functions()
         # The emit_nvtx settings the workers have (see _send_nvtx_settings).
         self._nvtx_sent = nvtx_bridge.nvtx_settings()
         # Only this process owns the workers; a forked copy of it leaves them alone.
@@ -245,8 +242,15 @@ class SubprocessEnvManager(VectorEnv):
         self._pool = self._start_workers(*self._worker_configs(shared_buffer))
         self._pool.timers_sink = self._profiling.merge
         self._profiling.workers_started(len(self._pool.workers))
-        if self._profiling.critical_path is not None:
-            self._profiling.critical_path.count_whole_steps = whole_steps_counter()
+        critical_path = self._profiling.critical_path
+        # The profiled step's own bookkeeping, its stamps and sums: in C where the step path's
+        # helper was built (see envmanager.transport.step_stamps).
+        self._step_record = None
+        if critical_path is not None:
+            critical_path.count_whole_steps = whole_steps_counter()
+            if self._profiling.step_block is not None:
+                self._step_record = step_record(self._profiling.step_block, self._pool.ready_at,
+                                                WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
         # What the run really ran with, so that advice fits it (profiler.analysis.run_settings).
         for key, value in (("env_manager_class", type(self).__name__),
                            ("shared_memory", shared_buffer is not None),
@@ -465,45 +469,41 @@ class SubprocessEnvManager(VectorEnv):
 
     def step(self, actions: ActType) -> VectorStepResult:
         """Step every sub-env with its action and batch the results."""
-        profiling = self._profiling
-        step_block = profiling.step_block
+        record = self._step_record
         if self.closed or self._state is not _IDLE:
             self._check_step_allowed()  # raises
-        if step_block is None:  # not profiled: nothing to time
+        if record is None:  # not profiled: nothing to time
             self._send_step(actions)
             try:
                 self._pool.wait(self._pool.workers, self.timeout, "step_wait")
                 return self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
                 self._state = _IDLE
-        clock = self._open_step(step_block)
-        if clock is None:  # paused, or a companion watches every block: `with` blocks then
-            with profiling.block("env_manager.step"):
+        node = record.open()
+        if node is None:  # paused, or a companion watches every block: `with` blocks then
+            with self._profiling.block("env_manager.step"):
                 self.step_async(actions)
                 return self.step_wait()
         # The step and its three parts are timed from clock stamps (see
         # ManagerProfiling.step_block): the same blocks as the `with` blocks above give.
-        profiling.step_anchor = step_block.node
-        sent = waited = None
+        self._profiling.step_anchor = node
         try:
             self._send_step(actions)
-            sent = clock()
-            # The workers stamp their replies on time.perf_counter: the timers' clock but in tests.
-            waiting_since = sent if clock is _PERF_COUNTER else time.perf_counter()
+            record.sent()
             try:
                 self._pool.wait(self._pool.workers, self.timeout, "step_wait")
-                waited = clock()
+                record.waited()
                 results = self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
                 self._state = _IDLE
         except BaseException:
-            step_block.fail(sent, waited)
+            record.fail()
             raise
         # PhasedBlock.close and CriticalPath.record_step in one: the run and the step's
-        # critical-path stamps are kept as they are and counted in bulk (in C where built).
-        self._close_step(step_block, clock, sent, waited, waiting_since, self._pool.ready_at)
-        if profiling.resources is not None:
-            profiling.sample_resources(self._pool.workers)
+        # critical-path stamps counted (in C where built, else kept and counted in bulk).
+        record.close()
+        if self._profiling.resources is not None:
+            self._profiling.sample_resources(self._pool.workers)
         return results
 
     def step_async(self, actions: ActType) -> None:

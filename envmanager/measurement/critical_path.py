@@ -152,8 +152,19 @@ class CriticalPath:
             if whole:
                 self.count_steps(np.array(whole, dtype=np.float64))
             return
-        self.steps_all_replied += len(steps)
-        for worker, wait_sum, counts in self.count_whole_steps(steps, self._several, WAIT_BOUNDS_SECONDS, len(self.wait_as_last)):
+        self.add_whole_steps(
+            len(steps), self.count_whole_steps(steps, self._several, WAIT_BOUNDS_SECONDS, len(self.wait_as_last))
+        )
+
+    def add_whole_steps(self, steps: int, per_worker: list[tuple[int, float, list[int]]]) -> None:
+        """Add ``steps`` vector steps every worker replied in, already counted elsewhere:
+        ``(worker, the wait it decided summed, its count per bucket)`` for each worker that was
+        last in some of them, as :func:`whole_steps_in_python` gives them (the trainer's step
+        record counts them as each step closes: ``envmanager.transport.step_stamps``)."""
+        if self.timer_stack.generation != self._generation:
+            self._forget_steps_before_reset()
+        self.steps_all_replied += steps
+        for worker, wait_sum, counts in per_worker:
             self.wait_as_last[worker] += wait_sum
             histogram = self.histograms[worker]
             histogram[:] = [mine + more for mine, more in zip(histogram, counts)]

@@ -1,6 +1,6 @@
 /* The optional C helper of the env step path: an env call timed as a timer block, and the
- * trainer's bookkeeping of a profiled vector step (open_step, close_step, count_whole_steps:
- * further down).
+ * trainer's bookkeeping of a profiled vector step (StepRecord, in _step_record.h, and
+ * count_whole_steps: further down).
  *
  * One concept, one file (over 600 lines, mostly comments and error paths): what the step path
  * does once per env call or vector step, in C, over the same TimerNode, TimerStack and
@@ -48,7 +48,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 3
+#define STEP_CORE_VERSION 4
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -639,22 +639,17 @@ configure(PyObject *module, PyObject *args)
 }
 
 /* The trainer's side of a profiled vector step: its step block (a PhasedBlock of
- * profiler/timing/phased_block.py) opened, and closed with the critical path's stamps.
- *
- * envmanager/transport/step_stamps.py holds the reference: ``open_step`` is PhasedBlock.open,
- * ``close_step_in_python`` the lines SubprocessEnvManager.step ran inline. Both run once per
- * vector step, and in Python they were most of what the step's timing cost the trainer: a method
- * call, a dozen attribute reads, a tuple built by unpacking. Here they read the block's slots at
- * their offsets (``configure_steps`` is handed PhasedBlock once) and the timers' globals as the
- * Python code reads them, at each call. */
+ * profiler/timing/phased_block.py), read at its slots' offsets (``configure_steps`` is handed
+ * PhasedBlock once) by StepRecord (_step_record.h), and the timers' globals read as the Python
+ * code reads them, at each call. */
 enum { BLOCK_NODE, BLOCK_PARENT, BLOCK_STACK, BLOCK_RUNS, BLOCK_FIELDS };
 static const char *block_field_names[BLOCK_FIELDS] = {"node", "parent", "stack", "runs"};
 static Py_ssize_t block_offsets[BLOCK_FIELDS];
 static PyTypeObject *block_type = NULL;   /* PhasedBlock, once configure_steps() ran */
-static PyObject *timer_node_module = NULL; /* profiler.timing.timer_node: _clock */
+static PyObject *timer_node_globals = NULL; /* profiler.timing.timer_node's __dict__: _clock */
 static Py_ssize_t fold_at_runs = 0;       /* phased_block.FOLD_AT_RUNS */
 static PyObject *thread_local_string, *stack_string, *current_thread_stack_string;
-static PyObject *attach_string, *clock_string, *fold_string, *open_string, *append_string;
+static PyObject *attach_string, *clock_string, *fold_string;
 
 /* A slot of a PhasedBlock (borrowed; AttributeError for one never set). */
 static PyObject *
@@ -663,139 +658,7 @@ block_get(PyObject *block, int field)
     return get_slot(block, block_offsets[field], block_field_names[field]);
 }
 
-/* open_step(block): PhasedBlock.open. The clock to stamp the phase ends with, or None (timing
- * off or paused, or a companion watches every block: the caller uses ``with`` blocks then). */
-static PyObject *
-open_step(PyObject *module, PyObject *block)
-{
-    if (block_type == NULL || !Py_IS_TYPE(block, block_type)) {
-        return PyObject_CallMethodNoArgs(block, open_string);
-    }
-    int on = plain_blocks_now();
-    if (on <= 0) {
-        return on < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    PyObject *local = Py_XNewRef(PyDict_GetItemWithError(timers_globals, thread_local_string));
-    if (local == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute '_thread_local'");
-        }
-        return NULL;
-    }
-    PyObject *stack = PyObject_GetAttr(local, stack_string);
-    Py_DECREF(local);
-    if (stack == NULL) {  /* the thread's first block */
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            return NULL;
-        }
-        PyErr_Clear();
-        if ((stack = PyObject_CallMethodNoArgs(timers_module, current_thread_stack_string)) == NULL) {
-            return NULL;
-        }
-    }
-    PyObject *clock = NULL;
-    PyObject *current = stack_get_current(stack);
-    if (current == NULL) {
-        goto done;
-    }
-    PyObject *parent = block_get(block, BLOCK_PARENT);
-    int attached = parent != NULL && current == parent;
-    Py_DECREF(current);
-    if (parent == NULL) {
-        goto done;
-    }
-    if (!attached) {
-        PyObject *result = PyObject_CallMethodOneArg(block, attach_string, stack);
-        if (result == NULL) {
-            goto done;
-        }
-        Py_DECREF(result);
-    }
-    PyObject *node = block_get(block, BLOCK_NODE);
-    if (node == NULL) {
-        goto done;
-    }
-    Py_INCREF(node);
-    if (stack_set_current(stack, node) == 0 && (clock = PyObject_GetAttr(timer_node_module, clock_string)) != NULL) {
-        double seconds;
-        int is_float;
-        if (node_set(node, START, read_clock(clock, &seconds, &is_float)) < 0) {
-            Py_CLEAR(clock);
-        }
-    }
-    Py_DECREF(node);
-done:
-    Py_DECREF(stack);
-    return clock;
-}
-
-/* close_step(block, clock, sent, waited, waiting_since, ready_at): the block closed now, its
- * run kept as (start, sent, waited, end, waiting_since, *ready_at) and the held runs folded
- * once there are FOLD_AT_RUNS of them (see step_stamps.close_step_in_python, the reference). */
-static PyObject *
-close_step(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 6) {
-        PyErr_Format(PyExc_TypeError, "close_step() takes 6 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    PyObject *block = args[0], *clock = args[1], *ready_at = args[5];
-    if (block_type == NULL || !Py_IS_TYPE(block, block_type) || !PyList_CheckExact(ready_at)) {
-        PyErr_SetString(PyExc_TypeError, "close_step() takes a PhasedBlock and a list of reply stamps");
-        return NULL;
-    }
-    double seconds;
-    int is_float;
-    PyObject *end = read_clock(clock, &seconds, &is_float);
-    if (end == NULL) {
-        return NULL;
-    }
-    PyObject *stack = block_get(block, BLOCK_STACK);
-    PyObject *parent = stack == NULL ? NULL : block_get(block, BLOCK_PARENT);
-    PyObject *node = parent == NULL ? NULL : block_get(block, BLOCK_NODE);
-    PyObject *start = node == NULL || stack_set_current(stack, parent) < 0 ? NULL : node_get(node, START);
-    if (start == NULL) {
-        Py_DECREF(end);
-        return NULL;
-    }
-    Py_ssize_t replies = PyList_GET_SIZE(ready_at);
-    PyObject *run = PyTuple_New(5 + replies);
-    if (run == NULL) {
-        Py_DECREF(end);
-        Py_DECREF(start);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(run, 0, start);
-    PyTuple_SET_ITEM(run, 1, Py_NewRef(args[2]));
-    PyTuple_SET_ITEM(run, 2, Py_NewRef(args[3]));
-    PyTuple_SET_ITEM(run, 3, end);
-    PyTuple_SET_ITEM(run, 4, Py_NewRef(args[4]));
-    for (Py_ssize_t index = 0; index < replies; index++) {
-        PyTuple_SET_ITEM(run, 5 + index, Py_NewRef(PyList_GET_ITEM(ready_at, index)));
-    }
-    PyObject *runs = block_get(block, BLOCK_RUNS);
-    int appended = -1;
-    if (runs != NULL && PyList_CheckExact(runs)) {
-        appended = PyList_Append(runs, run);
-    }
-    else if (runs != NULL) {
-        PyObject *result = PyObject_CallMethodOneArg(runs, append_string, run);
-        appended = result == NULL ? -1 : 0;
-        Py_XDECREF(result);
-    }
-    Py_DECREF(run);
-    if (appended < 0) {
-        return NULL;
-    }
-    Py_ssize_t held = PyList_CheckExact(runs) ? PyList_GET_SIZE(runs) : PyObject_Length(runs);
-    if (held < 0) {
-        return NULL;
-    }
-    if (held >= fold_at_runs) {
-        return PyObject_CallMethodNoArgs(block, fold_string);
-    }
-    Py_RETURN_NONE;
-}
+#include "_step_record.h"  /* StepRecord: the profiled step's state as one C struct */
 
 /* count_whole_steps(steps, several, bounds, workers): CriticalPath.count_steps's count of the
  * steps every worker replied in, over their float64 table (a row per step: when the trainer began
@@ -945,8 +808,12 @@ configure_steps(PyObject *module, PyObject *args)
     fold_at_runs = new_fold_at;
     Py_INCREF(new_block_type);
     Py_XSETREF(block_type, new_block_type);
-    Py_INCREF(new_timer_node);
-    Py_XSETREF(timer_node_module, new_timer_node);
+    PyObject *globals = PyModule_GetDict(new_timer_node);  /* borrowed */
+    if (globals == NULL) {
+        return NULL;
+    }
+    Py_INCREF(globals);
+    Py_XSETREF(timer_node_globals, globals);
     Py_RETURN_NONE;
 }
 
@@ -1159,8 +1026,7 @@ static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
      PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module): where their slots lie, read once.")},
     {"configure_steps", configure_steps, METH_VARARGS,
-     PyDoc_STR("configure_steps(PhasedBlock, timer_node module, FOLD_AT_RUNS): for open_step and "
-               "close_step.")},
+     PyDoc_STR("configure_steps(PhasedBlock, timer_node module, FOLD_AT_RUNS): for StepRecord.")},
     {"count_whole_steps", (PyCFunction)(void (*)(void))count_whole_steps, METH_FASTCALL,
      PyDoc_STR("count_whole_steps(steps, several, bounds, workers): the critical path's count of whole steps.")},
     {"configure_wakeups", configure_wakeups, METH_VARARGS,
@@ -1168,9 +1034,6 @@ static PyMethodDef module_functions[] = {
     {"take_wakeups", (PyCFunction)(void (*)(void))take_wakeups, METH_FASTCALL,
      PyDoc_STR("take_wakeups(targets, ready_at, counted, cleared): the step's wake-up replies taken; "
                "the other awaited handles.")},
-    {"open_step", open_step, METH_O, PyDoc_STR("open_step(block): PhasedBlock.open, in C.")},
-    {"close_step", (PyCFunction)(void (*)(void))close_step, METH_FASTCALL,
-     PyDoc_STR("close_step(block, clock, sent, waited, waiting_since, ready_at): the step's run kept.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1202,8 +1065,6 @@ PyInit__step_core(void)
         || (attach_string = PyUnicode_InternFromString("_attach")) == NULL
         || (clock_string = PyUnicode_InternFromString("_clock")) == NULL
         || (fold_string = PyUnicode_InternFromString("fold")) == NULL
-        || (open_string = PyUnicode_InternFromString("open")) == NULL
-        || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
         || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL
         || (handle_field_strings[HANDLE_OUTSTANDING] = PyUnicode_InternFromString("outstanding")) == NULL
@@ -1217,7 +1078,7 @@ PyInit__step_core(void)
     }
     perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
     Py_DECREF(time_module);
-    if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0) {
+    if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&step_core_module);
@@ -1225,6 +1086,7 @@ PyInit__step_core(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
+        || PyModule_AddObjectRef(module, "StepRecord", (PyObject *)&StepRecordType) < 0
         || PyModule_AddIntConstant(module, "VERSION", STEP_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -60,7 +60,7 @@ class StepTimer(Protocol):
     def step_env(self, env: Any, action: Any) -> Any: ...
 
 
-STEP_CORE_VERSION = 3
+STEP_CORE_VERSION = 4
 """The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
 build that says another is stale (built from other sources) and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""

@@ -76,6 +76,7 @@ class PhasedBlock:
         "stack",
         "runs",
         "on_fold",
+        "accumulator",
         "_phases",
         "_phase_ends",
         "_fold_lock",
@@ -95,6 +96,10 @@ class PhasedBlock:
         # The runs not folded into the nodes yet: start, the phase ends, end, any extra columns.
         self.runs: list[tuple[Any, ...]] = []
         self.on_fold = on_fold
+        # Runs held in another form than ``runs``, by a caller that counts them as they close (the
+        # trainer's step record, envmanager.transport.step_stamps): its ``fold()`` adds them to
+        # the nodes wherever these fold, its ``drop()`` forgets them where these are discarded.
+        self.accumulator: Any = None
         self._phases: tuple[TimerNode, ...] = ()
         # How many stamps close() takes: where each phase but the last ended.
         self._phase_ends = max(len(self.phase_names) - 1, 0)
@@ -173,8 +178,12 @@ class PhasedBlock:
         with self._fold_lock:
             if stack is self.stack:
                 del self.runs[:]
+                if self.accumulator is not None:
+                    self.accumulator.drop()
 
     def _fold_held(self) -> None:
+        if self.accumulator is not None:
+            self.accumulator.fold()
         runs = self.runs
         held = len(runs)
         if not held:

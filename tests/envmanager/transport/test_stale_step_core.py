@@ -16,9 +16,10 @@ REPORT = """
 import json, envmanager
 from envmanager import SubprocessEnvManager
 from envmanager.transport import step_stamps, timed_calls
-open_step, close_step = step_stamps.step_functions()
+from profiler.timing.phased_block import PhasedBlock
+record = step_stamps.step_record(PhasedBlock("step", ("a", "b", "c")), [None], (1.0,), None)
 print(json.dumps({"compiled": timed_calls.compiled(), "reason": timed_calls.unavailable_reason,
-                  "python_steps": close_step is step_stamps.close_step_in_python,
+                  "python_steps": type(record) is step_stamps.StepRecordInPython,
                   "python_counter": step_stamps.whole_steps_counter().__module__ != "envmanager.transport._step_core"}))
 """
 

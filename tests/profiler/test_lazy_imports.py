@@ -74,3 +74,26 @@ def test_a_dump_without_operators_imports_no_operator_recording():
         assert "operators" not in get_timer_tree()
     """)
     assert modules.isdisjoint(OPERATOR_RECORDING)
+
+
+def test_timing_blocks_and_sending_payloads_import_no_psutil():
+    # what an env worker of `rlprof run` does; psutil's import was a quarter of its start-up cost
+    modules = imported_after("""
+        import profiler
+        from profiler.multiprocess.payload import snapshot_and_flush
+        from profiler.recording import scheduling
+        with profiler.hierarchical_timer("step"):
+            pass
+        snapshot_and_flush()
+        assert scheduling.seconds_lived() >= 0
+    """)
+    assert "psutil" not in modules
+
+
+def test_a_process_sampling_its_memory_reads_its_uss_through_psutil():
+    modules = imported_after("""
+        from profiler.recording.memory import _MemoryReader
+        reader = _MemoryReader()
+        assert reader.rss() > 0 and (reader.uss() or 0) >= 0
+    """)
+    assert "psutil" in modules

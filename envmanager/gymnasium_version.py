@@ -6,13 +6,17 @@
 installed beside rlprof with ``--no-deps`` — importing it would fail deep inside with a bare
 ``ImportError`` about some helper; this check says instead, in one line, what is installed and
 what is needed. It reads the installed version from the package metadata, without importing
-Gymnasium.
+Gymnasium; where Gymnasium is imported already, from the module itself. An env worker of
+``rlprof run`` started by spawn or forkserver has imported Gymnasium before ``envmanager`` (the
+vector env's worker function comes first in what it unpickles), and reading the metadata would
+cost it ``importlib.metadata`` and the packages behind it (``email``, ``zipfile``, ``csv``...):
+about a third of what rlprof adds to such a worker's start.
 """
 
 from __future__ import annotations
 
 import re
-from importlib.metadata import PackageNotFoundError, version
+import sys
 
 __all__ = [
     "SUPPORTED_GYMNASIUM",
@@ -44,9 +48,13 @@ def is_supported_gymnasium(installed: str) -> bool:
 def check_gymnasium_version(installed: str | None = None) -> None:
     """Raise :class:`UnsupportedGymnasiumError` unless the installed Gymnasium is supported.
 
-    ``installed`` defaults to the version pip installed.
+    ``installed`` defaults to the version of the Gymnasium imported, else the one pip installed.
     """
     if installed is None:
+        installed = _imported_version()
+    if installed is None:
+        from importlib.metadata import PackageNotFoundError, version
+
         try:
             installed = version("gymnasium")
         except PackageNotFoundError:
@@ -60,3 +68,10 @@ def check_gymnasium_version(installed: str | None = None) -> None:
             f"installed: pip install 'gymnasium{SUPPORTED_GYMNASIUM}' (rlprof's profiler and "
             "`rlprof analyze` work with any Gymnasium, or none)"
         )
+
+
+def _imported_version() -> str | None:
+    """The ``__version__`` of the Gymnasium imported (None where it is not imported yet, or says
+    no version)."""
+    installed = getattr(sys.modules.get("gymnasium"), "__version__", None)
+    return installed if isinstance(installed, str) else None

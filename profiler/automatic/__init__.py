@@ -16,10 +16,13 @@ import sys
 import threading
 from collections.abc import Callable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.automatic.stack_sampler import DEFAULT_INTERVAL, StackSampler
 from profiler.timing import timers
+
+if TYPE_CHECKING:
+    from profiler.automatic.post_import import PostImportWatch
 
 __all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA"]
 
@@ -41,6 +44,10 @@ class AutomaticPhases:
 
     def start(self) -> AutomaticPhases:
         if self.framework_phases:
+            # Imported here: an env worker imports this package for its stack sampler alone, and
+            # the import hooks' base classes (importlib.abc) would bring importlib.resources.
+            from profiler.automatic.post_import import when_imported
+
             for package, install in (("torch", self._install_torch), ("stable_baselines3", self._install_sb3)):
                 watch = when_imported(package, install)
                 if watch is not None:

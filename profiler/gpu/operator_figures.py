@@ -38,7 +38,10 @@ _COUNTED = ("input_shapes", "input_dtypes", "backtraces", "output_shapes")
 _OTHERS = ("other_shapes", "other_dtypes", "other_backtraces", "other_output_shapes")
 
 
-@dataclass
+# Working records, never compared nor printed: without __eq__ and __repr__ to compile as each class
+# is made, importing this module (which every rlprof run's trainer does, for its workers' figures)
+# costs less.
+@dataclass(eq=False, repr=False)
 class OperatorFigures:
     """What PyTorch gives of one operator block beyond its time."""
 
@@ -99,7 +102,7 @@ def _count_in(counts: dict[str, int], key: str, calls: int) -> int:
     return calls
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class PathFigures:
     """Operator figures by their block's path from the root, with what the recording said of
     itself: the merged figures of a worker's operators, as the dump's section takes them."""

@@ -80,6 +80,7 @@ import math
 import operator
 import os
 import struct
+import sys
 from functools import lru_cache
 from typing import Any
 
@@ -88,8 +89,6 @@ from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
 from profiler.gpu.device_time import drain_device_times, resolve_device_times
-from profiler.gpu.operator_figures import check_payload_field as check_operators_field
-from profiler.gpu.torch_ops import drain_operators
 from profiler.recording.memory import drain_memory
 from profiler.timing.timer_node import accelerated
 from profiler.timing.timers import MAX_DEPTH, TimerNode, TimerStack, gauge_value
@@ -222,8 +221,19 @@ def snapshot_and_flush(timer_stack: TimerStack | None = None, *, declare_all: bo
         drain_timeline(stack),
         drain_memory(stack),
         drain_device_times(stack),
-        drain_operators(stack),
+        _drain_operators(stack),
     )
+
+
+def _drain_operators(stack: TimerStack) -> tuple[Any, ...] | None:
+    """``stack``'s operators since the last drain (:func:`profiler.gpu.torch_ops.drain_operators`).
+
+    Only :mod:`profiler.gpu.torch_ops` records operators: a process that never imported it has
+    none, and an env worker (most never record operators) need not import it, nor the operator
+    figures and execution traces behind it, to say so.
+    """
+    torch_ops = sys.modules.get("profiler.gpu.torch_ops")
+    return None if torch_ops is None else torch_ops.drain_operators(stack)
 
 
 @lru_cache(maxsize=1)
@@ -633,6 +643,8 @@ def check_payload(payload: Any, declared: int, ascending_ids: tuple[int, ...] = 
     if device_time is not None:
         _validate_device_time(device_time)
     if operators is not None:
+        from profiler.gpu.operator_figures import check_payload_field as check_operators_field
+
         try:
             check_operators_field(operators)
         except ValueError as error:

@@ -35,13 +35,14 @@ import threading
 import tracemalloc
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from profiler.recording import events
 from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = [
     "DEFAULT_CAPACITY",
@@ -151,7 +152,12 @@ class SampleBuffer:
 class _MemoryReader:
     """Reads this process's RSS cheaply (Linux: one read of /proc/self/statm through a file kept
     open) and its USS through psutil. A forked child reopens what it inherited, since
-    /proc/self named the parent when the file was opened."""
+    /proc/self named the parent when the file was opened.
+
+    psutil is imported when first needed (the USS, or the RSS where there is no /proc): every
+    process that imports rlprof's timers imports this module, an env worker of ``rlprof run``
+    included, and psutil's import is a quarter of what rlprof adds to such a worker's start.
+    """
 
     __slots__ = ("_pid", "_statm", "_process", "_page_size")
 
@@ -167,7 +173,7 @@ class _MemoryReader:
             return
         self.close()
         self._pid = pid
-        self._process = psutil.Process(pid)
+        self._process = None
         if sys.platform.startswith("linux"):
             try:
                 self._statm = os.open("/proc/self/statm", os.O_RDONLY)
@@ -182,16 +188,23 @@ class _MemoryReader:
             except (OSError, ValueError, IndexError):
                 os.close(self._statm)
                 self._statm = None
-        assert self._process is not None
-        return int(self._process.memory_info().rss)
+        return int(self._psutil_process().memory_info().rss)
 
     def uss(self) -> int | None:
         self._follow_fork()
-        assert self._process is not None
+        import psutil
+
         try:
-            return int(self._process.memory_full_info().uss)
+            return int(self._psutil_process().memory_full_info().uss)
         except (psutil.Error, AttributeError):  # not permitted, or not on this platform
             return None
+
+    def _psutil_process(self) -> psutil.Process:
+        if self._process is None:
+            import psutil
+
+            self._process = psutil.Process(self._pid)
+        return self._process
 
     def close(self) -> None:
         if self._statm is not None:

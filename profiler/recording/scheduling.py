@@ -31,8 +31,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-
 from profiler.timing import timers
 
 try:
@@ -261,6 +259,8 @@ def seconds_lived() -> float:
             uptime = float(file.read().split()[0])
         return max(0.0, uptime - int(after_name[19]) / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
+        import psutil  # where there is no /proc: only there, so that an env worker need not import it
+
         try:
             return max(0.0, time.time() - psutil.Process().create_time())
         except psutil.Error:

@@ -31,9 +31,7 @@ A file that is not SQLite, or SQLite without ``NVTX_EVENTS``, is refused with on
 from __future__ import annotations
 
 import bisect
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,10 +41,7 @@ from profiler.tree.timer_text import TimerFileError
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["SQLITE_MAGIC", "is_sqlite_file", "read_nsys_sqlite"]
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first 16 bytes of every SQLite database file."""
+__all__ = ["read_nsys_sqlite"]
 
 PUSH_POP_RANGE = 59
 START_END_RANGE = 60
@@ -64,18 +59,6 @@ _WORKER_CATEGORY = re.compile(r"^worker (\d+) \(pid \d+\)$")
 _NO_RANGES: list = []  # one shared list, so that its start times are cached once (by its id)
 
 _GPU_WORK_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
-
-
-def is_sqlite_file(path: str | Path) -> bool:
-    """Whether ``path`` is a regular file that starts like an SQLite database (False for what
-    cannot be read, and for a pipe or a device, whose first bytes reading would consume)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as file:
-            return file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
 
 
 # Working records, never compared nor printed: without __eq__ and __repr__ to compile as each class

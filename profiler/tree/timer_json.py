@@ -15,9 +15,8 @@ from typing import Any
 
 from profiler.tree import strict_json
 from profiler.tree.atomic_file import write_atomically
-from profiler.tree.nsys_sqlite import is_sqlite_file, read_nsys_sqlite
 from profiler.tree.strict_json import named_reading
-from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, read_timer_document
+from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, is_sqlite_file, read_timer_document
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.tree.tree_reader import normalize_timing_tree
 from profiler.timing.timers import TimerStack
@@ -148,8 +147,12 @@ def load_timing_tree(path: str | os.PathLike[str]) -> dict[str, Any]:
     file too large for the memory available (see :mod:`profiler.tree.memory_check`).
     """
     source = Path(path)
-    # An Nsight Systems SQLite export reads as a tree too (profiler.tree.nsys_sqlite).
-    document = read_nsys_sqlite(source) if is_sqlite_file(source) else read_timer_document(source)
+    if is_sqlite_file(source):  # an Nsight Systems SQLite export reads as a tree too
+        from profiler.tree.nsys_sqlite import read_nsys_sqlite
+
+        document = read_nsys_sqlite(source)
+    else:
+        document = read_timer_document(source)
     try:
         return normalize_timing_tree(document)
     except TimerFileError as error:

@@ -33,7 +33,11 @@ from typing import Any, BinaryIO
 from profiler.timing.timers import MAX_DEPTH
 from profiler.tree.memory_check import READ_MEMORY_PER_DENSE_BYTE, available_memory, memory_shortage
 
-__all__ = ["MAX_FILE_DEPTH", "TimerFileError", "read_timer_document", "read_timer_text"]
+__all__ = ["MAX_FILE_DEPTH", "SQLITE_MAGIC", "TimerFileError", "is_sqlite_file", "read_timer_document",
+           "read_timer_text"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
 
 
 class TimerFileError(ValueError):
@@ -53,6 +57,22 @@ _PIECE_BYTES = 1 << 20
 
 class TimerTextError(ValueError):
     """Bytes that cannot be a timer file, or more of them than memory can hold once parsed."""
+
+
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file that starts like an SQLite database (False for what
+    cannot be read, and for a pipe or a device, whose first bytes reading would consume).
+
+    Here, not in :mod:`profiler.tree.nsys_sqlite`: every read of a timers file asks, and only
+    an Nsight Systems export needs that module (``rlprof run``'s start and exit need it not).
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as file:
+            return file.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
 
 
 def read_timer_document(source: Path) -> Any:

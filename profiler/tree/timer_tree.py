@@ -8,6 +8,7 @@ and this module brings both together into the dict that ``write_timing_tree`` wr
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +19,6 @@ from profiler.recording.cpu_cores import cores_available
 from profiler.recording.events import timeline_section
 from profiler.gpu.block_device_memory import block_memory_section
 from profiler.gpu.device_time import device_time_section
-from profiler.gpu.torch_ops import gpu_tracks, operators_section
 from profiler.recording.memory import memory_section
 from profiler.automatic.stack_sampler import untimed_samples_section
 from profiler.recording import machine_load, scheduling
@@ -108,7 +108,7 @@ def get_timer_tree(
         # The kernels PyTorch's profiler saw, one track per device, in the trainer's process.
         timeline_rows["processes"][0]["threads"].extend(
             dict(track, tid=len(timeline_rows["processes"][0]["threads"]) + index)
-            for index, track in enumerate(gpu_tracks(stack), start=1))
+            for index, track in enumerate(_gpu_tracks(stack), start=1))
         tree["timeline"] = timeline_rows
     device_time = (device_time_section(stack) or []) + [
         entry for merger in mergers for entry in merger.device_time_entries()]
@@ -117,7 +117,7 @@ def get_timer_tree(
     device_memory = block_memory_section(stack)
     if device_memory is not None:
         tree["device_memory"] = device_memory
-    operators = operators_section(stack, [figures for merger in mergers for figures in merger.operator_figures()])
+    operators = _operators_section(stack, [figures for merger in mergers for figures in merger.operator_figures()])
     if operators is not None:
         tree["operators"] = operators
     memory = memory_section(stack, mergers)
@@ -136,3 +136,21 @@ def get_timer_tree(
         scheduling.follow_stack(stack)
         machine_load.follow_stack(stack)
     return to_mlagents_layout(tree) if layout == "mlagents" else tree
+
+
+# Only :mod:`profiler.gpu.torch_ops` records PyTorch's operators and kernels: in a process that
+# never imported it the trainer recorded none, and the dump need not import it (with the execution
+# traces behind it) to say so. Workers' operator figures come through the mergers.
+
+
+def _gpu_tracks(stack: TimerStack) -> list[dict[str, Any]]:
+    torch_ops = sys.modules.get("profiler.gpu.torch_ops")
+    return [] if torch_ops is None else torch_ops.gpu_tracks(stack)
+
+
+def _operators_section(stack: TimerStack, workers: list[Any]) -> dict[str, Any] | None:
+    if "profiler.gpu.torch_ops" not in sys.modules and not any(worker.figures for worker in workers):
+        return None
+    from profiler.gpu.torch_ops import operators_section
+
+    return operators_section(stack, workers)

@@ -63,3 +63,24 @@ def test_importing_envmanager_with_gymnasium_0_29_says_what_to_install(tmp_path)
         "envmanager.gymnasium_version.UnsupportedGymnasiumError: envmanager supports "
         "gymnasium>=1.4,<2, but gymnasium 0.29.1 is installed: pip install 'gymnasium>=1.4,<2' "
         "(rlprof's profiler and `rlprof analyze` work with any Gymnasium, or none)")
+
+
+def test_an_imported_gymnasium_is_checked_by_its_own_version(tmp_path):
+    install_fake_gymnasium(tmp_path, "0.29.1")
+    (tmp_path / "gymnasium-0.29.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: gymnasium\nVersion: 1.4.0\n")  # metadata that says otherwise
+    result = subprocess.run([sys.executable, "-c", "import gymnasium, envmanager"], capture_output=True,
+                            text=True, timeout=120, env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1
+    assert "but gymnasium 0.29.1 is installed" in result.stderr.splitlines()[-1]
+
+
+def test_an_env_worker_that_imported_gymnasium_does_not_read_the_package_metadata():
+    # A spawn or forkserver worker of `rlprof run` unpickles the vector env's worker function
+    # (Gymnasium's) before its env factory (envmanager's): importlib.metadata would cost it more
+    # than the rest of rlprof's imports.
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, gymnasium, envmanager.instrumentation.factories; "
+                               "print('importlib.metadata' in sys.modules)"],
+        capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["False"], result.stderr

@@ -48,3 +48,52 @@ def test_the_analysis_package_imports_the_analysis_when_a_name_is_asked_for():
 
 def test_import_profiler_still_records_gpu_memory_at_each_memory_sample():
     assert "profiler.gpu.device_memory" in imported_after("import profiler")
+
+
+OPERATOR_RECORDING = ("profiler.gpu.torch_ops", "profiler.gpu.operator_figures", "profiler.gpu.execution_trace")
+
+
+def test_a_worker_sending_payloads_without_operators_imports_no_operator_recording():
+    # Every env worker of `rlprof run` sends payloads; few record PyTorch's operators.
+    modules = imported_after("""
+        import profiler
+        from profiler.multiprocess.payload import snapshot_and_flush
+        with profiler.hierarchical_timer("step"):
+            pass
+        assert snapshot_and_flush()[-1] is None  # no operators field
+    """)
+    assert modules.isdisjoint(OPERATOR_RECORDING)
+
+
+def test_a_dump_without_operators_imports_no_operator_recording():
+    modules = imported_after("""
+        import profiler
+        from profiler.tree.timer_tree import get_timer_tree
+        with profiler.hierarchical_timer("step"):
+            pass
+        assert "operators" not in get_timer_tree()
+    """)
+    assert modules.isdisjoint(OPERATOR_RECORDING)
+
+
+def test_timing_blocks_and_sending_payloads_import_no_psutil():
+    # what an env worker of `rlprof run` does; psutil's import was a quarter of its start-up cost
+    modules = imported_after("""
+        import profiler
+        from profiler.multiprocess.payload import snapshot_and_flush
+        from profiler.recording import scheduling
+        with profiler.hierarchical_timer("step"):
+            pass
+        snapshot_and_flush()
+        assert scheduling.seconds_lived() >= 0
+    """)
+    assert "psutil" not in modules
+
+
+def test_a_process_sampling_its_memory_reads_its_uss_through_psutil():
+    modules = imported_after("""
+        from profiler.recording.memory import _MemoryReader
+        reader = _MemoryReader()
+        assert reader.rss() > 0 and (reader.uss() or 0) >= 0
+    """)
+    assert "psutil" in modules

@@ -27,3 +27,50 @@ def test_the_package_names_are_there_when_asked_for():
             "print(SubprocessEnvManager.__name__, RayEnvManager.__name__, WorkerError.__name__)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout == "SubprocessEnvManager RayEnvManager WorkerError\n"
+
+
+# What rlprof's instrumentation made a spawn worker import, though it needs none of it to time its
+# env: the package metadata (for Gymnasium's version, which the imported Gymnasium gives), psutil
+# (for memory figures the worker may never take), the import hooks' base classes (for the trainer's
+# framework phases) and the recording of PyTorch's operators.
+NOT_IMPORTED_FOR_RLPROF_IN_A_WORKER = ("importlib.metadata", "psutil", "importlib.abc", "importlib.resources",
+                                       "profiler.gpu.torch_ops", "profiler.gpu.operator_figures")
+
+WORKER_WRITES_ITS_MODULES = """
+import os, sys
+import gymnasium as gym
+import numpy as np
+
+
+class Probe(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        with open(os.path.join(sys.argv[1], f"modules-{os.getpid()}.txt"), "w") as found:
+            found.write(" ".join(sorted(sys.modules)))
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+if __name__ == "__main__":
+    envs = gym.vector.AsyncVectorEnv([Probe], context="spawn")
+    envs.reset(seed=0)
+    envs.step(envs.action_space.sample())
+    envs.close()
+"""
+
+
+def test_a_spawn_worker_of_rlprof_run_imports_nothing_it_does_not_use(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text(WORKER_WRITES_ITS_MODULES)
+    done = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", str(tmp_path / "out"),
+                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "AsyncVectorEnv (1 envs, in 1 worker processes)" in done.stderr
+    (found,) = tmp_path.glob("modules-*.txt")
+    modules = set(found.read_text().split())
+    assert "envmanager.instrumentation.timed_env" in modules  # the env is timed in the worker
+    assert sorted(modules.intersection(NOT_IMPORTED_FOR_RLPROF_IN_A_WORKER)) == []

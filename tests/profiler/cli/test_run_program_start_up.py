@@ -30,6 +30,9 @@ NOT_BEFORE_THE_PROGRAM = (
     "profiler.integrations.live_view",
     "profiler.gpu.nvtx_bridge",
     "profiler.gpu.capture_range",
+    "profiler.gpu.torch_ops",  # --operators only (and what records them in a worker)
+    "profiler.gpu.execution_trace",
+    "profiler.tree.nsys_sqlite",  # Nsight Systems exports only: neither the start nor the exit reads one
     "sqlite3",  # Nsight Systems exports only: the timers reader imports it when it reads one
 )
 

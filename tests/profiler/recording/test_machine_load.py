@@ -45,6 +45,33 @@ def test_the_runs_own_child_processes_are_not_outside_it():
         child.communicate("\n")
 
 
+def test_the_runs_grandchildren_are_not_outside_it_either():
+    stack = TimerStack("machine-load-test")
+    machine_load.follow_stack(stack)
+    starts_a_child = ("import subprocess, sys\n"
+                      f"child = subprocess.Popen([sys.executable, '-c', {_BURN + 'print(flush=True)' + chr(10) + 'input()' + chr(10)!r}],"
+                      " stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)\n"
+                      "child.stdout.readline()\nprint(child.pid, flush=True)\ninput()\nchild.communicate('\\n')\n")
+    parent = subprocess.Popen([sys.executable, "-c", starts_a_child],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        grandchild = int(parent.stdout.readline())
+        section = machine_load.machine_load_section(stack)
+        assert {parent.pid, grandchild}.isdisjoint(entry["pid"] for entry in section["outside_processes"])
+    finally:
+        parent.communicate("\n")
+
+
+def test_reading_proc_and_reading_through_psutil_agree_on_each_process():
+    # psutil is what other systems than Linux read the processes through
+    through_proc = machine_load._process_cpu()
+    through_psutil = machine_load._process_cpu_through_psutil()
+    own = os.getpid()
+    assert through_proc[own][:2] == through_psutil[own][:2]  # parent, create time
+    assert abs(through_proc[own][2] - through_psutil[own][2]) < 1.0  # CPU seconds, read a moment apart
+    assert set(through_proc) & set(through_psutil) >= {own, os.getppid()}
+
+
 def test_the_cores_busy_time_holds_at_least_this_processs_own_cpu():
     stack = TimerStack("machine-load-test")
     machine_load.follow_stack(stack)

@@ -92,9 +92,12 @@ def one_run(mode: str, vector: str, steps: int) -> None:
 
 
 def _environment() -> dict[str, str]:
-    # One hash seed for every run (the same dict layouts, the same work), and numpy's BLAS without
-    # its threads, whose spinning callgrind would count.
-    return {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    # One hash seed for every run (the same dict layouts, the same work), numpy's BLAS without its
+    # threads, whose spinning callgrind would count, and bytecode written, so that the run before
+    # each count caches it and no count holds compiling a module.
+    environment = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    return environment
 
 
 def instructions(mode: str, vector: str, steps: int, keep: Path | None) -> tuple[int, int]:

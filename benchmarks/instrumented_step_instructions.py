@@ -23,6 +23,10 @@ trainer's samples of its workers' CPU and memory (one, made huge too) and the st
 their cost per look). ``--parts`` adds the variants ``rlprof run --no-timeline`` and, for the
 trainer, the vector step blocks alone, to split the extra.
 
+Beside each figure, ``gc``: the part of it spent in garbage collections (a collection falls in
+one count and not the other: a worker that keeps a span per step collects sooner than one that
+keeps nothing, once in many steps; read the figures with and without it).
+
 Goal (printed, never asserted): what rlprof adds near zero next to the step's own instructions.
 Needs valgrind on the PATH; ``--one MODE VECTOR STEPS`` runs one loop without it.
 """
@@ -100,8 +104,9 @@ def _environment() -> dict[str, str]:
     return environment
 
 
-def instructions(mode: str, vector: str, steps: int, keep: Path | None) -> tuple[int, int]:
-    """The instructions valgrind counts in the trainer, and in all its workers, of one run."""
+def instructions(mode: str, vector: str, steps: int, keep: Path | None) -> tuple[int, int, int, int]:
+    """The instructions valgrind counts in the trainer, and in all its workers, of one run; then
+    those of their garbage collections."""
     command = [sys.executable, __file__, "--one", mode, vector, str(steps)]
     # Once without valgrind first: the modules' bytecode is then cached, so neither count
     # includes compiling them.
@@ -115,14 +120,15 @@ def instructions(mode: str, vector: str, steps: int, keep: Path | None) -> tuple
         _, errors = process.communicate()
         if process.returncode:
             raise RuntimeError(f"{mode} {vector} {steps}: valgrind exited with {process.returncode}:\n{errors[-2000:]}")
-        trainer = workers = 0
+        trainer = workers = trainer_collections = worker_collections = 0
         for output in folder.glob("cg.*"):
-            total = _total(output)
+            total, collections = _total(output), _collections(output)
             if output.name == f"cg.{process.pid}":
-                trainer = total
+                trainer, trainer_collections = total, collections
             else:
                 workers += total
-    return trainer, workers
+                worker_collections += collections
+    return trainer, workers, trainer_collections, worker_collections
 
 
 def _total(output: Path) -> int:
@@ -132,6 +138,19 @@ def _total(output: Path) -> int:
         if found:
             return int(found.group(1))
     raise RuntimeError(f"no total in {output}")
+
+
+def _collections(output: Path) -> int:
+    """The instructions of the garbage collections in a callgrind output (``gc_collect_main``,
+    inclusive). A collection is rare and costly: one that falls in one count and not the other
+    moves a per-step figure by thousands of instructions, so it is shown apart."""
+    annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(output)],
+                               capture_output=True, text=True, check=True).stdout
+    for line in annotated.splitlines():
+        found = re.match(r"\s*([\d,]+) .*:gc_collect_main \[", line)
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return 0
 
 
 def main() -> None:
@@ -154,15 +173,16 @@ def main() -> None:
     print(f"instructions per vector step of {NUM_ENVS} CartPole envs (callgrind, {fewer} and {more} steps), "
           "in the trainer and in all workers together")
     for vector in arguments.vector or ["Async", "Sync"]:
-        per_step: dict[str, tuple[float, float]] = {}
+        per_step: dict[str, tuple[float, ...]] = {}
         for mode in modes:
             few = instructions(mode, vector, fewer, arguments.keep)
             many = instructions(mode, vector, more, arguments.keep)
-            per_step[mode] = ((many[0] - few[0]) / (more - fewer), (many[1] - few[1]) / (more - fewer))
-            trainer, workers = per_step[mode]
-            line = f"  {vector}VectorEnv {mode:26s} trainer {trainer:9.0f}  workers {workers:9.0f}"
+            per_step[mode] = tuple((many[index] - few[index]) / (more - fewer) for index in range(4))
+            trainer, workers, trainer_collections, worker_collections = per_step[mode]
+            line = (f"  {vector}VectorEnv {mode:26s} trainer {trainer:9.0f} (gc {trainer_collections:6.0f})"
+                    f"  workers {workers:9.0f} (gc {worker_collections:6.0f})")
             if mode != "python":
-                base_trainer, base_workers = per_step["python"]
+                base_trainer, base_workers = per_step["python"][:2]
                 line += (f"   adds: trainer {trainer - base_trainer:+8.0f} ({(trainer - base_trainer) / base_trainer:+.1%}),"
                          f" workers {workers - base_workers:+8.0f}"
                          + (f" ({(workers - base_workers) / base_workers:+.1%})" if base_workers else "")

@@ -57,6 +57,7 @@ class EnvironmentInstrumentation:
         self.records: list[VectorEnvRecord] = []
         self._made: list[Any] = []  # the timing of each env gymnasium.make returned in the trainer
         self._instances: weakref.WeakKeyDictionary[Any, VectorEnvRecord] = weakref.WeakKeyDictionary()
+        self.last_found: tuple[weakref.ref[Any], VectorEnvRecord] | None = None
         self._vector_envs: list[weakref.ref[Any]] = []
         self._lock = threading.Lock()
         self._server: ChannelServer | None = None
@@ -68,10 +69,19 @@ class EnvironmentInstrumentation:
     # --- called by the patched classes (trainer thread) --------------------------------------
 
     def record_of(self, envs: Any) -> VectorEnvRecord | None:
+        # Asked up to three times a vector step (its step, step_async and step_wait), most often
+        # about the vector env asked about last: that one is kept, by a weak reference, where
+        # the patched methods read it before calling this.
+        last = self.last_found
+        if last is not None and last[0]() is envs:
+            return last[1]
         try:
-            return self._instances.get(envs)
+            record = self._instances.get(envs)
         except TypeError:  # not weakly referable or not hashable: not one of ours
             return None
+        if record is not None:
+            self.last_found = (weakref.ref(envs), record)
+        return record
 
     def new_record(self, cls: type, known: KnownClass, env_fns: Any) -> tuple[VectorEnvRecord, Any]:
         """A record for a vector env about to be built, and its factories wrapped."""
@@ -96,6 +106,7 @@ class EnvironmentInstrumentation:
 
     def built(self, envs: Any, record: VectorEnvRecord) -> None:
         record.built = True
+        self.last_found = None  # an env built again over an old one: asked about afresh
         try:
             self._instances[envs] = record
             self._vector_envs.append(weakref.ref(envs))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Callable
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
@@ -46,18 +47,19 @@ class KnownClass:
 
 
 def _async_waiting(envs: Any) -> bool:
-    from gymnasium.vector.async_vector_env import AsyncState
+    # The class's module is imported (``envs`` is one of its instances); read from sys.modules at
+    # each step, as an import statement here cost more than the rest of the step's timing.
+    return envs._state == sys.modules["gymnasium.vector.async_vector_env"].AsyncState.WAITING_STEP
 
-    return envs._state == AsyncState.WAITING_STEP
 
-
+# Read at every vector step: attrgetter reads an attribute without a Python frame of its own.
 KNOWN_CLASSES = (
     KnownClass("gymnasium.vector.sync_vector_env", "SyncVectorEnv", in_workers=False),
     KnownClass("gymnasium.vector.async_vector_env", "AsyncVectorEnv", in_workers=True,
-               pipes=lambda envs: envs.parent_pipes, waiting=_async_waiting, timeout_argument=True),
+               pipes=attrgetter("parent_pipes"), waiting=_async_waiting, timeout_argument=True),
     KnownClass("stable_baselines3.common.vec_env.dummy_vec_env", "DummyVecEnv", in_workers=False),
     KnownClass("stable_baselines3.common.vec_env.subproc_vec_env", "SubprocVecEnv", in_workers=True,
-               pipes=lambda envs: envs.remotes, waiting=lambda envs: envs.waiting),
+               pipes=attrgetter("remotes"), waiting=attrgetter("waiting")),
 )
 
 
@@ -66,7 +68,9 @@ class Patches:
 
     def __init__(self, registry: Any) -> None:
         """``registry`` is the :class:`~envmanager.instrumentation.EnvironmentInstrumentation`:
-        ``new_record(cls, known, env_fns)``, ``built(envs, record)``, ``record_of(envs)``."""
+        ``new_record(cls, known, env_fns)``, ``built(envs, record)``, ``record_of(envs)``, and
+        ``last_found``: (a weak reference to the vector env, its record) that ``record_of`` found
+        last, or None."""
         self.registry = registry
         self.patched: list[str] = []
         self._originals: list[tuple[type, str, Any]] = []
@@ -158,7 +162,8 @@ def _timed_block(original: Any, name: str, registry: Any, *, anchor: bool) -> An
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         with hierarchical_timer(name) as node:
             if anchor and isinstance(node, TimerNode):
-                record = record_of(self)
+                last = registry.last_found  # the vector env asked about last, without record_of's frame
+                record = last[1] if last is not None and last[0]() is self else record_of(self)
                 if record is not None:
                     record.step_node = node  # the workers' payloads merge under it
             return original(self, *args, **kwargs)
@@ -194,10 +199,11 @@ def _timed_send(original: Any, registry: Any) -> Any:
     record_of = registry.record_of
 
     def step_async(self: Any, actions: Any) -> None:
-        record = record_of(self)
-        if record is not None:
-            record.sent_at = timers.now()
-        with hierarchical_timer("vector.send_actions"):
+        last = registry.last_found  # as in _timed_block
+        record = last[1] if last is not None and last[0]() is self else record_of(self)
+        with hierarchical_timer("vector.send_actions") as node:
+            if record is not None:  # the actions are sent as the block begins: its start is read once
+                record.sent_at = node._start if isinstance(node, TimerNode) else timers.now()
             return original(self, actions)
 
     return step_async
@@ -209,12 +215,13 @@ def _timed_wait(original: Any, known: KnownClass, registry: Any) -> Any:
     pipes, waiting = known.pipes, known.waiting
 
     def step_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
-        record = record_of(self)
+        last = registry.last_found  # as in _timed_block
+        record = last[1] if last is not None and last[0]() is self else record_of(self)
         if record is None or not waiting(self):  # nothing pending: the class raises its own error
             return original(self, *args, **kwargs)
         timeout = kwargs.get("timeout", args[0] if args else None) if known.timeout_argument else None
-        with hierarchical_timer("vector.wait_for_workers"):
-            waiting_since = timers.now()
+        with hierarchical_timer("vector.wait_for_workers") as node:
+            waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
             record.replies.wait(pipes(self), timeout)
         with hierarchical_timer("vector.receive_results"):
             result = original(self, *args, **kwargs)

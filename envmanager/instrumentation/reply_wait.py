@@ -8,8 +8,9 @@ It runs once per vector step, so it keeps one ``select.poll`` object per vector 
 registered once: ``multiprocessing.connection.wait`` made a selector, registered every pipe and
 closed it again at each of its calls, a few of them per step (as replies came in one by one),
 which cost the trainer more CPU per step than the block timing around it
-(``benchmarks/vector_step_cost.py``). A pipe with its reply in is set aside until the step's
-end (``poll`` is level-triggered: it would report that pipe again at once).
+(``benchmarks/vector_step_cost.py``). When a poll leaves replies to wait for, the pipes with
+their reply in are set aside until the step's end (``poll`` is level-triggered: it would report
+them again at once); when every reply is in at once, nothing is set aside.
 """
 
 from __future__ import annotations
@@ -56,10 +57,11 @@ class ReplyWaiter:
                 events = poller.poll(milliseconds)
                 if not events:
                     return  # timed out
-                for descriptor, _ in events:
-                    poller.unregister(descriptor)
-                    set_aside.append(descriptor)
                 pending -= len(events)
+                if pending:  # polled again: the pipes with their reply in are set aside till then
+                    for descriptor, _ in events:
+                        poller.unregister(descriptor)
+                        set_aside.append(descriptor)
         finally:
             for descriptor in set_aside:
                 poller.register(descriptor, _READY)

@@ -39,3 +39,20 @@ def test_it_gives_up_after_the_timeout_with_the_replies_missing():
     worker_ends[0].send("reply")
     ReplyWaiter().wait(trainer_ends, 0.01)
     assert not trainer_ends[1].poll(0)
+
+
+def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at_the_next():
+    trainer_ends, worker_ends = pipes(2)
+    waiter = ReplyWaiter()
+    for end in worker_ends:
+        end.send("first")
+    waiter.wait(trainer_ends, None)
+    assert [end.recv() for end in trainer_ends] == ["first", "first"]
+    worker_ends[0].send("second")
+    waiter.wait(trainer_ends, 0.01)  # the second worker's reply is missing: the wait times out
+    assert not trainer_ends[1].poll(0)
+    late = threading.Timer(0.05, lambda: worker_ends[1].send("second"))
+    late.start()
+    waiter.wait(trainer_ends, None)
+    late.join()
+    assert [end.recv() for end in trainer_ends] == ["second", "second"]

@@ -352,6 +352,30 @@ def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
         validate_payload(bad)
 
 
+def spans_payload(*spans):
+    return replace(good_payload(), 12, ("h", 0.0, "t", spans, (), (), 0))
+
+
+def test_plain_spans_and_spans_of_whole_seconds_are_accepted():
+    validate_payload(spans_payload(("env.step", 0.5, 0.75), ("env.step", -2.0, -1.0), ("env.reset", 1, 2)))
+
+
+@pytest.mark.parametrize(
+    "span, message",
+    [
+        (("env.step", 0.75, 0.5), r"timeline.spans\[1\]: a span ends before it starts"),
+        (("env.step", float("nan"), 0.5), r"timeline.spans\[1\]: must be a finite number"),
+        (("env.step", 0.5, float("inf")), r"timeline.spans\[1\]: must be a finite number"),
+        (("", 0.5, 0.75), r"timeline.spans\[1\]: a name must be a non-empty string"),
+        (("env.step", 0.5), r"timeline.spans\[1\]: must have 3 fields"),
+        (("env.step", "0.5", 0.75), r"timeline.spans\[1\]: must be a number"),
+    ],
+)
+def test_a_bad_span_among_plain_spans_is_refused_naming_its_place(span, message):
+    with pytest.raises(PayloadError, match=message):
+        validate_payload(spans_payload(("env.step", 0.25, 0.5), span))
+
+
 def test_a_time_just_below_the_bound_is_accepted_and_the_bound_refused():
     from profiler.multiprocess.payload import MAX_SECONDS
 

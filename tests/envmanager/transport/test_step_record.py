@@ -46,6 +46,16 @@ def _record(workers: int) -> tuple:
     return record, block, critical_path, ready_at
 
 
+def _one_step(record, fake_clock, ready_at: list) -> None:
+    """A whole step of one worker that took a second and replied as the wait ended."""
+    record.open()
+    record.sent()
+    record.waited()
+    fake_clock.advance(1.0)
+    ready_at[0] = fake_clock()
+    record.close()
+
+
 def test_the_record_in_force_is_the_one_asked_for(step_core):
     record, block, _, _ = _record(2)
     assert isinstance(record, StepRecordInPython) is (step_core == "python")
@@ -97,24 +107,14 @@ def test_a_step_some_worker_did_not_reply_in_counts_for_the_others_only(fake_clo
 def test_the_runs_fold_into_the_nodes_once_there_are_fold_at_runs(fake_clock):
     record, block, critical_path, ready_at = _record(1)
     for _ in range(FOLD_AT_RUNS):
-        record.open()
-        record.sent()
-        record.waited()
-        fake_clock.advance(1.0)
-        ready_at[0] = fake_clock()
-        record.close()
+        _one_step(record, fake_clock, ready_at)
     assert block.node.count == FOLD_AT_RUNS and block.runs == []
     assert critical_path.vector_steps == [FOLD_AT_RUNS]
 
 
 def test_every_reader_of_the_tree_sees_the_steps_not_yet_folded(fake_clock):
     record, block, _, ready_at = _record(1)
-    record.open()
-    record.sent()
-    record.waited()
-    fake_clock.advance(1.0)
-    ready_at[0] = fake_clock()
-    record.close()
+    _one_step(record, fake_clock, ready_at)
     assert timers.get_timer_root().children["env_manager.step"].count == 1
 
 
@@ -134,11 +134,7 @@ def test_a_failed_step_counts_the_phases_reached_and_an_error(fake_clock):
 
 def test_a_reset_of_the_timers_forgets_the_steps_not_yet_folded(fake_clock):
     record, block, critical_path, ready_at = _record(1)
-    record.open()
-    record.sent()
-    record.waited()
-    ready_at[0] = fake_clock()
-    record.close()
+    _one_step(record, fake_clock, ready_at)
     timers.reset_timers()
     block.fold()
     assert "env_manager.step" not in timers.get_timer_root().children

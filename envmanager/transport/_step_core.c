@@ -658,6 +658,94 @@ block_get(PyObject *block, int field)
     return get_slot(block, block_offsets[field], block_field_names[field]);
 }
 
+/* --- the critical path's count of whole steps, shared by count_whole_steps and StepRecord ------ */
+
+#define MAX_WAIT_BOUNDS 63
+
+/* The critical path's wait bounds, a sequence of at most MAX_WAIT_BOUNDS floats, read into
+ * bounds: their number, or -1 with an exception set. */
+static Py_ssize_t
+read_wait_bounds(PyObject *sequence, double *bounds)
+{
+    PyObject *fast = PySequence_Fast(sequence, "the bounds must be a sequence of floats");
+    if (fast == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
+    if (count > MAX_WAIT_BOUNDS) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "at most 63 bounds");
+        return -1;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        bounds[index] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(fast, index));
+        if (bounds[index] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return count;
+}
+
+/* One step every worker replied in, counted as whole_steps_in_python counts a row: the wait the
+ * last reply alone decided (from the second-to-last reply, or when the trainer began waiting if
+ * later; clamped at 0 as numpy.maximum clamps) added to the last worker's sum, and its bucket
+ * (numpy.searchsorted(bounds, wait, side="right")) counted. */
+static void
+count_whole_step(double waiting_since, double last, double second, Py_ssize_t last_worker, int several,
+                 const double *bounds, Py_ssize_t bound_count, double *sums, Py_ssize_t *counts)
+{
+    double began = waiting_since;
+    if (several && (second >= waiting_since || isnan(second))) {  /* numpy.maximum(second, since) */
+        began = second;
+    }
+    double wait = last - began;
+    if (!(wait >= 0.0 || isnan(wait))) {  /* numpy.maximum(wait, 0.0) */
+        wait = 0.0;
+    }
+    Py_ssize_t bucket = 0;
+    while (bucket < bound_count && bounds[bucket] <= wait) {
+        bucket++;
+    }
+    sums[last_worker] += wait;
+    counts[last_worker * (bound_count + 1) + bucket] += 1;
+}
+
+/* [(worker, wait summed, [count per bucket]), ...] for the workers last in some step counted. */
+static PyObject *
+whole_steps_per_worker(Py_ssize_t workers, Py_ssize_t bound_count, const double *sums, const Py_ssize_t *counts)
+{
+    Py_ssize_t buckets = bound_count + 1;
+    PyObject *result = PyList_New(0);
+    for (Py_ssize_t worker = 0; result != NULL && worker < workers; worker++) {
+        Py_ssize_t last_in = 0;
+        for (Py_ssize_t bucket = 0; bucket < buckets; bucket++) {
+            last_in += counts[worker * buckets + bucket];
+        }
+        if (last_in == 0) {
+            continue;
+        }
+        PyObject *histogram = PyList_New(buckets);
+        for (Py_ssize_t bucket = 0; histogram != NULL && bucket < buckets; bucket++) {
+            PyObject *count = PyLong_FromSsize_t(counts[worker * buckets + bucket]);
+            if (count == NULL) {
+                Py_CLEAR(histogram);
+                break;
+            }
+            PyList_SET_ITEM(histogram, bucket, count);
+        }
+        PyObject *entry = histogram == NULL ? NULL : Py_BuildValue("(ndN)", worker, sums[worker], histogram);
+        if (entry == NULL || PyList_Append(result, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_CLEAR(result);
+            break;
+        }
+        Py_DECREF(entry);
+    }
+    return result;
+}
+
 #include "_step_record.h"  /* StepRecord: the profiled step's state as one C struct */
 
 /* count_whole_steps(steps, several, bounds, workers): CriticalPath.count_steps's count of the
@@ -681,25 +769,11 @@ count_whole_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (several < 0 || (workers < 0 && PyErr_Occurred())) {
         return NULL;
     }
-    PyObject *bounds_sequence = PySequence_Fast(args[2], "the bounds must be a sequence of floats");
-    if (bounds_sequence == NULL) {
+    double bounds[MAX_WAIT_BOUNDS];
+    Py_ssize_t bound_count = read_wait_bounds(args[2], bounds);
+    if (bound_count < 0) {
         return NULL;
     }
-    Py_ssize_t bound_count = PySequence_Fast_GET_SIZE(bounds_sequence);
-    double bounds[64];
-    if (bound_count > 63) {
-        Py_DECREF(bounds_sequence);
-        PyErr_SetString(PyExc_ValueError, "at most 63 bounds");
-        return NULL;
-    }
-    for (Py_ssize_t index = 0; index < bound_count; index++) {
-        bounds[index] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bounds_sequence, index));
-        if (bounds[index] == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(bounds_sequence);
-            return NULL;
-        }
-    }
-    Py_DECREF(bounds_sequence);
     Py_ssize_t buckets = bound_count + 1;
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_RECORDS_RO) < 0) {
@@ -736,47 +810,9 @@ count_whole_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 second = stamp;
             }
         }
-        double began = waiting_since;
-        if (several && (second >= waiting_since || isnan(second))) {  /* numpy.maximum(second, since) */
-            began = second;
-        }
-        double wait = last - began;
-        if (!(wait >= 0.0 || isnan(wait))) {  /* numpy.maximum(wait, 0.0) */
-            wait = 0.0;
-        }
-        Py_ssize_t bucket = 0;
-        while (bucket < bound_count && bounds[bucket] <= wait) {
-            bucket++;
-        }
-        sums[last_worker] += wait;
-        counts[last_worker * buckets + bucket] += 1;
+        count_whole_step(waiting_since, last, second, last_worker, several, bounds, bound_count, sums, counts);
     }
-    result = PyList_New(0);
-    for (Py_ssize_t worker = 0; result != NULL && worker < workers; worker++) {
-        Py_ssize_t last_in = 0;
-        for (Py_ssize_t bucket = 0; bucket < buckets; bucket++) {
-            last_in += counts[worker * buckets + bucket];
-        }
-        if (last_in == 0) {
-            continue;
-        }
-        PyObject *histogram = PyList_New(buckets);
-        for (Py_ssize_t bucket = 0; histogram != NULL && bucket < buckets; bucket++) {
-            PyObject *count = PyLong_FromSsize_t(counts[worker * buckets + bucket]);
-            if (count == NULL) {
-                Py_CLEAR(histogram);
-                break;
-            }
-            PyList_SET_ITEM(histogram, bucket, count);
-        }
-        PyObject *entry = histogram == NULL ? NULL : Py_BuildValue("(ndN)", worker, sums[worker], histogram);
-        if (entry == NULL || PyList_Append(result, entry) < 0) {
-            Py_XDECREF(entry);
-            Py_CLEAR(result);
-            break;
-        }
-        Py_DECREF(entry);
-    }
+    result = whole_steps_per_worker(workers, bound_count, sums, counts);
 done:
     PyMem_Free(sums);
     PyMem_Free(counts);

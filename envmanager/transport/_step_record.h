@@ -1,5 +1,5 @@
 /* The trainer's side of a profiled vector step as one C struct: included by _step_core.c, whose
- * helpers (slots, the clock, the timers' globals) it uses.
+ * helpers (slots, the clock, the timers' globals, the critical path's count of a whole step) it uses.
  *
  * envmanager/transport/step_stamps.py holds the reference, StepRecordInPython, and says what each
  * method does. A StepRecord keeps the step's stamps as doubles and counts each closed run at once
@@ -14,7 +14,6 @@
  * a tuple in the block's runs, and counted by the block's own fold. */
 
 #define RECORD_NODES 4  /* the step block, then its phases: sending, waiting, receiving */
-#define RECORD_MAX_BOUNDS 63
 
 typedef struct {
     PyObject_HEAD
@@ -31,7 +30,7 @@ typedef struct {
     Py_ssize_t workers;
     int several;
     Py_ssize_t bound_count;
-    double bounds[RECORD_MAX_BOUNDS];
+    double bounds[MAX_WAIT_BOUNDS];
     Py_ssize_t held;          /* runs counted here, not yet folded */
     double totals[RECORD_NODES], shortest[RECORD_NODES], longest[RECORD_NODES];
     double *wait_sums;        /* per worker */
@@ -270,20 +269,8 @@ record_close(StepRecord *self, PyObject *Py_UNUSED(ignored))
             second = stamp;
         }
     }
-    double began = self->waiting_since;
-    if (self->several && (second >= began || isnan(second))) {  /* numpy.maximum(second, since) */
-        began = second;
-    }
-    double wait = last - began;
-    if (!(wait >= 0.0 || isnan(wait))) {  /* numpy.maximum(wait, 0.0) */
-        wait = 0.0;
-    }
-    Py_ssize_t bucket = 0;
-    while (bucket < self->bound_count && self->bounds[bucket] <= wait) {
-        bucket++;
-    }
-    self->wait_sums[last_worker] += wait;
-    self->counts[last_worker * (self->bound_count + 1) + bucket] += 1;
+    count_whole_step(self->waiting_since, last, second, last_worker, self->several, self->bounds, self->bound_count,
+                     self->wait_sums, self->counts);
     double elapsed[RECORD_NODES] = {end - self->start, self->sent - self->start, self->waited - self->sent,
                                     end - self->waited};
     for (int node = 0; node < RECORD_NODES; node++) {
@@ -384,33 +371,8 @@ record_fold(StepRecord *self, PyObject *Py_UNUSED(ignored))
         }
     }
     Py_DECREF(phases);
-    Py_ssize_t steps = self->held, buckets = self->bound_count + 1;
-    PyObject *per_worker = PyList_New(0);
-    for (Py_ssize_t worker = 0; per_worker != NULL && worker < self->workers; worker++) {
-        Py_ssize_t last_in = 0;
-        for (Py_ssize_t bucket = 0; bucket < buckets; bucket++) {
-            last_in += self->counts[worker * buckets + bucket];
-        }
-        if (last_in == 0) {
-            continue;
-        }
-        PyObject *histogram = PyList_New(buckets);
-        for (Py_ssize_t bucket = 0; histogram != NULL && bucket < buckets; bucket++) {
-            PyObject *count = PyLong_FromSsize_t(self->counts[worker * buckets + bucket]);
-            if (count == NULL) {
-                Py_CLEAR(histogram);
-                break;
-            }
-            PyList_SET_ITEM(histogram, bucket, count);
-        }
-        PyObject *entry = histogram == NULL ? NULL : Py_BuildValue("(ndN)", worker, self->wait_sums[worker], histogram);
-        if (entry == NULL || PyList_Append(per_worker, entry) < 0) {
-            Py_XDECREF(entry);
-            Py_CLEAR(per_worker);
-            break;
-        }
-        Py_DECREF(entry);
-    }
+    Py_ssize_t steps = self->held;
+    PyObject *per_worker = whole_steps_per_worker(self->workers, self->bound_count, self->wait_sums, self->counts);
     record_clear_sums(self);
     if (per_worker == NULL) {
         return NULL;
@@ -447,24 +409,12 @@ record_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "StepRecord() takes a PhasedBlock and a list of at least one worker's stamp");
         return NULL;
     }
-    PyObject *bounds_sequence = PySequence_Fast(bounds, "the bounds must be a sequence of floats");
-    if (bounds_sequence == NULL) {
-        return NULL;
-    }
     StepRecord *self = (StepRecord *)type->tp_alloc(type, 0);
     if (self == NULL) {
-        Py_DECREF(bounds_sequence);
         return NULL;
     }
-    self->bound_count = PySequence_Fast_GET_SIZE(bounds_sequence);
-    for (Py_ssize_t index = 0; index < self->bound_count && index < RECORD_MAX_BOUNDS; index++) {
-        self->bounds[index] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(bounds_sequence, index));
-    }
-    Py_DECREF(bounds_sequence);
-    if (PyErr_Occurred() || self->bound_count > RECORD_MAX_BOUNDS) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError, "at most 63 bounds");
-        }
+    self->bound_count = read_wait_bounds(bounds, self->bounds);
+    if (self->bound_count < 0) {
         Py_DECREF(self);
         return NULL;
     }

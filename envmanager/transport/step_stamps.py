@@ -42,13 +42,10 @@ from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 from envmanager.measurement.critical_path import WholeStepsCounter, whole_steps_in_python
 from envmanager.transport import timed_calls
 
+__all__ = ["StepRecordInPython", "step_record", "whole_steps_counter"]
+
 _PERF_COUNTER = time.perf_counter
 
-__all__ = [
-    "StepRecordInPython",
-    "step_record",
-    "whole_steps_counter",
-]
 
 def _configured_extension() -> Any:
     extension = timed_calls.extension()

@@ -79,6 +79,30 @@ def test_the_garbage_collector_is_left_as_the_program_left_it(tmp_path, setting,
     assert result.stdout == f"collector enabled: {left}\n"
 
 
+FROZEN_WHILE_THE_PROGRAM_RUNS = """
+    import atexit, gc
+
+    class Node:
+        pass
+
+    print("frozen while it runs:", gc.get_freeze_count() > 0)
+    cycle = Node()
+    cycle.itself = cycle
+    del cycle
+    print("its own garbage collected:", gc.collect() > 0)
+    atexit.register(lambda: print("frozen after it ends:", gc.get_freeze_count()))
+"""
+
+
+def test_what_exists_before_the_program_is_frozen_while_it_runs_and_only_then(tmp_path):
+    # rlprof's set-up leaves objects that the program's full collections would otherwise walk.
+    script = write_script(tmp_path, "train.py", FROZEN_WHILE_THE_PROGRAM_RUNS)
+    result = rlprof_run("--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ("frozen while it runs: True\nits own garbage collected: True\n"
+                             "frozen after it ends: 0\n")
+
+
 def test_the_program_sees_itself_as_main_with_its_folder_first_on_the_path(tmp_path):
     write_script(tmp_path, "helper.py", "VALUE = 'imported from beside the script'\n")
     script = write_script(tmp_path, "main.py", """

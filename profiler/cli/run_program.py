@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType, TracebackType
@@ -48,6 +48,7 @@ __all__ = [
     "RunError",
     "RunFiles",
     "default_summaries_dir",
+    "entry_points_of",
     "exit_like",
     "run_program",
     "split_run_arguments",
@@ -58,6 +59,8 @@ VECTOR_ENV_GROUP = "rlprof.vector_env"
 ENVIRONMENTS_GROUP = "rlprof.environments"
 """Entry-point group of what times the program's environments where they run (``envmanager``)."""
 
+_DISTRIBUTION = "rlprof"
+"""The distribution whose entry points connect ``profiler`` to ``envmanager``."""
 _OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker")
 _ANALYSIS_TOP = 10
 
@@ -301,7 +304,7 @@ def exit_like(end: ProgramEnd) -> int:
 
 
 def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any:
-    plugins = list(entry_points(group=VECTOR_ENV_GROUP))
+    plugins = entry_points_of(VECTOR_ENV_GROUP)
     if not plugins:
         raise RunError(
             "--vector-env needs rlprof's envmanager package (entry point group "
@@ -319,13 +322,27 @@ def _substitute_vector_envs(mode: str, envs_per_worker: int | str | None) -> Any
         raise RunError(f"--envs-per-worker: {error}") from None
 
 
+def entry_points_of(group: str) -> list[Any]:
+    """The entry points of ``group``: rlprof's own distribution's, or where it has none (a checkout
+    whose entry points a distribution of another name provides), every installed distribution's.
+
+    rlprof's own are read from its one ``entry_points.txt``: scanning every distribution reads
+    each one's, about three times the instructions with some sixty installed.
+    """
+    try:
+        own = [plugin for plugin in distribution(_DISTRIBUTION).entry_points if plugin.group == group]
+    except PackageNotFoundError:
+        own = []
+    return own or list(entry_points(group=group))
+
+
 def _load_plugin(group: str, report_to: TextIO, *, missing: str | None = None) -> Any:
     """What the first plugin of ``group`` returns when called (None when there is none, or it fails:
     the program still runs, and one line says what is missing; ``missing`` is that line when the
     group has no plugin at all)."""
     try:
-        return next(iter(entry_points(group=group))).load()()
-    except StopIteration:
+        return entry_points_of(group)[0].load()()
+    except IndexError:
         if missing is not None:
             print(f"rlprof: {missing}", file=report_to)
         return None

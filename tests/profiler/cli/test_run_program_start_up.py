@@ -17,6 +17,7 @@ import pytest
 
 from profiler import load_timing_tree
 from profiler.cli.commands import main
+from profiler.cli.run_program import entry_points_of
 
 FINISHES_WITHIN = 120  # seconds: generous, for a loaded machine; no test checks a duration
 
@@ -79,3 +80,19 @@ def test_live_imports_the_live_view_before_the_program_starts(tmp_path):
 def test_a_built_in_commands_help_comes_from_its_parser_built_alone(command, capsys):
     assert main([command, "--help"]) == 0
     assert f"usage: rlprof {command}" in capsys.readouterr().out
+
+
+def test_rlprof_finds_its_own_entry_points_in_its_own_distribution():
+    # One entry_points.txt read instead of every installed distribution's.
+    (environments,) = entry_points_of("rlprof.environments")
+    assert environments.value == "envmanager.instrumentation:instrument_environments"
+
+
+def test_a_group_only_another_distribution_provides_is_found_among_every_distribution(tmp_path, monkeypatch):
+    # A checkout run from PYTHONPATH has its entry points in a distribution of another name.
+    dist_info = tmp_path / "rlprof_checkout-0.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: rlprof-checkout\nVersion: 0.1\n")
+    (dist_info / "entry_points.txt").write_text("[rlprof.elsewhere]\nthere = somewhere:install\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [plugin.value for plugin in entry_points_of("rlprof.elsewhere")] == ["somewhere:install"]

@@ -2,18 +2,20 @@
 
 Sampled on the trainer's own thread at the end of a step, at most every ``interval``
 seconds: no sampler thread, so nothing races the trainer's timer tree, and a step between
-samples pays one clock read.
+samples pays one clock read. psutil is imported at the first sample: a run whose vector envs
+run in the trainer (``rlprof run`` on a ``SyncVectorEnv``) never samples, and need not import it.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any, Iterable
-
-import psutil
+from typing import TYPE_CHECKING, Any, Iterable
 
 from profiler.timing import timers
+
+if TYPE_CHECKING:
+    import psutil
 
 __all__ = ["ResourceGauges"]
 
@@ -50,6 +52,8 @@ class ResourceGauges:
                 self._sample(f"worker_{index}", pid)
 
     def _sample(self, label: str, pid: int) -> None:
+        import psutil  # imported once, at the first sample: see the module's docstring
+
         process = self._processes.get(label)
         try:
             first = process is None or process.pid != pid  # or a restarted worker

@@ -4,7 +4,7 @@ A run's processes can wait for a core because the run itself has more busy proce
 or because other programs on the machine keep those cores busy. The two call for different
 changes (fewer workers; ``taskset`` or a quieter machine), so the dump records the second apart:
 
-* ``busy_core_seconds``: the CPU time the kernel counted as busy (``/proc/stat`` through psutil)
+* ``busy_core_seconds``: the CPU time the kernel counted as busy (``/proc/stat``)
   on the cores the run may use, between the run's start and its dump; the verdicts take the run's
   own CPU time (its processes' ``scheduling`` figures) from it, and what is left is other
   programs';
@@ -17,20 +17,20 @@ A sample of every process's CPU times is taken at the run's start and at a dump,
 once, and nothing else: through psutil, a sample read that file two or three times a process and
 built an object for each (about 300,000 instructions a process, tens of milliseconds on a host
 with hundreds of processes, at the start of every ``rlprof run`` and twice at its dump); only the
-processes a dump names have their names read. A timer stack is followed with :func:`follow_stack`, like
+processes a dump names have their names read. psutil is imported only where there is no ``/proc``
+(:mod:`.proc_files` reads the same figures from it). A timer stack is followed with :func:`follow_stack`, like
 :mod:`profiler.recording.scheduling`, and each reset of the timers samples afresh.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from typing import Any
 
-import psutil
-
-from profiler.recording import scheduling
+from profiler.recording import proc_files, scheduling
 from profiler.timing import timers
 
 __all__ = ["OUTSIDE_PROCESSES_LISTED", "OUTSIDE_SCAN_SPACING_SECONDS", "follow_run", "follow_stack",
@@ -47,24 +47,40 @@ The cores' busy time is read afresh on every dump."""
 _IDLE_FIELDS = ("idle", "iowait")
 
 
+def _read_errors() -> tuple[type[Exception], ...]:
+    """What a failed reading of the machine raises: psutil's errors only where it was imported
+    (an ``except`` clause evaluates this only when something was raised)."""
+    psutil = sys.modules.get("psutil")
+    return (OSError, ValueError) if psutil is None else (OSError, ValueError, psutil.Error)
+
+
 def _run_cores() -> list[int]:
     try:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return list(range(psutil.cpu_count() or 1))
+        return list(range(os.cpu_count() or 1))
 
 
 def _busy_seconds(cores: list[int]) -> float:
     """Busy CPU seconds counted so far on ``cores`` (every field but idle and I/O wait)."""
-    per_core = psutil.cpu_times(percpu=True)
+    try:
+        per_core = proc_files.busy_seconds_per_core()
+    except (OSError, ValueError):
+        per_core = _busy_seconds_through_psutil()
     busy = 0.0
     for index in cores:
         if index < len(per_core):
-            times = per_core[index]._asdict()
-            # guest time is counted in user time already
-            busy += sum(value for name, value in times.items()
-                        if name not in _IDLE_FIELDS and not name.startswith("guest"))
+            busy += per_core[index]
     return busy
+
+
+def _busy_seconds_through_psutil() -> list[float]:
+    import psutil  # where there is no /proc
+
+    # guest time is counted in user time already
+    return [sum(value for name, value in times._asdict().items()
+                if name not in _IDLE_FIELDS and not name.startswith("guest"))
+            for times in psutil.cpu_times(percpu=True)]
 
 
 def _process_cpu() -> dict[int, tuple[int, float, float]]:
@@ -72,7 +88,10 @@ def _process_cpu() -> dict[int, tuple[int, float, float]]:
     if not os.path.isfile("/proc/self/stat"):
         return _process_cpu_through_psutil()
     ticks = os.sysconf("SC_CLK_TCK")
-    boot = psutil.boot_time()
+    try:
+        boot = proc_files.boot_time()
+    except ValueError:
+        return _process_cpu_through_psutil()
     processes = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -94,6 +113,8 @@ def _process_cpu() -> dict[int, tuple[int, float, float]]:
 
 
 def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float]]:
+    import psutil  # where there is no /proc
+
     processes = {}
     for process in psutil.process_iter(["ppid", "create_time", "cpu_times"]):
         info = process.info
@@ -105,6 +126,14 @@ def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float]]:
 
 
 def _process_name(pid: int) -> str:
+    try:
+        return proc_files.process_name(pid) or "?"
+    except (OSError, ValueError, UnicodeError):  # ended meanwhile, or not readable
+        pass
+    if os.path.isdir("/proc"):
+        return "?"
+    import psutil  # where there is no /proc
+
     try:
         return psutil.Process(pid).name() or "?"
     except psutil.Error:
@@ -131,7 +160,7 @@ class _LoadBaseline:
         try:
             self.busy: float | None = _busy_seconds(self.cores)
             self.processes = _process_cpu()
-        except (psutil.Error, OSError):
+        except _read_errors():
             self.busy, self.processes = None, {}
 
 
@@ -187,7 +216,7 @@ def machine_load_section(stack: Any) -> dict[str, Any] | None:
         now = time.monotonic()
         if baseline.scanned_at is None or now - baseline.scanned_at >= OUTSIDE_SCAN_SPACING_SECONDS:
             baseline.outside, baseline.scanned_at = _outside_processes(baseline), now
-    except (psutil.Error, OSError):
+    except _read_errors():
         return None
     try:
         load_average: float | None = os.getloadavg()[0]

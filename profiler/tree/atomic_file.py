@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-import psutil
+from profiler.recording import proc_files
 
 __all__ = [
     "OutputPathError",
@@ -262,13 +262,29 @@ def _writer_id(pid: int) -> str:
 
 
 def _start_time(pid: int) -> str:
-    return str(int(psutil.Process(pid).create_time()))
+    """The process's start time, whole seconds since the epoch (``psutil.Process.create_time``:
+    read from ``/proc`` where there is one, so that psutil's import is not every write's cost)."""
+    try:
+        return str(int(proc_files.process_start_time(pid)))
+    except ProcessLookupError:
+        raise
+    except (OSError, ValueError, IndexError):
+        if os.path.isdir("/proc"):
+            raise
+    import psutil  # where there is no /proc
+
+    try:
+        return str(int(psutil.Process(pid).create_time()))
+    except psutil.NoSuchProcess:
+        raise ProcessLookupError(pid) from None
+    except psutil.Error as error:  # not permitted
+        raise OSError(str(error)) from None
 
 
 def _is_running(pid: int, started: str) -> bool:
     try:
         return _start_time(pid) == started
-    except psutil.NoSuchProcess:
+    except ProcessLookupError:
         return False
-    except (psutil.Error, OSError):
+    except (OSError, ValueError, IndexError):
         return True  # cannot tell: leave the file alone

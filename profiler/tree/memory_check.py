@@ -22,7 +22,7 @@ import os
 import resource
 from pathlib import Path
 
-import psutil
+from profiler.recording import proc_files
 
 __all__ = ["READ_MEMORY_PER_DENSE_BYTE", "available_memory", "memory_shortage", "read_memory_estimate"]
 
@@ -71,12 +71,19 @@ def read_memory_estimate(path: str | os.PathLike[str]) -> int:
 
 def available_memory() -> int:
     """Bytes this process can still allocate: the smallest of every limit that applies."""
-    limits = [psutil.virtual_memory().available]
+    try:
+        limits = [proc_files.available_memory()]  # psutil's figure, without importing psutil
+    except (OSError, ValueError):
+        import psutil  # no /proc, or a kernel without MemAvailable: psutil estimates it
+
+        limits = [psutil.virtual_memory().available]
     cgroup_room = _cgroup_room()
     if cgroup_room is not None:
         limits.append(cgroup_room)
     address_space, _ = resource.getrlimit(resource.RLIMIT_AS)
     if address_space != resource.RLIM_INFINITY:
+        import psutil  # only under ``ulimit -v``
+
         limits.append(max(0, address_space - psutil.Process().memory_info().vms))
     return min(limits)
 

@@ -35,6 +35,7 @@ NOT_BEFORE_THE_PROGRAM = (
     "profiler.gpu.execution_trace",
     "profiler.tree.nsys_sqlite",  # Nsight Systems exports only: neither the start nor the exit reads one
     "sqlite3",  # Nsight Systems exports only: the timers reader imports it when it reads one
+    "psutil",  # the machine's figures are read from /proc; psutil where there is none
 )
 
 FIRST_LINE = """

@@ -1,0 +1,120 @@
+"""What Linux's ``/proc`` says of the machine and its processes, read without psutil.
+
+Every ``rlprof run`` reads a few figures of the machine: the cores' busy time and the boot time at
+its start and at its dump (:mod:`.machine_load`), a process's start time in the name of each file
+it writes (:mod:`profiler.tree.atomic_file`), the memory available before it reads a timers file
+back (:mod:`profiler.tree.memory_check`), the names of the busiest processes outside the run.
+psutil reads them from the same files; importing it cost 32 M instructions (about 8 ms) of every
+run, more than any other module rlprof imports before the program's first line. These functions
+read the files themselves, the way psutil 7 does, so the figures are the same; each raises
+:class:`OSError` (or ``ValueError`` on a file it cannot parse) where ``/proc`` cannot tell, and
+its caller then asks psutil, imported only there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_name", "process_start_time"]
+
+_IDLE_FIELDS = (3, 4)
+"""The fields of a ``cpu`` line of ``/proc/stat`` that are not busy time: idle and I/O wait (after
+them, guest and guest_nice are counted in user time already, and are left out too)."""
+_COUNTED_FIELDS = 8
+"""user, nice, system, idle, iowait, irq, softirq, steal."""
+_NAME_SHOWN = 15
+"""The kernel keeps the first 15 characters of a process's name; psutil then looks at its command."""
+
+
+def _clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK")
+
+
+def _stat_lines() -> list[bytes]:
+    with open("/proc/stat", "rb") as stat:
+        return stat.read().splitlines()
+
+
+def boot_time() -> float:
+    """When the machine booted, in seconds since the epoch (``btime``)."""
+    for line in _stat_lines():
+        if line.startswith(b"btime"):
+            return float(line.strip().split()[1])
+    raise ValueError("no btime line in /proc/stat")
+
+
+def busy_seconds_per_core() -> list[float]:
+    """Busy CPU seconds counted so far on each core listed (every field but idle and I/O wait),
+    in the file's order, as ``psutil.cpu_times(percpu=True)`` lists them."""
+    ticks = _clock_ticks()
+    per_core = []
+    for line in _stat_lines():
+        if line.startswith(b"cpu") and not line.startswith(b"cpu "):
+            fields = line.split()[1:_COUNTED_FIELDS + 1]
+            per_core.append(sum(float(value) / ticks for index, value in enumerate(fields)
+                                if index not in _IDLE_FIELDS))
+    if not per_core:
+        raise ValueError("no cpu lines in /proc/stat")
+    return per_core
+
+
+def _stat_of(pid: int) -> bytes:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return stat.read()
+
+
+def process_start_time(pid: int) -> float:
+    """When process ``pid`` started, in seconds since the epoch (``psutil.Process.create_time``).
+
+    Raises :class:`ProcessLookupError` when there is no such process.
+    """
+    try:
+        stat = _stat_of(pid)
+    except FileNotFoundError:
+        raise ProcessLookupError(pid) from None
+    # After the name, which is in parentheses and may hold any character: the state, then the
+    # parent's pid, ... the start time (field 22), in clock ticks since the boot.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return float(fields[19]) / _clock_ticks() + boot_time()
+
+
+def process_name(pid: int) -> str:
+    """Process ``pid``'s name as ``psutil.Process.name`` gives it: the kernel's, or where the
+    kernel cut it, the start of the program's path that it is the beginning of."""
+    stat = _stat_of(pid)
+    name = stat[stat.find(b"(") + 1: stat.rfind(b")")].decode(sys.getfilesystemencoding(),
+                                                               sys.getfilesystemencodeerrors())
+    if len(name) < _NAME_SHOWN:
+        return name
+    try:
+        with open(f"/proc/{pid}/cmdline", encoding=sys.getfilesystemencoding(),
+                  errors=sys.getfilesystemencodeerrors()) as command_file:
+            command = command_file.read()
+    except PermissionError:
+        return name
+    if not command:
+        return name
+    separator = "\x00" if command.endswith("\x00") else " "
+    if command.endswith(separator):
+        command = command[:-1]
+    arguments = command.split(separator)
+    if separator == "\x00" and len(arguments) == 1 and " " in command:
+        arguments = command.split(" ")
+    extended = os.path.basename(arguments[0])
+    return extended if extended.startswith(name) else name
+
+
+def available_memory() -> int:
+    """Bytes of memory the machine has available (``psutil.virtual_memory().available``, where
+    the kernel tells ``MemAvailable``)."""
+    fields = {}
+    with open("/proc/meminfo", "rb") as meminfo:
+        for line in meminfo:
+            parts = line.split()
+            if len(parts) >= 2:
+                fields[parts[0]] = int(parts[1]) * 1024
+    available = fields.get(b"MemAvailable:", 0)
+    if not available:  # an old kernel, or its bug (psutil estimates it then): psutil's answer
+        raise ValueError("no MemAvailable in /proc/meminfo")
+    return fields[b"MemFree:"] if available > fields[b"MemTotal:"] else available

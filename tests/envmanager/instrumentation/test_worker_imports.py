@@ -74,3 +74,44 @@ def test_a_spawn_worker_of_rlprof_run_imports_nothing_it_does_not_use(tmp_path):
     modules = set(found.read_text().split())
     assert "envmanager.instrumentation.timed_env" in modules  # the env is timed in the worker
     assert sorted(modules.intersection(NOT_IMPORTED_FOR_RLPROF_IN_A_WORKER)) == []
+
+
+FORKSERVER_PROCESS_FINDS = """
+import multiprocessing, sys
+import gymnasium as gym
+
+
+def report(queue):
+    queue.put("envmanager.instrumentation.factories" in sys.modules)
+
+
+if __name__ == "__main__":
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, context="forkserver")
+    envs.reset(seed=0)
+    context = multiprocessing.get_context("forkserver")
+    queue = context.Queue()
+    process = context.Process(target=report, args=(queue,))  # a plain process of the same server
+    process.start()
+    print("found in a new forkserver process:", queue.get(timeout=60))
+    process.join()
+    envs.close()
+"""
+
+
+def test_the_forkserver_imports_rlprofs_worker_side_once_for_every_worker_it_forks(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text(FORKSERVER_PROCESS_FINDS)
+    done = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", str(tmp_path / "out"),
+                           str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "AsyncVectorEnv (2 envs, in 2 worker processes)" in done.stderr
+    # A process whose target is the program's own function got rlprof's worker side from the server.
+    assert done.stdout == "found in a new forkserver process: True\n"
+
+
+def test_a_forkserver_without_rlprof_preloads_only_the_program(tmp_path):
+    script = tmp_path / "program.py"
+    script.write_text(FORKSERVER_PROCESS_FINDS)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "found in a new forkserver process: False\n"

@@ -16,7 +16,10 @@
  * 3.11 inlines Python-to-Python calls), but less than the Python function around open() and
  * close() it replaces (its frame, its reads of globals and closure cells, two calls into C), as
  * counted in instructions by benchmarks/worker_step_instructions.py. open(), close() and fail()
- * stay for callers that make the call themselves (instrumentation/timed_env.py).
+ * stay for callers that make the call themselves (instrumentation/timed_env.py). step_env holds
+ * its runs as sums of doubles in the StepTimer struct and adds them to the node when it folds (the
+ * timer is one of its stack's deferred recorders: TimerStack.settle folds it before any reader);
+ * PythonStepTimer holds the run lengths and sums them in the same order, so both give the same floats.
  *
  * The node's, the stack's and the sampler's __slots__ are read and written at the offsets Python
  * gave them (``configure`` is handed TimerNode, TimerStack and CpuSampler once), as

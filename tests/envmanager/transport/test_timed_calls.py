@@ -270,6 +270,23 @@ def test_step_env_hands_the_call_to_watched_while_a_companion_watches_blocks(mon
     assert calls == [5] and "env.step" not in stack.root.children
 
 
+def test_step_env_sees_a_companion_that_comes_between_two_steps(monkeypatch):
+    from profiler.timing import timers
+
+    calls = []
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
+                            lambda env, action: calls.append(action) or "watched")
+    monkeypatch.setattr(timers, "plain_blocks", True)
+    timer.step_env(CountingEnv(), 4)  # plain_blocks read (and, in C, remembered) here
+    monkeypatch.setattr(timers, "plain_blocks", False)
+    assert timer.step_env(CountingEnv(), 5) == "watched"
+    monkeypatch.setattr(timers, "plain_blocks", True)
+    timer.step_env(CountingEnv(), 6)
+    stack.settle()
+    assert calls == [5] and stack.root.children["env.step"].count == 2
+
+
 class SteppedSampler(CpuSampler):
     """A CPU sampler that measures on fake clocks, so which calls it measures next does not
     depend on how loaded the machine is."""

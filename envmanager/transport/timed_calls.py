@@ -31,8 +31,8 @@ them to the node when it folds: at :data:`~profiler.timing.phased_block.FOLD_AT_
 before anything reads the tree (the timer is one of its stack's deferred recorders, which
 :meth:`~profiler.timing.timer_stack.TimerStack.settle` folds: payloads, dumps, readers), when
 the open block around the call changes, and when the timer goes. A stack's reset drops them with
-the tree. A failed call, and a run on a clock that does not give floats (a test's fake), is
-counted at once, after the held runs are folded. Making a float, an int and up to three slot
+the tree. A failed call is counted at once (with its error), and so is a run on a clock that
+does not give floats (a test's fake), after the held runs are folded. Making a float, an int and up to three slot
 writes per figure per step was most of what timing a worker's step cost it
 (``benchmarks/worker_step_instructions.py``). ``open``, ``close`` and ``fail`` count at once, as
 before: their callers read the node.

@@ -452,8 +452,17 @@ close_run(StepTimer *self, PyObject *node, int hold)
             goto failed;
         }
     }
-    if (hold && is_float ? hold_run(self, seconds) < 0
-        : (hold && fold_held(self) < 0) || add_run(node, &elapsed, seconds, is_float) < 0) {
+    int counted;
+    if (hold && is_float) {
+        counted = hold_run(self, seconds);
+    }
+    else if (hold && fold_held(self) < 0) {  /* a clock of other numbers: the held runs first */
+        counted = -1;
+    }
+    else {
+        counted = add_run(node, &elapsed, seconds, is_float);
+    }
+    if (counted < 0) {
         goto failed;
     }
     Py_XDECREF(end);

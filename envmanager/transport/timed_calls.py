@@ -178,26 +178,14 @@ class PythonStepTimer:
 
     def close(self, node: TimerNode) -> None:
         """Stop the block :meth:`open` gave and count the run."""
-        self._close_run(node, False)
+        self._count(node, self.clock() - node._start)
 
-    def _close_run(self, node: TimerNode, hold: bool) -> None:
-        """Stop the block and count the run: into the node at once, or, with ``hold``
-        (step_env's runs, ``node`` being :attr:`node`), into the runs held when both readings
-        are floats (the held runs folded first when they are not)."""
-        end = self.clock()
-        start = node._start
-        elapsed = end - start
+    def _count(self, node: TimerNode, elapsed: Any) -> None:
+        """The block closed after ``elapsed``: its parent open again, the sampler told of a slow
+        call, the run counted into the node at once."""
         self.stack.current = node.parent
         if self.sampler is not None and elapsed >= self.exact_above:
             self.sampler.countdown = 0  # a slow call is measured from the next one on
-        if hold:
-            if type(start) is float and type(end) is float:
-                runs = self.runs
-                runs.append(elapsed)
-                if len(runs) >= FOLD_AT_RUNS:
-                    self.fold()
-                return
-            self.fold()
         node.total += elapsed
         node.count += 1
         if elapsed > node.max:
@@ -234,7 +222,21 @@ class PythonStepTimer:
         except BaseException:
             self.fail(node)
             raise
-        self._close_run(node, True)
+        # close(node) with the run held, in this frame (a call more was a visible share of a step)
+        end = self.clock()
+        start = node._start
+        if type(start) is not float or type(end) is not float:  # a clock of other numbers (a test's fake)
+            self.fold()  # the held runs first, then this one counted at once
+            self._count(node, end - start)
+            return result
+        elapsed = end - start
+        stack.current = node.parent
+        if sampler is not None and elapsed >= self.exact_above:
+            sampler.countdown = 0  # a slow call is measured from the next one on
+        runs = self.runs
+        runs.append(elapsed)
+        if len(runs) >= FOLD_AT_RUNS:
+            self.fold()
         return result
 
     def _attach(self, parent: TimerNode) -> None:
@@ -278,3 +280,4 @@ class PythonStepTimer:
         if stack is self.stack:
             with self._fold_lock:
                 del self.runs[:]
+

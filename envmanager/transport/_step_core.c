@@ -16,7 +16,10 @@
  * 3.11 inlines Python-to-Python calls), but less than the Python function around open() and
  * close() it replaces (its frame, its reads of globals and closure cells, two calls into C), as
  * counted in instructions by benchmarks/worker_step_instructions.py. open(), close() and fail()
- * stay for callers that make the call themselves (instrumentation/timed_env.py).
+ * stay for callers that make the call themselves (instrumentation/timed_env.py). step_env holds
+ * its runs as sums of doubles in the StepTimer struct and adds them to the node when it folds (the
+ * timer is one of its stack's deferred recorders: TimerStack.settle folds it before any reader);
+ * PythonStepTimer holds the run lengths and sums them in the same order, so both give the same floats.
  *
  * The node's, the stack's and the sampler's __slots__ are read and written at the offsets Python
  * gave them (``configure`` is handed TimerNode, TimerStack and CpuSampler once), as
@@ -48,7 +51,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 4
+#define STEP_CORE_VERSION 5
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -64,8 +67,9 @@ static Py_ssize_t sampler_countdown = 0;  /* where CpuSampler's slot "countdown"
 static PyObject *timers_module = NULL;    /* profiler.timing.timers: plain_blocks, _thread_local */
 static PyObject *timers_globals = NULL;   /* its __dict__, where plain_blocks is read at each step */
 static PyObject *current_string, *get_child_string, *countdown_string, *step_string, *measure_string;
-static PyObject *plain_blocks_string;
+static PyObject *plain_blocks_string, *deferred_string, *add_string;
 static PyObject *one, *zero;
+static long held_fold_at = 1024;          /* phased_block.FOLD_AT_RUNS: step_env folds its held runs at this many */
 static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
 
 /* A field of a node, as a new reference (AttributeError for a slot never set). */
@@ -163,7 +167,8 @@ keep_extreme(PyObject *node, int field, int op, PyObject **elapsed, double secon
         beyond = op == Py_GT ? seconds > value : seconds < value;
     }
     else {
-        beyond = PyObject_RichCompareBool(*elapsed, held, op);
+        PyObject *value = elapsed_object(elapsed, seconds);
+        beyond = value == NULL ? -1 : PyObject_RichCompareBool(value, held, op);
     }
     Py_DECREF(held);
     if (beyond <= 0) {
@@ -233,6 +238,12 @@ typedef struct {
     PyObject *sampler;      /* a CpuSampler, or None */
     PyObject *exact_above;  /* a run this long sets the sampler's countdown to 0 */
     PyObject *watched;      /* step_env's stand-in while a companion watches blocks, or None */
+    /* step_env's runs, held as sums until fold() adds them to ``node`` (see held_run): */
+    PyObject *parent;       /* the block ``node`` hangs under, as step_env last found it; NULL: none yet */
+    PyObject *node;         /* the block's node under ``parent`` */
+    long held_count;        /* runs held (0: the sums below mean nothing) */
+    double held_total, held_min, held_max;
+    PyObject *weakreflist;  /* a stack's deferred recorders hold the timer weakly */
 } StepTimer;
 
 /* sampler.countdown = 0 */
@@ -246,38 +257,44 @@ measure_next_call(PyObject *sampler)
     return PyObject_SetAttr(sampler, countdown_string, zero);
 }
 
-/* open(): the block ``name`` under the open block becomes the open block, its clock started;
- * returns its node. */
+/* The child ``name`` of ``parent`` (made if it is not there yet), as a new reference:
+ * ``parent.children[name]``, else ``parent.get_child(name)``. */
 static PyObject *
-step_timer_open(StepTimer *self, PyObject *Py_UNUSED(ignored))
+child_node(PyObject *parent, PyObject *name)
 {
     PyObject *node = NULL;
-    PyObject *parent = stack_get_current(self->stack);
-    if (parent == NULL) {
-        return NULL;
-    }
     PyObject *children = node_get(parent, CHILDREN);
     if (children == NULL) {
-        goto failed;
+        return NULL;
     }
     if (PyDict_CheckExact(children)) {
-        node = Py_XNewRef(PyDict_GetItemWithError(children, self->name));
+        node = Py_XNewRef(PyDict_GetItemWithError(children, name));
     }
     else {
-        node = PyObject_GetItem(children, self->name);
+        node = PyObject_GetItem(children, name);
         if (node == NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
             PyErr_Clear();
         }
     }
     Py_DECREF(children);
+    if (node == NULL && !PyErr_Occurred()) {
+        node = PyObject_CallMethodOneArg(parent, get_child_string, name);
+    }
+    return node;
+}
+
+/* open(): the block ``name`` under the open block becomes the open block, its clock started;
+ * returns its node. */
+static PyObject *
+step_timer_open(StepTimer *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *parent = stack_get_current(self->stack);
+    if (parent == NULL) {
+        return NULL;
+    }
+    PyObject *node = child_node(parent, self->name);
     if (node == NULL) {
-        if (PyErr_Occurred()) {
-            goto failed;
-        }
-        node = PyObject_CallMethodOneArg(parent, get_child_string, self->name);
-        if (node == NULL) {
-            goto failed;
-        }
+        goto failed;
     }
     double seconds;
     int is_float;
@@ -294,10 +311,87 @@ failed:
     return NULL;
 }
 
-/* close(node): the clock stops, the node's parent is the open block again, a call this slow
- * has the sampler measure the next one, and the run is counted. */
+/* Add the runs step_env holds to its node, as as many TimerNode.__exit__ would have counted them
+ * (the total plus their sum, the count plus their number, the extremes kept), and hold none:
+ * PythonStepTimer.fold's lines. The sums are taken (held_count zeroed) before anything touches
+ * the node, so a fold that another thread's settle() starts meanwhile finds nothing to add twice. */
+static int
+fold_held(StepTimer *self)
+{
+    long count = self->held_count;
+    if (count == 0) {
+        return 0;
+    }
+    double total = self->held_total, shortest = self->held_min, longest = self->held_max;
+    self->held_count = 0;
+    self->held_total = 0.0;
+    PyObject *node = Py_NewRef(self->node);
+    int failed = -1;
+    PyObject *held = node_get(node, TOTAL);
+    if (held == NULL) {
+        goto done;
+    }
+    PyObject *sum;
+    if (PyFloat_CheckExact(held)) {
+        sum = PyFloat_FromDouble(PyFloat_AS_DOUBLE(held) + total);
+    }
+    else {
+        PyObject *added = PyFloat_FromDouble(total);
+        sum = added == NULL ? NULL : PyNumber_InPlaceAdd(held, added);
+        Py_XDECREF(added);
+    }
+    Py_DECREF(held);
+    if (node_set(node, TOTAL, sum) < 0 || (held = node_get(node, COUNT)) == NULL) {
+        goto done;
+    }
+    PyObject *counted = PyLong_FromLong(count);
+    sum = counted == NULL ? NULL : PyNumber_InPlaceAdd(held, counted);
+    Py_XDECREF(counted);
+    Py_DECREF(held);
+    if (node_set(node, COUNT, sum) < 0) {
+        goto done;
+    }
+    PyObject *extreme = NULL;
+    int kept = keep_extreme(node, MAX, Py_GT, &extreme, longest, 1);
+    Py_XDECREF(extreme);
+    extreme = NULL;
+    if (kept >= 0) {
+        kept = keep_extreme(node, MIN, Py_LT, &extreme, shortest, 1);
+        Py_XDECREF(extreme);
+    }
+    failed = kept < 0 ? -1 : 0;
+done:
+    Py_DECREF(node);
+    return failed;
+}
+
+/* Hold one run of step_env's ``seconds`` long, to be counted at the next fold (at held_fold_at
+ * runs, or when a reader settles the stack). */
+static int
+hold_run(StepTimer *self, double seconds)
+{
+    if (self->held_count == 0) {
+        self->held_min = self->held_max = seconds;
+    }
+    else if (seconds > self->held_max) {
+        self->held_max = seconds;
+    }
+    else if (seconds < self->held_min) {
+        self->held_min = seconds;
+    }
+    self->held_total += seconds;
+    if (++self->held_count >= held_fold_at) {
+        return fold_held(self);
+    }
+    return 0;
+}
+
+/* The clock stops, the node's parent is the open block again, a call this slow has the sampler
+ * measure the next one, and the run is counted: into the node at once, or, with ``hold`` (step_env's
+ * runs, ``node`` being self->node), into the sums held when both readings are floats (with the
+ * held runs folded first when they are not). */
 static PyObject *
-step_timer_close(StepTimer *self, PyObject *node)
+close_run(StepTimer *self, PyObject *node, int hold)
 {
     double end_seconds = 0.0;
     int end_is_float = 0;
@@ -358,7 +452,17 @@ step_timer_close(StepTimer *self, PyObject *node)
             goto failed;
         }
     }
-    if (add_run(node, &elapsed, seconds, is_float) < 0) {
+    int counted;
+    if (hold && is_float) {
+        counted = hold_run(self, seconds);
+    }
+    else if (hold && fold_held(self) < 0) {  /* a clock of other numbers: the held runs first */
+        counted = -1;
+    }
+    else {
+        counted = add_run(node, &elapsed, seconds, is_float);
+    }
+    if (counted < 0) {
         goto failed;
     }
     Py_XDECREF(end);
@@ -369,6 +473,13 @@ failed:
     Py_XDECREF(end);
     Py_XDECREF(elapsed);
     return NULL;
+}
+
+/* close(node): the run counted into the node at once. */
+static PyObject *
+step_timer_close(StepTimer *self, PyObject *node)
+{
+    return close_run(self, node, 0);
 }
 
 /* fail(node): close(node), the run counted as an error. */
@@ -423,12 +534,48 @@ pass_unmeasured(PyObject *sampler)
     return failed < 0 ? -1 : 1;
 }
 
+/* A module global read once per change of its module's dict: where each change to a dict gives it
+ * a new version tag (CPython 3.11's ma_version_tag; 3.12 deprecates it), the value read last is
+ * kept with the tag it was read at, and read again only when the dict's tag moved, as CPython 3.10's
+ * LOAD_GLOBAL cache did. A lookup in a module's dict is about 120 instructions, one a worker's
+ * step and three a trainer's step paid for flags that change a few times a run. Elsewhere every
+ * read is a lookup. */
+typedef struct {
+    PyObject *dict;     /* the module's dict the value was read from (borrowed: the module's) */
+    uint64_t version;   /* its version tag then; 0: nothing read yet */
+    PyObject *value;    /* borrowed: the dict holds it for as long as its tag stays */
+} GlobalCache;
+
+static GlobalCache plain_blocks_cache, thread_local_cache, clock_cache;
+
+/* ``dict[name]`` through ``cache``: a borrowed reference; NULL, with no exception set, if absent. */
+static PyObject *
+module_global(PyObject *dict, PyObject *name, GlobalCache *cache)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    uint64_t version = ((PyDictObject *)dict)->ma_version_tag;
+    if (cache->version == version && cache->dict == dict && version != 0) {
+        return cache->value;
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, name);
+    if (value != NULL) {
+        cache->dict = dict;
+        cache->version = version;
+        cache->value = value;
+    }
+    return value;
+#else
+    (void)cache;
+    return PyDict_GetItemWithError(dict, name);
+#endif
+}
+
 /* timers.plain_blocks, read as Python reads a module global (its dict, not getattr: a quarter of
- * the instructions); 1 true, 0 false, -1 an error. */
+ * the instructions), once per change of that dict; 1 true, 0 false, -1 an error. */
 static int
 plain_blocks_now(void)
 {
-    PyObject *plain = PyDict_GetItemWithError(timers_globals, plain_blocks_string);  /* borrowed */
+    PyObject *plain = module_global(timers_globals, plain_blocks_string, &plain_blocks_cache);  /* borrowed */
     if (plain == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute 'plain_blocks'");
@@ -436,6 +583,78 @@ plain_blocks_now(void)
         return -1;
     }
     return plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
+}
+
+/* Find the block's node under ``parent``, the open block now, for step_env's runs (after folding
+ * those held for the node before), and have the stack's settle() fold what it holds and its
+ * reset() drop it: PythonStepTimer._attach's lines. */
+static int
+attach(StepTimer *self, PyObject *parent)
+{
+    if (fold_held(self) < 0) {
+        return -1;
+    }
+    PyObject *node = child_node(parent, self->name);
+    if (node == NULL) {
+        return -1;
+    }
+    PyObject *deferred = PyObject_GetAttr(self->stack, deferred_string);
+    PyObject *added = deferred == NULL ? NULL : PyObject_CallMethodOneArg(deferred, add_string, (PyObject *)self);
+    Py_XDECREF(deferred);
+    if (added == NULL) {
+        Py_DECREF(node);
+        return -1;
+    }
+    Py_DECREF(added);
+    Py_XSETREF(self->node, node);
+    Py_XSETREF(self->parent, Py_NewRef(parent));
+    return 0;
+}
+
+/* open() for step_env: the node found when the open block was last this one, found again only
+ * when the open block changed (the stack was reset, or a block is open around the call now). */
+static PyObject *
+step_env_open(StepTimer *self)
+{
+    PyObject *parent = stack_get_current(self->stack);
+    if (parent == NULL) {
+        return NULL;
+    }
+    int attached = parent == self->parent ? 0 : attach(self, parent);
+    Py_DECREF(parent);
+    if (attached < 0) {
+        return NULL;
+    }
+    PyObject *node = Py_NewRef(self->node);
+    double seconds;
+    int is_float;
+    if (stack_set_current(self->stack, node) < 0
+        || node_set(node, START, read_clock(self->clock, &seconds, &is_float)) < 0) {
+        Py_DECREF(node);
+        return NULL;
+    }
+    return node;
+}
+
+/* fold(): add the runs step_env holds to the node (a stack's settle() calls it). */
+static PyObject *
+step_timer_fold(StepTimer *self, PyObject *Py_UNUSED(ignored))
+{
+    if (fold_held(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* discard(stack): drop the runs held if they ran in ``stack``: it was reset, its tree with them. */
+static PyObject *
+step_timer_discard(StepTimer *self, PyObject *stack)
+{
+    if (stack == self->stack) {
+        self->held_count = 0;
+        self->held_total = 0.0;
+    }
+    Py_RETURN_NONE;
 }
 
 /* step_env(env, action): env.step(action) timed as the block (see PythonStepTimer.step_env, the
@@ -460,7 +679,7 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
             return PyObject_Vectorcall(self->watched, args, 2, NULL);
         }
     }
-    PyObject *node = step_timer_open(self, NULL);
+    PyObject *node = step_env_open(self);
     if (node == NULL) {
         return NULL;
     }
@@ -489,7 +708,7 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Restore(type, value, traceback);
         return NULL;
     }
-    PyObject *closed = step_timer_close(self, node);
+    PyObject *closed = close_run(self, node, 1);
     Py_DECREF(node);
     if (closed == NULL) {
         Py_DECREF(result);
@@ -510,7 +729,7 @@ step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     if (node_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "configure(TimerNode, TimerStack, CpuSampler, timers) must run before a StepTimer is made");
+                        "configure(TimerNode, TimerStack, CpuSampler, timers, FOLD_AT_RUNS) must run before a StepTimer is made");
         return NULL;
     }
     if (!PyCallable_Check(clock) || (watched != Py_None && !PyCallable_Check(watched))) {
@@ -527,6 +746,10 @@ step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->sampler = Py_NewRef(sampler);
     self->exact_above = Py_NewRef(exact_above);
     self->watched = Py_NewRef(watched);
+    self->parent = self->node = NULL;
+    self->held_count = 0;
+    self->held_total = 0.0;
+    self->weakreflist = NULL;
     return (PyObject *)self;
 }
 
@@ -539,6 +762,8 @@ step_timer_traverse(StepTimer *self, visitproc visit, void *arg)
     Py_VISIT(self->sampler);
     Py_VISIT(self->exact_above);
     Py_VISIT(self->watched);
+    Py_VISIT(self->parent);
+    Py_VISIT(self->node);
     return 0;
 }
 
@@ -551,13 +776,37 @@ step_timer_clear(StepTimer *self)
     Py_CLEAR(self->sampler);
     Py_CLEAR(self->exact_above);
     Py_CLEAR(self->watched);
+    Py_CLEAR(self->parent);
+    Py_CLEAR(self->node);
     return 0;
+}
+
+/* A timer that goes adds what it held to its node first (PythonStepTimer.__del__): a worker's
+ * envs, and the timer with them, go before its last payload is taken. */
+static void
+step_timer_finalize(StepTimer *self)
+{
+    if (self->held_count == 0 || self->node == NULL) {
+        return;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (fold_held(self) < 0) {
+        PyErr_WriteUnraisable((PyObject *)self);
+    }
+    PyErr_Restore(type, value, traceback);
 }
 
 static void
 step_timer_dealloc(StepTimer *self)
 {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return;  /* resurrected */
+    }
     PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
     step_timer_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -575,7 +824,10 @@ static PyMethodDef step_timer_methods[] = {
     {"fail", (PyCFunction)step_timer_fail, METH_O,
      PyDoc_STR("Close the node open() gave as an exception leaving it.")},
     {"step_env", (PyCFunction)(void (*)(void))step_timer_step_env, METH_FASTCALL,
-     PyDoc_STR("step_env(env, action): env.step(action) timed as the block.")},
+     PyDoc_STR("step_env(env, action): env.step(action) timed as the block, the run held until fold().")},
+    {"fold", (PyCFunction)step_timer_fold, METH_NOARGS, PyDoc_STR("Add the runs step_env holds to the node.")},
+    {"discard", (PyCFunction)step_timer_discard, METH_O,
+     PyDoc_STR("discard(stack): drop the runs held if they ran in stack (it was reset).")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -586,6 +838,8 @@ static PyTypeObject StepTimerType = {
                         "`name` (see timed_calls.PythonStepTimer, the reference)."),
     .tp_basicsize = sizeof(StepTimer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_weaklistoffset = offsetof(StepTimer, weakreflist),
+    .tp_finalize = (destructor)step_timer_finalize,
     .tp_new = step_timer_new,
     .tp_methods = step_timer_methods,
     .tp_traverse = (traverseproc)step_timer_traverse,
@@ -599,8 +853,13 @@ configure(PyObject *module, PyObject *args)
 {
     PyTypeObject *new_node_type, *new_stack_type, *new_sampler_type;
     PyObject *new_timers;
-    if (!PyArg_ParseTuple(args, "O!O!O!O:configure", &PyType_Type, &new_node_type, &PyType_Type, &new_stack_type,
-                          &PyType_Type, &new_sampler_type, &new_timers)) {
+    long new_fold_at;
+    if (!PyArg_ParseTuple(args, "O!O!O!Ol:configure", &PyType_Type, &new_node_type, &PyType_Type, &new_stack_type,
+                          &PyType_Type, &new_sampler_type, &new_timers, &new_fold_at)) {
+        return NULL;
+    }
+    if (new_fold_at < 1) {
+        PyErr_SetString(PyExc_ValueError, "configure(): runs are folded at 1 or more");
         return NULL;
     }
     Py_ssize_t offsets[FIELDS];
@@ -615,6 +874,7 @@ configure(PyObject *module, PyObject *args)
         return NULL;
     }
     memcpy(field_offsets, offsets, sizeof(offsets));
+    held_fold_at = new_fold_at;
     stack_current = current;
     sampler_countdown = countdown;
     Py_INCREF(new_sampler_type);
@@ -1060,7 +1320,8 @@ error:
 
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
-     PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module): where their slots lie, read once.")},
+     PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module, FOLD_AT_RUNS): where their slots lie, "
+               "read once, and at how many held runs step_env folds.")},
     {"configure_steps", configure_steps, METH_VARARGS,
      PyDoc_STR("configure_steps(PhasedBlock, timer_node module, FOLD_AT_RUNS): for StepRecord.")},
     {"count_whole_steps", (PyCFunction)(void (*)(void))count_whole_steps, METH_FASTCALL,
@@ -1095,6 +1356,8 @@ PyInit__step_core(void)
         || (step_string = PyUnicode_InternFromString("step")) == NULL
         || (measure_string = PyUnicode_InternFromString("measure")) == NULL
         || (plain_blocks_string = PyUnicode_InternFromString("plain_blocks")) == NULL
+        || (deferred_string = PyUnicode_InternFromString("deferred")) == NULL
+        || (add_string = PyUnicode_InternFromString("add")) == NULL
         || (thread_local_string = PyUnicode_InternFromString("_thread_local")) == NULL
         || (stack_string = PyUnicode_InternFromString("stack")) == NULL
         || (current_thread_stack_string = PyUnicode_InternFromString("current_thread_stack")) == NULL

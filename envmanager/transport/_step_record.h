@@ -72,7 +72,7 @@ record_read_clock(StepRecord *self, double *seconds)
 static PyObject *
 record_stack(StepRecord *self)
 {
-    PyObject *local = PyDict_GetItemWithError(timers_globals, thread_local_string);  /* borrowed */
+    PyObject *local = module_global(timers_globals, thread_local_string, &thread_local_cache);  /* borrowed */
     if (local == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute '_thread_local'");
@@ -132,7 +132,7 @@ record_open(StepRecord *self, PyObject *Py_UNUSED(ignored))
         goto done;
     }
     Py_INCREF(node);
-    PyObject *clock = PyDict_GetItemWithError(timer_node_globals, clock_string);  /* borrowed */
+    PyObject *clock = module_global(timer_node_globals, clock_string, &clock_cache);  /* borrowed */
     if (clock == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timer_node' has no attribute '_clock'");

@@ -25,6 +25,18 @@ action)``, which opens, steps the env (its CPU time measured when the sampler sa
 or fails: in C, that is one call from the worker's Python where a Python function around
 ``open``/``close`` was three (see ``_step_core.c``).
 
+``step_env`` does not count its runs into the node as they close: the timer holds them (in C, as
+sums of doubles: total, count, shortest, longest; in Python, as a list of run lengths) and adds
+them to the node when it folds: at :data:`~profiler.timing.phased_block.FOLD_AT_RUNS` runs held,
+before anything reads the tree (the timer is one of its stack's deferred recorders, which
+:meth:`~profiler.timing.timer_stack.TimerStack.settle` folds: payloads, dumps, readers), when
+the open block around the call changes, and when the timer goes. A stack's reset drops them with
+the tree. A failed call is counted at once (with its error), and so is a run on a clock that
+does not give floats (a test's fake), after the held runs are folded. Making a float, an int and up to three slot
+writes per figure per step was most of what timing a worker's step cost it
+(``benchmarks/worker_step_instructions.py``). ``open``, ``close`` and ``fail`` count at once, as
+before: their callers read the node.
+
 Two implementations, the same results: :class:`PythonStepTimer` below is the reference and the
 fallback; ``_step_core.c`` (built by ``setup.py`` as an optional extension) makes the same type
 in C, and is used where it was built unless ``RLPROF_PURE_PYTHON=1`` is set (the variable that
@@ -35,11 +47,13 @@ keeps the timer's own accelerator off too). :func:`compiled` says which one
 from __future__ import annotations
 
 import math
+import threading
 from types import ModuleType
 from typing import Any, Callable, Protocol
 
 from profiler.timing.accelerator import load_extension
 from profiler.timing import timers
+from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
@@ -59,8 +73,12 @@ class StepTimer(Protocol):
 
     def step_env(self, env: Any, action: Any) -> Any: ...
 
+    def fold(self) -> None: ...
 
-STEP_CORE_VERSION = 4
+    def discard(self, stack: TimerStack) -> None: ...
+
+
+STEP_CORE_VERSION = 5
 """The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
 build that says another is stale (built from other sources) and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""
@@ -69,7 +87,7 @@ build that says another is stale (built from other sources) and is not used (see
 def _load() -> tuple[ModuleType | None, str]:
     module, reason = load_extension("envmanager.transport._step_core", STEP_CORE_VERSION, "the step path's C helper")
     if module is not None:
-        module.configure(TimerNode, TimerStack, CpuSampler, timers)
+        module.configure(TimerNode, TimerStack, CpuSampler, timers, FOLD_AT_RUNS)
     return module, reason
 
 
@@ -117,7 +135,8 @@ def make_step_timer(
 class PythonStepTimer:
     """The reference of ``_step_core.c``'s ``StepTimer``: the same steps in the same order."""
 
-    __slots__ = ("stack", "name", "clock", "sampler", "exact_above", "watched")
+    __slots__ = ("stack", "name", "clock", "sampler", "exact_above", "watched", "parent", "node", "runs",
+                 "_fold_lock", "__weakref__")
 
     def __init__(
         self,
@@ -134,6 +153,16 @@ class PythonStepTimer:
         self.sampler = sampler
         self.exact_above = exact_above
         self.watched = watched
+        # step_env's node and the block it hangs under, as step_env last found them (None: not
+        # yet), and its runs not counted into the node yet (their lengths, in order).
+        self.parent: TimerNode | None = None
+        self.node: TimerNode | None = None
+        self.runs: list[float] = []
+        self._fold_lock = threading.Lock()
+
+    def __del__(self) -> None:
+        # A worker's envs, and the timer with them, go before its last payload is taken.
+        self.fold()
 
     def open(self) -> TimerNode:
         """Make the block the open one and start its clock; its node, for :meth:`close`."""
@@ -149,7 +178,11 @@ class PythonStepTimer:
 
     def close(self, node: TimerNode) -> None:
         """Stop the block :meth:`open` gave and count the run."""
-        elapsed = self.clock() - node._start
+        self._count(node, self.clock() - node._start)
+
+    def _count(self, node: TimerNode, elapsed: Any) -> None:
+        """The block closed after ``elapsed``: its parent open again, the sampler told of a slow
+        call, the run counted into the node at once."""
         self.stack.current = node.parent
         if self.sampler is not None and elapsed >= self.exact_above:
             self.sampler.countdown = 0  # a slow call is measured from the next one on
@@ -171,7 +204,12 @@ class PythonStepTimer:
         call goes to ``watched``, if there is one."""
         if self.watched is not None and not timers.plain_blocks:
             return self.watched(env, action)
-        node = self.open()  # blocks in the env's own code nest under this one
+        stack = self.stack
+        if stack.current is not self.parent:
+            self._attach(stack.current)
+        node = self.node
+        stack.current = node  # blocks in the env's own code nest under this one
+        node._start = self.clock()
         try:
             sampler = self.sampler
             if sampler is None:
@@ -184,5 +222,62 @@ class PythonStepTimer:
         except BaseException:
             self.fail(node)
             raise
-        self.close(node)
+        # close(node) with the run held, in this frame (a call more was a visible share of a step)
+        end = self.clock()
+        start = node._start
+        if type(start) is not float or type(end) is not float:  # a clock of other numbers (a test's fake)
+            self.fold()  # the held runs first, then this one counted at once
+            self._count(node, end - start)
+            return result
+        elapsed = end - start
+        stack.current = node.parent
+        if sampler is not None and elapsed >= self.exact_above:
+            sampler.countdown = 0  # a slow call is measured from the next one on
+        runs = self.runs
+        runs.append(elapsed)
+        if len(runs) >= FOLD_AT_RUNS:
+            self.fold()
         return result
+
+    def _attach(self, parent: TimerNode) -> None:
+        """Find the block's node under ``parent``, the open block now, for step_env's runs (after
+        folding those held for the node before), and have the stack's ``settle()`` fold what the
+        timer holds and its ``reset()`` drop it."""
+        self.fold()
+        try:
+            node = parent.children[self.name]
+        except KeyError:
+            node = parent.get_child(self.name)
+        self.stack.deferred.add(self)
+        self.node = node
+        self.parent = parent
+
+    def fold(self) -> None:
+        """Add the runs step_env holds to the node, as as many ``TimerNode.__exit__`` would have
+        counted them; any thread may fold (a stack's settle() does)."""
+        with self._fold_lock:
+            runs = self.runs
+            held = len(runs)
+            if not held:
+                return
+            # Only the runs taken are removed: the owner thread may be appending one meanwhile.
+            taken = runs[:held]
+            del runs[:held]
+            total = 0.0
+            for elapsed in taken:
+                total += elapsed
+            node = self.node
+            node.total += total  # type: ignore[union-attr]
+            node.count += held  # type: ignore[union-attr]
+            longest, shortest = max(taken), min(taken)
+            if longest > node.max:  # type: ignore[union-attr]
+                node.max = longest  # type: ignore[union-attr]
+            if shortest < node.min:  # type: ignore[union-attr]
+                node.min = shortest  # type: ignore[union-attr]
+
+    def discard(self, stack: TimerStack) -> None:
+        """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""
+        if stack is self.stack:
+            with self._fold_lock:
+                del self.runs[:]
+

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import pytest
 
+from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 from envmanager.measurement.env_time import CpuSampler
@@ -156,6 +157,7 @@ def test_step_env_steps_the_env_and_counts_the_run_as_a_block():
     stack = TimerStack()
     timer = make_step_timer(stack, "env.step", SteppingClock([0.5, 2.0]))
     assert timer.step_env(CountingEnv(), 3) == (3, 1.0, False, False, {})
+    stack.settle()
     node = stack.root.children["env.step"]
     assert (node.total, node.count, node.errors) == (2.0, 1, 0)
     assert stack.current is stack.root
@@ -169,11 +171,76 @@ def test_step_env_nests_the_envs_own_blocks_under_its_block():
     assert stack.root.children["env.step"].children["physics"].count == 1
 
 
+def test_step_env_holds_its_runs_until_a_reader_settles_the_stack():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([0.5, 2.0, 0.5, 3.0]))
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    node = stack.root.children["env.step"]
+    assert (node.total, node.count) == (0.0, 0)  # held by the timer
+    stack.settle()
+    assert (node.total, node.count, node.min, node.max) == (5.0, 2, 2.0, 3.0)
+    stack.settle()  # nothing held twice
+    assert (node.total, node.count) == (5.0, 2)
+
+
+def test_step_env_folds_its_runs_once_it_holds_fold_at_runs_of_them():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    env = CountingEnv()
+    for _ in range(FOLD_AT_RUNS):
+        timer.step_env(env, 0)
+    assert stack.root.children["env.step"].count == FOLD_AT_RUNS
+
+
+def test_a_reset_of_the_stack_drops_the_runs_step_env_held_with_the_tree():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    timer.step_env(CountingEnv(), 0)
+    stack.reset()
+    timer.step_env(CountingEnv(), 0)
+    stack.settle()
+    assert stack.root.children["env.step"].count == 1
+
+
+def test_a_block_opened_around_step_env_gets_the_runs_after_it_the_earlier_ones_stay_where_they_ran():
+    stack = TimerStack()
+    clock = SteppingClock([1.0])
+    timer = make_step_timer(stack, "env.step", clock)
+    around = make_step_timer(stack, "rollout", clock)
+    timer.step_env(CountingEnv(), 0)
+    node = around.open()
+    timer.step_env(CountingEnv(), 0)
+    timer.step_env(CountingEnv(), 0)
+    around.close(node)
+    stack.settle()
+    assert stack.root.children["env.step"].count == 1
+    assert stack.root.children["rollout"].children["env.step"].count == 2
+
+
+def test_a_step_timer_that_goes_adds_what_it_held_to_the_tree():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    timer.step_env(CountingEnv(), 0)
+    del timer
+    assert stack.root.children["env.step"].count == 1
+
+
+def test_a_fake_clock_of_ints_counts_step_envs_runs_at_once_as_ints():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([2], start=0))
+    timer.step_env(CountingEnv(), 0)
+    node = stack.root.children["env.step"]
+    assert (node.total, node.count, node.max) == (2, 1, 2)
+
+
 def test_step_env_counts_a_failed_step_as_an_error_and_raises_the_envs_exception():
     stack = TimerStack()
     timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
     with pytest.raises(ValueError, match="the env failed"):
         timer.step_env(CountingEnv(), "fail")
+    stack.settle()
     node = stack.root.children["env.step"]
     assert (node.count, node.errors) == (1, 1)
     assert stack.current is stack.root
@@ -203,6 +270,23 @@ def test_step_env_hands_the_call_to_watched_while_a_companion_watches_blocks(mon
     assert calls == [5] and "env.step" not in stack.root.children
 
 
+def test_step_env_sees_a_companion_that_comes_between_two_steps(monkeypatch):
+    from profiler.timing import timers
+
+    calls = []
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
+                            lambda env, action: calls.append(action) or "watched")
+    monkeypatch.setattr(timers, "plain_blocks", True)
+    timer.step_env(CountingEnv(), 4)  # plain_blocks read (and, in C, remembered) here
+    monkeypatch.setattr(timers, "plain_blocks", False)
+    assert timer.step_env(CountingEnv(), 5) == "watched"
+    monkeypatch.setattr(timers, "plain_blocks", True)
+    timer.step_env(CountingEnv(), 6)
+    stack.settle()
+    assert calls == [5] and stack.root.children["env.step"].count == 2
+
+
 class SteppedSampler(CpuSampler):
     """A CPU sampler that measures on fake clocks, so which calls it measures next does not
     depend on how loaded the machine is."""
@@ -226,6 +310,8 @@ def _stepped(timer_class, seed: int) -> tuple:
     sampler = SteppedSampler(seed, SteppingClock([generator.random() * 0.002 for _ in range(16)]))
     timer = timer_class(stack, "env.step", clock, sampler, 0.001)
     envs = [CountingEnv(), CountingEnv(inner=timer_class(stack, "physics", clock))]
+    around = timer_class(stack, "rollout", clock)
+    around_node = None  # the block "rollout", while the steps run inside it
     outcomes = []
     for step in range(generator.randrange(1, 80)):
         action = "fail" if generator.random() < 0.1 else step
@@ -234,8 +320,21 @@ def _stepped(timer_class, seed: int) -> tuple:
         except ValueError as error:
             outcomes.append(str(error))
         outcomes.append(sampler.countdown)
+        draw = generator.random()
+        if draw < 0.05:  # a reader
+            stack.settle()
+        elif draw < 0.1:  # the steps go on inside a block, or outside it again
+            if around_node is None:
+                around_node = around.open()
+            else:
+                around.close(around_node)
+                around_node = None
+    if around_node is not None:
+        around.close(around_node)
     assert stack.current is stack.root
-    return _tree(stack.root), outcomes, sampler.take(), clock.readings
+    before_settling = _tree(stack.root)
+    stack.settle()
+    return before_settling, _tree(stack.root), outcomes, sampler.take(), clock.readings
 
 
 @pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # it runs both itself: once is enough

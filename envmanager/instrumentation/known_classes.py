@@ -175,14 +175,18 @@ def _timed_sb3_step(original: Any, registry: Any) -> Any:
     record_of = registry.record_of
 
     def step(self: Any, actions: Any) -> Any:
-        envs, record = self, None
-        for _ in range(16):  # the wrapped envs, outermost first
-            record = record_of(envs)
-            if record is not None:
-                break
-            envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
-            if envs is None:
-                break
+        last = registry.last_found  # as in _timed_block: most often, the known class stepped unwrapped
+        if last is not None and last[0]() is self:
+            record = last[1]
+        else:
+            envs, record = self, None
+            for _ in range(16):  # the wrapped envs, outermost first
+                record = record_of(envs)
+                if record is not None:
+                    break
+                envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
+                if envs is None:
+                    break
         if record is None:
             return original(self, actions)
         with hierarchical_timer("vector.step") as node:

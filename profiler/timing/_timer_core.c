@@ -245,15 +245,12 @@ done:
     return result;
 }
 
-/* TimerNode.__exit__: stop the clock, give the open block back to the parent, count the run;
- * with ``record``, TimerNode._exit_and_record: its span recorded on the timeline as well. */
+/* Stop the clock, give the open block back to the parent, count the run (an error too when
+ * ``exc_type`` is not None); with ``record``, its span recorded on the timeline as well. The
+ * clock's reading that ended the run (a new reference), or NULL. */
 static PyObject *
-node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int record)
+count_run(PyObject *self, PyObject *exc_type, int record)
 {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
     double end_seconds;
     int end_is_float;
     PyObject *end = read_clock(&end_seconds, &end_is_float);
@@ -302,22 +299,37 @@ node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int record)
         || keep_extreme(self, slots.min, "min", Py_LT, elapsed, elapsed_seconds, elapsed_is_float) < 0) {
         goto failed;
     }
-    if (args[0] != Py_None && add_to_slot(self, slots.errors, "errors", one) < 0) {
+    if (exc_type != Py_None && add_to_slot(self, slots.errors, "errors", one) < 0) {
         goto failed;
     }
     if (record && record_span(self, start, end) < 0) {
         goto failed;
     }
     Py_DECREF(start);
-    Py_DECREF(end);
     Py_DECREF(elapsed);
-    Py_RETURN_NONE;
+    return end;
 
 failed:
     Py_XDECREF(start);
     Py_XDECREF(end);
     Py_XDECREF(elapsed);
     return NULL;
+}
+
+/* TimerNode.__exit__; with ``record``, TimerNode._exit_and_record. */
+static PyObject *
+node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int record)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *end = count_run(self, args[0], record);
+    if (end == NULL) {
+        return NULL;
+    }
+    Py_DECREF(end);
+    Py_RETURN_NONE;
 }
 
 /* How ``with node:`` reaches the methods, allocating nothing.
@@ -1246,7 +1258,49 @@ runs_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return table;
 }
 
+/* plain_spans(spans, max_seconds) -> bool: payload.py's _plain_spans_in_python, the reference:
+ * whether every span of a tuple or list is a tuple (name, start, end) of a non-empty str and two
+ * floats with -max_seconds <= start <= end <= max_seconds (a NaN fails the comparisons). The
+ * trainer's channel thread asks it of every shipment's spans: in Python, a loop of some twenty
+ * steps a span. Anything but a tuple or list of spans: None, and the reference decides. */
+static PyObject *
+plain_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFloat_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "plain_spans() takes the spans and a float bound");
+        return NULL;
+    }
+    PyObject *spans = args[0];
+    if (!PyTuple_CheckExact(spans) && !PyList_CheckExact(spans)) {
+        Py_RETURN_NONE;
+    }
+    double bound = PyFloat_AS_DOUBLE(args[1]);
+    /* A list's size is read again at each span: nothing below runs Python code, but a list is
+     * read through its current items all the same. */
+    for (Py_ssize_t index = 0; index < PySequence_Fast_GET_SIZE(spans); index++) {
+        PyObject *span = PySequence_Fast_GET_ITEM(spans, index);
+        if (!PyTuple_CheckExact(span) || PyTuple_GET_SIZE(span) != 3) {
+            Py_RETURN_FALSE;
+        }
+        PyObject *name = PyTuple_GET_ITEM(span, 0);
+        PyObject *start = PyTuple_GET_ITEM(span, 1);
+        PyObject *end = PyTuple_GET_ITEM(span, 2);
+        if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0
+            || !PyFloat_CheckExact(start) || !PyFloat_CheckExact(end)) {
+            Py_RETURN_FALSE;
+        }
+        double started = PyFloat_AS_DOUBLE(start), ended = PyFloat_AS_DOUBLE(end);
+        if (!(-bound <= started && started <= ended && ended <= bound)) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_functions[] = {
+    {"plain_spans", (PyCFunction)(void (*)(void))plain_spans, METH_FASTCALL,
+     PyDoc_STR("plain_spans(spans, max_seconds) -> whether every span is a plain (name, start, end), "
+               "or None: let the Python reference decide (see profiler/multiprocess/payload.py).")},
     {"runs_table", (PyCFunction)(void (*)(void))runs_table, METH_FASTCALL,
      PyDoc_STR("runs_table(runs, columns) -> bytearray of float64 rows, or None: let the Python "
                "reference decide (see profiler/timing/phased_block.py's runs_table_in_python).")},

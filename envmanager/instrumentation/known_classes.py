@@ -215,7 +215,7 @@ def _timed_send(original: Any, registry: Any) -> Any:
 def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: Any) -> Any:
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
-    pipes = known.pipes
+    pipes, timeout_argument = known.pipes, known.timeout_argument
     # Whether replies are pending, without a Python call: the state read by attrgetter, the value
     # it is compared with read from the class's module once, here.
     state, waiting = attrgetter(known.waiting_attribute), known.waiting_value(module)
@@ -225,7 +225,7 @@ def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: 
         record = last[1] if last is not None and last[0]() is self else record_of(self)
         if record is None or state(self) != waiting:  # nothing pending: the class raises its own error
             return original(self, *args, **kwargs)
-        timeout = kwargs.get("timeout", args[0] if args else None) if known.timeout_argument else None
+        timeout = kwargs.get("timeout", args[0] if args else None) if timeout_argument else None
         with hierarchical_timer("vector.wait_for_workers") as node:
             waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
             record.replies.wait(pipes(self), timeout)

@@ -3,6 +3,7 @@ trainer and in the env workers, immune to the machine's load.
 
     python benchmarks/instrumented_step_instructions.py                 # Async and Sync, 4 CartPole envs
     python benchmarks/instrumented_step_instructions.py --vector Async --steps 200 600 --keep /tmp/cg
+    python benchmarks/instrumented_step_instructions.py --vector SB3 --steps 100 300   # SB3's PPO rollout
 
 A step loop over Gymnasium's ``AsyncVectorEnv`` (forked workers) or ``SyncVectorEnv`` of 4
 CartPole envs (``RecordEpisodeStatistics`` around each, as the CleanRL-style program builds them)
@@ -13,6 +14,16 @@ phases watching for torch, which the loop never imports), for two numbers of ste
 of the two counts over the difference of steps is one vector step's instructions in the trainer
 and in all workers together, start-up and set-up cancelled out. The loop closes its envs and leaves
 with ``os._exit``, so neither count holds ``rlprof run``'s exit (its files, its analysis).
+
+``--vector SB3`` counts Stable-Baselines3's step instead: its PPO (``MlpPolicy``, CPU torch, one
+thread) over ``make_vec_env``'s ``SubprocVecEnv`` of 4 CartPole envs (forked workers), learning
+for one rollout of as many vector steps as counted, then one update of one minibatch (the whole
+rollout, one epoch; the update's math grows with the steps, its blocks do not). A vector step is
+then what ``collect_rollouts`` does per step: the policy's forward (a torch module call, timed by
+the framework phases under ``rlprof run``), the vector env's ``step`` (``step_async`` and
+``step_wait``, timed on the trainer's side; each env's ``step`` timed in its worker), the rollout
+buffer; plus the rollout's share of the one update. Torch's import makes each run slow under
+valgrind (minutes).
 
 What rlprof does once a second or so rather than once a step is left out of the per-step figures,
 as under valgrind a second holds a few steps only: the workers' shipments (their interval is made
@@ -72,11 +83,33 @@ def step_loop(vector: str, steps: int) -> None:
     os._exit(0)
 
 
+def sb3_loop(steps: int) -> None:
+    """SB3's PPO over a forked ``SubprocVecEnv`` of 4 CartPole envs: one rollout of ``steps``
+    vector steps and one update of one minibatch; then the envs closed and the process left at
+    once (``os._exit``), before any exit of ``rlprof run``."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    torch.set_num_threads(1)
+    env = make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=0, vec_env_cls=SubprocVecEnv,
+                       vec_env_kwargs={"start_method": "fork"})
+    model = PPO("MlpPolicy", env, n_steps=steps, batch_size=steps * NUM_ENVS, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=steps * NUM_ENVS)
+    env.close()
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def one_run(mode: str, vector: str, steps: int) -> None:
     """One measured process: the loop plain, or under ``rlprof run`` with ``mode``'s options."""
     options = MODES[mode]
     if options is None:
-        step_loop(vector, steps)
+        if vector == "SB3":
+            sb3_loop(steps)
+        else:
+            step_loop(vector, steps)
         return
     sys.path.insert(0, str(ROOT))
     from envmanager.instrumentation import timed_env, vector_env_record
@@ -155,7 +188,8 @@ def _collections(output: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--vector", action="append", choices=("Async", "Sync"), help="which (default: both)")
+    parser.add_argument("--vector", action="append", choices=("Async", "Sync", "SB3"),
+                        help="Gymnasium's AsyncVectorEnv or SyncVectorEnv, or SB3's PPO over SubprocVecEnv (default: Async and Sync)")
     parser.add_argument("--steps", type=int, nargs=2, default=(200, 600), help="the two numbers of vector steps")
     parser.add_argument("--parts", action="store_true", help="also rlprof run --no-timeline")
     parser.add_argument("--keep", type=Path, help="keep the callgrind outputs in this folder (callgrind_annotate them)")
@@ -163,7 +197,10 @@ def main() -> None:
     parser.add_argument("--loop", nargs=2, metavar=("VECTOR", "STEPS"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.loop:
-        step_loop(arguments.loop[0], int(arguments.loop[1]))
+        if arguments.loop[0] == "SB3":
+            sb3_loop(int(arguments.loop[1]))
+        else:
+            step_loop(arguments.loop[0], int(arguments.loop[1]))
         return
     if arguments.one:
         one_run(arguments.one[0], arguments.one[1], int(arguments.one[2]))
@@ -179,7 +216,8 @@ def main() -> None:
             many = instructions(mode, vector, more, arguments.keep)
             per_step[mode] = tuple((many[index] - few[index]) / (more - fewer) for index in range(4))
             trainer, workers, trainer_collections, worker_collections = per_step[mode]
-            line = (f"  {vector}VectorEnv {mode:26s} trainer {trainer:9.0f} (gc {trainer_collections:6.0f})"
+            label = "SB3 PPO SubprocVecEnv" if vector == "SB3" else f"{vector}VectorEnv"
+            line = (f"  {label} {mode:26s} trainer {trainer:9.0f} (gc {trainer_collections:6.0f})"
                     f"  workers {workers:9.0f} (gc {worker_collections:6.0f})")
             if mode != "python":
                 base_trainer, base_workers = per_step["python"][:2]

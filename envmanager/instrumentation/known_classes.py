@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from operator import attrgetter
+from types import ModuleType
 from typing import Any, Callable
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
@@ -42,24 +43,22 @@ class KnownClass:
     name: str
     in_workers: bool
     pipes: Callable[[Any], list[Any]] | None = None  # the trainer's ends, one per worker
-    waiting: Callable[[Any], bool] | None = None  # whether step_wait has replies to wait for
+    # step_wait has replies to wait for while this attribute of the vector env equals the value
+    # ``waiting_value`` gives for the class's module (read once, as the class is patched).
+    waiting_attribute: str = ""
+    waiting_value: Callable[[ModuleType], Any] | None = None
     timeout_argument: bool = False  # step_wait takes a timeout
-
-
-def _async_waiting(envs: Any) -> bool:
-    # The class's module is imported (``envs`` is one of its instances); read from sys.modules at
-    # each step, as an import statement here cost more than the rest of the step's timing.
-    return envs._state == sys.modules["gymnasium.vector.async_vector_env"].AsyncState.WAITING_STEP
 
 
 # Read at every vector step: attrgetter reads an attribute without a Python frame of its own.
 KNOWN_CLASSES = (
     KnownClass("gymnasium.vector.sync_vector_env", "SyncVectorEnv", in_workers=False),
     KnownClass("gymnasium.vector.async_vector_env", "AsyncVectorEnv", in_workers=True,
-               pipes=attrgetter("parent_pipes"), waiting=_async_waiting, timeout_argument=True),
+               pipes=attrgetter("parent_pipes"), waiting_attribute="_state",
+               waiting_value=lambda module: module.AsyncState.WAITING_STEP, timeout_argument=True),
     KnownClass("stable_baselines3.common.vec_env.dummy_vec_env", "DummyVecEnv", in_workers=False),
     KnownClass("stable_baselines3.common.vec_env.subproc_vec_env", "SubprocVecEnv", in_workers=True,
-               pipes=attrgetter("remotes"), waiting=attrgetter("waiting")),
+               pipes=attrgetter("remotes"), waiting_attribute="waiting", waiting_value=lambda module: True),
 )
 
 
@@ -88,7 +87,7 @@ class Patches:
 
     def _patcher(self, known: KnownClass) -> Callable[[Any], None]:
         def patch(module: Any) -> None:
-            self._patch(_defining_class(getattr(module, known.name), known), known)
+            self._patch(_defining_class(getattr(module, known.name), known), known, module)
 
         return patch
 
@@ -109,7 +108,7 @@ class Patches:
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
 
-    def _patch(self, cls: type, known: KnownClass) -> None:
+    def _patch(self, cls: type, known: KnownClass, module: ModuleType) -> None:
         if known.name in self.patched:
             return
         self.patched.append(known.name)
@@ -122,7 +121,7 @@ class Patches:
         self._set(cls, "reset", _timed_block(cls.reset, "vector.reset", registry, anchor=False))
         if known.in_workers:
             self._set(cls, "step_async", _timed_send(cls.step_async, registry))
-            self._set(cls, "step_wait", _timed_wait(cls.step_wait, known, registry))
+            self._set(cls, "step_wait", _timed_wait(cls.step_wait, known, module, registry))
 
     def _time_sb3_step(self, cls: type) -> None:
         """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
@@ -176,14 +175,18 @@ def _timed_sb3_step(original: Any, registry: Any) -> Any:
     record_of = registry.record_of
 
     def step(self: Any, actions: Any) -> Any:
-        envs, record = self, None
-        for _ in range(16):  # the wrapped envs, outermost first
-            record = record_of(envs)
-            if record is not None:
-                break
-            envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
-            if envs is None:
-                break
+        last = registry.last_found  # as in _timed_block: most often, the known class stepped unwrapped
+        if last is not None and last[0]() is self:
+            record = last[1]
+        else:
+            envs, record = self, None
+            for _ in range(16):  # the wrapped envs, outermost first
+                record = record_of(envs)
+                if record is not None:
+                    break
+                envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
+                if envs is None:
+                    break
         if record is None:
             return original(self, actions)
         with hierarchical_timer("vector.step") as node:
@@ -209,17 +212,20 @@ def _timed_send(original: Any, registry: Any) -> Any:
     return step_async
 
 
-def _timed_wait(original: Any, known: KnownClass, registry: Any) -> Any:
+def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: Any) -> Any:
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
-    pipes, waiting = known.pipes, known.waiting
+    pipes, timeout_argument = known.pipes, known.timeout_argument
+    # Whether replies are pending, without a Python call: the state read by attrgetter, the value
+    # it is compared with read from the class's module once, here.
+    state, waiting = attrgetter(known.waiting_attribute), known.waiting_value(module)
 
     def step_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
         last = registry.last_found  # as in _timed_block
         record = last[1] if last is not None and last[0]() is self else record_of(self)
-        if record is None or not waiting(self):  # nothing pending: the class raises its own error
+        if record is None or state(self) != waiting:  # nothing pending: the class raises its own error
             return original(self, *args, **kwargs)
-        timeout = kwargs.get("timeout", args[0] if args else None) if known.timeout_argument else None
+        timeout = kwargs.get("timeout", args[0] if args else None) if timeout_argument else None
         with hierarchical_timer("vector.wait_for_workers") as node:
             waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
             record.replies.wait(pipes(self), timeout)

@@ -4,13 +4,14 @@ The wait is the ``vector.wait_for_workers`` block of a vector step (:mod:`.known
 time until the last worker's reply is there, apart from reading it. Nothing is read, so the
 class's own ``step_wait`` then finds every reply where it would have.
 
-It runs once per vector step, so it keeps one ``select.poll`` object per vector env, its pipes
-registered once: ``multiprocessing.connection.wait`` made a selector, registered every pipe and
-closed it again at each of its calls, a few of them per step (as replies came in one by one),
-which cost the trainer more CPU per step than the block timing around it
-(``benchmarks/vector_step_cost.py``). When a poll leaves replies to wait for, the pipes with
-their reply in are set aside until the step's end (``poll`` is level-triggered: it would report
-them again at once); when every reply is in at once, nothing is set aside.
+It runs once per vector step, so it keeps one ``select.poll`` object per pipe, each registered
+once, and waits on the pipes in turn: the step's wait ends when the last of them has its reply,
+whichever order the replies came in. ``multiprocessing.connection.wait`` made a selector,
+registered every pipe and closed it again at each of its calls (``benchmarks/vector_step_cost.py``);
+one poll object for all the pipes, polled until each had answered, had to take the pipes that
+answered out of it and put them back (``poll`` is level-triggered), and rebuilt its table of
+descriptors at each poll after that: about 9,000 instructions a step of 4 workers, where a poll
+of one registered pipe at a time takes about a quarter (``benchmarks/instrumented_step_instructions.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 import select
 import time
-from typing import Any
+from typing import Any, Callable
 
 __all__ = ["ReplyWaiter"]
 
@@ -28,40 +29,33 @@ _READY = select.POLLIN | select.POLLPRI
 class ReplyWaiter:
     """Waits for replies on the trainer's ends of one vector env's worker pipes."""
 
-    __slots__ = ("_pipes", "_descriptors", "_poller")
+    __slots__ = ("_pipes", "_polls")
 
     def __init__(self) -> None:
         self._pipes: Any = None
-        self._descriptors: tuple[int, ...] = ()
-        self._poller: Any = None
+        self._polls: tuple[Callable[[int | None], list[tuple[int, int]]], ...] = ()
 
     def wait(self, pipes: list[Any], timeout: float | None) -> None:
         """Return once every open pipe of ``pipes`` has something to read, its peer closed, or
         ``timeout`` seconds passed (the class's own ``step_wait`` then raises its own error)."""
-        poller = self._poller
-        if pipes is not self._pipes or poller is None:
+        if pipes is not self._pipes:
             # The vector env's own list of pipes, the same object at every step: read once. A
             # pipe closed later is polled as closed (reported at once), and the class's own
             # step_wait raises its own error on it.
-            self._descriptors = tuple(pipe.fileno() for pipe in pipes if pipe is not None and not pipe.closed)
-            poller = self._poller = select.poll()
-            for descriptor in self._descriptors:
-                poller.register(descriptor, _READY)
+            self._polls = tuple(_poll_of(pipe.fileno()) for pipe in pipes if pipe is not None and not pipe.closed)
             self._pipes = pipes
-        pending = len(self._descriptors)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        set_aside = []
-        try:
-            while pending:
-                milliseconds = None if deadline is None else math.ceil(max(0.0, deadline - time.monotonic()) * 1000)
-                events = poller.poll(milliseconds)
-                if not events:
-                    return  # timed out
-                pending -= len(events)
-                if pending:  # polled again: the pipes with their reply in are set aside till then
-                    for descriptor, _ in events:
-                        poller.unregister(descriptor)
-                        set_aside.append(descriptor)
-        finally:
-            for descriptor in set_aside:
-                poller.register(descriptor, _READY)
+        if timeout is None:
+            for poll in self._polls:
+                poll(None)
+            return
+        deadline = time.monotonic() + timeout
+        for poll in self._polls:
+            if not poll(math.ceil(max(0.0, deadline - time.monotonic()) * 1000)):
+                return  # timed out
+
+
+def _poll_of(descriptor: int) -> Callable[[int | None], list[tuple[int, int]]]:
+    """A poll of ``descriptor`` alone (its ``poll`` method: milliseconds, or None to block)."""
+    poller = select.poll()
+    poller.register(descriptor, _READY)
+    return poller.poll

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -111,7 +112,8 @@ class VectorEnvRecord:
         steps = self._steps
         steps.append((self.sent_at if self.sent_at is not None else waiting_since, waiting_since, end))
         self.sent_at = None
-        self.resources.maybe_sample(enumerate(self.pids))
+        if time.monotonic() >= self.resources.next_sample_at:  # once a second: no call the other steps
+            self.resources.maybe_sample(enumerate(self.pids))
         if len(steps) >= MATCH_EVERY_STEPS:
             self.match_steps(self._matched_up_to())
 

@@ -30,22 +30,22 @@ class ResourceGauges:
     sample on.
     """
 
-    __slots__ = ("interval", "timer_stack", "_next_sample", "_processes")
+    __slots__ = ("interval", "timer_stack", "next_sample_at", "_processes")
 
     def __init__(self, interval: float, timer_stack: Any) -> None:
         if not interval > 0:
             raise ValueError(f"`resource_interval` must be a number of seconds > 0, got {interval!r}.")
         self.interval = interval
         self.timer_stack = timer_stack
-        self._next_sample = 0.0
+        self.next_sample_at = 0.0  # time.monotonic(): when the next sample is due
         self._processes: dict[str, psutil.Process] = {}
 
     def maybe_sample(self, workers: Iterable[tuple[int, int | None]]) -> None:
         """Sample if ``interval`` has passed; ``workers`` gives ``(index, pid or None)`` pairs."""
         now = time.monotonic()
-        if now < self._next_sample:
+        if now < self.next_sample_at:
             return
-        self._next_sample = now + self.interval
+        self.next_sample_at = now + self.interval
         self._sample("trainer", os.getpid())
         for index, pid in workers:
             if pid is not None:

@@ -44,11 +44,12 @@
  * outlived a `git pull`) then says it is stale, and the pure-Python core runs, instead of failing
  * at import on a missing function. A test builds this file with -DTIMER_CORE_VERSION=0. */
 #ifndef TIMER_CORE_VERSION
-#define TIMER_CORE_VERSION 1
+#define TIMER_CORE_VERSION 2
 #endif
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
 typedef struct {
+    Py_ssize_t name;
     Py_ssize_t children;
     Py_ssize_t parent;
     Py_ssize_t stack;
@@ -65,6 +66,7 @@ static NodeSlots slots;
 static PyObject *node_type = NULL;       /* the class whose methods were made (TimerNode) */
 static PyObject *stack_type = NULL;      /* TimerStack, whose open block is written directly */
 static Py_ssize_t stack_current = 0;     /* where TimerStack's slot "current" lies */
+static Py_ssize_t stack_timeline = 0;    /* where TimerStack's slot "timeline" lies */
 static PyObject *timer_clock = NULL;     /* the clock every timer reads */
 static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
 static int clock_is_system = 0;          /* clock is perf_counter and read here directly */
@@ -75,6 +77,10 @@ static PyObject *children_name = NULL;   /* interned "children" */
 static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in timers.py */
 static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
 static PyObject *disabled_block_name = NULL; /* interned "_DISABLED_BLOCK": in timers.py */
+static PyObject *timeline_name = NULL;   /* interned "timeline": a stack's timeline buffers */
+static PyObject *spans_name = NULL;      /* interned "spans": a timeline's spans */
+static PyObject *spans_recorded_name = NULL; /* interned "spans_recorded": how many it recorded */
+static PyObject *append_name = NULL;     /* interned "append" */
 static int compiled_lookup = 1;          /* hierarchical_timer's common case found here */
 
 /* One reading of the clock, as a new reference; *seconds holds it as a double when the reading
@@ -184,14 +190,67 @@ keep_extreme(PyObject *self, Py_ssize_t offset, const char *name, int op, PyObje
     return 0;
 }
 
-/* TimerNode.__exit__: stop the clock, give the open block back to the parent, count the run. */
-static PyObject *
-node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The run's span (name, start, end) appended to the timeline of the node's stack, if it has
+ * one, and the timeline's spans_recorded counted: TimerNode._exit_and_record's last lines. */
+static int
+record_span(PyObject *self, PyObject *start, PyObject *end)
 {
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
-        return NULL;
+    PyObject *stack = get_slot(self, slots.stack, "_stack");
+    if (stack == NULL) {
+        return -1;
     }
+    PyObject *timeline;
+    if ((PyObject *)Py_TYPE(stack) == stack_type) {
+        timeline = get_slot(stack, stack_timeline, "timeline");
+        Py_XINCREF(timeline);
+    }
+    else {
+        timeline = PyObject_GetAttr(stack, timeline_name);
+    }
+    if (timeline == NULL) {
+        return -1;
+    }
+    if (timeline == Py_None) {
+        Py_DECREF(timeline);
+        return 0;
+    }
+    int result = -1;
+    PyObject *spans = NULL, *span = NULL, *appended = NULL, *recorded = NULL, *counted = NULL;
+    PyObject *name = get_slot(self, slots.name, "name");
+    if (name == NULL || (spans = PyObject_GetAttr(timeline, spans_name)) == NULL
+        || (span = PyTuple_Pack(3, name, start, end)) == NULL) {
+        goto done;
+    }
+    if (PyUnicode_CheckExact(name) && PyFloat_CheckExact(start) && PyFloat_CheckExact(end)) {
+        /* What the garbage collector's first pass over the span would do (a tuple of atomic
+         * values holds no reference cycle): done now, so that the spans a timeline holds (up
+         * to its capacity, a second's worth in a worker) add nothing to its passes. */
+        PyObject_GC_UnTrack(span);
+    }
+    PyObject *call[2] = {spans, span};
+    appended = PyObject_VectorcallMethod(append_name, call, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (appended == NULL || (recorded = PyObject_GetAttr(timeline, spans_recorded_name)) == NULL
+        || (counted = PyNumber_InPlaceAdd(recorded, one)) == NULL
+        || PyObject_SetAttr(timeline, spans_recorded_name, counted) < 0) {
+        goto done;
+    }
+    result = 0;
+done:
+    Py_DECREF(timeline);
+    Py_XDECREF(spans);
+    Py_XDECREF(span);
+    Py_XDECREF(appended);
+    Py_XDECREF(recorded);
+    Py_XDECREF(counted);
+    return result;
+}
+
+/* Stop the clock, give the open block back to the parent, count the run (an error too when
+ * ``exc_type`` is not None); with ``record``, its span recorded on the timeline as well. The
+ * clock's reading that ended the run (a new reference), or NULL. */
+static PyObject *
+count_run(PyObject *self, PyObject *exc_type, int record)
+{
     double end_seconds;
     int end_is_float;
     PyObject *end = read_clock(&end_seconds, &end_is_float);
@@ -205,17 +264,15 @@ node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (start == NULL) {
         goto failed;
     }
+    Py_INCREF(start);  /* as in add_to_slot: held while Python code may run; and the span's start */
     if (end_is_float && PyFloat_CheckExact(start)) {
         elapsed_seconds = end_seconds - PyFloat_AS_DOUBLE(start);
         elapsed_is_float = 1;
         elapsed = PyFloat_FromDouble(elapsed_seconds);
     }
     else {
-        Py_INCREF(start);  /* as in add_to_slot: held while Python code may run */
         elapsed = PyNumber_Subtract(end, start);
-        Py_DECREF(start);
     }
-    Py_CLEAR(end);
     if (elapsed == NULL) {
         goto failed;
     }
@@ -242,16 +299,37 @@ node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         || keep_extreme(self, slots.min, "min", Py_LT, elapsed, elapsed_seconds, elapsed_is_float) < 0) {
         goto failed;
     }
-    if (args[0] != Py_None && add_to_slot(self, slots.errors, "errors", one) < 0) {
+    if (exc_type != Py_None && add_to_slot(self, slots.errors, "errors", one) < 0) {
         goto failed;
     }
+    if (record && record_span(self, start, end) < 0) {
+        goto failed;
+    }
+    Py_DECREF(start);
     Py_DECREF(elapsed);
-    Py_RETURN_NONE;
+    return end;
 
 failed:
+    Py_XDECREF(start);
     Py_XDECREF(end);
     Py_XDECREF(elapsed);
     return NULL;
+}
+
+/* TimerNode.__exit__; with ``record``, TimerNode._exit_and_record. */
+static PyObject *
+node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int record)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "__exit__() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *end = count_run(self, args[0], record);
+    if (end == NULL) {
+        return NULL;
+    }
+    Py_DECREF(end);
+    Py_RETURN_NONE;
 }
 
 /* How ``with node:`` reaches the methods, allocating nothing.
@@ -262,12 +340,23 @@ failed:
  * instead BlockMethod descriptors, which bind a node once: its two BoundBlockMethods are kept in
  * the node's slot ``_bound_methods`` and handed out again at every lookup. Both kinds of object
  * are called as the methods are: ``TimerNode.__exit__(node, None, None, None)`` (as the
- * companions' wrappers call them) and ``node.__exit__(None, None, None)`` (as ``with`` does). */
+ * companions' wrappers call them) and ``node.__exit__(None, None, None)`` (as ``with`` does).
+ * The exit that records the block's span on the timeline (TimerNode._exit_and_record, while
+ * timeline recording is on) is a third kind, bound and kept the same way. */
 typedef struct {
     PyObject_HEAD
-    int is_exit;
+    int is_exit;  /* ENTER, EXIT or RECORDING_EXIT */
     vectorcallfunc vectorcall;
 } BlockMethod;
+
+/* Which method: a node keeps one bound method of each kind, at this index of its tuple. */
+enum { ENTER = 0, EXIT = 1, RECORDING_EXIT = 2, BLOCK_METHOD_KINDS = 3 };
+
+static const char *
+method_name(int kind)
+{
+    return kind == ENTER ? "__enter__" : kind == EXIT ? "__exit__" : "_exit_and_record";
+}
 
 typedef struct {
     PyObject_HEAD
@@ -283,7 +372,7 @@ static PyObject *
 call_block_method(int is_exit, PyObject *node, PyObject *const *args, Py_ssize_t nargs)
 {
     if (is_exit) {
-        return node_exit(node, args, nargs);
+        return node_exit(node, args, nargs, is_exit == RECORDING_EXIT);
     }
     if (nargs != 0) {
         PyErr_Format(PyExc_TypeError, "__enter__() takes no arguments (%zd given)", nargs);
@@ -315,7 +404,7 @@ unbound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     }
     if (nargs < 1 || !PyObject_TypeCheck(args[0], (PyTypeObject *)node_type)) {
         PyErr_Format(PyExc_TypeError, "%s() needs a %.100s as its first argument",
-                     method->is_exit ? "__exit__" : "__enter__", ((PyTypeObject *)node_type)->tp_name);
+                     method_name(method->is_exit), ((PyTypeObject *)node_type)->tp_name);
         return NULL;
     }
     return call_block_method(method->is_exit, args[0], args + 1, nargs - 1);
@@ -346,14 +435,18 @@ block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
     }
     int is_exit = ((BlockMethod *)descriptor)->is_exit;
     PyObject *kept = SLOT(node, slots.bound);
-    if (kept == NULL || !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != 2) {
-        PyObject *enter = new_bound(node, 0);
-        PyObject *exit = new_bound(node, 1);
-        kept = (enter != NULL && exit != NULL) ? PyTuple_Pack(2, enter, exit) : NULL;
-        Py_XDECREF(enter);
-        Py_XDECREF(exit);
+    if (kept == NULL || !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != BLOCK_METHOD_KINDS) {
+        kept = PyTuple_New(BLOCK_METHOD_KINDS);
         if (kept == NULL) {
             return NULL;
+        }
+        for (int kind = 0; kind < BLOCK_METHOD_KINDS; kind++) {
+            PyObject *bound = new_bound(node, kind);
+            if (bound == NULL) {
+                Py_DECREF(kept);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(kept, kind, bound);
         }
         set_slot(node, slots.bound, kept);
     }
@@ -365,14 +458,14 @@ block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
 static PyObject *
 block_method_repr(BlockMethod *method)
 {
-    return PyUnicode_FromFormat("<C method %s of %.100s>", method->is_exit ? "__exit__" : "__enter__",
+    return PyUnicode_FromFormat("<C method %s of %.100s>", method_name(method->is_exit),
                                 ((PyTypeObject *)node_type)->tp_name);
 }
 
 static PyObject *
 bound_repr(BoundBlockMethod *bound)
 {
-    return PyUnicode_FromFormat("<C method %s of %R>", bound->is_exit ? "__exit__" : "__enter__", bound->node);
+    return PyUnicode_FromFormat("<C method %s of %R>", method_name(bound->is_exit), bound->node);
 }
 
 static int
@@ -464,7 +557,8 @@ block_methods(PyObject *module, PyObject *args)
     }
     PyTypeObject *node = (PyTypeObject *)type;
     NodeSlots found;
-    if ((found.children = slot_offset(node, "children")) < 0
+    if ((found.name = slot_offset(node, "name")) < 0
+        || (found.children = slot_offset(node, "children")) < 0
         || (found.parent = slot_offset(node, "parent")) < 0
         || (found.stack = slot_offset(node, "_stack")) < 0
         || (found.total = slot_offset(node, "total")) < 0
@@ -501,13 +595,26 @@ use_stack_type(PyObject *module, PyObject *type)
         return NULL;
     }
     Py_ssize_t offset = slot_offset((PyTypeObject *)type, "current");
-    if (offset < 0) {
+    Py_ssize_t timeline_offset = offset < 0 ? -1 : slot_offset((PyTypeObject *)type, "timeline");
+    if (timeline_offset < 0) {
         return NULL;
     }
     stack_current = offset;
+    stack_timeline = timeline_offset;
     Py_INCREF(type);
     Py_XSETREF(stack_type, type);
     Py_RETURN_NONE;
+}
+
+/* TimerNode._exit_and_record in C, for the class block_methods() was given. */
+static PyObject *
+recording_exit(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no node class yet: block_methods() sets it");
+        return NULL;
+    }
+    return new_block_method(RECORDING_EXIT);
 }
 
 static PyObject *
@@ -1151,7 +1258,49 @@ runs_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return table;
 }
 
+/* plain_spans(spans, max_seconds) -> bool: payload.py's _plain_spans_in_python, the reference:
+ * whether every span of a tuple or list is a tuple (name, start, end) of a non-empty str and two
+ * floats with -max_seconds <= start <= end <= max_seconds (a NaN fails the comparisons). The
+ * trainer's channel thread asks it of every shipment's spans: in Python, a loop of some twenty
+ * steps a span. Anything but a tuple or list of spans: None, and the reference decides. */
+static PyObject *
+plain_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFloat_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "plain_spans() takes the spans and a float bound");
+        return NULL;
+    }
+    PyObject *spans = args[0];
+    if (!PyTuple_CheckExact(spans) && !PyList_CheckExact(spans)) {
+        Py_RETURN_NONE;
+    }
+    double bound = PyFloat_AS_DOUBLE(args[1]);
+    /* A list's size is read again at each span: nothing below runs Python code, but a list is
+     * read through its current items all the same. */
+    for (Py_ssize_t index = 0; index < PySequence_Fast_GET_SIZE(spans); index++) {
+        PyObject *span = PySequence_Fast_GET_ITEM(spans, index);
+        if (!PyTuple_CheckExact(span) || PyTuple_GET_SIZE(span) != 3) {
+            Py_RETURN_FALSE;
+        }
+        PyObject *name = PyTuple_GET_ITEM(span, 0);
+        PyObject *start = PyTuple_GET_ITEM(span, 1);
+        PyObject *end = PyTuple_GET_ITEM(span, 2);
+        if (!PyUnicode_CheckExact(name) || PyUnicode_GET_LENGTH(name) == 0
+            || !PyFloat_CheckExact(start) || !PyFloat_CheckExact(end)) {
+            Py_RETURN_FALSE;
+        }
+        double started = PyFloat_AS_DOUBLE(start), ended = PyFloat_AS_DOUBLE(end);
+        if (!(-bound <= started && started <= ended && ended <= bound)) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_functions[] = {
+    {"plain_spans", (PyCFunction)(void (*)(void))plain_spans, METH_FASTCALL,
+     PyDoc_STR("plain_spans(spans, max_seconds) -> whether every span is a plain (name, start, end), "
+               "or None: let the Python reference decide (see profiler/multiprocess/payload.py).")},
     {"runs_table", (PyCFunction)(void (*)(void))runs_table, METH_FASTCALL,
      PyDoc_STR("runs_table(runs, columns) -> bytearray of float64 rows, or None: let the Python "
                "reference decide (see profiler/timing/phased_block.py's runs_table_in_python).")},
@@ -1169,6 +1318,9 @@ static PyMethodDef module_functions[] = {
     {"block_methods", block_methods, METH_VARARGS,
      PyDoc_STR("block_methods(node_type, clock) -> (__enter__, __exit__): the C methods of a "
                "block for node_type, reading clock.")},
+    {"recording_exit", recording_exit, METH_NOARGS,
+     PyDoc_STR("recording_exit() -> the C TimerNode._exit_and_record: __exit__, and the run's span "
+               "(name, start, end) appended to the stack's timeline (see timer_node.py).")},
     {"use_stack_type", use_stack_type, METH_O,
      PyDoc_STR("Write the open block of this stack class straight into its slot \"current\".")},
     {"set_clock", set_clock, METH_O, PyDoc_STR("Make every block read this clock.")},
@@ -1201,6 +1353,10 @@ PyInit__timer_core(void)
     enabled_name = PyUnicode_InternFromString("_enabled");
     thread_local_name = PyUnicode_InternFromString("_thread_local");
     disabled_block_name = PyUnicode_InternFromString("_DISABLED_BLOCK");
+    timeline_name = PyUnicode_InternFromString("timeline");
+    spans_name = PyUnicode_InternFromString("spans");
+    spans_recorded_name = PyUnicode_InternFromString("spans_recorded");
+    append_name = PyUnicode_InternFromString("append");
     one = PyLong_FromLong(1);
     zero_int = PyLong_FromLong(0);
     zero_float = PyFloat_FromDouble(0.0);
@@ -1210,6 +1366,7 @@ PyInit__timer_core(void)
     }
     if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
         || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
+        || timeline_name == NULL || spans_name == NULL || spans_recorded_name == NULL || append_name == NULL
         || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0
         || PyType_Ready(&BlockLookupType) < 0) {
         return NULL;

@@ -17,8 +17,9 @@ from profiler.timing.timer_node import TimerNode
 
 __all__ = ["observe_blocks", "set_exit_hook", "set_span_recording", "use_compiled_core"]
 
-# The exit that records spans while timeline recording is on; None: the plain exit.
-_recording_exit: Callable[[TimerNode, Any, Any, Any], None] | None = None
+# Whether blocks record their spans (timeline recording is on): then their exit is
+# timer_node.RECORDING_EXIT, else the plain one.
+_recording_spans = False
 _after_exit: Callable[[TimerNode], None] | None = None
 # Each companion's (on_enter, on_exit) observers, by companion name, in the order they came.
 _block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[TimerNode], None] | None]] = {}
@@ -26,8 +27,8 @@ _block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[
 
 def set_span_recording(recording: bool) -> None:
     """Make every block's exit record its span on the thread's timeline (``profiler.recording.events``)."""
-    global _recording_exit
-    _recording_exit = TimerNode._exit_and_record if recording else None
+    global _recording_spans
+    _recording_spans = recording
     _install_block_methods()
 
 
@@ -70,7 +71,7 @@ def observe_blocks(
 
 def _install_block_methods() -> None:
     """Put the cheapest ``__enter__`` and ``__exit__`` that do what is switched on onto TimerNode."""
-    exit_method = timer_node.PLAIN_EXIT if _recording_exit is None else _recording_exit
+    exit_method = timer_node.RECORDING_EXIT if _recording_spans else timer_node.PLAIN_EXIT
     if _after_exit is not None:
         exit_method = _observed_exit(exit_method, _after_exit)
     enter_method = timer_node.PLAIN_ENTER

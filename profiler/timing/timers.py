@@ -356,7 +356,7 @@ def block_arguments() -> Any:
 span_blocks = False
 """True while timing is on and the one companion watching blocks is timeline recording (as under
 ``rlprof run``): a block's run is then its start and end stamps and the span
-``(name, start, end)`` that :meth:`TimerNode._exit_and_record` appends to the stack's timeline, so
+``(name, start, end)`` that :meth:`TimerNode._exit_and_record` (or its C copy) appends to the stack's timeline, so
 a hot path may count such a run from its own stamps too. Read it as ``timers.span_blocks``."""
 
 
@@ -366,7 +366,7 @@ def refresh_plain_blocks() -> None:
     global plain_blocks, span_blocks
     plain_enter = _enabled and TimerNode.__enter__ is timer_node.PLAIN_ENTER
     plain_blocks = plain_enter and TimerNode.__exit__ is timer_node.PLAIN_EXIT
-    span_blocks = plain_enter and TimerNode.__exit__ is TimerNode._exit_and_record
+    span_blocks = plain_enter and TimerNode.__exit__ is timer_node.RECORDING_EXIT
 
 
 def enable() -> None:

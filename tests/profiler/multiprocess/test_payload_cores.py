@@ -69,3 +69,26 @@ def test_both_cores_send_the_same_payloads_and_merge_the_same_trees_for_any_prog
         assert trip_under(True, program, start, step) == trip_under(False, program, start, step)
     finally:
         block_hooks.use_compiled_core(default)
+
+
+_SPAN_FIELDS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.sampled_from([2.0**49, -(2.0**49), 2.0**50]),
+)
+_SPANS = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["env.step", "", "x"]), _SPAN_FIELDS, _SPAN_FIELDS),
+        st.tuples(st.just("env.step"), st.floats(0, 10), st.floats(10, 20)),  # plain spans, often
+        st.lists(st.floats(0, 1), min_size=3, max_size=3),  # a list, not a tuple
+        st.tuples(st.just("env.step"), st.just(1.0)),  # two fields
+    ),
+    max_size=6,
+)
+
+
+@needs_accelerator
+@settings(max_examples=300, deadline=None)
+@given(spans=_SPANS, as_list=st.booleans())
+def test_both_cores_tell_the_same_spans_plain(spans, as_list):
+    spans = spans if as_list else tuple(spans)
+    compiled = accelerator.extension.plain_spans(spans, payload.MAX_SECONDS)
+    assert compiled is payload._plain_spans_in_python(spans)

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import profiler
 from block_programs import Block, SteppedClock, programs, run_program
+from profiler.recording import events
 from profiler.timing import accelerator, block_hooks, timer_node, timers
 
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -39,6 +40,18 @@ def timer_core() -> str:
 def test_blocks_run_the_accelerator_where_it_is_built():
     assert profiler.timing.accelerated()
     assert timer_node.TimerNode.__enter__ is timer_node.COMPILED_ENTER
+    assert timer_node.TimerNode.__exit__ is timer_node.COMPILED_EXIT
+
+
+@needs_accelerator
+def test_while_the_timeline_records_blocks_run_the_accelerators_recording_exit():
+    events.start_recording()
+    try:
+        assert timer_node.TimerNode.__exit__ is timer_node.COMPILED_RECORDING_EXIT
+        assert timers.span_blocks
+    finally:
+        events.stop_recording()
+        events.clear_recording()
     assert timer_node.TimerNode.__exit__ is timer_node.COMPILED_EXIT
 
 
@@ -146,18 +159,27 @@ def test_where_the_accelerator_was_not_built_the_python_core_runs_and_says_why(t
     assert report["reason"].startswith("the C accelerator was not built here")
 
 
-def tree_under(compiled: bool, program: list[Block], start, step) -> str:
-    """The tree ``program`` leaves, timed by one core, as text that tells 1 from 1.0."""
+def tree_under(compiled: bool, program: list[Block], start, step, record: bool = False) -> str:
+    """The tree ``program`` leaves, timed by one core, as text that tells 1 from 1.0; with
+    ``record``, timeline recording on, and the spans the blocks recorded too."""
     block_hooks.use_compiled_core(compiled)
     clock = SteppedClock(start, step)
     previous = timers.set_clock(clock)
+    if record:
+        events.start_recording()
     try:
         timers.reset_timers()
         run_program(program, clock)
         stack = timers.current_thread_stack()
         assert stack.current is stack.root
-        return repr(stack.root.to_dict())
+        if not record:
+            return repr(stack.root.to_dict())
+        assert timer_node.TimerNode.__exit__ is timer_node.RECORDING_EXIT
+        return repr((stack.root.to_dict(), list(stack.timeline.spans), stack.timeline.spans_recorded))
     finally:
+        if record:
+            events.stop_recording()
+            events.clear_recording()
         timers.set_clock(previous)
 
 
@@ -174,5 +196,23 @@ def test_both_cores_leave_the_same_tree_for_any_program_of_blocks(program, clock
     default = timer_node.accelerated()
     try:
         assert tree_under(True, program, start, step) == tree_under(False, program, start, step)
+    finally:
+        block_hooks.use_compiled_core(default)
+
+
+@needs_accelerator
+@settings(max_examples=100, deadline=None)
+@given(
+    program=programs(),
+    clock_start_and_step=st.sampled_from([(1000.0, 0.1), (1000, 1), (Fraction(1000), Fraction(1, 3))]),
+)
+def test_while_the_timeline_records_both_cores_record_the_same_spans_for_any_program_of_blocks(
+    program, clock_start_and_step
+):
+    start, step = clock_start_and_step
+    default = timer_node.accelerated()
+    try:
+        assert (tree_under(True, program, start, step, record=True)
+                == tree_under(False, program, start, step, record=True))
     finally:
         block_hooks.use_compiled_core(default)

@@ -9,6 +9,7 @@ import pytest
 
 import profiler
 from profiler import hierarchical_timer
+from profiler.recording import events
 from profiler.timing import block_hooks, timer_node, timers
 from profiler.timing.timer_node import TimerNode
 
@@ -102,3 +103,47 @@ def test_a_detached_node_refuses_to_be_entered_as_python_does():
     with pytest.raises(AttributeError, match="current"):
         with TimerNode():
             pass
+
+
+@pytest.fixture
+def recording():
+    events.clear_recording()
+    events.start_recording(capacity=1000)
+    try:
+        yield timers.current_thread_stack().timeline
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+
+
+def test_while_the_timeline_records_a_block_records_its_span_as_it_closes(fake_clock, recording):
+    assert TimerNode.__exit__ is timer_node.RECORDING_EXIT and timers.span_blocks
+    start = fake_clock.time
+    with hierarchical_timer("outer"):
+        fake_clock.advance(1.0)
+        with hierarchical_timer("inner") as node:
+            fake_clock.advance(0.5)
+    assert list(recording.spans) == [("inner", start + 1.0, start + 1.5), ("outer", start, start + 1.5)]
+    assert recording.spans_recorded == 2
+    assert (node.total, node.count) == (0.5, 1)
+
+
+def test_a_recorded_block_that_raises_counts_its_error_and_records_its_span(fake_clock, recording):
+    start = fake_clock.time
+    with pytest.raises(ValueError, match="env broke"):
+        with hierarchical_timer("env.step") as node:
+            fake_clock.advance(2.0)
+            raise ValueError("env broke")
+    assert (node.count, node.errors) == (1, 1)
+    assert list(recording.spans) == [("env.step", start, start + 2.0)]
+
+
+def test_a_block_of_a_stack_without_a_timeline_records_nothing(fake_clock, recording):
+    stack = StandInStack()
+    stack.timeline = None
+    root = TimerNode("root", None, stack)  # type: ignore[arg-type]
+    stack.current = root
+    with root.get_child("block") as node:
+        fake_clock.advance(1.0)
+    assert node.total == 1.0 and list(recording.spans) == []
+

@@ -53,7 +53,7 @@ from typing import Any, Callable, Protocol
 
 from profiler.timing.accelerator import load_extension
 from profiler.timing import timers
-from profiler.timing.phased_block import FOLD_AT_RUNS
+from profiler.timing.phased_block import FOLD_AT_RUNS, take_held_runs
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
@@ -256,13 +256,10 @@ class PythonStepTimer:
         """Add the runs step_env holds to the node, as as many ``TimerNode.__exit__`` would have
         counted them; any thread may fold (a stack's settle() does)."""
         with self._fold_lock:
-            runs = self.runs
-            held = len(runs)
-            if not held:
+            taken = take_held_runs(self.runs)
+            if not taken:
                 return
-            # Only the runs taken are removed: the owner thread may be appending one meanwhile.
-            taken = runs[:held]
-            del runs[:held]
+            held = len(taken)
             total = 0.0
             for elapsed in taken:
                 total += elapsed

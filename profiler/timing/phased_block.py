@@ -10,7 +10,7 @@ from profiler.timing import accelerator, timer_node, timers
 from profiler.timing.timer_node import TimerNode, current_clock
 from profiler.timing.timer_stack import TimerStack
 
-__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "runs_table", "runs_table_in_python"]
+__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "runs_table", "runs_table_in_python", "take_held_runs"]
 
 
 FOLD_AT_RUNS = 1024
@@ -184,13 +184,9 @@ class PhasedBlock:
     def _fold_held(self) -> None:
         if self.accumulator is not None:
             self.accumulator.fold()
-        runs = self.runs
-        held = len(runs)
-        if not held:
+        taken = take_held_runs(self.runs)
+        if not taken:
             return
-        # Only the runs taken are removed: the owner thread may be appending one meanwhile.
-        taken = runs[:held]
-        del runs[:held]
         import numpy  # a core dependency; imported by the first fold, not with the timers
 
         columns = len(taken[0])
@@ -208,6 +204,18 @@ class PhasedBlock:
                 _add_runs(phase, elapsed)
         if self.on_fold is not None and table.shape[1] > width:
             self.on_fold(table[:, width:])
+
+
+def take_held_runs(runs: list[Any]) -> list[Any]:
+    """Remove and return the runs ``runs`` holds now, under its owner's fold lock.
+
+    Only the runs taken are removed: the thread that owns the timer may be appending one
+    meanwhile, and that run stays for the next fold.
+    """
+    held = len(runs)
+    taken = runs[:held]
+    del runs[:held]
+    return taken
 
 
 def runs_table(runs: list[tuple[Any, ...]], columns: int) -> Any:

@@ -258,13 +258,18 @@ def test_step_env_lets_calls_pass_unmeasured_while_the_samplers_countdown_runs()
     assert sampler.measured_calls == 1 and env.steps == 3
 
 
+def watched_step_timer(stack: TimerStack, calls: list) -> object:
+    """A step timer whose watched call (what a companion's blocks take) notes the action."""
+    return make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
+                           lambda env, action: calls.append(action) or "watched")
+
+
 def test_step_env_hands_the_call_to_watched_while_a_companion_watches_blocks(monkeypatch):
     from profiler.timing import timers
 
     calls = []
     stack = TimerStack()
-    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
-                            lambda env, action: calls.append(action) or "watched")
+    timer = watched_step_timer(stack, calls)
     monkeypatch.setattr(timers, "plain_blocks", False)
     assert timer.step_env(CountingEnv(), 5) == "watched"
     assert calls == [5] and "env.step" not in stack.root.children
@@ -275,8 +280,7 @@ def test_step_env_sees_a_companion_that_comes_between_two_steps(monkeypatch):
 
     calls = []
     stack = TimerStack()
-    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]), None, math.inf,
-                            lambda env, action: calls.append(action) or "watched")
+    timer = watched_step_timer(stack, calls)
     monkeypatch.setattr(timers, "plain_blocks", True)
     timer.step_env(CountingEnv(), 4)  # plain_blocks read (and, in C, remembered) here
     monkeypatch.setattr(timers, "plain_blocks", False)

@@ -8,7 +8,8 @@ psutil reads them from the same files; importing it cost 32 M instructions (abou
 run, more than any other module rlprof imports before the program's first line. These functions
 read the files themselves, the way psutil 7 does, so the figures are the same; each raises
 :class:`OSError` (or ``ValueError`` on a file it cannot parse) where ``/proc`` cannot tell, and
-its caller then asks psutil, imported only there.
+its caller then asks psutil, imported only there. :func:`process_start_time` also raises
+``IndexError`` on a ``stat`` line too short, and ``ProcessLookupError`` for a process that is gone.
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ def _stat_of(pid: int) -> bytes:
 def process_start_time(pid: int) -> float:
     """When process ``pid`` started, in seconds since the epoch (``psutil.Process.create_time``).
 
-    Raises :class:`ProcessLookupError` when there is no such process.
+    Raises :class:`ProcessLookupError` when there is no such process; where there is no
+    ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
     """
     try:
         stat = _stat_of(pid)
     except FileNotFoundError:
+        if not os.path.isdir("/proc"):
+            raise
         raise ProcessLookupError(pid) from None
     # After the name, which is in parentheses and may hold any character: the state, then the
     # parent's pid, ... the start time (field 22), in clock ticks since the boot.
@@ -117,4 +121,7 @@ def available_memory() -> int:
     available = fields.get(b"MemAvailable:", 0)
     if not available:  # an old kernel, or its bug (psutil estimates it then): psutil's answer
         raise ValueError("no MemAvailable in /proc/meminfo")
-    return fields[b"MemFree:"] if available > fields[b"MemTotal:"] else available
+    total, free = fields.get(b"MemTotal:"), fields.get(b"MemFree:")
+    if total is None or free is None:
+        raise ValueError("no MemTotal or MemFree in /proc/meminfo")
+    return free if available > total else available

@@ -216,3 +216,33 @@ def test_an_exception_inside_open_atomically_keeps_the_old_file_and_leaves_nothi
             raise RuntimeError("renderer failed")
     assert target.read_text() == "old"
     assert temporary_files(tmp_path) == []
+
+
+def without_proc(monkeypatch):
+    """This process as on a machine with no ``/proc`` (macOS, say): the files are not there."""
+    from profiler.recording import proc_files
+
+    def no_file(pid):
+        raise FileNotFoundError(f"/proc/{pid}/stat")
+
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(proc_files, "_stat_of", no_file)
+    monkeypatch.setattr(os.path, "isdir", lambda path: path != "/proc" and real_isdir(path))
+
+
+def test_without_proc_a_file_is_written_with_psutils_start_time(tmp_path, monkeypatch):
+    without_proc(monkeypatch)
+    write_atomically(tmp_path / "run_timers.json", "written")
+    assert (tmp_path / "run_timers.json").read_text() == "written"
+
+
+def test_without_proc_a_writer_still_running_keeps_its_temporary_file(tmp_path, monkeypatch):
+    target = tmp_path / "run_timers.json"
+    writer = start_writer(target)
+    try:
+        without_proc(monkeypatch)
+        write_atomically(target, "mine")
+        assert len(temporary_files(tmp_path)) == 1
+    finally:
+        writer.kill()
+        writer.wait(timeout=60)

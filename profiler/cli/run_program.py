@@ -340,12 +340,13 @@ def _load_plugin(group: str, report_to: TextIO, *, missing: str | None = None) -
     """What the first plugin of ``group`` returns when called (None when there is none, or it fails:
     the program still runs, and one line says what is missing; ``missing`` is that line when the
     group has no plugin at all)."""
-    try:
-        return entry_points_of(group)[0].load()()
-    except IndexError:
+    plugins = entry_points_of(group)
+    if not plugins:
         if missing is not None:
             print(f"rlprof: {missing}", file=report_to)
         return None
+    try:
+        return plugins[0].load()()
     except Exception as error:  # noqa: BLE001 - measuring less never stops the program
         print(f"rlprof: {group} unavailable ({type(error).__name__}: {error}); running without it", file=report_to)
         return None

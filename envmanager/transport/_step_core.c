@@ -388,8 +388,8 @@ hold_run(StepTimer *self, double seconds)
 
 /* The clock stops, the node's parent is the open block again, a call this slow has the sampler
  * measure the next one, and the run is counted: into the node at once, or, with ``hold`` (step_env's
- * runs, ``node`` being self->node), into the sums held when both readings are floats (with the
- * held runs folded first when they are not). */
+ * runs), into the sums held when both readings are floats and ``node`` is still self->node (with
+ * the held runs folded first when not). */
 static PyObject *
 close_run(StepTimer *self, PyObject *node, int hold)
 {
@@ -453,10 +453,12 @@ close_run(StepTimer *self, PyObject *node, int hold)
         }
     }
     int counted;
-    if (hold && is_float) {
+    if (hold && is_float && node == self->node) {
         counted = hold_run(self, seconds);
     }
-    else if (hold && fold_held(self) < 0) {  /* a clock of other numbers: the held runs first */
+    /* A clock of other numbers, or the timer moved to another node inside the call (an env
+     * stepping another through this timer): the held runs first, then this one at once. */
+    else if (hold && fold_held(self) < 0) {
         counted = -1;
     }
     else {

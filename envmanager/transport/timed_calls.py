@@ -225,8 +225,11 @@ class PythonStepTimer:
         # close(node) with the run held, in this frame (a call more was a visible share of a step)
         end = self.clock()
         start = node._start
-        if type(start) is not float or type(end) is not float:  # a clock of other numbers (a test's fake)
-            self.fold()  # the held runs first, then this one counted at once
+        if type(start) is not float or type(end) is not float or node is not self.node:
+            # A clock of other numbers (a test's fake), or the timer moved to another node inside
+            # the call (an env stepping another through this timer): the held runs first, then
+            # this one counted at once, into its own node.
+            self.fold()
             self._count(node, end - start)
             return result
         elapsed = end - start

@@ -219,6 +219,28 @@ def test_a_block_opened_around_step_env_gets_the_runs_after_it_the_earlier_ones_
     assert stack.root.children["rollout"].children["env.step"].count == 2
 
 
+class EnvSteppingAnother:
+    """An env whose step steps an inner env through the same step timer (a wrapper timed twice)."""
+
+    def __init__(self, timer) -> None:
+        self.timer = timer
+
+    def step(self, action):
+        return self.timer.step_env(CountingEnv(), action)
+
+
+def test_a_step_env_inside_a_step_env_counts_each_run_in_its_own_node():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))
+    timer.step_env(EnvSteppingAnother(timer), 0)
+    timer.step_env(EnvSteppingAnother(timer), 0)
+    stack.settle()
+    outer = stack.root.children["env.step"]
+    inner = outer.children["env.step"]
+    assert (outer.count, outer.total) == (2, 6.0)  # each outer run: 3 readings of 1 s
+    assert (inner.count, inner.total) == (2, 2.0)
+
+
 def test_a_step_timer_that_goes_adds_what_it_held_to_the_tree():
     stack = TimerStack()
     timer = make_step_timer(stack, "env.step", SteppingClock([1.0]))

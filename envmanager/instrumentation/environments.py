@@ -208,7 +208,8 @@ def _preload_in_forkserver() -> None:
     instructions each (callgrind, after torch, Gymnasium and SB3). Preloaded in the server (the
     way ``multiprocessing.set_forkserver_preload`` does for ``__main__``, the only module it
     preloads by default), each worker inherits it. A server already running, or preloading set
-    by the program, is left as it is.
+    by the program, is left as it is. Every later forkserver process of the program inherits the
+    import too, idle: docs/run.md says so.
     """
     from multiprocessing import forkserver
 

@@ -128,7 +128,7 @@ def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float]]:
 def _process_name(pid: int) -> str:
     try:
         return proc_files.process_name(pid) or "?"
-    except (OSError, ValueError, UnicodeError):  # ended meanwhile, or not readable
+    except (OSError, ValueError):  # ended meanwhile, or not readable (a UnicodeError is a ValueError)
         pass
     if os.path.isdir("/proc"):
         return "?"

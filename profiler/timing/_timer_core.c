@@ -1275,8 +1275,6 @@ plain_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     double bound = PyFloat_AS_DOUBLE(args[1]);
-    /* A list's size is read again at each span: nothing below runs Python code, but a list is
-     * read through its current items all the same. */
     for (Py_ssize_t index = 0; index < PySequence_Fast_GET_SIZE(spans); index++) {
         PyObject *span = PySequence_Fast_GET_ITEM(spans, index);
         if (!PyTuple_CheckExact(span) || PyTuple_GET_SIZE(span) != 3) {

@@ -207,7 +207,7 @@ class PhasedBlock:
 
 
 def take_held_runs(runs: list[Any]) -> list[Any]:
-    """Remove and return the runs ``runs`` holds now, under its owner's fold lock.
+    """Remove and return the runs ``runs`` holds now; call it holding its owner's fold lock.
 
     Only the runs taken are removed: the thread that owns the timer may be appending one
     meanwhile, and that run stays for the next fold.

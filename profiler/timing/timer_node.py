@@ -424,7 +424,7 @@ TimerNode.__exit__ = PLAIN_EXIT  # type: ignore[method-assign]
 
 
 def use_compiled_core(compiled: bool) -> None:
-    """Make :data:`PLAIN_ENTER` and :data:`PLAIN_EXIT` the C accelerator's methods (``True``) or
+    """Make :data:`PLAIN_ENTER`, :data:`PLAIN_EXIT` and :data:`RECORDING_EXIT` the C accelerator's methods (``True``) or
     the Python ones (``False``); :func:`profiler.timing.block_hooks.use_compiled_core` then
     installs them. For comparing the two cores in one process: tests and benchmarks."""
     global PLAIN_ENTER, PLAIN_EXIT, RECORDING_EXIT

@@ -97,14 +97,8 @@ def _process_cpu() -> dict[int, tuple[int, float, float]]:
         if not name.isdigit():
             continue
         try:
-            descriptor = os.open(f"/proc/{name}/stat", os.O_RDONLY)
-            try:
-                stat = os.read(descriptor, 4096)
-            finally:
-                os.close(descriptor)
-            # After the name, which is in parentheses and may hold any character: the state,
-            # then the parent's pid, ... user and system time (in clock ticks), ... start time.
-            fields = stat[stat.rindex(b")") + 2:].split()
+            # The parent's pid, user and system time (in clock ticks), start time (since the boot).
+            fields = proc_files.stat_fields(name)
             processes[int(name)] = (int(fields[1]), float(fields[19]) / ticks + boot,
                                     float(fields[11]) / ticks + float(fields[12]) / ticks)
         except (OSError, ValueError, IndexError):  # ended meanwhile, or not readable

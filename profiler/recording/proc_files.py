@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_name", "process_start_time"]
+__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_name", "process_start_time", "stat_fields"]
 
 _IDLE_FIELDS = (3, 4)
 """The fields of a ``cpu`` line of ``/proc/stat`` that are not busy time: idle and I/O wait (after
@@ -60,9 +60,23 @@ def busy_seconds_per_core() -> list[float]:
     return per_core
 
 
-def _stat_of(pid: int) -> bytes:
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        return stat.read()
+def _stat_of(pid: int | str) -> bytes:
+    # One read through a bare descriptor: a machine scan reads this file of every process, and
+    # the line is a few hundred bytes.
+    descriptor = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    try:
+        return os.read(descriptor, 4096)
+    finally:
+        os.close(descriptor)
+
+
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` (``pid`` may be ``"self"``) after the process's name,
+    the state (the file's field 3) first: the name is in parentheses and may hold any character,
+    spaces and parentheses included, so the fields start after its last ``)``. Raises
+    ``ValueError`` on a line without one."""
+    stat = _stat_of(pid)
+    return stat[stat.rindex(b")") + 2:].split()
 
 
 def process_start_time(pid: int) -> float:
@@ -72,14 +86,12 @@ def process_start_time(pid: int) -> float:
     ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
     """
     try:
-        stat = _stat_of(pid)
+        fields = stat_fields(pid)
     except FileNotFoundError:
         if not os.path.isdir("/proc"):
             raise
         raise ProcessLookupError(pid) from None
-    # After the name, which is in parentheses and may hold any character: the state, then the
-    # parent's pid, ... the start time (field 22), in clock ticks since the boot.
-    fields = stat[stat.rindex(b")") + 2:].split()
+    # The start time is the file's field 22, in clock ticks since the boot.
     return float(fields[19]) / _clock_ticks() + boot_time()
 
 

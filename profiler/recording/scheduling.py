@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from profiler.recording import proc_files
 from profiler.timing import timers
 
 try:
@@ -252,9 +253,7 @@ def seconds_lived() -> float:
     said to have lived 0.9 s, and a short run's figures from its start were diluted by that much.
     """
     try:
-        with open("/proc/self/stat", "rb") as file:
-            # The fields after the command name, which is in parentheses and may hold spaces.
-            after_name = file.read().rsplit(b")", 1)[1].split()
+        after_name = proc_files.stat_fields("self")
         with open("/proc/uptime", "rb") as file:
             uptime = float(file.read().split()[0])
         return max(0.0, uptime - int(after_name[19]) / os.sysconf("SC_CLK_TCK"))

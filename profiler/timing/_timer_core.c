@@ -345,7 +345,7 @@ node_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs, int record)
  * timeline recording is on) is a third kind, bound and kept the same way. */
 typedef struct {
     PyObject_HEAD
-    int is_exit;  /* ENTER, EXIT or RECORDING_EXIT */
+    int kind;  /* ENTER, EXIT or RECORDING_EXIT */
     vectorcallfunc vectorcall;
 } BlockMethod;
 
@@ -361,7 +361,7 @@ method_name(int kind)
 typedef struct {
     PyObject_HEAD
     PyObject *node;
-    int is_exit;
+    int kind;
     vectorcallfunc vectorcall;
 } BoundBlockMethod;
 
@@ -369,10 +369,10 @@ static PyTypeObject BlockMethodType;
 static PyTypeObject BoundBlockMethodType;
 
 static PyObject *
-call_block_method(int is_exit, PyObject *node, PyObject *const *args, Py_ssize_t nargs)
+call_block_method(int kind, PyObject *node, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (is_exit) {
-        return node_exit(node, args, nargs, is_exit == RECORDING_EXIT);
+    if (kind != ENTER) {
+        return node_exit(node, args, nargs, kind == RECORDING_EXIT);
     }
     if (nargs != 0) {
         PyErr_Format(PyExc_TypeError, "__enter__() takes no arguments (%zd given)", nargs);
@@ -389,7 +389,7 @@ bound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObj
         PyErr_SetString(PyExc_TypeError, "a block's __enter__ and __exit__ take no keyword arguments");
         return NULL;
     }
-    return call_block_method(bound->is_exit, bound->node, args, PyVectorcall_NARGS(nargsf));
+    return call_block_method(bound->kind, bound->node, args, PyVectorcall_NARGS(nargsf));
 }
 
 /* TimerNode.__enter__(node) and TimerNode.__exit__(node, exc_type, exc_value, traceback). */
@@ -404,14 +404,14 @@ unbound_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyO
     }
     if (nargs < 1 || !PyObject_TypeCheck(args[0], (PyTypeObject *)node_type)) {
         PyErr_Format(PyExc_TypeError, "%s() needs a %.100s as its first argument",
-                     method_name(method->is_exit), ((PyTypeObject *)node_type)->tp_name);
+                     method_name(method->kind), ((PyTypeObject *)node_type)->tp_name);
         return NULL;
     }
-    return call_block_method(method->is_exit, args[0], args + 1, nargs - 1);
+    return call_block_method(method->kind, args[0], args + 1, nargs - 1);
 }
 
 static PyObject *
-new_bound(PyObject *node, int is_exit)
+new_bound(PyObject *node, int kind)
 {
     BoundBlockMethod *bound = PyObject_GC_New(BoundBlockMethod, &BoundBlockMethodType);
     if (bound == NULL) {
@@ -419,7 +419,7 @@ new_bound(PyObject *node, int is_exit)
     }
     Py_INCREF(node);
     bound->node = node;
-    bound->is_exit = is_exit;
+    bound->kind = kind;
     bound->vectorcall = bound_vectorcall;
     PyObject_GC_Track(bound);
     return (PyObject *)bound;
@@ -433,7 +433,7 @@ block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
         Py_INCREF(descriptor);
         return descriptor;
     }
-    int is_exit = ((BlockMethod *)descriptor)->is_exit;
+    int kind = ((BlockMethod *)descriptor)->kind;
     PyObject *kept = SLOT(node, slots.bound);
     if (kept == NULL || !PyTuple_CheckExact(kept) || PyTuple_GET_SIZE(kept) != BLOCK_METHOD_KINDS) {
         kept = PyTuple_New(BLOCK_METHOD_KINDS);
@@ -450,7 +450,7 @@ block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
         }
         set_slot(node, slots.bound, kept);
     }
-    PyObject *bound = PyTuple_GET_ITEM(kept, is_exit);
+    PyObject *bound = PyTuple_GET_ITEM(kept, kind);
     Py_INCREF(bound);
     return bound;
 }
@@ -458,14 +458,14 @@ block_method_get(PyObject *descriptor, PyObject *node, PyObject *type)
 static PyObject *
 block_method_repr(BlockMethod *method)
 {
-    return PyUnicode_FromFormat("<C method %s of %.100s>", method_name(method->is_exit),
+    return PyUnicode_FromFormat("<C method %s of %.100s>", method_name(method->kind),
                                 ((PyTypeObject *)node_type)->tp_name);
 }
 
 static PyObject *
 bound_repr(BoundBlockMethod *bound)
 {
-    return PyUnicode_FromFormat("<C method %s of %R>", method_name(bound->is_exit), bound->node);
+    return PyUnicode_FromFormat("<C method %s of %R>", method_name(bound->kind), bound->node);
 }
 
 static int
@@ -517,13 +517,13 @@ static PyTypeObject BoundBlockMethodType = {
 };
 
 static PyObject *
-new_block_method(int is_exit)
+new_block_method(int kind)
 {
     BlockMethod *method = PyObject_New(BlockMethod, &BlockMethodType);
     if (method == NULL) {
         return NULL;
     }
-    method->is_exit = is_exit;
+    method->kind = kind;
     method->vectorcall = unbound_vectorcall;
     return (PyObject *)method;
 }
@@ -576,8 +576,8 @@ block_methods(PyObject *module, PyObject *args)
     slots = found;
     Py_INCREF(type);
     Py_XSETREF(node_type, type);
-    PyObject *enter = new_block_method(0);
-    PyObject *exit = new_block_method(1);
+    PyObject *enter = new_block_method(ENTER);
+    PyObject *exit = new_block_method(EXIT);
     PyObject *methods = NULL;
     if (enter != NULL && exit != NULL) {
         methods = PyTuple_Pack(2, enter, exit);

@@ -2,20 +2,22 @@
 
 Sampled on the trainer's own thread at the end of a step, at most every ``interval``
 seconds: no sampler thread, so nothing races the trainer's timer tree, and a step between
-samples pays one clock read. psutil is imported at the first sample: a run whose vector envs
-run in the trainer (``rlprof run`` on a ``SyncVectorEnv``) never samples, and need not import it.
+samples pays one clock read.
+
+The figures are psutil's, read from ``/proc`` (:func:`profiler.recording.proc_files.process_cpu_and_rss`)
+without importing psutil: the first sample is taken at the first vector step, inside the
+program's training loop, where importing psutil cost the loop 12 to 14 ms once (a 0.6 s
+CleanRL-style loop 2% longer). Where ``/proc`` cannot tell, psutil is asked, imported there.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from profiler.recording import proc_files
 from profiler.timing import timers
-
-if TYPE_CHECKING:
-    import psutil
 
 __all__ = ["ResourceGauges"]
 
@@ -26,11 +28,12 @@ class ResourceGauges:
     """Sets ``resources.<process>.cpu_percent`` and ``resources.<process>.rss_mb`` gauges.
 
     ``<process>`` is ``trainer`` or ``worker_<index>``.  CPU percent is measured between two
-    samples (psutil's ``cpu_percent(interval=None)``), so it appears from a process's second
-    sample on.
+    samples, as psutil's ``cpu_percent(interval=None)`` measures it (the process's CPU seconds over
+    the wall seconds between them, in percent of one core, to one decimal), so it appears from a
+    process's second sample on.
     """
 
-    __slots__ = ("interval", "timer_stack", "next_sample_at", "_processes")
+    __slots__ = ("interval", "timer_stack", "next_sample_at", "_previous", "_psutil_processes")
 
     def __init__(self, interval: float, timer_stack: Any) -> None:
         if not interval > 0:
@@ -38,7 +41,9 @@ class ResourceGauges:
         self.interval = interval
         self.timer_stack = timer_stack
         self.next_sample_at = 0.0  # time.monotonic(): when the next sample is due
-        self._processes: dict[str, psutil.Process] = {}
+        # Per process label: (pid, CPU seconds, time.monotonic()) of its previous sample.
+        self._previous: dict[str, tuple[int, float, float]] = {}
+        self._psutil_processes: dict[str, Any] = {}  # where /proc cannot tell: psutil.Process per label
 
     def maybe_sample(self, workers: Iterable[tuple[int, int | None]]) -> None:
         """Sample if ``interval`` has passed; ``workers`` gives ``(index, pid or None)`` pairs."""
@@ -52,18 +57,36 @@ class ResourceGauges:
                 self._sample(f"worker_{index}", pid)
 
     def _sample(self, label: str, pid: int) -> None:
-        import psutil  # imported once, at the first sample: see the module's docstring
+        try:
+            cpu_seconds, rss = proc_files.process_cpu_and_rss(pid)
+        except ProcessLookupError:
+            self._previous.pop(label, None)  # it ended between two samples
+            return
+        except (OSError, ValueError, IndexError):
+            self._sample_with_psutil(label, pid)
+            return
+        now = time.monotonic()
+        previous = self._previous.get(label)
+        self._previous[label] = (pid, cpu_seconds, now)
+        if previous is not None and previous[0] == pid:  # not a first reading, nor a restarted worker's
+            elapsed = now - previous[2]
+            percent = round((cpu_seconds - previous[1]) / elapsed * 100, 1) if elapsed > 0 else 0.0
+            timers.set_gauge(f"resources.{label}.cpu_percent", percent, self.timer_stack)
+        timers.set_gauge(f"resources.{label}.rss_mb", rss / _MEGABYTE, self.timer_stack)
 
-        process = self._processes.get(label)
+    def _sample_with_psutil(self, label: str, pid: int) -> None:
+        import psutil  # only where /proc cannot tell
+
+        process = self._psutil_processes.get(label)
         try:
             first = process is None or process.pid != pid  # or a restarted worker
             if first:
-                process = self._processes[label] = psutil.Process(pid)
+                process = self._psutil_processes[label] = psutil.Process(pid)
             with process.oneshot():
                 cpu = process.cpu_percent(interval=None)
                 rss = process.memory_info().rss / _MEGABYTE
         except psutil.Error:
-            self._processes.pop(label, None)  # it ended between two samples
+            self._psutil_processes.pop(label, None)  # it ended between two samples
             return
         if not first:  # a first reading only starts psutil's CPU measurement
             timers.set_gauge(f"resources.{label}.cpu_percent", cpu, self.timer_stack)

@@ -3,8 +3,9 @@
 Every ``rlprof run`` reads a few figures of the machine: the cores' busy time and the boot time at
 its start and at its dump (:mod:`.machine_load`), a process's start time in the name of each file
 it writes (:mod:`profiler.tree.atomic_file`), the memory available before it reads a timers file
-back (:mod:`profiler.tree.memory_check`), the names of the busiest processes outside the run.
-psutil reads them from the same files; importing it cost 32 M instructions (about 8 ms) of every
+back (:mod:`profiler.tree.memory_check`), the names of the busiest processes outside the run;
+and, once a second during a run whose envs run in worker processes, the CPU time and resident memory of
+the trainer and of each worker (``envmanager.measurement.resources``). psutil reads them from the same files; importing it cost 32 M instructions (about 8 ms) of every
 run, more than any other module rlprof imports before the program's first line. These functions
 read the files themselves, the way psutil 7 does, so the figures are the same; each raises
 :class:`OSError` (or ``ValueError`` on a file it cannot parse) where ``/proc`` cannot tell, and
@@ -17,7 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_name", "process_start_time", "stat_fields"]
+__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_cpu_and_rss", "process_name",
+           "process_start_time", "stat_fields"]
 
 _IDLE_FIELDS = (3, 4)
 """The fields of a ``cpu`` line of ``/proc/stat`` that are not busy time: idle and I/O wait (after
@@ -26,6 +28,9 @@ _COUNTED_FIELDS = 8
 """user, nice, system, idle, iowait, irq, softirq, steal."""
 _NAME_SHOWN = 15
 """The kernel keeps the first 15 characters of a process's name; psutil then looks at its command."""
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _clock_ticks() -> int:
@@ -93,6 +98,32 @@ def process_start_time(pid: int) -> float:
         raise ProcessLookupError(pid) from None
     # The start time is the file's field 22, in clock ticks since the boot.
     return float(fields[19]) / _clock_ticks() + boot_time()
+
+
+def process_cpu_and_rss(pid: int) -> tuple[float, int]:
+    """Process ``pid``'s CPU seconds so far, user and system (``psutil.Process.cpu_times()``'s
+    ``user + system``, its children's left out), and its resident memory in bytes
+    (``memory_info().rss``).
+
+    Raises :class:`ProcessLookupError` when there is no such process; where there is no
+    ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
+    """
+    try:
+        fields = stat_fields(pid)
+        # The resident pages are statm's second field, as psutil reads them: the rss field of
+        # stat can lag them (the kernel's per-CPU counters, summed approximately there).
+        descriptor = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+        try:
+            resident_pages = int(os.read(descriptor, 512).split()[1])
+        finally:
+            os.close(descriptor)
+    except FileNotFoundError:
+        if not os.path.isdir("/proc"):
+            raise
+        raise ProcessLookupError(pid) from None
+    # utime and stime are stat's fields 14 and 15, in clock ticks.
+    ticks = _clock_ticks()
+    return float(fields[11]) / ticks + float(fields[12]) / ticks, resident_pages * _PAGE_SIZE
 
 
 def process_name(pid: int) -> str:

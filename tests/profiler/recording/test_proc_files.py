@@ -7,6 +7,7 @@ the same figure on this machine (Linux: the project's tests run where ``/proc`` 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -30,6 +31,30 @@ def test_a_process_start_time_is_psutils_create_time():
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_process_cpu_seconds_and_resident_memory_are_psutils():
+    # A child that burnt some CPU, stopped: its figures do not move between the two readings.
+    child = subprocess.Popen([sys.executable, "-c", "import time\nsum(range(3_000_000))\ntime.sleep(30)"])
+    try:
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)  # returns once it is stopped
+        cpu_seconds, rss = proc_files.process_cpu_and_rss(child.pid)
+        process = psutil.Process(child.pid)
+        times = process.cpu_times()
+        assert cpu_seconds == times.user + times.system
+        assert rss == process.memory_info().rss
+        assert rss > 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_that_does_not_exist_has_no_cpu_or_memory_figures():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    with pytest.raises(ProcessLookupError):
+        proc_files.process_cpu_and_rss(child.pid)
 
 
 def test_a_process_that_does_not_exist_has_no_start_time():

@@ -4,10 +4,11 @@ Every ``rlprof run`` reads a few figures of the machine: the cores' busy time an
 its start and at its dump (:mod:`.machine_load`), a process's start time in the name of each file
 it writes (:mod:`profiler.tree.atomic_file`), the memory available before it reads a timers file
 back (:mod:`profiler.tree.memory_check`), the names of the busiest processes outside the run;
-and, once a second during a run whose envs run in worker processes, the CPU time and resident memory of
-the trainer and of each worker (``envmanager.measurement.resources``). psutil reads them from the same files; importing it cost 32 M instructions (about 8 ms) of every
-run, more than any other module rlprof imports before the program's first line. These functions
-read the files themselves, the way psutil 7 does, so the figures are the same; each raises
+and, once a second during a run whose envs run in worker processes, the CPU time and resident
+memory of the trainer and of each worker (``envmanager.measurement.resources``). psutil reads
+them from the same files; importing it cost 32 M instructions (about 8 ms) of every run, more
+than any other module rlprof imports before the program's first line. These functions read the
+files themselves, the way psutil 7 does, so the figures are the same; each raises
 :class:`OSError` (or ``ValueError`` on a file it cannot parse) where ``/proc`` cannot tell, and
 its caller then asks psutil, imported only there. :func:`process_start_time` also raises
 ``IndexError`` on a ``stat`` line too short, and ``ProcessLookupError`` for a process that is gone.

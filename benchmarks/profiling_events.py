@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmark_envs import ENVS, steps_per_second  # noqa: E402
 from envmanager import SubprocessEnvManager  # noqa: E402
+from profiling_overhead import parse_row  # noqa: E402
+from trainer_step_instructions import strace_counts  # noqa: E402
 
 ROUNDS_PER_PAIR = 4
 FIGURES = ("cpu_us", "voluntary", "involuntary", "minor_faults", "collections")
@@ -147,12 +149,7 @@ def system_calls(profiling: bool, env_name: str, num_envs: int, steps: int) -> d
         summary = Path(folder) / "summary"
         command = [sys.executable, __file__, "--one", "on" if profiling else "off", env_name, str(num_envs), str(steps)]
         subprocess.run(["strace", "-f", "-c", "-o", str(summary), "--", *command], capture_output=True, check=True)
-        counts: dict[str, int] = {}
-        for line in summary.read_text().splitlines():
-            fields = line.split()
-            if len(fields) >= 5 and fields[-1].isidentifier() and fields[-1] != "total" and fields[3].isdigit():
-                counts[fields[-1]] = int(fields[3])
-        return counts
+        return strace_counts(summary.read_text())
 
 
 def print_system_calls(env_name: str, num_envs: int, fewer: int, more: int) -> None:
@@ -166,13 +163,6 @@ def print_system_calls(env_name: str, num_envs: int, fewer: int, more: int) -> N
         off, on = per_step[False].get(name, 0.0), per_step[True].get(name, 0.0)
         if abs(off) >= 0.005 or abs(on) >= 0.005:
             print(f"  {name:<20} {off:8.3f} {on:8.3f}")
-
-
-def parse_row(text: str) -> tuple[str, int]:
-    env_name, _, size = text.partition(":")
-    if env_name not in ENVS or not size.isdigit():
-        raise argparse.ArgumentTypeError(f"a row is ENV:N with ENV one of {', '.join(ENVS)}, got {text!r}")
-    return env_name, int(size)
 
 
 def main() -> None:

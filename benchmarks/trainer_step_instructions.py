@@ -129,12 +129,17 @@ def system_calls(variant: str, steps: int) -> dict[str, int]:
         summary = Path(folder) / "summary"
         subprocess.run(["strace", "-c", "-o", str(summary), "--", *_loop_command(variant, steps)],
                        capture_output=True, check=True, env=_environment())
-        counts: dict[str, int] = {}
-        for line in summary.read_text().splitlines():
-            fields = line.split()
-            if len(fields) >= 5 and fields[-1].isidentifier() and fields[-1] != "total" and fields[3].isdigit():
-                counts[fields[-1]] = int(fields[3])
-        return counts
+        return strace_counts(summary.read_text())
+
+
+def strace_counts(summary: str) -> dict[str, int]:
+    """The calls of each system call in a summary ``strace -c`` wrote."""
+    counts: dict[str, int] = {}
+    for line in summary.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[-1].isidentifier() and fields[-1] != "total" and fields[3].isdigit():
+            counts[fields[-1]] = int(fields[3])
+    return counts
 
 
 def main() -> None:

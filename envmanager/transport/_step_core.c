@@ -674,6 +674,35 @@ step_timer_discard(StepTimer *self, PyObject *stack)
  * calls were most of what timing a step cost a worker. The env's step is called from here; that
  * starts the interpreter loop afresh (see the top of this file), which costs less than the frame
  * and the calls it replaces (benchmarks/worker_step_instructions.py counts both). */
+/* The env call's result once its run closed (close_run's None, or NULL on an error: the result
+ * then dropped). */
+static PyObject *
+after_close(PyObject *closed, PyObject *result)
+{
+    if (closed == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    Py_DECREF(closed);
+    return result;
+}
+
+/* The env's call raised: ``except BaseException: fail(node); raise`` (an error in fail() chained
+ * to the env's). Always leaves an exception set. */
+static void
+fail_and_raise(StepTimer *self, PyObject *node)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *failed = step_timer_fail(self, node);
+    if (failed == NULL) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return;
+    }
+    Py_DECREF(failed);
+    PyErr_Restore(type, value, traceback);
+}
+
 static PyObject *
 step_env_general(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -706,27 +735,14 @@ step_env_general(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(step);
         }
     }
-    if (result == NULL) {  /* except BaseException: fail(node); raise */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *failed = step_timer_fail(self, node);
+    if (result == NULL) {
+        fail_and_raise(self, node);
         Py_DECREF(node);
-        if (failed == NULL) {
-            _PyErr_ChainExceptions(type, value, traceback);
-            return NULL;
-        }
-        Py_DECREF(failed);
-        PyErr_Restore(type, value, traceback);
         return NULL;
     }
     PyObject *closed = close_run(self, node, 1, NULL);
     Py_DECREF(node);
-    if (closed == NULL) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    Py_DECREF(closed);
-    return result;
+    return after_close(closed, result);
 }
 
 /* The countdown a CpuSampler holds when it is a small positive int (what the sampler always
@@ -802,18 +818,10 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XSETREF(SLOT(sampler, sampler_countdown), PyLong_FromLong(left - 1));  /* a small int: cached */
     }
     PyObject *result = PyObject_VectorcallMethod(step_string, args, 2, NULL);
-    if (result == NULL) {  /* except BaseException: fail(node); raise */
+    if (result == NULL) {
         Py_INCREF(node);
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *failed = step_timer_fail(self, node);
+        fail_and_raise(self, node);
         Py_DECREF(node);
-        if (failed == NULL) {
-            _PyErr_ChainExceptions(type, value, traceback);
-            return NULL;
-        }
-        Py_DECREF(failed);
-        PyErr_Restore(type, value, traceback);
         return NULL;
     }
     /* close_run's common case: both readings floats, the timer still on its node. */
@@ -840,12 +848,7 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(node);
     PyObject *closed = close_run(self, node, 1, &end);
     Py_DECREF(node);
-    if (closed == NULL) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    Py_DECREF(closed);
-    return result;
+    return after_close(closed, result);
 #else
     return step_env_general(self, args, nargs);
 #endif

@@ -243,6 +243,10 @@ typedef struct {
     PyObject *node;         /* the block's node under ``parent`` */
     long held_count;        /* runs held (0: the sums below mean nothing) */
     double held_total, held_min, held_max;
+    /* step_env's short path applies: the clock is time.perf_counter, the stack a TimerStack, the
+     * sampler a CpuSampler or None, exact_above a float (then also here, as a double) */
+    int lean;
+    double exact_above_seconds;
     PyObject *weakreflist;  /* a stack's deferred recorders hold the timer weakly */
 } StepTimer;
 
@@ -391,11 +395,16 @@ hold_run(StepTimer *self, double seconds)
  * runs), into the sums held when both readings are floats and ``node`` is still self->node (with
  * the held runs folded first when not). */
 static PyObject *
-close_run(StepTimer *self, PyObject *node, int hold)
+close_run(StepTimer *self, PyObject *node, int hold, const double *end_read)
 {
     double end_seconds = 0.0;
     int end_is_float = 0;
     PyObject *end = NULL;  /* the clock's reading as an object: only off its fast path */
+    if (end_read != NULL) {  /* read on time.perf_counter by the caller */
+        end_seconds = *end_read;
+        end_is_float = 1;
+    }
+    else
 #ifdef HAVE_MONOTONIC_CLOCK
     if (self->clock == perf_counter) {
         if (read_system_clock(&end_seconds) < 0) {
@@ -481,7 +490,7 @@ failed:
 static PyObject *
 step_timer_close(StepTimer *self, PyObject *node)
 {
-    return close_run(self, node, 0);
+    return close_run(self, node, 0, NULL);
 }
 
 /* fail(node): close(node), the run counted as an error. */
@@ -665,8 +674,37 @@ step_timer_discard(StepTimer *self, PyObject *stack)
  * calls were most of what timing a step cost a worker. The env's step is called from here; that
  * starts the interpreter loop afresh (see the top of this file), which costs less than the frame
  * and the calls it replaces (benchmarks/worker_step_instructions.py counts both). */
+/* The env call's result once its run closed (close_run's None, or NULL on an error: the result
+ * then dropped). */
 static PyObject *
-step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
+after_close(PyObject *closed, PyObject *result)
+{
+    if (closed == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    Py_DECREF(closed);
+    return result;
+}
+
+/* The env's call raised: ``except BaseException: fail(node); raise`` (an error in fail() chained
+ * to the env's). Always leaves an exception set. */
+static void
+fail_and_raise(StepTimer *self, PyObject *node)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *failed = step_timer_fail(self, node);
+    if (failed == NULL) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return;
+    }
+    Py_DECREF(failed);
+    PyErr_Restore(type, value, traceback);
+}
+
+static PyObject *
+step_env_general(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "step_env() takes 2 arguments (%zd given)", nargs);
@@ -697,27 +735,123 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(step);
         }
     }
-    if (result == NULL) {  /* except BaseException: fail(node); raise */
-        PyObject *type, *value, *traceback;
-        PyErr_Fetch(&type, &value, &traceback);
-        PyObject *failed = step_timer_fail(self, node);
+    if (result == NULL) {
+        fail_and_raise(self, node);
         Py_DECREF(node);
-        if (failed == NULL) {
-            _PyErr_ChainExceptions(type, value, traceback);
-            return NULL;
-        }
-        Py_DECREF(failed);
-        PyErr_Restore(type, value, traceback);
         return NULL;
     }
-    PyObject *closed = close_run(self, node, 1);
+    PyObject *closed = close_run(self, node, 1, NULL);
     Py_DECREF(node);
-    if (closed == NULL) {
+    return after_close(closed, result);
+}
+
+/* The countdown a CpuSampler holds when it is a small positive int (what the sampler always
+ * stores): its value, read from the int's one digit (CPython 3.11's layout; elsewhere through
+ * PyLong_AsLong); 0 for anything else, which step_env_general then handles as before. */
+static inline long
+small_countdown(PyObject *countdown)
+{
+    if (countdown == NULL || !PyLong_CheckExact(countdown)) {
+        return 0;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    return Py_SIZE(countdown) == 1 ? (long)((PyLongObject *)countdown)->ob_digit[0] : 0;
+#else
+    long left = PyLong_AsLong(countdown);
+    if (left == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return left > 0 ? left : 0;
+#endif
+}
+
+/* step_env(env, action): env.step(action) timed as the block (see PythonStepTimer.step_env, the
+ * reference). The common step (the open block the one the timer last found its node under, the
+ * clock time.perf_counter, the sampler's countdown not out, no companion watching) runs the short
+ * path here, in one function, which touches as little memory and code as it can: on a machine
+ * with more processes than cores the caches are cold at every step, and a step of a profiled
+ * worker paid for each cache line its timing touched several times what its instructions cost
+ * (benchmarks/worker_step_instructions.py --cold counts the misses). Its node's start is
+ * written into the float the node already holds where nothing else holds it (no float made and
+ * freed per step), the countdown is taken down by its small int, and the call is made as
+ * step_env_general makes it. Every other step, and a call that raises, takes step_env_general. */
+static PyObject *
+step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+#ifdef HAVE_MONOTONIC_CLOCK
+    PyObject *stack = self->stack, *parent = self->parent, *node = self->node, *sampler = self->sampler;
+    if (nargs != 2 || !self->lean || parent == NULL || SLOT(stack, stack_current) != parent
+        || !Py_IS_TYPE(node, node_type)) {
+        return step_env_general(self, args, nargs);
+    }
+    if (self->watched != Py_None) {
+        int on = plain_blocks_now();
+        if (on <= 0) {
+            return on < 0 ? NULL : PyObject_Vectorcall(self->watched, args, 2, NULL);
+        }
+    }
+    long left = 1;
+    if (sampler != Py_None && (left = small_countdown(SLOT(sampler, sampler_countdown))) == 0) {
+        return step_env_general(self, args, nargs);
+    }
+    double start;
+    if (read_system_clock(&start) < 0) {
+        return NULL;
+    }
+    PyObject *held_start = SLOT(node, field_offsets[START]);
+    if (held_start != NULL && PyFloat_CheckExact(held_start) && Py_REFCNT(held_start) == 1) {
+        ((PyFloatObject *)held_start)->ob_fval = start;  /* the node's own float: nobody else sees it */
+    }
+    else {
+        PyObject *reading = PyFloat_FromDouble(start);
+        if (reading == NULL) {
+            return NULL;
+        }
+        set_slot(node, field_offsets[START], reading);
+    }
+    /* stack.current = node (blocks in the env's own code nest under it); the timer holds both. */
+    Py_INCREF(node);
+    SLOT(stack, stack_current) = node;
+    Py_DECREF(parent);
+    if (sampler != Py_None) {
+        Py_XSETREF(SLOT(sampler, sampler_countdown), PyLong_FromLong(left - 1));  /* a small int: cached */
+    }
+    PyObject *result = PyObject_VectorcallMethod(step_string, args, 2, NULL);
+    if (result == NULL) {
+        Py_INCREF(node);
+        fail_and_raise(self, node);
+        Py_DECREF(node);
+        return NULL;
+    }
+    /* close_run's common case: both readings floats, the timer still on its node. */
+    double end;
+    if (read_system_clock(&end) < 0) {
         Py_DECREF(result);
         return NULL;
     }
-    Py_DECREF(closed);
-    return result;
+    PyObject *started = SLOT(node, field_offsets[START]), *above = SLOT(node, field_offsets[PARENT]);
+    if (node == self->node && started != NULL && PyFloat_CheckExact(started) && above != NULL) {
+        double seconds = end - PyFloat_AS_DOUBLE(started);
+        Py_INCREF(above);
+        Py_XSETREF(SLOT(stack, stack_current), above);
+        if (sampler != Py_None && seconds >= self->exact_above_seconds && measure_next_call(sampler) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        if (hold_run(self, seconds) < 0) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        return result;
+    }
+    Py_INCREF(node);
+    PyObject *closed = close_run(self, node, 1, &end);
+    Py_DECREF(node);
+    return after_close(closed, result);
+#else
+    return step_env_general(self, args, nargs);
+#endif
 }
 
 static PyObject *
@@ -751,6 +885,12 @@ step_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->parent = self->node = NULL;
     self->held_count = 0;
     self->held_total = 0.0;
+    self->lean = 0;
+#ifdef HAVE_MONOTONIC_CLOCK
+    self->lean = clock == perf_counter && Py_IS_TYPE(stack, stack_type)
+                 && (sampler == Py_None || Py_IS_TYPE(sampler, sampler_type)) && PyFloat_CheckExact(exact_above);
+#endif
+    self->exact_above_seconds = self->lean ? PyFloat_AS_DOUBLE(exact_above) : 0.0;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }

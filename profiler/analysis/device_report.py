@@ -26,9 +26,9 @@ The rules, each with its thresholds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_percent, format_seconds
 
 __all__ = [
@@ -74,10 +74,7 @@ class JudgedRun(Protocol):
                 suggestion: str) -> Any: ...
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class DeviceBlock:
+class DeviceBlock(Record):
     """One block timed on a device: its device figures beside its host total."""
 
     path: tuple[str, ...]
@@ -86,7 +83,25 @@ class DeviceBlock:
     device_seconds: float
     count: int
     host_seconds: float | None
-    process: str = "trainer"
+    process: str
+
+    def __init__(
+        self,
+        path: tuple[str, ...],
+        device: str,
+        mode: str,
+        device_seconds: float,
+        count: int,
+        host_seconds: float | None,
+        process: str = "trainer",
+    ) -> None:
+        self.path = path
+        self.device = device
+        self.mode = mode
+        self.device_seconds = device_seconds
+        self.count = count
+        self.host_seconds = host_seconds
+        self.process = process
 
     @property
     def name(self) -> str:

@@ -8,19 +8,16 @@ rate when frames run back to back, as the frames of a loop do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import PATH_SEPARATOR, walk_nodes
+from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_seconds
 
 __all__ = ["FrameStat", "frame_stats", "frames_as_text"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class FrameStat:
+class FrameStat(Record):
     """The frames of one frame block."""
 
     label: str
@@ -29,6 +26,22 @@ class FrameStat:
     total: float
     min_time: float | None
     max_time: float | None
+
+    def __init__(
+        self,
+        label: str,
+        domain: str | None,
+        count: int,
+        total: float,
+        min_time: float | None,
+        max_time: float | None,
+    ) -> None:
+        self.label = label
+        self.domain = domain
+        self.count = count
+        self.total = total
+        self.min_time = min_time
+        self.max_time = max_time
 
     @property
     def mean(self) -> float:

@@ -11,19 +11,16 @@ damaged reads as None too, with a sentence in :attr:`MachineFigures.problems`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.analysis.records import Record
 from profiler.analysis.worker_groups import compared_workers
 
 __all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "PythonThread",
            "read_machine_figures"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class ProcessWaits:
+class ProcessWaits(Record):
     """A process's time waiting for a core (run-queue delay), on a core, and alive, in seconds."""
 
     label: str
@@ -32,32 +29,53 @@ class ProcessWaits:
     wall_seconds: float
     involuntary_switches: int
 
+    def __init__(
+        self,
+        label: str,
+        run_queue_seconds: float,
+        cpu_seconds: float,
+        wall_seconds: float,
+        involuntary_switches: int,
+    ) -> None:
+        self.label = label
+        self.run_queue_seconds = run_queue_seconds
+        self.cpu_seconds = cpu_seconds
+        self.wall_seconds = wall_seconds
+        self.involuntary_switches = involuntary_switches
+
     @property
     def waiting_share(self) -> float:
         """The share of its wall time the process waited, runnable, for a core."""
         return min(1.0, self.run_queue_seconds / self.wall_seconds) if self.wall_seconds > 0 else 0.0
 
 
-@dataclass
-class PythonThread:
+class PythonThread(Record):
     """One Python thread of the trainer, alive at the dump."""
 
     name: str
     cpu_seconds: float
     run_queue_seconds: float
 
+    def __init__(self, name: str, cpu_seconds: float, run_queue_seconds: float) -> None:
+        self.name = name
+        self.cpu_seconds = cpu_seconds
+        self.run_queue_seconds = run_queue_seconds
 
-@dataclass
-class OutsideProcess:
+
+class OutsideProcess(Record):
     """A process outside the run, with the CPU time it used over the run."""
 
     pid: int
     name: str
     cpu_seconds: float
 
+    def __init__(self, pid: int, name: str, cpu_seconds: float) -> None:
+        self.pid = pid
+        self.name = name
+        self.cpu_seconds = cpu_seconds
 
-@dataclass
-class MachineLoad:
+
+class MachineLoad(Record):
     """The run's cores over the run: how busy they were, and the busiest processes outside it."""
 
     cores: int
@@ -66,16 +84,43 @@ class MachineLoad:
     load_average: float | None
     outside_processes: tuple[OutsideProcess, ...]
 
+    def __init__(
+        self,
+        cores: int,
+        wall_seconds: float,
+        busy_core_seconds: float,
+        load_average: float | None,
+        outside_processes: tuple[OutsideProcess, ...],
+    ) -> None:
+        self.cores = cores
+        self.wall_seconds = wall_seconds
+        self.busy_core_seconds = busy_core_seconds
+        self.load_average = load_average
+        self.outside_processes = outside_processes
 
-@dataclass
-class MachineFigures:
+
+class MachineFigures(Record):
     """Everything :func:`read_machine_figures` found; None or empty where the file does not tell."""
 
     trainer: ProcessWaits | None
     threads: tuple[PythonThread, ...]
     workers: tuple[ProcessWaits | None, ...]
     machine: MachineLoad | None
-    problems: list[str] = field(default_factory=list)
+    problems: list[str]
+
+    def __init__(
+        self,
+        trainer: ProcessWaits | None,
+        threads: tuple[PythonThread, ...],
+        workers: tuple[ProcessWaits | None, ...],
+        machine: MachineLoad | None,
+        problems: list[str] | None = None,
+    ) -> None:
+        self.trainer = trainer
+        self.threads = threads
+        self.workers = workers
+        self.machine = machine
+        self.problems = [] if problems is None else problems
 
     @property
     def every_process_measured(self) -> bool:

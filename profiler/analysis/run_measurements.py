@@ -22,9 +22,9 @@ a file without the critical path still shows which worker computed longest.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
+from profiler.analysis.records import Record
 from profiler.analysis.worker_groups import compared_workers
 
 __all__ = [
@@ -36,17 +36,28 @@ __all__ = [
 ]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class CriticalPath:
+class CriticalPath(Record):
     """How often a worker's reply was the one a vector step waited for, and what that cost."""
 
     vector_steps: int
     last_to_reply: int
     wait_as_last_seconds: float
-    histogram_bounds_seconds: tuple[float, ...] = ()
-    histogram_counts: tuple[int, ...] = ()
+    histogram_bounds_seconds: tuple[float, ...]
+    histogram_counts: tuple[int, ...]
+
+    def __init__(
+        self,
+        vector_steps: int,
+        last_to_reply: int,
+        wait_as_last_seconds: float,
+        histogram_bounds_seconds: tuple[float, ...] = (),
+        histogram_counts: tuple[int, ...] = (),
+    ) -> None:
+        self.vector_steps = vector_steps
+        self.last_to_reply = last_to_reply
+        self.wait_as_last_seconds = wait_as_last_seconds
+        self.histogram_bounds_seconds = histogram_bounds_seconds
+        self.histogram_counts = histogram_counts
 
     @property
     def last_share(self) -> float:
@@ -54,13 +65,17 @@ class CriticalPath:
         return self.last_to_reply / self.vector_steps if self.vector_steps else 0.0
 
 
-@dataclass
-class EnvTime:
+class EnvTime(Record):
     """Wall and CPU time of a worker's env work (``env.step`` and ``env.reset`` calls)."""
 
     wall_seconds: float
     cpu_seconds: float
     calls: int
+
+    def __init__(self, wall_seconds: float, cpu_seconds: float, calls: int) -> None:
+        self.wall_seconds = wall_seconds
+        self.cpu_seconds = cpu_seconds
+        self.calls = calls
 
     @property
     def off_cpu_seconds(self) -> float:
@@ -68,8 +83,7 @@ class EnvTime:
         return max(0.0, self.wall_seconds - self.cpu_seconds)
 
 
-@dataclass
-class WorkerMeasurements:
+class WorkerMeasurements(Record):
     """One worker: its name, its busy time in its own tree, and the optional measurements."""
 
     label: str
@@ -79,16 +93,45 @@ class WorkerMeasurements:
     critical_path: CriticalPath | None
     env_time: EnvTime | None
 
+    def __init__(
+        self,
+        label: str,
+        worker_id: Any,
+        busy_seconds: float,
+        env_step_calls: int,
+        critical_path: CriticalPath | None,
+        env_time: EnvTime | None,
+    ) -> None:
+        self.label = label
+        self.worker_id = worker_id
+        self.busy_seconds = busy_seconds
+        self.env_step_calls = env_step_calls
+        self.critical_path = critical_path
+        self.env_time = env_time
 
-@dataclass
-class RunMeasurements:
+
+class RunMeasurements(Record):
     """Everything :func:`read_measurements` found; ``None`` where the file does not tell."""
 
     workers: list[WorkerMeasurements]
     has_workers_section: bool
     cores_available: int | None
     busy_processes: int | None
-    problems: list[str] = field(default_factory=list)
+    problems: list[str]
+
+    def __init__(
+        self,
+        workers: list[WorkerMeasurements],
+        has_workers_section: bool,
+        cores_available: int | None,
+        busy_processes: int | None,
+        problems: list[str] | None = None,
+    ) -> None:
+        self.workers = workers
+        self.has_workers_section = has_workers_section
+        self.cores_available = cores_available
+        self.busy_processes = busy_processes
+        self.problems = [] if problems is None else problems
 
     @property
     def critical_paths(self) -> list[tuple[WorkerMeasurements, CriticalPath]]:

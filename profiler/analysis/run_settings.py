@@ -11,7 +11,8 @@ Files that do not record a setting get the general advice, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.analysis.records import Record
+
 from typing import Any
 
 __all__ = ["RunSettings", "read_run_settings"]
@@ -19,10 +20,7 @@ __all__ = ["RunSettings", "read_run_settings"]
 _MANAGER = "SubprocessEnvManager"
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class RunSettings:
+class RunSettings(Record):
     """What the dump says of how the run was set up; None where it does not say."""
 
     manager_class: str | None
@@ -30,6 +28,20 @@ class RunSettings:
     envs_per_worker: str | None
     envs: int | None
     substituted_for: str | None
+
+    def __init__(
+        self,
+        manager_class: str | None,
+        shared_memory: bool | None,
+        envs_per_worker: str | None,
+        envs: int | None,
+        substituted_for: str | None,
+    ) -> None:
+        self.manager_class = manager_class
+        self.shared_memory = shared_memory
+        self.envs_per_worker = envs_per_worker
+        self.envs = envs
+        self.substituted_for = substituted_for
 
     @property
     def uses_cli_options(self) -> bool:

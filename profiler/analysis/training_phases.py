@@ -22,10 +22,10 @@ with grad enabled, so the hooks could not tell its rollout from its update;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import median
+from profiler.analysis.records import Record
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
@@ -40,24 +40,26 @@ _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class PhaseBlock:
+class PhaseBlock(Record):
     """One block of a phase, summed over every place it ran in the trainer."""
 
     name: str
     seconds: float
     calls: int
-    self_seconds: float = 0.0
+    self_seconds: float
     """Its time outside its child blocks: for a model method, outside the networks' forwards."""
+
+    def __init__(self, name: str, seconds: float, calls: int, self_seconds: float = 0.0) -> None:
+        self.name = name
+        self.seconds = seconds
+        self.calls = calls
+        self.self_seconds = self_seconds
 
     def as_dict(self) -> dict[str, Any]:
         return {"block": self.name, "seconds": self.seconds, "calls": self.calls, "self_seconds": self.self_seconds}
 
 
-@dataclass
-class TrainingPhases:
+class TrainingPhases(Record):
     """What each phase took, with the blocks that make it up (costliest first)."""
 
     policy: tuple[PhaseBlock, ...]
@@ -68,6 +70,22 @@ class TrainingPhases:
     update_between_seconds: float
     env_steps: PhaseBlock | None
     rollout_with_grad: bool
+
+    def __init__(
+        self,
+        policy: tuple[PhaseBlock, ...],
+        update: tuple[PhaseBlock, ...],
+        update_parts: tuple[PhaseBlock, ...],
+        update_between_seconds: float,
+        env_steps: PhaseBlock | None,
+        rollout_with_grad: bool,
+    ) -> None:
+        self.policy = policy
+        self.update = update
+        self.update_parts = update_parts
+        self.update_between_seconds = update_between_seconds
+        self.env_steps = env_steps
+        self.rollout_with_grad = rollout_with_grad
 
     @property
     def policy_seconds(self) -> float:

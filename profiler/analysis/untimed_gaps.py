@@ -21,10 +21,10 @@ answer is kept, for the same list of spans holding as many spans (and the same u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import median
+from profiler.analysis.records import Record
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_seconds
 
@@ -36,10 +36,7 @@ ROLLOUT_GAP_FACTOR = 10.0
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class UntimedGaps:
+class UntimedGaps(Record):
     """Untimed seconds between consecutive vector steps and between rollouts, and around them."""
 
     step_block: str
@@ -48,6 +45,22 @@ class UntimedGaps:
     between_rollouts: float
     between_rollouts_gaps: int
     elsewhere: float
+
+    def __init__(
+        self,
+        step_block: str,
+        between_steps: float,
+        between_steps_gaps: int,
+        between_rollouts: float,
+        between_rollouts_gaps: int,
+        elsewhere: float,
+    ) -> None:
+        self.step_block = step_block
+        self.between_steps = between_steps
+        self.between_steps_gaps = between_steps_gaps
+        self.between_rollouts = between_rollouts
+        self.between_rollouts_gaps = between_rollouts_gaps
+        self.elsewhere = elsewhere
 
     def as_dict(self) -> dict[str, Any]:
         return {"step_block": self.step_block,

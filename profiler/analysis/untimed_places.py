@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_percent, format_seconds
 
 __all__ = ["UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
@@ -43,10 +43,7 @@ _PIPE_WAITS = {"_recv", "_recv_bytes", "recv", "recv_bytes", "poll", "_poll", "w
 _PIPE_SENDS = {"_send", "_send_bytes", "send", "send_bytes"}
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class UntimedPlace:
+class UntimedPlace(Record):
     """One place the trainer's thread was at outside any block, and the time it stands for."""
 
     function: str
@@ -56,6 +53,24 @@ class UntimedPlace:
     samples: int
     seconds: float
     error_seconds: float
+
+    def __init__(
+        self,
+        function: str,
+        file: str,
+        line: int,
+        calls: str,
+        samples: int,
+        seconds: float,
+        error_seconds: float,
+    ) -> None:
+        self.function = function
+        self.file = file
+        self.line = line
+        self.calls = calls
+        self.samples = samples
+        self.seconds = seconds
+        self.error_seconds = error_seconds
 
     @property
     def label(self) -> str:
@@ -68,8 +83,7 @@ class UntimedPlace:
                 "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
 
 
-@dataclass
-class UntimedPlaces:
+class UntimedPlaces(Record):
     """The untimed time split over the places sampled, and what no place explains."""
 
     untimed_seconds: float
@@ -77,6 +91,20 @@ class UntimedPlaces:
     interval_seconds: float
     places: tuple[UntimedPlace, ...]
     unexplained_seconds: float
+
+    def __init__(
+        self,
+        untimed_seconds: float,
+        untimed_samples: int,
+        interval_seconds: float,
+        places: tuple[UntimedPlace, ...],
+        unexplained_seconds: float,
+    ) -> None:
+        self.untimed_seconds = untimed_seconds
+        self.untimed_samples = untimed_samples
+        self.interval_seconds = interval_seconds
+        self.places = places
+        self.unexplained_seconds = unexplained_seconds
 
 
 def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
@@ -120,13 +148,17 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
     return "\n".join(lines)
 
 
-@dataclass
-class WorkerUntimedPlaces:
+class WorkerUntimedPlaces(Record):
     """One worker's time outside its env calls, split over the places its own sampler saw."""
 
     label: str
     worker_id: int
     places: UntimedPlaces
+
+    def __init__(self, label: str, worker_id: int, places: UntimedPlaces) -> None:
+        self.label = label
+        self.worker_id = worker_id
+        self.places = places
 
     def as_dict(self) -> dict[str, Any]:
         return {"worker": self.label, "worker_id": self.worker_id, "untimed_seconds": self.places.untimed_seconds,

@@ -75,7 +75,6 @@ threshold is defined once. The figures the rules read are computed elsewhere
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from profiler.analysis.block_stats import walk_nodes
@@ -91,6 +90,7 @@ from profiler.analysis.machine_verdicts import (
 )
 from profiler.analysis.node_load import judge_per_node
 from profiler.analysis.phase_verdicts import PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts
+from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
@@ -228,10 +228,7 @@ KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPOR
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class Verdict:
+class Verdict(Record):
     """One finding: what it is, the wall time it costs, the figures behind it, what to change.
 
     ``share`` is ``cost_seconds`` over the run's wall time (``None`` for a run of zero wall time).
@@ -246,19 +243,44 @@ class Verdict:
     evidence: dict[str, Any]
     suggestion: str
 
+    def __init__(
+        self,
+        kind: str,
+        title: str,
+        cost_seconds: float,
+        share: float | None,
+        evidence: dict[str, Any],
+        suggestion: str,
+    ) -> None:
+        self.kind = kind
+        self.title = title
+        self.cost_seconds = cost_seconds
+        self.share = share
+        self.evidence = evidence
+        self.suggestion = suggestion
+
     def as_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (the shape ``rlprof analyze --format json`` prints)."""
         return {"kind": self.kind, "title": self.title, "cost_seconds": self.cost_seconds,
                 "share": self.share, "evidence": self.evidence, "suggestion": self.suggestion}
 
 
-@dataclass
-class RunVerdicts:
+class RunVerdicts(Record):
     """A run's verdicts, costliest first, and what its file cannot tell."""
 
     wall_seconds: float
     verdicts: tuple[Verdict, ...]
-    cannot_tell: tuple[str, ...] = ()
+    cannot_tell: tuple[str, ...]
+
+    def __init__(
+        self,
+        wall_seconds: float,
+        verdicts: tuple[Verdict, ...],
+        cannot_tell: tuple[str, ...] = (),
+    ) -> None:
+        self.wall_seconds = wall_seconds
+        self.verdicts = verdicts
+        self.cannot_tell = cannot_tell
 
     def of_kind(self, kind: str) -> list[Verdict]:
         return [verdict for verdict in self.verdicts if verdict.kind == kind]
@@ -310,16 +332,25 @@ def judge_run(
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
-# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
-# compiled when the class is made), the class costs less to make at rlprof run's exit.
-@dataclass(eq=False, repr=False)
-class _Run:
+class _Run(Record):
     """What every rule reads: the tree, its measurements, the vector step, and notes of the unknown."""
 
     tree: dict[str, Any]
     measurements: RunMeasurements
     breakdowns: list[StepBreakdown]
-    cannot_tell: list[str] = field(default_factory=list)
+    cannot_tell: list[str]
+
+    def __init__(
+        self,
+        tree: dict[str, Any],
+        measurements: RunMeasurements,
+        breakdowns: list[StepBreakdown],
+        cannot_tell: list[str] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.measurements = measurements
+        self.breakdowns = breakdowns
+        self.cannot_tell = [] if cannot_tell is None else cannot_tell
 
     @property
     def settings(self) -> RunSettings:

@@ -13,22 +13,23 @@ with no name, form one group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.records import Record
 
 __all__ = ["OtherManager", "compared_workers", "other_managers"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class OtherManager:
+class OtherManager(Record):
     """A manager whose workers the per-worker analysis left out."""
 
     name: str
     workers: int
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name = name
+        self.workers = workers
 
 
 def compared_workers(tree: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,10 +12,10 @@ appear for files that record them (see :mod:`profiler.analysis.run_measurements`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.worker_groups import compared_workers
 
@@ -25,8 +25,7 @@ MAX_PER_CALL = "max per call"
 PEAK_INTERVAL_MEAN = "peak interval mean"
 
 
-@dataclass
-class WorkerRow:
+class WorkerRow(Record):
     """One worker's calls of the block, and its critical-path and CPU figures when recorded.
 
     ``max_kind`` says what ``max_time`` is: :data:`MAX_PER_CALL` or :data:`PEAK_INTERVAL_MEAN`.
@@ -39,24 +38,50 @@ class WorkerRow:
     worker_id: Any
     steps: int
     total: float
-    max_time: float | None = None
-    max_kind: str | None = None
-    last_share: float | None = None
-    wait_as_last: float | None = None
-    cpu_share: float | None = None
+    max_time: float | None
+    max_kind: str | None
+    last_share: float | None
+    wait_as_last: float | None
+    cpu_share: float | None
+
+    def __init__(
+        self,
+        label: str,
+        worker_id: Any,
+        steps: int,
+        total: float,
+        max_time: float | None = None,
+        max_kind: str | None = None,
+        last_share: float | None = None,
+        wait_as_last: float | None = None,
+        cpu_share: float | None = None,
+    ) -> None:
+        self.label = label
+        self.worker_id = worker_id
+        self.steps = steps
+        self.total = total
+        self.max_time = max_time
+        self.max_kind = max_kind
+        self.last_share = last_share
+        self.wait_as_last = wait_as_last
+        self.cpu_share = cpu_share
 
     @property
     def mean(self) -> float:
         return self.total / self.steps if self.steps else 0.0
 
 
-@dataclass
-class WorkerReport:
+class WorkerReport(Record):
     """The workers' figures for one block, with the mean over workers of their mean call time."""
 
     block: str
     workers: list[WorkerRow]
     mean: float
+
+    def __init__(self, block: str, workers: list[WorkerRow], mean: float) -> None:
+        self.block = block
+        self.workers = workers
+        self.mean = mean
 
     @property
     def has_critical_path(self) -> bool:

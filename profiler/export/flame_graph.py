@@ -18,9 +18,9 @@ not sampled, by where it fell in the loop, between steps or between rollouts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.records import Record
 from profiler.analysis.untimed_gaps import ROLLOUT_GAP_FACTOR, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import SHOWN_PLACES, untimed_places
 from profiler.analysis.text_format import format_seconds
@@ -32,10 +32,7 @@ UNTIMED_PART = "(untimed) "
 """How the name of each part of the untimed box begins."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class FlameBox:
+class FlameBox(Record):
     """One block's rectangle and the numbers shown when hovering it."""
 
     index: int
@@ -51,8 +48,36 @@ class FlameBox:
     share: float
     """``total`` over the root's total: the block's share of the run's wall time."""
     is_parallel: bool
-    note: str = ""
+    note: str
     """What the box is, where its name alone does not say (the parts of the untimed box)."""
+
+    def __init__(
+        self,
+        index: int,
+        parent_index: int | None,
+        name: str,
+        depth: int,
+        start: float,
+        width: float,
+        total: float,
+        self_time: float,
+        count: int,
+        share: float,
+        is_parallel: bool,
+        note: str = "",
+    ) -> None:
+        self.index = index
+        self.parent_index = parent_index
+        self.name = name
+        self.depth = depth
+        self.start = start
+        self.width = width
+        self.total = total
+        self.self_time = self_time
+        self.count = count
+        self.share = share
+        self.is_parallel = is_parallel
+        self.note = note
 
 
 def lay_out_flame_graph(tree: dict[str, Any]) -> list[FlameBox]:

@@ -13,7 +13,8 @@ and profile exporters see the run as separate process trees:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.analysis.records import Record
+
 from typing import Any, Iterator
 
 __all__ = ["ProcessTree", "nested_children", "split_into_process_trees"]
@@ -21,10 +22,7 @@ __all__ = ["ProcessTree", "nested_children", "split_into_process_trees"]
 Node = dict[str, Any]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class ProcessTree:
+class ProcessTree(Record):
     """One process's (or one parallel subtree's) blocks, ready to be laid out on its own track."""
 
     name: str
@@ -33,9 +31,23 @@ class ProcessTree:
     """Unique among the run's process trees; the real pid when the tree says what it was."""
     root: Node
     """The top node of the track; its nested children (see :func:`nested_children`) hang below."""
-    anchor: Node | None = None
+    anchor: Node | None
     """For a parallel subtree, the block of the merged tree it ran beside; ``None`` otherwise."""
-    gauges: dict[str, dict[str, float]] | None = None
+    gauges: dict[str, dict[str, float]] | None
+
+    def __init__(
+        self,
+        name: str,
+        pid: int,
+        root: Node,
+        anchor: Node | None = None,
+        gauges: dict[str, dict[str, float]] | None = None,
+    ) -> None:
+        self.name = name
+        self.pid = pid
+        self.root = root
+        self.anchor = anchor
+        self.gauges = gauges
 
 
 def nested_children(node: Node) -> list[Node]:

@@ -8,16 +8,14 @@ Whether it is a straggler is not decided here: the verdict comes from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from profiler.analysis.records import Record
+
 from typing import Any
 
 __all__ = ["WorkerBlockTime", "main_worker_block", "worker_block_times"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class WorkerBlockTime:
+class WorkerBlockTime(Record):
     """One worker's calls of the main block."""
 
     worker: str
@@ -27,6 +25,22 @@ class WorkerBlockTime:
     mean: float
     max: float | None
     """Longest single call, when the tree tracked it (nodes with a ``max`` field)."""
+
+    def __init__(
+        self,
+        worker: str,
+        worker_id: Any,
+        count: int,
+        total: float,
+        mean: float,
+        max: float | None,
+    ) -> None:
+        self.worker = worker
+        self.worker_id = worker_id
+        self.count = count
+        self.total = total
+        self.mean = mean
+        self.max = max
 
 
 def main_worker_block(workers: list[dict[str, Any]]) -> str | None:

@@ -27,13 +27,14 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, TextIO
 
+from profiler.analysis.records import Record
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.integrations.ray_workers import RayWorkers
@@ -95,13 +96,22 @@ class Program:
             raise RunError(f"can't open file {self.target!r}: no such file")
 
 
-@dataclass
-class ProgramEnd:
+class ProgramEnd(Record):
     """How the program ended: its exit code, or the signal that stopped it."""
 
-    exit_code: int = 0
-    signal_number: int | None = None
-    error: BaseException | None = None
+    exit_code: int
+    signal_number: int | None
+    error: BaseException | None
+
+    def __init__(
+        self,
+        exit_code: int = 0,
+        signal_number: int | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        self.exit_code = exit_code
+        self.signal_number = signal_number
+        self.error = error
 
     def describe(self) -> str:
         if self.signal_number is not None:
@@ -111,14 +121,25 @@ class ProgramEnd:
         return f"exited with code {self.exit_code}"
 
 
-@dataclass
-class RunFiles:
+class RunFiles(Record):
     """The files a run wrote."""
 
     timers: Path
-    trace: Path | None = None
-    report: Path | None = None
-    problems: list[str] = field(default_factory=list)
+    trace: Path | None
+    report: Path | None
+    problems: list[str]
+
+    def __init__(
+        self,
+        timers: Path,
+        trace: Path | None = None,
+        report: Path | None = None,
+        problems: list[str] | None = None,
+    ) -> None:
+        self.timers = timers
+        self.trace = trace
+        self.report = report
+        self.problems = [] if problems is None else problems
 
     def shown_from(self, folder: Path) -> RunFiles:
         """The same files, named relative to ``folder`` where they are inside it."""

@@ -56,7 +56,6 @@ import math
 import threading
 import warnings
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from profiler.recording import events
@@ -95,9 +94,9 @@ WorkerSection = Callable[["dict[str, Any]"], Any]
 its ``worker_id`` and tree (None: no section for it)."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and every rlprof run makes them before the program starts.
-@dataclass
+# Plain classes, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec
+# as the class is made, and every rlprof run imports this module before the program starts
+# (profiler.analysis.records says more).
 class WorkerBlockTime:
     """One worker's figures for one block name (summed over every place it appears in the tree).
 
@@ -112,8 +111,14 @@ class WorkerBlockTime:
     mean: float
     peak_mean: float
 
+    def __init__(self, worker_id: int, count: int, total: float, mean: float, peak_mean: float) -> None:
+        self.worker_id = worker_id
+        self.count = count
+        self.total = total
+        self.mean = mean
+        self.peak_mean = peak_mean
 
-@dataclass
+
 class SlowestWorker:
     """Which worker has the highest mean time per call of one block, and by how much.
 
@@ -128,6 +133,22 @@ class SlowestWorker:
     max: float  # the slowest worker's mean time per call
     gap: float  # max - mean
     worker_id: int
+
+    def __init__(
+        self,
+        block: str,
+        workers: tuple[WorkerBlockTime, ...],
+        mean: float,
+        max: float,
+        gap: float,
+        worker_id: int,
+    ) -> None:
+        self.block = block
+        self.workers = workers
+        self.mean = mean
+        self.max = max
+        self.gap = gap
+        self.worker_id = worker_id
 
 
 class _WorkerTrack:

@@ -28,7 +28,6 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.recording import proc_files
@@ -54,9 +53,9 @@ _NANOSECONDS = 1e-9
 _TASKS = "/proc/self/task"
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and every rlprof run makes them before the program starts.
-@dataclass
+# Plain classes, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec
+# as the class is made, and every rlprof run imports this module before the program starts
+# (profiler.analysis.records says more).
 class SchedulingReading:
     """Cumulative figures of this process at one moment (or the difference of two)."""
 
@@ -64,6 +63,18 @@ class SchedulingReading:
     cpu_seconds: float
     wall_seconds: float
     involuntary_switches: int
+
+    def __init__(
+        self,
+        run_queue_seconds: float,
+        cpu_seconds: float,
+        wall_seconds: float,
+        involuntary_switches: int,
+    ) -> None:
+        self.run_queue_seconds = run_queue_seconds
+        self.cpu_seconds = cpu_seconds
+        self.wall_seconds = wall_seconds
+        self.involuntary_switches = involuntary_switches
 
     def since(self, earlier: SchedulingReading) -> SchedulingReading:
         return SchedulingReading(

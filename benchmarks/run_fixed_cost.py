@@ -58,8 +58,10 @@ with open(sys.argv[1], "w") as stamps:
 def run_once(command: list[str], stamps: Path, environment: dict[str, str]) -> tuple[float, float, float]:
     """(start-up, program, exit) seconds of one process."""
     started = time.time()
+    # In the stamps' folder: ``python -m profiler`` puts the working folder first on sys.path, and
+    # run from a checkout it would import that checkout's rlprof whatever --against says.
     subprocess.run([*command, str(stamps)], env=environment, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=stamps.parent)
     ended = time.time()
     first_line, last_line = (float(stamp) for stamp in stamps.read_text().split())
     return first_line - started, last_line - first_line, ended - last_line

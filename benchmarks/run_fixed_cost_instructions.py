@@ -56,11 +56,15 @@ def instructions(dump: Path) -> int:
 
 
 def count(command: list[str], environment: dict[str, str], folder: Path, label: str) -> tuple[int, int, int]:
-    """(start-up, program, exit) instructions of one process run under callgrind."""
+    """(start-up, program, exit) instructions of one process run under callgrind.
+
+    It runs in ``folder``: ``python -m profiler`` puts the working folder first on ``sys.path``,
+    and run from a checkout it would import that checkout's rlprof whatever ``--against`` says.
+    """
     prefix = folder / label.replace(" ", "_").replace("(", "").replace(")", "").replace("-", "")
     subprocess.run(
         ["valgrind", "--tool=callgrind", "--dump-before=math_lgamma", f"--callgrind-out-file={prefix}.out",
-         *command], env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         *command], env=environment, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
     dumps = sorted(folder.glob(f"{prefix.name}.out*"), key=_dump_order)
     figures = [instructions(dump) for dump in dumps]
     if len(figures) != 3:
@@ -104,7 +108,7 @@ def main() -> None:
                 [*run, "--no-stack-sampler", str(program)], checkout_environment)
         for command, variant_environment in variants.values():  # compile the program, warm the caches
             subprocess.run(command, env=variant_environment, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
         figures = {label: count(command, variant_environment, folder, label)
                    for label, (command, variant_environment) in variants.items()
                    if label == "python" or options.only is None or options.only in label}

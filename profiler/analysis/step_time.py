@@ -42,8 +42,7 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.records import Record
@@ -69,9 +68,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class StepLayout:
-    """The block names of one kind of vectorized step.
+class StepLayout(NamedTuple):
+    """The block names of one kind of vectorized step (a constant of this module: a named tuple,
+    which costs less to make than a frozen dataclass, whose methods are compiled as it is made).
 
     ``wait`` is ``None`` for layouts that do not time the wait apart (ML-Agents); there the step's
     own child blocks are the trainer's work. ``is_vector_step`` marks steps (not resets): the

@@ -32,7 +32,6 @@ add /tmp/main main``), in the same rounds: before and after a change, side by si
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -75,8 +74,7 @@ def main() -> None:
     options = parser.parse_args()
     compile_rlprof()  # an installed rlprof has its bytecode: a run must not compile it (PYTHONDONTWRITEBYTECODE)
     if options.against is not None:
-        for package in ("profiler", "envmanager"):
-            compileall.compile_dir(options.against / package, quiet=1)
+        compile_rlprof(options.against)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"

@@ -26,7 +26,6 @@ smaller than under ``python``).
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import subprocess
 import sys
@@ -87,8 +86,7 @@ def main() -> None:
     options = parser.parse_args()
     compile_rlprof()
     if options.against is not None:
-        for package in ("profiler", "envmanager"):
-            compileall.compile_dir(options.against / package, quiet=1)
+        compile_rlprof(options.against)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"

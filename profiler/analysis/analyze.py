@@ -26,6 +26,7 @@ CSV format holds the block rows only, since the other sections are not tables of
 from __future__ import annotations
 
 import re
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from profiler.tree import strict_json
@@ -82,44 +83,18 @@ class AnalyzeOptions(Record):
     of a group for ``aggregate="count"``.
     """
 
-    top: int | None
-    order_by: str | None
-    ascending: bool
-    aggregate_by: str | None
-    aggregate: str | None
-    min_time: float
-    max_time: float | None
-    pattern: re.Pattern[str] | None
-    types: tuple[str, ...]
-    domain: str | None
-    input_dtype: str | None
+    top: int | None = 20
+    order_by: str | None = None
+    ascending: bool = False
+    aggregate_by: str | None = None
+    aggregate: str | None = None
+    min_time: float = 0.0
+    max_time: float | None = None
+    pattern: re.Pattern[str] | None = None
+    types: tuple[str, ...] = ()
+    domain: str | None = None
+    input_dtype: str | None = None
     """Keep the operators that had an input of this dtype (MegEngine's ``--input-dtype``)."""
-
-    def __init__(
-        self,
-        top: int | None = 20,
-        order_by: str | None = None,
-        ascending: bool = False,
-        aggregate_by: str | None = None,
-        aggregate: str | None = None,
-        min_time: float = 0.0,
-        max_time: float | None = None,
-        pattern: re.Pattern[str] | None = None,
-        types: tuple[str, ...] = (),
-        domain: str | None = None,
-        input_dtype: str | None = None,
-    ) -> None:
-        self.top = top
-        self.order_by = order_by
-        self.ascending = ascending
-        self.aggregate_by = aggregate_by
-        self.aggregate = aggregate
-        self.min_time = min_time
-        self.max_time = max_time
-        self.pattern = pattern
-        self.types = types
-        self.domain = domain
-        self.input_dtype = input_dtype
 
     @property
     def grouped(self) -> bool:
@@ -146,12 +121,6 @@ class UnreportedWorker(Record):
     steps: int
     reason: str | None
 
-    def __init__(self, label: str, worker_id: int, steps: int, reason: str | None) -> None:
-        self.label = label
-        self.worker_id = worker_id
-        self.steps = steps
-        self.reason = reason
-
 
 class RunAnalysis(Record):
     """Everything ``rlprof analyze`` prints, before it is turned into text."""
@@ -163,67 +132,21 @@ class RunAnalysis(Record):
     blocks_in_run: int
     options: AnalyzeOptions
     verdicts: RunVerdicts
-    breakdowns: list[StepBreakdown]
-    workers: WorkerReport | None
-    unreported: list[UnreportedWorker]
-    other_managers: list[OtherManager]
-    frames: list[FrameStat]
-    memory: MemoryReport | None
-    untimed_places: UntimedPlaces | None
-    untimed_gaps: UntimedGaps | None
-    workers_untimed: list[WorkerUntimedPlaces]
-    phases: TrainingPhases | None
-    operators: OperatorReport | None
-    device: dict[str, Any]
-    device_text: str | None
-    blocks_ordered_by: str | None
+    breakdowns: list[StepBreakdown] = field(default_factory=list)
+    workers: WorkerReport | None = None
+    unreported: list[UnreportedWorker] = field(default_factory=list)
+    other_managers: list[OtherManager] = field(default_factory=list)
+    frames: list[FrameStat] = field(default_factory=list)
+    memory: MemoryReport | None = None
+    untimed_places: UntimedPlaces | None = None
+    untimed_gaps: UntimedGaps | None = None
+    workers_untimed: list[WorkerUntimedPlaces] = field(default_factory=list)
+    phases: TrainingPhases | None = None
+    operators: OperatorReport | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    device_text: str | None = None
+    blocks_ordered_by: str | None = None
     """The blocks' order where it differs from the one asked for (an operator-only key)."""
-
-    def __init__(
-        self,
-        wall_time: float,
-        untimed: float,
-        blocks: list[BlockStat],
-        blocks_matched: int,
-        blocks_in_run: int,
-        options: AnalyzeOptions,
-        verdicts: RunVerdicts,
-        breakdowns: list[StepBreakdown] | None = None,
-        workers: WorkerReport | None = None,
-        unreported: list[UnreportedWorker] | None = None,
-        other_managers: list[OtherManager] | None = None,
-        frames: list[FrameStat] | None = None,
-        memory: MemoryReport | None = None,
-        untimed_places: UntimedPlaces | None = None,
-        untimed_gaps: UntimedGaps | None = None,
-        workers_untimed: list[WorkerUntimedPlaces] | None = None,
-        phases: TrainingPhases | None = None,
-        operators: OperatorReport | None = None,
-        device: dict[str, Any] | None = None,
-        device_text: str | None = None,
-        blocks_ordered_by: str | None = None,
-    ) -> None:
-        self.wall_time = wall_time
-        self.untimed = untimed
-        self.blocks = blocks
-        self.blocks_matched = blocks_matched
-        self.blocks_in_run = blocks_in_run
-        self.options = options
-        self.verdicts = verdicts
-        self.breakdowns = [] if breakdowns is None else breakdowns
-        self.workers = workers
-        self.unreported = [] if unreported is None else unreported
-        self.other_managers = [] if other_managers is None else other_managers
-        self.frames = [] if frames is None else frames
-        self.memory = memory
-        self.untimed_places = untimed_places
-        self.untimed_gaps = untimed_gaps
-        self.workers_untimed = [] if workers_untimed is None else workers_untimed
-        self.phases = phases
-        self.operators = operators
-        self.device = {} if device is None else device
-        self.device_text = device_text
-        self.blocks_ordered_by = blocks_ordered_by
 
     @property
     def untimed_share(self) -> float | None:

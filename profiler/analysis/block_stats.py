@@ -21,6 +21,7 @@ from profiler.analysis.records import Record
 
 import re
 from collections.abc import Iterator
+from dataclasses import field
 from typing import Any
 
 __all__ = [
@@ -70,53 +71,19 @@ class BlockStat(Record):
     total: float
     self_time: float
     count: float
-    errors: float
-    is_parallel: bool
-    min_time: float | None
-    max_time: float | None
-    places: int
-    paths: list[tuple[str, ...]]
-    process: str
-    domain: str | None
+    errors: float = 0
+    is_parallel: bool = False
+    min_time: float | None = None
+    max_time: float | None = None
+    places: int = 1
+    paths: list[tuple[str, ...]] = field(default_factory=list)
+    process: str = TRAINER
+    domain: str | None = None
     """The MXNet-style domain of a block a ``Task``/``Frame`` timed (``profiler.Domain``)."""
-    allocated_peak: float | None
+    allocated_peak: float | None = None
     """The most Python memory one call held above its start, in bytes (tracked allocations only)."""
-    allocated_net: float | None
+    allocated_net: float | None = None
     """The Python memory its calls allocated and kept, in bytes (tracked allocations only)."""
-
-    def __init__(
-        self,
-        name: str,
-        path: tuple[str, ...],
-        total: float,
-        self_time: float,
-        count: float,
-        errors: float = 0,
-        is_parallel: bool = False,
-        min_time: float | None = None,
-        max_time: float | None = None,
-        places: int = 1,
-        paths: list[tuple[str, ...]] | None = None,
-        process: str = TRAINER,
-        domain: str | None = None,
-        allocated_peak: float | None = None,
-        allocated_net: float | None = None,
-    ) -> None:
-        self.name = name
-        self.path = path
-        self.total = total
-        self.self_time = self_time
-        self.count = count
-        self.errors = errors
-        self.is_parallel = is_parallel
-        self.min_time = min_time
-        self.max_time = max_time
-        self.places = places
-        self.paths = [] if paths is None else paths
-        self.process = process
-        self.domain = domain
-        self.allocated_peak = allocated_peak
-        self.allocated_net = allocated_net
 
     @property
     def kind(self) -> str:

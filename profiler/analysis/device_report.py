@@ -83,25 +83,7 @@ class DeviceBlock(Record):
     device_seconds: float
     count: int
     host_seconds: float | None
-    process: str
-
-    def __init__(
-        self,
-        path: tuple[str, ...],
-        device: str,
-        mode: str,
-        device_seconds: float,
-        count: int,
-        host_seconds: float | None,
-        process: str = "trainer",
-    ) -> None:
-        self.path = path
-        self.device = device
-        self.mode = mode
-        self.device_seconds = device_seconds
-        self.count = count
-        self.host_seconds = host_seconds
-        self.process = process
+    process: str = "trainer"
 
     @property
     def name(self) -> str:

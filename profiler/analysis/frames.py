@@ -27,22 +27,6 @@ class FrameStat(Record):
     min_time: float | None
     max_time: float | None
 
-    def __init__(
-        self,
-        label: str,
-        domain: str | None,
-        count: int,
-        total: float,
-        min_time: float | None,
-        max_time: float | None,
-    ) -> None:
-        self.label = label
-        self.domain = domain
-        self.count = count
-        self.total = total
-        self.min_time = min_time
-        self.max_time = max_time
-
     @property
     def mean(self) -> float:
         return self.total / self.count if self.count else 0.0

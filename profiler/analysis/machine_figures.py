@@ -11,6 +11,7 @@ damaged reads as None too, with a sentence in :attr:`MachineFigures.problems`.
 from __future__ import annotations
 
 import math
+from dataclasses import field
 from typing import Any
 
 from profiler.analysis.records import Record
@@ -29,20 +30,6 @@ class ProcessWaits(Record):
     wall_seconds: float
     involuntary_switches: int
 
-    def __init__(
-        self,
-        label: str,
-        run_queue_seconds: float,
-        cpu_seconds: float,
-        wall_seconds: float,
-        involuntary_switches: int,
-    ) -> None:
-        self.label = label
-        self.run_queue_seconds = run_queue_seconds
-        self.cpu_seconds = cpu_seconds
-        self.wall_seconds = wall_seconds
-        self.involuntary_switches = involuntary_switches
-
     @property
     def waiting_share(self) -> float:
         """The share of its wall time the process waited, runnable, for a core."""
@@ -56,11 +43,6 @@ class PythonThread(Record):
     cpu_seconds: float
     run_queue_seconds: float
 
-    def __init__(self, name: str, cpu_seconds: float, run_queue_seconds: float) -> None:
-        self.name = name
-        self.cpu_seconds = cpu_seconds
-        self.run_queue_seconds = run_queue_seconds
-
 
 class OutsideProcess(Record):
     """A process outside the run, with the CPU time it used over the run."""
@@ -68,11 +50,6 @@ class OutsideProcess(Record):
     pid: int
     name: str
     cpu_seconds: float
-
-    def __init__(self, pid: int, name: str, cpu_seconds: float) -> None:
-        self.pid = pid
-        self.name = name
-        self.cpu_seconds = cpu_seconds
 
 
 class MachineLoad(Record):
@@ -84,20 +61,6 @@ class MachineLoad(Record):
     load_average: float | None
     outside_processes: tuple[OutsideProcess, ...]
 
-    def __init__(
-        self,
-        cores: int,
-        wall_seconds: float,
-        busy_core_seconds: float,
-        load_average: float | None,
-        outside_processes: tuple[OutsideProcess, ...],
-    ) -> None:
-        self.cores = cores
-        self.wall_seconds = wall_seconds
-        self.busy_core_seconds = busy_core_seconds
-        self.load_average = load_average
-        self.outside_processes = outside_processes
-
 
 class MachineFigures(Record):
     """Everything :func:`read_machine_figures` found; None or empty where the file does not tell."""
@@ -106,21 +69,7 @@ class MachineFigures(Record):
     threads: tuple[PythonThread, ...]
     workers: tuple[ProcessWaits | None, ...]
     machine: MachineLoad | None
-    problems: list[str]
-
-    def __init__(
-        self,
-        trainer: ProcessWaits | None,
-        threads: tuple[PythonThread, ...],
-        workers: tuple[ProcessWaits | None, ...],
-        machine: MachineLoad | None,
-        problems: list[str] | None = None,
-    ) -> None:
-        self.trainer = trainer
-        self.threads = threads
-        self.workers = workers
-        self.machine = machine
-        self.problems = [] if problems is None else problems
+    problems: list[str] = field(default_factory=list)
 
     @property
     def every_process_measured(self) -> bool:

@@ -32,20 +32,6 @@ class NodeLoad(Record):
     worker_ids: tuple[Any, ...]
     runs_the_trainer: bool
 
-    def __init__(
-        self,
-        node_id: str,
-        label: str,
-        cores: int,
-        worker_ids: tuple[Any, ...],
-        runs_the_trainer: bool,
-    ) -> None:
-        self.node_id = node_id
-        self.label = label
-        self.cores = cores
-        self.worker_ids = worker_ids
-        self.runs_the_trainer = runs_the_trainer
-
     @property
     def busy_processes(self) -> int:
         """Its workers, and the trainer where it runs beside them."""

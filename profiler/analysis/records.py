@@ -3,34 +3,94 @@
 ``rlprof run`` imports the analysis and the exporters at its exit, in every run. A
 ``@dataclass`` writes the source of its ``__init__``, ``__repr__`` and ``__eq__`` and compiles
 each with ``exec`` as the class is made (Python 3.11): about 2 M instructions a class, 79 M of
-the 108 M instructions that those imports cost, whatever the run. A record's class lists its
-fields as annotations, as a dataclass's does, and writes its ``__init__`` by hand; it takes
-``__repr__``, ``__eq__`` and :meth:`Record.replace` from :class:`Record`, which reads the
-fields from the class's own annotations once, as the class is made. Records print, compare
-(field by field, only with a record of the same class) and refuse to hash as a dataclass does.
+the 108 M instructions that those imports cost, whatever the run. A record's class reads as a
+dataclass's: its fields are its annotations, with defaults as class attributes or
+``dataclasses.field(default=..., default_factory=...)`` (which leave the class as a dataclass
+takes them). :class:`Record` reads them once, as the class is made, and gives every record the same ``__init__``, ``__repr__``, ``__eq__`` and
+:meth:`Record.replace`, written once here. Records initialise, print, compare (field by field,
+only with a record of the same class) and refuse to hash as a dataclass does;
+``typing.dataclass_transform`` tells type checkers so, so that each class's ``__init__`` is
+checked against its fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import dataclasses
+from typing import Any, Callable, TypeVar, dataclass_transform
 
 __all__ = ["Record"]
 
 _Self = TypeVar("_Self", bound="Record")
+_NO_DEFAULT = dataclasses.MISSING
 
 
+@dataclass_transform(field_specifiers=(dataclasses.field,))
 class Record:
-    """A base for plain result classes: ``repr``, equality and ``replace`` over their fields.
+    """A base for plain result classes: ``__init__``, ``repr``, equality and ``replace`` over their fields.
 
-    The fields are the names the subclass annotates in its own body, in order.
+    The fields are a base record's fields, then the names the subclass annotates in its own
+    body, in order (a ``ClassVar`` annotation is no field). A field without a default may not
+    follow one with a default, as in a dataclass. ``__init__`` takes the fields positionally or
+    by name, then runs ``__post_init__()`` where the class has one.
     """
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+    _defaults: dict[str, Any] = {}
+    _factories: dict[str, Callable[[], Any]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._fields = tuple(cls.__dict__.get("__annotations__", ()))
+        fields = list(cls._fields)
+        defaults = dict(cls._defaults)
+        factories = dict(cls._factories)
+        for name, annotation in cls.__dict__.get("__annotations__", {}).items():
+            if _is_class_variable(annotation):
+                continue
+            if name not in fields:
+                fields.append(name)
+            default = cls.__dict__.get(name, _NO_DEFAULT)
+            if isinstance(default, dataclasses.Field):
+                # As a dataclass does: the class keeps the default itself, or nothing.
+                default, factory = default.default, default.default_factory
+                if default is _NO_DEFAULT:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, default)
+                if factory is not _NO_DEFAULT:
+                    factories[name] = factory
+                    defaults.pop(name, None)
+                    continue
+            factories.pop(name, None)
+            if default is not _NO_DEFAULT:
+                defaults[name] = default
+            else:
+                defaults.pop(name, None)
+        _check_defaults_come_last(cls, fields, defaults, factories)
+        cls._fields = tuple(fields)
+        cls._defaults = defaults
+        cls._factories = factories
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        fields = cls._fields
+        if len(args) > len(fields):
+            raise TypeError(f"{cls.__qualname__}.__init__() takes {len(fields) + 1} positional arguments "
+                            f"but {len(args) + 1} were given")
+        values = dict(zip(fields, args))
+        for name, value in kwargs.items():
+            if name in values:
+                raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}")
+            if name not in fields:
+                raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {name!r}")
+            values[name] = value
+        if len(values) < len(fields):
+            _complete(cls, values)
+        for name in fields:
+            setattr(self, name, values[name])
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
@@ -49,3 +109,39 @@ class Record:
     def replace(self: _Self, **changes: Any) -> _Self:
         """A new record of the same class, with ``changes`` (``dataclasses.replace``)."""
         return type(self)(**{**{name: getattr(self, name) for name in self._fields}, **changes})
+
+
+def _complete(cls: type[Record], values: dict[str, Any]) -> None:
+    """Give ``values`` the defaults of the fields not passed, or raise as a dataclass's ``__init__``."""
+    missing = []
+    for name in cls._fields:
+        if name in values:
+            continue
+        if name in cls._factories:
+            values[name] = cls._factories[name]()  # a fresh list or dict for every record
+        elif name in cls._defaults:
+            values[name] = cls._defaults[name]
+        else:
+            missing.append(repr(name))
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        names = missing[0] if len(missing) == 1 else (
+            f"{missing[0]} and {missing[1]}" if len(missing) == 2 else f"{', '.join(missing[:-1])}, and {missing[-1]}")
+        raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional "
+                        f"argument{plural}: {names}")
+
+
+def _is_class_variable(annotation: Any) -> bool:
+    # Annotations are strings under ``from __future__ import annotations``, as dataclasses reads them.
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return text.startswith(("ClassVar", "typing.ClassVar"))
+
+
+def _check_defaults_come_last(cls: type, fields: list[str], defaults: dict[str, Any],
+                              factories: dict[str, Any]) -> None:
+    with_default = False
+    for name in fields:
+        if name in defaults or name in factories:
+            with_default = True
+        elif with_default:
+            raise TypeError(f"{cls.__qualname__}: non-default argument {name!r} follows default argument")

@@ -22,6 +22,7 @@ a file without the critical path still shows which worker computed longest.
 from __future__ import annotations
 
 import math
+from dataclasses import field
 from typing import Any
 
 from profiler.analysis.records import Record
@@ -42,22 +43,8 @@ class CriticalPath(Record):
     vector_steps: int
     last_to_reply: int
     wait_as_last_seconds: float
-    histogram_bounds_seconds: tuple[float, ...]
-    histogram_counts: tuple[int, ...]
-
-    def __init__(
-        self,
-        vector_steps: int,
-        last_to_reply: int,
-        wait_as_last_seconds: float,
-        histogram_bounds_seconds: tuple[float, ...] = (),
-        histogram_counts: tuple[int, ...] = (),
-    ) -> None:
-        self.vector_steps = vector_steps
-        self.last_to_reply = last_to_reply
-        self.wait_as_last_seconds = wait_as_last_seconds
-        self.histogram_bounds_seconds = histogram_bounds_seconds
-        self.histogram_counts = histogram_counts
+    histogram_bounds_seconds: tuple[float, ...] = ()
+    histogram_counts: tuple[int, ...] = ()
 
     @property
     def last_share(self) -> float:
@@ -71,11 +58,6 @@ class EnvTime(Record):
     wall_seconds: float
     cpu_seconds: float
     calls: int
-
-    def __init__(self, wall_seconds: float, cpu_seconds: float, calls: int) -> None:
-        self.wall_seconds = wall_seconds
-        self.cpu_seconds = cpu_seconds
-        self.calls = calls
 
     @property
     def off_cpu_seconds(self) -> float:
@@ -93,22 +75,6 @@ class WorkerMeasurements(Record):
     critical_path: CriticalPath | None
     env_time: EnvTime | None
 
-    def __init__(
-        self,
-        label: str,
-        worker_id: Any,
-        busy_seconds: float,
-        env_step_calls: int,
-        critical_path: CriticalPath | None,
-        env_time: EnvTime | None,
-    ) -> None:
-        self.label = label
-        self.worker_id = worker_id
-        self.busy_seconds = busy_seconds
-        self.env_step_calls = env_step_calls
-        self.critical_path = critical_path
-        self.env_time = env_time
-
 
 class RunMeasurements(Record):
     """Everything :func:`read_measurements` found; ``None`` where the file does not tell."""
@@ -117,21 +83,7 @@ class RunMeasurements(Record):
     has_workers_section: bool
     cores_available: int | None
     busy_processes: int | None
-    problems: list[str]
-
-    def __init__(
-        self,
-        workers: list[WorkerMeasurements],
-        has_workers_section: bool,
-        cores_available: int | None,
-        busy_processes: int | None,
-        problems: list[str] | None = None,
-    ) -> None:
-        self.workers = workers
-        self.has_workers_section = has_workers_section
-        self.cores_available = cores_available
-        self.busy_processes = busy_processes
-        self.problems = [] if problems is None else problems
+    problems: list[str] = field(default_factory=list)
 
     @property
     def critical_paths(self) -> list[tuple[WorkerMeasurements, CriticalPath]]:

@@ -29,20 +29,6 @@ class RunSettings(Record):
     envs: int | None
     substituted_for: str | None
 
-    def __init__(
-        self,
-        manager_class: str | None,
-        shared_memory: bool | None,
-        envs_per_worker: str | None,
-        envs: int | None,
-        substituted_for: str | None,
-    ) -> None:
-        self.manager_class = manager_class
-        self.shared_memory = shared_memory
-        self.envs_per_worker = envs_per_worker
-        self.envs = envs
-        self.substituted_for = substituted_for
-
     @property
     def uses_cli_options(self) -> bool:
         """The env workers were set up by ``rlprof run``'s own options (``--vector-env``)."""

@@ -42,6 +42,7 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Any, NamedTuple
 
 from profiler.analysis.block_stats import walk_nodes
@@ -121,10 +122,6 @@ class StepPart(Record):
     label: str
     seconds: float
 
-    def __init__(self, label: str, seconds: float) -> None:
-        self.label = label
-        self.seconds = seconds
-
 
 class StepBreakdown(Record):
     """The trainer's time in one kind of vectorized step, split into parts that sum to ``total``.
@@ -142,34 +139,8 @@ class StepBreakdown(Record):
     worker_calls: int
     workers: int
     is_vector_step: bool
-    transport_blocks: dict[str, float]
-    notes: list[str]
-
-    def __init__(
-        self,
-        block: str,
-        calls: int,
-        total: float,
-        parts: list[StepPart],
-        worker_blocks: tuple[str, ...],
-        worker_time: float,
-        worker_calls: int,
-        workers: int,
-        is_vector_step: bool,
-        transport_blocks: dict[str, float] | None = None,
-        notes: list[str] | None = None,
-    ) -> None:
-        self.block = block
-        self.calls = calls
-        self.total = total
-        self.parts = parts
-        self.worker_blocks = worker_blocks
-        self.worker_time = worker_time
-        self.worker_calls = worker_calls
-        self.workers = workers
-        self.is_vector_step = is_vector_step
-        self.transport_blocks = {} if transport_blocks is None else transport_blocks
-        self.notes = [] if notes is None else notes
+    transport_blocks: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def share(self, part: StepPart) -> float | None:
         return part.seconds / self.total if self.total > 0 else None
@@ -193,32 +164,16 @@ def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None =
     return breakdowns
 
 
-# A working record, never compared nor printed: a plain class (see profiler.analysis.records).
-class _StepBlocks:
+# A working record (a Record: no dataclass to generate at rlprof run's exit).
+class _StepBlocks(Record):
     """The figures of every step node of one layout, summed."""
 
-    calls: int
-    total: float
-    child_totals: dict[str, float]
-    worker_time: float
-    worker_calls: int
-    worker_blocks: list[str]
-
-    def __init__(
-        self,
-        calls: int = 0,
-        total: float = 0.0,
-        child_totals: dict[str, float] | None = None,
-        worker_time: float = 0.0,
-        worker_calls: int = 0,
-        worker_blocks: list[str] | None = None,
-    ) -> None:
-        self.calls = calls
-        self.total = total
-        self.child_totals = {} if child_totals is None else child_totals
-        self.worker_time = worker_time
-        self.worker_calls = worker_calls
-        self.worker_blocks = [] if worker_blocks is None else worker_blocks
+    calls: int = 0
+    total: float = 0.0
+    child_totals: dict[str, float] = field(default_factory=dict)
+    worker_time: float = 0.0
+    worker_calls: int = 0
+    worker_blocks: list[str] = field(default_factory=list)
 
 
 def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasurements) -> StepBreakdown | None:

@@ -46,14 +46,8 @@ class PhaseBlock(Record):
     name: str
     seconds: float
     calls: int
-    self_seconds: float
+    self_seconds: float = 0.0
     """Its time outside its child blocks: for a model method, outside the networks' forwards."""
-
-    def __init__(self, name: str, seconds: float, calls: int, self_seconds: float = 0.0) -> None:
-        self.name = name
-        self.seconds = seconds
-        self.calls = calls
-        self.self_seconds = self_seconds
 
     def as_dict(self) -> dict[str, Any]:
         return {"block": self.name, "seconds": self.seconds, "calls": self.calls, "self_seconds": self.self_seconds}
@@ -70,22 +64,6 @@ class TrainingPhases(Record):
     update_between_seconds: float
     env_steps: PhaseBlock | None
     rollout_with_grad: bool
-
-    def __init__(
-        self,
-        policy: tuple[PhaseBlock, ...],
-        update: tuple[PhaseBlock, ...],
-        update_parts: tuple[PhaseBlock, ...],
-        update_between_seconds: float,
-        env_steps: PhaseBlock | None,
-        rollout_with_grad: bool,
-    ) -> None:
-        self.policy = policy
-        self.update = update
-        self.update_parts = update_parts
-        self.update_between_seconds = update_between_seconds
-        self.env_steps = env_steps
-        self.rollout_with_grad = rollout_with_grad
 
     @property
     def policy_seconds(self) -> float:

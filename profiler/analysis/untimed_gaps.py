@@ -46,22 +46,6 @@ class UntimedGaps(Record):
     between_rollouts_gaps: int
     elsewhere: float
 
-    def __init__(
-        self,
-        step_block: str,
-        between_steps: float,
-        between_steps_gaps: int,
-        between_rollouts: float,
-        between_rollouts_gaps: int,
-        elsewhere: float,
-    ) -> None:
-        self.step_block = step_block
-        self.between_steps = between_steps
-        self.between_steps_gaps = between_steps_gaps
-        self.between_rollouts = between_rollouts
-        self.between_rollouts_gaps = between_rollouts_gaps
-        self.elsewhere = elsewhere
-
     def as_dict(self) -> dict[str, Any]:
         return {"step_block": self.step_block,
                 "between_steps": {"seconds": self.between_steps, "gaps": self.between_steps_gaps},

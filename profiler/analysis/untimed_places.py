@@ -54,24 +54,6 @@ class UntimedPlace(Record):
     seconds: float
     error_seconds: float
 
-    def __init__(
-        self,
-        function: str,
-        file: str,
-        line: int,
-        calls: str,
-        samples: int,
-        seconds: float,
-        error_seconds: float,
-    ) -> None:
-        self.function = function
-        self.file = file
-        self.line = line
-        self.calls = calls
-        self.samples = samples
-        self.seconds = seconds
-        self.error_seconds = error_seconds
-
     @property
     def label(self) -> str:
         """``main (train.py:12)``, and ``in PPO.learn`` when that line was in a library's call."""
@@ -91,20 +73,6 @@ class UntimedPlaces(Record):
     interval_seconds: float
     places: tuple[UntimedPlace, ...]
     unexplained_seconds: float
-
-    def __init__(
-        self,
-        untimed_seconds: float,
-        untimed_samples: int,
-        interval_seconds: float,
-        places: tuple[UntimedPlace, ...],
-        unexplained_seconds: float,
-    ) -> None:
-        self.untimed_seconds = untimed_seconds
-        self.untimed_samples = untimed_samples
-        self.interval_seconds = interval_seconds
-        self.places = places
-        self.unexplained_seconds = unexplained_seconds
 
 
 def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
@@ -154,11 +122,6 @@ class WorkerUntimedPlaces(Record):
     label: str
     worker_id: int
     places: UntimedPlaces
-
-    def __init__(self, label: str, worker_id: int, places: UntimedPlaces) -> None:
-        self.label = label
-        self.worker_id = worker_id
-        self.places = places
 
     def as_dict(self) -> dict[str, Any]:
         return {"worker": self.label, "worker_id": self.worker_id, "untimed_seconds": self.places.untimed_seconds,

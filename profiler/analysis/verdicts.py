@@ -75,6 +75,7 @@ threshold is defined once. The figures the rules read are computed elsewhere
 from __future__ import annotations
 
 import math
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from profiler.analysis.block_stats import walk_nodes
@@ -243,22 +244,6 @@ class Verdict(Record):
     evidence: dict[str, Any]
     suggestion: str
 
-    def __init__(
-        self,
-        kind: str,
-        title: str,
-        cost_seconds: float,
-        share: float | None,
-        evidence: dict[str, Any],
-        suggestion: str,
-    ) -> None:
-        self.kind = kind
-        self.title = title
-        self.cost_seconds = cost_seconds
-        self.share = share
-        self.evidence = evidence
-        self.suggestion = suggestion
-
     def as_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (the shape ``rlprof analyze --format json`` prints)."""
         return {"kind": self.kind, "title": self.title, "cost_seconds": self.cost_seconds,
@@ -270,17 +255,7 @@ class RunVerdicts(Record):
 
     wall_seconds: float
     verdicts: tuple[Verdict, ...]
-    cannot_tell: tuple[str, ...]
-
-    def __init__(
-        self,
-        wall_seconds: float,
-        verdicts: tuple[Verdict, ...],
-        cannot_tell: tuple[str, ...] = (),
-    ) -> None:
-        self.wall_seconds = wall_seconds
-        self.verdicts = verdicts
-        self.cannot_tell = cannot_tell
+    cannot_tell: tuple[str, ...] = ()
 
     def of_kind(self, kind: str) -> list[Verdict]:
         return [verdict for verdict in self.verdicts if verdict.kind == kind]
@@ -338,19 +313,7 @@ class _Run(Record):
     tree: dict[str, Any]
     measurements: RunMeasurements
     breakdowns: list[StepBreakdown]
-    cannot_tell: list[str]
-
-    def __init__(
-        self,
-        tree: dict[str, Any],
-        measurements: RunMeasurements,
-        breakdowns: list[StepBreakdown],
-        cannot_tell: list[str] | None = None,
-    ) -> None:
-        self.tree = tree
-        self.measurements = measurements
-        self.breakdowns = breakdowns
-        self.cannot_tell = [] if cannot_tell is None else cannot_tell
+    cannot_tell: list[str] = field(default_factory=list)
 
     @property
     def settings(self) -> RunSettings:

@@ -27,10 +27,6 @@ class OtherManager(Record):
     name: str
     workers: int
 
-    def __init__(self, name: str, workers: int) -> None:
-        self.name = name
-        self.workers = workers
-
 
 def compared_workers(tree: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``workers`` entries the per-worker analysis compares (all of them for one manager)."""

@@ -38,33 +38,11 @@ class WorkerRow(Record):
     worker_id: Any
     steps: int
     total: float
-    max_time: float | None
-    max_kind: str | None
-    last_share: float | None
-    wait_as_last: float | None
-    cpu_share: float | None
-
-    def __init__(
-        self,
-        label: str,
-        worker_id: Any,
-        steps: int,
-        total: float,
-        max_time: float | None = None,
-        max_kind: str | None = None,
-        last_share: float | None = None,
-        wait_as_last: float | None = None,
-        cpu_share: float | None = None,
-    ) -> None:
-        self.label = label
-        self.worker_id = worker_id
-        self.steps = steps
-        self.total = total
-        self.max_time = max_time
-        self.max_kind = max_kind
-        self.last_share = last_share
-        self.wait_as_last = wait_as_last
-        self.cpu_share = cpu_share
+    max_time: float | None = None
+    max_kind: str | None = None
+    last_share: float | None = None
+    wait_as_last: float | None = None
+    cpu_share: float | None = None
 
     @property
     def mean(self) -> float:
@@ -77,11 +55,6 @@ class WorkerReport(Record):
     block: str
     workers: list[WorkerRow]
     mean: float
-
-    def __init__(self, block: str, workers: list[WorkerRow], mean: float) -> None:
-        self.block = block
-        self.workers = workers
-        self.mean = mean
 
     @property
     def has_critical_path(self) -> bool:

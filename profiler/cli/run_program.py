@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType, TracebackType
+from dataclasses import field
 from typing import Any, NamedTuple, TextIO
 
 from profiler.analysis.records import Record
@@ -98,19 +99,9 @@ class Program(NamedTuple):
 class ProgramEnd(Record):
     """How the program ended: its exit code, or the signal that stopped it."""
 
-    exit_code: int
-    signal_number: int | None
-    error: BaseException | None
-
-    def __init__(
-        self,
-        exit_code: int = 0,
-        signal_number: int | None = None,
-        error: BaseException | None = None,
-    ) -> None:
-        self.exit_code = exit_code
-        self.signal_number = signal_number
-        self.error = error
+    exit_code: int = 0
+    signal_number: int | None = None
+    error: BaseException | None = None
 
     def describe(self) -> str:
         if self.signal_number is not None:
@@ -124,21 +115,9 @@ class RunFiles(Record):
     """The files a run wrote."""
 
     timers: Path
-    trace: Path | None
-    report: Path | None
-    problems: list[str]
-
-    def __init__(
-        self,
-        timers: Path,
-        trace: Path | None = None,
-        report: Path | None = None,
-        problems: list[str] | None = None,
-    ) -> None:
-        self.timers = timers
-        self.trace = trace
-        self.report = report
-        self.problems = [] if problems is None else problems
+    trace: Path | None = None
+    report: Path | None = None
+    problems: list[str] = field(default_factory=list)
 
     def shown_from(self, folder: Path) -> RunFiles:
         """The same files, named relative to ``folder`` where they are inside it."""

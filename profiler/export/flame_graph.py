@@ -48,36 +48,8 @@ class FlameBox(Record):
     share: float
     """``total`` over the root's total: the block's share of the run's wall time."""
     is_parallel: bool
-    note: str
+    note: str = ""
     """What the box is, where its name alone does not say (the parts of the untimed box)."""
-
-    def __init__(
-        self,
-        index: int,
-        parent_index: int | None,
-        name: str,
-        depth: int,
-        start: float,
-        width: float,
-        total: float,
-        self_time: float,
-        count: int,
-        share: float,
-        is_parallel: bool,
-        note: str = "",
-    ) -> None:
-        self.index = index
-        self.parent_index = parent_index
-        self.name = name
-        self.depth = depth
-        self.start = start
-        self.width = width
-        self.total = total
-        self.self_time = self_time
-        self.count = count
-        self.share = share
-        self.is_parallel = is_parallel
-        self.note = note
 
 
 def lay_out_flame_graph(tree: dict[str, Any]) -> list[FlameBox]:

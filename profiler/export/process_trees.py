@@ -31,23 +31,9 @@ class ProcessTree(Record):
     """Unique among the run's process trees; the real pid when the tree says what it was."""
     root: Node
     """The top node of the track; its nested children (see :func:`nested_children`) hang below."""
-    anchor: Node | None
+    anchor: Node | None = None
     """For a parallel subtree, the block of the merged tree it ran beside; ``None`` otherwise."""
-    gauges: dict[str, dict[str, float]] | None
-
-    def __init__(
-        self,
-        name: str,
-        pid: int,
-        root: Node,
-        anchor: Node | None = None,
-        gauges: dict[str, dict[str, float]] | None = None,
-    ) -> None:
-        self.name = name
-        self.pid = pid
-        self.root = root
-        self.anchor = anchor
-        self.gauges = gauges
+    gauges: dict[str, dict[str, float]] | None = None
 
 
 def nested_children(node: Node) -> list[Node]:

@@ -26,22 +26,6 @@ class WorkerBlockTime(Record):
     max: float | None
     """Longest single call, when the tree tracked it (nodes with a ``max`` field)."""
 
-    def __init__(
-        self,
-        worker: str,
-        worker_id: Any,
-        count: int,
-        total: float,
-        mean: float,
-        max: float | None,
-    ) -> None:
-        self.worker = worker
-        self.worker_id = worker_id
-        self.count = count
-        self.total = total
-        self.mean = mean
-        self.max = max
-
 
 def main_worker_block(workers: list[dict[str, Any]]) -> str | None:
     """The top-level worker block with the most time summed over all workers, if any."""

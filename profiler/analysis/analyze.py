@@ -29,13 +29,13 @@ import re
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from profiler.records import Record
 from profiler.tree import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.device_report import device_document, device_text
-from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, step_breakdowns
 from profiler.analysis.text_format import (

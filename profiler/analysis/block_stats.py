@@ -17,7 +17,7 @@ row never invents them — they are ``None`` then.
 
 from __future__ import annotations
 
-from profiler.analysis.records import Record
+from profiler.records import Record
 
 import re
 from collections.abc import Iterator

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.records import Record
 
 __all__ = [
     "GPU_IDLE",

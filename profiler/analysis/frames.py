@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import PATH_SEPARATOR, walk_nodes
-from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["FrameStat", "frame_stats", "frames_as_text"]
 

@@ -14,8 +14,8 @@ import math
 from dataclasses import field
 from typing import Any
 
-from profiler.analysis.records import Record
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "PythonThread",
            "read_machine_figures"]

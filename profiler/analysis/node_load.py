@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from profiler.analysis.records import Record
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["NodeLoad", "judge_per_node", "read_node_loads"]
 

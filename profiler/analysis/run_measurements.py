@@ -25,8 +25,8 @@ import math
 from dataclasses import field
 from typing import Any
 
-from profiler.analysis.records import Record
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = [
     "CriticalPath",

@@ -11,7 +11,7 @@ Files that do not record a setting get the general advice, as before.
 
 from __future__ import annotations
 
-from profiler.analysis.records import Record
+from profiler.records import Record
 
 from typing import Any
 

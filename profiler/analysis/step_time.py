@@ -46,9 +46,9 @@ from dataclasses import field
 from typing import Any, NamedTuple
 
 from profiler.analysis.block_stats import walk_nodes
-from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = [
     "ENV_COMPUTE",

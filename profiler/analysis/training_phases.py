@@ -25,10 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.records import Record
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
+from profiler.records import Record
 
 __all__ = ["PhaseBlock", "TrainingPhases", "training_phases", "training_phases_text"]
 

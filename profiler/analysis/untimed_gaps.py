@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.records import Record
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "untimed_gaps", "untimed_gaps_text"]
 

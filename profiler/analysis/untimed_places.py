@@ -26,8 +26,8 @@ import math
 import os
 from typing import Any
 
-from profiler.analysis.records import Record
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.records import Record
 
 __all__ = ["UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
            "workers_untimed_places", "workers_untimed_text"]

@@ -91,7 +91,6 @@ from profiler.analysis.machine_verdicts import (
 )
 from profiler.analysis.node_load import judge_per_node
 from profiler.analysis.phase_verdicts import PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts
-from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
@@ -105,6 +104,7 @@ from profiler.analysis.step_time import (
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
 from profiler.analysis.untimed_gaps import untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
+from profiler.records import Record
 
 if TYPE_CHECKING:  # imported only for the runs that sampled their memory (see _memory_leaks)
     from profiler.analysis.memory_report import ProcessMemoryFigures

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
-from profiler.analysis.records import Record
+from profiler.records import Record
 
 __all__ = ["OtherManager", "compared_workers", "other_managers"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
-from profiler.analysis.records import Record
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["MAX_PER_CALL", "PEAK_INTERVAL_MEAN", "WorkerReport", "WorkerRow", "worker_report"]
 

@@ -34,11 +34,11 @@ from types import ModuleType, TracebackType
 from dataclasses import field
 from typing import Any, NamedTuple, TextIO
 
-from profiler.analysis.records import Record
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load
+from profiler.records import Record
 from profiler.timing import timers
 from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
 

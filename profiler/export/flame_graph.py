@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.analysis.records import Record
 from profiler.analysis.untimed_gaps import ROLLOUT_GAP_FACTOR, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import SHOWN_PLACES, untimed_places
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["UNTIMED_BOX", "UNTIMED_PART", "FlameBox", "lay_out_flame_graph", "untimed_note", "untimed_parts"]
 

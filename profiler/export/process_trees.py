@@ -13,7 +13,7 @@ and profile exporters see the run as separate process trees:
 
 from __future__ import annotations
 
-from profiler.analysis.records import Record
+from profiler.records import Record
 
 from typing import Any, Iterator
 

@@ -8,7 +8,7 @@ Whether it is a straggler is not decided here: the verdict comes from
 
 from __future__ import annotations
 
-from profiler.analysis.records import Record
+from profiler.records import Record
 
 from typing import Any
 

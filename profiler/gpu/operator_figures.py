@@ -24,7 +24,10 @@ line saying why; ``device_self`` and ``device_total`` are then 0.
 from __future__ import annotations
 
 import math
+from dataclasses import field
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["MAX_SHAPES_PER_OPERATOR", "OperatorFigures", "PathFigures", "add_payload_field",
            "check_payload_field", "payload_field", "section_entry"]
@@ -37,56 +40,25 @@ _COUNTED = ("input_shapes", "input_dtypes", "backtraces", "output_shapes")
 _OTHERS = ("other_shapes", "other_dtypes", "other_backtraces", "other_output_shapes")
 
 
-# Working records, never compared nor printed: plain classes, with no generated method to compile
-# as each class is made (a dataclass's), since every rlprof run's trainer imports this module (for
-# its workers' figures).
-class OperatorFigures:
+# Records, not dataclasses: no generated method to compile as each class is made, since every
+# rlprof run's trainer imports this module (for its workers' figures).
+class OperatorFigures(Record):
     """What PyTorch gives of one operator block beyond its time."""
 
-    flops: int
-    device_self: float  # seconds of the kernels the operator itself launched
-    device_total: float  # those and its child operators' kernels
-    cpu_memory_bytes: int  # allocated minus freed by the operator itself, summed over its calls
-    input_shapes: dict[str, int]
-    other_shapes: int
-    input_dtypes: dict[str, int]
-    other_dtypes: int
-    backtraces: dict[str, int]
-    other_backtraces: int
+    flops: int = 0
+    device_self: float = 0.0  # seconds of the kernels the operator itself launched
+    device_total: float = 0.0  # those and its child operators' kernels
+    cpu_memory_bytes: int = 0  # allocated minus freed by the operator itself, summed over its calls
+    input_shapes: dict[str, int] = field(default_factory=dict)
+    other_shapes: int = 0
+    input_dtypes: dict[str, int] = field(default_factory=dict)
+    other_dtypes: int = 0
+    backtraces: dict[str, int] = field(default_factory=dict)
+    other_backtraces: int = 0
     # From PyTorch's execution trace, with record_outputs (see profiler.gpu.execution_trace).
-    output_shapes: dict[str, int]
-    other_output_shapes: int
-    tensor_bytes: int  # the sizes of the tensors its calls took and returned, summed
-
-    def __init__(
-        self,
-        flops: int = 0,
-        device_self: float = 0.0,
-        device_total: float = 0.0,
-        cpu_memory_bytes: int = 0,
-        input_shapes: dict[str, int] | None = None,
-        other_shapes: int = 0,
-        input_dtypes: dict[str, int] | None = None,
-        other_dtypes: int = 0,
-        backtraces: dict[str, int] | None = None,
-        other_backtraces: int = 0,
-        output_shapes: dict[str, int] | None = None,
-        other_output_shapes: int = 0,
-        tensor_bytes: int = 0,
-    ) -> None:
-        self.flops = flops
-        self.device_self = device_self
-        self.device_total = device_total
-        self.cpu_memory_bytes = cpu_memory_bytes
-        self.input_shapes = {} if input_shapes is None else input_shapes
-        self.other_shapes = other_shapes
-        self.input_dtypes = {} if input_dtypes is None else input_dtypes
-        self.other_dtypes = other_dtypes
-        self.backtraces = {} if backtraces is None else backtraces
-        self.other_backtraces = other_backtraces
-        self.output_shapes = {} if output_shapes is None else output_shapes
-        self.other_output_shapes = other_output_shapes
-        self.tensor_bytes = tensor_bytes
+    output_shapes: dict[str, int] = field(default_factory=dict)
+    other_output_shapes: int = 0
+    tensor_bytes: int = 0  # the sizes of the tensors its calls took and returned, summed
 
     def add_shapes(self, shapes: str, calls: int = 1) -> None:
         self.other_shapes += _count_in(self.input_shapes, shapes, calls)
@@ -130,23 +102,13 @@ def _count_in(counts: dict[str, int], key: str, calls: int) -> int:
     return calls
 
 
-class PathFigures:
+class PathFigures(Record):
     """Operator figures by their block's path from the root, with what the recording said of
     itself: the merged figures of a worker's operators, as the dump's section takes them."""
 
-    figures: dict[tuple[str, ...], OperatorFigures]
-    device_time_unavailable: str | None
-    with_stack: bool
-
-    def __init__(
-        self,
-        figures: dict[tuple[str, ...], OperatorFigures] | None = None,
-        device_time_unavailable: str | None = None,
-        with_stack: bool = False,
-    ) -> None:
-        self.figures = {} if figures is None else figures
-        self.device_time_unavailable = device_time_unavailable
-        self.with_stack = with_stack
+    figures: dict[tuple[str, ...], OperatorFigures] = field(default_factory=dict)
+    device_time_unavailable: str | None = None
+    with_stack: bool = False
 
 
 def section_entry(path: list[str], operator: OperatorFigures, device_time: bool) -> dict[str, Any]:

@@ -65,6 +65,7 @@ from profiler.multiprocess.figure_table import FigureTable, Figures
 from profiler.multiprocess.held_rows import add_held_rows
 from profiler.gpu.operator_figures import PathFigures, add_payload_field
 from profiler.recording.memory import ProcessMemory
+from profiler.records import Record
 from profiler.multiprocess.payload import (
     PayloadError,
     check_declarations,
@@ -94,10 +95,10 @@ WorkerSection = Callable[["dict[str, Any]"], Any]
 its ``worker_id`` and tree (None: no section for it)."""
 
 
-# Plain classes, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec
-# as the class is made, and every rlprof run imports this module before the program starts
-# (profiler.analysis.records says more).
-class WorkerBlockTime:
+# Records, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec as the
+# class is made, and every rlprof run imports this module before the program starts
+# (profiler.records says more).
+class WorkerBlockTime(Record):
     """One worker's figures for one block name (summed over every place it appears in the tree).
 
     ``peak_mean`` is the highest mean time per call within a single payload (over every node of
@@ -111,15 +112,8 @@ class WorkerBlockTime:
     mean: float
     peak_mean: float
 
-    def __init__(self, worker_id: int, count: int, total: float, mean: float, peak_mean: float) -> None:
-        self.worker_id = worker_id
-        self.count = count
-        self.total = total
-        self.mean = mean
-        self.peak_mean = peak_mean
 
-
-class SlowestWorker:
+class SlowestWorker(Record):
     """Which worker has the highest mean time per call of one block, and by how much.
 
     A figure, not a verdict: the worker with the highest mean is often not the one a step waits
@@ -133,22 +127,6 @@ class SlowestWorker:
     max: float  # the slowest worker's mean time per call
     gap: float  # max - mean
     worker_id: int
-
-    def __init__(
-        self,
-        block: str,
-        workers: tuple[WorkerBlockTime, ...],
-        mean: float,
-        max: float,
-        gap: float,
-        worker_id: int,
-    ) -> None:
-        self.block = block
-        self.workers = workers
-        self.mean = mean
-        self.max = max
-        self.gap = gap
-        self.worker_id = worker_id
 
 
 class _WorkerTrack:

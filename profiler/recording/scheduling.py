@@ -31,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from profiler.recording import proc_files
+from profiler.records import Record
 from profiler.timing import timers
 
 try:
@@ -53,28 +54,16 @@ _NANOSECONDS = 1e-9
 _TASKS = "/proc/self/task"
 
 
-# Plain classes, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec
-# as the class is made, and every rlprof run imports this module before the program starts
-# (profiler.analysis.records says more).
-class SchedulingReading:
+# Records, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec as the
+# class is made, and every rlprof run imports this module before the program starts
+# (profiler.records says more).
+class SchedulingReading(Record):
     """Cumulative figures of this process at one moment (or the difference of two)."""
 
     run_queue_seconds: float
     cpu_seconds: float
     wall_seconds: float
     involuntary_switches: int
-
-    def __init__(
-        self,
-        run_queue_seconds: float,
-        cpu_seconds: float,
-        wall_seconds: float,
-        involuntary_switches: int,
-    ) -> None:
-        self.run_queue_seconds = run_queue_seconds
-        self.cpu_seconds = cpu_seconds
-        self.wall_seconds = wall_seconds
-        self.involuntary_switches = involuntary_switches
 
     def since(self, earlier: SchedulingReading) -> SchedulingReading:
         return SchedulingReading(

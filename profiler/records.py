@@ -22,6 +22,7 @@ __all__ = ["Record"]
 
 _Self = TypeVar("_Self", bound="Record")
 _NO_DEFAULT = dataclasses.MISSING
+_FROM_FACTORY = object()
 
 
 @dataclass_transform(field_specifiers=(dataclasses.field,))
@@ -38,6 +39,13 @@ class Record:
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, Any] = {}
     _factories: dict[str, Callable[[], Any]] = {}
+    _positions: dict[str, int] = {}
+    # What __init__ reads, made from the above once per class: each field's default (or a marker
+    # for a factory's or a required field), the factories' positions, the required fields'.
+    _filling: tuple[Any, ...] = ()
+    _factories_at: tuple[tuple[int, Callable[[], Any]], ...] = ()
+    _required_at: tuple[int, ...] = ()
+    _post_init: Callable[[Any], None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -70,27 +78,21 @@ class Record:
         cls._fields = tuple(fields)
         cls._defaults = defaults
         cls._factories = factories
+        cls._positions = {name: position for position, name in enumerate(fields)}
+        cls._filling = tuple(_FROM_FACTORY if name in factories else defaults.get(name, _NO_DEFAULT) for name in fields)
+        cls._factories_at = tuple((position, factories[name]) for position, name in enumerate(fields) if name in factories)
+        cls._required_at = tuple(position for position, value in enumerate(cls._filling) if value is _NO_DEFAULT)
+        cls._post_init = getattr(cls, "__post_init__", None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
         fields = cls._fields
-        if len(args) > len(fields):
-            raise TypeError(f"{cls.__qualname__}.__init__() takes {len(fields) + 1} positional arguments "
-                            f"but {len(args) + 1} were given")
-        values = dict(zip(fields, args))
-        for name, value in kwargs.items():
-            if name in values:
-                raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}")
-            if name not in fields:
-                raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {name!r}")
-            values[name] = value
-        if len(values) < len(fields):
-            _complete(cls, values)
-        for name in fields:
-            setattr(self, name, values[name])
-        post_init = getattr(self, "__post_init__", None)
-        if post_init is not None:
-            post_init()
+        if kwargs or len(args) != len(fields):
+            args = _bind(cls, args, kwargs)
+        for name, value in zip(fields, args):
+            setattr(self, name, value)
+        if cls._post_init is not None:
+            cls._post_init(self)
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
@@ -111,24 +113,35 @@ class Record:
         return type(self)(**{**{name: getattr(self, name) for name in self._fields}, **changes})
 
 
-def _complete(cls: type[Record], values: dict[str, Any]) -> None:
-    """Give ``values`` the defaults of the fields not passed, or raise as a dataclass's ``__init__``."""
-    missing = []
-    for name in cls._fields:
-        if name in values:
-            continue
-        if name in cls._factories:
-            values[name] = cls._factories[name]()  # a fresh list or dict for every record
-        elif name in cls._defaults:
-            values[name] = cls._defaults[name]
-        else:
-            missing.append(repr(name))
+def _bind(cls: type[Record], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """Every field's value in order: the arguments, then the defaults; raises as a dataclass's ``__init__``."""
+    fields = cls._fields
+    if len(args) > len(fields):
+        raise TypeError(f"{cls.__qualname__}.__init__() takes {len(fields) + 1} positional arguments "
+                        f"but {len(args) + 1} were given")
+    values = [*args, *cls._filling[len(args):]]
+    for name, value in kwargs.items():
+        position = cls._positions.get(name)
+        if position is None:
+            raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {name!r}")
+        if position < len(args):
+            raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}")
+        values[position] = value
+    for position, factory in cls._factories_at:
+        if values[position] is _FROM_FACTORY:
+            values[position] = factory()  # a fresh list or dict for every record
+    missing = [repr(fields[position]) for position in cls._required_at if values[position] is _NO_DEFAULT]
     if missing:
-        plural = "s" if len(missing) > 1 else ""
-        names = missing[0] if len(missing) == 1 else (
-            f"{missing[0]} and {missing[1]}" if len(missing) == 2 else f"{', '.join(missing[:-1])}, and {missing[-1]}")
         raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional "
-                        f"argument{plural}: {names}")
+                        f"argument{'s' if len(missing) > 1 else ''}: {_listed(missing)}")
+    return values
+
+
+def _listed(names: list[str]) -> str:
+    """``'a'``, ``'a' and 'b'``, ``'a', 'b', and 'c'``: as Python lists missing arguments."""
+    if len(names) < 3:
+        return " and ".join(names)
+    return f"{', '.join(names[:-1])}, and {names[-1]}"
 
 
 def _is_class_variable(annotation: Any) -> bool:

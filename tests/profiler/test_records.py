@@ -3,7 +3,7 @@ dataclasses do, and the modules ``rlprof run`` imports at its exit make no datac
 imported.
 
 A ``@dataclass`` compiles its generated methods as the class is made, about 2 M instructions a
-class in every ``rlprof run``'s exit (``profiler.analysis.records``); the step layouts, a table of
+class in every ``rlprof run``'s exit (``profiler.records``); the step layouts, a table of
 constants, are a named tuple.
 """
 
@@ -16,9 +16,9 @@ from typing import ClassVar
 
 import pytest
 
-from profiler.analysis.records import Record
 from profiler.analysis.step_time import STEP_LAYOUTS, StepBreakdown, StepPart
 from profiler.analysis.verdicts import RunVerdicts, Verdict
+from profiler.records import Record
 
 EXIT_MODULES = (
     "profiler.analysis.analyze",

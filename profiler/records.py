@@ -16,7 +16,7 @@ checked against its fields.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, TypeVar, dataclass_transform
+from typing import Any, Callable, NoReturn, TypeVar, dataclass_transform
 
 __all__ = ["Record"]
 
@@ -39,12 +39,14 @@ class Record:
     _fields: tuple[str, ...] = ()
     _defaults: dict[str, Any] = {}
     _factories: dict[str, Callable[[], Any]] = {}
-    _positions: dict[str, int] = {}
-    # What __init__ reads, made from the above once per class: each field's default (or a marker
-    # for a factory's or a required field), the factories' positions, the required fields'.
-    _filling: tuple[Any, ...] = ()
-    _factories_at: tuple[tuple[int, Callable[[], Any]], ...] = ()
-    _required_at: tuple[int, ...] = ()
+    # What __init__ reads, made from the above once per class: every field with its default (or a
+    # marker for a factory's or a required field) in order, the fields that have a factory, how
+    # many fields come first without a default, whether the fields can go straight into the
+    # instance's __dict__, and __post_init__.
+    _filling: dict[str, Any] = {}
+    _factory_fields: tuple[tuple[str, Callable[[], Any]], ...] = ()
+    _required: int = 0
+    _plain_attributes: bool = False
     _post_init: Callable[[Any], None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -78,19 +80,27 @@ class Record:
         cls._fields = tuple(fields)
         cls._defaults = defaults
         cls._factories = factories
-        cls._positions = {name: position for position, name in enumerate(fields)}
-        cls._filling = tuple(_FROM_FACTORY if name in factories else defaults.get(name, _NO_DEFAULT) for name in fields)
-        cls._factories_at = tuple((position, factories[name]) for position, name in enumerate(fields) if name in factories)
-        cls._required_at = tuple(position for position, value in enumerate(cls._filling) if value is _NO_DEFAULT)
+        cls._filling = {name: _FROM_FACTORY if name in factories else defaults.get(name, _NO_DEFAULT) for name in fields}
+        cls._factory_fields = tuple(factories.items())
+        cls._required = sum(1 for value in cls._filling.values() if value is _NO_DEFAULT)
+        # A field named like a property or a slot must be set through it, as a dataclass sets it.
+        cls._plain_attributes = cls.__dictoffset__ != 0 and not any(
+            hasattr(type(getattr(cls, name, None)), "__set__") for name in fields)
         cls._post_init = getattr(cls, "__post_init__", None)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
-        fields = cls._fields
-        if kwargs or len(args) != len(fields):
-            args = _bind(cls, args, kwargs)
-        for name, value in zip(fields, args):
-            setattr(self, name, value)
+        if kwargs or len(args) != len(cls._fields):
+            values = _bind(cls, args, kwargs)
+        else:
+            values = dict(zip(cls._fields, args))
+        if cls._plain_attributes:
+            # The fields as the instance's own dict, in one step: a loop of setattr was most of
+            # a record's making (the analysis makes a BlockStat of 16 fields per block of a dump).
+            self.__dict__ = values
+        else:
+            for name, value in values.items():
+                setattr(self, name, value)
         if cls._post_init is not None:
             cls._post_init(self)
 
@@ -113,28 +123,45 @@ class Record:
         return type(self)(**{**{name: getattr(self, name) for name in self._fields}, **changes})
 
 
-def _bind(cls: type[Record], args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """Every field's value in order: the arguments, then the defaults; raises as a dataclass's ``__init__``."""
+def _bind(cls: type[Record], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every field and its value, in order: the arguments, then the defaults; raises as a
+    dataclass's ``__init__`` does."""
+    fields = cls._fields
+    values = cls._filling.copy()  # every field, in order: a key updated keeps its place
+    if args:
+        if len(args) > len(fields) or not kwargs.keys().isdisjoint(fields[:len(args)]):
+            _refuse(cls, args, kwargs)
+        values.update(zip(fields, args))
+    values.update(kwargs)
+    if len(values) != len(fields):  # a keyword that names no field
+        _refuse(cls, args, kwargs)
+    for name, factory in cls._factory_fields:
+        if values[name] is _FROM_FACTORY:
+            values[name] = factory()  # a fresh list or dict for every record
+    for name in fields[len(args):cls._required]:
+        if values[name] is _NO_DEFAULT:
+            _refuse_missing(cls, values)
+    return values
+
+
+def _refuse_missing(cls: type[Record], values: dict[str, Any]) -> NoReturn:
+    missing = [repr(name) for name in cls._fields[:cls._required] if values[name] is _NO_DEFAULT]
+    raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional "
+                    f"argument{'s' if len(missing) > 1 else ''}: {_listed(missing)}")
+
+
+def _refuse(cls: type[Record], args: tuple[Any, ...], kwargs: dict[str, Any]) -> NoReturn:
+    """Raise the ``TypeError`` a dataclass's ``__init__`` raises for these arguments."""
     fields = cls._fields
     if len(args) > len(fields):
         raise TypeError(f"{cls.__qualname__}.__init__() takes {len(fields) + 1} positional arguments "
                         f"but {len(args) + 1} were given")
-    values = [*args, *cls._filling[len(args):]]
-    for name, value in kwargs.items():
-        position = cls._positions.get(name)
-        if position is None:
+    for name in kwargs:
+        if name not in fields:
             raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument {name!r}")
-        if position < len(args):
+        if name in fields[:len(args)]:
             raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}")
-        values[position] = value
-    for position, factory in cls._factories_at:
-        if values[position] is _FROM_FACTORY:
-            values[position] = factory()  # a fresh list or dict for every record
-    missing = [repr(fields[position]) for position in cls._required_at if values[position] is _NO_DEFAULT]
-    if missing:
-        raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional "
-                        f"argument{'s' if len(missing) > 1 else ''}: {_listed(missing)}")
-    return values
+    raise AssertionError("the arguments were refused for no reason")
 
 
 def _listed(names: list[str]) -> str:

@@ -17,12 +17,12 @@ row never invents them — they are ``None`` then.
 
 from __future__ import annotations
 
-from profiler.records import Record
-
 import re
 from collections.abc import Iterator
 from dataclasses import field
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = [
     "MERGED_WORKERS",

@@ -11,9 +11,9 @@ Files that do not record a setting get the general advice, as before.
 
 from __future__ import annotations
 
-from profiler.records import Record
-
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["RunSettings", "read_run_settings"]
 

@@ -13,9 +13,9 @@ and profile exporters see the run as separate process trees:
 
 from __future__ import annotations
 
-from profiler.records import Record
-
 from typing import Any, Iterator
+
+from profiler.records import Record
 
 __all__ = ["ProcessTree", "nested_children", "split_into_process_trees"]
 

@@ -8,9 +8,9 @@ Whether it is a straggler is not decided here: the verdict comes from
 
 from __future__ import annotations
 
-from profiler.records import Record
-
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["WorkerBlockTime", "main_worker_block", "worker_block_times"]
 

@@ -123,6 +123,22 @@ def test_post_init_runs_after_the_fields_are_set() -> None:
     assert _Checked(1.5).twice == 3.0
 
 
+class _Clamped(Record):
+    seconds: float
+
+    @property
+    def seconds(self) -> float:  # type: ignore[no-redef]
+        return self._seconds
+
+    @seconds.setter
+    def seconds(self, value: float) -> None:
+        self._seconds = max(0.0, value)
+
+
+def test_a_field_that_a_property_takes_is_set_through_the_property() -> None:
+    assert _Clamped(-1.0).seconds == 0.0
+
+
 def test_class_variables_are_no_fields() -> None:
     class _Counted(Record):
         kind: ClassVar[str] = "counted"

@@ -1,16 +1,18 @@
-"""Records: the analysis' and the exporters' result classes, made without generated code.
+"""Records: rlprof's result classes, made without generated code.
 
-``rlprof run`` imports the analysis and the exporters at its exit, in every run. A
-``@dataclass`` writes the source of its ``__init__``, ``__repr__`` and ``__eq__`` and compiles
-each with ``exec`` as the class is made (Python 3.11): about 2 M instructions a class, 79 M of
-the 108 M instructions that those imports cost, whatever the run. A record's class reads as a
+``rlprof run`` imports the analysis and the exporters at its exit, in every run, and the merger,
+the scheduling readings and the operator figures before the program starts. A ``@dataclass``
+writes the source of its ``__init__``, ``__repr__`` and ``__eq__`` and compiles each with ``exec``
+as the class is made (Python 3.11): about 2 M instructions a class, 79 M of the 108 M
+instructions that the exit's imports cost, whatever the run. A record's class reads as a
 dataclass's: its fields are its annotations, with defaults as class attributes or
 ``dataclasses.field(default=..., default_factory=...)`` (which leave the class as a dataclass
-takes them). :class:`Record` reads them once, as the class is made, and gives every record the same ``__init__``, ``__repr__``, ``__eq__`` and
-:meth:`Record.replace`, written once here. Records initialise, print, compare (field by field,
-only with a record of the same class) and refuse to hash as a dataclass does;
-``typing.dataclass_transform`` tells type checkers so, so that each class's ``__init__`` is
-checked against its fields.
+leaves them). :class:`Record` reads them once, as the class is made, and gives every record the
+same ``__init__``, ``__repr__``, ``__eq__`` and :meth:`Record.replace`, written once here. Records
+initialise, print, compare (field by field, only with a record of the same class) and refuse to
+hash as a dataclass does; ``typing.dataclass_transform`` tells type checkers so, so that each
+class's ``__init__`` is checked against its fields. Binding arguments in Python costs more per
+record than a compiled ``__init__`` (docs/run.md counts both).
 """
 
 from __future__ import annotations
@@ -80,11 +82,13 @@ class Record:
         cls._fields = tuple(fields)
         cls._defaults = defaults
         cls._factories = factories
-        cls._filling = {name: _FROM_FACTORY if name in factories else defaults.get(name, _NO_DEFAULT) for name in fields}
+        cls._filling = {name: _FROM_FACTORY if name in factories else defaults.get(name, _NO_DEFAULT)
+                        for name in fields}
         cls._factory_fields = tuple(factories.items())
         cls._required = sum(1 for value in cls._filling.values() if value is _NO_DEFAULT)
-        # A field named like a property or a slot must be set through it, as a dataclass sets it.
-        cls._plain_attributes = cls.__dictoffset__ != 0 and not any(
+        # A field named like a property or a slot, or a class's own __setattr__, must see every
+        # field set, as a dataclass's __init__ sets them.
+        cls._plain_attributes = cls.__dictoffset__ != 0 and cls.__setattr__ is object.__setattr__ and not any(
             hasattr(type(getattr(cls, name, None)), "__set__") for name in fields)
         cls._post_init = getattr(cls, "__post_init__", None)
 
@@ -145,6 +149,7 @@ def _bind(cls: type[Record], args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
 
 
 def _refuse_missing(cls: type[Record], values: dict[str, Any]) -> NoReturn:
+    """Raise the ``TypeError`` a dataclass's ``__init__`` raises for required fields not given."""
     missing = [repr(name) for name in cls._fields[:cls._required] if values[name] is _NO_DEFAULT]
     raise TypeError(f"{cls.__qualname__}.__init__() missing {len(missing)} required positional "
                     f"argument{'s' if len(missing) > 1 else ''}: {_listed(missing)}")

@@ -32,7 +32,6 @@ add /tmp/main main``), in the same rounds: before and after a change, side by si
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import statistics
 import subprocess
@@ -58,8 +57,10 @@ with open(sys.argv[1], "w") as stamps:
 def run_once(command: list[str], stamps: Path, environment: dict[str, str]) -> tuple[float, float, float]:
     """(start-up, program, exit) seconds of one process."""
     started = time.time()
+    # In the stamps' folder: ``python -m profiler`` puts the working folder first on sys.path, and
+    # run from a checkout it would import that checkout's rlprof whatever --against says.
     subprocess.run([*command, str(stamps)], env=environment, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=stamps.parent)
     ended = time.time()
     first_line, last_line = (float(stamp) for stamp in stamps.read_text().split())
     return first_line - started, last_line - first_line, ended - last_line
@@ -73,8 +74,7 @@ def main() -> None:
     options = parser.parse_args()
     compile_rlprof()  # an installed rlprof has its bytecode: a run must not compile it (PYTHONDONTWRITEBYTECODE)
     if options.against is not None:
-        for package in ("profiler", "envmanager"):
-            compileall.compile_dir(options.against / package, quiet=1)
+        compile_rlprof(options.against)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"

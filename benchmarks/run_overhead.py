@@ -137,12 +137,12 @@ def _entry_points_folder(folder: Path) -> Path:
     return info.parent
 
 
-def compile_rlprof() -> None:
-    """Write rlprof's bytecode caches once: a checkout never imported before (or a shell with
-    ``PYTHONDONTWRITEBYTECODE``) would otherwise compile rlprof's modules in every run, a cost an
-    installed rlprof does not pay."""
+def compile_rlprof(checkout: Path = ROOT) -> None:
+    """Write the bytecode caches of rlprof's checkout (this one by default) once: a checkout never
+    imported before (or a shell with ``PYTHONDONTWRITEBYTECODE``) would otherwise compile rlprof's
+    modules in every run, a cost an installed rlprof does not pay."""
     for package in ("profiler", "envmanager"):
-        compileall.compile_dir(ROOT / package, quiet=1)
+        compileall.compile_dir(checkout / package, quiet=1)
 
 
 def fixed_cost(environment: dict[str, str], folder: Path, rounds: int = 3) -> tuple[float, float]:

@@ -26,9 +26,10 @@ CSV format holds the block rows only, since the other sections are not tables of
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from profiler.records import Record
 from profiler.tree import strict_json
 from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
@@ -69,8 +70,7 @@ OPERATOR_ONLY_ORDER_KEYS = ("flops", "device")
 """Keys only operators have (computation, device self time): the blocks stay ordered by total."""
 
 
-@dataclass
-class AnalyzeOptions:
+class AnalyzeOptions(Record):
     """What the user asked for; ``top=None`` keeps every block.
 
     ``domain`` keeps the blocks of that MXNet-style domain (``profiler.Domain``: its tasks and
@@ -113,10 +113,7 @@ class AnalyzeOptions:
         return "self" if self.ordered_by == "self" else "total"
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class UnreportedWorker:
+class UnreportedWorker(Record):
     """A worker whose trainer saw ``steps`` steps answered that no timer payload reported."""
 
     label: str
@@ -125,8 +122,7 @@ class UnreportedWorker:
     reason: str | None
 
 
-@dataclass
-class RunAnalysis:
+class RunAnalysis(Record):
     """Everything ``rlprof analyze`` prints, before it is turned into text."""
 
     wall_time: float

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = [
     "MERGED_WORKERS",
@@ -55,8 +57,7 @@ THREAD_PREFIX = "thread:"
 """Another thread of the trainer's process, as a dump names it (see profiler.tree.timer_tree)."""
 
 
-@dataclass
-class BlockStat:
+class BlockStat(Record):
     """The figures of one block (or, aggregated, of a group of blocks).
 
     ``path`` is the chain of names from the outermost block down (the root excluded); an

@@ -26,10 +26,10 @@ The rules, each with its thresholds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.records import Record
 
 __all__ = [
     "GPU_IDLE",
@@ -74,10 +74,7 @@ class JudgedRun(Protocol):
                 suggestion: str) -> Any: ...
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class DeviceBlock:
+class DeviceBlock(Record):
     """One block timed on a device: its device figures beside its host total."""
 
     path: tuple[str, ...]

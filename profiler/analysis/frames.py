@@ -8,19 +8,16 @@ rate when frames run back to back, as the frames of a loop do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import PATH_SEPARATOR, walk_nodes
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["FrameStat", "frame_stats", "frames_as_text"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class FrameStat:
+class FrameStat(Record):
     """The frames of one frame block."""
 
     label: str

@@ -11,19 +11,17 @@ damaged reads as None too, with a sentence in :attr:`MachineFigures.problems`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "PythonThread",
            "read_machine_figures"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class ProcessWaits:
+class ProcessWaits(Record):
     """A process's time waiting for a core (run-queue delay), on a core, and alive, in seconds."""
 
     label: str
@@ -38,8 +36,7 @@ class ProcessWaits:
         return min(1.0, self.run_queue_seconds / self.wall_seconds) if self.wall_seconds > 0 else 0.0
 
 
-@dataclass
-class PythonThread:
+class PythonThread(Record):
     """One Python thread of the trainer, alive at the dump."""
 
     name: str
@@ -47,8 +44,7 @@ class PythonThread:
     run_queue_seconds: float
 
 
-@dataclass
-class OutsideProcess:
+class OutsideProcess(Record):
     """A process outside the run, with the CPU time it used over the run."""
 
     pid: int
@@ -56,8 +52,7 @@ class OutsideProcess:
     cpu_seconds: float
 
 
-@dataclass
-class MachineLoad:
+class MachineLoad(Record):
     """The run's cores over the run: how busy they were, and the busiest processes outside it."""
 
     cores: int
@@ -67,8 +62,7 @@ class MachineLoad:
     outside_processes: tuple[OutsideProcess, ...]
 
 
-@dataclass
-class MachineFigures:
+class MachineFigures(Record):
     """Everything :func:`read_machine_figures` found; None or empty where the file does not tell."""
 
     trainer: ProcessWaits | None

@@ -14,20 +14,16 @@ It reads dumped data only, and knows nothing of the rule itself: the caller pass
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["NodeLoad", "judge_per_node", "read_node_loads"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class NodeLoad:
+class NodeLoad(Record):
     """One machine of the run: where it is, its cores, the workers it ran, its busy processes."""
 
     node_id: str
@@ -79,7 +75,7 @@ def judge_per_node(run: Any, rule: Callable[[Any], list[Any]]) -> list[Any] | No
     """``rule`` (the CPU rule of :mod:`profiler.analysis.verdicts`) run on each node of ``run``
     apart, its verdicts naming their node; None when the run does not say its nodes.
 
-    ``run`` is the verdict engine's run (``measurements``, ``cannot_tell``, a dataclass): each
+    ``run`` is the verdict engine's run (``measurements``, ``cannot_tell``, a record): each
     node's run is a copy holding only that node's workers, cores and busy processes.
     """
     nodes = read_node_loads(run.tree)
@@ -87,13 +83,12 @@ def judge_per_node(run: Any, rule: Callable[[Any], list[Any]]) -> list[Any] | No
         return None
     verdicts = []
     for node in nodes:
-        measurements = dataclasses.replace(
-            run.measurements,
+        measurements = run.measurements.replace(
             workers=[worker for worker in run.measurements.workers if worker.worker_id in node.worker_ids],
             cores_available=node.cores,
             busy_processes=node.busy_processes,
         )
-        node_run = dataclasses.replace(run, measurements=measurements, cannot_tell=[])
+        node_run = run.replace(measurements=measurements, cannot_tell=[])
         for verdict in rule(node_run):
             verdicts.append(_naming_the_node(verdict, node, nodes))
         run.cannot_tell.extend(line for line in node_run.cannot_tell if line not in run.cannot_tell)
@@ -114,7 +109,7 @@ def _naming_the_node(verdict: Any, node: NodeLoad, nodes: list[NodeLoad]) -> Any
                       f"core, or scheduling_strategy=\"SPREAD\"): {node.label} is crowded while "
                       f"{_listed(other.label for other in idle)} {'has' if len(idle) == 1 else 'have'} "
                       f"idle cores. " + suggestion)
-    return dataclasses.replace(verdict, title=title, evidence=evidence, suggestion=suggestion)
+    return verdict.replace(title=title, evidence=evidence, suggestion=suggestion)
 
 
 def _listed(labels: Any) -> str:

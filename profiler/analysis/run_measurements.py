@@ -22,10 +22,11 @@ a file without the critical path still shows which worker computed longest.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = [
     "CriticalPath",
@@ -36,10 +37,7 @@ __all__ = [
 ]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class CriticalPath:
+class CriticalPath(Record):
     """How often a worker's reply was the one a vector step waited for, and what that cost."""
 
     vector_steps: int
@@ -54,8 +52,7 @@ class CriticalPath:
         return self.last_to_reply / self.vector_steps if self.vector_steps else 0.0
 
 
-@dataclass
-class EnvTime:
+class EnvTime(Record):
     """Wall and CPU time of a worker's env work (``env.step`` and ``env.reset`` calls)."""
 
     wall_seconds: float
@@ -68,8 +65,7 @@ class EnvTime:
         return max(0.0, self.wall_seconds - self.cpu_seconds)
 
 
-@dataclass
-class WorkerMeasurements:
+class WorkerMeasurements(Record):
     """One worker: its name, its busy time in its own tree, and the optional measurements."""
 
     label: str
@@ -80,8 +76,7 @@ class WorkerMeasurements:
     env_time: EnvTime | None
 
 
-@dataclass
-class RunMeasurements:
+class RunMeasurements(Record):
     """Everything :func:`read_measurements` found; ``None`` where the file does not tell."""
 
     workers: list[WorkerMeasurements]

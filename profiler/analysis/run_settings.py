@@ -11,18 +11,16 @@ Files that do not record a setting get the general advice, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["RunSettings", "read_run_settings"]
 
 _MANAGER = "SubprocessEnvManager"
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class RunSettings:
+class RunSettings(Record):
     """What the dump says of how the run was set up; None where it does not say."""
 
     manager_class: str | None

@@ -42,12 +42,13 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import field
+from typing import Any, NamedTuple
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = [
     "ENV_COMPUTE",
@@ -68,9 +69,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class StepLayout:
-    """The block names of one kind of vectorized step.
+class StepLayout(NamedTuple):
+    """The block names of one kind of vectorized step (a constant of this module: a named tuple,
+    which costs less to make than a frozen dataclass, whose methods are compiled as it is made).
 
     ``wait`` is ``None`` for layouts that do not time the wait apart (ML-Agents); there the step's
     own child blocks are the trainer's work. ``is_vector_step`` marks steps (not resets): the
@@ -115,16 +116,14 @@ IN_TRAINER_ENV_BLOCKS = ("env.step", "env.reset")
 (Gymnasium's SyncVectorEnv, SB3's DummyVecEnv, as ``rlprof run`` times them)."""
 
 
-@dataclass
-class StepPart:
+class StepPart(Record):
     """One slice of the trainer's step time."""
 
     label: str
     seconds: float
 
 
-@dataclass
-class StepBreakdown:
+class StepBreakdown(Record):
     """The trainer's time in one kind of vectorized step, split into parts that sum to ``total``.
 
     ``transport_blocks`` holds each transport block's seconds (send apart from receive, for the
@@ -165,10 +164,8 @@ def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None =
     return breakdowns
 
 
-# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
-# compiled when the class is made), the class costs less to make at rlprof run's exit.
-@dataclass(eq=False, repr=False)
-class _StepBlocks:
+# A working record (a Record: no dataclass to generate at rlprof run's exit).
+class _StepBlocks(Record):
     """The figures of every step node of one layout, summed."""
 
     calls: int = 0

@@ -22,13 +22,13 @@ with grad enabled, so the hooks could not tell its rollout from its update;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
+from profiler.records import Record
 
 __all__ = ["PhaseBlock", "TrainingPhases", "training_phases", "training_phases_text"]
 
@@ -40,10 +40,7 @@ _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class PhaseBlock:
+class PhaseBlock(Record):
     """One block of a phase, summed over every place it ran in the trainer."""
 
     name: str
@@ -56,8 +53,7 @@ class PhaseBlock:
         return {"block": self.name, "seconds": self.seconds, "calls": self.calls, "self_seconds": self.self_seconds}
 
 
-@dataclass
-class TrainingPhases:
+class TrainingPhases(Record):
     """What each phase took, with the blocks that make it up (costliest first)."""
 
     policy: tuple[PhaseBlock, ...]

@@ -21,12 +21,12 @@ answer is kept, for the same list of spans holding as many spans (and the same u
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import STEP_LAYOUTS
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "untimed_gaps", "untimed_gaps_text"]
 
@@ -36,10 +36,7 @@ ROLLOUT_GAP_FACTOR = 10.0
 _STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class UntimedGaps:
+class UntimedGaps(Record):
     """Untimed seconds between consecutive vector steps and between rollouts, and around them."""
 
     step_block: str

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.records import Record
 
 __all__ = ["UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
            "workers_untimed_places", "workers_untimed_text"]
@@ -43,10 +43,7 @@ _PIPE_WAITS = {"_recv", "_recv_bytes", "recv", "recv_bytes", "poll", "_poll", "w
 _PIPE_SENDS = {"_send", "_send_bytes", "send", "send_bytes"}
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class UntimedPlace:
+class UntimedPlace(Record):
     """One place the trainer's thread was at outside any block, and the time it stands for."""
 
     function: str
@@ -68,8 +65,7 @@ class UntimedPlace:
                 "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
 
 
-@dataclass
-class UntimedPlaces:
+class UntimedPlaces(Record):
     """The untimed time split over the places sampled, and what no place explains."""
 
     untimed_seconds: float
@@ -120,8 +116,7 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
     return "\n".join(lines)
 
 
-@dataclass
-class WorkerUntimedPlaces:
+class WorkerUntimedPlaces(Record):
     """One worker's time outside its env calls, split over the places its own sampler saw."""
 
     label: str

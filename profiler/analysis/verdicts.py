@@ -75,7 +75,7 @@ threshold is defined once. The figures the rules read are computed elsewhere
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from profiler.analysis.block_stats import walk_nodes
@@ -104,6 +104,7 @@ from profiler.analysis.step_time import (
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
 from profiler.analysis.untimed_gaps import untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
+from profiler.records import Record
 
 if TYPE_CHECKING:  # imported only for the runs that sampled their memory (see _memory_leaks)
     from profiler.analysis.memory_report import ProcessMemoryFigures
@@ -228,10 +229,7 @@ KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPOR
 """Every kind of verdict, in the order used to break ties of cost."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class Verdict:
+class Verdict(Record):
     """One finding: what it is, the wall time it costs, the figures behind it, what to change.
 
     ``share`` is ``cost_seconds`` over the run's wall time (``None`` for a run of zero wall time).
@@ -252,8 +250,7 @@ class Verdict:
                 "share": self.share, "evidence": self.evidence, "suggestion": self.suggestion}
 
 
-@dataclass
-class RunVerdicts:
+class RunVerdicts(Record):
     """A run's verdicts, costliest first, and what its file cannot tell."""
 
     wall_seconds: float
@@ -310,10 +307,7 @@ def judge_run(
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 
-# A working record, never compared nor printed: without __eq__ and __repr__ to generate (each
-# compiled when the class is made), the class costs less to make at rlprof run's exit.
-@dataclass(eq=False, repr=False)
-class _Run:
+class _Run(Record):
     """What every rule reads: the tree, its measurements, the vector step, and notes of the unknown."""
 
     tree: dict[str, Any]

@@ -13,18 +13,15 @@ with no name, form one group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
+from profiler.records import Record
 
 __all__ = ["OtherManager", "compared_workers", "other_managers"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class OtherManager:
+class OtherManager(Record):
     """A manager whose workers the per-worker analysis left out."""
 
     name: str

@@ -12,12 +12,12 @@ appear for files that record them (see :mod:`profiler.analysis.run_measurements`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.worker_groups import compared_workers
+from profiler.records import Record
 
 __all__ = ["MAX_PER_CALL", "PEAK_INTERVAL_MEAN", "WorkerReport", "WorkerRow", "worker_report"]
 
@@ -25,8 +25,7 @@ MAX_PER_CALL = "max per call"
 PEAK_INTERVAL_MEAN = "peak interval mean"
 
 
-@dataclass
-class WorkerRow:
+class WorkerRow(Record):
     """One worker's calls of the block, and its critical-path and CPU figures when recorded.
 
     ``max_kind`` says what ``max_time`` is: :data:`MAX_PER_CALL` or :data:`PEAK_INTERVAL_MEAN`.
@@ -50,8 +49,7 @@ class WorkerRow:
         return self.total / self.steps if self.steps else 0.0
 
 
-@dataclass
-class WorkerReport:
+class WorkerReport(Record):
     """The workers' figures for one block, with the mean over workers of their mean call time."""
 
     block: str

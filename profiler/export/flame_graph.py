@@ -18,12 +18,12 @@ not sampled, by where it fell in the loop, between steps or between rollouts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.untimed_gaps import ROLLOUT_GAP_FACTOR, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import SHOWN_PLACES, untimed_places
 from profiler.analysis.text_format import format_seconds
+from profiler.records import Record
 
 __all__ = ["UNTIMED_BOX", "UNTIMED_PART", "FlameBox", "lay_out_flame_graph", "untimed_note", "untimed_parts"]
 
@@ -32,10 +32,7 @@ UNTIMED_PART = "(untimed) "
 """How the name of each part of the untimed box begins."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class FlameBox:
+class FlameBox(Record):
     """One block's rectangle and the numbers shown when hovering it."""
 
     index: int

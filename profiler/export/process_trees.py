@@ -13,18 +13,16 @@ and profile exporters see the run as separate process trees:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
+
+from profiler.records import Record
 
 __all__ = ["ProcessTree", "nested_children", "split_into_process_trees"]
 
 Node = dict[str, Any]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class ProcessTree:
+class ProcessTree(Record):
     """One process's (or one parallel subtree's) blocks, ready to be laid out on its own track."""
 
     name: str

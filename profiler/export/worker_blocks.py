@@ -8,16 +8,14 @@ Whether it is a straggler is not decided here: the verdict comes from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["WorkerBlockTime", "main_worker_block", "worker_block_times"]
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and rlprof run's exit makes them in every run.
-@dataclass
-class WorkerBlockTime:
+class WorkerBlockTime(Record):
     """One worker's calls of the main block."""
 
     worker: str

@@ -24,8 +24,10 @@ line saying why; ``device_self`` and ``device_total`` are then 0.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from profiler.records import Record
 
 __all__ = ["MAX_SHAPES_PER_OPERATOR", "OperatorFigures", "PathFigures", "add_payload_field",
            "check_payload_field", "payload_field", "section_entry"]
@@ -38,11 +40,9 @@ _COUNTED = ("input_shapes", "input_dtypes", "backtraces", "output_shapes")
 _OTHERS = ("other_shapes", "other_dtypes", "other_backtraces", "other_output_shapes")
 
 
-# Working records, never compared nor printed: without __eq__ and __repr__ to compile as each class
-# is made, importing this module (which every rlprof run's trainer does, for its workers' figures)
-# costs less.
-@dataclass(eq=False, repr=False)
-class OperatorFigures:
+# Records, not dataclasses: no generated method to compile as each class is made, since every
+# rlprof run's trainer imports this module (for its workers' figures).
+class OperatorFigures(Record):
     """What PyTorch gives of one operator block beyond its time."""
 
     flops: int = 0
@@ -102,8 +102,7 @@ def _count_in(counts: dict[str, int], key: str, calls: int) -> int:
     return calls
 
 
-@dataclass(eq=False, repr=False)
-class PathFigures:
+class PathFigures(Record):
     """Operator figures by their block's path from the root, with what the recording said of
     itself: the merged figures of a worker's operators, as the dump's section takes them."""
 

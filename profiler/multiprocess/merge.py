@@ -56,7 +56,6 @@ import math
 import threading
 import warnings
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from profiler.recording import events
@@ -66,6 +65,7 @@ from profiler.multiprocess.figure_table import FigureTable, Figures
 from profiler.multiprocess.held_rows import add_held_rows
 from profiler.gpu.operator_figures import PathFigures, add_payload_field
 from profiler.recording.memory import ProcessMemory
+from profiler.records import Record
 from profiler.multiprocess.payload import (
     PayloadError,
     check_declarations,
@@ -95,10 +95,10 @@ WorkerSection = Callable[["dict[str, Any]"], Any]
 its ``worker_id`` and tree (None: no section for it)."""
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and every rlprof run makes them before the program starts.
-@dataclass
-class WorkerBlockTime:
+# Records, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec as the
+# class is made, and every rlprof run imports this module before the program starts
+# (profiler.records says more).
+class WorkerBlockTime(Record):
     """One worker's figures for one block name (summed over every place it appears in the tree).
 
     ``peak_mean`` is the highest mean time per call within a single payload (over every node of
@@ -113,8 +113,7 @@ class WorkerBlockTime:
     peak_mean: float
 
 
-@dataclass
-class SlowestWorker:
+class SlowestWorker(Record):
     """Which worker has the highest mean time per call of one block, and by how much.
 
     A figure, not a verdict: the worker with the highest mean is often not the one a step waits

@@ -28,10 +28,10 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.recording import proc_files
+from profiler.records import Record
 from profiler.timing import timers
 
 try:
@@ -54,10 +54,10 @@ _NANOSECONDS = 1e-9
 _TASKS = "/proc/self/task"
 
 
-# Not frozen: Python 3.11 compiles a frozen dataclass's __setattr__, __delattr__ and __hash__
-# as the class is made, and every rlprof run makes them before the program starts.
-@dataclass
-class SchedulingReading:
+# Records, not dataclasses: Python 3.11 compiles a dataclass's generated methods with exec as the
+# class is made, and every rlprof run imports this module before the program starts
+# (profiler.records says more).
+class SchedulingReading(Record):
     """Cumulative figures of this process at one moment (or the difference of two)."""
 
     run_queue_seconds: float

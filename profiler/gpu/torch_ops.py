@@ -321,7 +321,7 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         if name == _MEMORY_EVENT:
             for _, node, is_operator in reversed(stack):
                 if is_operator:
-                    figures.setdefault(node, OperatorFigures()).cpu_memory_bytes += event.nbytes()
+                    _figures_of(figures, node).cpu_memory_bytes += event.nbytes()
                     break
             continue
         end = start - negative_duration
@@ -337,7 +337,7 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         node.add_labels(None, OPERATOR_OBJECT_TYPE, None)
         if spans is not None:
             spans.append((name, start, end))
-        operator = figures.setdefault(node, OperatorFigures())
+        operator = _figures_of(figures, node)
         operator.flops += max(0, event.flops())
         shapes = event.shapes()
         if shapes and any(shapes):
@@ -598,3 +598,12 @@ def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:
         names.append(node.name)
         node = node.parent
     return names[::-1]
+
+
+def _figures_of(figures: dict[TimerNode, OperatorFigures], node: TimerNode) -> OperatorFigures:
+    """``node``'s operator figures, made at its first event: ``setdefault`` would build a record
+    (some microseconds) for every event of a profile, to throw it away but for the first."""
+    operator = figures.get(node)
+    if operator is None:
+        operator = figures[node] = OperatorFigures()
+    return operator

@@ -32,7 +32,6 @@ add /tmp/main main``), in the same rounds: before and after a change, side by si
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -43,7 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from run_overhead import child_environment, compile_rlprof  # noqa: E402 - shared with the whole-run benchmark
+from run_overhead import (  # noqa: E402 - shared with the whole-run benchmark
+    checkout_environment, child_environment, compile_rlprof)
 
 PROGRAM = """\
 import sys, time
@@ -73,8 +73,6 @@ def main() -> None:
                         help="also run rlprof run from this other checkout of rlprof, in the same rounds")
     options = parser.parse_args()
     compile_rlprof()  # an installed rlprof has its bytecode: a run must not compile it (PYTHONDONTWRITEBYTECODE)
-    if options.against is not None:
-        compile_rlprof(options.against)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"
@@ -83,8 +81,8 @@ def main() -> None:
         rlprof_run = [sys.executable, "-m", "profiler", "run", "--summaries-dir", str(folder / "runs"), str(program)]
         variants = {"python": ([sys.executable, str(program)], environment), "rlprof run": (rlprof_run, environment)}
         if options.against is not None:
-            other = {**environment, "PYTHONPATH": os.pathsep.join([str(options.against.resolve()), environment["PYTHONPATH"]])}
-            variants[f"rlprof run ({options.against.name})"] = (rlprof_run, other)
+            variants[f"rlprof run ({options.against.name})"] = (rlprof_run,
+                                                                checkout_environment(environment, options.against))
         for command, variant_environment in variants.values():  # warm the caches, compile the .pyc
             run_once(command, folder / "stamps", variant_environment)
         parts: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}

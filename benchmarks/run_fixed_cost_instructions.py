@@ -26,7 +26,6 @@ smaller than under ``python``).
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from run_overhead import child_environment, compile_rlprof  # noqa: E402 - shared with the whole-run benchmark
+from run_overhead import (  # noqa: E402 - shared with the whole-run benchmark
+    checkout_environment, child_environment, compile_rlprof)
 
 PROGRAM = """\
 import math
@@ -85,8 +85,6 @@ def main() -> None:
                         help="count only the variants whose label holds TEXT (python is always counted)")
     options = parser.parse_args()
     compile_rlprof()
-    if options.against is not None:
-        compile_rlprof(options.against)
     with tempfile.TemporaryDirectory() as folder_name:
         folder = Path(folder_name)
         program = folder / "imports_only.py"
@@ -94,16 +92,13 @@ def main() -> None:
         environment = {**child_environment(folder), "PYTHONHASHSEED": "0"}
         checkouts = {"": environment}
         if options.against is not None:
-            checkouts[f" ({options.against.name})"] = {
-                **environment,
-                "PYTHONPATH": os.pathsep.join([str(options.against.resolve()), environment["PYTHONPATH"]]),
-            }
+            checkouts[f" ({options.against.name})"] = checkout_environment(environment, options.against)
         variants: dict[str, tuple[list[str], dict[str, str]]] = {"python": ([sys.executable, str(program)], environment)}
-        for suffix, checkout_environment in checkouts.items():
+        for suffix, rlprof_environment in checkouts.items():
             run = [sys.executable, "-m", "profiler", "run", "--summaries-dir", str(folder / "runs")]
-            variants[f"rlprof run{suffix}"] = ([*run, str(program)], checkout_environment)
+            variants[f"rlprof run{suffix}"] = ([*run, str(program)], rlprof_environment)
             variants[f"rlprof run --no-stack-sampler{suffix}"] = (
-                [*run, "--no-stack-sampler", str(program)], checkout_environment)
+                [*run, "--no-stack-sampler", str(program)], rlprof_environment)
         for command, variant_environment in variants.values():  # compile the program, warm the caches
             subprocess.run(command, env=variant_environment, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)

@@ -122,6 +122,13 @@ def child_environment(folder: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "CUDA_VISIBLE_DEVICES": ""}
 
 
+def checkout_environment(environment: dict[str, str], checkout: Path) -> dict[str, str]:
+    """``environment`` with another checkout of rlprof first on ``PYTHONPATH`` (``--against``), its
+    bytecode written first: its processes then import that checkout's rlprof."""
+    compile_rlprof(checkout)
+    return {**environment, "PYTHONPATH": os.pathsep.join([str(checkout.resolve()), environment["PYTHONPATH"]])}
+
+
 def _entry_points_folder(folder: Path) -> Path:
     """A folder holding a ``.dist-info`` with rlprof's entry points (from ``pyproject.toml``), for a
     checkout that is not installed: ``importlib.metadata`` finds them on ``PYTHONPATH``."""

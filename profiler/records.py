@@ -75,6 +75,9 @@ class Record:
                     continue
             factories.pop(name, None)
             if default is not _NO_DEFAULT:
+                if type(default).__hash__ is None:  # a list, dict or set every instance would share
+                    raise ValueError(f"mutable default {type(default)} for field {name} is not allowed: "
+                                     "use default_factory")
                 defaults[name] = default
             else:
                 defaults.pop(name, None)

@@ -112,6 +112,12 @@ def test_a_field_without_default_after_one_with_a_default_is_refused_as_the_clas
             seconds: float
 
 
+def test_a_mutable_default_is_refused_as_a_dataclass_refuses_it() -> None:
+    with pytest.raises(ValueError, match="mutable default <class 'list'> for field tags is not allowed"):
+        class _Shared(Record):
+            tags: list[str] = []  # noqa: RUF012 - the mistake under test
+
+
 def test_a_subclass_takes_its_base_fields_first() -> None:
     point = _Point3(1, 2, z=3)
     assert _Point3._fields == ("x", "y", "tags", "label", "z")

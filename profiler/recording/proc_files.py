@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_cpu_and_rss", "process_name",
+__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_start_cpu_and_rss", "process_name",
            "process_start_time", "stat_fields"]
 
 _IDLE_FIELDS = (3, 4)
@@ -105,10 +105,11 @@ def process_start_time(pid: int) -> float:
     return float(fields[19]) / _clock_ticks() + boot_time()
 
 
-def process_cpu_and_rss(pid: int) -> tuple[float, int]:
-    """Process ``pid``'s CPU seconds so far, user and system (``psutil.Process.cpu_times()``'s
-    ``user + system``, its children's left out), and its resident memory in bytes
-    (``memory_info().rss``).
+def process_start_cpu_and_rss(pid: int) -> tuple[int, float, int]:
+    """Process ``pid``'s start time in clock ticks since the boot (with its pid, which process
+    this is: a pid is reused), its CPU seconds so far, user and system
+    (``psutil.Process.cpu_times()``'s ``user + system``, its children's left out), and its
+    resident memory in bytes (``memory_info().rss``).
 
     Raises :class:`ProcessLookupError` when there is no such process; where there is no
     ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
@@ -117,9 +118,10 @@ def process_cpu_and_rss(pid: int) -> tuple[float, int]:
     # The resident pages are statm's second field, as psutil reads them: the rss field of
     # stat can lag them (the kernel's per-CPU counters, summed approximately there).
     resident_pages = int(_read_proc_file(pid, "statm").split()[1])
-    # utime and stime are stat's fields 14 and 15, in clock ticks.
+    # utime and stime are stat's fields 14 and 15, the start time its field 22, in clock ticks.
     ticks = _clock_ticks()
-    return float(fields[11]) / ticks + float(fields[12]) / ticks, resident_pages * _PAGE_SIZE
+    return (int(fields[19]), float(fields[11]) / ticks + float(fields[12]) / ticks,
+            resident_pages * _PAGE_SIZE)
 
 
 def process_name(pid: int) -> str:

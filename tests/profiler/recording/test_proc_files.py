@@ -33,14 +33,15 @@ def test_a_process_start_time_is_psutils_create_time():
         child.wait()
 
 
-def test_a_process_cpu_seconds_and_resident_memory_are_psutils():
+def test_a_process_start_cpu_seconds_and_resident_memory_are_psutils():
     # A child that burnt some CPU, stopped: its figures do not move between the two readings.
     child = subprocess.Popen([sys.executable, "-c", "import time\nsum(range(3_000_000))\ntime.sleep(30)"])
     try:
         os.kill(child.pid, signal.SIGSTOP)
         os.waitpid(child.pid, os.WUNTRACED)  # returns once it is stopped
-        cpu_seconds, rss = proc_files.process_cpu_and_rss(child.pid)
+        start_ticks, cpu_seconds, rss = proc_files.process_start_cpu_and_rss(child.pid)
         process = psutil.Process(child.pid)
+        assert start_ticks / os.sysconf("SC_CLK_TCK") + psutil.boot_time() == process.create_time()
         times = process.cpu_times()
         assert cpu_seconds == times.user + times.system
         assert rss == process.memory_info().rss
@@ -54,7 +55,7 @@ def test_a_process_that_does_not_exist_has_no_cpu_or_memory_figures():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     with pytest.raises(ProcessLookupError):
-        proc_files.process_cpu_and_rss(child.pid)
+        proc_files.process_start_cpu_and_rss(child.pid)
 
 
 def test_a_process_that_does_not_exist_has_no_start_time():

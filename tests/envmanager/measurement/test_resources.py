@@ -61,19 +61,32 @@ def test_a_sample_is_taken_only_once_the_interval_has_passed():
     assert stack.gauges["resources.trainer.rss_mb"].count == 1
 
 
-def test_a_worker_that_ended_is_left_out_and_a_restarted_one_starts_afresh():
-    stack = TimerStack()
-    gauges = ResourceGauges(3600.0, stack)
+def _worker_0_sampled_then_ended(gauges: ResourceGauges) -> int:
+    """Sample a worker 0 once, then end it; its pid."""
     first = _stopped_child()
     _sample_now(gauges, [(0, first.pid)])
     first.kill()
     first.wait()
-    _sample_now(gauges, [(0, first.pid)])  # gone: nothing recorded, nothing raised
+    return first.pid
+
+
+def test_a_worker_that_ended_is_left_out():
+    stack = TimerStack()
+    gauges = ResourceGauges(3600.0, stack)
+    ended_pid = _worker_0_sampled_then_ended(gauges)
+    _sample_now(gauges, [(0, ended_pid)])  # gone: nothing recorded, nothing raised
     assert "resources.worker_0.cpu_percent" not in stack.gauges
     assert stack.gauges["resources.worker_0.rss_mb"].count == 1
+
+
+def test_a_worker_restarted_between_two_samples_starts_afresh():
+    stack = TimerStack()
+    gauges = ResourceGauges(3600.0, stack)
+    _worker_0_sampled_then_ended(gauges)
     restarted = _stopped_child()
     try:
-        _sample_now(gauges, [(0, restarted.pid)])  # a first reading of the new process: memory only
+        # the next sample sees only the new process: its first reading, memory only
+        _sample_now(gauges, [(0, restarted.pid)])
         assert "resources.worker_0.cpu_percent" not in stack.gauges
         assert stack.gauges["resources.worker_0.rss_mb"].count == 2
     finally:

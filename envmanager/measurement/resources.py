@@ -4,7 +4,7 @@ Sampled on the trainer's own thread at the end of a step, at most every ``interv
 seconds: no sampler thread, so nothing races the trainer's timer tree, and a step between
 samples pays one clock read.
 
-The figures are psutil's, read from ``/proc`` (:func:`profiler.recording.proc_files.process_cpu_and_rss`)
+The figures are psutil's, read from ``/proc`` (:func:`profiler.recording.proc_files.process_start_cpu_and_rss`)
 without importing psutil: the first sample is taken at the first vector step, inside the
 program's training loop, where importing psutil cost the loop 12 to 14 ms once (a 0.6 s
 CleanRL-style loop 2% longer). Where ``/proc`` cannot tell, psutil is asked, imported there.
@@ -41,8 +41,9 @@ class ResourceGauges:
         self.interval = interval
         self.timer_stack = timer_stack
         self.next_sample_at = 0.0  # time.monotonic(): when the next sample is due
-        # Per process label: (pid, CPU seconds, time.monotonic()) of its previous sample.
-        self._previous: dict[str, tuple[int, float, float]] = {}
+        # Per process label: (pid, start time in clock ticks, CPU seconds, time.monotonic()) of
+        # its previous sample; the pid and the start time together say which process it was.
+        self._previous: dict[str, tuple[int, int, float, float]] = {}
         self._psutil_processes: dict[str, Any] = {}  # where /proc cannot tell: psutil.Process per label
 
     def maybe_sample(self, workers: Iterable[tuple[int, int | None]]) -> None:
@@ -58,7 +59,7 @@ class ResourceGauges:
 
     def _sample(self, label: str, pid: int) -> None:
         try:
-            cpu_seconds, rss = proc_files.process_cpu_and_rss(pid)
+            start_ticks, cpu_seconds, rss = proc_files.process_start_cpu_and_rss(pid)
         except ProcessLookupError:
             self._previous.pop(label, None)  # it ended between two samples
             return
@@ -67,10 +68,11 @@ class ResourceGauges:
             return
         now = time.monotonic()
         previous = self._previous.get(label)
-        self._previous[label] = (pid, cpu_seconds, now)
-        if previous is not None and previous[0] == pid:  # not a first reading, nor a restarted worker's
-            elapsed = now - previous[2]
-            percent = round((cpu_seconds - previous[1]) / elapsed * 100, 1) if elapsed > 0 else 0.0
+        self._previous[label] = (pid, start_ticks, cpu_seconds, now)
+        # Not a first reading, nor a restarted worker's: that one may have the dead worker's pid.
+        if previous is not None and previous[:2] == (pid, start_ticks):
+            elapsed = now - previous[3]
+            percent = round((cpu_seconds - previous[2]) / elapsed * 100, 1) if elapsed > 0 else 0.0
             timers.set_gauge(f"resources.{label}.cpu_percent", percent, self.timer_stack)
         timers.set_gauge(f"resources.{label}.rss_mb", rss / _MEGABYTE, self.timer_stack)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_cpu_and_rss", "process_name",
+__all__ = ["available_memory", "boot_time", "busy_seconds_per_core", "process_start_cpu_and_rss", "process_name",
            "process_start_time", "stat_fields"]
 
 _IDLE_FIELDS = (3, 4)
@@ -66,10 +66,19 @@ def busy_seconds_per_core() -> list[float]:
     return per_core
 
 
-def _stat_of(pid: int | str) -> bytes:
-    # One read through a bare descriptor: a machine scan reads this file of every process, and
-    # the line is a few hundred bytes.
-    descriptor = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+def _read_proc_file(pid: int | str, name: str) -> bytes:
+    """The text of ``/proc/<pid>/<name>``, ``stat`` or ``statm`` (a few hundred bytes).
+
+    Raises :class:`ProcessLookupError` when there is no such process; where there is no ``/proc``
+    at all, the :class:`FileNotFoundError` of the missing file, so that the caller asks psutil.
+    """
+    # One read through a bare descriptor: a machine scan reads the stat file of every process.
+    try:
+        descriptor = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+    except FileNotFoundError:
+        if not os.path.isdir("/proc"):
+            raise
+        raise ProcessLookupError(pid) from None
     try:
         return os.read(descriptor, 4096)
     finally:
@@ -80,8 +89,9 @@ def stat_fields(pid: int | str) -> list[bytes]:
     """The fields of ``/proc/<pid>/stat`` (``pid`` may be ``"self"``) after the process's name,
     the state (the file's field 3) first: the name is in parentheses and may hold any character,
     spaces and parentheses included, so the fields start after its last ``)``. Raises
-    ``ValueError`` on a line without one."""
-    stat = _stat_of(pid)
+    ``ValueError`` on a line without one, :class:`ProcessLookupError` when there is no such
+    process."""
+    stat = _read_proc_file(pid, "stat")
     return stat[stat.rindex(b")") + 2:].split()
 
 
@@ -91,46 +101,34 @@ def process_start_time(pid: int) -> float:
     Raises :class:`ProcessLookupError` when there is no such process; where there is no
     ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
     """
-    try:
-        fields = stat_fields(pid)
-    except FileNotFoundError:
-        if not os.path.isdir("/proc"):
-            raise
-        raise ProcessLookupError(pid) from None
+    fields = stat_fields(pid)
     # The start time is the file's field 22, in clock ticks since the boot.
     return float(fields[19]) / _clock_ticks() + boot_time()
 
 
-def process_cpu_and_rss(pid: int) -> tuple[float, int]:
-    """Process ``pid``'s CPU seconds so far, user and system (``psutil.Process.cpu_times()``'s
-    ``user + system``, its children's left out), and its resident memory in bytes
-    (``memory_info().rss``).
+def process_start_cpu_and_rss(pid: int) -> tuple[int, float, int]:
+    """Process ``pid``'s start time in clock ticks since the boot (with its pid, which process
+    this is: a pid is reused), its CPU seconds so far, user and system
+    (``psutil.Process.cpu_times()``'s ``user + system``, its children's left out), and its
+    resident memory in bytes (``memory_info().rss``).
 
     Raises :class:`ProcessLookupError` when there is no such process; where there is no
     ``/proc`` at all, the :class:`OSError` of the missing file, so that the caller asks psutil.
     """
-    try:
-        fields = stat_fields(pid)
-        # The resident pages are statm's second field, as psutil reads them: the rss field of
-        # stat can lag them (the kernel's per-CPU counters, summed approximately there).
-        descriptor = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
-        try:
-            resident_pages = int(os.read(descriptor, 512).split()[1])
-        finally:
-            os.close(descriptor)
-    except FileNotFoundError:
-        if not os.path.isdir("/proc"):
-            raise
-        raise ProcessLookupError(pid) from None
-    # utime and stime are stat's fields 14 and 15, in clock ticks.
+    fields = stat_fields(pid)
+    # The resident pages are statm's second field, as psutil reads them: the rss field of
+    # stat can lag them (the kernel's per-CPU counters, summed approximately there).
+    resident_pages = int(_read_proc_file(pid, "statm").split()[1])
+    # utime and stime are stat's fields 14 and 15, the start time its field 22, in clock ticks.
     ticks = _clock_ticks()
-    return float(fields[11]) / ticks + float(fields[12]) / ticks, resident_pages * _PAGE_SIZE
+    return (int(fields[19]), float(fields[11]) / ticks + float(fields[12]) / ticks,
+            resident_pages * _PAGE_SIZE)
 
 
 def process_name(pid: int) -> str:
     """Process ``pid``'s name as ``psutil.Process.name`` gives it: the kernel's, or where the
     kernel cut it, the start of the program's path that it is the beginning of."""
-    stat = _stat_of(pid)
+    stat = _read_proc_file(pid, "stat")
     name = stat[stat.find(b"(") + 1: stat.rfind(b")")].decode(sys.getfilesystemencoding(),
                                                                sys.getfilesystemencodeerrors())
     if len(name) < _NAME_SHOWN:

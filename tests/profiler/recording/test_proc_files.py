@@ -33,28 +33,34 @@ def test_a_process_start_time_is_psutils_create_time():
         child.wait()
 
 
-def test_a_process_cpu_seconds_and_resident_memory_are_psutils():
-    # A child that burnt some CPU, stopped: its figures do not move between the two readings.
-    child = subprocess.Popen([sys.executable, "-c", "import time\nsum(range(3_000_000))\ntime.sleep(30)"])
+def test_a_process_start_cpu_seconds_and_resident_memory_are_psutils():
+    # A child that burnt some CPU, stopped: its figures do not move between the two readings. It
+    # says when its work is done; stopped before that, it would have burnt none (0.0 == 0.0).
+    child = subprocess.Popen([sys.executable, "-c", "import time\nsum(range(3_000_000))\n"
+                              "print('worked', flush=True)\ntime.sleep(30)"], stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout.readline() == "worked\n"
         os.kill(child.pid, signal.SIGSTOP)
         os.waitpid(child.pid, os.WUNTRACED)  # returns once it is stopped
-        cpu_seconds, rss = proc_files.process_cpu_and_rss(child.pid)
+        start_ticks, cpu_seconds, rss = proc_files.process_start_cpu_and_rss(child.pid)
         process = psutil.Process(child.pid)
+        assert start_ticks / os.sysconf("SC_CLK_TCK") + psutil.boot_time() == process.create_time()
         times = process.cpu_times()
         assert cpu_seconds == times.user + times.system
+        assert cpu_seconds > 0
         assert rss == process.memory_info().rss
         assert rss > 0
     finally:
         child.kill()
         child.wait()
+        child.stdout.close()
 
 
 def test_a_process_that_does_not_exist_has_no_cpu_or_memory_figures():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     with pytest.raises(ProcessLookupError):
-        proc_files.process_cpu_and_rss(child.pid)
+        proc_files.process_start_cpu_and_rss(child.pid)
 
 
 def test_a_process_that_does_not_exist_has_no_start_time():

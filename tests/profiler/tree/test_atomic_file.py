@@ -222,11 +222,11 @@ def without_proc(monkeypatch):
     """This process as on a machine with no ``/proc`` (macOS, say): the files are not there."""
     from profiler.recording import proc_files
 
-    def no_file(pid):
-        raise FileNotFoundError(f"/proc/{pid}/stat")
+    def no_file(pid, name):
+        raise FileNotFoundError(f"/proc/{pid}/{name}")
 
     real_isdir = os.path.isdir
-    monkeypatch.setattr(proc_files, "_stat_of", no_file)
+    monkeypatch.setattr(proc_files, "_read_proc_file", no_file)
     monkeypatch.setattr(os.path, "isdir", lambda path: path != "/proc" and real_isdir(path))
 
 

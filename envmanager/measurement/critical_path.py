@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from profiler.timing import block_hooks
 from profiler.timing.timers import TimerStack
 
 __all__ = ["WAIT_BOUNDS_SECONDS", "CriticalPath", "stamps_within", "whole_steps_in_python"]
@@ -155,6 +156,25 @@ class CriticalPath:
         self.add_whole_steps(
             len(steps), self.count_whole_steps(steps, self._several, WAIT_BOUNDS_SECONDS, len(self.wait_as_last))
         )
+
+    def count_steps_and_mark(self, steps: np.ndarray) -> None:
+        """:meth:`count_steps`, then, while the timeline records spans, each step's instant and
+        counter sample as :meth:`record_step` makes them, in step order: the manager's step
+        block folds its steps here, and its fold records their spans too (while only the
+        timeline watches blocks, the steps are timed from stamps, not step by step)."""
+        self.count_steps(steps)
+        timeline = self.timer_stack.timeline
+        if timeline is None or not timeline.recording or not block_hooks.records_spans():
+            return
+        for waiting_since, *ready_at in steps.tolist():
+            replies = sorted(at for at in ready_at if at is not None)
+            if not replies:
+                continue
+            last = replies[-1]
+            # As record_step and _record_partial_step: the wait the last reply alone decided
+            # began at the second-to-last reply, or when the trainer began waiting if later.
+            began = replies[-2] if len(replies) > 1 and replies[-2] > waiting_since else waiting_since
+            self._mark_last(ready_at.index(last), last, max(last - began, 0.0))
 
     def add_whole_steps(self, steps: int, per_worker: list[tuple[int, float, list[int]]]) -> None:
         """Add ``steps`` vector steps every worker replied in, already counted elsewhere:

@@ -155,6 +155,7 @@ def is_recording() -> bool:
 def clear_recording() -> None:
     """Forget every thread's recorded events (buffers are made afresh if recording is on)."""
     for stack in timers.all_timer_stacks():
+        stack.settle()  # a phased block's held runs record their spans as they fold: those go too
         stack.timeline = ThreadTimeline(_capacity) if _recording else None
 
 
@@ -219,6 +220,8 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
     ``mergers`` (default: every merger attached to ``stack``); None when nothing was recorded."""
     stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
+    for other in stacks:
+        other.settle()  # a phased block's held runs add their spans as they fold
     # The stacks holding ended threads' folded trees record nothing (see profiler.timing.thread_registry.StackRegistry).
     recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
     # Each merger gives (process entry, events it dropped) per worker it heard from.

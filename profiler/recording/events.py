@@ -98,6 +98,17 @@ class ThreadTimeline:
         sample = (name, at, float(value))
         self.counters.append(sample if details is None else (*sample, details))
 
+    def add_instants(self, instants: list[tuple[str, float]]) -> None:
+        """Many instants ``(name, at)`` without details at once, as :meth:`add_instant` adds each."""
+        self.dropped += _pushed_out(self.instants, len(instants))
+        self.instants.extend(instants)
+
+    def add_counters(self, samples: list[tuple[str, float, float]]) -> None:
+        """Many counter samples ``(name, at, value)`` (a float) without details at once, as
+        :meth:`add_counter` adds each."""
+        self.dropped += _pushed_out(self.counters, len(samples))
+        self.counters.extend(samples)
+
     def dropped_so_far(self) -> int:
         return self.dropped + self.spans_recorded - len(self.spans)
 
@@ -115,6 +126,11 @@ class ThreadTimeline:
         self.spans_recorded = 0
         self.dropped = 0
         return drained
+
+
+def _pushed_out(ring: deque, added: int) -> int:
+    """How many events ``added`` more push out of the full ``ring``, one each past its capacity."""
+    return max(0, min(added, len(ring) + added - ring.maxlen))  # type: ignore[operator]
 
 
 def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:

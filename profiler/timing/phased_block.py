@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Callable
 
 from profiler.timing import accelerator, block_hooks, timer_node, timers
@@ -65,12 +65,14 @@ class PhasedBlock:
     While the timeline records (``timers.span_blocks``: ``rlprof run``'s default), a run's
     stamps are exactly the spans the ``with`` blocks would record on the thread's timeline:
     each phase ``(phase, its start, its end)``, then the block ``(name, start, end)``. They are
-    added as the runs fold, in bulk, to the timeline of the stack the runs ran in, in that
-    order; a run's spans therefore follow, in the ring, the spans of blocks that closed after
-    it but before the fold (an enclosing block's among them). Every reader orders a thread's
-    spans by start, the enclosing span first, so the trace, speedscope, the gaps between steps
-    and the phases read the same spans; what differs is which spans a full ring drops (the
-    oldest appended: up to a fold of a block's runs later than ``with`` blocks' would be).
+    added as the runs fold, in bulk, to the timeline of the stack the runs ran in: the first
+    phase's spans of every run folded, then the next phase's, the block's last (a phase's
+    spans before the block's, as ``with`` blocks exit). In the ring they therefore follow the
+    spans of blocks that closed after them but before the fold (an enclosing block's among
+    them). Every reader orders a thread's spans by start, the enclosing span first, so the
+    trace, speedscope, the gaps between steps and the phases read the same spans; what differs
+    is which spans a full ring drops (the oldest appended: up to a fold of a block's runs later
+    than ``with`` blocks' would be).
     So that no span is lost or invented, the timeline's readers settle every stack first
     (:func:`profiler.recording.events.timeline_section`, a payload's drain), and so do
     :func:`~profiler.recording.events.clear_recording` and the switch of span recording
@@ -214,8 +216,9 @@ class PhasedBlock:
         if len(taken[-1]) != columns:
             raise TypeError(f"{self.name}: runs of different widths were appended")
         width = self._phase_ends + 2
-        if block_hooks.records_spans():
-            self._record_spans(_run_spans(self.name, self.phase_names, taken, width))
+        timeline = self.stack.timeline  # type: ignore[union-attr]
+        if timeline is not None and block_hooks.records_spans():
+            _add_run_spans(timeline, self.name, self.phase_names, taken, width)
         # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
         table = runs_table(taken, columns)
         if numpy.isnan(table).any():
@@ -237,17 +240,16 @@ class PhasedBlock:
             timeline.spans_recorded += len(spans)
 
 
-def _run_spans(name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]], width: int) -> list[tuple[str, Any, Any]]:
-    """The spans that ``with`` blocks would have recorded for ``runs`` (each ``width`` stamps
-    first: start, the phase ends, end), in the order they would have exited: each phase, then
-    the block."""
-    spans = []
-    append = spans.append
-    for run in runs:
-        for phase_name, start, end in zip(phase_names, run, run[1:width]):
-            append((phase_name, start, end))
-        append((name, run[0], run[width - 1]))
-    return spans
+def _add_run_spans(timeline: Any, name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]], width: int) -> None:
+    """Add to ``timeline`` the spans that ``with`` blocks would have recorded for ``runs`` (each
+    ``width`` stamps first: start, the phase ends, end): each phase's, then the block's, a column
+    at a time (the tuples made in C, by ``zip``: a loop over the runs cost half as much again)."""
+    columns = list(zip(*runs))
+    spans = timeline.spans
+    for phase_name, starts, ends in zip(phase_names, columns, columns[1:width]):
+        spans.extend(zip(repeat(phase_name), starts, ends))
+    spans.extend(zip(repeat(name), columns[0], columns[width - 1]))
+    timeline.spans_recorded += len(runs) * (len(phase_names) + 1)
 
 
 def take_held_runs(runs: list[Any]) -> list[Any]:

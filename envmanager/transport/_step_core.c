@@ -572,33 +572,32 @@ module_global(PyObject *dict, PyObject *name, GlobalCache *cache)
 #endif
 }
 
-/* timers.plain_blocks, read as Python reads a module global (its dict, not getattr: a quarter of
- * the instructions), once per change of that dict; 1 true, 0 false, -1 an error. */
+/* A flag of the timers' module (plain_blocks, span_blocks), read as Python reads a module global
+ * (its dict, not getattr: a quarter of the instructions), once per change of that dict; 1 true,
+ * 0 false, -1 an error. */
+static int
+timers_flag_now(PyObject *name, GlobalCache *cache)
+{
+    PyObject *flag = module_global(timers_globals, name, cache);  /* borrowed */
+    if (flag == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute '%U'", name);
+        }
+        return -1;
+    }
+    return flag == Py_True ? 1 : (flag == Py_False ? 0 : PyObject_IsTrue(flag));
+}
+
 static int
 plain_blocks_now(void)
 {
-    PyObject *plain = module_global(timers_globals, plain_blocks_string, &plain_blocks_cache);  /* borrowed */
-    if (plain == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute 'plain_blocks'");
-        }
-        return -1;
-    }
-    return plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
+    return timers_flag_now(plain_blocks_string, &plain_blocks_cache);
 }
 
-/* timers.span_blocks, read as plain_blocks_now reads plain_blocks. */
 static int
 span_blocks_now(void)
 {
-    PyObject *spans = module_global(timers_globals, span_blocks_string, &span_blocks_cache);  /* borrowed */
-    if (spans == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute 'span_blocks'");
-        }
-        return -1;
-    }
-    return spans == Py_True ? 1 : (spans == Py_False ? 0 : PyObject_IsTrue(spans));
+    return timers_flag_now(span_blocks_string, &span_blocks_cache);
 }
 
 /* Find the block's node under ``parent``, the open block now, for step_env's runs (after folding

@@ -71,6 +71,19 @@ def tree_after(run) -> dict:
     return tree
 
 
+def spans_in_time_order(tree: dict) -> dict:
+    """``tree`` with each thread's spans in the order every reader puts them (by start, the
+    enclosing span first), timed from the first: a phased block adds its runs' spans as they
+    fold, after the spans of blocks that closed meanwhile, where ``with`` blocks add each as it
+    closes; the fake clock runs on from one run of a test to the next."""
+    threads = [thread for process in tree["timeline"]["processes"] for thread in process["threads"]]
+    origin = min(span[1] for thread in threads for span in thread["spans"])
+    for thread in threads:
+        thread["spans"] = sorted(([name, start - origin, end - origin] for name, start, end in thread["spans"]),
+                                 key=lambda span: (span[1], -span[2]))
+    return tree
+
+
 def test_phased_runs_leave_the_tree_of_nested_with_blocks(fake_clock):
     block = PhasedBlock("step", PHASES)
 
@@ -89,9 +102,12 @@ def test_phased_runs_leave_the_tree_of_nested_with_blocks(fake_clock):
     assert step["count"] == 3 and step["min"] == pytest.approx(1.125) and step["max"] == pytest.approx(6.75)
 
 
+@pytest.mark.parametrize("timeline", [False, True], ids=["plain", "timeline"])
 @pytest.mark.parametrize("failing_phase", [0, 1, 2])
-def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock, failing_phase):
+def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock, failing_phase, timeline, request):
     # After a run that succeeded: a phased block makes the nodes of all its phases on its first run.
+    if timeline:
+        request.getfixturevalue("recording")  # and records the spans the `with` blocks record
     block = PhasedBlock("step", PHASES)
 
     def with_blocks() -> None:
@@ -102,9 +118,12 @@ def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock
         run_phased(block, fake_clock)
         run_phased(block, fake_clock, failing_phase=failing_phase)
 
-    expected = tree_after(with_blocks)
-    assert tree_after(phased) == expected
+    in_order = spans_in_time_order if timeline else (lambda tree: tree)
+    expected = in_order(tree_after(with_blocks))
+    assert in_order(tree_after(phased)) == expected
     assert find(expected, "step", PHASES[failing_phase])["errors"] == 1
+    if timeline:
+        assert len(expected["timeline"]["processes"][0]["threads"][0]["spans"]) == 4 + failing_phase + 2
 
 
 def test_blocks_opened_while_it_is_open_nest_under_it(fake_clock):
@@ -174,36 +193,6 @@ def test_phased_runs_record_the_spans_of_nested_with_blocks(fake_clock, recordin
     spans = expected["timeline"]["processes"][0]["threads"][0]["spans"]
     assert [span[0] for span in spans[:5]] == ["rollout", "step", *PHASES]
     assert len(spans) == 3 * 4 + 1
-
-
-@pytest.mark.parametrize("failing_phase", [0, 1, 2])
-def test_a_failed_run_records_the_spans_an_exception_leaving_that_phase_would(fake_clock, recording, failing_phase):
-    block = PhasedBlock("step", PHASES)
-
-    def with_blocks() -> None:
-        run_with_blocks(fake_clock)
-        run_with_blocks(fake_clock, failing_phase=failing_phase)
-
-    def phased() -> None:
-        run_phased(block, fake_clock)
-        run_phased(block, fake_clock, failing_phase=failing_phase)
-
-    expected = spans_in_time_order(tree_after(with_blocks))
-    assert spans_in_time_order(tree_after(phased)) == expected
-    assert len(expected["timeline"]["processes"][0]["threads"][0]["spans"]) == 4 + failing_phase + 2
-
-
-def spans_in_time_order(tree: dict) -> dict:
-    """``tree`` with each thread's spans in the order every reader puts them (by start, the
-    enclosing span first), timed from the first: a phased block adds its runs' spans as they
-    fold, after the spans of blocks that closed meanwhile, where ``with`` blocks add each as it
-    closes; the fake clock runs on from one run of a test to the next."""
-    threads = [thread for process in tree["timeline"]["processes"] for thread in process["threads"]]
-    origin = min(span[1] for thread in threads for span in thread["spans"])
-    for thread in threads:
-        thread["spans"] = sorted(([name, start - origin, end - origin] for name, start, end in thread["spans"]),
-                                 key=lambda span: (span[1], -span[2]))
-    return tree
 
 
 def recorded_spans() -> list:

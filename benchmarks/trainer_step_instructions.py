@@ -6,7 +6,7 @@
 
 The trainer runs ``SubprocessEnvManager.step`` in a loop under ``valgrind --tool=callgrind``, its
 workers outside it (``spawn``: a worker is a fresh interpreter, which valgrind does not follow),
-profiling on and off, for two numbers of steps; the difference of the two counts over the
+profiling off, on, and on with the timeline recorded (``timeline``, as ``rlprof run`` records it), for two numbers of steps; the difference of the two counts over the
 difference of steps is one step's instructions in the trainer, start-up, the workers' start and
 close cancelled out. Next to them, the trainer's end of a raw one-byte round trip (``send_bytes``
 then ``recv_bytes``, as ``benchmarks/step_floor.py``'s ping-pong, through a two-way ``Pipe()`` and
@@ -43,11 +43,13 @@ from worker_step_instructions import COLD_CACHES, COLD_EVENTS, EVICTION_BYTES  #
 
 PING_PONG, ONE_WAY = "pipe ping-pong", "one-way pipes ping-pong"
 VARIANTS = {
-    # label: (env, number of envs, profiling)
-    "trivial x1 off": ("trivial", 1, False),
-    "trivial x1 on": ("trivial", 1, True),
-    "CartPole x4 off": ("CartPole-v1", 4, False),
-    "CartPole x4 on": ("CartPole-v1", 4, True),
+    # label: (env, number of envs, profiling, timeline recorded)
+    "trivial x1 off": ("trivial", 1, False, False),
+    "trivial x1 on": ("trivial", 1, True, False),
+    "trivial x1 timeline": ("trivial", 1, True, True),
+    "CartPole x4 off": ("CartPole-v1", 4, False, False),
+    "CartPole x4 on": ("CartPole-v1", 4, True, False),
+    "CartPole x4 timeline": ("CartPole-v1", 4, True, True),
 }
 
 
@@ -75,7 +77,11 @@ def one_loop(variant: str, steps: int, cold: bool = False) -> None:
     # their number varies from run to run, and with it the instructions, by more than a step's.
     machine_load._process_cpu = dict
 
-    env_name, num_envs, profiling = VARIANTS[variant]
+    env_name, num_envs, profiling, timeline = VARIANTS[variant]
+    if timeline:  # as rlprof run records it by default (a spawned worker records when told to)
+        from profiler.recording import events
+
+        events.start_recording()
     make = TrivialEnv if env_name == "trivial" else lambda: gym.make(env_name)
     with SubprocessEnvManager([make] * num_envs, context="spawn", profiling=profiling,
                               flush_interval=1e9) as envs:
@@ -170,8 +176,9 @@ def main() -> None:
         floor = per_step.get(PING_PONG)
         versus = f"  {per_step[variant] / floor:6.2f}x ping-pong" if floor else ""
         added = ""
-        if variant.endswith(" on") and variant[:-3] + " off" in per_step:
-            off = per_step[variant[:-3] + " off"]
+        off_variant = variant.rsplit(" ", 1)[0] + " off"
+        if variant != off_variant and off_variant in per_step:
+            off = per_step[off_variant]
             added = f"  profiling adds {per_step[variant] - off:+7.0f} ({(per_step[variant] - off) / off:+.1%}; goal: near 0)"
         print(f"  {variant:26s} {per_step[variant]:9.0f}{versus}{added}", flush=True)
     if arguments.syscalls:

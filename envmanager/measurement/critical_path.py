@@ -26,11 +26,13 @@ its own timer block's and has them counted in bulk (see ``profiler.timing.phased
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from bisect import bisect_right as _bucket
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from profiler.timing import block_hooks
 from profiler.timing.timers import TimerStack
 
 __all__ = ["WAIT_BOUNDS_SECONDS", "CriticalPath", "stamps_within", "whole_steps_in_python"]
@@ -155,6 +157,40 @@ class CriticalPath:
         self.add_whole_steps(
             len(steps), self.count_whole_steps(steps, self._several, WAIT_BOUNDS_SECONDS, len(self.wait_as_last))
         )
+
+    def count_steps_and_mark(self, steps: np.ndarray) -> None:
+        """:meth:`count_steps`, then, while the timeline records spans, each step's instant and
+        counter sample as :meth:`record_step` makes them, in step order: the manager's step
+        block folds its steps here, and its fold records their spans too (while only the
+        timeline watches blocks, the steps are timed from stamps, not step by step)."""
+        self.count_steps(steps)
+        timeline = self.timer_stack.timeline
+        if timeline is None or not timeline.recording or not block_hooks.records_spans():
+            return
+        if steps.dtype != object:
+            self._mark_whole_steps(timeline, steps)
+            return
+        for waiting_since, *ready_at in steps.tolist():
+            replies = sorted(at for at in ready_at if at is not None)
+            if not replies:
+                continue
+            last = replies[-1]
+            # As record_step and _record_partial_step: the wait the last reply alone decided
+            # began at the second-to-last reply, or when the trainer began waiting if later.
+            began = replies[-2] if len(replies) > 1 and replies[-2] > waiting_since else waiting_since
+            self._mark_last(ready_at.index(last), last, max(last - began, 0.0))
+
+    def _mark_whole_steps(self, timeline: Any, steps: np.ndarray) -> None:
+        """The marks of :meth:`record_step` for a float64 table of steps every worker replied in,
+        with numpy (the figures of :func:`whole_steps_in_python`), added to ``timeline`` in bulk."""
+        waiting_since, replies = steps[:, 0], steps[:, 1:]
+        last_worker = replies.argmax(axis=1)  # the first of equal stamps, as record_step finds
+        last = replies.max(axis=1)
+        began = np.maximum(np.partition(replies, -2, axis=1)[:, -2], waiting_since) if self._several else waiting_since
+        at = last.tolist()
+        timeline.add_instants(list(zip(map(self._instant_names.__getitem__, last_worker.tolist()), at)))
+        extra_wait = np.maximum(last - began, 0.0).tolist()
+        timeline.add_counters(list(zip(repeat("env_manager.wait_as_last"), at, extra_wait)))
 
     def add_whole_steps(self, steps: int, per_worker: list[tuple[int, float, list[int]]]) -> None:
         """Add ``steps`` vector steps every worker replied in, already counted elsewhere:

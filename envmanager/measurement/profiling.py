@@ -110,7 +110,7 @@ class ManagerProfiling:
         # in a third of what a `with` per block costs: the step path's blocks are most of what
         # profiling adds to a step of a cheap env (benchmarks/vector_throughput.py --overhead).
         # Each run also carries the step's critical-path stamps (when the trainer began waiting,
-        # each worker's reply), counted in bulk with the run (CriticalPath.count_steps).
+        # each worker's reply), counted in bulk with the run (CriticalPath.count_steps_and_mark).
         self.step_block = (
             PhasedBlock("env_manager.step", ("send_actions", "wait_for_workers", "receive_results"))
             if self.enabled
@@ -161,7 +161,7 @@ class ManagerProfiling:
             self.record_step = self.critical_path.record_step
             if self.step_block is not None:
                 # A profiled step keeps its critical-path stamps with its own (see step_block).
-                self.step_block.on_fold = self.critical_path.count_steps
+                self.step_block.on_fold = self.critical_path.count_steps_and_mark
             self.env_times = [EnvTime() for _ in range(workers)]
             self.cpu_waits = [CpuWaits() for _ in range(workers)]
             self.merger.add_worker_section("critical_path", self._critical_path_section)

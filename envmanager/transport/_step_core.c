@@ -51,7 +51,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 5
+#define STEP_CORE_VERSION 6
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -67,7 +67,7 @@ static Py_ssize_t sampler_countdown = 0;  /* where CpuSampler's slot "countdown"
 static PyObject *timers_module = NULL;    /* profiler.timing.timers: plain_blocks, _thread_local */
 static PyObject *timers_globals = NULL;   /* its __dict__, where plain_blocks is read at each step */
 static PyObject *current_string, *get_child_string, *countdown_string, *step_string, *measure_string;
-static PyObject *plain_blocks_string, *deferred_string, *add_string;
+static PyObject *plain_blocks_string, *span_blocks_string, *deferred_string, *add_string;
 static PyObject *one, *zero;
 static long held_fold_at = 1024;          /* phased_block.FOLD_AT_RUNS: step_env folds its held runs at this many */
 static PyObject *perf_counter = NULL;    /* time.perf_counter, to recognise the system clock */
@@ -557,7 +557,7 @@ typedef struct {
     PyObject *value;    /* borrowed: the dict holds it for as long as its tag stays */
 } GlobalCache;
 
-static GlobalCache plain_blocks_cache, thread_local_cache, clock_cache;
+static GlobalCache plain_blocks_cache, span_blocks_cache, thread_local_cache, clock_cache;
 
 /* ``dict[name]`` through ``cache``: a borrowed reference; NULL, with no exception set, if absent. */
 static PyObject *
@@ -581,19 +581,32 @@ module_global(PyObject *dict, PyObject *name, GlobalCache *cache)
 #endif
 }
 
-/* timers.plain_blocks, read as Python reads a module global (its dict, not getattr: a quarter of
- * the instructions), once per change of that dict; 1 true, 0 false, -1 an error. */
+/* A flag of the timers' module (plain_blocks, span_blocks), read as Python reads a module global
+ * (its dict, not getattr: a quarter of the instructions), once per change of that dict; 1 true,
+ * 0 false, -1 an error. */
 static int
-plain_blocks_now(void)
+timers_flag_now(PyObject *name, GlobalCache *cache)
 {
-    PyObject *plain = module_global(timers_globals, plain_blocks_string, &plain_blocks_cache);  /* borrowed */
-    if (plain == NULL) {
+    PyObject *flag = module_global(timers_globals, name, cache);  /* borrowed */
+    if (flag == NULL) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute 'plain_blocks'");
+            PyErr_Format(PyExc_AttributeError, "module 'profiler.timing.timers' has no attribute '%U'", name);
         }
         return -1;
     }
-    return plain == Py_True ? 1 : (plain == Py_False ? 0 : PyObject_IsTrue(plain));
+    return flag == Py_True ? 1 : (flag == Py_False ? 0 : PyObject_IsTrue(flag));
+}
+
+static int
+plain_blocks_now(void)
+{
+    return timers_flag_now(plain_blocks_string, &plain_blocks_cache);
+}
+
+static int
+span_blocks_now(void)
+{
+    return timers_flag_now(span_blocks_string, &span_blocks_cache);
 }
 
 /* Find the block's node under ``parent``, the open block now, for step_env's runs (after folding
@@ -1498,6 +1511,7 @@ PyInit__step_core(void)
         || (step_string = PyUnicode_InternFromString("step")) == NULL
         || (measure_string = PyUnicode_InternFromString("measure")) == NULL
         || (plain_blocks_string = PyUnicode_InternFromString("plain_blocks")) == NULL
+        || (span_blocks_string = PyUnicode_InternFromString("span_blocks")) == NULL
         || (deferred_string = PyUnicode_InternFromString("deferred")) == NULL
         || (add_string = PyUnicode_InternFromString("add")) == NULL
         || (thread_local_string = PyUnicode_InternFromString("_thread_local")) == NULL

@@ -11,7 +11,9 @@
  * The sums go to the nodes and to the critical path when the block folds (its ``accumulator``):
  * at FOLD_AT_RUNS runs, as the reference folds, and before anything reads the tree. A run with a
  * stamp that is not a float (a worker that did not reply: None) is kept as the reference keeps it,
- * a tuple in the block's runs, and counted by the block's own fold. */
+ * a tuple in the block's runs, and counted by the block's own fold. So is every run while the
+ * timeline records spans (timers.span_blocks): the block's fold records a run's spans from its
+ * stamps, as the reference's runs. */
 
 #define RECORD_NODES 4  /* the step block, then its phases: sending, waiting, receiving */
 
@@ -27,6 +29,7 @@ typedef struct {
     int clock_is_system;
     double start, sent, waited, waiting_since;
     int reached;              /* phase ends stamped since open: 0, 1 (sent) or 2 (waited) */
+    int keeps_tuple;          /* opened while the timeline records spans: the run is kept as a tuple */
     Py_ssize_t workers;
     int several;
     Py_ssize_t bound_count;
@@ -101,11 +104,16 @@ record_stack(StepRecord *self)
 }
 
 /* open(): the block opened in the calling thread, its node returned; None, opening nothing, when
- * the step cannot be timed from stamps now (timing off or paused, a companion watches blocks). */
+ * the step cannot be timed from stamps now (timing off or paused, a companion other than the
+ * timeline watches blocks). */
 static PyObject *
 record_open(StepRecord *self, PyObject *Py_UNUSED(ignored))
 {
     int on = plain_blocks_now();
+    int spans = 0;
+    if (on == 0) {
+        on = spans = span_blocks_now();
+    }
     if (on <= 0) {
         return on < 0 ? NULL : Py_NewRef(Py_None);
     }
@@ -149,6 +157,7 @@ record_open(StepRecord *self, PyObject *Py_UNUSED(ignored))
         goto done;
     }
     self->reached = 0;
+    self->keeps_tuple = spans;
 done:
     Py_XDECREF(current);
     Py_DECREF(stack);
@@ -244,6 +253,12 @@ record_close(StepRecord *self, PyObject *Py_UNUSED(ignored))
     if (runs == NULL || !PyList_CheckExact(runs)) {
         PyErr_SetString(PyExc_TypeError, "the block's runs are not a list");
         return NULL;
+    }
+    if (self->keeps_tuple) {
+        if (record_keep_tuple(self, end, ready_at) < 0) {
+            return NULL;
+        }
+        goto maybe_fold;
     }
     /* Per step the critical path's figures, as count_whole_steps counts a row. */
     double last = 0.0, second = -INFINITY;

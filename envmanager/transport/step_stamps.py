@@ -26,7 +26,9 @@ in C, which go to the nodes and to the critical path when the block folds (it is
 profiling added to the trainer's step (``benchmarks/trainer_step_instructions.py``). Counts,
 extremes and histograms are the reference's; totals and waits are the same sums taken in another
 order (equal to the last bits of a double). A step some worker did not reply in is kept as the
-reference keeps it. The C record is used where it was built unless ``RLPROF_PURE_PYTHON=1`` is
+reference keeps it, and so is every step while the timeline records (``timers.span_blocks``, as
+under ``rlprof run``): the block's fold then records each run's spans from its stamps, the
+spans the ``with`` blocks would record. The C record is used where it was built unless ``RLPROF_PURE_PYTHON=1`` is
 set, under the same switch as the worker's step timer
 (:func:`envmanager.transport.timed_calls.compiled`).
 """
@@ -89,7 +91,8 @@ class StepRecordInPython:
 
     def open(self) -> Any:
         """Open the block in the calling thread: its node; None, opening nothing, when the step
-        cannot be timed from stamps now (timing off or paused, a companion watches blocks)."""
+        cannot be timed from stamps now (timing off or paused, a companion other than the
+        timeline watches blocks)."""
         block = self.block
         clock = self.clock = block.open()
         if clock is None:

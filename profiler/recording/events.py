@@ -98,6 +98,17 @@ class ThreadTimeline:
         sample = (name, at, float(value))
         self.counters.append(sample if details is None else (*sample, details))
 
+    def add_instants(self, instants: list[tuple[str, float]]) -> None:
+        """Many instants ``(name, at)`` without details at once, as :meth:`add_instant` adds each."""
+        self.dropped += _pushed_out(self.instants, len(instants))
+        self.instants.extend(instants)
+
+    def add_counters(self, samples: list[tuple[str, float, float]]) -> None:
+        """Many counter samples ``(name, at, value)`` (a float) without details at once, as
+        :meth:`add_counter` adds each."""
+        self.dropped += _pushed_out(self.counters, len(samples))
+        self.counters.extend(samples)
+
     def dropped_so_far(self) -> int:
         return self.dropped + self.spans_recorded - len(self.spans)
 
@@ -115,6 +126,11 @@ class ThreadTimeline:
         self.spans_recorded = 0
         self.dropped = 0
         return drained
+
+
+def _pushed_out(ring: deque, added: int) -> int:
+    """How many events ``added`` more push out of the full ``ring``, one each past its capacity."""
+    return max(0, min(added, len(ring) + added - ring.maxlen))  # type: ignore[operator]
 
 
 def start_recording(capacity: int = DEFAULT_CAPACITY) -> None:
@@ -155,6 +171,7 @@ def is_recording() -> bool:
 def clear_recording() -> None:
     """Forget every thread's recorded events (buffers are made afresh if recording is on)."""
     for stack in timers.all_timer_stacks():
+        stack.settle()  # a phased block's held runs record their spans as they fold: those go too
         stack.timeline = ThreadTimeline(_capacity) if _recording else None
 
 
@@ -219,6 +236,8 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     """The ``timeline`` section of a dumped tree: this process's threads, then the processes of
     ``mergers`` (default: every merger attached to ``stack``); None when nothing was recorded."""
     stacks = [stack] + [other for other in timers.all_timer_stacks() if other is not stack]
+    for other in stacks:
+        other.settle()  # a phased block's held runs add their spans as they fold
     # The stacks holding ended threads' folded trees record nothing (see profiler.timing.thread_registry.StackRegistry).
     recorded = [other for other in stacks if other.timeline is not None and not other.holds_ended_threads]
     # Each merger gives (process entry, events it dropped) per worker it heard from.

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from profiler.timing import timer_node, timers
 from profiler.timing.timer_node import TimerNode
 
-__all__ = ["observe_blocks", "set_exit_hook", "set_span_recording", "use_compiled_core"]
+__all__ = ["observe_blocks", "records_spans", "set_exit_hook", "set_span_recording", "use_compiled_core"]
 
 # Whether blocks record their spans (timeline recording is on): then their exit is
 # timer_node.RECORDING_EXIT, else the plain one.
@@ -28,8 +28,18 @@ _block_observers: dict[str, tuple[Callable[[TimerNode], None] | None, Callable[[
 def set_span_recording(recording: bool) -> None:
     """Make every block's exit record its span on the thread's timeline (``profiler.recording.events``)."""
     global _recording_spans
+    if recording != _recording_spans:
+        # A phased block's held runs record their spans as they fold, if spans are recorded then:
+        # fold the runs taken under the old setting before it changes.
+        for stack in timers.all_timer_stacks():
+            stack.settle()
     _recording_spans = recording
     _install_block_methods()
+
+
+def records_spans() -> bool:
+    """Whether blocks record their spans on their thread's timeline now."""
+    return _recording_spans
 
 
 def use_compiled_core(compiled: bool) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Callable
 
-from profiler.timing import accelerator, timer_node, timers
+from profiler.timing import accelerator, block_hooks, timer_node, timers
 from profiler.timing.timer_node import TimerNode, current_clock
 from profiler.timing.timer_stack import TimerStack
 
@@ -62,8 +62,25 @@ class PhasedBlock:
     (numbers, or None) go to ``on_fold`` at each fold, as a table with a row per run: float64,
     or object when some run carried a None.
 
-    :meth:`open` returns None while timing is off or paused, or while a companion watches
-    every block (timeline recording, memory sampling, NVTX ranges, profiler scopes): those
+    While the timeline records (``timers.span_blocks``: ``rlprof run``'s default), a run's
+    stamps are exactly the spans the ``with`` blocks would record on the thread's timeline:
+    each phase ``(phase, its start, its end)``, then the block ``(name, start, end)``. They are
+    added as the runs fold, in bulk, to the timeline of the stack the runs ran in: the first
+    phase's spans of every run folded, then the next phase's, the block's last (a phase's
+    spans before the block's, as ``with`` blocks exit). In the ring they therefore follow the
+    spans of blocks that closed after them but before the fold (an enclosing block's among
+    them). Every reader orders a thread's spans by start, the enclosing span first, so the
+    trace, speedscope, the gaps between steps and the phases read the same spans; what differs
+    is which spans a full ring drops (the oldest appended: up to a fold of a block's runs later
+    than ``with`` blocks' would be).
+    So that no span is lost or invented, the timeline's readers settle every stack first
+    (:func:`profiler.recording.events.timeline_section`, a payload's drain), and so do
+    :func:`~profiler.recording.events.clear_recording` and the switch of span recording
+    (:func:`~profiler.timing.block_hooks.set_span_recording`): the runs held are folded with
+    their spans recorded or not as they were taken.
+
+    :meth:`open` returns None while timing is off or paused, or while a companion other than
+    the timeline watches every block (memory sampling, NVTX ranges, profiler scopes): those
     need each block's own entry and exit, so the caller times its phases with ``with`` blocks
     then. A phased block is used by one thread at a time; any thread may fold it.
     """
@@ -108,7 +125,7 @@ class PhasedBlock:
     def open(self) -> Callable[[], float] | None:
         """Open the block in the calling thread and return the clock to stamp phase ends with
         (the timers' clock); None, opening nothing, when it cannot be timed this way now."""
-        if not timers.plain_blocks:
+        if not (timers.plain_blocks or timers.span_blocks):
             return None
         # timers.current_thread_stack() and current_clock() without their calls: this runs on
         # every step of a manager, where each Python call is a visible share of the step.
@@ -160,13 +177,19 @@ class PhasedBlock:
         _add_run(node, end - start)
         node.errors += 1
         reached = [stamp for stamp in phase_ends if stamp is not None]
+        # The spans the `with` blocks would have recorded, in the order they exit.
+        spans = []
         for phase, phase_end in zip(self._phases, reached):
             _add_run(phase, phase_end - start)
+            spans.append((phase.name, start, phase_end))
             start = phase_end
         if len(reached) < len(self._phases):
             running = self._phases[len(reached)]
             _add_run(running, end - start)
             running.errors += 1
+            spans.append((running.name, start, end))
+        spans.append((node.name, node._start, end))
+        self._record_spans(spans)
 
     def fold(self) -> None:
         """Add the runs held to the block's nodes, and their extra columns to ``on_fold``."""
@@ -192,11 +215,14 @@ class PhasedBlock:
         columns = len(taken[0])
         if len(taken[-1]) != columns:
             raise TypeError(f"{self.name}: runs of different widths were appended")
+        width = self._phase_ends + 2
+        timeline = self.stack.timeline  # type: ignore[union-attr]
+        if timeline is not None and block_hooks.records_spans():
+            _add_run_spans(timeline, self.name, self.phase_names, taken, width)
         # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
         table = runs_table(taken, columns)
         if numpy.isnan(table).any():
             table = numpy.array(taken, dtype=object)
-        width = self._phase_ends + 2
         stamps = table[:, :width].astype(numpy.float64, copy=False)
         _add_runs(self.node, stamps[:, -1] - stamps[:, 0])  # type: ignore[arg-type]
         if self._phases:
@@ -204,6 +230,26 @@ class PhasedBlock:
                 _add_runs(phase, elapsed)
         if self.on_fold is not None and table.shape[1] > width:
             self.on_fold(table[:, width:])
+
+    def _record_spans(self, spans: list[tuple[str, Any, Any]]) -> None:
+        """Add ``spans`` to the timeline of the stack the runs ran in, as the blocks' recording
+        exit adds each (:meth:`TimerNode._exit_and_record`); nothing while spans are not recorded."""
+        timeline = self.stack.timeline  # type: ignore[union-attr]
+        if timeline is not None and block_hooks.records_spans():
+            timeline.spans.extend(spans)
+            timeline.spans_recorded += len(spans)
+
+
+def _add_run_spans(timeline: Any, name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]], width: int) -> None:
+    """Add to ``timeline`` the spans that ``with`` blocks would have recorded for ``runs`` (each
+    ``width`` stamps first: start, the phase ends, end): each phase's, then the block's, a column
+    at a time (the tuples made in C, by ``zip``: a loop over the runs cost half as much again)."""
+    columns = list(zip(*runs))
+    spans = timeline.spans
+    for phase_name, starts, ends in zip(phase_names, columns, columns[1:width]):
+        spans.extend(zip(repeat(phase_name), starts, ends))
+    spans.extend(zip(repeat(name), columns[0], columns[width - 1]))
+    timeline.spans_recorded += len(runs) * (len(phase_names) + 1)
 
 
 def take_held_runs(runs: list[Any]) -> list[Any]:

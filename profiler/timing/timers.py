@@ -357,7 +357,8 @@ span_blocks = False
 """True while timing is on and the one companion watching blocks is timeline recording (as under
 ``rlprof run``): a block's run is then its start and end stamps and the span
 ``(name, start, end)`` that :meth:`TimerNode._exit_and_record` (or its C copy) appends to the stack's timeline, so
-a hot path may count such a run from its own stamps too. Read it as ``timers.span_blocks``."""
+a hot path may count such a run from its own stamps too (a :class:`~profiler.timing.phased_block.PhasedBlock`
+adds its runs' spans as they fold). Read it as ``timers.span_blocks``."""
 
 
 def refresh_plain_blocks() -> None:

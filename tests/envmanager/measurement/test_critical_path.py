@@ -342,3 +342,28 @@ def test_steps_counted_before_a_reset_of_the_timers_are_forgotten_by_the_next_re
     path.count_steps(np.array([[1000.0, 1000.001, 1000.002]]))
     timers.reset_timers()
     assert path.section(0)["vector_steps"] == 0
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["every-reply", "some-missing"])
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_steps_counted_and_marked_in_bulk_leave_the_marks_of_steps_counted_one_by_one(workers, missing, recording):
+    generator = np.random.default_rng(workers)
+    steps = []
+    for index in range(200):
+        waiting_since = 1000.0 + generator.uniform(0.0, 0.01)
+        replies = (1000.0 + generator.choice([0.0, 0.002], size=workers) + generator.uniform(0.0, 0.01, workers)).tolist()
+        if missing and index % 7 == 0:
+            replies[int(generator.integers(workers))] = None  # a worker that did not reply
+        steps.append([waiting_since, *replies])
+    steps.append([1000.0, *[1000.001] * workers])  # a tie: the first worker counts as last
+    timeline = timers.get_timer_stack_for_thread(threading.current_thread()).timeline
+    one_by_one, in_bulk = new_path(workers), new_path(workers)
+    for waiting_since, *ready_at in steps:
+        one_by_one.record_step(ready_at, waiting_since)
+    expected = (list(timeline.instants), list(timeline.counters))
+    events.clear_recording()
+    timeline = timers.get_timer_stack_for_thread(threading.current_thread()).timeline
+    in_bulk.count_steps_and_mark(np.array(steps, dtype=object if missing else np.float64))
+    assert (list(timeline.instants), list(timeline.counters)) == expected
+    assert len(expected[0]) == sum(any(at is not None for at in ready_at) for _, *ready_at in steps)
+    assert figures(in_bulk)[:2] == figures(one_by_one)[:2]

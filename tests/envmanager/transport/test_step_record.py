@@ -7,10 +7,13 @@ and compares the trees and the critical paths they leave."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
+import numpy as np
 import pytest
 
-from profiler.timing import timers
+from profiler import get_timer_tree
+from profiler.timing import block_hooks, timers
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock
 from profiler.timing.timer_node import TimerNode
 
@@ -141,6 +144,42 @@ def test_a_reset_of_the_timers_forgets_the_steps_not_yet_folded(fake_clock):
     assert critical_path.vector_steps == [0]
 
 
+def test_while_the_timeline_records_a_step_records_the_spans_of_its_with_blocks(fake_clock, recording):
+    record, block, critical_path, ready_at = _record(1)
+    node = record.open()
+    assert node is not None
+    fake_clock.advance(2.0)
+    record.sent()
+    fake_clock.advance(3.0)
+    record.waited()
+    fake_clock.advance(1.0)
+    ready_at[0] = 1e9
+    record.close()
+    block.fold()
+    assert list(timers.current_thread_stack().timeline.spans) == [
+        ("send_actions", 1000.0, 1002.0),
+        ("wait_for_workers", 1002.0, 1005.0),
+        ("receive_results", 1005.0, 1006.0),
+        ("env_manager.step", 1000.0, 1006.0),
+    ]
+    assert (node.count, node.total) == (1, 6.0)
+    assert critical_path.vector_steps == [1]
+
+
+def test_while_the_timeline_records_a_failed_step_records_the_spans_of_the_phases_reached(fake_clock, recording):
+    record, _, _, _ = _record(1)
+    record.open()
+    fake_clock.advance(1.0)
+    record.sent()
+    fake_clock.advance(4.0)
+    record.fail()
+    assert list(timers.current_thread_stack().timeline.spans) == [
+        ("send_actions", 1000.0, 1001.0),
+        ("wait_for_workers", 1001.0, 1005.0),
+        ("env_manager.step", 1000.0, 1005.0),
+    ]
+
+
 def test_no_step_is_opened_while_blocks_cannot_be_timed_from_stamps(fake_clock):
     record, block, _, _ = _record(1)
     timers.disable()
@@ -161,7 +200,7 @@ def _steps_program(seed: int) -> list[tuple]:
     return program
 
 
-def _run_steps(make_record, program: list[tuple], seed: int) -> tuple:
+def _run_steps(make_record, program: list[tuple], seed: int, recording: bool = False) -> tuple:
     generator = random.Random(seed)
     clock = SteppingClock([generator.random() * 0.01 for _ in range(7)])
     previous = timers.set_clock(clock)
@@ -193,6 +232,8 @@ def _run_steps(make_record, program: list[tuple], seed: int) -> tuple:
                 outer.__exit__(None, None, None)
         assert stack.current is stack.root
         stack.settle()
+        if recording:
+            return _tree(stack.root), critical_path, list(stack.timeline.spans)
         return _tree(stack.root), critical_path
     finally:
         timers.set_clock(previous)
@@ -226,6 +267,18 @@ def test_both_implementations_leave_the_same_tree_and_critical_path_for_the_same
         assert compiled_path.wait_as_last == pytest.approx(reference_path.wait_as_last, rel=1e-12, abs=1e-15)
 
 
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # it runs both itself: once is enough
+def test_while_the_timeline_records_both_implementations_record_the_same_spans_for_the_same_random_steps(
+    step_core, recording
+):
+    for seed in range(100):
+        program = _steps_program(seed)
+        compiled_tree, _, compiled_spans = _run_steps(step_record, program, seed, recording=True)
+        reference_tree, _, reference_spans = _run_steps(StepRecordInPython, program, seed, recording=True)
+        _assert_same_tree(compiled_tree, reference_tree)
+        assert compiled_spans == reference_spans, f"seed {seed}"
+
+
 def test_the_record_in_c_refuses_what_is_not_a_phased_block_and_a_close_before_its_stamps():
     extension = timed_calls.extension()
     if extension is None:
@@ -244,3 +297,101 @@ def test_the_record_in_c_refuses_what_is_not_a_phased_block_and_a_close_before_i
     ready_at.append(3.0)  # a stamp per worker, no more
     with pytest.raises(TypeError):
         record.close()
+
+
+# --- a real manager while the timeline records: the spans of its `with` blocks --------------------
+
+STEPS = 40
+
+
+def _trainer_spans(tree: dict) -> list[list]:
+    """The spans of the trainer's main thread in ``tree``'s timeline."""
+    threads = tree["timeline"]["processes"][0]["threads"]
+    return next(thread["spans"] for thread in threads if thread["name"] == "MainThread")
+
+
+def _span_lengths(spans: list[list]) -> dict[tuple[str, ...], list[float]]:
+    """Each span's length under its path of enclosing span names (outermost first), the nesting a
+    trace viewer draws: spans by start, the enclosing one first, each inside the last still open."""
+    lengths: dict[tuple[str, ...], list[float]] = {}
+    open_spans: list[tuple[float, tuple[str, ...]]] = []
+    for name, start, end, *_ in sorted(spans, key=lambda span: (span[1], -span[2])):
+        while open_spans and open_spans[-1][0] <= start and open_spans[-1][0] < end:
+            open_spans.pop()
+        path = (open_spans[-1][1] if open_spans else ()) + (name,)
+        lengths.setdefault(path, []).append(end - start)
+        open_spans.append((end, path))
+    return lengths
+
+
+def _span_paths(spans: list[list]) -> Counter:
+    """How many spans have each path of enclosing span names."""
+    return Counter({path: len(lengths) for path, lengths in _span_lengths(spans).items()})
+
+
+def _manager_steps(with_blocks: bool, dump_after: int | None = None) -> tuple[dict, bool]:
+    """A recorded run of a real two-worker manager's steps: the tree dumped after ``dump_after``
+    steps (else after all), and whether the steps went through the phased block. ``with_blocks``
+    forces them through ``with`` blocks: a companion that watches every block and does nothing."""
+    from envmanager import SubprocessEnvManager
+    from envmanager_testenvs import CountingEnv
+
+    timers.reset_timers()
+    if with_blocks:
+        block_hooks.observe_blocks(lambda node: None, None, companion="test")
+    try:
+        with SubprocessEnvManager([CountingEnv] * 2) as envs:
+            envs.reset(seed=0)
+            for step in range(STEPS):
+                if step == dump_after:
+                    break
+                envs.step(np.zeros(2, dtype=np.int64))
+            return get_timer_tree(), envs._profiling.step_block.node is not None
+    finally:
+        block_hooks.observe_blocks(None, None, companion="test")
+
+
+def test_a_real_managers_phased_steps_record_the_spans_its_with_blocks_record(recording):
+    phased_tree, phased = _manager_steps(with_blocks=False)
+    with_tree, through_phased_block = _manager_steps(with_blocks=True)
+    assert phased and not through_phased_block
+    paths = _span_paths(_trainer_spans(phased_tree))
+    assert paths == _span_paths(_trainer_spans(with_tree))
+    assert paths[("env_manager.step",)] == STEPS
+    assert paths[("env_manager.step", "wait_for_workers")] == STEPS
+
+
+def _marks(tree: dict) -> tuple[Counter, Counter]:
+    """How many instants and counter samples of each name the trainer's timeline holds."""
+    trainer = tree["timeline"]["processes"][0]
+    instants = Counter(instant[0] for thread in trainer["threads"] for instant in thread["instants"])
+    return instants, Counter(counter[0] for counter in trainer["counters"])
+
+
+def test_a_real_managers_phased_steps_mark_the_last_worker_of_each_step_as_its_with_blocks_do(recording):
+    phased_tree, phased = _manager_steps(with_blocks=False)
+    with_tree, _ = _manager_steps(with_blocks=True)
+    assert phased
+    instants, counters = _marks(phased_tree)
+    with_instants, with_counters = _marks(with_tree)
+    assert sum(count for name, count in instants.items() if name.startswith("env_manager.last_to_reply")) == STEPS
+    assert counters["env_manager.wait_as_last"] == with_counters["env_manager.wait_as_last"] == STEPS
+    assert sum(instants.values()) == sum(with_instants.values())
+
+
+def test_a_real_managers_phased_steps_record_spans_that_add_up_to_its_tree(recording):
+    tree, phased = _manager_steps(with_blocks=False)
+    assert phased
+    step = next(child for child in tree["children"] if child["name"] == "env_manager.step")
+    spans = _span_lengths(_trainer_spans(tree))
+    for path, node in [(("env_manager.step",), step)] + [(("env_manager.step", phase["name"]), phase) for phase in step["children"]]:
+        lengths = spans[path]
+        assert len(lengths) == node["count"] == STEPS
+        assert sum(lengths) == pytest.approx(node["total"], rel=1e-9)
+        assert (min(lengths), max(lengths)) == (node["min"], node["max"])
+
+
+def test_a_dump_in_the_middle_of_a_real_managers_run_has_the_spans_of_every_step_so_far(recording):
+    tree, phased = _manager_steps(with_blocks=False, dump_after=7)
+    assert phased
+    assert _span_paths(_trainer_spans(tree))[("env_manager.step",)] == 7

@@ -249,3 +249,22 @@ def test_an_ended_thread_kept_for_its_events_is_let_go_once_they_are_cleared(rec
     assert "one-off" in [stack.thread_name for stack in all_timer_stacks()]
     events.clear_recording()
     assert "one-off" not in [stack.thread_name for stack in all_timer_stacks()]
+
+
+@pytest.mark.parametrize("held", [0, 3, 5])
+def test_events_added_in_bulk_fill_the_ring_and_count_what_they_push_out_as_one_by_one(held):
+    one_by_one, in_bulk = events.ThreadTimeline(5), events.ThreadTimeline(5)
+    for index in range(held):
+        for timeline in (one_by_one, in_bulk):
+            timeline.add_instant("before", float(index))
+            timeline.add_counter("before", float(index), 1.0)
+    instants = [("mark", float(index)) for index in range(4)]
+    samples = [("count", float(index), 2.0) for index in range(4)]
+    for name, at in instants:
+        one_by_one.add_instant(name, at)
+    for name, at, value in samples:
+        one_by_one.add_counter(name, at, value)
+    in_bulk.add_instants(instants)
+    in_bulk.add_counters(samples)
+    assert (list(in_bulk.instants), list(in_bulk.counters)) == (list(one_by_one.instants), list(one_by_one.counters))
+    assert in_bulk.dropped == one_by_one.dropped == 2 * max(0, held + 4 - 5)

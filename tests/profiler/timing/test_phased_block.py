@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import profiler
 from profiler import get_timer_tree, hierarchical_timer
 from profiler.recording import events
-from profiler.timing import timers
+from profiler.timing import block_hooks, timers
 from profiler.multiprocess.payload import snapshot_and_flush
 from profiler.timing import accelerator
 from profiler.timing.phased_block import FOLD_AT_RUNS, PhasedBlock, runs_table, runs_table_in_python
@@ -71,6 +71,19 @@ def tree_after(run) -> dict:
     return tree
 
 
+def spans_in_time_order(tree: dict) -> dict:
+    """``tree`` with each thread's spans in the order every reader puts them (by start, the
+    enclosing span first), timed from the first: a phased block adds its runs' spans as they
+    fold, after the spans of blocks that closed meanwhile, where ``with`` blocks add each as it
+    closes; the fake clock runs on from one run of a test to the next."""
+    threads = [thread for process in tree["timeline"]["processes"] for thread in process["threads"]]
+    origin = min(span[1] for thread in threads for span in thread["spans"])
+    for thread in threads:
+        thread["spans"] = sorted(([name, start - origin, end - origin] for name, start, end in thread["spans"]),
+                                 key=lambda span: (span[1], -span[2]))
+    return tree
+
+
 def test_phased_runs_leave_the_tree_of_nested_with_blocks(fake_clock):
     block = PhasedBlock("step", PHASES)
 
@@ -89,9 +102,12 @@ def test_phased_runs_leave_the_tree_of_nested_with_blocks(fake_clock):
     assert step["count"] == 3 and step["min"] == pytest.approx(1.125) and step["max"] == pytest.approx(6.75)
 
 
+@pytest.mark.parametrize("timeline", [False, True], ids=["plain", "timeline"])
 @pytest.mark.parametrize("failing_phase", [0, 1, 2])
-def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock, failing_phase):
+def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock, failing_phase, timeline, request):
     # After a run that succeeded: a phased block makes the nodes of all its phases on its first run.
+    if timeline:
+        request.getfixturevalue("recording")  # and records the spans the `with` blocks record
     block = PhasedBlock("step", PHASES)
 
     def with_blocks() -> None:
@@ -102,9 +118,12 @@ def test_a_failed_run_counts_as_an_exception_leaving_that_phase_would(fake_clock
         run_phased(block, fake_clock)
         run_phased(block, fake_clock, failing_phase=failing_phase)
 
-    expected = tree_after(with_blocks)
-    assert tree_after(phased) == expected
+    in_order = spans_in_time_order if timeline else (lambda tree: tree)
+    expected = in_order(tree_after(with_blocks))
+    assert in_order(tree_after(phased)) == expected
     assert find(expected, "step", PHASES[failing_phase])["errors"] == 1
+    if timeline:
+        assert len(expected["timeline"]["processes"][0]["threads"][0]["spans"]) == 4 + failing_phase + 2
 
 
 def test_blocks_opened_while_it_is_open_nest_under_it(fake_clock):
@@ -141,16 +160,99 @@ def test_it_is_not_opened_while_timing_is_off():
     assert block.open() is not None
 
 
-def test_it_is_not_opened_while_a_timeline_is_recorded_so_the_caller_uses_with_blocks():
+def test_it_is_not_opened_while_a_companion_other_than_the_timeline_watches_blocks(recording):
+    block = PhasedBlock("step", PHASES)
+    block_hooks.observe_blocks(lambda node: None, None, companion="test")
+    try:
+        assert not timers.plain_blocks and not timers.span_blocks
+        assert block.open() is None
+    finally:
+        block_hooks.observe_blocks(None, None, companion="test")
+    assert block.open() is not None
+
+
+# --- the timeline: the spans of the nested `with` blocks -------------------------------------------
+
+
+def test_phased_runs_record_the_spans_of_nested_with_blocks(fake_clock, recording):
+    block = PhasedBlock("step", PHASES)
+
+    def with_blocks() -> None:
+        with hierarchical_timer("rollout"):
+            for factor in (1.0, 3.0, 0.5):
+                run_with_blocks(fake_clock, [seconds * factor for seconds in DURATIONS])
+
+    def phased() -> None:
+        with hierarchical_timer("rollout"):
+            for factor in (1.0, 3.0, 0.5):
+                run_phased(block, fake_clock, [seconds * factor for seconds in DURATIONS])
+
+    assert timers.span_blocks
+    expected = spans_in_time_order(tree_after(with_blocks))
+    assert spans_in_time_order(tree_after(phased)) == expected
+    spans = expected["timeline"]["processes"][0]["threads"][0]["spans"]
+    assert [span[0] for span in spans[:5]] == ["rollout", "step", *PHASES]
+    assert len(spans) == 3 * 4 + 1
+
+
+def recorded_spans() -> list:
+    timeline = timers.current_thread_stack().timeline
+    return [] if timeline is None else list(timeline.spans)
+
+
+def test_runs_held_as_recording_stops_keep_their_spans(fake_clock):
     block = PhasedBlock("step", PHASES)
     events.start_recording()
+    run_phased(block, fake_clock)
+    events.stop_recording()
+    run_phased(block, fake_clock)  # not recorded, as a `with` block's run would not be
+    assert [span[0] for span in recorded_spans()] == [*PHASES, "step"]
+    events.clear_recording()
+
+
+def test_runs_held_as_recording_starts_record_no_span(fake_clock):
+    block = PhasedBlock("step", PHASES)
+    run_phased(block, fake_clock)
+    events.start_recording()
     try:
-        assert not timers.plain_blocks
-        assert block.open() is None
+        run_phased(block, fake_clock)
+        get_timer_tree()
+        assert [span[0] for span in recorded_spans()] == [*PHASES, "step"]
+        assert find(get_timer_tree(), "step")["count"] == 2
     finally:
         events.stop_recording()
         events.clear_recording()
-    assert timers.plain_blocks
+
+
+def test_clearing_the_recording_forgets_the_spans_of_runs_held(fake_clock, recording):
+    block = PhasedBlock("step", PHASES)
+    run_phased(block, fake_clock)
+    events.clear_recording()
+    get_timer_tree()
+    assert recorded_spans() == []
+    assert find(get_timer_tree(), "step")["count"] == 1
+
+
+def test_the_spans_of_runs_another_thread_holds_are_in_the_dump(fake_clock, recording):
+    block = PhasedBlock("step", PHASES)
+    opened = threading.Event()
+    leave = threading.Event()
+
+    def run_and_stay() -> None:
+        run_phased(block, fake_clock)
+        opened.set()
+        leave.wait()
+
+    other = threading.Thread(target=run_and_stay, name="other")
+    other.start()
+    try:
+        opened.wait()
+        threads = get_timer_tree()["timeline"]["processes"][0]["threads"]
+        spans = next(thread["spans"] for thread in threads if thread["name"] == "other")
+        assert [span[0] for span in spans] == [*PHASES, "step"]
+    finally:
+        leave.set()
+        other.join()
 
 
 # --- runs held as stamps, folded in bulk ---------------------------------------------------------

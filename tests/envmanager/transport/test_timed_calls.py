@@ -4,8 +4,10 @@ and a property test that drives both with the same random programs and compares 
 
 from __future__ import annotations
 
+import gc
 import math
 import random
+import time
 from fractions import Fraction
 
 import pytest
@@ -435,3 +437,42 @@ def test_both_implementations_leave_the_same_tree_for_the_same_random_programs(s
 def test_the_python_reference_is_what_make_step_timer_gives_when_forced(step_core):
     timer = make_step_timer(TimerStack(), "env.step", SteppingClock([1.0]), None, math.inf)
     assert (type(timer) is PythonStepTimer) is (step_core == "python")
+
+
+# On the real clock (time.perf_counter) and a plain CpuSampler or none, the C helper takes its
+# short path for a step whose open block is the one it last found its node under; a fake clock or
+# a CpuSampler subclass takes the general one. These tests run the short path; the property test
+# below runs both implementations on it too.
+
+
+class EnvResettingTheStack:
+    """An env whose step, given "reset", resets the stack and steps an inner env through the same
+    timer (which finds its node again, under the new root), then has the collector free what the
+    reset dropped and the allocator reuse its memory."""
+
+    def __init__(self, timer, stack: TimerStack) -> None:
+        self.timer = timer
+        self.stack = stack
+
+    def step(self, action):
+        if action == "reset":
+            self.stack.reset()
+            self.timer.step_env(CountingEnv(), 0)
+            gc.collect()
+            reuse = [float(number) + 0.5 for number in range(100_000)]
+            del reuse
+        return action
+
+
+def test_step_env_on_the_real_clock_survives_an_env_that_resets_the_stack_and_steps_again():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", time.perf_counter, None, 0.001)
+    env = EnvResettingTheStack(timer, stack)
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    assert timer.step_env(env, "reset") == "reset"
+    # the outer run closed into the dropped tree (its root open again, as the reference leaves it)
+    assert stack.current is not stack.root
+    stack.settle()
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors, list(node.children)) == (1, 0, [])

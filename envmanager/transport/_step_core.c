@@ -817,7 +817,15 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
     SLOT(stack, stack_current) = Py_NewRef(node);
     Py_DECREF(parent);
     if (sampler != Py_None) {
-        Py_XSETREF(SLOT(sampler, sampler_countdown), PyLong_FromLong(left - 1));  /* a small int: cached */
+        /* Cached for the sampler's own countdowns (small ints); one set from outside may be made. */
+        PyObject *countdown = PyLong_FromLong(left - 1);
+        if (countdown == NULL) {
+            /* the reference's ``sampler.countdown -= 1`` raising inside its try: a failed run */
+            fail_and_raise(self, node);
+            Py_DECREF(node);
+            return NULL;
+        }
+        Py_XSETREF(SLOT(sampler, sampler_countdown), countdown);
     }
     PyObject *result = PyObject_VectorcallMethod(step_string, args, 2, NULL);
     if (result == NULL) {

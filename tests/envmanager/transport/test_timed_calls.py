@@ -476,3 +476,26 @@ def test_step_env_on_the_real_clock_survives_an_env_that_resets_the_stack_and_st
     stack.settle()
     node = stack.root.children["env.step"]
     assert (node.count, node.errors, list(node.children)) == (1, 0, [])
+
+
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # the C helper's own allocation
+def test_step_env_on_the_real_clock_raises_when_the_countdown_cannot_be_made_and_steps_nothing(step_core):
+    testcapi = pytest.importorskip("_testcapi")
+    stack = TimerStack()
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 1000  # past the ints Python caches: the next countdown is made afresh
+    timer = make_step_timer(stack, "env.step", time.perf_counter, sampler, 0.001)
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    with pytest.raises(MemoryError):
+        testcapi.set_nomemory(0, 1)  # the next allocation fails: the countdown's int
+        try:
+            timer.step_env(env, 0)
+        finally:
+            testcapi.remove_mem_hooks()
+    # as the reference's ``sampler.countdown -= 1`` raising in its try: a failed run, no step
+    assert (env.steps, sampler.countdown, stack.current is stack.root) == (2, 998, True)
+    stack.settle()
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors) == (3, 1)

@@ -823,16 +823,25 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
         }
         set_slot(node, field_offsets[START], reading);
     }
-    /* stack.current = node (blocks in the env's own code nest under it); the timer holds both. */
+    /* stack.current = node (blocks in the env's own code nest under it). The stack holds the
+     * node, and this call holds it too until it returns: the env's code may reset the stack and
+     * step through this timer again, which drops the stack's reference and the timer's. */
     Py_INCREF(node);
-    SLOT(stack, stack_current) = node;
+    SLOT(stack, stack_current) = Py_NewRef(node);
     Py_DECREF(parent);
     if (sampler != Py_None) {
-        Py_XSETREF(SLOT(sampler, sampler_countdown), PyLong_FromLong(left - 1));  /* a small int: cached */
+        /* Cached for the sampler's own countdowns (small ints); one set from outside may be made. */
+        PyObject *countdown = PyLong_FromLong(left - 1);
+        if (countdown == NULL) {
+            /* the reference's ``sampler.countdown -= 1`` raising inside its try: a failed run */
+            fail_and_raise(self, node);
+            Py_DECREF(node);
+            return NULL;
+        }
+        Py_XSETREF(SLOT(sampler, sampler_countdown), countdown);
     }
     PyObject *result = PyObject_VectorcallMethod(step_string, args, 2, NULL);
     if (result == NULL) {
-        Py_INCREF(node);
         fail_and_raise(self, node);
         Py_DECREF(node);
         return NULL;
@@ -840,6 +849,7 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
     /* close_run's common case: both readings floats, the timer still on its node. */
     double end;
     if (read_system_clock(&end) < 0) {
+        Py_DECREF(node);
         Py_DECREF(result);
         return NULL;
     }
@@ -848,6 +858,7 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
         double seconds = end - PyFloat_AS_DOUBLE(started);
         Py_INCREF(above);
         Py_XSETREF(SLOT(stack, stack_current), above);
+        Py_DECREF(node);  /* the timer holds it still: it is self->node */
         if (sampler != Py_None && seconds >= self->exact_above_seconds && measure_next_call(sampler) < 0) {
             Py_DECREF(result);
             return NULL;
@@ -858,7 +869,6 @@ step_timer_step_env(StepTimer *self, PyObject *const *args, Py_ssize_t nargs)
         }
         return result;
     }
-    Py_INCREF(node);
     PyObject *closed = close_run(self, node, 1, &end);
     Py_DECREF(node);
     return after_close(closed, result);

@@ -4,8 +4,10 @@ and a property test that drives both with the same random programs and compares 
 
 from __future__ import annotations
 
+import gc
 import math
 import random
+import time
 from fractions import Fraction
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
+from envmanager.measurement import env_time
 from envmanager.measurement.env_time import CpuSampler
 from envmanager.transport import timed_calls
 from envmanager.transport.timed_calls import PythonStepTimer, make_step_timer
@@ -327,14 +330,24 @@ class SteppedSampler(CpuSampler):
         return super().measure(function, *args, _wall=self.clock, _cpu=self.clock, **kwargs)
 
 
-def _stepped(timer_class, seed: int) -> tuple:
+def _stepped(timer_class, seed: int, on_the_real_clock: bool = False) -> tuple:
     """Random env steps through ``step_env`` (a tenth failing, some with a block inside, the
-    sampler measuring some), on fake clocks; the tree, the results and the sampler's figures."""
+    sampler measuring some), on fake clocks; the tree, the results and the sampler's figures.
+
+    ``on_the_real_clock``: on ``time.perf_counter`` and a plain CpuSampler instead (the C helper's
+    short path), no run slow enough to have the next measured; the trees' shapes then (names,
+    counts, errors), their figures checked for what any clock leaves (see _check_figures)."""
     generator = random.Random(seed)
-    clock = SteppingClock([generator.random() * 0.002 for _ in range(16)])
+    if on_the_real_clock:
+        clock = time.perf_counter
+        sampler = CpuSampler(seed)
+        exact_above = math.inf
+    else:
+        clock = SteppingClock([generator.random() * 0.002 for _ in range(16)])
+        sampler = SteppedSampler(seed, SteppingClock([generator.random() * 0.002 for _ in range(16)]))
+        exact_above = 0.001
     stack = TimerStack()
-    sampler = SteppedSampler(seed, SteppingClock([generator.random() * 0.002 for _ in range(16)]))
-    timer = timer_class(stack, "env.step", clock, sampler, 0.001)
+    timer = timer_class(stack, "env.step", clock, sampler, exact_above)
     envs = [CountingEnv(), CountingEnv(inner=timer_class(stack, "physics", clock))]
     around = timer_class(stack, "rollout", clock)
     around_node = None  # the block "rollout", while the steps run inside it
@@ -358,6 +371,11 @@ def _stepped(timer_class, seed: int) -> tuple:
     if around_node is not None:
         around.close(around_node)
     assert stack.current is stack.root
+    if on_the_real_clock:
+        before_settling = _shape(stack.root)
+        stack.settle()
+        _check_figures(stack.root)
+        return before_settling, _shape(stack.root), outcomes, sampler.take()[2]
     before_settling = _tree(stack.root)
     stack.settle()
     return before_settling, _tree(stack.root), outcomes, sampler.take(), clock.readings
@@ -367,6 +385,31 @@ def _stepped(timer_class, seed: int) -> tuple:
 def test_both_implementations_step_envs_alike_for_the_same_random_steps(step_core):
     for seed in range(200):
         assert _stepped(make_step_timer, seed) == _stepped(PythonStepTimer, seed), f"seed {seed}"
+
+
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # it runs both itself: once is enough
+def test_both_implementations_step_envs_alike_on_the_real_clock_for_the_same_random_steps(step_core, monkeypatch):
+    # a measured call is never slow here, so which calls are measured does not hang on the load
+    monkeypatch.setattr(env_time, "EXACT_ABOVE_SECONDS", math.inf)
+    for seed in range(200):
+        compiled = _stepped(make_step_timer, seed, on_the_real_clock=True)
+        assert compiled == _stepped(PythonStepTimer, seed, on_the_real_clock=True), f"seed {seed}"
+
+
+def _shape(node: TimerNode) -> tuple:
+    """The node's name, count and errors, and its children's: what a real clock leaves alike."""
+    return (node.name, node.count, node.errors, tuple(_shape(child) for child in node.children.values()))
+
+
+def _check_figures(node: TimerNode) -> None:
+    """What any clock leaves: a counted block took time, its shortest run no longer than its
+    longest, and its total between count times each."""
+    if node.count:
+        assert node.total > 0.0 and node.min <= node.max, node.name
+        slack = 1e-9 * node.count
+        assert node.min * node.count - slack <= node.total <= node.max * node.count + slack, node.name
+    for child in node.children.values():
+        _check_figures(child)
 
 
 def _program(seed: int) -> list[tuple]:
@@ -435,3 +478,120 @@ def test_both_implementations_leave_the_same_tree_for_the_same_random_programs(s
 def test_the_python_reference_is_what_make_step_timer_gives_when_forced(step_core):
     timer = make_step_timer(TimerStack(), "env.step", SteppingClock([1.0]), None, math.inf)
     assert (type(timer) is PythonStepTimer) is (step_core == "python")
+
+
+# On the real clock (time.perf_counter) and a plain CpuSampler or none, the C helper takes its
+# short path for a step whose open block is the one it last found its node under; a fake clock or
+# a CpuSampler subclass takes the general one. These tests run the short path; the property test
+# below runs both implementations on it too.
+
+
+class EnvResettingTheStack:
+    """An env whose step, given "reset", resets the stack and steps an inner env through the same
+    timer (which finds its node again, under the new root), then has the collector free what the
+    reset dropped and the allocator reuse its memory."""
+
+    def __init__(self, timer, stack: TimerStack) -> None:
+        self.timer = timer
+        self.stack = stack
+
+    def step(self, action):
+        if action == "reset":
+            self.stack.reset()
+            self.timer.step_env(CountingEnv(), 0)
+            gc.collect()
+            reuse = [float(number) + 0.5 for number in range(100_000)]
+            del reuse
+        return action
+
+
+def test_step_env_on_the_real_clock_survives_an_env_that_resets_the_stack_and_steps_again():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", time.perf_counter, None, 0.001)
+    env = EnvResettingTheStack(timer, stack)
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    assert timer.step_env(env, "reset") == "reset"
+    # the outer run closed into the dropped tree (its root open again, as the reference leaves it)
+    assert stack.current is not stack.root
+    stack.settle()
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors, list(node.children)) == (1, 0, [])
+
+
+@pytest.mark.parametrize("step_core", ["compiled"], indirect=True)  # the C helper's own allocation
+def test_step_env_on_the_real_clock_raises_when_the_countdown_cannot_be_made_and_steps_nothing(step_core):
+    testcapi = pytest.importorskip("_testcapi")
+    stack = TimerStack()
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 1000  # past the ints Python caches: the next countdown is made afresh
+    timer = make_step_timer(stack, "env.step", time.perf_counter, sampler, 0.001)
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    with pytest.raises(MemoryError):
+        testcapi.set_nomemory(0, 1)  # the next allocation fails: the countdown's int
+        try:
+            timer.step_env(env, 0)
+        finally:
+            testcapi.remove_mem_hooks()
+    # as the reference's ``sampler.countdown -= 1`` raising in its try: a failed run, no step
+    assert (env.steps, sampler.countdown, stack.current is stack.root) == (2, 998, True)
+    stack.settle()
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors) == (3, 1)
+
+
+def test_step_env_on_the_real_clock_takes_the_countdown_down_and_measures_the_step_it_runs_out_at():
+    sampler = CpuSampler(seed=0)
+    sampler.countdown = 3
+    timer = make_step_timer(TimerStack(), "env.step", time.perf_counter, sampler, math.inf)
+    env = CountingEnv()
+    seen = []
+    for _ in range(4):
+        timer.step_env(env, 0)
+        seen.append((sampler.countdown, sampler.measured_calls))
+    assert seen[:3] == [(2, 0), (1, 0), (0, 0)]
+    assert seen[3] == (sampler._gaps[1], 1)  # measured, the next gap drawn
+    assert env.steps == 4
+
+
+def test_a_slow_step_on_the_real_clock_has_the_sampler_measure_the_next_one():
+    stack = TimerStack()
+    sampler = CpuSampler(seed=0)
+    timer = make_step_timer(stack, "env.step", time.perf_counter, sampler, 0.0)  # every run slow
+    env = CountingEnv()
+    timer.step_env(env, 0)  # the first step finds its node (and is measured)
+    sampler.countdown = 5
+    timer.step_env(env, 0)
+    assert (sampler.countdown, sampler.measured_calls) == (0, 1)
+    timer.step_env(env, 0)
+    assert sampler.measured_calls == 2
+
+
+def test_step_env_on_the_real_clock_counts_a_failed_step_as_an_error_and_raises_the_envs_exception():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", time.perf_counter, None, 0.001)
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    with pytest.raises(ValueError, match="the env failed"):
+        timer.step_env(env, "fail")
+    assert stack.current is stack.root
+    timer.step_env(env, 0)
+    stack.settle()
+    node = stack.root.children["env.step"]
+    assert (node.count, node.errors, env.steps) == (3, 1, 3)
+    _check_figures(stack.root)
+
+
+def test_step_env_on_the_real_clock_leaves_a_start_held_elsewhere_as_it_was():
+    stack = TimerStack()
+    timer = make_step_timer(stack, "env.step", time.perf_counter, None, 0.001)
+    env = CountingEnv()
+    timer.step_env(env, 0)
+    timer.step_env(env, 0)
+    node = stack.root.children["env.step"]
+    held = node._start  # a second holder of the node's start: the next start is a new float
+    value = float(held)
+    timer.step_env(env, 0)
+    assert held == value and node._start is not held and node._start > value

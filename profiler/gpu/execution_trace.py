@@ -40,7 +40,7 @@ import os
 import tempfile
 from typing import Any
 
-from profiler.gpu.operator_figures import OperatorFigures
+from profiler.gpu.operator_figures import OperatorFigures, figures_of
 from profiler.timing.timers import TimerNode
 
 __all__ = ["ExecutionTrace", "fold_execution_trace", "outputs_sayings", "tensor_bytes"]
@@ -107,7 +107,7 @@ def fold_execution_trace(nodes: list[dict[str, Any]], blocks: dict[int, TimerNod
             continue
         outputs = node.get("outputs") or {}
         inputs = node.get("inputs") or {}
-        entry = figures.setdefault(operator, OperatorFigures())
+        entry = figures_of(figures, operator)
         entry.add_output_shapes(str(outputs.get("shapes", [])))
         entry.tensor_bytes += tensor_bytes(inputs) + tensor_bytes(outputs)
         matched += 1

@@ -30,7 +30,7 @@ from typing import Any
 from profiler.records import Record
 
 __all__ = ["MAX_SHAPES_PER_OPERATOR", "OperatorFigures", "PathFigures", "add_payload_field",
-           "check_payload_field", "payload_field", "section_entry"]
+           "check_payload_field", "figures_of", "payload_field", "section_entry"]
 
 MAX_SHAPES_PER_OPERATOR = 8
 """Distinct input shapes (and dtypes, and backtraces) kept per operator block; further ones are
@@ -92,6 +92,14 @@ class OperatorFigures(Record):
         self.other_dtypes += other.other_dtypes
         self.other_backtraces += other.other_backtraces
 
+
+def figures_of(figures: dict[Any, OperatorFigures], key: Any) -> OperatorFigures:
+    """``key``'s figures in ``figures``, made at its first use: ``setdefault`` would make a record
+    (some microseconds) at every event or row, to drop it but for the first."""
+    operator = figures.get(key)
+    if operator is None:
+        operator = figures[key] = OperatorFigures()
+    return operator
 
 def _count_in(counts: dict[str, int], key: str, calls: int) -> int:
     """Count ``calls`` under ``key`` if it is kept (known, or room for one more); return the
@@ -202,6 +210,6 @@ def add_payload_field(into: PathFigures, prefix: tuple[str, ...], operators: Any
     into.with_stack = into.with_stack or with_stack
     for path, flops, memory, device_self, device_total, shapes, dtypes, backtraces, others in entries:
         other_shapes, other_dtypes, other_backtraces = others
-        into.figures.setdefault((*prefix, *path), OperatorFigures()).add(OperatorFigures(
+        figures_of(into.figures, (*prefix, *path)).add(OperatorFigures(
             flops, device_self, device_total, memory, dict(shapes), other_shapes, dict(dtypes), other_dtypes,
             dict(backtraces), other_backtraces))

@@ -49,7 +49,7 @@ from typing import Any
 
 from profiler.gpu.execution_trace import ExecutionTrace, fold_execution_trace, outputs_sayings
 from profiler.gpu.operator_calls import backtrace_text, dtype_names
-from profiler.gpu.operator_figures import OperatorFigures, PathFigures, payload_field, section_entry
+from profiler.gpu.operator_figures import OperatorFigures, PathFigures, figures_of, payload_field, section_entry
 from profiler.recording import events as timeline
 from profiler.timing import block_hooks, timers
 from profiler.timing.timers import TimerNode, TimerStack
@@ -321,7 +321,7 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         if name == _MEMORY_EVENT:
             for _, node, is_operator in reversed(stack):
                 if is_operator:
-                    _figures_of(figures, node).cpu_memory_bytes += event.nbytes()
+                    figures_of(figures, node).cpu_memory_bytes += event.nbytes()
                     break
             continue
         end = start - negative_duration
@@ -337,7 +337,7 @@ def fold_events(events: Any, blocks: dict[int, TimerNode], root: TimerNode,
         node.add_labels(None, OPERATOR_OBJECT_TYPE, None)
         if spans is not None:
             spans.append((name, start, end))
-        operator = _figures_of(figures, node)
+        operator = figures_of(figures, node)
         operator.flops += max(0, event.flops())
         shapes = event.shapes()
         if shapes and any(shapes):
@@ -523,10 +523,10 @@ def operators_section(stack: TimerStack, workers: Sequence[PathFigures] = ()) ->
         for node, operator in list(recording.figures.items()):
             path = _path_of(node, stack.root)
             if path is not None:
-                by_path.setdefault(tuple(path), OperatorFigures()).add(operator)
+                figures_of(by_path, tuple(path)).add(operator)
     for worker in workers:
         for path, operator in worker.figures.items():
-            by_path.setdefault(path, OperatorFigures()).add(operator)
+            figures_of(by_path, path).add(operator)
     # Workers record with start_operators' defaults: shapes, FLOPs and memory.
     section: dict[str, Any] = {
         "source": "torch.profiler",
@@ -598,12 +598,3 @@ def _path_of(node: TimerNode, root: TimerNode) -> list[str] | None:
         names.append(node.name)
         node = node.parent
     return names[::-1]
-
-
-def _figures_of(figures: dict[TimerNode, OperatorFigures], node: TimerNode) -> OperatorFigures:
-    """``node``'s operator figures, made at its first event: ``setdefault`` would build a record
-    (some microseconds) for every event of a profile, to throw it away but for the first."""
-    operator = figures.get(node)
-    if operator is None:
-        operator = figures[node] = OperatorFigures()
-    return operator

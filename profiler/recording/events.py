@@ -87,6 +87,12 @@ class ThreadTimeline:
         self.spans.append((name, start, end, details))
         self.spans_recorded += 1
 
+    def add_spans(self, spans: list[tuple[str, float, float]]) -> None:
+        """Many spans ``(name, start, end)`` without details at once (a phased block's runs, as
+        they fold), as plain blocks' exits add each."""
+        self.spans.extend(spans)
+        self.spans_recorded += len(spans)
+
     def add_instant(self, name: str, at: float, details: Details | None = None) -> None:
         if len(self.instants) == self.instants.maxlen:
             self.dropped += 1

@@ -189,7 +189,9 @@ class PhasedBlock:
             running.errors += 1
             spans.append((running.name, start, end))
         spans.append((node.name, node._start, end))
-        self._record_spans(spans)
+        timeline = self._span_timeline()
+        if timeline is not None:
+            timeline.add_spans(spans)
 
     def fold(self) -> None:
         """Add the runs held to the block's nodes, and their extra columns to ``on_fold``."""
@@ -216,9 +218,9 @@ class PhasedBlock:
         if len(taken[-1]) != columns:
             raise TypeError(f"{self.name}: runs of different widths were appended")
         width = self._phase_ends + 2
-        timeline = self.stack.timeline  # type: ignore[union-attr]
-        if timeline is not None and block_hooks.records_spans():
-            _add_run_spans(timeline, self.name, self.phase_names, taken, width)
+        timeline = self._span_timeline()
+        if timeline is not None:
+            timeline.add_spans(_run_spans(self.name, self.phase_names, taken, width))
         # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
         table = runs_table(taken, columns)
         if numpy.isnan(table).any():
@@ -231,25 +233,25 @@ class PhasedBlock:
         if self.on_fold is not None and table.shape[1] > width:
             self.on_fold(table[:, width:])
 
-    def _record_spans(self, spans: list[tuple[str, Any, Any]]) -> None:
-        """Add ``spans`` to the timeline of the stack the runs ran in, as the blocks' recording
-        exit adds each (:meth:`TimerNode._exit_and_record`); nothing while spans are not recorded."""
+    def _span_timeline(self) -> Any:
+        """The timeline of the stack the runs ran in, while spans are recorded there; else None.
+        Its spans are added as the blocks' recording exit adds each
+        (:meth:`TimerNode._exit_and_record`)."""
         timeline = self.stack.timeline  # type: ignore[union-attr]
-        if timeline is not None and block_hooks.records_spans():
-            timeline.spans.extend(spans)
-            timeline.spans_recorded += len(spans)
+        return timeline if timeline is not None and block_hooks.records_spans() else None
 
 
-def _add_run_spans(timeline: Any, name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]], width: int) -> None:
-    """Add to ``timeline`` the spans that ``with`` blocks would have recorded for ``runs`` (each
-    ``width`` stamps first: start, the phase ends, end): each phase's, then the block's, a column
-    at a time (the tuples made in C, by ``zip``: a loop over the runs cost half as much again)."""
+def _run_spans(name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]],
+               width: int) -> list[tuple[str, Any, Any]]:
+    """The spans that ``with`` blocks would have recorded for ``runs`` (each ``width`` stamps
+    first: start, the phase ends, end): each phase's, then the block's, a column at a time (the
+    tuples made in C, by ``zip``: a loop over the runs cost half as much again)."""
     columns = list(zip(*runs))
-    spans = timeline.spans
+    spans: list[tuple[str, Any, Any]] = []
     for phase_name, starts, ends in zip(phase_names, columns, columns[1:width]):
         spans.extend(zip(repeat(phase_name), starts, ends))
     spans.extend(zip(repeat(name), columns[0], columns[width - 1]))
-    timeline.spans_recorded += len(runs) * (len(phase_names) + 1)
+    return spans
 
 
 def take_held_runs(runs: list[Any]) -> list[Any]:

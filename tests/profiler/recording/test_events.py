@@ -268,3 +268,19 @@ def test_events_added_in_bulk_fill_the_ring_and_count_what_they_push_out_as_one_
     in_bulk.add_counters(samples)
     assert (list(in_bulk.instants), list(in_bulk.counters)) == (list(one_by_one.instants), list(one_by_one.counters))
     assert in_bulk.dropped == one_by_one.dropped == 2 * max(0, held + 4 - 5)
+
+
+@pytest.mark.parametrize("held", [0, 3, 5])
+def test_spans_added_in_bulk_fill_the_ring_and_count_as_one_by_one(held):
+    one_by_one, in_bulk = events.ThreadTimeline(5), events.ThreadTimeline(5)
+    for index in range(held):
+        for timeline in (one_by_one, in_bulk):
+            timeline.spans.append(("before", float(index), float(index) + 0.5))
+            timeline.spans_recorded += 1
+    spans = [("step", float(index), float(index) + 0.25) for index in range(4)]
+    for span in spans:
+        one_by_one.spans.append(span)
+        one_by_one.spans_recorded += 1
+    in_bulk.add_spans(spans)
+    assert list(in_bulk.spans) == list(one_by_one.spans)
+    assert in_bulk.dropped_so_far() == one_by_one.dropped_so_far() == max(0, held + 4 - 5)

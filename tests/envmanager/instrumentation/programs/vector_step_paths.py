@@ -119,7 +119,7 @@ def gymnasium_paths(context):
     first.close()
     second.close()
     raising, dying, slow = failing("raise"), failing("die"), failing("slow")
-    for envs in (raising, dying, slow):
+    for envs in (raising, slow):  # not the dying one: its workers then time no call, whenever they die
         envs.reset(seed=0)
     failures = {
         "raise": failure(lambda: raising.step(np.ones(2, np.int64))),
@@ -149,8 +149,7 @@ def sb3_paths(start_method):
     step_every_way(first, second)
     first.close()
     second.close()
-    dying = SubprocVecEnv([lambda: Failing("raise")] * 2, start_method=start_method)
-    dying.reset()
+    dying = SubprocVecEnv([lambda: Failing("raise")] * 2, start_method=start_method)  # not reset, as above
     failures = {"die": failure(lambda: dying.step(np.ones(2, np.int64))),
                 "send to a dead worker": failure(lambda: dying.step(np.zeros(2, np.int64)))}
     _forget(dying)

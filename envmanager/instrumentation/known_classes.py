@@ -12,6 +12,17 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
   generic layout ``profiler.analysis.step_time`` splits into env compute, waiting and transport;
 * ``reset`` is the block ``vector.reset``.
 
+A step of a class whose envs run in workers, called on the vector env itself (not through an SB3
+wrapper, whose own work around the calls would fall into the phases), is timed as one
+:class:`~profiler.timing.phased_block.PhasedBlock` (the record's ``step_block``): the class's own
+``step`` calls ``step_async`` and ``step_wait``, which, while the step's run is open, stamp where
+sending and waiting ended instead of opening blocks of their own; the run closes as the step
+returns, and the block folds the runs into the same tree and timeline spans as the ``with`` blocks
+give, and hands them to the record, which takes each step's window from them. ``step_async`` and
+``step_wait`` called by the program itself, a step through a wrapper, a step inside the open run
+of the same vector env, and every step while :meth:`PhasedBlock.open` declines (timing off or
+paused, a companion watching every block) keep the ``with`` blocks.
+
 Gymnasium's ``SyncVectorEnv`` and ``AsyncVectorEnv`` (which ``gymnasium.make_vec`` builds) are
 patched at once. Stable-Baselines3's ``DummyVecEnv`` and ``SubprocVecEnv`` are patched when the
 program imports them (an import hook: SB3 and torch are never imported by rlprof), or at once if
@@ -21,12 +32,14 @@ they are already imported. :meth:`Patches.restore` puts every original back.
 from __future__ import annotations
 
 import sys
+import time
 from operator import attrgetter
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.timing import timers
+from profiler.timing.phased_block import FOLD_AT_RUNS
 from profiler.timing.timers import TimerNode
 
 from envmanager.instrumentation.timed_env import own_attribute
@@ -113,15 +126,19 @@ class Patches:
             return
         self.patched.append(known.name)
         registry = self.registry
-        self._set(cls, "__init__", _timed_init(cls.__init__, cls, known, registry))
+        phased: tuple[Any, Any] | None = None
+        if known.in_workers:
+            phased = (_timed_send(cls.step_async, registry), _timed_wait(cls.step_wait, known, module, registry))
+            self._set(cls, "step_async", phased[0])
+            self._set(cls, "step_wait", phased[1])
+        self._set(cls, "__init__", _timed_init(cls.__init__, known, registry, phased))
         if known.module.startswith("stable_baselines3"):
             self._time_sb3_step(cls)
+        elif known.in_workers:
+            self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False))
         else:
-            self._set(cls, "step", _timed_block(cls.step, "vector.step", registry, anchor=known.in_workers))
-        self._set(cls, "reset", _timed_block(cls.reset, "vector.reset", registry, anchor=False))
-        if known.in_workers:
-            self._set(cls, "step_async", _timed_send(cls.step_async, registry))
-            self._set(cls, "step_wait", _timed_wait(cls.step_wait, known, module, registry))
+            self._set(cls, "step", _timed_block(cls.step, "vector.step"))
+        self._set(cls, "reset", _timed_block(cls.reset, "vector.reset"))
 
     def _time_sb3_step(self, cls: type) -> None:
         """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
@@ -130,7 +147,7 @@ class Patches:
         base = next(klass for klass in cls.__mro__ if klass.__name__ == "VecEnv")
         if "VecEnv.step" not in self.patched:
             self.patched.append("VecEnv.step")
-            self._set(base, "step", _timed_sb3_step(base.step, self.registry))
+            self._set(base, "step", _timed_step(base.step, self.registry, through_wrappers=True))
 
 
 _ABSENT = object()
@@ -145,56 +162,98 @@ def _defining_class(found: type, known: KnownClass) -> type:
     return found
 
 
-def _timed_init(original: Any, cls: type, known: KnownClass, registry: Any) -> Any:
+def _timed_init(original: Any, known: KnownClass, registry: Any, phased: tuple[Any, Any] | None) -> Any:
+    """``phased``: the timed ``step_async`` and ``step_wait`` of a class whose envs run in workers;
+    a vector env whose class has both (no subclass put its own in their place, which would do its
+    work inside the phases) has its steps timed as one phased block."""
+
     def __init__(self: Any, env_fns: Any, *args: Any, **kwargs: Any) -> None:
         record, wrapped = registry.new_record(type(self), known, env_fns)
         original(self, wrapped, *args, **kwargs)
         registry.built(self, record)
+        cls = type(self)
+        if phased is not None and cls.step_async is phased[0] and cls.step_wait is phased[1]:
+            record.time_steps_in_phases()
 
     return __init__
 
 
-def _timed_block(original: Any, name: str, registry: Any, *, anchor: bool) -> Any:
+def _timed_block(original: Any, name: str) -> Any:
     hierarchical_timer = timers.hierarchical_timer
-    record_of = registry.record_of
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with hierarchical_timer(name) as node:
-            if anchor and isinstance(node, TimerNode):
-                last = registry.last_found  # the vector env asked about last, without record_of's frame
-                record = last[1] if last is not None and last[0]() is self else record_of(self)
-                if record is not None:
-                    record.step_node = node  # the workers' payloads merge under it
+        with hierarchical_timer(name):
             return original(self, *args, **kwargs)
 
     return timed
 
 
-def _timed_sb3_step(original: Any, registry: Any) -> Any:
+def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
+    """The ``step`` of a class whose envs run in workers (``through_wrappers``: SB3's ``VecEnv.step``,
+    also called on the wrappers around a known env, and on ``DummyVecEnv``)."""
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
+    monotonic = time.monotonic
 
     def step(self: Any, actions: Any) -> Any:
-        last = registry.last_found  # as in _timed_block: most often, the known class stepped unwrapped
-        if last is not None and last[0]() is self:
-            record = last[1]
-        else:
-            envs, record = self, None
-            for _ in range(16):  # the wrapped envs, outermost first
-                record = record_of(envs)
-                if record is not None:
-                    break
-                envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
-                if envs is None:
-                    break
+        last = registry.last_found  # the vector env asked about last, without record_of's frame
+        record = last[1] if last is not None and last[0]() is self else record_of(self)
         if record is None:
-            return original(self, actions)
+            if through_wrappers:
+                record = _wrapped_record(self, record_of)
+                if record is None:  # around no known class: not timed
+                    return original(self, actions)
+        else:
+            block = record.step_block
+            # A step inside this vector env's open run (a wrapper of the program's stepping it
+            # again) is timed with `with` blocks, as are all while open() declines.
+            clock = block.open() if block is not None and record.phase_clock is None else None
+            if clock is not None:
+                # The class's own step calls step_async and step_wait, which stamp where sending
+                # and waiting end (_timed_send, _timed_wait); receiving ends as it returns.
+                record.phase_clock = clock
+                record.sent_stamp = record.waited_stamp = None
+                record.step_node = block.node  # the workers' payloads merge under it
+                try:
+                    result = original(self, actions)
+                except BaseException:
+                    record.phase_clock = None
+                    block.fail(record.sent_stamp, record.waited_stamp)
+                    raise
+                end = clock()
+                record.phase_clock = None
+                sent, waited = record.sent_stamp, record.waited_stamp
+                if waited is None:  # the step went around rlprof's step_wait (a method set on the instance)
+                    waited = end
+                    if sent is None:
+                        sent = end
+                # PhasedBlock.close inline, as the manager's step record closes it: no call.
+                block.stack.current = block.parent
+                runs = block.runs
+                runs.append((block.node._start, sent, waited, end))
+                if len(runs) >= FOLD_AT_RUNS:
+                    block.fold()  # the record takes each step's window from the runs (its on_fold)
+                if monotonic() >= record.resources.next_sample_at:  # once a second: no call the other steps
+                    record.resources.maybe_sample(enumerate(record.pids))
+                return result
         with hierarchical_timer("vector.step") as node:
-            if record.in_workers and isinstance(node, TimerNode):
-                record.step_node = node
+            if record is not None and record.in_workers and isinstance(node, TimerNode):
+                record.step_node = node  # the workers' payloads merge under it
             return original(self, actions)
 
     return step
+
+
+def _wrapped_record(envs: Any, record_of: Callable[[Any], Any]) -> Any:
+    """The record of the known vector env that SB3 wrappers (``envs`` outermost) wrap; None if none."""
+    for _ in range(16):
+        envs = own_attribute(envs, "venv")  # not envs.__dict__: that would unspecialize the wrapper
+        if envs is None:
+            return None
+        record = record_of(envs)
+        if record is not None:
+            return record
+    return None
 
 
 def _timed_send(original: Any, registry: Any) -> Any:
@@ -202,8 +261,14 @@ def _timed_send(original: Any, registry: Any) -> Any:
     record_of = registry.record_of
 
     def step_async(self: Any, actions: Any) -> None:
-        last = registry.last_found  # as in _timed_block
+        last = registry.last_found  # as in _timed_step
         record = last[1] if last is not None and last[0]() is self else record_of(self)
+        if record is not None:
+            clock = record.phase_clock
+            if clock is not None:  # inside the step's phased run: sending ends here
+                original(self, actions)
+                record.sent_stamp = clock()
+                return
         with hierarchical_timer("vector.send_actions") as node:
             if record is not None:  # the actions are sent as the block begins: its start is read once
                 record.sent_at = node._start if isinstance(node, TimerNode) else timers.now()
@@ -221,11 +286,16 @@ def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: 
     state, waiting = attrgetter(known.waiting_attribute), known.waiting_value(module)
 
     def step_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
-        last = registry.last_found  # as in _timed_block
+        last = registry.last_found  # as in _timed_step
         record = last[1] if last is not None and last[0]() is self else record_of(self)
         if record is None or state(self) != waiting:  # nothing pending: the class raises its own error
             return original(self, *args, **kwargs)
         timeout = kwargs.get("timeout", args[0] if args else None) if timeout_argument else None
+        clock = record.phase_clock
+        if clock is not None:  # inside the step's phased run: waiting ends here, receiving as the step returns
+            record.replies.wait(pipes(self), timeout)
+            record.waited_stamp = clock()
+            return original(self, *args, **kwargs)
         with hierarchical_timer("vector.wait_for_workers") as node:
             waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
             record.replies.wait(pipes(self), timeout)

@@ -11,6 +11,11 @@ of the vector env's pipes:
   notes each vector step's window (actions sent, wait begun, results read), the workers ship the
   finish stamps of their env calls, and the stamp of each worker's last env call inside a step's
   window is its reply to that step (one monotonic clock for every process of the machine);
+* the vector step's own timing, where the class's ``step`` calls rlprof's timed ``step_async``
+  and ``step_wait``: a :class:`~profiler.timing.phased_block.PhasedBlock` ``vector.step`` whose
+  phases are sending, waiting and receiving (:attr:`VectorEnvRecord.step_block`), the stamps of
+  the run open now (``phase_clock``, ``sent_stamp``, ``waited_stamp``: set by the patched methods
+  of :mod:`.known_classes`), and each step's window taken from the runs as the block folds them;
 * env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
@@ -35,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode, TimerStack
 from profiler.tree.timer_text import TimerFileError
 from profiler.tree.tree_reader import normalize_untimed_samples
@@ -45,7 +51,8 @@ from envmanager.measurement.critical_path import CriticalPath
 from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
 from envmanager.measurement.resources import ResourceGauges
 
-__all__ = ["FORCE_MATCH_AFTER_STEPS", "MATCH_EVERY_STEPS", "RESOURCE_INTERVAL_SECONDS", "VectorEnvRecord"]
+__all__ = ["FORCE_MATCH_AFTER_STEPS", "MATCH_EVERY_STEPS", "RESOURCE_INTERVAL_SECONDS", "STEP_PHASES",
+           "VectorEnvRecord"]
 
 MATCH_EVERY_STEPS = 4096
 """Steps held before those every worker has shipped past are matched with their stamps."""
@@ -55,6 +62,9 @@ FORCE_MATCH_AFTER_STEPS = 16 * MATCH_EVERY_STEPS
 
 RESOURCE_INTERVAL_SECONDS = 1.0
 """Seconds between two samples of the workers' CPU and memory, taken at the end of a step."""
+
+STEP_PHASES = ("vector.send_actions", "vector.wait_for_workers", "vector.receive_results")
+"""The phases of a vector step whose envs run in workers, the children of its ``vector.step`` block."""
 
 COMPLETE = "complete"
 NEVER_CONNECTED = "never connected to rlprof's channel: this worker's timers are lost"
@@ -73,9 +83,16 @@ class VectorEnvRecord:
         self.built = False
         self.step_node: TimerNode | None = None
         self.sent_at: float | None = None
+        # The step timed as one phased block (see time_steps_in_phases; None: `with` blocks), and
+        # the run open now: the clock to stamp its phase ends with (None: no run open), the ends
+        # of its sending and waiting phases (None: not reached).
+        self.step_block: PhasedBlock | None = None
+        self.phase_clock: Any = None
+        self.sent_stamp: float | None = None
+        self.waited_stamp: float | None = None
         self._lock = threading.Lock()
         # Per vector step: actions sent, wait begun, results read (the trainer's clock).
-        self._steps: list[tuple[float, float, float]] = []
+        self._steps: list[Any] = []
         self.channel = [NEVER_CONNECTED] * envs
         self.pids: list[int | None] = [None] * envs
         self.refused = 0
@@ -106,8 +123,16 @@ class VectorEnvRecord:
 
     # --- the trainer's thread ----------------------------------------------------------------
 
+    def time_steps_in_phases(self) -> None:
+        """Time this vector env's steps as one phased block, wherever they can be: its class's
+        ``step`` calls the ``step_async`` and ``step_wait`` that stamp the block's phases."""
+        self.step_block = PhasedBlock("vector.step", STEP_PHASES, on_fold=self._add_folded_steps)
+
     def step_done(self, waiting_since: float, end: float) -> None:
         """A vector step's results were read at ``end``; the trainer began waiting at ``waiting_since``."""
+        block = self.step_block
+        if block is not None and block.runs:  # its steps come first: the steps are held in order
+            block.fold()
         self.vector_steps += 1
         steps = self._steps
         steps.append((self.sent_at if self.sent_at is not None else waiting_since, waiting_since, end))
@@ -115,7 +140,17 @@ class VectorEnvRecord:
         if time.monotonic() >= self.resources.next_sample_at:  # once a second: no call the other steps
             self.resources.maybe_sample(enumerate(self.pids))
         if len(steps) >= MATCH_EVERY_STEPS:
-            self.match_steps(self._matched_up_to())
+            self._match_held_steps(self._matched_up_to())
+
+    def _add_folded_steps(self, runs: np.ndarray) -> None:
+        """The step block's ``on_fold``: its runs, a row each (opened, sending ended, waiting ended,
+        closed), are steps whose actions were sent after the block opened, whose wait began as
+        sending ended and whose results were read by its close."""
+        self.vector_steps += len(runs)
+        steps = self._steps
+        steps.extend(runs[:, (0, 1, 3)].tolist())
+        if len(steps) >= MATCH_EVERY_STEPS:
+            self._match_held_steps(self._matched_up_to())
 
     # --- the channel's threads ---------------------------------------------------------------
 
@@ -163,8 +198,8 @@ class VectorEnvRecord:
 
     @property
     def held_steps(self) -> int:
-        """Vector steps not yet matched with the workers' stamps."""
-        return len(self._steps)
+        """Vector steps not yet matched with the workers' stamps (the step block's runs among them)."""
+        return len(self._steps) + (len(self.step_block.runs) if self.step_block is not None else 0)
 
     def _matched_up_to(self) -> float:
         """Where every worker that ships has shipped past (a worker that never shipped holds
@@ -180,7 +215,12 @@ class VectorEnvRecord:
 
     def match_steps(self, up_to: float = math.inf) -> None:
         """Count on the critical path the steps that ended by ``up_to``, each worker's reply
-        being its last env call inside the step's window."""
+        being its last env call inside the step's window (the step block's runs folded first)."""
+        if self.step_block is not None:
+            self.step_block.fold()
+        self._match_held_steps(up_to)
+
+    def _match_held_steps(self, up_to: float) -> None:
         with self._lock:
             steps = self._steps
             ready = 0
@@ -233,6 +273,8 @@ class VectorEnvRecord:
             return None
         state = self.channel[index]
         if state == CUT_SHORT:
+            if self.step_block is not None:
+                self.step_block.fold()  # the steps its runs hold count too
             return (f"{state} ({self.shipped_calls[index]} env calls arrived; the trainer took "
                     f"{self.vector_steps} vector steps)")
         return state

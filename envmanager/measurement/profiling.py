@@ -161,7 +161,7 @@ class ManagerProfiling:
             self.record_step = self.critical_path.record_step
             if self.step_block is not None:
                 # A profiled step keeps its critical-path stamps with its own (see step_block).
-                self.step_block.on_fold = self.critical_path.count_steps_and_mark
+                self.step_block.on_fold = self._count_folded_steps
             self.env_times = [EnvTime() for _ in range(workers)]
             self.cpu_waits = [CpuWaits() for _ in range(workers)]
             self.merger.add_worker_section("critical_path", self._critical_path_section)
@@ -213,6 +213,11 @@ class ManagerProfiling:
         self.busy_processes = max(self.busy_processes, busy)
         if self.enabled:
             timers.add_metadata("busy_processes", self.busy_processes, self.timer_stack)
+
+    def _count_folded_steps(self, runs: Any) -> None:
+        """The step block's ``on_fold``: each run's critical-path stamps (its columns after the
+        step's four stamps: when the trainer began waiting, each worker's reply) to the critical path."""
+        self.critical_path.count_steps_and_mark(runs[:, 4:])  # type: ignore[union-attr]
 
     def _follow_stack_resets(self) -> None:
         """After the timer stack was reset: forget the figures counted before, as the tree did."""

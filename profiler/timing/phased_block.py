@@ -59,8 +59,8 @@ class PhasedBlock:
     The hottest callers close a run inline, as :meth:`close` does: set the stack's ``current``
     back to :attr:`parent`, append ``(start, *phase_ends, end, *extra)`` to :attr:`runs`,
     ``start`` being ``node._start``, and fold once :data:`FOLD_AT_RUNS` are held. Extra columns
-    (numbers, or None) go to ``on_fold`` at each fold, as a table with a row per run: float64,
-    or object when some run carried a None.
+    are numbers, or None. ``on_fold`` gets the runs of each fold, as a table with a row per run
+    (its stamps, then its extra columns): float64, or object when some run carried a None.
 
     While the timeline records (``timers.span_blocks``: ``rlprof run``'s default), a run's
     stamps are exactly the spans the ``with`` blocks would record on the thread's timeline:
@@ -194,7 +194,7 @@ class PhasedBlock:
             timeline.add_spans(spans)
 
     def fold(self) -> None:
-        """Add the runs held to the block's nodes, and their extra columns to ``on_fold``."""
+        """Add the runs held to the block's nodes, and hand them to ``on_fold``."""
         with self._fold_lock:
             self._fold_held()
 
@@ -230,8 +230,8 @@ class PhasedBlock:
         if self._phases:
             for phase, elapsed in zip(self._phases, numpy.diff(stamps, axis=1).T):
                 _add_runs(phase, elapsed)
-        if self.on_fold is not None and table.shape[1] > width:
-            self.on_fold(table[:, width:])
+        if self.on_fold is not None:
+            self.on_fold(table)
 
     def _span_timeline(self) -> Any:
         """The timeline of the stack the runs ran in, while spans are recorded there; else None.

@@ -16,6 +16,7 @@ from envmanager.instrumentation.vector_env_record import (
     COMPLETE,
     MATCH_EVERY_STEPS,
     NEVER_CONNECTED,
+    STEP_PHASES,
     VectorEnvRecord,
 )
 
@@ -150,3 +151,47 @@ def test_malformed_waits_or_stack_samples_refuse_the_shipment(record, waits, unt
     with pytest.warns(RuntimeWarning, match="dropped the timers of AsyncVectorEnv worker 0"):
         record.add_timers(0, shipment([], waits=waits, untimed=untimed))
     assert record.channel[0].startswith("a shipment was refused")
+
+
+def phased_step(record: VectorEnvRecord, clock, sent: float, waiting: float, end: float) -> None:
+    """A step timed as the record's phased block: opened at ``sent``, sending ended at
+    ``waiting``, closed at ``end``."""
+    clock.time = sent
+    block = record.step_block
+    block.open()
+    clock.time = end
+    block.close(waiting, (waiting + end) / 2)
+
+
+def test_a_phased_steps_runs_are_matched_as_the_windows_of_its_steps(fake_clock):
+    timers.reset_timers()
+    record = VectorEnvRecord("AsyncVectorEnv", "AsyncVectorEnv", 2, True, timers.get_timer_stack_for_thread(threading.current_thread()))
+    record.time_steps_in_phases()
+    for window in ((0.0, 1.0, 2.0), (3.0, 4.0, 5.0), (6.0, 7.0, 8.0)):
+        phased_step(record, fake_clock, *window)
+    assert record.held_steps == 3 and record.vector_steps == 0  # held in the block until it folds
+    record.add_timers(0, shipment([1.5, 4.2, 7.9]))
+    record.add_timers(1, shipment([1.8, 4.1, 7.0]))
+    record.match_steps()
+    assert record.vector_steps == 3 and record.held_steps == 0
+    first, second = record.critical_path.section(0), record.critical_path.section(1)
+    assert (first["vector_steps"], second["vector_steps"]) == (3, 3)
+    assert (first["last_to_reply"], second["last_to_reply"]) == (2, 1)
+    assert first["wait_as_last_seconds"] == pytest.approx((4.2 - 4.1) + (7.9 - 7.0))
+    step_node = timers.get_timer_root().children["vector.step"]
+    assert (step_node.count, step_node.total) == (3, 6.0)
+    assert [step_node.children[phase].count for phase in STEP_PHASES] == [3, 3, 3]
+
+
+def test_a_step_timed_with_blocks_after_phased_ones_is_held_after_them(fake_clock):
+    timers.reset_timers()
+    record = VectorEnvRecord("AsyncVectorEnv", "AsyncVectorEnv", 2, True, timers.get_timer_stack_for_thread(threading.current_thread()))
+    record.time_steps_in_phases()
+    phased_step(record, fake_clock, 0.0, 1.0, 2.0)
+    step(record, 3.0, 4.0, 5.0)  # a companion came: `with` blocks from now on
+    record.add_timers(0, shipment([1.5, 4.5]))
+    record.add_timers(1, shipment([1.6, 4.4]))
+    record.match_steps(up_to=2.0)  # the phased step first: held in order, it is matched alone
+    assert record.critical_path.section(0)["vector_steps"] == 1 and record.held_steps == 1
+    record.match_steps()
+    assert [record.critical_path.section(worker)["last_to_reply"] for worker in (0, 1)] == [1, 1]

@@ -43,7 +43,7 @@ def _record(workers: int) -> tuple:
     stack = timers.current_thread_stack()
     critical_path = CriticalPath(workers, stack)
     critical_path.count_whole_steps = whole_steps_counter()
-    block = PhasedBlock("env_manager.step", PHASES, critical_path.count_steps)
+    block = PhasedBlock("env_manager.step", PHASES, lambda runs: critical_path.count_steps(runs[:, 4:]))
     ready_at: list = [None] * workers
     record = step_record(block, ready_at, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
     return record, block, critical_path, ready_at
@@ -210,7 +210,7 @@ def _run_steps(make_record, program: list[tuple], seed: int, recording: bool = F
         workers = len(program[0][1])
         critical_path = CriticalPath(workers, stack)
         critical_path.count_whole_steps = whole_steps_counter()
-        block = PhasedBlock("env_manager.step", PHASES, critical_path.count_steps)
+        block = PhasedBlock("env_manager.step", PHASES, lambda runs: critical_path.count_steps(runs[:, 4:]))
         stamps: list = [None] * workers
         record = make_record(block, stamps, WAIT_BOUNDS_SECONDS, critical_path.add_whole_steps)
         for nested, ready_at, fails in program:

@@ -336,19 +336,31 @@ def test_a_run_in_another_thread_goes_into_that_threads_tree(fake_clock):
     assert find(tree, "thread:ended:other", "step")["count"] == 1
 
 
-def test_extra_columns_of_the_runs_go_to_on_fold_as_a_table(fake_clock):
+def test_the_runs_go_to_on_fold_as_a_table_their_stamps_then_their_extra_columns(fake_clock):
     tables = []
     block = PhasedBlock("step", PHASES, on_fold=tables.append)
+    runs = []
     for extra in ((1.0, 2.0), (3.0, 4.0)):
         clock = block.open()
         ends = (clock(), clock())
         block.stack.current = block.parent
-        block.runs.append((block.node._start, *ends, clock(), *extra))
+        runs.append([block.node._start, *ends, clock(), *extra])
+        block.runs.append(tuple(runs[-1]))
     block.fold()
     (table,) = tables
     assert table.dtype == np.float64
-    assert table.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert table.tolist() == runs
     assert block.node.count == 2
+
+
+def test_runs_without_extra_columns_go_to_on_fold_too(fake_clock):
+    tables = []
+    block = PhasedBlock("step", PHASES, on_fold=tables.append)
+    block.open()
+    fake_clock.advance(0.75)
+    block.close(1000.25, 1000.5)
+    block.fold()
+    assert [table.tolist() for table in tables] == [[[1000.0, 1000.25, 1000.5, 1000.75]]]
 
 
 def test_a_none_among_the_extra_columns_gives_on_fold_an_object_table(fake_clock):
@@ -359,7 +371,7 @@ def test_a_none_among_the_extra_columns_gives_on_fold_an_object_table(fake_clock
     block.runs.append((block.node._start, clock(), clock(), clock(), None, 2.0))
     block.fold()
     assert tables[0].dtype == object
-    assert tables[0].tolist() == [[None, 2.0]]
+    assert tables[0][:, 4:].tolist() == [[None, 2.0]]
     assert find(get_timer_tree(), "step")["count"] == 1
 
 

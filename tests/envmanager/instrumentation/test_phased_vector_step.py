@@ -1,0 +1,139 @@
+"""Specification of the trainer's timing of a vector step whose envs run in workers: a step through
+the class's own ``step`` is one phased block (sending, waiting, receiving stamped, the runs folded
+in bulk), and gives the tree, the timeline spans, the failures and the workers' sections that the
+``with`` blocks give for the same program.
+
+The program (programs/vector_step_paths.py) steps real ``AsyncVectorEnv``s and SB3
+``SubprocVecEnv``s every way a program can: two vector envs alternately (one through a wrapper),
+``step_async``/``step_wait`` called by the program, a step from another thread, a vector env
+inside another one's step, an env that raises, a worker that dies, a ``step_wait`` that times out.
+It runs under ``rlprof run`` twice: as it is, and with a companion watching every block, which
+makes rlprof time every vector step with ``with`` blocks (the reference).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROGRAM = Path(__file__).parent / "programs" / "vector_step_paths.py"
+PHASES = ("vector.send_actions", "vector.wait_for_workers", "vector.receive_results")
+STEPS, DIRECT, IN_THREAD, NESTED = 30, 5, 7, 4
+
+# Steps through the class's own step, in the program's thread: the first vector env's (alternate
+# steps, one more after the thread's) and the second's where its wrapper calls that step
+# (Gymnasium's vector wrappers do; SB3's VecMonitor calls step_async/step_wait itself), the vector
+# env stepped inside another's step, and the failing steps that reached their wait.
+PHASED_IN_MAIN_THREAD = {"async": 2 * STEPS + 1 + NESTED + 2, "sb3": STEPS + 1 + 1}
+
+
+def run(folder: Path, vector: str, context: str, with_blocks: bool) -> tuple[dict, dict]:
+    """The program's report and the dump of one ``rlprof run``."""
+    out = folder / ("with_blocks" if with_blocks else "phased")
+    result = subprocess.run(
+        [sys.executable, "-m", "profiler", "run", "--summaries-dir", str(out), str(PROGRAM),
+         "--vector", vector, "--context", context, *(["--with-blocks"] if with_blocks else [])],
+        cwd=folder, capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1]), json.loads((out / "vector_step_paths_timers.json").read_text())
+
+
+def shape(node: dict) -> tuple:
+    """A node's name, count, errors and children, each child's shape alike (their order left out)."""
+    children = sorted((shape(child) for child in node["children"]), key=repr)
+    return node["name"], node["count"], node.get("errors", 0), bool(node.get("is_parallel")), tuple(children)
+
+
+def vector_steps(node: dict) -> list[dict]:
+    """Every ``vector.step`` block of the trainer (its threads' included), wherever it sits."""
+    found = [node] if node["name"] == "vector.step" and not node.get("is_parallel") else []
+    return found + [step for child in node["children"] for step in vector_steps(child)]
+
+
+def threads(tree: dict) -> dict[str, list]:
+    """The trainer's spans of vector blocks, per thread."""
+    return {thread["name"]: [span for span in thread["spans"] if span[0].startswith("vector.")]
+            for thread in tree["timeline"]["processes"][0]["threads"]}
+
+
+def contiguous_steps(spans: list) -> int:
+    """Steps whose sending ended exactly where their waiting began: stamped by one clock read."""
+    ordered = sorted(spans, key=lambda span: (span[1], -span[2]))
+    return sum(1 for first, second in zip(ordered, ordered[1:])
+               if (first[0], second[0]) == PHASES[:2] and first[2] == second[1])
+
+
+def phases_inside_steps(spans: list) -> int:
+    """The phase spans that lie inside a ``vector.step`` span (the others: the program's own
+    ``step_async``/``step_wait``)."""
+    steps = [span for span in spans if span[0] == "vector.step"]
+    return sum(1 for phase in spans if phase[0] in PHASES
+               and any(step[1] <= phase[1] and phase[2] <= step[2] for step in steps))
+
+
+def worker_figures(tree: dict) -> list[tuple]:
+    """Each worker's entries and exact figures; of a worker whose channel did not complete (its
+    env failed), what the channel says without its counts, which depend on when it last shipped."""
+    return [(worker["manager"], worker["worker_id"], sorted(worker), worker["critical_path"]["vector_steps"],
+             worker["env_time"]["calls"], worker["channel"], shape(worker)) if worker["channel"] == "complete"
+            else (worker["manager"], worker["worker_id"], worker["channel"].split(" (")[0])
+            for worker in tree["workers"]]
+
+
+@pytest.mark.parametrize("vector, context", [("async", "fork"), ("async", "spawn"), ("sb3", "fork")])
+def test_a_phased_step_gives_the_tree_spans_failures_and_workers_that_with_blocks_give(tmp_path, vector, context):
+    report, phased = run(tmp_path, vector, context, with_blocks=False)
+    reference_report, reference = run(tmp_path, vector, context, with_blocks=True)
+    assert report == reference_report
+    expected_failures = ({"raise": "ValueError", "send to a worker shut down": "AttributeError", "die": "EOFError",
+                          "timeout": "TimeoutError"} if vector == "async"
+                         else {"die": "EOFError", "send to a dead worker": "BrokenPipeError"})
+    assert report["failures"] == expected_failures
+
+    # The same blocks, counts and errors everywhere: in the program's thread, in the other
+    # thread, for the program's own step_async/step_wait (blocks of their own at the root), and
+    # the workers' trees merged under the steps.
+    assert shape(phased) == shape(reference)
+    root = {child["name"]: child for child in phased["children"]}
+    assert [root[phase]["count"] for phase in PHASES] == [DIRECT + (vector == "async")] * 3
+    assert root["vector.receive_results"].get("errors", 0) == (vector == "async")  # the timeout
+    step = root["vector.step"]
+    phases = {child["name"]: child for child in step["children"] if not child.get("is_parallel")}
+    failed_as_sent, failed_as_received = (1, 2) if vector == "async" else (1, 1)
+    assert step["errors"] == failed_as_sent + failed_as_received
+    assert phases["vector.send_actions"]["errors"] == failed_as_sent
+    assert phases["vector.receive_results"]["errors"] == failed_as_received
+    assert phases["vector.wait_for_workers"].get("errors", 0) == 0
+    for block in vector_steps(phased):  # the phases add up to no more than their step
+        own = [child for child in block["children"] if child["name"] in PHASES]
+        assert sum(child["total"] for child in own) <= block["total"] * (1 + 1e-9)
+
+    # The same spans, each phase inside its step; through the class's own step, sending ends
+    # where waiting begins (one stamp), which the `with` blocks never give.
+    spans, reference_spans = threads(phased), threads(reference)
+    assert {name: Counter(span[0] for span in found) for name, found in spans.items()} == {
+        name: Counter(span[0] for span in found) for name, found in reference_spans.items()}
+    (other_thread,) = [name for name in spans if name != "MainThread"]
+    assert contiguous_steps(spans["MainThread"]) == PHASED_IN_MAIN_THREAD[vector]
+    assert contiguous_steps(spans[other_thread]) == IN_THREAD
+    assert contiguous_steps(reference_spans["MainThread"]) == contiguous_steps(reference_spans[other_thread]) == 0
+    for name, found in spans.items():
+        assert phases_inside_steps(found) == phases_inside_steps(reference_spans[name])
+
+    # The workers' sections: the same entries, the critical path counting every step exactly.
+    assert worker_figures(phased) == worker_figures(reference)
+    stepped = [worker for worker in phased["workers"]
+               if worker["manager"] in ("AsyncVectorEnv", "AsyncVectorEnv #2", "SubprocVecEnv", "SubprocVecEnv #2")]
+    assert [worker["channel"] for worker in stepped] == ["complete"] * 5  # compared in full above
+    first = [worker for worker in phased["workers"] if worker["manager"] in ("AsyncVectorEnv", "SubprocVecEnv")]
+    assert [worker["critical_path"]["vector_steps"] for worker in first] == [STEPS + DIRECT + IN_THREAD + 1] * 2
+    assert sum(worker["critical_path"]["last_to_reply"] for worker in first) == STEPS + DIRECT + IN_THREAD + 1
+    second = [worker for worker in phased["workers"] if worker["manager"].endswith("#2")]
+    assert [worker["critical_path"]["vector_steps"] for worker in second] == [STEPS] * 3

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from run_breakdown import _become_subreaper, _reap_orphans  # noqa: E402 - the forkserver outlives the trainer
 from run_overhead import PROGRAMS, child_environment, compile_rlprof  # noqa: E402 - shared with the whole-run benchmark
 
 KINDS = ("trainer", "teardown", "forkserver", "workers", "tracker")
@@ -97,6 +98,7 @@ def run_once(command: list[str], environment: dict[str, str], folder: Path) -> d
     _, status, usage = os.wait4(process.pid, 0)
     if status:
         raise RuntimeError(f"{' '.join(command)} failed ({status})")
+    _reap_orphans()  # the fork server and the resource tracker end after the trainer: their notes come then
     kinds: dict[str, dict[str, float]] = {kind: {key: 0.0 for key, _, _ in FIGURES} for kind in KINDS}
     for noted in folder.glob("*.json"):
         kind = noted.name.split(".")[0]
@@ -115,6 +117,7 @@ def main() -> None:
                         help="also run rlprof run with these options (one string)")
     options = parser.parse_args()
     compile_rlprof()
+    _become_subreaper()
     program = [str(PROGRAMS / "sb3_ppo.py"), "--timesteps", str(options.timesteps), "--n-steps", "128",
                "--vec-env", "subproc"]
     with tempfile.TemporaryDirectory(prefix="rlprof-process-split-") as name:

@@ -1,6 +1,6 @@
 """The one thing pyproject.toml cannot say: the optional C accelerators of the hot path (the
 timer's blocks, the env step path's timed env call, and the framework phases' pass-through of
-nested ``nn.Module`` calls).
+nested ``nn.Module`` calls), and where ``rlprof run`` puts the program's first frame.
 
 ``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
 warns and installs rlprof without it, and the pure-Python core runs
@@ -31,6 +31,11 @@ setup(
         Extension(
             "profiler.automatic._module_call_core",
             sources=["profiler/automatic/_module_call_core.c"],
+            optional=True,
+        ),
+        Extension(
+            "profiler.cli._program_frame",
+            sources=["profiler/cli/_program_frame.c"],
             optional=True,
         ),
     ]

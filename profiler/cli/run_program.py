@@ -36,6 +36,7 @@ from typing import Any, NamedTuple, TextIO
 
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
+from profiler.cli import program_frame
 from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load
 from profiler.records import Record
@@ -437,7 +438,7 @@ def _execute(program: Program) -> ProgramEnd:
         if program.is_module:
             runpy.run_module(program.target, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(program.target, run_name="__main__")
+            program_frame.run_script(program.target)
         return ProgramEnd(exit_code=0)
     except SystemExit as exit_request:
         return ProgramEnd(exit_code=_exit_code(exit_request.code))
@@ -464,7 +465,7 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-_OWN_FILES = frozenset({__file__, runpy.__file__, "<frozen runpy>"})
+_OWN_FILES = frozenset({__file__, program_frame.__file__, runpy.__file__, "<frozen runpy>"})
 
 
 def _print_program_traceback(error: BaseException) -> None:

@@ -1,0 +1,59 @@
+"""Run a script as ``python`` does, its module frame where ``python`` puts it.
+
+``runpy.run_path`` would run the program's module frame above rlprof's own frames and its own.
+On CPython 3.11 a thread's frames live in 16 KB chunks, mapped when a call does not fit in the
+current one and unmapped when that call returns, so where a program's loop crosses a chunk's end
+depends on how deep its first frame starts: SB3's PPO under ``rlprof run`` crossed 19,379 times
+(a 16 KB ``mmap``, a page fault and a ``munmap`` each) where ``python`` crossed 3,199. The C
+helper ``_program_frame`` (built with rlprof's other accelerators) starts the module frame at
+the bottom of a chunk of its own, as ``python`` does; without it, ``runpy.run_path`` runs the
+script, with the same results.
+"""
+
+from __future__ import annotations
+
+import builtins
+import pkgutil
+import runpy
+from types import ModuleType
+
+from profiler.timing import accelerator
+
+__all__ = ["PROGRAM_FRAME_VERSION", "frame_stack_offset", "run_script"]
+
+PROGRAM_FRAME_VERSION = 1
+"""The interface version ``_program_frame.c`` must say (its ``PROGRAM_FRAME_VERSION``)."""
+
+
+def _load_helper() -> ModuleType | None:
+    if accelerator.extension is None:
+        return None  # RLPROF_PURE_PYTHON=1, or no compiler at install
+    module, _ = accelerator.load_extension("profiler.cli._program_frame", PROGRAM_FRAME_VERSION,
+                                           "the program frame's C helper")
+    return module
+
+
+_helper = _load_helper()
+
+
+def frame_stack_offset() -> int | None:
+    """Bytes from the calling thread's frame-stack chunk's first slot to its top; None without
+    the C helper or on another Python than 3.11."""
+    return _helper.frame_stack_offset() if _helper is not None else None
+
+
+def run_script(path: str) -> None:
+    """Run the script at ``path`` as ``__main__``, as ``runpy.run_path(path, run_name="__main__")``
+    does (a directory or a zip file with a ``__main__.py`` goes to ``run_path`` itself)."""
+    if _helper is None or pkgutil.get_importer(path) is not None:
+        runpy.run_path(path, run_name="__main__")
+        return
+    # run_path's own steps for a plain file, its helpers included (the code read from source or a
+    # .pyc, a temporary __main__ module in sys.modules, sys.argv[0]), but the exec done by the helper.
+    code, file_name = runpy._get_code_from_file("__main__", path)  # noqa: SLF001 - run_path's reading of a file
+    with runpy._TempModule("__main__") as temporary, runpy._ModifiedArgv0(file_name):  # noqa: SLF001
+        run_globals = temporary.module.__dict__
+        run_globals.update(__name__="__main__", __file__=file_name, __cached__=None, __doc__=None,
+                           __loader__=None, __package__="", __spec__=None)
+        run_globals.setdefault("__builtins__", builtins.__dict__)  # as exec() adds it
+        _helper.exec_program(code, run_globals)

@@ -1,0 +1,130 @@
+"""``rlprof run`` runs a script as ``runpy.run_path`` does, its module frame where ``python`` puts
+it: at the bottom of a frame-stack chunk (CPython 3.11, with the C helper built), so that the
+program's calls cross the chunks' ends where they do under ``python``.
+
+Real subprocesses, each with the C helper and forced to pure Python (``run_path`` itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from profiler.cli import program_frame
+from profiler.timing.accelerator import FORCE_PURE_PYTHON
+
+FINISHES_WITHIN = 120  # seconds: generous, for a loaded machine; no test checks a duration
+
+SEEN_SCRIPT = """
+    import json, sys
+    from profiler.cli.program_frame import frame_stack_offset
+
+    offset = frame_stack_offset()  # first: the module frame is the top of the stack here
+    seen = {name: repr(globals().get(name)) for name in
+            ("__name__", "__package__", "__spec__", "__loader__", "__cached__", "__doc__")}
+    seen["file"] = __file__
+    seen["argv0"] = sys.argv[0]
+    seen["main_is_this"] = sys.modules["__main__"].__dict__ is globals()
+    seen["builtins_is_dict"] = isinstance(__builtins__, dict)
+    seen["offset"] = offset
+    with open(sys.argv[1], "w") as file:
+        json.dump(seen, file)
+"""
+
+FAILING_SCRIPT = """
+    def fail():
+        raise ValueError("the program's own error")
+
+    fail()
+"""
+
+MODES = {"C helper": {}, "pure Python": {FORCE_PURE_PYTHON: "1"}}
+
+
+def _environment(mode: str) -> dict[str, str]:
+    environment = {key: value for key, value in os.environ.items() if key != FORCE_PURE_PYTHON}
+    return {**environment, **MODES[mode]}
+
+
+def _script(folder: Path, source: str, name: str = "program.py") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def _rlprof_run(folder: Path, mode: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", str(folder / "runs"),
+                           "--no-stack-sampler", *arguments], cwd=folder, env=_environment(mode),
+                          capture_output=True, text=True, timeout=FINISHES_WITHIN)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_script_sees_what_run_path_gives_it(tmp_path: Path, mode: str) -> None:
+    script = _script(tmp_path, SEEN_SCRIPT)
+    plain = tmp_path / "plain.json"
+    subprocess.run([sys.executable, "-c", "import runpy, sys; sys.argv = sys.argv[1:]; "
+                    "runpy.run_path(sys.argv[0], run_name='__main__')", str(script), str(plain)],
+                   cwd=tmp_path, env=_environment(mode), check=True, timeout=FINISHES_WITHIN)
+    profiled = tmp_path / "profiled.json"
+    done = _rlprof_run(tmp_path, mode, str(script), str(profiled))
+    assert done.returncode == 0, done.stderr
+    seen, expected = json.loads(profiled.read_text()), json.loads(plain.read_text())
+    seen.pop("offset"), expected.pop("offset")
+    assert seen == expected
+
+
+def test_the_module_frame_starts_where_python_starts_it(tmp_path: Path) -> None:
+    if program_frame.frame_stack_offset() is None:
+        pytest.skip("no C helper here, or not CPython 3.11: the frame stack is not read")
+    script = _script(tmp_path, SEEN_SCRIPT)
+    plain, profiled = tmp_path / "plain.json", tmp_path / "profiled.json"
+    subprocess.run([sys.executable, str(script), str(plain)], cwd=tmp_path, check=True, timeout=FINISHES_WITHIN,
+                   env=_environment("C helper"))
+    done = _rlprof_run(tmp_path, "C helper", str(script), str(profiled))
+    assert done.returncode == 0, done.stderr
+    # python's first chunk keeps its first slot: the module frame lies one pointer higher there.
+    pointer = 8 if sys.maxsize > 2**32 else 4
+    assert json.loads(profiled.read_text())["offset"] == json.loads(plain.read_text())["offset"] - pointer
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_programs_error_is_reported_from_its_own_frames(tmp_path: Path, mode: str) -> None:
+    script = _script(tmp_path, FAILING_SCRIPT)
+    done = _rlprof_run(tmp_path, mode, str(script))
+    assert done.returncode == 1
+    traceback_lines = done.stderr.split("Traceback (most recent call last):\n", 1)[1].splitlines()
+    assert traceback_lines[0].startswith(f'  File "{script}", line 5, in <module>')
+    assert "program_frame" not in done.stderr and "runpy" not in done.stderr
+    assert "ValueError: the program's own error" in done.stderr
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_program_that_exits_and_runs_again_leaves_the_stack_whole(tmp_path: Path, mode: str) -> None:
+    # sys.exit unwinds through the helper; the frames below it (rlprof's) then run on, and a
+    # second script run in the same process (the helper used twice) ends as the first did.
+    script = _script(tmp_path, "import sys\nsys.exit(3)\n")
+    driver = _script(tmp_path, f"""
+        import sys
+        from profiler.cli.program_frame import run_script
+
+        def deep(levels):
+            return deep(levels - 1) if levels else run_script({str(script)!r})
+
+        codes = []
+        for levels in (0, 200, 0):
+            try:
+                deep(levels)
+            except SystemExit as exit_request:
+                codes.append(exit_request.code)
+        print(codes)
+    """, name="driver.py")
+    done = subprocess.run([sys.executable, str(driver)], cwd=tmp_path, env=_environment(mode), capture_output=True,
+                          text=True, timeout=FINISHES_WITHIN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[3, 3, 3]"

@@ -1,6 +1,6 @@
-/* The optional C helper of the env step path: an env call timed as a timer block, and the
- * trainer's bookkeeping of a profiled vector step (StepRecord, in _step_record.h, and
- * count_whole_steps: further down).
+/* The optional C helper of the env step path: an env call timed as a timer block, the zero-edit
+ * env step (EnvStep, with the worker's FinishStamps), and the trainer's bookkeeping of a profiled
+ * vector step (StepRecord, in _step_record.h, and count_whole_steps: further down).
  *
  * One concept, one file (over 600 lines, mostly comments and error paths): what the step path
  * does once per env call or vector step, in C, over the same TimerNode, TimerStack and
@@ -16,7 +16,7 @@
  * 3.11 inlines Python-to-Python calls), but less than the Python function around open() and
  * close() it replaces (its frame, its reads of globals and closure cells, two calls into C), as
  * counted in instructions by benchmarks/worker_step_instructions.py. open(), close() and fail()
- * stay for callers that make the call themselves (instrumentation/timed_env.py). step_env holds
+ * stay for callers that make the call themselves. step_env holds
  * its runs as sums of doubles in the StepTimer struct and adds them to the node when it folds (the
  * timer is one of its stack's deferred recorders: TimerStack.settle folds it before any reader);
  * PythonStepTimer holds the run lengths and sums them in the same order, so both give the same floats.

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from array import array
 from typing import Any
 
 from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
@@ -36,7 +35,7 @@ from profiler.recording.scheduling import SchedulingSampler
 from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
-from envmanager.instrumentation.step_path import timed_step
+from envmanager.instrumentation.step_path import finish_stamps, timed_step
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented",
@@ -94,7 +93,7 @@ class WorkerShipping:
         self.timers = WorkerTimers(flush_interval=FLUSH_INTERVAL_SECONDS)
         self.cpu_sampler = CpuSampler()
         self.scheduling = SchedulingSampler()
-        self.stamps: list[float] = []
+        self.stamps = finish_stamps()  # in C where the step path's helper is: see step_path
         self.open_envs = 0
         self.connection: WorkerEnd | None = connect(
             identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
@@ -112,8 +111,7 @@ class WorkerShipping:
         payload = self.timers.final_payload()
         cpu_figures = self.cpu_sampler.take()
         waits = self.scheduling.take(final=last)
-        stamps = array("d", self.stamps)
-        self.stamps.clear()  # in place: the step path holds its append
+        stamps = self.stamps.take()  # in place: the step path holds them
         connection = self.connection
         if connection is None:
             return
@@ -122,7 +120,7 @@ class WorkerShipping:
             sampler.stop()
         untimed = sampler.section() if sampler is not None else None
         try:
-            connection.send(("timers", payload, *cpu_figures, stamps.tobytes(), waits, untimed))
+            connection.send(("timers", payload, *cpu_figures, stamps, waits, untimed))
             if last:
                 connection.send(("bye",))
         except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it

@@ -1,6 +1,6 @@
-/* The optional C helper of the env step path: an env call timed as a timer block, and the
- * trainer's bookkeeping of a profiled vector step (StepRecord, in _step_record.h, and
- * count_whole_steps: further down).
+/* The optional C helper of the env step path: an env call timed as a timer block, the zero-edit
+ * env step (EnvStep, with the worker's FinishStamps), and the trainer's bookkeeping of a profiled
+ * vector step (StepRecord, in _step_record.h, and count_whole_steps: further down).
  *
  * One concept, one file (over 600 lines, mostly comments and error paths): what the step path
  * does once per env call or vector step, in C, over the same TimerNode, TimerStack and
@@ -16,7 +16,7 @@
  * 3.11 inlines Python-to-Python calls), but less than the Python function around open() and
  * close() it replaces (its frame, its reads of globals and closure cells, two calls into C), as
  * counted in instructions by benchmarks/worker_step_instructions.py. open(), close() and fail()
- * stay for callers that make the call themselves (instrumentation/timed_env.py). step_env holds
+ * stay for callers that make the call themselves. step_env holds
  * its runs as sums of doubles in the StepTimer struct and adds them to the node when it folds (the
  * timer is one of its stack's deferred recorders: TimerStack.settle folds it before any reader);
  * PythonStepTimer holds the run lengths and sums them in the same order, so both give the same floats.
@@ -51,7 +51,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 6
+#define STEP_CORE_VERSION 7
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -315,25 +315,15 @@ failed:
     return NULL;
 }
 
-/* Add the runs step_env holds to its node, as as many TimerNode.__exit__ would have counted them
- * (the total plus their sum, the count plus their number, the extremes kept), and hold none:
- * PythonStepTimer.fold's lines. The sums are taken (held_count zeroed) before anything touches
- * the node, so a fold that another thread's settle() starts meanwhile finds nothing to add twice. */
+/* Count ``count`` runs held as sums into ``node``, as as many TimerNode.__exit__ would have
+ * counted them: the total plus their sum, the count plus their number, the extremes kept (the
+ * folds of StepTimer's and EnvStep's held runs). */
 static int
-fold_held(StepTimer *self)
+count_held_runs(PyObject *node, long count, double total, double shortest, double longest)
 {
-    long count = self->held_count;
-    if (count == 0) {
-        return 0;
-    }
-    double total = self->held_total, shortest = self->held_min, longest = self->held_max;
-    self->held_count = 0;
-    self->held_total = 0.0;
-    PyObject *node = Py_NewRef(self->node);
-    int failed = -1;
     PyObject *held = node_get(node, TOTAL);
     if (held == NULL) {
-        goto done;
+        return -1;
     }
     PyObject *sum;
     if (PyFloat_CheckExact(held)) {
@@ -346,14 +336,14 @@ fold_held(StepTimer *self)
     }
     Py_DECREF(held);
     if (node_set(node, TOTAL, sum) < 0 || (held = node_get(node, COUNT)) == NULL) {
-        goto done;
+        return -1;
     }
     PyObject *counted = PyLong_FromLong(count);
     sum = counted == NULL ? NULL : PyNumber_InPlaceAdd(held, counted);
     Py_XDECREF(counted);
     Py_DECREF(held);
     if (node_set(node, COUNT, sum) < 0) {
-        goto done;
+        return -1;
     }
     PyObject *extreme = NULL;
     int kept = keep_extreme(node, MAX, Py_GT, &extreme, longest, 1);
@@ -363,8 +353,24 @@ fold_held(StepTimer *self)
         kept = keep_extreme(node, MIN, Py_LT, &extreme, shortest, 1);
         Py_XDECREF(extreme);
     }
-    failed = kept < 0 ? -1 : 0;
-done:
+    return kept < 0 ? -1 : 0;
+}
+
+/* Add the runs step_env holds to its node (count_held_runs), and hold none: PythonStepTimer.fold's
+ * lines. The sums are taken (held_count zeroed) before anything touches the node, so a fold that
+ * another thread's settle() starts meanwhile finds nothing to add twice. */
+static int
+fold_held(StepTimer *self)
+{
+    long count = self->held_count;
+    if (count == 0) {
+        return 0;
+    }
+    double total = self->held_total, shortest = self->held_min, longest = self->held_max;
+    self->held_count = 0;
+    self->held_total = 0.0;
+    PyObject *node = Py_NewRef(self->node);
+    int failed = count_held_runs(node, count, total, shortest, longest);
     Py_DECREF(node);
     return failed;
 }
@@ -1013,6 +1019,679 @@ static PyTypeObject StepTimerType = {
     .tp_repr = (reprfunc)step_timer_repr,
 };
 
+/* --- the zero-edit env step: EnvStep and FinishStamps ----------------------------------------
+ *
+ * envmanager/instrumentation/step_path.py holds the reference, timed_step's Python closure with
+ * its HeldSteps and FinishStamps, and says what is counted how. An EnvStep is the env's ``step``
+ * attribute itself: the program's ``env.step(action)`` is one vectorcall into C, with no Python
+ * frame around the env's own step. While blocks are plain or only the timeline watches them, on
+ * the thread that built the env, each run is held as two doubles (start, end) and counted into
+ * the node, with its span on the stack's timeline, when the runs fold (HeldSteps._fold_held's
+ * lines, in the same order: the same floats); in a worker, each run's end is appended to the
+ * worker's FinishStamps as a double and the shipping is called once it passes ``quiet_until``.
+ * Every other call goes to ``watched``, the reference's ``with`` block. */
+
+static Py_ssize_t stack_timeline = 0;  /* where TimerStack's slot "timeline" lies */
+static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string;
+
+typedef struct {
+    PyObject_HEAD
+    double *stamps;          /* the finish stamps held, in order */
+    Py_ssize_t count, capacity;
+} FinishStamps;
+
+static PyTypeObject FinishStampsType;
+
+/* Hold one stamp. */
+static int
+finish_stamps_add(FinishStamps *self, double stamp)
+{
+    if (self->count == self->capacity) {
+        Py_ssize_t capacity = self->capacity ? self->capacity * 2 : 1024;
+        double *grown = PyMem_Realloc(self->stamps, capacity * sizeof(double));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->stamps = grown;
+        self->capacity = capacity;
+    }
+    self->stamps[self->count++] = stamp;
+    return 0;
+}
+
+/* append(stamp): as list.append, the stamp a float (or a number that converts to one). */
+static PyObject *
+finish_stamps_append(FinishStamps *self, PyObject *stamp)
+{
+    double value = PyFloat_AsDouble(stamp);
+    if ((value == -1.0 && PyErr_Occurred()) || finish_stamps_add(self, value) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* take(): the stamps held as float64 bytes; none held after. */
+static PyObject *
+finish_stamps_take(FinishStamps *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *taken = PyBytes_FromStringAndSize((const char *)self->stamps, self->count * (Py_ssize_t)sizeof(double));
+    if (taken != NULL) {
+        self->count = 0;
+    }
+    return taken;
+}
+
+static Py_ssize_t
+finish_stamps_length(FinishStamps *self)
+{
+    return self->count;
+}
+
+static PyObject *
+finish_stamps_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (!_PyArg_NoPositional("FinishStamps", args) || !_PyArg_NoKeywords("FinishStamps", kwargs)) {
+        return NULL;
+    }
+    FinishStamps *self = (FinishStamps *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->stamps = NULL;
+        self->count = self->capacity = 0;
+    }
+    return (PyObject *)self;
+}
+
+static void
+finish_stamps_dealloc(FinishStamps *self)
+{
+    PyMem_Free(self->stamps);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef finish_stamps_methods[] = {
+    {"append", (PyCFunction)finish_stamps_append, METH_O, PyDoc_STR("Hold one finish stamp.")},
+    {"take", (PyCFunction)finish_stamps_take, METH_NOARGS,
+     PyDoc_STR("The stamps held, as float64 bytes; none held after.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods finish_stamps_sequence = {
+    .sq_length = (lenfunc)finish_stamps_length,
+};
+
+static PyTypeObject FinishStampsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.FinishStamps",
+    .tp_doc = PyDoc_STR("A worker's finish stamps, held as doubles (see step_path.FinishStamps, the reference)."),
+    .tp_basicsize = sizeof(FinishStamps),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = finish_stamps_new,
+    .tp_dealloc = (destructor)finish_stamps_dealloc,
+    .tp_methods = finish_stamps_methods,
+    .tp_as_sequence = &finish_stamps_sequence,
+};
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *timing;        /* the env's _Timing: ``active`` */
+    PyObject *step;          /* the env's own bound step */
+    PyObject *stack;         /* the timer stack of the thread that built the env (a TimerStack) */
+    PyObject *clock;         /* the timers' clock */
+    PyObject *sampler;       /* the worker's CpuSampler, or None */
+    PyObject *stamps;        /* the worker's finish stamps (FinishStamps, or any object with append), or None */
+    PyObject *worker_timers; /* the worker's WorkerTimers (``quiet_until``), or None */
+    PyObject *ship;          /* the worker's shipping's ship, or None */
+    PyObject *watched;       /* the reference's with block: every call not held here */
+    PyObject *name;          /* the block's name */
+    unsigned long owner;     /* the thread that built the env */
+    Py_ssize_t active_offset, quiet_until_offset;  /* their slots; -1: read by name */
+    /* The runs held (HeldSteps): */
+    PyObject *parent;        /* the block ``node`` hangs under, as the step last found it; NULL: none yet */
+    PyObject *node;
+    PyObject *timeline;      /* the timeline the held runs record their spans on; NULL: none */
+    double *runs;            /* start, end of each run held */
+    long held;
+    PyObject *weakreflist;   /* a stack's deferred recorders hold it weakly */
+} EnvStep;
+
+/* A slot at ``offset`` of ``object`` (-1: its attribute ``name``), as a new reference. */
+static PyObject *
+slot_or_attribute(PyObject *object, Py_ssize_t offset, PyObject *name)
+{
+    if (offset >= 0) {
+        PyObject *value = SLOT(object, offset);
+        if (value != NULL) {
+            return Py_NewRef(value);
+        }
+    }
+    return PyObject_GetAttr(object, name);
+}
+
+/* Where the writable slot ``name`` of ``object``'s type lies; -1 (no error) if it is not one. */
+static Py_ssize_t
+slot_offset_or_none(PyObject *object, const char *name)
+{
+    Py_ssize_t offset = slot_offset(Py_TYPE(object), name);
+    if (offset < 0) {
+        PyErr_Clear();
+    }
+    return offset;
+}
+
+/* Count the runs held into the node and add their spans to the timeline they were held for
+ * (HeldSteps._fold_held): the buffer and the count taken before anything runs that could let
+ * another thread in. */
+static int
+env_step_fold(EnvStep *self)
+{
+    long count = self->held;
+    if (count == 0) {
+        return 0;
+    }
+    double *runs = self->runs;
+    self->runs = NULL;
+    self->held = 0;
+    double total = 0.0, longest = runs[1] - runs[0], shortest = longest;
+    for (long run = 0; run < count; run++) {
+        double elapsed = runs[2 * run + 1] - runs[2 * run];
+        total += elapsed;
+        if (elapsed > longest) {
+            longest = elapsed;
+        }
+        else if (elapsed < shortest) {
+            shortest = elapsed;
+        }
+    }
+    PyObject *node = Py_NewRef(self->node);
+    PyObject *timeline = Py_XNewRef(self->timeline);
+    int failed = count_held_runs(node, count, total, shortest, longest);
+    Py_DECREF(node);
+    if (!failed && timeline != NULL) {
+        PyObject *spans = PyList_New(count);
+        for (long run = 0; spans != NULL && run < count; run++) {
+            PyObject *span = PyTuple_New(3);
+            PyObject *start = span == NULL ? NULL : PyFloat_FromDouble(runs[2 * run]);
+            PyObject *end = start == NULL ? NULL : PyFloat_FromDouble(runs[2 * run + 1]);
+            if (end == NULL) {
+                Py_XDECREF(start);
+                Py_XDECREF(span);
+                Py_CLEAR(spans);
+                break;
+            }
+            PyTuple_SET_ITEM(span, 0, Py_NewRef(self->name));
+            PyTuple_SET_ITEM(span, 1, start);
+            PyTuple_SET_ITEM(span, 2, end);
+            PyObject_GC_UnTrack(span);  /* a name and two floats: as the collector's first pass would */
+            PyList_SET_ITEM(spans, run, span);
+        }
+        PyObject *added = spans == NULL ? NULL : PyObject_CallMethodOneArg(timeline, add_spans_string, spans);
+        Py_XDECREF(spans);
+        failed = added == NULL ? -1 : 0;
+        Py_XDECREF(added);
+    }
+    Py_XDECREF(timeline);
+    if (self->runs == NULL) {
+        self->runs = runs;  /* kept for the next runs */
+    }
+    else {
+        PyMem_Free(runs);
+    }
+    return failed;
+}
+
+/* Fold, then find the node under ``parent``, the open block now, and join the stack's deferred
+ * recorders (HeldSteps.attach). */
+static int
+env_step_attach(EnvStep *self, PyObject *parent)
+{
+    if (env_step_fold(self) < 0) {
+        return -1;
+    }
+    PyObject *node = child_node(parent, self->name);
+    if (node == NULL) {
+        return -1;
+    }
+    Py_XSETREF(self->node, node);
+    Py_XSETREF(self->parent, Py_NewRef(parent));
+    PyObject *deferred = PyObject_GetAttr(self->stack, deferred_string);
+    PyObject *added = deferred == NULL ? NULL : PyObject_CallMethodOneArg(deferred, add_string, (PyObject *)self);
+    Py_XDECREF(deferred);
+    Py_XDECREF(added);
+    return added == NULL ? -1 : 0;
+}
+
+/* Count a run of ``node`` at once, after the runs held (HeldSteps.count_now): one that raised
+ * (``failed``), one on a clock of other numbers, one whose node changed inside the call. The
+ * readings are objects (start_object, end_object) or, where those are NULL, the doubles. */
+static int
+env_step_count_now(EnvStep *self, PyObject *node, PyObject *start_object, double start, PyObject *end_object,
+                   double end, int failed)
+{
+    if (env_step_fold(self) < 0 || (failed && add_one(node, ERRORS) < 0)) {
+        return -1;
+    }
+    PyObject *started = start_object != NULL ? Py_NewRef(start_object) : PyFloat_FromDouble(start);
+    PyObject *ended = end_object != NULL ? Py_NewRef(end_object) : PyFloat_FromDouble(end);
+    PyObject *elapsed = NULL;
+    int counted = -1;
+    if (started == NULL || ended == NULL) {
+        goto done;
+    }
+    int is_float = PyFloat_CheckExact(started) && PyFloat_CheckExact(ended);
+    double seconds = is_float ? PyFloat_AS_DOUBLE(ended) - PyFloat_AS_DOUBLE(started) : 0.0;
+    if (!is_float && (elapsed = PyNumber_Subtract(ended, started)) == NULL) {
+        goto done;
+    }
+    if (add_run(node, &elapsed, seconds, is_float) < 0) {
+        goto done;
+    }
+    counted = 0;
+    if (self->timeline != NULL) {
+        PyObject *spans = Py_BuildValue("[(OOO)]", self->name, started, ended);
+        PyObject *added = spans == NULL ? NULL : PyObject_CallMethodOneArg(self->timeline, add_spans_string, spans);
+        Py_XDECREF(spans);
+        counted = added == NULL ? -1 : 0;
+        Py_XDECREF(added);
+    }
+done:
+    Py_XDECREF(started);
+    Py_XDECREF(ended);
+    Py_XDECREF(elapsed);
+    return counted;
+}
+
+/* stack.current = node.parent */
+static int
+env_step_close_block(EnvStep *self, PyObject *node)
+{
+    PyObject *parent = node_get(node, PARENT);
+    if (parent == NULL) {
+        return -1;
+    }
+    int moved = stack_set_current(self->stack, parent);
+    Py_DECREF(parent);
+    return moved;
+}
+
+/* The clock's reading: a double in *seconds (NULL returned, no error) on time.perf_counter or
+ * when the clock gave a float (its float object dropped); else the reading as an object. */
+static int
+env_step_read_clock(EnvStep *self, double *seconds, PyObject **reading)
+{
+    *reading = NULL;
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (self->clock == perf_counter) {
+        return read_system_clock(seconds);
+    }
+#endif
+    PyObject *value = PyObject_CallNoArgs(self->clock);
+    if (value == NULL) {
+        return -1;
+    }
+    if (PyFloat_CheckExact(value)) {
+        *seconds = PyFloat_AS_DOUBLE(value);
+        Py_DECREF(value);
+    }
+    else {
+        *reading = value;
+    }
+    return 0;
+}
+
+/* node._start = the reading: into the float the node holds where nothing else holds it (no float
+ * made and freed per step), as StepTimer.step_env writes it. */
+static int
+env_step_set_start(PyObject *node, double start, PyObject *reading)
+{
+    if (reading == NULL && Py_IS_TYPE(node, node_type)) {
+        PyObject *held_start = SLOT(node, field_offsets[START]);
+        if (held_start != NULL && PyFloat_CheckExact(held_start) && Py_REFCNT(held_start) == 1) {
+            ((PyFloatObject *)held_start)->ob_fval = start;
+            return 0;
+        }
+    }
+    return node_set(node, START, reading != NULL ? Py_NewRef(reading) : PyFloat_FromDouble(start));
+}
+
+/* The worker's part once the step returned: the stamp held, the shipping called once it is due. */
+static int
+env_step_stamp(EnvStep *self, double end, PyObject *end_object)
+{
+    if (end_object == NULL && Py_IS_TYPE(self->stamps, &FinishStampsType)) {
+        if (finish_stamps_add((FinishStamps *)self->stamps, end) < 0) {
+            return -1;
+        }
+    }
+    else {
+        PyObject *stamp = end_object != NULL ? Py_NewRef(end_object) : PyFloat_FromDouble(end);
+        PyObject *appended = stamp == NULL ? NULL : PyObject_CallMethodOneArg(self->stamps, append_string, stamp);
+        Py_XDECREF(stamp);
+        if (appended == NULL) {
+            return -1;
+        }
+        Py_DECREF(appended);
+    }
+    PyObject *quiet_until = slot_or_attribute(self->worker_timers, self->quiet_until_offset, quiet_until_string);
+    if (quiet_until == NULL) {
+        return -1;
+    }
+    int due;
+    if (end_object == NULL && PyFloat_CheckExact(quiet_until)) {
+        due = end >= PyFloat_AS_DOUBLE(quiet_until);
+    }
+    else {
+        PyObject *stamp = end_object != NULL ? Py_NewRef(end_object) : PyFloat_FromDouble(end);
+        due = stamp == NULL ? -1 : PyObject_RichCompareBool(stamp, quiet_until, Py_GE);
+        Py_XDECREF(stamp);
+    }
+    Py_DECREF(quiet_until);
+    if (due <= 0) {
+        return due;
+    }
+    PyObject *shipped = PyObject_CallNoArgs(self->ship);
+    Py_XDECREF(shipped);
+    return shipped == NULL ? -1 : 0;
+}
+
+/* The env step (timed_step's ``timed``). */
+static PyObject *
+env_step_call(EnvStep *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *active = slot_or_attribute(self->timing, self->active_offset, active_string);
+    if (active == NULL) {
+        return NULL;
+    }
+    int on = active == Py_True ? 1 : (active == Py_False ? 0 : PyObject_IsTrue(active));
+    Py_DECREF(active);
+    if (on <= 0) {
+        return on < 0 ? NULL : PyObject_Vectorcall(self->step, args, nargsf, kwnames);
+    }
+    int spans = span_blocks_now();
+    int plain = spans == 0 ? plain_blocks_now() : 0;
+    if (spans < 0 || plain < 0) {
+        return NULL;
+    }
+    if (!(spans || plain) || PyThread_get_thread_ident() != self->owner || nargs != 1 || kwnames != NULL) {
+        if (self->held && env_step_fold(self) < 0) {
+            return NULL;
+        }
+        return PyObject_Vectorcall(self->watched, args, nargsf, kwnames);
+    }
+    PyObject *stack = self->stack;
+    PyObject *timeline = NULL;
+    if (spans && (timeline = SLOT(stack, stack_timeline)) == Py_None) {
+        timeline = NULL;
+    }
+    if (timeline != self->timeline) {  /* HeldSteps.record_on */
+        if (env_step_fold(self) < 0) {
+            return NULL;
+        }
+        Py_XSETREF(self->timeline, Py_XNewRef(timeline));
+    }
+    PyObject *parent = SLOT(stack, stack_current);
+    if (parent == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "the timer stack has no open block");
+        return NULL;
+    }
+    if (parent != self->parent && env_step_attach(self, parent) < 0) {
+        return NULL;
+    }
+    /* stack.current = node (blocks in the env's own code nest under it). This call holds the
+     * node until it returns: the env's code may reset the stack, or step through here again. */
+    PyObject *node = Py_NewRef(self->node);
+    Py_XSETREF(SLOT(stack, stack_current), Py_NewRef(node));
+    double start = 0.0, end = 0.0;
+    PyObject *start_object = NULL, *end_object = NULL, *result = NULL;
+    if (env_step_read_clock(self, &start, &start_object) < 0 || env_step_set_start(node, start, start_object) < 0) {
+        env_step_close_block(self, node);  /* the clock failed: nothing ran, nothing is counted */
+        Py_DECREF(node);
+        Py_XDECREF(start_object);
+        return NULL;
+    }
+    int unmeasured = self->sampler == Py_None ? 1 : pass_unmeasured(self->sampler);
+    if (unmeasured > 0) {
+        result = PyObject_Vectorcall(self->step, args, 1, NULL);
+    }
+    else if (unmeasured == 0) {
+        result = PyObject_CallMethodObjArgs(self->sampler, measure_string, self->step, args[0], NULL);
+    }
+    if (result == NULL) {
+        goto failed;
+    }
+    if (env_step_read_clock(self, &end, &end_object) < 0 || env_step_close_block(self, node) < 0) {
+        goto dropped;
+    }
+    if (start_object == NULL && end_object == NULL && node == self->node) {
+        if (self->runs == NULL && (self->runs = PyMem_Malloc(held_fold_at * 2 * sizeof(double))) == NULL) {
+            PyErr_NoMemory();
+            goto dropped;
+        }
+        self->runs[2 * self->held] = start;
+        self->runs[2 * self->held + 1] = end;
+        if (++self->held >= held_fold_at && env_step_fold(self) < 0) {
+            goto dropped;
+        }
+    }
+    /* A clock of other numbers, or the node changed inside the call: counted at once. */
+    else if (env_step_count_now(self, node, start_object, start, end_object, end, 0) < 0) {
+        goto dropped;
+    }
+    if (self->stamps != Py_None && env_step_stamp(self, end, end_object) < 0) {
+        goto dropped;
+    }
+    Py_DECREF(node);
+    Py_XDECREF(start_object);
+    Py_XDECREF(end_object);
+    return result;
+
+dropped:
+    Py_DECREF(result);
+    Py_DECREF(node);
+    Py_XDECREF(start_object);
+    Py_XDECREF(end_object);
+    return NULL;
+
+failed: {
+        /* ``except BaseException``: the block closed, the run counted with its error, the env's
+         * exception raised (an error in the counting chained to it). */
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (env_step_read_clock(self, &end, &end_object) < 0 || env_step_close_block(self, node) < 0
+            || env_step_count_now(self, node, start_object, start, end_object, end, 1) < 0) {
+            _PyErr_ChainExceptions(type, value, traceback);
+        }
+        else {
+            PyErr_Restore(type, value, traceback);
+        }
+        Py_DECREF(node);
+        Py_XDECREF(start_object);
+        Py_XDECREF(end_object);
+        return NULL;
+    }
+}
+
+static PyObject *
+env_step_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *timing, *step, *stack, *clock, *sampler, *stamps, *worker_timers, *ship, *watched, *name;
+    static char *keywords[] = {"timing", "step", "stack", "clock", "sampler", "stamps", "worker_timers", "ship",
+                               "watched", "name", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOU:EnvStep", keywords, &timing, &step, &stack, &clock,
+                                     &sampler, &stamps, &worker_timers, &ship, &watched, &name)) {
+        return NULL;
+    }
+    if (node_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() must run before an EnvStep is made");
+        return NULL;
+    }
+    if (!Py_IS_TYPE(stack, stack_type)) {
+        PyErr_SetString(PyExc_TypeError, "EnvStep() takes a TimerStack");
+        return NULL;
+    }
+    if (!PyCallable_Check(step) || !PyCallable_Check(clock) || !PyCallable_Check(watched)
+        || (stamps != Py_None && (worker_timers == Py_None || !PyCallable_Check(ship)))) {
+        PyErr_SetString(PyExc_TypeError, "EnvStep(): the step, clock, watched step and ship must be callable, and "
+                                         "a worker's stamps come with its timers");
+        return NULL;
+    }
+    EnvStep *self = (EnvStep *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = (vectorcallfunc)env_step_call;
+    self->timing = Py_NewRef(timing);
+    self->step = Py_NewRef(step);
+    self->stack = Py_NewRef(stack);
+    self->clock = Py_NewRef(clock);
+    self->sampler = Py_NewRef(sampler);
+    self->stamps = Py_NewRef(stamps);
+    self->worker_timers = Py_NewRef(worker_timers);
+    self->ship = Py_NewRef(ship);
+    self->watched = Py_NewRef(watched);
+    self->name = Py_NewRef(name);
+    self->owner = PyThread_get_thread_ident();
+    self->active_offset = slot_offset_or_none(timing, "active");
+    self->quiet_until_offset = worker_timers == Py_None ? -1 : slot_offset_or_none(worker_timers, "quiet_until");
+    self->parent = self->node = self->timeline = NULL;
+    self->runs = NULL;
+    self->held = 0;
+    self->weakreflist = NULL;
+    return (PyObject *)self;
+}
+
+/* fold(): count the runs held (a stack's settle() calls it). */
+static PyObject *
+env_step_fold_method(EnvStep *self, PyObject *Py_UNUSED(ignored))
+{
+    if (env_step_fold(self) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* discard(stack): drop the runs held if they ran in ``stack``: it was reset, its tree with them. */
+static PyObject *
+env_step_discard(EnvStep *self, PyObject *stack)
+{
+    if (stack == self->stack) {
+        self->held = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+/* A function's copies are the function: so are an EnvStep's (an env copied keeps timing into the
+ * same block, as it did with the Python closure). */
+static PyObject *
+env_step_copy(PyObject *self, PyObject *Py_UNUSED(memo))
+{
+    return Py_NewRef(self);
+}
+
+static int
+env_step_traverse(EnvStep *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->timing);
+    Py_VISIT(self->step);
+    Py_VISIT(self->stack);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->sampler);
+    Py_VISIT(self->stamps);
+    Py_VISIT(self->worker_timers);
+    Py_VISIT(self->ship);
+    Py_VISIT(self->watched);
+    Py_VISIT(self->name);
+    Py_VISIT(self->parent);
+    Py_VISIT(self->node);
+    Py_VISIT(self->timeline);
+    return 0;
+}
+
+static int
+env_step_clear(EnvStep *self)
+{
+    Py_CLEAR(self->timing);
+    Py_CLEAR(self->step);
+    Py_CLEAR(self->stack);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->sampler);
+    Py_CLEAR(self->stamps);
+    Py_CLEAR(self->worker_timers);
+    Py_CLEAR(self->ship);
+    Py_CLEAR(self->watched);
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->parent);
+    Py_CLEAR(self->node);
+    Py_CLEAR(self->timeline);
+    return 0;
+}
+
+/* An EnvStep that goes counts what it held first (HeldSteps.__del__). */
+static void
+env_step_finalize(EnvStep *self)
+{
+    if (self->held == 0 || self->node == NULL) {
+        return;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (env_step_fold(self) < 0) {
+        PyErr_WriteUnraisable((PyObject *)self);
+    }
+    PyErr_Restore(type, value, traceback);
+}
+
+static void
+env_step_dealloc(EnvStep *self)
+{
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0) {
+        return;  /* resurrected */
+    }
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    env_step_clear(self);
+    PyMem_Free(self->runs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+env_step_repr(EnvStep *self)
+{
+    return PyUnicode_FromFormat("<timed %R of %R>", self->name, self->step);
+}
+
+static PyMethodDef env_step_methods[] = {
+    {"fold", (PyCFunction)env_step_fold_method, METH_NOARGS, PyDoc_STR("Count the runs held.")},
+    {"discard", (PyCFunction)env_step_discard, METH_O,
+     PyDoc_STR("discard(stack): drop the runs held if they ran in stack (it was reset).")},
+    {"__copy__", (PyCFunction)env_step_copy, METH_NOARGS, NULL},
+    {"__deepcopy__", (PyCFunction)env_step_copy, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EnvStepType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.EnvStep",
+    .tp_doc = PyDoc_STR("EnvStep(timing, step, stack, clock, sampler, stamps, worker_timers, ship, watched, name): "
+                        "an env's step timed in place (see step_path.timed_step, the reference)."),
+    .tp_basicsize = sizeof(EnvStep),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(EnvStep, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_weaklistoffset = offsetof(EnvStep, weakreflist),
+    .tp_finalize = (destructor)env_step_finalize,
+    .tp_new = env_step_new,
+    .tp_methods = env_step_methods,
+    .tp_traverse = (traverseproc)env_step_traverse,
+    .tp_clear = (inquiry)env_step_clear,
+    .tp_dealloc = (destructor)env_step_dealloc,
+    .tp_repr = (reprfunc)env_step_repr,
+};
+
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
@@ -1034,13 +1713,15 @@ configure(PyObject *module, PyObject *args)
         }
     }
     Py_ssize_t current = slot_offset(new_stack_type, "current");
-    Py_ssize_t countdown = current < 0 ? -1 : slot_offset(new_sampler_type, "countdown");
+    Py_ssize_t timeline = current < 0 ? -1 : slot_offset(new_stack_type, "timeline");
+    Py_ssize_t countdown = timeline < 0 ? -1 : slot_offset(new_sampler_type, "countdown");
     if (countdown < 0) {
         return NULL;
     }
     memcpy(field_offsets, offsets, sizeof(offsets));
     held_fold_at = new_fold_at;
     stack_current = current;
+    stack_timeline = timeline;
     sampler_countdown = countdown;
     Py_INCREF(new_sampler_type);
     Py_XSETREF(sampler_type, new_sampler_type);
@@ -1530,6 +2211,10 @@ PyInit__step_core(void)
         || (attach_string = PyUnicode_InternFromString("_attach")) == NULL
         || (clock_string = PyUnicode_InternFromString("_clock")) == NULL
         || (fold_string = PyUnicode_InternFromString("fold")) == NULL
+        || (add_spans_string = PyUnicode_InternFromString("add_spans")) == NULL
+        || (append_string = PyUnicode_InternFromString("append")) == NULL
+        || (active_string = PyUnicode_InternFromString("active")) == NULL
+        || (quiet_until_string = PyUnicode_InternFromString("quiet_until")) == NULL
         || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
         || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL
         || (handle_field_strings[HANDLE_OUTSTANDING] = PyUnicode_InternFromString("outstanding")) == NULL
@@ -1543,7 +2228,8 @@ PyInit__step_core(void)
     }
     perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
     Py_DECREF(time_module);
-    if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0) {
+    if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0
+        || PyType_Ready(&EnvStepType) < 0 || PyType_Ready(&FinishStampsType) < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&step_core_module);
@@ -1552,6 +2238,8 @@ PyInit__step_core(void)
     }
     if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
         || PyModule_AddObjectRef(module, "StepRecord", (PyObject *)&StepRecordType) < 0
+        || PyModule_AddObjectRef(module, "EnvStep", (PyObject *)&EnvStepType) < 0
+        || PyModule_AddObjectRef(module, "FinishStamps", (PyObject *)&FinishStampsType) < 0
         || PyModule_AddIntConstant(module, "VERSION", STEP_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;

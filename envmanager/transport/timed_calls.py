@@ -17,10 +17,10 @@ parent the open block again and counts the run into the block's
 :class:`~profiler.timing.timer_node.TimerNode` exactly as the node's ``__exit__`` counts it
 (total, count, min, max; ``fail`` an error too). With a
 :class:`~envmanager.measurement.env_time.CpuSampler`, a call at least ``exact_above`` seconds long
-has the sampler measure the next one. This is the one place where the worker's step timing
-(:mod:`envmanager.transport.env_calls`) and the zero-edit env timing
-(:mod:`envmanager.instrumentation.timed_env`) count a run, at a fraction of what a ``with
-hierarchical_timer(...)`` costs. A worker's env step is one call, ``timer.step_env(env,
+has the sampler measure the next one. The manager's worker step timing
+(:mod:`envmanager.transport.env_calls`) counts its runs here, at a fraction of what a ``with
+hierarchical_timer(...)`` costs (the zero-edit env timing has a C callable of its own in the same
+helper, ``_step_core.EnvStep``: :mod:`envmanager.instrumentation.step_path`). A worker's env step is one call, ``timer.step_env(env,
 action)``, which opens, steps the env (its CPU time measured when the sampler says so), and closes
 or fails: in C, that is one call from the worker's Python where a Python function around
 ``open``/``close`` was three (see ``_step_core.c``).
@@ -78,7 +78,7 @@ class StepTimer(Protocol):
     def discard(self, stack: TimerStack) -> None: ...
 
 
-STEP_CORE_VERSION = 6
+STEP_CORE_VERSION = 7
 """The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
 build that says another is stale (built from other sources) and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""
@@ -97,7 +97,8 @@ _use_extension = _extension is not None
 
 def extension() -> ModuleType | None:
     """The loaded C helper (``_step_core``), None where it is not: also the home of the trainer's
-    step stamps (:mod:`envmanager.transport.step_stamps`)."""
+    step stamps (:mod:`envmanager.transport.step_stamps`) and of the zero-edit env step
+    (:mod:`envmanager.instrumentation.step_path`)."""
     return _extension
 
 

@@ -222,15 +222,17 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
                     raise
                 end = clock()
                 record.phase_clock = None
-                sent, waited = record.sent_stamp, record.waited_stamp
+                start, sent, waited = block.node._start, record.sent_stamp, record.waited_stamp
                 if waited is None:  # the step went around rlprof's step_wait (a method set on the instance)
                     waited = end
                     if sent is None:
                         sent = end
+                elif sent is None:  # around rlprof's step_async only: waiting from the start
+                    sent = start
                 # PhasedBlock.close inline, as the manager's step record closes it: no call.
                 block.stack.current = block.parent
                 runs = block.runs
-                runs.append((block.node._start, sent, waited, end))
+                runs.append((start, sent, waited, end))
                 if len(runs) >= FOLD_AT_RUNS:
                     block.fold()  # the record takes each step's window from the runs (its on_fold)
                 if monotonic() >= record.resources.next_sample_at:  # once a second: no call the other steps

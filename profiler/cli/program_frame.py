@@ -6,8 +6,8 @@ current one and unmapped when that call returns, so where a program's loop cross
 depends on how deep its first frame starts: SB3's PPO under ``rlprof run`` crossed 19,379 times
 (a 16 KB ``mmap``, a page fault and a ``munmap`` each) where ``python`` crossed 3,199. The C
 helper ``_program_frame`` (built with rlprof's other accelerators) starts the module frame at
-the bottom of a chunk of its own, as ``python`` does; without it, ``runpy.run_path`` runs the
-script, with the same results.
+the bottom of a chunk of its own, as ``python`` does; without it, or on another Python than 3.11,
+``runpy.run_path`` runs the script, with the same results.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import pkgutil
 import runpy
+import sys
 from types import ModuleType
 
 from profiler.timing import accelerator
@@ -28,6 +29,11 @@ PROGRAM_FRAME_VERSION = 1
 def _load_helper() -> ModuleType | None:
     if accelerator.extension is None:
         return None  # RLPROF_PURE_PYTHON=1, or no compiler at install
+    if sys.version_info[:2] != (3, 11):
+        # Elsewhere the helper is a plain exec (no frame-stack chunks to place the frame in), and
+        # run_script's use of runpy's private helpers holds for 3.11's runpy only (3.13's
+        # _get_code_from_file takes the file alone): run_path itself runs the script.
+        return None
     module, _ = accelerator.load_extension("profiler.cli._program_frame", PROGRAM_FRAME_VERSION,
                                            "the program frame's C helper")
     return module
@@ -56,4 +62,5 @@ def run_script(path: str) -> None:
         run_globals.update(__name__="__main__", __file__=file_name, __cached__=None, __doc__=None,
                            __loader__=None, __package__="", __spec__=None)
         run_globals.setdefault("__builtins__", builtins.__dict__)  # as exec() adds it
+        sys.audit("exec", code)  # as exec() raises it
         _helper.exec_program(code, run_globals)

@@ -14,6 +14,7 @@ makes rlprof time every vector step with ``with`` blocks (the reference).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections import Counter
@@ -137,3 +138,41 @@ def test_a_phased_step_gives_the_tree_spans_failures_and_workers_that_with_block
     assert sum(worker["critical_path"]["last_to_reply"] for worker in first) == STEPS + DIRECT + IN_THREAD + 1
     second = [worker for worker in phased["workers"] if worker["manager"].endswith("#2")]
     assert [worker["critical_path"]["vector_steps"] for worker in second] == [STEPS] * 3
+
+
+SENDS_ITSELF = """
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.async_vector_env import AsyncState
+
+
+def send(envs, actions):
+    # The program's own sending, set on the instance: the class's step calls it, not rlprof's step_async.
+    for pipe, action in zip(envs.parent_pipes, actions):
+        pipe.send(("step", action))
+    envs._state = AsyncState.WAITING_STEP
+
+
+if __name__ == "__main__":
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, context="fork")
+    envs.step_async = send.__get__(envs)
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(np.zeros(2, np.int64))
+    envs.close()
+"""
+
+
+def test_a_step_whose_sending_goes_around_rlprofs_step_async_counts_finite_phases(tmp_path):
+    # The class's step calls the instance's own step_async, then rlprof's step_wait: the run's
+    # sending end is never stamped, its waiting end is. Every figure of the step stays a number.
+    program = tmp_path / "sends_itself.py"
+    program.write_text(SENDS_ITSELF)
+    result = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program)],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    tree = json.loads((tmp_path / "out" / "sends_itself_timers.json").read_text())
+    (step,) = vector_steps(tree)
+    assert step["count"] == 3
+    for node in (step, *(child for child in step["children"] if child["name"] in PHASES)):
+        assert node["count"] == 3 and all(math.isfinite(node[figure]) for figure in ("total", "min", "max")), node

@@ -7,8 +7,10 @@ Real subprocesses, each with the C helper and forced to pure Python (``run_path`
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -128,3 +130,71 @@ def test_a_program_that_exits_and_runs_again_leaves_the_stack_whole(tmp_path: Pa
                           text=True, timeout=FINISHES_WITHIN)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[3, 3, 3]"
+
+
+def _other_pythons() -> list[str]:
+    """CPython interpreters of other minor versions than this one's found on PATH or under pyenv,
+    for the tests that build the helper for them (3.11 and later: rlprof imports 3.11's typing)."""
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(10, 20)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3")))
+    found: dict[str, str] = {}
+    for candidate in filter(None, candidates):
+        try:
+            version = subprocess.run([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                     capture_output=True, text=True, timeout=FINISHES_WITHIN).stdout.strip()
+        except OSError:
+            continue
+        if version and version != "%d.%d" % sys.version_info[:2] and tuple(map(int, version.split("."))) >= (3, 11):
+            found.setdefault(version, candidate)
+    return [found[version] for version in sorted(found)]
+
+
+def _build_for(python: str, folder: Path) -> Path:
+    """A copy of rlprof's ``profiler`` package with the timer core and the program frame's helper
+    compiled for ``python`` (as ``setup.py build_ext`` would, with the interpreter's own headers)."""
+    root = Path(program_frame.__file__).parents[2]
+    copy = folder / "rlprof"
+    shutil.copytree(root / "profiler", copy / "profiler", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    include, suffix = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['include']); "
+         "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        capture_output=True, text=True, check=True, timeout=FINISHES_WITHIN).stdout.split()
+    for module in ("profiler/timing/_timer_core", "profiler/cli/_program_frame"):
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-I{include}", str(copy / f"{module}.c"),
+                        "-o", str(copy / f"{module}{suffix}")], check=True, timeout=FINISHES_WITHIN)
+    return copy
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler to build the helper with")
+@pytest.mark.parametrize("python", _other_pythons())
+def test_a_script_runs_on_every_python_the_helper_builds_for(tmp_path: Path, python: str) -> None:
+    # The helper builds on every CPython (a plain exec elsewhere than 3.11); the script must run
+    # there as run_path runs it, whatever runpy's private helpers look like in that version.
+    copy = _build_for(python, tmp_path)
+    script = _script(tmp_path, "import sys\nprint(__name__, sys.argv[0])\n")
+    done = subprocess.run([python, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                           "from profiler.cli.program_frame import run_script; run_script(sys.argv[2])",
+                           str(copy), str(script)], cwd=tmp_path, env=_environment("C helper"),
+                          capture_output=True, text=True, timeout=FINISHES_WITHIN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"__main__ {script}\n"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_audit_hooks_see_the_programs_exec_as_under_run_path(tmp_path: Path, mode: str) -> None:
+    # exec() raises the "exec" audit event (so does python itself, running a script): a hook
+    # installed before the program (sitecustomize, a sandbox) sees the program's code object.
+    script = _script(tmp_path, "pass\n")
+    driver = _script(tmp_path, f"""
+        import sys
+        from profiler.cli.program_frame import run_script
+
+        seen = []
+        sys.addaudithook(lambda event, arguments: seen.append(arguments[0].co_filename) if event == "exec" else None)
+        run_script({str(script)!r})
+        print(seen)
+    """, name="driver.py")
+    done = subprocess.run([sys.executable, str(driver)], cwd=tmp_path, env=_environment(mode), capture_output=True,
+                          text=True, timeout=FINISHES_WITHIN)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr([str(script)])

@@ -18,7 +18,14 @@ record than a compiled ``__init__`` (docs/run.md counts both).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, NoReturn, TypeVar, dataclass_transform
+import sys
+from typing import Any, Callable, NoReturn, TypeVar
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # the marker is read by type checkers only: on Python 3.10 the class stands as it is
+    def dataclass_transform(**_: Any) -> Callable[[type], type]:
+        return lambda cls: cls
 
 __all__ = ["Record"]
 

@@ -216,12 +216,12 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
                 record.step_node = block.node  # the workers' payloads merge under it
                 try:
                     result = original(self, actions)
+                    end = clock()  # inside the try: an interrupt here still closes the run
+                    record.phase_clock = None
                 except BaseException:
                     record.phase_clock = None
                     block.fail(record.sent_stamp, record.waited_stamp)
                     raise
-                end = clock()
-                record.phase_clock = None
                 start, sent, waited = block.node._start, record.sent_stamp, record.waited_stamp
                 if waited is None:  # the step went around rlprof's step_wait (a method set on the instance)
                     waited = end

@@ -1425,19 +1425,29 @@ env_step_call(EnvStep *self, PyObject *const *args, size_t nargsf, PyObject *kwn
     if (spans && (timeline = SLOT(stack, stack_timeline)) == Py_None) {
         timeline = NULL;
     }
+    /* The timeline and the open block are held across the fold: it calls the timeline's
+     * add_spans, Python code, and another thread may replace either meanwhile (clear_recording,
+     * reset_timers), which frees one only the stack held. */
     if (timeline != self->timeline) {  /* HeldSteps.record_on */
+        Py_XINCREF(timeline);
         if (env_step_fold(self) < 0) {
+            Py_XDECREF(timeline);
             return NULL;
         }
-        Py_XSETREF(self->timeline, Py_XNewRef(timeline));
+        Py_XSETREF(self->timeline, timeline);
     }
     PyObject *parent = SLOT(stack, stack_current);
     if (parent == NULL) {
         PyErr_SetString(PyExc_AttributeError, "the timer stack has no open block");
         return NULL;
     }
-    if (parent != self->parent && env_step_attach(self, parent) < 0) {
-        return NULL;
+    if (parent != self->parent) {
+        Py_INCREF(parent);
+        int attached = env_step_attach(self, parent);
+        Py_DECREF(parent);
+        if (attached < 0) {
+            return NULL;
+        }
     }
     /* stack.current = node (blocks in the env's own code nest under it). This call holds the
      * node until it returns: the env's code may reset the stack, or step through here again. */

@@ -1152,6 +1152,7 @@ typedef struct {
     PyObject *node;
     PyObject *timeline;      /* the timeline the held runs record their spans on; NULL: none */
     double *runs;            /* start, end of each run held */
+    long capacity;           /* the runs ``runs`` has room for (0: none yet); configure() may fold at more later */
     long held;
     PyObject *weakreflist;   /* a stack's deferred recorders hold it weakly */
 } EnvStep;
@@ -1191,7 +1192,9 @@ env_step_fold(EnvStep *self)
         return 0;
     }
     double *runs = self->runs;
+    long capacity = self->capacity;
     self->runs = NULL;
+    self->capacity = 0;
     self->held = 0;
     double total = 0.0, longest = runs[1] - runs[0], shortest = longest;
     for (long run = 0; run < count; run++) {
@@ -1234,6 +1237,7 @@ env_step_fold(EnvStep *self)
     Py_XDECREF(timeline);
     if (self->runs == NULL) {
         self->runs = runs;  /* kept for the next runs */
+        self->capacity = capacity;
     }
     else {
         PyMem_Free(runs);
@@ -1475,9 +1479,14 @@ env_step_call(EnvStep *self, PyObject *const *args, size_t nargsf, PyObject *kwn
         goto dropped;
     }
     if (start_object == NULL && end_object == NULL && node == self->node) {
-        if (self->runs == NULL && (self->runs = PyMem_Malloc(held_fold_at * 2 * sizeof(double))) == NULL) {
-            PyErr_NoMemory();
-            goto dropped;
+        if (self->capacity < held_fold_at) {  /* none yet, or configure() folds at more runs now */
+            double *grown = PyMem_Realloc(self->runs, held_fold_at * 2 * sizeof(double));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto dropped;
+            }
+            self->runs = grown;
+            self->capacity = held_fold_at;
         }
         self->runs[2 * self->held] = start;
         self->runs[2 * self->held + 1] = end;
@@ -1567,6 +1576,7 @@ env_step_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->quiet_until_offset = worker_timers == Py_None ? -1 : slot_offset_or_none(worker_timers, "quiet_until");
     self->parent = self->node = self->timeline = NULL;
     self->runs = NULL;
+    self->capacity = 0;
     self->held = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;

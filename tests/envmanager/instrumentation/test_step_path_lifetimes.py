@@ -10,9 +10,14 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
+import gymnasium as gym
 import pytest
 
+from profiler.timing import timers
+
+from envmanager.instrumentation.timed_env import instrument_env
 from envmanager.transport import timed_calls
 
 _PREAMBLE = """
@@ -127,3 +132,50 @@ def test_the_c_step_holds_more_runs_when_configured_to_fold_at_more(compiled):
         pytest.skip("configure() is the C helper's")
     done = _run(_FOLDED_AT_MORE_RUNS, compiled)
     assert (done.returncode, done.stdout.strip()) == (0, "counted"), done.stderr[-2000:]
+
+
+class ClockThatFailsWhenTold:
+    """A fake clock whose reading raises once ``failing`` is set."""
+
+    def __init__(self) -> None:
+        self.time = 1000.0
+        self.failing = False
+
+    def __call__(self) -> float:
+        if self.failing:
+            raise RuntimeError("the clock failed")
+        self.time += 0.25
+        return self.time
+
+
+class EnvWhoseStepBreaksTheClock(gym.Env):
+    def __init__(self, clock: ClockThatFailsWhenTold) -> None:
+        self.clock = clock
+
+    def step(self, action):
+        if action == "fail":
+            self.clock.failing = True
+            raise ValueError("the env failed")
+        return action
+
+
+def test_a_failed_step_whose_end_cannot_be_read_leaves_the_block_closed(compiled):
+    default = timed_calls.compiled()
+    timed_calls.use_compiled(compiled)
+    clock = ClockThatFailsWhenTold()
+    previous = timers.set_clock(clock)
+    stack = timers.get_timer_stack_for_thread(threading.current_thread())
+    try:
+        timers.reset_timers()
+        env = EnvWhoseStepBreaksTheClock(clock)
+        instrument_env(env, None)
+        env.step(0)
+        with pytest.raises(RuntimeError, match="the clock failed") as raised:
+            env.step("fail")
+        # as the reference: the block closed before the clock is read, the env's error the context
+        assert isinstance(raised.value.__context__, ValueError)
+        assert stack.current is stack.root
+    finally:
+        timers.set_clock(previous)
+        timed_calls.use_compiled(default)
+        timers.reset_timers()

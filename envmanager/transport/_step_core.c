@@ -1514,11 +1514,12 @@ dropped:
     return NULL;
 
 failed: {
-        /* ``except BaseException``: the block closed, the run counted with its error, the env's
-         * exception raised (an error in the counting chained to it). */
+        /* ``except BaseException``: the block closed (before the clock is read, as the reference
+         * closes it), the run counted with its error, the env's exception raised (or an error in
+         * the counting, the env's exception its context). */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        if (env_step_read_clock(self, &end, &end_object) < 0 || env_step_close_block(self, node) < 0
+        if (env_step_close_block(self, node) < 0 || env_step_read_clock(self, &end, &end_object) < 0
             || env_step_count_now(self, node, start_object, start, end_object, end, 1) < 0) {
             _PyErr_ChainExceptions(type, value, traceback);
         }

@@ -1152,6 +1152,7 @@ typedef struct {
     PyObject *node;
     PyObject *timeline;      /* the timeline the held runs record their spans on; NULL: none */
     double *runs;            /* start, end of each run held */
+    long capacity;           /* the runs ``runs`` has room for (0: none yet); configure() may fold at more later */
     long held;
     PyObject *weakreflist;   /* a stack's deferred recorders hold it weakly */
 } EnvStep;
@@ -1191,7 +1192,9 @@ env_step_fold(EnvStep *self)
         return 0;
     }
     double *runs = self->runs;
+    long capacity = self->capacity;
     self->runs = NULL;
+    self->capacity = 0;
     self->held = 0;
     double total = 0.0, longest = runs[1] - runs[0], shortest = longest;
     for (long run = 0; run < count; run++) {
@@ -1234,6 +1237,7 @@ env_step_fold(EnvStep *self)
     Py_XDECREF(timeline);
     if (self->runs == NULL) {
         self->runs = runs;  /* kept for the next runs */
+        self->capacity = capacity;
     }
     else {
         PyMem_Free(runs);
@@ -1425,19 +1429,29 @@ env_step_call(EnvStep *self, PyObject *const *args, size_t nargsf, PyObject *kwn
     if (spans && (timeline = SLOT(stack, stack_timeline)) == Py_None) {
         timeline = NULL;
     }
+    /* The timeline and the open block are held across the fold: it calls the timeline's
+     * add_spans, Python code, and another thread may replace either meanwhile (clear_recording,
+     * reset_timers), which frees one only the stack held. */
     if (timeline != self->timeline) {  /* HeldSteps.record_on */
+        Py_XINCREF(timeline);
         if (env_step_fold(self) < 0) {
+            Py_XDECREF(timeline);
             return NULL;
         }
-        Py_XSETREF(self->timeline, Py_XNewRef(timeline));
+        Py_XSETREF(self->timeline, timeline);
     }
     PyObject *parent = SLOT(stack, stack_current);
     if (parent == NULL) {
         PyErr_SetString(PyExc_AttributeError, "the timer stack has no open block");
         return NULL;
     }
-    if (parent != self->parent && env_step_attach(self, parent) < 0) {
-        return NULL;
+    if (parent != self->parent) {
+        Py_INCREF(parent);
+        int attached = env_step_attach(self, parent);
+        Py_DECREF(parent);
+        if (attached < 0) {
+            return NULL;
+        }
     }
     /* stack.current = node (blocks in the env's own code nest under it). This call holds the
      * node until it returns: the env's code may reset the stack, or step through here again. */
@@ -1465,9 +1479,14 @@ env_step_call(EnvStep *self, PyObject *const *args, size_t nargsf, PyObject *kwn
         goto dropped;
     }
     if (start_object == NULL && end_object == NULL && node == self->node) {
-        if (self->runs == NULL && (self->runs = PyMem_Malloc(held_fold_at * 2 * sizeof(double))) == NULL) {
-            PyErr_NoMemory();
-            goto dropped;
+        if (self->capacity < held_fold_at) {  /* none yet, or configure() folds at more runs now */
+            double *grown = PyMem_Realloc(self->runs, held_fold_at * 2 * sizeof(double));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto dropped;
+            }
+            self->runs = grown;
+            self->capacity = held_fold_at;
         }
         self->runs[2 * self->held] = start;
         self->runs[2 * self->held + 1] = end;
@@ -1495,11 +1514,12 @@ dropped:
     return NULL;
 
 failed: {
-        /* ``except BaseException``: the block closed, the run counted with its error, the env's
-         * exception raised (an error in the counting chained to it). */
+        /* ``except BaseException``: the block closed (before the clock is read, as the reference
+         * closes it), the run counted with its error, the env's exception raised (or an error in
+         * the counting, the env's exception its context). */
         PyObject *type, *value, *traceback;
         PyErr_Fetch(&type, &value, &traceback);
-        if (env_step_read_clock(self, &end, &end_object) < 0 || env_step_close_block(self, node) < 0
+        if (env_step_close_block(self, node) < 0 || env_step_read_clock(self, &end, &end_object) < 0
             || env_step_count_now(self, node, start_object, start, end_object, end, 1) < 0) {
             _PyErr_ChainExceptions(type, value, traceback);
         }
@@ -1557,6 +1577,7 @@ env_step_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->quiet_until_offset = worker_timers == Py_None ? -1 : slot_offset_or_none(worker_timers, "quiet_until");
     self->parent = self->node = self->timeline = NULL;
     self->runs = NULL;
+    self->capacity = 0;
     self->held = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;

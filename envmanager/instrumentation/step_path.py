@@ -41,7 +41,7 @@ from array import array
 from typing import Any, Callable
 
 from profiler.timing import timers
-from profiler.timing.phased_block import FOLD_AT_RUNS, take_held_runs
+from profiler.timing.phased_block import FOLD_AT_RUNS, add_run, take_held_runs
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
@@ -153,13 +153,7 @@ class HeldSteps:
         self.fold()
         if failed:
             node.errors += 1
-        elapsed = end - start
-        node.total += elapsed
-        node.count += 1
-        if elapsed > node.max:
-            node.max = elapsed
-        if elapsed < node.min:
-            node.min = elapsed
+        add_run(node, end - start)
         if self.timeline is not None:
             self.timeline.add_spans([(BLOCK, start, end)])
 

@@ -10,7 +10,7 @@ from profiler.timing import accelerator, block_hooks, timer_node, timers
 from profiler.timing.timer_node import TimerNode, current_clock
 from profiler.timing.timer_stack import TimerStack
 
-__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "runs_table", "runs_table_in_python", "take_held_runs"]
+__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "add_run", "runs_table", "runs_table_in_python", "take_held_runs"]
 
 
 FOLD_AT_RUNS = 1024
@@ -174,18 +174,18 @@ class PhasedBlock:
         self.stack.current = self.parent  # type: ignore[union-attr]
         self.fold()
         start = node._start
-        _add_run(node, end - start)
+        add_run(node, end - start)
         node.errors += 1
         reached = [stamp for stamp in phase_ends if stamp is not None]
         # The spans the `with` blocks would have recorded, in the order they exit.
         spans = []
         for phase, phase_end in zip(self._phases, reached):
-            _add_run(phase, phase_end - start)
+            add_run(phase, phase_end - start)
             spans.append((phase.name, start, phase_end))
             start = phase_end
         if len(reached) < len(self._phases):
             running = self._phases[len(reached)]
-            _add_run(running, end - start)
+            add_run(running, end - start)
             running.errors += 1
             spans.append((running.name, start, end))
         spans.append((node.name, node._start, end))
@@ -298,7 +298,7 @@ def _add_runs(node: TimerNode, elapsed: Any) -> None:
         node.min = shortest
 
 
-def _add_run(node: TimerNode, elapsed: float) -> None:
+def add_run(node: TimerNode, elapsed: float) -> None:
     """Count one closed run of ``elapsed`` seconds, as :meth:`TimerNode.__exit__` does."""
     node.total += elapsed
     node.count += 1

@@ -127,10 +127,9 @@ def test_a_step_survives_another_thread_resetting_the_stack_while_the_held_runs_
     assert (done.returncode, done.stdout.strip()) == (0, "counted"), done.stderr[-2000:]
 
 
-def test_the_c_step_holds_more_runs_when_configured_to_fold_at_more(compiled):
-    if not compiled:
-        pytest.skip("configure() is the C helper's")
-    done = _run(_FOLDED_AT_MORE_RUNS, compiled)
+@pytest.mark.skipif(not timed_calls.compiled(), reason="configure() is the C helper's, which is not loaded")
+def test_the_c_step_holds_more_runs_when_configured_to_fold_at_more():
+    done = _run(_FOLDED_AT_MORE_RUNS, True)
     assert (done.returncode, done.stdout.strip()) == (0, "counted"), done.stderr[-2000:]
 
 

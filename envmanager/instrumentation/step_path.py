@@ -130,13 +130,7 @@ class HeldSteps:
                 longest = elapsed
             elif elapsed < shortest:
                 shortest = elapsed
-        node: TimerNode = self.node  # type: ignore[assignment]
-        node.total += total
-        node.count += len(taken)
-        if longest > node.max:
-            node.max = longest
-        if shortest < node.min:
-            node.min = shortest
+        self.node.add_runs(total, len(taken), 0, shortest, longest)  # type: ignore[union-attr]
         if self.timeline is not None:
             self.timeline.add_spans([(BLOCK, start, end) for start, end in taken])
 

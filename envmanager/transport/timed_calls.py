@@ -263,18 +263,10 @@ class PythonStepTimer:
             taken = take_held_runs(self.runs)
             if not taken:
                 return
-            held = len(taken)
             total = 0.0
             for elapsed in taken:
                 total += elapsed
-            node = self.node
-            node.total += total  # type: ignore[union-attr]
-            node.count += held  # type: ignore[union-attr]
-            longest, shortest = max(taken), min(taken)
-            if longest > node.max:  # type: ignore[union-attr]
-                node.max = longest  # type: ignore[union-attr]
-            if shortest < node.min:  # type: ignore[union-attr]
-                node.min = shortest  # type: ignore[union-attr]
+            self.node.add_runs(total, len(taken), 0, min(taken), max(taken))  # type: ignore[union-attr]
 
     def discard(self, stack: TimerStack) -> None:
         """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""

@@ -289,20 +289,9 @@ def runs_table_in_python(runs: list[tuple[Any, ...]], columns: int) -> Any:
 def _add_runs(node: TimerNode, elapsed: Any) -> None:
     """Count closed runs of ``elapsed`` seconds each (a numpy array), as as many
     :meth:`TimerNode.__exit__` would."""
-    node.total += float(elapsed.sum())
-    node.count += len(elapsed)
-    longest, shortest = float(elapsed.max()), float(elapsed.min())
-    if longest > node.max:
-        node.max = longest
-    if shortest < node.min:
-        node.min = shortest
+    node.add_runs(float(elapsed.sum()), len(elapsed), 0, float(elapsed.min()), float(elapsed.max()))
 
 
 def add_run(node: TimerNode, elapsed: float) -> None:
     """Count one closed run of ``elapsed`` seconds, as :meth:`TimerNode.__exit__` does."""
-    node.total += elapsed
-    node.count += 1
-    if elapsed > node.max:
-        node.max = elapsed
-    if elapsed < node.min:
-        node.min = elapsed
+    node.add_runs(elapsed, 1, 0, elapsed, elapsed)

@@ -18,11 +18,20 @@ and when the env closes.
 
 An env built inside another instrumented build (``gymnasium.make`` inside a factory that a vector
 env's wrapper also times) is timed once, by the outermost instrumentation.
+
+The timed methods carry the env's own ``__name__``, ``__qualname__``, ``__doc__``, ``__module__`` and
+``__wrapped__`` (so ``inspect.signature`` gives the env's). A copy of the env (``copy.copy``,
+``copy.deepcopy``) and a pickle of it (``pickle``, cloudpickle) are those of the env as the program
+built it: the env's own ``__reduce_ex__`` is shadowed too (:class:`PlainReduce`, which copy and
+pickle look up on the instance) and leaves rlprof's attributes out of the state. So a copy steps
+itself, untimed, exactly as under plain python, and an unpickled env holds nothing of rlprof's
+(no channel to a trainer that may be gone, no import of rlprof where it is unpickled).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from typing import Any
@@ -38,14 +47,15 @@ from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.instrumentation.step_path import finish_stamps, timed_step
 from envmanager.measurement.env_time import CpuSampler
 
-__all__ = ["FLUSH_INTERVAL_SECONDS", "WorkerIdentity", "WorkerShipping", "instrument_env", "is_instrumented",
-           "own_attribute"]
+__all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
+           "is_instrumented", "own_attribute"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
 
 _TIMED = "_rlprof_timing"  # the instance attribute that marks an instrumented env
-_TIMED_METHODS = ("step", "reset", "close")  # the instance attributes that shadow the env's own
+_REDUCE = "__reduce_ex__"  # copy and pickle look it up on the instance: see PlainReduce
+_OWN = (_TIMED, "step", "reset", "close", _REDUCE)  # every instance attribute rlprof may set
 
 
 class WorkerIdentity:
@@ -231,7 +241,7 @@ def _silence_inner(env: Any) -> None:
         timing = own_attribute(env, _TIMED)
         if timing is not None:
             timing.stop()
-            _remove_own(env, (_TIMED, *_TIMED_METHODS))
+            _remove_own(env, _OWN)
         env = own_attribute(env, "env")
         seen += 1
 
@@ -251,16 +261,62 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         shipping = worker_shipping(identity)
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
+    originals = {"step": step, "reset": reset, "close": close}
+    for name, method in timed.items():
+        if originals[name] is not None:
+            functools.update_wrapper(method, originals[name])
+    own = {_TIMED: timing, **timed}
+    own[_REDUCE] = PlainReduce(env, own)
     # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
     # business here), inline, without making the instance's ``__dict__`` (see own_attribute).
     try:
-        for name, value in ((_TIMED, timing), *timed.items()):
+        for name, value in own.items():
             object.__setattr__(env, name, value)
     except (AttributeError, TypeError):
-        _remove_own(env, (_TIMED, *timed))
+        _remove_own(env, tuple(own))
         timing.stop()
         return None
     return timing
+
+
+class PlainReduce:
+    """An instrumented env's ``__reduce_ex__``: the env's own, with rlprof's attributes left out
+    of the state it gives.
+
+    ``copy.copy``, ``copy.deepcopy``, ``pickle`` and cloudpickle all ask the instance for its
+    ``__reduce_ex__``, so this one attribute makes every copy, and every pickle, of the env those of
+    the env as the program built it. Without it the copy's ``step`` and ``reset`` would be the
+    original's (bound to the original env, timing into the original's block), and the pickle would
+    fail on them. Whatever the env's class defines (``__getstate__``, ``__reduce__``,
+    ``__reduce_ex__``) still makes the state: only attributes that are rlprof's own objects are
+    left out of it, in a new dict (the env's own ``__dict__`` may be the state itself).
+    """
+
+    __slots__ = ("env", "own")
+
+    def __init__(self, env: Any, own: dict[str, Any]) -> None:
+        self.env = env
+        self.own = own  # rlprof's attributes of env, this one included
+
+    def __call__(self, protocol: int) -> Any:
+        reduced = type(self.env).__reduce_ex__(self.env, protocol)
+        if not isinstance(reduced, tuple) or len(reduced) < 3:
+            return reduced
+        state = reduced[2]
+        if isinstance(state, dict):
+            plain = self._without_own(state)
+        elif isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], dict):
+            plain = (self._without_own(state[0]), state[1])  # (__dict__, __slots__ values)
+        else:
+            return reduced
+        return (*reduced[:2], plain, *reduced[3:])
+
+    def _without_own(self, state: dict[str, Any]) -> dict[str, Any]:
+        own = self.own
+        return {name: value for name, value in state.items() if own.get(name, _NOT_OWN) is not value}
+
+
+_NOT_OWN = object()
 
 
 def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:

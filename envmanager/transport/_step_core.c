@@ -51,7 +51,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 7
+#define STEP_CORE_VERSION 8
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -1155,6 +1155,7 @@ typedef struct {
     long capacity;           /* the runs ``runs`` has room for (0: none yet); configure() may fold at more later */
     long held;
     PyObject *weakreflist;   /* a stack's deferred recorders hold it weakly */
+    PyObject *dict;          /* the env's own step's __name__, __doc__, __wrapped__... (functools.update_wrapper) */
 } EnvStep;
 
 /* A slot at ``offset`` of ``object`` (-1: its attribute ``name``), as a new reference. */
@@ -1580,6 +1581,7 @@ env_step_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->capacity = 0;
     self->held = 0;
     self->weakreflist = NULL;
+    self->dict = NULL;
     return (PyObject *)self;
 }
 
@@ -1603,8 +1605,9 @@ env_step_discard(EnvStep *self, PyObject *stack)
     Py_RETURN_NONE;
 }
 
-/* A function's copies are the function: so are an EnvStep's (an env copied keeps timing into the
- * same block, as it did with the Python closure). */
+/* A function's copies are the function: so are an EnvStep's, as the reference's closure's. An env
+ * copied or pickled leaves its EnvStep behind (timed_env's PlainReduce): this only answers a copy
+ * of the step alone. */
 static PyObject *
 env_step_copy(PyObject *self, PyObject *Py_UNUSED(memo))
 {
@@ -1627,6 +1630,7 @@ env_step_traverse(EnvStep *self, visitproc visit, void *arg)
     Py_VISIT(self->parent);
     Py_VISIT(self->node);
     Py_VISIT(self->timeline);
+    Py_VISIT(self->dict);
     return 0;
 }
 
@@ -1646,6 +1650,7 @@ env_step_clear(EnvStep *self)
     Py_CLEAR(self->parent);
     Py_CLEAR(self->node);
     Py_CLEAR(self->timeline);
+    Py_CLEAR(self->dict);
     return 0;
 }
 
@@ -1694,6 +1699,13 @@ static PyMethodDef env_step_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* A __dict__, so that the env's step's __name__, __qualname__, __doc__, __module__ and __wrapped__
+ * (inspect.signature follows it) are the EnvStep's as they are the reference closure's. */
+static PyGetSetDef env_step_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject EnvStepType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "envmanager.transport._step_core.EnvStep",
@@ -1707,6 +1719,8 @@ static PyTypeObject EnvStepType = {
     .tp_finalize = (destructor)env_step_finalize,
     .tp_new = env_step_new,
     .tp_methods = env_step_methods,
+    .tp_getset = env_step_getset,
+    .tp_dictoffset = offsetof(EnvStep, dict),
     .tp_traverse = (traverseproc)env_step_traverse,
     .tp_clear = (inquiry)env_step_clear,
     .tp_dealloc = (destructor)env_step_dealloc,

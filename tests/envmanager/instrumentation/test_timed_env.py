@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
+import pickle
+
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -109,3 +114,67 @@ def test_an_object_that_takes_no_attributes_is_left_alone():
             return action
 
     assert instrument_env(Slotted(), None) is None
+
+
+def plain_and_timed_pair() -> tuple[gym.Env, gym.Env]:
+    """The same wrapped CartPole twice, the second instrumented, both reset with the same seed."""
+    plain = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    timed = gym.wrappers.RecordEpisodeStatistics(gym.make("CartPole-v1"))
+    assert instrument_env(timed, None) is not None
+    plain.reset(seed=3)
+    timed.reset(seed=3)
+    return plain, timed
+
+
+COPIES = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda env: pickle.loads(pickle.dumps(env)),
+    "cloudpickle of a closure": lambda env: cloudpickle.loads(cloudpickle.dumps(lambda: env))(),
+}
+
+
+@pytest.mark.parametrize("way", COPIES)
+def test_a_copy_of_an_instrumented_env_is_the_copy_plain_python_makes(way):
+    plain, timed = plain_and_timed_pair()
+    plain_copy, timed_copy = COPIES[way](plain), COPIES[way](timed)
+    assert not is_instrumented(timed_copy)
+    assert {"step", "reset", "close", "_rlprof_timing", "__reduce_ex__"}.isdisjoint(vars(timed_copy))
+    assert vars(timed_copy).keys() == vars(plain_copy).keys()
+    plain_state, timed_state = plain.unwrapped.state.copy(), timed.unwrapped.state.copy()
+    with timers.hierarchical_timer("rollout"):
+        copy_results = rollout(timed_copy)
+    assert all(np.array_equal(mine, theirs) for mine, theirs in zip(copy_results, rollout(plain_copy), strict=True))
+    # The copy stepped itself, or, shallow, the env it shares with the original, as plain python's did.
+    assert np.array_equal(timed.unwrapped.state == timed_state, plain.unwrapped.state == plain_state)
+    assert "env.step" not in block("rollout").children  # a copy is untimed: docs/run.md says why
+    with timers.hierarchical_timer("original"):
+        timed.step(0)
+    assert block("original").children["env.step"].count == 1  # the original is timed still
+
+
+def test_pickling_an_instrumented_env_gives_the_bytes_plain_python_gives():
+    plain, timed = gym.make("CartPole-v1"), gym.make("CartPole-v1")  # no episode start time to differ
+    instrument_env(timed, None)
+    plain.reset(seed=3)
+    timed.reset(seed=3)
+    assert pickle.dumps(timed) == pickle.dumps(plain)
+
+
+@pytest.mark.parametrize("name", ["step", "reset"])
+def test_the_timed_methods_carry_the_envs_own_name_doc_and_signature(name):
+    plain, timed = plain_and_timed_pair()
+    mine, theirs = getattr(timed, name), getattr(plain, name)
+    for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+        assert getattr(mine, attribute) == getattr(theirs, attribute)
+    assert inspect.signature(mine) == inspect.signature(theirs)
+    assert mine.__wrapped__ == getattr(type(timed), name).__get__(timed)  # the env's class's own, bound
+
+
+def test_an_outer_instrumentation_takes_the_inner_envs_copy_hook_away_too():
+    inner = gym.make("CartPole-v1")
+    instrument_env(inner, None)
+    outer = gym.wrappers.RecordEpisodeStatistics(inner)
+    instrument_env(outer, None)
+    assert {"step", "reset", "_rlprof_timing", "__reduce_ex__"}.isdisjoint(vars(inner))
+    assert pickle.dumps(inner) == pickle.dumps(gym.make("CartPole-v1"))

@@ -20,6 +20,7 @@ The program's vector env classes, pipes, start methods and results stay its own.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -253,7 +254,10 @@ def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callabl
                 instrumentation._made.append(timing)
         return env
 
-    make.__doc__, make.__wrapped__ = original.__doc__, original  # type: ignore[attr-defined]
+    # make's own name, module, doc and signature: pickle (a spawn-started vector env's factory
+    # ``partial(gymnasium.make, ...)``) finds it as ``gymnasium.envs.registration.make``, as it
+    # finds the original without rlprof, rather than failing on a local function.
+    functools.update_wrapper(make, original)
     owners = [module for module in (gymnasium, registration) if getattr(module, "make", None) is original]
     for module in owners:
         module.make = make

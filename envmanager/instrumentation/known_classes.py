@@ -31,6 +31,7 @@ they are already imported. :meth:`Patches.restore` puts every original back.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from operator import attrgetter
@@ -116,8 +117,12 @@ class Patches:
         self._originals.clear()
 
     def _set(self, cls: type, name: str, method: Any) -> None:
+        original = getattr(cls, name)
         self._originals.append((cls, name, cls.__dict__.get(name, _ABSENT)))
-        method.__name__ = name
+        # The original's doc, __wrapped__ (inspect.signature follows it) and attributes; named
+        # where it now is, so that pickle finds it by that name as it finds the original.
+        functools.update_wrapper(method, original)
+        method.__module__ = cls.__module__
         method.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, method)
 

@@ -8,6 +8,12 @@ depends on how deep its first frame starts: SB3's PPO under ``rlprof run`` cross
 helper ``_program_frame`` (built with rlprof's other accelerators) starts the module frame at
 the bottom of a chunk of its own, as ``python`` does; without it, or on another Python than 3.11,
 ``runpy.run_path`` runs the script, with the same results.
+
+A module (``rlprof run -m module``) runs as ``python -m module`` runs it: through runpy's own
+``_run_module_as_main``, called by the helper at the bottom of a chunk of its own, so that the
+module frame lies above the same runpy frames as under ``python -m``; ``__main__`` is a fresh
+module for the program's run, as ``runpy.run_module(..., alter_sys=True)`` makes it, the one that
+runs without the helper.
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from types import ModuleType
 
 from profiler.timing import accelerator
 
-__all__ = ["PROGRAM_FRAME_VERSION", "frame_stack_offset", "run_script"]
+__all__ = ["PROGRAM_FRAME_VERSION", "frame_stack_offset", "run_module", "run_script"]
 
-PROGRAM_FRAME_VERSION = 1
+PROGRAM_FRAME_VERSION = 2
 """The interface version ``_program_frame.c`` must say (its ``PROGRAM_FRAME_VERSION``)."""
 
 
@@ -64,3 +70,14 @@ def run_script(path: str) -> None:
         run_globals.setdefault("__builtins__", builtins.__dict__)  # as exec() adds it
         sys.audit("exec", code)  # as exec() raises it
         _helper.exec_program(code, run_globals)
+
+
+def run_module(name: str) -> None:
+    """Run module ``name`` as ``__main__``, as ``python -m name`` does (``sys.argv[0]`` its file,
+    ``__spec__`` its spec), in a fresh ``__main__`` module as ``runpy.run_module(name,
+    run_name="__main__", alter_sys=True)`` does; the caller puts ``sys.argv`` back."""
+    if _helper is None:
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
+        return
+    with runpy._TempModule("__main__"):  # noqa: SLF001 - run_module's fresh __main__
+        _helper.call_program(runpy._run_module_as_main, name, True)  # noqa: SLF001 - python -m's own entry

@@ -436,7 +436,7 @@ def _execute(program: Program) -> ProgramEnd:
     sys.path[0] = "" if program.is_module else str(Path(program.target).resolve().parent)
     try:
         if program.is_module:
-            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+            program_frame.run_module(program.target)
         else:
             program_frame.run_script(program.target)
         return ProgramEnd(exit_code=0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,3 +214,45 @@ def test_the_command_line_and_its_result_classes_import_on_every_python_pyprojec
                           timeout=FINISHES_WITHIN)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "imported\n"
+
+
+def _module(folder: Path) -> str:
+    """A package ``trainer`` whose module ``seen`` writes what it sees (SEEN_SCRIPT): its name for -m."""
+    package = folder / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    _script(package, SEEN_SCRIPT, name="seen.py")
+    return "trainer.seen"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_module_sees_what_python_dash_m_gives_it(tmp_path: Path, mode: str) -> None:
+    module = _module(tmp_path)
+    plain, profiled = tmp_path / "plain.json", tmp_path / "profiled.json"
+    subprocess.run([sys.executable, "-m", module, str(plain)], cwd=tmp_path, env=_environment(mode), check=True,
+                   timeout=FINISHES_WITHIN)
+    done = _rlprof_run(tmp_path, mode, "-m", module, str(profiled))
+    assert done.returncode == 0, done.stderr
+    seen, expected = ({name: re.sub(" at 0x[0-9a-f]+", "", value) if isinstance(value, str) else value
+                        for name, value in json.loads(path.read_text()).items()}  # the loader's address
+                       for path in (profiled, plain))
+    seen.pop("offset"), expected.pop("offset")
+    # __main__ is a fresh module for the run (runpy.run_module's, with or without the helper):
+    # exec gives it the builtins' dict where python's own __main__ has the builtins module.
+    assert seen.pop("builtins_is_dict") and not expected.pop("builtins_is_dict")
+    assert seen == expected
+
+
+def test_a_modules_frame_starts_where_python_dash_m_starts_it(tmp_path: Path) -> None:
+    if program_frame.frame_stack_offset() is None:
+        pytest.skip("no C helper here, or not CPython 3.11: the frame stack is not read")
+    module = _module(tmp_path)
+    plain, profiled = tmp_path / "plain.json", tmp_path / "profiled.json"
+    subprocess.run([sys.executable, "-m", module, str(plain)], cwd=tmp_path, check=True, timeout=FINISHES_WITHIN,
+                   env=_environment("C helper"))
+    done = _rlprof_run(tmp_path, "C helper", "-m", module, str(profiled))
+    assert done.returncode == 0, done.stderr
+    # Above runpy's _run_module_as_main and _run_code, as under python -m; python's first chunk
+    # keeps its first slot: the module frame lies one pointer higher there.
+    pointer = 8 if sys.maxsize > 2**32 else 4
+    assert json.loads(profiled.read_text())["offset"] == json.loads(plain.read_text())["offset"] - pointer

@@ -199,30 +199,12 @@ class PhasedBlock:
             self._fold_held()
 
     def discard(self, stack: TimerStack) -> None:
-        """Drop the runs held if they ran in ``stack``: it was reset, and its tree and timeline
-        with them. ``on_fold`` still gets them: what it counts is not the tree's (a vector env's
-        steps and their windows), and it counted the runs of ``with`` blocks as they closed,
-        before the reset, too."""
+        """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""
         with self._fold_lock:
             if stack is self.stack:
-                taken = take_held_runs(self.runs)
+                del self.runs[:]
                 if self.accumulator is not None:
                     self.accumulator.drop()
-                if taken and self.on_fold is not None:
-                    self.on_fold(self._table(taken))
-
-    def _table(self, taken: list[tuple[Any, ...]]) -> Any:
-        """The runs ``taken`` as ``on_fold`` gets them: float64, or object where a run carried a None."""
-        import numpy  # a core dependency; imported by the first fold, not with the timers
-
-        columns = len(taken[0])
-        if len(taken[-1]) != columns:
-            raise TypeError(f"{self.name}: runs of different widths were appended")
-        # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
-        table = runs_table(taken, columns)
-        if numpy.isnan(table).any():
-            table = numpy.array(taken, dtype=object)
-        return table
 
     def _fold_held(self) -> None:
         if self.accumulator is not None:
@@ -230,13 +212,19 @@ class PhasedBlock:
         taken = take_held_runs(self.runs)
         if not taken:
             return
-        import numpy
+        import numpy  # a core dependency; imported by the first fold, not with the timers
 
-        table = self._table(taken)
+        columns = len(taken[0])
+        if len(taken[-1]) != columns:
+            raise TypeError(f"{self.name}: runs of different widths were appended")
         width = self._phase_ends + 2
         timeline = self._span_timeline()
         if timeline is not None:
             timeline.add_spans(_run_spans(self.name, self.phase_names, taken, width))
+        # A None reads as NaN, which no clock gives: a NaN is a None in an extra column.
+        table = runs_table(taken, columns)
+        if numpy.isnan(table).any():
+            table = numpy.array(taken, dtype=object)
         stamps = table[:, :width].astype(numpy.float64, copy=False)
         _add_runs(self.node, stamps[:, -1] - stamps[:, 0])  # type: ignore[arg-type]
         if self._phases:

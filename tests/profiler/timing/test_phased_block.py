@@ -299,20 +299,6 @@ def test_runs_held_when_the_timers_are_reset_are_forgotten_with_the_tree(fake_cl
     assert find(get_timer_tree(), "step")["count"] == 1
 
 
-def test_runs_held_when_the_timers_are_reset_still_reach_on_fold_but_not_the_tree(fake_clock):
-    # What on_fold counts (a vector env's steps) is not the tree's: `with` blocks' runs were
-    # counted there as they closed, before the reset, and so are the runs held then.
-    folded = []
-    block = PhasedBlock("step", PHASES, on_fold=lambda table: folded.append(len(table)))
-    run_phased(block, fake_clock)
-    run_phased(block, fake_clock)
-    timers.reset_timers()
-    assert folded == [2] and block.runs == []
-    run_phased(block, fake_clock)
-    assert find(get_timer_tree(), "step")["count"] == 1
-    assert folded == [2, 1]
-
-
 def test_a_fold_from_another_thread_while_runs_close_loses_none(fake_clock):
     block = PhasedBlock("step", PHASES)
     stack = timers.get_timer_stack_for_thread(threading.current_thread())

@@ -97,6 +97,7 @@ class VectorEnvRecord:
         self.pids: list[int | None] = [None] * envs
         self.refused = 0
         self.vector_steps = 0
+        self._generation = stack.generation  # the stack's reset last seen by the matching of steps
         self.shipped_calls = [0] * envs  # env calls whose finish stamps arrived, per worker
         if not in_workers:
             self.merger = None
@@ -223,6 +224,14 @@ class VectorEnvRecord:
     def _match_held_steps(self, up_to: float) -> None:
         with self._lock:
             steps = self._steps
+            if self.stack.generation != self._generation:
+                # The timers were reset: the steps before go with the tree and the critical path
+                # (which forgets the steps it counted), and so do the windows of the steps
+                # that `with` blocks timed and the critical path has not counted yet; a phased
+                # step's runs held then were dropped with the tree (PhasedBlock.discard).
+                self._generation = self.stack.generation
+                reset_at = self.stack.start_time
+                steps[:] = [step for step in steps if step[0] >= reset_at]
             ready = 0
             while ready < len(steps) and steps[ready][2] <= up_to:
                 ready += 1

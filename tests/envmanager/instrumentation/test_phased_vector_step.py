@@ -176,3 +176,41 @@ def test_a_step_whose_sending_goes_around_rlprofs_step_async_counts_finite_phase
     assert step["count"] == 3
     for node in (step, *(child for child in step["children"] if child["name"] in PHASES)):
         assert node["count"] == 3 and all(math.isfinite(node[figure]) for figure in ("total", "min", "max")), node
+
+
+RESETS_ITS_TIMERS = """
+import sys
+
+import gymnasium as gym
+import numpy as np
+import profiler
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--with-blocks"]:
+        from profiler.timing import block_hooks
+
+        block_hooks.set_exit_hook(lambda node: None)  # a companion that watches every block
+    envs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2, context="fork")
+    envs.reset(seed=0)
+    for step in range(10):
+        if step == 6:
+            profiler.reset_timers()  # after a warm-up, say: the steps before go with the tree
+        envs.step(np.full(2, step % 2))
+    envs.close()
+"""
+
+
+@pytest.mark.parametrize("with_blocks", [False, True])
+def test_a_timer_reset_mid_run_leaves_the_critical_path_the_steps_the_tree_has(tmp_path, with_blocks):
+    # The critical path forgets the steps before a reset, as the tree does: those a phased
+    # step held then, and those `with` blocks timed whose windows were not matched yet.
+    program = tmp_path / "resets_its_timers.py"
+    program.write_text(RESETS_ITS_TIMERS)
+    result = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program),
+                             *(["--with-blocks"] if with_blocks else [])],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    tree = json.loads((tmp_path / "out" / "resets_its_timers_timers.json").read_text())
+    (step,) = vector_steps(tree)
+    assert step["count"] == 4
+    assert [worker["critical_path"]["vector_steps"] for worker in tree["workers"]] == [4, 4]

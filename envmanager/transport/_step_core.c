@@ -35,10 +35,13 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
 
@@ -2199,6 +2202,146 @@ error:
     return NULL;
 }
 
+/* The monotonic clock in seconds, as time.monotonic reads it on Linux. */
+static double
+monotonic_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* Poll the first *waiting of `descriptors` (their places in the caller's tuple in `places`) until
+ * each has reported (readable, peer closed, an error) or `deadline` (monotonic seconds; negative:
+ * none) passed, keeping those not yet reported first, and the place of one reported by the last
+ * poll in *last. The first one is polled alone first: the caller puts there the one it expects to
+ * answer last, so that the rest are most likely in when it has, and one more poll() finds them,
+ * where polling them all would return at each reply in turn (a wake-up each). Runs without the
+ * GIL. 0 when all reported or the deadline passed; an errno (EINTR among them: the caller runs
+ * the signal handlers, then calls again) otherwise. */
+static int
+poll_until_reported(struct pollfd *descriptors, Py_ssize_t *places, Py_ssize_t *waiting, double deadline,
+                    Py_ssize_t *last)
+{
+    Py_ssize_t polled = 1;
+    while (*waiting > 0) {
+        int milliseconds = -1;
+        if (deadline >= 0.0) {
+            double left = deadline - monotonic_seconds();
+            milliseconds = left <= 0.0 ? 0 : (int)fmin(ceil(left * 1000.0), (double)INT_MAX);
+        }
+        int reported = poll(descriptors, (nfds_t)polled, milliseconds);
+        if (reported < 0) {
+            return errno;
+        }
+        if (reported == 0) {
+            return 0;  /* timed out */
+        }
+        /* Those not polled have revents 0 (set so, and moved only while 0): kept, as not reported. */
+        Py_ssize_t kept = 0;
+        for (Py_ssize_t index = 0; index < *waiting; index++) {
+            if (descriptors[index].revents == 0) {
+                places[kept] = places[index];
+                descriptors[kept++] = descriptors[index];
+            }
+            else {
+                *last = places[index];
+            }
+        }
+        *waiting = kept;
+        polled = kept;
+    }
+    return 0;
+}
+
+/* wait_for_replies(descriptors, timeout, expected_last): see reply_wait.ReplyWaiter.wait, whose
+ * per-pipe polls are the reference. One call for all the pipes: the GIL is released once, not
+ * once a pipe; the descriptor at place `expected_last` (an int, or None) is waited on first.
+ * Returns the place of the one that answered last (None if the wait timed out first). */
+static PyObject *
+wait_for_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "wait_for_replies() takes a tuple of descriptors, a timeout and the place of the one expected last");
+        return NULL;
+    }
+    PyObject *numbers = args[0], *timeout = args[1];
+    double deadline = -1.0;
+    if (timeout != Py_None) {
+        double seconds = PyFloat_AsDouble(timeout);
+        if (seconds == -1.0 && PyErr_Occurred()) {
+            return NULL;
+        }
+        deadline = monotonic_seconds() + fmax(seconds, 0.0);
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(numbers), waiting = count, last = -1, first = 0;
+    if (args[2] != Py_None) {
+        first = PyLong_AsSsize_t(args[2]);
+        if (first == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (first < 0 || first >= count) {
+            first = 0;
+        }
+    }
+    struct pollfd few[16];
+    Py_ssize_t few_places[16];
+    struct pollfd *descriptors = count <= 16 ? few : PyMem_New(struct pollfd, count);
+    Py_ssize_t *places = count <= 16 ? few_places : PyMem_New(Py_ssize_t, count);
+    if (descriptors == NULL || places == NULL) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t index = 0; index < count; index++) {
+        long descriptor = PyLong_AsLong(PyTuple_GET_ITEM(numbers, index));
+        if (descriptor == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        if (descriptor < 0 || descriptor > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "wait_for_replies(): %ld is not a file descriptor", descriptor);
+            goto error;
+        }
+        /* The one expected last goes first, swapped with the first. */
+        Py_ssize_t at = index == first ? 0 : index == 0 ? first : index;
+        descriptors[at].fd = (int)descriptor;
+        descriptors[at].events = POLLIN | POLLPRI;
+        descriptors[at].revents = 0;
+        places[at] = index;
+    }
+    for (;;) {
+        int failure;
+        Py_BEGIN_ALLOW_THREADS
+        failure = poll_until_reported(descriptors, places, &waiting, deadline, &last);
+        Py_END_ALLOW_THREADS
+        if (failure == 0) {
+            break;
+        }
+        if (failure != EINTR) {
+            errno = failure;
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto error;
+        }
+        if (PyErr_CheckSignals() < 0) {  /* a handler raised (KeyboardInterrupt): as select.poll does */
+            goto error;
+        }
+    }
+    if (descriptors != few) {
+        PyMem_Free(descriptors);
+        PyMem_Free(places);
+    }
+    if (waiting > 0 || last < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromSsize_t(last);
+error:
+    if (count > 16) {
+        PyMem_Free(descriptors);
+        PyMem_Free(places);
+    }
+    return NULL;
+}
+
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
      PyDoc_STR("configure(TimerNode, TimerStack, CpuSampler, timers module, FOLD_AT_RUNS): where their slots lie, "
@@ -2212,6 +2355,9 @@ static PyMethodDef module_functions[] = {
     {"take_wakeups", (PyCFunction)(void (*)(void))take_wakeups, METH_FASTCALL,
      PyDoc_STR("take_wakeups(targets, ready_at, counted, cleared): the step's wake-up replies taken; "
                "the other awaited handles.")},
+    {"wait_for_replies", (PyCFunction)(void (*)(void))wait_for_replies, METH_FASTCALL,
+     PyDoc_STR("wait_for_replies(descriptors, timeout, expected_last): until each descriptor is readable or "
+               "closed, or timeout seconds (None: no limit) passed; the place of the one that answered last.")},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,11 +1,20 @@
-"""Specification of the trainer's wait for its workers' replies: every pipe has one, nothing read."""
+"""Specification of the trainer's wait for its workers' replies: every pipe has one, nothing read.
+
+Every test runs on both cores: the step path's C helper (``wait_for_replies``) and the Python
+reference (a ``select.poll`` per pipe)."""
 
 from __future__ import annotations
 
+import random
+import signal
 import threading
 from multiprocessing import Pipe
 
+import pytest
+
 from envmanager.instrumentation.reply_wait import ReplyWaiter
+from envmanager.transport import timed_calls
+from step_cores import step_core  # noqa: F401  (an autouse fixture, parametrised by implementation)
 
 
 def pipes(count: int) -> tuple[list, list]:
@@ -56,3 +65,76 @@ def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at
     waiter.wait(trainer_ends, None)
     late.join()
     assert [end.recv() for end in trainer_ends] == ["second", "second"]
+
+
+def test_more_pipes_than_the_c_helper_keeps_on_its_stack_are_all_waited_on():
+    trainer_ends, worker_ends = pipes(20)
+    for end in worker_ends[:-1]:
+        end.send("reply")
+    late = threading.Timer(0.05, lambda: worker_ends[-1].send("reply"))
+    late.start()
+    ReplyWaiter().wait(trainer_ends, None)
+    late.join()
+    assert all(end.poll(0) for end in trainer_ends)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_handler_that_raises_ends_the_wait_with_its_exception():
+    trainer_ends, _worker_ends = pipes(2)  # no reply ever comes
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    try:
+        with pytest.raises(Interrupted):
+            ReplyWaiter().wait(trainer_ends, None)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_signal_whose_handler_returns_does_not_end_the_wait_early():
+    trainer_ends, worker_ends = pipes(2)
+    worker_ends[0].send("reply")
+    handled = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: handled.append(signum))
+    signal.setitimer(signal.ITIMER_REAL, 0.02)
+    late = threading.Timer(0.1, lambda: worker_ends[1].send("reply"))
+    late.start()
+    try:
+        ReplyWaiter().wait(trainer_ends, None)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        late.join()
+    assert handled == [signal.SIGALRM]
+    assert all(end.poll(0) for end in trainer_ends)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_both_cores_leave_the_same_pipes_answered_for_random_replies_and_closed_peers(step_core, seed):
+    """The C helper against the reference on the same arrangement: every wait returns, reads
+    nothing, and what is left to read is the same."""
+    if step_core == "python":
+        pytest.skip("compares the C helper with the reference: runs once, under the compiled core")
+    generator = random.Random(seed)
+    left_to_read = {}
+    for core in ("compiled", "python"):
+        generator.seed(seed)
+        timed_calls.use_compiled(core == "compiled")
+        trainer_ends, worker_ends = pipes(generator.randint(1, 8))
+        for end in worker_ends:
+            what = generator.choice(("reply", "nothing", "closed"))
+            if what == "reply":
+                end.send("reply")
+            elif what == "closed":
+                end.close()
+        ReplyWaiter().wait(trainer_ends, 0.0)
+        left_to_read[core] = [end.poll(0) for end in trainer_ends]
+    timed_calls.use_compiled(True)
+    assert left_to_read["compiled"] == left_to_read["python"]

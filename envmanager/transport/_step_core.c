@@ -54,7 +54,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 8
+#define STEP_CORE_VERSION 9
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */

@@ -5,7 +5,6 @@ reference (a ``select.poll`` per pipe)."""
 
 from __future__ import annotations
 
-import random
 import signal
 import threading
 from multiprocessing import Pipe
@@ -13,7 +12,6 @@ from multiprocessing import Pipe
 import pytest
 
 from envmanager.instrumentation.reply_wait import ReplyWaiter
-from envmanager.transport import timed_calls
 from step_cores import step_core  # noqa: F401  (an autouse fixture, parametrised by implementation)
 
 
@@ -114,27 +112,3 @@ def test_a_signal_whose_handler_returns_does_not_end_the_wait_early():
         late.join()
     assert handled == [signal.SIGALRM]
     assert all(end.poll(0) for end in trainer_ends)
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_both_cores_leave_the_same_pipes_answered_for_random_replies_and_closed_peers(step_core, seed):
-    """The C helper against the reference on the same arrangement: every wait returns, reads
-    nothing, and what is left to read is the same."""
-    if step_core == "python":
-        pytest.skip("compares the C helper with the reference: runs once, under the compiled core")
-    generator = random.Random(seed)
-    left_to_read = {}
-    for core in ("compiled", "python"):
-        generator.seed(seed)
-        timed_calls.use_compiled(core == "compiled")
-        trainer_ends, worker_ends = pipes(generator.randint(1, 8))
-        for end in worker_ends:
-            what = generator.choice(("reply", "nothing", "closed"))
-            if what == "reply":
-                end.send("reply")
-            elif what == "closed":
-                end.close()
-        ReplyWaiter().wait(trainer_ends, 0.0)
-        left_to_read[core] = [end.poll(0) for end in trainer_ends]
-    timed_calls.use_compiled(True)
-    assert left_to_read["compiled"] == left_to_read["python"]

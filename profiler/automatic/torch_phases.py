@@ -102,7 +102,7 @@ class _PythonDepth(threading.local):
         self.value = 0
 
 
-MODULE_CALL_CORE_VERSION = 1
+MODULE_CALL_CORE_VERSION = 2
 """The interface version ``_module_call_core.c`` must say (its ``MODULE_CALL_CORE_VERSION``): raised
 with it. A build that says another is stale and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""
@@ -199,8 +199,10 @@ def install_torch_phases(torch: ModuleType) -> None:
     original_call = module_hooks.Module.__call__
     _module_call = _timed_module_call(original_call)
     if _use_core:
+        _core.configure(_state, _names, _learning_methods, _grad_enabled, _open_update, timers)
         _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
         _module_call.pass_nested = not _module_scopes
+        _module_call.time_outermost = True  # a warm outermost call inside a model method: timed in C
     _installed.append(_replace(module_hooks.Module, "__call__", _module_call))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))
@@ -439,6 +441,11 @@ def _timed_method(method: Any, name: str) -> Any:
         finally:
             open_methods.pop()
 
+    if _use_core:  # its warm calls timed in C, this wrapper the reference and the cold path
+        gate = functools.update_wrapper(_core.ModelMethodGate(method, code, names_by_class, model_method_timed),
+                                        method)
+        gate.rlprof_model_method = True
+        return gate
     model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
     return model_method_timed
 

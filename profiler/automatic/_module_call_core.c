@@ -98,6 +98,8 @@ static PyObject *module_names = NULL;      /* torch_phases._names: id -> (weakre
 static PyObject *learning_methods = NULL;  /* torch_phases._learning_methods: ids of code objects */
 static PyObject *grad_enabled = NULL;      /* torch.is_grad_enabled */
 static PyObject *open_update = NULL;       /* torch_phases._open_update(state) */
+static PyObject *callers_read = NULL;      /* torch_phases._callers_read: ids of the callers already read */
+static PyObject *torch_folder = NULL;      /* torch_phases._torch_folder: where torch's own code lies */
 static PyObject *timers_globals = NULL;    /* profiler.timing.timers.__dict__ */
 static PyObject *open_methods_name, *update_block_name, *training_name, *hierarchical_timer_name;
 static PyObject *enter_name, *exit_name;
@@ -203,9 +205,9 @@ block_named(PyObject *name)
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *state, *names, *learning, *grad, *opener, *timers;
-    if (!PyArg_ParseTuple(args, "OO!O!OOO:configure", &state, &PyDict_Type, &names, &PyDict_Type, &learning,
-                          &grad, &opener, &timers)) {
+    PyObject *state, *names, *learning, *read, *folder, *grad, *opener, *timers;
+    if (!PyArg_ParseTuple(args, "OO!O!O!UOOO:configure", &state, &PyDict_Type, &names, &PyDict_Type, &learning,
+                          &PyDict_Type, &read, &folder, &grad, &opener, &timers)) {
         return NULL;
     }
     if (!PyCallable_Check(grad) || !PyCallable_Check(opener)) {
@@ -225,6 +227,8 @@ configure(PyObject *module, PyObject *args)
     Py_XSETREF(phase_state, Py_NewRef(state));
     Py_XSETREF(module_names, Py_NewRef(names));
     Py_XSETREF(learning_methods, Py_NewRef(learning));
+    Py_XSETREF(callers_read, Py_NewRef(read));
+    Py_XSETREF(torch_folder, Py_NewRef(folder));
     Py_XSETREF(grad_enabled, Py_NewRef(grad));
     Py_XSETREF(open_update, Py_NewRef(opener));
     Py_RETURN_NONE;
@@ -261,9 +265,53 @@ cached_module_names(PyObject *module)
     return names;
 }
 
-/* A call at depth 0, timed here when the Python wrapper would only open its block: a model method
- * is open (no update to start, no model method to find) and the module's names are cached. Sets
- * *handled to 0, having changed nothing, when the wrapper must take it. */
+/* With no model method open, whether the Python wrapper has nothing to do before the block: no
+ * update to start (``grad`` off, the thread not training yet, or an update open) and a caller
+ * whose frames it read already (the frame that called the gate, outside torch). 1, 0, or -1. */
+static int
+nothing_before_block(int grad)
+{
+    if (grad) {
+        PyObject *update_block = PyObject_GetAttr(phase_state, update_block_name);
+        if (update_block == NULL) {
+            return -1;
+        }
+        Py_DECREF(update_block);
+        if (update_block == Py_None) {
+            PyObject *training = PyObject_GetAttr(phase_state, training_name);
+            if (training == NULL) {
+                return -1;
+            }
+            int truth = PyObject_IsTrue(training);
+            Py_DECREF(training);
+            if (truth != 0) {
+                return truth < 0 ? -1 : 0;
+            }
+        }
+    }
+    PyFrameObject *frame = PyEval_GetFrame();  /* borrowed: the Python code that called the gate */
+    if (frame == NULL) {
+        return 0;
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int found = PyUnicode_Tailmatch(code->co_filename, torch_folder, 0, PY_SSIZE_T_MAX, -1);
+    if (found != 0) {  /* torch's own code called it (or an error): the wrapper reads further out */
+        Py_DECREF(code);
+        return found < 0 ? -1 : 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(code);
+    Py_DECREF(code);
+    if (key == NULL) {
+        return -1;
+    }
+    found = PyDict_Contains(callers_read, key);
+    Py_DECREF(key);
+    return found;
+}
+
+/* A call at depth 0, timed here when the Python wrapper would only open its block: the module's
+ * names are cached and, unless a model method is open, there is no update to start and no caller
+ * to read. Sets *handled to 0, having changed nothing, when the wrapper must take it. */
 static PyObject *
 outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject *kwnames, int *handled)
 {
@@ -271,34 +319,34 @@ outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject 
     if (phase_state == NULL || PyVectorcall_NARGS(nargsf) < 1) {
         return NULL;
     }
-    PyObject *open = thread_open_methods();
-    if (open == NULL) {
-        if (PyErr_Occurred()) {
-            *handled = 1;
-        }
-        return NULL;
-    }
-    Py_ssize_t open_count = PyList_GET_SIZE(open);
-    Py_DECREF(open);
-    if (open_count == 0) {
-        return NULL;
-    }
     PyObject *names = cached_module_names(args[0]);
     if (names == NULL) {
         *handled = PyErr_Occurred() != NULL;
         return NULL;
     }
+    int grad = read_grad_enabled();
+    PyObject *open = grad < 0 ? NULL : thread_open_methods();
+    if (open == NULL) {
+        *handled = PyErr_Occurred() != NULL;
+        return NULL;
+    }
+    Py_ssize_t open_count = PyList_GET_SIZE(open);
+    Py_DECREF(open);
+    if (open_count == 0) {
+        int nothing = nothing_before_block(grad);
+        if (nothing <= 0) {
+            *handled = nothing < 0;
+            return NULL;
+        }
+    }
     Py_INCREF(names);
     *handled = 1;
     thread_depth = 1;
     PyObject *result = NULL;
-    int grad = read_grad_enabled();
-    if (grad >= 0) {
-        PyObject *block = block_named(PyTuple_GET_ITEM(names, grad ? 1 : 2));
-        if (block != NULL) {
-            result = call_in_block(block, gate->nested, args, nargsf, kwnames);
-            Py_DECREF(block);
-        }
+    PyObject *block = block_named(PyTuple_GET_ITEM(names, grad ? 1 : 2));
+    if (block != NULL) {
+        result = call_in_block(block, gate->nested, args, nargsf, kwnames);
+        Py_DECREF(block);
     }
     Py_DECREF(names);
     thread_depth = 0;
@@ -628,8 +676,8 @@ static PyTypeObject MethodGateType = {
 
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
-     PyDoc_STR("configure(state, names, learning_methods, is_grad_enabled, open_update, timers): torch_phases' "
-               "state, for the gates' warm paths.")},
+     PyDoc_STR("configure(state, names, learning_methods, callers_read, torch_folder, is_grad_enabled, open_update, "
+               "timers): torch_phases' state, for the gates' warm paths.")},
     {NULL, NULL, 0, NULL},
 };
 

@@ -199,7 +199,8 @@ def install_torch_phases(torch: ModuleType) -> None:
     original_call = module_hooks.Module.__call__
     _module_call = _timed_module_call(original_call)
     if _use_core:
-        _core.configure(_state, _names, _learning_methods, _grad_enabled, _open_update, timers)
+        _core.configure(_state, _names, _learning_methods, _callers_read, _torch_folder, _grad_enabled, _open_update,
+                        timers)
         _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
         _module_call.pass_nested = not _module_scopes
         _module_call.time_outermost = True  # a warm outermost call inside a model method: timed in C

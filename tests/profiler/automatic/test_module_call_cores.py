@@ -5,7 +5,7 @@ clock, the same timeline spans in the same order.
 
 A program is a random list of steps over a real torch model: rollout calls under
 ``torch.no_grad()``, a model method calling another, direct module calls with no model method
-open, an update (forward with grad, ``zero_grad``, ``backward``, the optimizer's step), and a
+open (with grad and without), an update (forward with grad, ``zero_grad``, ``backward``, the optimizer's step), and a
 forward that raises inside the model method. Each program runs once with the C gates and once
 with the Python wrappers, each time from fresh timers, a fresh model and a fresh clock.
 """
@@ -25,7 +25,8 @@ from profiler.timing import timers  # noqa: E402
 pytestmark = pytest.mark.skipif(torch_phases._core is None,  # noqa: SLF001
                                 reason="the C gates were not built here (no compiler, or RLPROF_PURE_PYTHON=1)")
 
-STEPS = ("rollout", "nested rollout", "direct call", "update", "failing call", "value with grad")
+STEPS = ("rollout", "nested rollout", "direct call", "direct call with grad", "update", "failing call",
+         "value with grad")
 
 
 class Agent(torch.nn.Module):
@@ -102,6 +103,8 @@ def run_step(step: str, agent: Agent, optimizer: torch.optim.Optimizer, observat
     elif step == "direct call":
         with torch.no_grad():
             agent.critic(observations)
+    elif step == "direct call with grad":
+        agent.actor(observations)
     elif step == "value with grad":
         agent.get_value(observations)
     elif step == "failing call":

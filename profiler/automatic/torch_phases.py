@@ -515,11 +515,23 @@ def _timed_backward(backward: Any) -> Any:
     return backward_timed
 
 
+# Per optimizer class: its blocks' names, ``<Optimizer>.step`` and ``<Optimizer>.zero_grad`` (made
+# once: formatting them at each minibatch made a string, and its hash, per call).
+_optimizer_names: dict[type, tuple[str, str]] = {}
+
+
+def _optimizer_block_names(cls: type) -> tuple[str, str]:
+    names = _optimizer_names.get(cls)
+    if names is None:
+        names = _optimizer_names[cls] = (f"{cls.__name__}.step", f"{cls.__name__}.zero_grad")
+    return names
+
+
 def _timed_zero_grad(zero_grad: Any) -> Any:
     @functools.wraps(zero_grad)
     def zero_grad_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         _training_call(_state)
-        with timers.hierarchical_timer(f"{type(self).__name__}.zero_grad"):
+        with timers.hierarchical_timer(_optimizer_block_names(type(self))[1]):
             return zero_grad(self, *args, **kwargs)
 
     return zero_grad_timed
@@ -532,7 +544,7 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             and left_open._stack.current is left_open:
         left_open.__exit__(RuntimeError, None, None)  # the last step raised: counted as an error
     _training_call(state)
-    block = timers.hierarchical_timer(f"{type(optimizer).__name__}.step")
+    block = timers.hierarchical_timer(_optimizer_block_names(type(optimizer))[0])
     block.__enter__()
     state.step_block = block
 

@@ -49,7 +49,13 @@ C extension ``profiler/automatic/_module_call_core.c`` was built, that pass-thro
 callable put in place of ``Module.__call__`` that forwards a nested call's arguments as they
 came, and sends a call at depth 0 to the Python wrapper); without it (or with
 ``RLPROF_PURE_PYTHON=1``) the Python wrapper does the same test itself, one Python call more per
-layer call. ``benchmarks/run_parts.py`` counts what the phases cost a policy call.
+layer call. The same extension times the warm calls too: an outermost call of a module whose
+names are cached, when the wrapper would only open its block (a model method is open, or there
+is no update to start and its caller was read already), and a wrapped model method's call of a
+class it has names for (the model method is then a C ``ModelMethodGate`` on its class). The
+Python wrappers ``module_call_timed`` and ``model_method_timed`` stay the reference and take
+every other call: first calls, discovery, module scopes, an update to start from a module call.
+``benchmarks/phases_instructions.py`` counts what the phases cost a policy call and a minibatch.
 :func:`uninstall_torch_phases` removes all of it.
 """
 

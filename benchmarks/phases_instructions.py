@@ -181,7 +181,7 @@ def main() -> None:
     for variant in variants[1:]:
         call, minibatch = figures[variant]
         per_step = (call - base_call) + (minibatch - base_minibatch) / 8
-        program = "an SB3 PPO" if options.program == "sb3" else "a CleanRL"
+        program = "SB3 PPO" if options.program == "sb3" else "CleanRL"
         print(f"  {variant}: the phases add {per_step:,.0f} instructions per {program} vector step "
               f"(a policy call, and an eighth of a minibatch)")
 

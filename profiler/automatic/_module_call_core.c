@@ -15,8 +15,22 @@
  * ``inside_model_call`` moves it), so the pass-through and the Python code see the same count.
  * A new thread starts at 0, as a threading.local's ``__init__`` set it.
  *
+ * The warm path of a timed call is here too. A call at depth 0 made inside an open model method
+ * (the policy's actor and critic inside CleanRL's ``get_action_and_value``), of a module whose
+ * block names torch_phases already cached, opens its block, calls torch's ``__call__`` and closes
+ * the block without a Python frame; and a model method wrapped by torch_phases is a
+ * ModelMethodGate, which times a call of a class whose block names are cached the same way (the
+ * Python wrapper ``model_method_timed`` is what it falls back to, and the reference). Python
+ * frames, packed ``*args, **kwargs`` and the ``with`` statements' bytecode were most of what a
+ * policy call's three blocks cost (benchmarks/phases_instructions.py). ``configure`` hands both
+ * gates torch_phases' own state (its threading.local, the cached names, the learning methods,
+ * ``torch.is_grad_enabled``, ``_open_update``) and the timers module, whose
+ * ``hierarchical_timer`` is read at each call as the Python wrappers read it. Whatever the warm
+ * path does not cover (the first call of a module or class, discovery of the model method, module
+ * scopes, no model method open) goes to the Python wrapper, before anything was changed.
+ *
  * The pure-Python path (RLPROF_PURE_PYTHON=1, or no compiler at install) is the reference: a
- * threading.local for the depth and the Python wrapper for every call, which does the same test.
+ * threading.local for the depth and the Python wrappers for every call, which do the same tests.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -28,7 +42,7 @@
  * sees: a build left from older sources then says it is stale and the Python pass-through runs
  * (see profiler/timing/accelerator.py's load_extension). */
 #ifndef MODULE_CALL_CORE_VERSION
-#define MODULE_CALL_CORE_VERSION 1
+#define MODULE_CALL_CORE_VERSION 2
 #endif
 
 static _Thread_local Py_ssize_t thread_depth = 0;
@@ -76,6 +90,150 @@ static PyTypeObject ThreadDepthType = {
     .tp_new = PyType_GenericNew,
 };
 
+
+/* --- the warm path: torch_phases' state, handed over by configure() ----------------------------- */
+
+static PyObject *phase_state = NULL;       /* torch_phases._state: a threading.local */
+static PyObject *module_names = NULL;      /* torch_phases._names: id -> (weakref, name, no-grad name) */
+static PyObject *learning_methods = NULL;  /* torch_phases._learning_methods: ids of code objects */
+static PyObject *grad_enabled = NULL;      /* torch.is_grad_enabled */
+static PyObject *open_update = NULL;       /* torch_phases._open_update(state) */
+static PyObject *callers_read = NULL;      /* torch_phases._callers_read: ids of the callers already read */
+static PyObject *torch_folder = NULL;      /* torch_phases._torch_folder: where torch's own code lies */
+static PyObject *timers_globals = NULL;    /* profiler.timing.timers.__dict__ */
+static PyObject *open_methods_name, *update_block_name, *training_name, *hierarchical_timer_name;
+static PyObject *enter_name, *exit_name;
+
+/* torch.is_grad_enabled(), as 1 or 0; -1 on error. */
+static int
+read_grad_enabled(void)
+{
+    PyObject *enabled = PyObject_CallNoArgs(grad_enabled);
+    if (enabled == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(enabled);
+    Py_DECREF(enabled);
+    return truth;
+}
+
+/* This thread's torch_phases._state.open_methods, a new reference to a list; NULL (and no error
+ * set) when it is not a list, or on an error (set). */
+static PyObject *
+thread_open_methods(void)
+{
+    PyObject *open = PyObject_GetAttr(phase_state, open_methods_name);
+    if (open != NULL && !PyList_CheckExact(open)) {
+        Py_CLEAR(open);
+    }
+    return open;
+}
+
+/* with block: return target(*args) -- as the with statement runs it: __exit__ looked up before
+ * __enter__ is called, given the exception (its type, value and traceback) when the call raised,
+ * and a true answer from it swallows the exception (the call then returns None). */
+static PyObject *
+call_in_block(PyObject *block, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *exit = PyObject_GetAttr(block, exit_name);
+    if (exit == NULL) {
+        return NULL;
+    }
+    PyObject *entered = PyObject_CallMethodNoArgs(block, enter_name);
+    if (entered == NULL) {
+        Py_DECREF(exit);
+        return NULL;
+    }
+    Py_DECREF(entered);
+    PyObject *result = PyObject_Vectorcall(target, args, nargsf, kwnames);
+    if (result != NULL) {
+        PyObject *exited = PyObject_CallFunctionObjArgs(exit, Py_None, Py_None, Py_None, NULL);
+        Py_DECREF(exit);
+        if (exited == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(exited);
+        return result;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    PyObject *exited = PyObject_CallFunctionObjArgs(exit, type, value != NULL ? value : Py_None,
+                                                    traceback != NULL ? traceback : Py_None, NULL);
+    Py_DECREF(exit);
+    if (exited == NULL) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return NULL;
+    }
+    int swallow = PyObject_IsTrue(exited);
+    Py_DECREF(exited);
+    if (swallow < 0) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return NULL;
+    }
+    if (swallow) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_RETURN_NONE;
+    }
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
+/* timers.hierarchical_timer(name), read from the module at each call. */
+static PyObject *
+block_named(PyObject *name)
+{
+    PyObject *lookup = PyDict_GetItemWithError(timers_globals, hierarchical_timer_name);
+    if (lookup == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_RuntimeError, "profiler.timing.timers has no hierarchical_timer");
+        }
+        return NULL;
+    }
+    Py_INCREF(lookup);
+    PyObject *block = PyObject_CallOneArg(lookup, name);
+    Py_DECREF(lookup);
+    return block;
+}
+
+static PyObject *
+configure(PyObject *module, PyObject *args)
+{
+    PyObject *state, *names, *learning, *read, *folder, *grad, *opener, *timers;
+    if (!PyArg_ParseTuple(args, "OO!O!O!UOOO:configure", &state, &PyDict_Type, &names, &PyDict_Type, &learning,
+                          &PyDict_Type, &read, &folder, &grad, &opener, &timers)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(grad) || !PyCallable_Check(opener)) {
+        PyErr_SetString(PyExc_TypeError, "configure() takes torch.is_grad_enabled and _open_update as callables");
+        return NULL;
+    }
+    PyObject *globals = PyObject_GetAttrString(timers, "__dict__");
+    if (globals == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(globals)) {
+        Py_DECREF(globals);
+        PyErr_SetString(PyExc_TypeError, "configure() takes the timers module");
+        return NULL;
+    }
+    Py_XSETREF(timers_globals, globals);
+    Py_XSETREF(phase_state, Py_NewRef(state));
+    Py_XSETREF(module_names, Py_NewRef(names));
+    Py_XSETREF(learning_methods, Py_NewRef(learning));
+    Py_XSETREF(callers_read, Py_NewRef(read));
+    Py_XSETREF(torch_folder, Py_NewRef(folder));
+    Py_XSETREF(grad_enabled, Py_NewRef(grad));
+    Py_XSETREF(open_update, Py_NewRef(opener));
+    Py_RETURN_NONE;
+}
+
 /* --- NestedCallGate: Module.__call__ ------------------------------------------------------------- */
 
 typedef struct {
@@ -85,14 +243,134 @@ typedef struct {
     PyObject *outermost;  /* the Python wrapper: what a call at depth 0 goes to */
     PyObject *dict;       /* functools.update_wrapper's __name__, __doc__, __wrapped__ */
     char pass_nested;     /* False while module scopes make nested calls blocks too */
+    char time_outermost;  /* whether a call at depth 0 may be timed here (the warm path) */
 } GateObject;
+
+/* The block names of ``module``'s forward from torch_phases._names (a borrowed tuple), or NULL
+ * (no error) when none are cached for it: the Python wrapper reads its caller to name it. */
+static PyObject *
+cached_module_names(PyObject *module)
+{
+    PyObject *key = PyLong_FromVoidPtr(module);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *names = PyDict_GetItemWithError(module_names, key);
+    Py_DECREF(key);
+    if (names == NULL || !PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 3
+        || !PyWeakref_CheckRef(PyTuple_GET_ITEM(names, 0))
+        || PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(names, 0)) != module) {
+        return NULL;  /* not cached, or an entry left by a module gone whose id this one took */
+    }
+    return names;
+}
+
+/* With no model method open, whether the Python wrapper has nothing to do before the block: no
+ * update to start (``grad`` off, the thread not training yet, or an update open) and a caller
+ * whose frames it read already (the frame that called the gate, outside torch). 1, 0, or -1. */
+static int
+nothing_before_block(int grad)
+{
+    if (grad) {
+        PyObject *update_block = PyObject_GetAttr(phase_state, update_block_name);
+        if (update_block == NULL) {
+            return -1;
+        }
+        Py_DECREF(update_block);
+        if (update_block == Py_None) {
+            PyObject *training = PyObject_GetAttr(phase_state, training_name);
+            if (training == NULL) {
+                return -1;
+            }
+            int truth = PyObject_IsTrue(training);
+            Py_DECREF(training);
+            if (truth != 0) {
+                return truth < 0 ? -1 : 0;
+            }
+        }
+    }
+    PyFrameObject *frame = PyEval_GetFrame();  /* borrowed: the Python code that called the gate */
+    if (frame == NULL) {
+        return 0;
+    }
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    int found = PyUnicode_Tailmatch(code->co_filename, torch_folder, 0, PY_SSIZE_T_MAX, -1);
+    if (found != 0) {  /* torch's own code called it (or an error): the wrapper reads further out */
+        Py_DECREF(code);
+        return found < 0 ? -1 : 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(code);
+    Py_DECREF(code);
+    if (key == NULL) {
+        return -1;
+    }
+    found = PyDict_Contains(callers_read, key);
+    Py_DECREF(key);
+    return found;
+}
+
+/* A call at depth 0, timed here when the Python wrapper would only open its block: the module's
+ * names are cached and, unless a model method is open, there is no update to start and no caller
+ * to read. Sets *handled to 0, having changed nothing, when the wrapper must take it. */
+static PyObject *
+outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject *kwnames, int *handled)
+{
+    *handled = 0;
+    if (phase_state == NULL || PyVectorcall_NARGS(nargsf) < 1) {
+        return NULL;
+    }
+    PyObject *names = cached_module_names(args[0]);
+    if (names == NULL) {
+        *handled = PyErr_Occurred() != NULL;
+        return NULL;
+    }
+    int grad = read_grad_enabled();
+    PyObject *open = grad < 0 ? NULL : thread_open_methods();
+    if (open == NULL) {
+        *handled = PyErr_Occurred() != NULL;
+        return NULL;
+    }
+    Py_ssize_t open_count = PyList_GET_SIZE(open);
+    Py_DECREF(open);
+    if (open_count == 0) {
+        int nothing = nothing_before_block(grad);
+        if (nothing <= 0) {
+            *handled = nothing < 0;
+            return NULL;
+        }
+    }
+    Py_INCREF(names);
+    *handled = 1;
+    thread_depth = 1;
+    PyObject *result = NULL;
+    PyObject *block = block_named(PyTuple_GET_ITEM(names, grad ? 1 : 2));
+    if (block != NULL) {
+        result = call_in_block(block, gate->nested, args, nargsf, kwnames);
+        Py_DECREF(block);
+    }
+    Py_DECREF(names);
+    thread_depth = 0;
+    return result;
+}
 
 static PyObject *
 gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     GateObject *gate = (GateObject *)self;
-    PyObject *target = (thread_depth > 0 && gate->pass_nested) ? gate->nested : gate->outermost;
-    return PyObject_Vectorcall(target, args, nargsf, kwnames);
+    if (!gate->pass_nested) {
+        return PyObject_Vectorcall(gate->outermost, args, nargsf, kwnames);  /* module scopes: all in Python */
+    }
+    if (thread_depth > 0) {
+        return PyObject_Vectorcall(gate->nested, args, nargsf, kwnames);
+    }
+    if (gate->time_outermost) {
+        int handled;
+        PyObject *result = outermost_call(gate, args, nargsf, kwnames, &handled);
+        if (handled) {
+            return result;
+        }
+    }
+    return PyObject_Vectorcall(gate->outermost, args, nargsf, kwnames);
 }
 
 static PyObject *
@@ -116,6 +394,7 @@ gate_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     gate->outermost = Py_NewRef(outermost);
     gate->dict = NULL;
     gate->pass_nested = 1;
+    gate->time_outermost = 0;
     return (PyObject *)gate;
 }
 
@@ -164,6 +443,9 @@ static PyMemberDef gate_members[] = {
      PyDoc_STR("What a call made at depth 0 goes to.")},
     {"pass_nested", T_BOOL, offsetof(GateObject, pass_nested), 0,
      PyDoc_STR("Whether nested calls go to ``nested`` (False: every call goes to ``outermost``).")},
+    {"time_outermost", T_BOOL, offsetof(GateObject, time_outermost), 0,
+     PyDoc_STR("Whether a call at depth 0 inside an open model method, of a module whose names are cached, "
+               "is timed here (configure() must have run) rather than by ``outermost``.")},
     {"__dictoffset__", T_PYSSIZET, offsetof(GateObject, dict), READONLY},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(GateObject, vectorcall), READONLY},
     {NULL},
@@ -195,18 +477,230 @@ static PyTypeObject GateType = {
     .tp_getset = gate_getset,
 };
 
+
+/* --- ModelMethodGate: a model method wrapped on its class ----------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *method;          /* the program's own method */
+    PyObject *code;            /* its code object: what _state.open_methods holds while it runs */
+    PyObject *names_by_class;  /* type -> (block name, no-grad block name), shared with ``wrapper`` */
+    PyObject *wrapper;         /* the Python model_method_timed: the reference, and the cold path */
+    PyObject *dict;            /* functools.update_wrapper's attributes, and rlprof_model_method */
+} MethodGateObject;
+
+/* Whether this call starts an update first: torch_phases.model_method_timed's test, for a thread
+ * whose model methods are all closed. 1, 0, or -1 on error. */
+static int
+starts_update(MethodGateObject *gate, int grad)
+{
+    PyObject *update_block = PyObject_GetAttr(phase_state, update_block_name);
+    if (update_block == NULL) {
+        return -1;
+    }
+    Py_DECREF(update_block);
+    if (update_block != Py_None) {
+        return 0;
+    }
+    if (grad) {
+        PyObject *training = PyObject_GetAttr(phase_state, training_name);
+        if (training == NULL) {
+            return -1;
+        }
+        int truth = PyObject_IsTrue(training);
+        Py_DECREF(training);
+        if (truth != 0) {
+            return truth;
+        }
+    }
+    PyObject *key = PyLong_FromVoidPtr(gate->code);
+    if (key == NULL) {
+        return -1;
+    }
+    int learning = PyDict_Contains(learning_methods, key);
+    Py_DECREF(key);
+    return learning;
+}
+
+static PyObject *
+method_gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    MethodGateObject *gate = (MethodGateObject *)self;
+    if (thread_depth > 0) {  /* called from inside a module's forward: that block holds it */
+        return PyObject_Vectorcall(gate->method, args, nargsf, kwnames);
+    }
+    if (phase_state == NULL || PyVectorcall_NARGS(nargsf) < 1) {
+        return PyObject_Vectorcall(gate->wrapper, args, nargsf, kwnames);
+    }
+    PyObject *names = PyDict_GetItemWithError(gate->names_by_class, (PyObject *)Py_TYPE(args[0]));
+    if (names == NULL || !PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyObject_Vectorcall(gate->wrapper, args, nargsf, kwnames);  /* a class's first call */
+    }
+    Py_INCREF(names);
+    PyObject *result = NULL, *open = NULL, *block = NULL;
+    int grad = read_grad_enabled();
+    if (grad < 0 || (open = thread_open_methods()) == NULL) {
+        if (open == NULL && !PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "torch_phases' open_methods is not a list");
+        }
+        goto done;
+    }
+    if (PyList_GET_SIZE(open) == 0) {
+        int starts = starts_update(gate, grad);
+        if (starts < 0) {
+            goto done;
+        }
+        if (starts) {
+            PyObject *opened = PyObject_CallOneArg(open_update, phase_state);
+            if (opened == NULL) {
+                goto done;
+            }
+            Py_DECREF(opened);
+        }
+    }
+    if (PyList_Append(open, gate->code) < 0) {
+        goto done;
+    }
+    block = block_named(PyTuple_GET_ITEM(names, grad ? 0 : 1));
+    if (block != NULL) {
+        result = call_in_block(block, gate->method, args, nargsf, kwnames);
+    }
+    /* open_methods.pop(), in a finally: the last method opened */
+    Py_ssize_t size = PyList_GET_SIZE(open);
+    if (size > 0) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        if (PyList_SetSlice(open, size - 1, size, NULL) < 0) {
+            Py_CLEAR(result);
+            _PyErr_ChainExceptions(type, value, traceback);
+        }
+        else {
+            PyErr_Restore(type, value, traceback);
+        }
+    }
+done:
+    Py_XDECREF(block);
+    Py_XDECREF(open);
+    Py_DECREF(names);
+    return result;
+}
+
+static PyObject *
+method_gate_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *method, *code, *names_by_class, *wrapper;
+    static char *keywords[] = {"method", "code", "names_by_class", "wrapper", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!O!O:ModelMethodGate", keywords, &method, &PyCode_Type, &code,
+                                     &PyDict_Type, &names_by_class, &wrapper)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(method) || !PyCallable_Check(wrapper)) {
+        PyErr_SetString(PyExc_TypeError, "ModelMethodGate takes the method and its wrapper as callables");
+        return NULL;
+    }
+    MethodGateObject *gate = (MethodGateObject *)type->tp_alloc(type, 0);
+    if (gate == NULL) {
+        return NULL;
+    }
+    gate->vectorcall = method_gate_vectorcall;
+    gate->method = Py_NewRef(method);
+    gate->code = Py_NewRef(code);
+    gate->names_by_class = Py_NewRef(names_by_class);
+    gate->wrapper = Py_NewRef(wrapper);
+    gate->dict = NULL;
+    return (PyObject *)gate;
+}
+
+static int
+method_gate_traverse(MethodGateObject *gate, visitproc visit, void *arg)
+{
+    Py_VISIT(gate->method);
+    Py_VISIT(gate->code);
+    Py_VISIT(gate->names_by_class);
+    Py_VISIT(gate->wrapper);
+    Py_VISIT(gate->dict);
+    return 0;
+}
+
+static int
+method_gate_clear(MethodGateObject *gate)
+{
+    Py_CLEAR(gate->method);
+    Py_CLEAR(gate->code);
+    Py_CLEAR(gate->names_by_class);
+    Py_CLEAR(gate->wrapper);
+    Py_CLEAR(gate->dict);
+    return 0;
+}
+
+static void
+method_gate_dealloc(MethodGateObject *gate)
+{
+    PyObject_GC_UnTrack(gate);
+    method_gate_clear(gate);
+    Py_TYPE(gate)->tp_free((PyObject *)gate);
+}
+
+static PyMemberDef method_gate_members[] = {
+    {"method", T_OBJECT, offsetof(MethodGateObject, method), READONLY, PyDoc_STR("The program's own method.")},
+    {"wrapper", T_OBJECT, offsetof(MethodGateObject, wrapper), READONLY,
+     PyDoc_STR("The Python wrapper: what a call the gate does not time itself goes to.")},
+    {"__dictoffset__", T_PYSSIZET, offsetof(MethodGateObject, dict), READONLY},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(MethodGateObject, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject MethodGateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "profiler.automatic._module_call_core.ModelMethodGate",
+    .tp_basicsize = sizeof(MethodGateObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL
+                | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = PyDoc_STR("ModelMethodGate(method, code, names_by_class, wrapper): a model method timed as "
+                        "torch_phases' model_method_timed (``wrapper``) times it, its warm calls here."),
+    .tp_new = method_gate_new,
+    .tp_dealloc = (destructor)method_gate_dealloc,
+    .tp_traverse = (traverseproc)method_gate_traverse,
+    .tp_clear = (inquiry)method_gate_clear,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(MethodGateObject, vectorcall),
+    .tp_descr_get = gate_get,
+    .tp_dictoffset = offsetof(MethodGateObject, dict),
+    .tp_members = method_gate_members,
+    .tp_getset = gate_getset,
+};
+
+static PyMethodDef module_functions[] = {
+    {"configure", configure, METH_VARARGS,
+     PyDoc_STR("configure(state, names, learning_methods, callers_read, torch_folder, is_grad_enabled, open_update, "
+               "timers): torch_phases' state, for the gates' warm paths.")},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT,
     "profiler.automatic._module_call_core",
     PyDoc_STR("The C pass-through of nested nn.Module calls (see torch_phases.py)."),
     -1,
-    NULL,
+    module_functions,
 };
 
 PyMODINIT_FUNC
 PyInit__module_call_core(void)
 {
-    if (PyType_Ready(&ThreadDepthType) < 0 || PyType_Ready(&GateType) < 0) {
+    if (PyType_Ready(&ThreadDepthType) < 0 || PyType_Ready(&GateType) < 0 || PyType_Ready(&MethodGateType) < 0) {
+        return NULL;
+    }
+    if ((open_methods_name = PyUnicode_InternFromString("open_methods")) == NULL
+        || (update_block_name = PyUnicode_InternFromString("update_block")) == NULL
+        || (training_name = PyUnicode_InternFromString("training")) == NULL
+        || (hierarchical_timer_name = PyUnicode_InternFromString("hierarchical_timer")) == NULL
+        || (enter_name = PyUnicode_InternFromString("__enter__")) == NULL
+        || (exit_name = PyUnicode_InternFromString("__exit__")) == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_definition);
@@ -215,6 +709,7 @@ PyInit__module_call_core(void)
     }
     if (PyModule_AddObjectRef(module, "ThreadDepth", (PyObject *)&ThreadDepthType) < 0
         || PyModule_AddObjectRef(module, "NestedCallGate", (PyObject *)&GateType) < 0
+        || PyModule_AddObjectRef(module, "ModelMethodGate", (PyObject *)&MethodGateType) < 0
         || PyModule_AddIntConstant(module, "VERSION", MODULE_CALL_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -67,20 +67,31 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
     original = cls.__dict__.get(name)
     if original is None or getattr(original, "__isabstractmethod__", False):
         return
+    # The block's name per class of ``self`` (``PPO.train``, ``ActorCriticPolicy.evaluate_actions``),
+    # made at its first call: formatting it at each call made a string, and its hash, per step.
+    block_names: dict[type, str] = {}
+
+    def block_name(cls: type) -> str:
+        block = block_names.get(cls)
+        if block is None:
+            block = block_names[cls] = f"{cls.__name__}.{name}"
+        return block
+
     if model_call:
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"), inside_model_call():
+            with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))), \
+                    inside_model_call():
                 return original(self, *args, **kwargs)
     elif name == "train":
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"), inside_update():
+            with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))), inside_update():
                 return original(self, *args, **kwargs)
     else:
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with timers.hierarchical_timer(f"{type(self).__name__}.{name}"):
+            with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))):
                 return original(self, *args, **kwargs)
     setattr(cls, name, wrapper)
     _restore.append((cls, name, original, wrapper))

@@ -49,7 +49,13 @@ C extension ``profiler/automatic/_module_call_core.c`` was built, that pass-thro
 callable put in place of ``Module.__call__`` that forwards a nested call's arguments as they
 came, and sends a call at depth 0 to the Python wrapper); without it (or with
 ``RLPROF_PURE_PYTHON=1``) the Python wrapper does the same test itself, one Python call more per
-layer call. ``benchmarks/run_parts.py`` counts what the phases cost a policy call.
+layer call. The same extension times the warm calls too: an outermost call of a module whose
+names are cached, when the wrapper would only open its block (a model method is open, or there
+is no update to start and its caller was read already), and a wrapped model method's call of a
+class it has names for (the model method is then a C ``ModelMethodGate`` on its class). The
+Python wrappers ``module_call_timed`` and ``model_method_timed`` stay the reference and take
+every other call: first calls, discovery, module scopes, an update to start from a module call.
+``benchmarks/phases_instructions.py`` counts what the phases cost a policy call and a minibatch.
 :func:`uninstall_torch_phases` removes all of it.
 """
 
@@ -102,7 +108,7 @@ class _PythonDepth(threading.local):
         self.value = 0
 
 
-MODULE_CALL_CORE_VERSION = 1
+MODULE_CALL_CORE_VERSION = 2
 """The interface version ``_module_call_core.c`` must say (its ``MODULE_CALL_CORE_VERSION``): raised
 with it. A build that says another is stale and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""
@@ -199,8 +205,11 @@ def install_torch_phases(torch: ModuleType) -> None:
     original_call = module_hooks.Module.__call__
     _module_call = _timed_module_call(original_call)
     if _use_core:
+        _core.configure(_state, _names, _learning_methods, _callers_read, _torch_folder, _grad_enabled, _open_update,
+                        timers)
         _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
         _module_call.pass_nested = not _module_scopes
+        _module_call.time_outermost = True  # a warm outermost call inside a model method: timed in C
     _installed.append(_replace(module_hooks.Module, "__call__", _module_call))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))
@@ -439,6 +448,11 @@ def _timed_method(method: Any, name: str) -> Any:
         finally:
             open_methods.pop()
 
+    if _use_core:  # its warm calls timed in C, this wrapper the reference and the cold path
+        gate = functools.update_wrapper(_core.ModelMethodGate(method, code, names_by_class, model_method_timed),
+                                        method)
+        gate.rlprof_model_method = True
+        return gate
     model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
     return model_method_timed
 
@@ -507,11 +521,23 @@ def _timed_backward(backward: Any) -> Any:
     return backward_timed
 
 
+# Per optimizer class: its blocks' names, ``<Optimizer>.step`` and ``<Optimizer>.zero_grad`` (made
+# once: formatting them at each minibatch made a string, and its hash, per call).
+_optimizer_names: dict[type, tuple[str, str]] = {}
+
+
+def _optimizer_block_names(cls: type) -> tuple[str, str]:
+    names = _optimizer_names.get(cls)
+    if names is None:
+        names = _optimizer_names[cls] = (f"{cls.__name__}.step", f"{cls.__name__}.zero_grad")
+    return names
+
+
 def _timed_zero_grad(zero_grad: Any) -> Any:
     @functools.wraps(zero_grad)
     def zero_grad_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
         _training_call(_state)
-        with timers.hierarchical_timer(f"{type(self).__name__}.zero_grad"):
+        with timers.hierarchical_timer(_optimizer_block_names(type(self))[1]):
             return zero_grad(self, *args, **kwargs)
 
     return zero_grad_timed
@@ -524,7 +550,7 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
             and left_open._stack.current is left_open:
         left_open.__exit__(RuntimeError, None, None)  # the last step raised: counted as an error
     _training_call(state)
-    block = timers.hierarchical_timer(f"{type(optimizer).__name__}.step")
+    block = timers.hierarchical_timer(_optimizer_block_names(type(optimizer))[0])
     block.__enter__()
     state.step_block = block
 

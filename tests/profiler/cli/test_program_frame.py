@@ -287,3 +287,18 @@ def test_a_modules_first_path_is_the_folder_python_dash_m_puts_there(tmp_path: P
     expected = json.loads((tmp_path / "plain.json").read_text())
     assert expected == {"first": str(tmp_path), "beside": 7}
     assert json.loads((tmp_path / "profiled.json").read_text()) == expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_package_without_a_main_module_says_what_python_dash_m_says(tmp_path: Path, mode: str) -> None:
+    # python -m prints one line and exits with 1 (runpy's _run_module_as_main); rlprof's path
+    # with the helper and its path without it say the same, not a traceback of runpy's frames.
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "__init__.py").write_text("")
+    plain = subprocess.run([sys.executable, "-m", "library"], cwd=tmp_path, env=_environment(mode),
+                           capture_output=True, text=True, timeout=FINISHES_WITHIN)
+    done = _rlprof_run(tmp_path, mode, "-m", "library")
+    assert plain.returncode == done.returncode == 1
+    assert "cannot be directly executed" in plain.stderr
+    assert done.stderr.startswith(plain.stderr)
+    assert "Traceback" not in done.stderr

@@ -12,8 +12,8 @@ the bottom of a chunk of its own, as ``python`` does; without it, or on another 
 A module (``rlprof run -m module``) runs as ``python -m module`` runs it: through runpy's own
 ``_run_module_as_main``, called by the helper at the bottom of a chunk of its own, so that the
 module frame lies above the same runpy frames as under ``python -m``; ``__main__`` is a fresh
-module for the program's run, as ``runpy.run_module(..., alter_sys=True)`` makes it, the one that
-runs without the helper.
+module for the program's run, as ``runpy.run_module(..., alter_sys=True)`` makes it. Without the
+helper the same function runs, called plainly.
 """
 
 from __future__ import annotations
@@ -74,10 +74,12 @@ def run_script(path: str) -> None:
 
 def run_module(name: str) -> None:
     """Run module ``name`` as ``__main__``, as ``python -m name`` does (``sys.argv[0]`` its file,
-    ``__spec__`` its spec), in a fresh ``__main__`` module as ``runpy.run_module(name,
-    run_name="__main__", alter_sys=True)`` does; the caller puts ``sys.argv`` back."""
-    if _helper is None:
-        runpy.run_module(name, run_name="__main__", alter_sys=True)
-        return
+    ``__spec__`` its spec, a module that cannot run a one-line exit), in a fresh ``__main__``
+    module as ``runpy.run_module(name, run_name="__main__", alter_sys=True)`` makes it; the caller
+    puts ``sys.argv`` back. ``python -m`` calls runpy's ``_run_module_as_main`` by name on every
+    CPython, so it is here with or without the helper: both paths end the same way."""
     with runpy._TempModule("__main__"):  # noqa: SLF001 - run_module's fresh __main__
-        _helper.call_program(runpy._run_module_as_main, name, True)  # noqa: SLF001 - python -m's own entry
+        if _helper is None:
+            runpy._run_module_as_main(name, True)  # noqa: SLF001 - python -m's own entry
+        else:
+            _helper.call_program(runpy._run_module_as_main, name, True)  # noqa: SLF001

@@ -433,7 +433,8 @@ def _execute(program: Program) -> ProgramEnd:
     """Run the program as ``python`` would, and tell how it ended (never raises)."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [program.target, *program.arguments]
-    sys.path[0] = "" if program.is_module else str(Path(program.target).resolve().parent)
+    # python -m puts the current folder's full path first, not "" (which would follow a chdir of the program).
+    sys.path[0] = os.getcwd() if program.is_module else str(Path(program.target).resolve().parent)
     try:
         if program.is_module:
             program_frame.run_module(program.target)

@@ -256,3 +256,49 @@ def test_a_modules_frame_starts_where_python_dash_m_starts_it(tmp_path: Path) ->
     # keeps its first slot: the module frame lies one pointer higher there.
     pointer = 8 if sys.maxsize > 2**32 else 4
     assert json.loads(profiled.read_text())["offset"] == json.loads(plain.read_text())["offset"] - pointer
+
+
+CHANGES_FOLDER_MODULE = """
+    import json, os, sys
+
+    first = sys.path[0]
+    os.chdir("elsewhere")  # a program that moves, then imports a module beside where it started
+    import beside
+
+    with open(os.path.join("..", sys.argv[1]), "w") as file:
+        json.dump({"first": first, "beside": beside.VALUE}, file)
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_modules_first_path_is_the_folder_python_dash_m_puts_there(tmp_path: Path, mode: str) -> None:
+    # python -m puts the current folder's full path first on sys.path (not "", which follows the
+    # program's chdir): a module that imports after moving finds what it finds under python -m.
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    _script(package, CHANGES_FOLDER_MODULE, name="moves.py")
+    _script(tmp_path, "VALUE = 7\n", name="beside.py")
+    (tmp_path / "elsewhere").mkdir()
+    subprocess.run([sys.executable, "-m", "trainer.moves", "plain.json"], cwd=tmp_path, env=_environment(mode),
+                   check=True, timeout=FINISHES_WITHIN)
+    done = _rlprof_run(tmp_path, mode, "-m", "trainer.moves", "profiled.json")
+    assert done.returncode == 0, done.stderr
+    expected = json.loads((tmp_path / "plain.json").read_text())
+    assert expected == {"first": str(tmp_path), "beside": 7}
+    assert json.loads((tmp_path / "profiled.json").read_text()) == expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_package_without_a_main_module_says_what_python_dash_m_says(tmp_path: Path, mode: str) -> None:
+    # python -m prints one line and exits with 1 (runpy's _run_module_as_main); rlprof's path
+    # with the helper and its path without it say the same, not a traceback of runpy's frames.
+    (tmp_path / "library").mkdir()
+    (tmp_path / "library" / "__init__.py").write_text("")
+    plain = subprocess.run([sys.executable, "-m", "library"], cwd=tmp_path, env=_environment(mode),
+                           capture_output=True, text=True, timeout=FINISHES_WITHIN)
+    done = _rlprof_run(tmp_path, mode, "-m", "library")
+    assert plain.returncode == done.returncode == 1
+    assert "cannot be directly executed" in plain.stderr
+    assert done.stderr.startswith(plain.stderr)
+    assert "Traceback" not in done.stderr

@@ -31,8 +31,9 @@ def test_it_returns_once_every_pipe_has_a_reply_and_leaves_the_replies_to_be_rea
                                               for index, end in enumerate(worker_ends) if index])
         late.start()
         waiter.wait(trainer_ends, None)
+        answered = [end.poll(0) for end in trainer_ends]  # as the wait returns: before the sender is joined
         late.join()
-        assert all(end.poll(0) for end in trainer_ends)
+        assert answered == [True] * 3
         assert [end.recv() for end in trainer_ends] == [("reply", step, index) for index in range(3)]
 
 
@@ -63,7 +64,9 @@ def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at
     late = threading.Timer(0.05, lambda: worker_ends[1].send("second"))
     late.start()
     waiter.wait(trainer_ends, None)
+    answered = [end.poll(0) for end in trainer_ends]
     late.join()
+    assert answered == [True, True]
     assert [end.recv() for end in trainer_ends] == ["second", "second"]
 
 
@@ -74,8 +77,9 @@ def test_more_pipes_than_the_c_helper_keeps_on_its_stack_are_all_waited_on():
     late = threading.Timer(0.05, lambda: worker_ends[-1].send("reply"))
     late.start()
     ReplyWaiter().wait(trainer_ends, None)
+    answered = [end.poll(0) for end in trainer_ends]
     late.join()
-    assert all(end.poll(0) for end in trainer_ends)
+    assert all(answered)
 
 
 class Interrupted(Exception):
@@ -108,18 +112,21 @@ def test_a_signal_whose_handler_returns_does_not_end_the_wait_early():
     late.start()
     try:
         ReplyWaiter().wait(trainer_ends, None)
+        answered = [end.poll(0) for end in trainer_ends]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         late.join()
     assert handled == [signal.SIGALRM]
-    assert all(end.poll(0) for end in trainer_ends)
+    assert all(answered)
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_both_cores_leave_the_same_pipes_answered_for_random_replies_and_closed_peers(step_core, seed):
-    """The C helper against the reference on the same arrangement: every wait returns, reads
-    nothing, and what is left to read is the same."""
+@pytest.mark.parametrize("seed", range(8))
+def test_both_cores_leave_every_pipe_answered_for_random_replies_late_replies_and_closed_peers(step_core, seed):
+    """The C helper against the reference on the same arrangement: replies in before the wait,
+    replies sent from another thread while it waits (in a random order), peers closed. Each wait
+    returns with every pipe answered (readable, or its peer closed), checked as it returns, before
+    the late sender is joined, and reads nothing."""
     if step_core == "python":
         pytest.skip("compares the C helper with the reference: runs once, under the compiled core")
     generator = random.Random(seed)
@@ -127,14 +134,28 @@ def test_both_cores_leave_the_same_pipes_answered_for_random_replies_and_closed_
     for core in ("compiled", "python"):
         generator.seed(seed)
         timed_calls.use_compiled(core == "compiled")
-        trainer_ends, worker_ends = pipes(generator.randint(1, 8))
+        trainer_ends, worker_ends = pipes(generator.randint(1, 20))
+        late = []
         for end in worker_ends:
-            what = generator.choice(("reply", "nothing", "closed"))
+            what = generator.choice(("reply", "late", "closed"))
             if what == "reply":
                 end.send("reply")
             elif what == "closed":
                 end.close()
-        ReplyWaiter().wait(trainer_ends, 0.0)
-        left_to_read[core] = [end.poll(0) for end in trainer_ends]
+            else:
+                late.append(end)
+        generator.shuffle(late)
+        waiter = ReplyWaiter()
+        for _ in range(2):  # the second wait starts with the pipe that answered last first (C)
+            sender = threading.Timer(0.02, lambda: [end.send("late") for end in late])
+            sender.start()
+            waiter.wait(trainer_ends, None)
+            answered = [end.poll(0) for end in trainer_ends]  # closed peers poll True (end of file)
+            sender.join()
+            left_to_read.setdefault(core, []).append(answered)
+            for end, worker_end in zip(trainer_ends, worker_ends):
+                if worker_end in late:
+                    end.recv()  # the late reply read: the next wait waits for it again
     timed_calls.use_compiled(True)
     assert left_to_read["compiled"] == left_to_read["python"]
+    assert all(all(answered) for answered in left_to_read["compiled"])

@@ -47,8 +47,18 @@ def test_a_worker_whose_end_closed_counts_as_answered():
 def test_it_gives_up_after_the_timeout_with_the_replies_missing():
     trainer_ends, worker_ends = pipes(2)
     worker_ends[0].send("reply")
-    ReplyWaiter().wait(trainer_ends, 0.01)
+    assert ReplyWaiter().wait(trainer_ends, 0.01) is False  # the caller's step_wait is then given no time left
     assert not trainer_ends[1].poll(0)
+
+
+def test_it_says_every_pipe_answered_within_the_timeout_and_with_none():
+    trainer_ends, worker_ends = pipes(2)
+    for end in worker_ends:
+        end.send("reply")
+    waiter = ReplyWaiter()
+    assert waiter.wait(trainer_ends, 10.0) is True
+    assert waiter.wait(trainer_ends, None) is True
+    assert ReplyWaiter().wait([], 0.0) is True
 
 
 def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at_the_next():

@@ -300,15 +300,28 @@ def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: 
         timeout = kwargs.get("timeout", args[0] if args else None) if timeout_argument else None
         clock = record.phase_clock
         if clock is not None:  # inside the step's phased run: waiting ends here, receiving as the step returns
-            record.replies.wait(pipes(self), timeout)
+            if not record.replies.wait(pipes(self), timeout):
+                args, kwargs = _no_time_left(args, kwargs)
             record.waited_stamp = clock()
             return original(self, *args, **kwargs)
         with hierarchical_timer("vector.wait_for_workers") as node:
             waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
-            record.replies.wait(pipes(self), timeout)
+            answered = record.replies.wait(pipes(self), timeout)
+        if not answered:
+            args, kwargs = _no_time_left(args, kwargs)
         with hierarchical_timer("vector.receive_results"):
             result = original(self, *args, **kwargs)
         record.step_done(waiting_since, timers.now())
         return result
 
     return step_wait
+
+
+def _no_time_left(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``step_wait``'s arguments with its timeout 0: the program's timeout ran out in the trainer's
+    wait, and the class's own wait must not wait it out a second time (a reply after the timeout
+    would then let the step through, where the program gets the class's ``TimeoutError``). The
+    class's error then says it timed out after 0.0 seconds."""
+    if args:
+        return (0.0, *args[1:]), kwargs
+    return args, {**kwargs, "timeout": 0.0}

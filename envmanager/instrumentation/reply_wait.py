@@ -51,9 +51,10 @@ class ReplyWaiter:
         self._wait_in_c = extension.wait_for_replies if timed_calls.compiled() and extension is not None else None
         self._answered_last: int | None = None  # the place of the pipe that answered last (the C wait's)
 
-    def wait(self, pipes: list[Any], timeout: float | None) -> None:
+    def wait(self, pipes: list[Any], timeout: float | None) -> bool:
         """Return once every open pipe of ``pipes`` has something to read, its peer closed, or
-        ``timeout`` seconds passed (the class's own ``step_wait`` then raises its own error)."""
+        ``timeout`` seconds passed: True in the first case, False when the timeout ran out (the
+        class's own ``step_wait``, given no time left, then raises its own error)."""
         if pipes is not self._pipes:
             # The vector env's own list of pipes, the same object at every step: read once. A
             # pipe closed later is polled as closed (reported at once), and the class's own
@@ -65,17 +66,19 @@ class ReplyWaiter:
             self._answered_last = None
         if self._wait_in_c is not None:
             answered_last = self._wait_in_c(self._descriptors, timeout, self._answered_last)
-            if answered_last is not None:
-                self._answered_last = answered_last
-            return
+            if answered_last is None:  # timed out, or no pipe to wait on
+                return not self._descriptors
+            self._answered_last = answered_last
+            return True
         if timeout is None:
             for poll in self._polls:
                 poll(None)
-            return
+            return True
         deadline = time.monotonic() + timeout
         for poll in self._polls:
             if not poll(math.ceil(max(0.0, deadline - time.monotonic()) * 1000)):
-                return  # timed out
+                return False
+        return True
 
 
 def _poll_of(descriptor: int) -> Callable[[int | None], list[tuple[int, int]]]:

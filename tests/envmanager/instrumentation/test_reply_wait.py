@@ -29,8 +29,9 @@ def test_it_returns_once_every_pipe_has_a_reply_and_leaves_the_replies_to_be_rea
                                               for index, end in enumerate(worker_ends) if index])
         late.start()
         waiter.wait(trainer_ends, None)
+        answered = [end.poll(0) for end in trainer_ends]  # as the wait returns: before the sender is joined
         late.join()
-        assert all(end.poll(0) for end in trainer_ends)
+        assert answered == [True] * 3
         assert [end.recv() for end in trainer_ends] == [("reply", step, index) for index in range(3)]
 
 
@@ -44,8 +45,18 @@ def test_a_worker_whose_end_closed_counts_as_answered():
 def test_it_gives_up_after_the_timeout_with_the_replies_missing():
     trainer_ends, worker_ends = pipes(2)
     worker_ends[0].send("reply")
-    ReplyWaiter().wait(trainer_ends, 0.01)
+    assert ReplyWaiter().wait(trainer_ends, 0.01) is False  # the caller's step_wait is then given no time left
     assert not trainer_ends[1].poll(0)
+
+
+def test_it_says_every_pipe_answered_within_the_timeout_and_with_none():
+    trainer_ends, worker_ends = pipes(2)
+    for end in worker_ends:
+        end.send("reply")
+    waiter = ReplyWaiter()
+    assert waiter.wait(trainer_ends, 10.0) is True
+    assert waiter.wait(trainer_ends, None) is True
+    assert ReplyWaiter().wait([], 0.0) is True
 
 
 def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at_the_next():
@@ -61,7 +72,9 @@ def test_a_step_whose_replies_were_all_in_at_once_leaves_every_pipe_waited_on_at
     late = threading.Timer(0.05, lambda: worker_ends[1].send("second"))
     late.start()
     waiter.wait(trainer_ends, None)
+    answered = [end.poll(0) for end in trainer_ends]
     late.join()
+    assert answered == [True, True]
     assert [end.recv() for end in trainer_ends] == ["second", "second"]
 
 
@@ -72,8 +85,9 @@ def test_more_pipes_than_the_c_helper_keeps_on_its_stack_are_all_waited_on():
     late = threading.Timer(0.05, lambda: worker_ends[-1].send("reply"))
     late.start()
     ReplyWaiter().wait(trainer_ends, None)
+    answered = [end.poll(0) for end in trainer_ends]
     late.join()
-    assert all(end.poll(0) for end in trainer_ends)
+    assert all(answered)
 
 
 class Interrupted(Exception):
@@ -106,9 +120,10 @@ def test_a_signal_whose_handler_returns_does_not_end_the_wait_early():
     late.start()
     try:
         ReplyWaiter().wait(trainer_ends, None)
+        answered = [end.poll(0) for end in trainer_ends]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         late.join()
     assert handled == [signal.SIGALRM]
-    assert all(end.poll(0) for end in trainer_ends)
+    assert all(answered)

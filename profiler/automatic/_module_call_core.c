@@ -645,6 +645,20 @@ method_gate_dealloc(MethodGateObject *gate)
     Py_TYPE(gate)->tp_free((PyObject *)gate);
 }
 
+/* pickle.dumps and copy: the program's method is a function, which pickles as its qualified name
+ * (the class attribute it is, found again at load) and copies as itself; so does the gate, which
+ * is that class attribute now (its ``__qualname__`` is the method's, from update_wrapper). */
+static PyObject *
+method_gate_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef method_gate_methods[] = {
+    {"__reduce__", method_gate_reduce, METH_NOARGS, PyDoc_STR("The method's qualified name: pickled by reference.")},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef method_gate_members[] = {
     {"method", T_OBJECT, offsetof(MethodGateObject, method), READONLY, PyDoc_STR("The program's own method.")},
     {"wrapper", T_OBJECT, offsetof(MethodGateObject, wrapper), READONLY,
@@ -670,6 +684,7 @@ static PyTypeObject MethodGateType = {
     .tp_vectorcall_offset = offsetof(MethodGateObject, vectorcall),
     .tp_descr_get = gate_get,
     .tp_dictoffset = offsetof(MethodGateObject, dict),
+    .tp_methods = method_gate_methods,
     .tp_members = method_gate_members,
     .tp_getset = gate_getset,
 };

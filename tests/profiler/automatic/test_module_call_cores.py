@@ -142,6 +142,9 @@ def described(node) -> list:
 # second names its class): only its being a learning method opens the update. Random lists seldom
 # hold it; the C gate not reading the learning methods passed 40 random programs.
 @example(["learning method under no grad"] * 2 + ["update", "learning method under no grad"])
+# A direct call with grad once the program trains, from a caller read already: only the update it
+# starts sends it to the Python wrapper.
+@example(["direct call", "update", "direct call with grad"])
 def test_the_c_gates_give_the_python_wrappers_tree_and_spans_for_any_program(steps):
     compiled_tree, compiled_spans = run_program(steps, compiled=True)
     python_tree, python_spans = run_program(steps, compiled=False)

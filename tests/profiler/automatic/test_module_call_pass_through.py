@@ -243,3 +243,23 @@ def test_a_wrapped_model_method_pickles_and_copies_as_the_programs_method(path):
     assert copy.deepcopy(Acting.act) is Acting.act
     restored = pickle.loads(pickle.dumps(acting.act))  # a bound method: its instance and name
     assert torch.equal(restored(torch.ones(1, 3)), acting.act(torch.ones(1, 3)))
+
+
+def test_a_warm_model_method_called_in_another_thread_is_timed_in_that_threads_tree(path):
+    acting = warm_acting()
+    helper_trees = []
+
+    def helper():
+        with torch.no_grad():
+            for _ in range(2):
+                acting.act(torch.zeros(1, 3))
+        stack = timers.current_thread_stack()
+        helper_trees.append((stack.root.children["Acting.act (no grad)"].count,
+                             list(stack.root.children["Acting.act (no grad)"].children),
+                             list(torch_phases._state.open_methods), torch_phases._depth.value))  # noqa: SLF001
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    thread.join()
+    assert helper_trees == [(2, ["Acting.body.forward (no grad)"], [], 0)]
+    assert find(get_timer_tree(), "Acting.act (no grad)")["count"] == 3  # this thread's calls only

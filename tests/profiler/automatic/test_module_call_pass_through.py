@@ -13,6 +13,7 @@ import gc
 import inspect
 import pickle
 import threading
+import weakref
 
 import pytest
 
@@ -243,6 +244,16 @@ def test_a_wrapped_model_method_pickles_and_copies_as_the_programs_method(path):
     assert copy.deepcopy(Acting.act) is Acting.act
     restored = pickle.loads(pickle.dumps(acting.act))  # a bound method: its instance and name
     assert torch.equal(restored(torch.ones(1, 3)), acting.act(torch.ones(1, 3)))
+
+
+def test_a_wrapped_model_method_takes_weak_references_as_the_programs_function_did(path):
+    acting = warm_acting()
+    assert weakref.ref(Acting.act)() is Acting.act
+    callback = weakref.WeakMethod(acting.act)  # what callback registries keep of a bound method
+    assert torch.equal(callback()(torch.ones(1, 3)), acting.act(torch.ones(1, 3)))
+    del acting
+    gc.collect()
+    assert callback() is None
 
 
 def test_a_warm_model_method_called_in_another_thread_is_timed_in_that_threads_tree(path):

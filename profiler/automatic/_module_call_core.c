@@ -488,6 +488,7 @@ typedef struct {
     PyObject *names_by_class;  /* type -> (block name, no-grad block name), shared with ``wrapper`` */
     PyObject *wrapper;         /* the Python model_method_timed: the reference, and the cold path */
     PyObject *dict;            /* functools.update_wrapper's attributes, and rlprof_model_method */
+    PyObject *weak_references; /* a function takes them: weakref.WeakMethod(agent.method) holds one */
 } MethodGateObject;
 
 /* Whether this call starts an update first: torch_phases.model_method_timed's test, for a thread
@@ -612,6 +613,7 @@ method_gate_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     gate->names_by_class = Py_NewRef(names_by_class);
     gate->wrapper = Py_NewRef(wrapper);
     gate->dict = NULL;
+    gate->weak_references = NULL;
     return (PyObject *)gate;
 }
 
@@ -641,6 +643,9 @@ static void
 method_gate_dealloc(MethodGateObject *gate)
 {
     PyObject_GC_UnTrack(gate);
+    if (gate->weak_references != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)gate);
+    }
     method_gate_clear(gate);
     Py_TYPE(gate)->tp_free((PyObject *)gate);
 }
@@ -684,6 +689,7 @@ static PyTypeObject MethodGateType = {
     .tp_vectorcall_offset = offsetof(MethodGateObject, vectorcall),
     .tp_descr_get = gate_get,
     .tp_dictoffset = offsetof(MethodGateObject, dict),
+    .tp_weaklistoffset = offsetof(MethodGateObject, weak_references),
     .tp_methods = method_gate_methods,
     .tp_members = method_gate_members,
     .tp_getset = gate_getset,

@@ -15,10 +15,12 @@
  * ``inside_model_call`` moves it), so the pass-through and the Python code see the same count.
  * A new thread starts at 0, as a threading.local's ``__init__`` set it.
  *
- * The warm path of a timed call is here too. A call at depth 0 made inside an open model method
- * (the policy's actor and critic inside CleanRL's ``get_action_and_value``), of a module whose
- * block names torch_phases already cached, opens its block, calls torch's ``__call__`` and closes
- * the block without a Python frame; and a model method wrapped by torch_phases is a
+ * The warm path of a timed call is here too. A call at depth 0 of a module whose block names
+ * torch_phases already cached, made inside an open model method (the policy's actor and critic
+ * inside CleanRL's ``get_action_and_value``) or, with none open, when no update starts and its
+ * caller's frames were read already (SB3's policy forward in ``collect_rollouts``), opens its
+ * block, calls torch's ``__call__`` and closes the block without a Python frame; and a model
+ * method wrapped by torch_phases is a
  * ModelMethodGate, which times a call of a class whose block names are cached the same way (the
  * Python wrapper ``model_method_timed`` is what it falls back to, and the reference). Python
  * frames, packed ``*args, **kwargs`` and the ``with`` statements' bytecode were most of what a
@@ -27,7 +29,8 @@
  * ``torch.is_grad_enabled``, ``_open_update``) and the timers module, whose
  * ``hierarchical_timer`` is read at each call as the Python wrappers read it. Whatever the warm
  * path does not cover (the first call of a module or class, discovery of the model method, module
- * scopes, no model method open) goes to the Python wrapper, before anything was changed.
+ * scopes, an update a module call starts, a caller not read yet) goes to the Python wrapper,
+ * before anything was changed.
  *
  * The pure-Python path (RLPROF_PURE_PYTHON=1, or no compiler at install) is the reference: a
  * threading.local for the depth and the Python wrappers for every call, which do the same tests.
@@ -444,7 +447,8 @@ static PyMemberDef gate_members[] = {
     {"pass_nested", T_BOOL, offsetof(GateObject, pass_nested), 0,
      PyDoc_STR("Whether nested calls go to ``nested`` (False: every call goes to ``outermost``).")},
     {"time_outermost", T_BOOL, offsetof(GateObject, time_outermost), 0,
-     PyDoc_STR("Whether a call at depth 0 inside an open model method, of a module whose names are cached, "
+     PyDoc_STR("Whether a call at depth 0 of a module whose names are cached, with nothing for ``outermost`` "
+               "to do before its block (a model method open, or no update to start and its caller read), "
                "is timed here (configure() must have run) rather than by ``outermost``.")},
     {"__dictoffset__", T_PYSSIZET, offsetof(GateObject, dict), READONLY},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(GateObject, vectorcall), READONLY},

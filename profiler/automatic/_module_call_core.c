@@ -15,10 +15,12 @@
  * ``inside_model_call`` moves it), so the pass-through and the Python code see the same count.
  * A new thread starts at 0, as a threading.local's ``__init__`` set it.
  *
- * The warm path of a timed call is here too. A call at depth 0 made inside an open model method
- * (the policy's actor and critic inside CleanRL's ``get_action_and_value``), of a module whose
- * block names torch_phases already cached, opens its block, calls torch's ``__call__`` and closes
- * the block without a Python frame; and a model method wrapped by torch_phases is a
+ * The warm path of a timed call is here too. A call at depth 0 of a module whose block names
+ * torch_phases already cached, made inside an open model method (the policy's actor and critic
+ * inside CleanRL's ``get_action_and_value``) or, with none open, when no update starts and its
+ * caller's frames were read already (SB3's policy forward in ``collect_rollouts``), opens its
+ * block, calls torch's ``__call__`` and closes the block without a Python frame; and a model
+ * method wrapped by torch_phases is a
  * ModelMethodGate, which times a call of a class whose block names are cached the same way (the
  * Python wrapper ``model_method_timed`` is what it falls back to, and the reference). Python
  * frames, packed ``*args, **kwargs`` and the ``with`` statements' bytecode were most of what a
@@ -27,7 +29,8 @@
  * ``torch.is_grad_enabled``, ``_open_update``) and the timers module, whose
  * ``hierarchical_timer`` is read at each call as the Python wrappers read it. Whatever the warm
  * path does not cover (the first call of a module or class, discovery of the model method, module
- * scopes, no model method open) goes to the Python wrapper, before anything was changed.
+ * scopes, an update a module call starts, a caller not read yet) goes to the Python wrapper,
+ * before anything was changed.
  *
  * The pure-Python path (RLPROF_PURE_PYTHON=1, or no compiler at install) is the reference: a
  * threading.local for the depth and the Python wrappers for every call, which do the same tests.
@@ -444,7 +447,8 @@ static PyMemberDef gate_members[] = {
     {"pass_nested", T_BOOL, offsetof(GateObject, pass_nested), 0,
      PyDoc_STR("Whether nested calls go to ``nested`` (False: every call goes to ``outermost``).")},
     {"time_outermost", T_BOOL, offsetof(GateObject, time_outermost), 0,
-     PyDoc_STR("Whether a call at depth 0 inside an open model method, of a module whose names are cached, "
+     PyDoc_STR("Whether a call at depth 0 of a module whose names are cached, with nothing for ``outermost`` "
+               "to do before its block (a model method open, or no update to start and its caller read), "
                "is timed here (configure() must have run) rather than by ``outermost``.")},
     {"__dictoffset__", T_PYSSIZET, offsetof(GateObject, dict), READONLY},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(GateObject, vectorcall), READONLY},
@@ -488,6 +492,7 @@ typedef struct {
     PyObject *names_by_class;  /* type -> (block name, no-grad block name), shared with ``wrapper`` */
     PyObject *wrapper;         /* the Python model_method_timed: the reference, and the cold path */
     PyObject *dict;            /* functools.update_wrapper's attributes, and rlprof_model_method */
+    PyObject *weak_references; /* a function takes them: weakref.WeakMethod(agent.method) holds one */
 } MethodGateObject;
 
 /* Whether this call starts an update first: torch_phases.model_method_timed's test, for a thread
@@ -612,6 +617,7 @@ method_gate_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     gate->names_by_class = Py_NewRef(names_by_class);
     gate->wrapper = Py_NewRef(wrapper);
     gate->dict = NULL;
+    gate->weak_references = NULL;
     return (PyObject *)gate;
 }
 
@@ -641,9 +647,26 @@ static void
 method_gate_dealloc(MethodGateObject *gate)
 {
     PyObject_GC_UnTrack(gate);
+    if (gate->weak_references != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)gate);
+    }
     method_gate_clear(gate);
     Py_TYPE(gate)->tp_free((PyObject *)gate);
 }
+
+/* pickle.dumps and copy: the program's method is a function, which pickles as its qualified name
+ * (the class attribute it is, found again at load) and copies as itself; so does the gate, which
+ * is that class attribute now (its ``__qualname__`` is the method's, from update_wrapper). */
+static PyObject *
+method_gate_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyObject_GetAttrString(self, "__qualname__");
+}
+
+static PyMethodDef method_gate_methods[] = {
+    {"__reduce__", method_gate_reduce, METH_NOARGS, PyDoc_STR("The method's qualified name: pickled by reference.")},
+    {NULL, NULL, 0, NULL},
+};
 
 static PyMemberDef method_gate_members[] = {
     {"method", T_OBJECT, offsetof(MethodGateObject, method), READONLY, PyDoc_STR("The program's own method.")},
@@ -670,6 +693,8 @@ static PyTypeObject MethodGateType = {
     .tp_vectorcall_offset = offsetof(MethodGateObject, vectorcall),
     .tp_descr_get = gate_get,
     .tp_dictoffset = offsetof(MethodGateObject, dict),
+    .tp_weaklistoffset = offsetof(MethodGateObject, weak_references),
+    .tp_methods = method_gate_methods,
     .tp_members = method_gate_members,
     .tp_getset = gate_getset,
 };

@@ -209,7 +209,7 @@ def install_torch_phases(torch: ModuleType) -> None:
                         timers)
         _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
         _module_call.pass_nested = not _module_scopes
-        _module_call.time_outermost = True  # a warm outermost call inside a model method: timed in C
+        _module_call.time_outermost = True  # a warm outermost call with nothing before its block: timed in C
     _installed.append(_replace(module_hooks.Module, "__call__", _module_call))
     _installed.append(optimizer_hooks.register_optimizer_step_pre_hook(_before_step))
     _installed.append(optimizer_hooks.register_optimizer_step_post_hook(_after_step))

@@ -8,8 +8,12 @@ pure-Python wrapper that is its reference. Real torch, small models, in this pro
 
 from __future__ import annotations
 
+import copy
 import gc
+import inspect
+import pickle
 import threading
+import weakref
 
 import pytest
 
@@ -54,6 +58,34 @@ class Policy(torch.nn.Module):
 class Scaled(torch.nn.Module):
     def forward(self, x, *, scale):
         return x * scale
+
+
+class Acting(torch.nn.Module):
+    """A model method (CleanRL's ``get_action_and_value`` in small): the phases wrap it on its class,
+    a C ``ModelMethodGate`` where the extension was built."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(3, 2)
+
+    def act(self, x, scale=1.0, *, offset=0.0):
+        """The action's logits."""
+        return self.body(x) * scale + offset
+
+
+class ActingTwice(Acting):
+    def act(self, x, scale=1.0, *, offset=0.0):
+        return super().act(x, scale, offset=offset) * 2
+
+
+def warm_acting() -> Acting:
+    """An ``Acting`` whose ``act`` was found, wrapped on its class, and called warm."""
+    acting = Acting()
+    with torch.no_grad():
+        for _ in range(3):
+            acting.act(torch.zeros(1, 3))
+    assert getattr(Acting.__dict__["act"], "rlprof_model_method", False)
+    return acting
 
 
 def top_level_names() -> list[str]:
@@ -187,3 +219,58 @@ def test_the_gate_sends_a_call_to_the_nested_target_only_while_the_depth_is_nonz
         assert gate(1) == ("outermost", (1,), {})
     finally:
         depth.value = 0
+
+
+def test_a_wrapped_model_method_keeps_the_programs_names_signature_and_binding(path):
+    acting = warm_acting()
+    x = torch.ones(1, 3)
+    assert (Acting.act.__name__, Acting.act.__qualname__, Acting.act.__doc__) == ("act", "Acting.act",
+                                                                                 "The action's logits.")
+    assert str(inspect.signature(acting.act)) == "(x, scale=1.0, *, offset=0.0)"
+    assert str(inspect.signature(Acting.act)) == "(self, x, scale=1.0, *, offset=0.0)"
+    expected = acting.body(x) * 2.0 + 1.0
+    assert torch.equal(acting.act(x, 2.0, offset=1.0), expected)
+    assert torch.equal(Acting.act(acting, x=x, scale=2.0, offset=1.0), expected)
+    twice = ActingTwice()
+    twice.body = acting.body
+    assert torch.equal(twice.act(x, 2.0, offset=1.0), expected * 2)
+    assert find(get_timer_tree(), "ActingTwice.act")["count"] == 1  # super() reached the wrapped method
+
+
+def test_a_wrapped_model_method_pickles_and_copies_as_the_programs_method(path):
+    acting = warm_acting()
+    assert pickle.loads(pickle.dumps(Acting.act)) is Acting.act  # a function pickles by its name
+    assert copy.copy(Acting.act) is Acting.act
+    assert copy.deepcopy(Acting.act) is Acting.act
+    restored = pickle.loads(pickle.dumps(acting.act))  # a bound method: its instance and name
+    assert torch.equal(restored(torch.ones(1, 3)), acting.act(torch.ones(1, 3)))
+
+
+def test_a_wrapped_model_method_takes_weak_references_as_the_programs_function_did(path):
+    acting = warm_acting()
+    assert weakref.ref(Acting.act)() is Acting.act
+    callback = weakref.WeakMethod(acting.act)  # what callback registries keep of a bound method
+    assert torch.equal(callback()(torch.ones(1, 3)), acting.act(torch.ones(1, 3)))
+    del acting
+    gc.collect()
+    assert callback() is None
+
+
+def test_a_warm_model_method_called_in_another_thread_is_timed_in_that_threads_tree(path):
+    acting = warm_acting()
+    helper_trees = []
+
+    def helper():
+        with torch.no_grad():
+            for _ in range(2):
+                acting.act(torch.zeros(1, 3))
+        stack = timers.current_thread_stack()
+        helper_trees.append((stack.root.children["Acting.act (no grad)"].count,
+                             list(stack.root.children["Acting.act (no grad)"].children),
+                             list(torch_phases._state.open_methods), torch_phases._depth.value))  # noqa: SLF001
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    thread.join()
+    assert helper_trees == [(2, ["Acting.body.forward (no grad)"], [], 0)]
+    assert find(get_timer_tree(), "Acting.act (no grad)")["count"] == 3  # this thread's calls only

@@ -327,10 +327,14 @@ outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject 
         *handled = PyErr_Occurred() != NULL;
         return NULL;
     }
+    /* Held from here: reading the grad mode or a thread's first state may run Python (a
+     * collection, a finalizer) that could drop the cache's entry. */
+    Py_INCREF(names);
     int grad = read_grad_enabled();
     PyObject *open = grad < 0 ? NULL : thread_open_methods();
     if (open == NULL) {
         *handled = PyErr_Occurred() != NULL;
+        Py_DECREF(names);
         return NULL;
     }
     Py_ssize_t open_count = PyList_GET_SIZE(open);
@@ -339,10 +343,10 @@ outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject 
         int nothing = nothing_before_block(grad);
         if (nothing <= 0) {
             *handled = nothing < 0;
+            Py_DECREF(names);
             return NULL;
         }
     }
-    Py_INCREF(names);
     *handled = 1;
     thread_depth = 1;
     PyObject *result = NULL;

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("off", "Python", "C")
@@ -56,7 +57,6 @@ def child(variant: str, calls: int, minibatches: int) -> None:
     import torch
     from sampler_wakeups import Loop
 
-    from profiler.automatic import torch_phases
     from profiler.recording import events
     from profiler.timing import timers
 
@@ -66,10 +66,7 @@ def child(variant: str, calls: int, minibatches: int) -> None:
     batch = torch.cat([observations] * 32)
     actions = torch.zeros(len(batch), dtype=torch.long)
     if variant != "off":
-        choose = getattr(torch_phases, "use_compiled_pass_through", None)  # absent before the C path
-        if choose is not None:
-            choose(variant == "C")
-        torch_phases.install_torch_phases(torch)
+        _install_torch_phases(variant, torch)
 
     def policy_call(_: object, __: object) -> None:
         with torch.no_grad():
@@ -90,6 +87,16 @@ def child(variant: str, calls: int, minibatches: int) -> None:
             minibatch(None, None)
         functools.reduce(policy_call, range(calls), None)
         functools.reduce(minibatch, range(minibatches), None)
+
+
+def _install_torch_phases(variant: str, torch: Any) -> None:
+    """Install torch's phases, nested module calls passed on in C ("C") or in Python ("Python")."""
+    from profiler.automatic import torch_phases
+
+    choose = getattr(torch_phases, "use_compiled_pass_through", None)  # absent before the C path
+    if choose is not None:
+        choose(variant == "C")
+    torch_phases.install_torch_phases(torch)
 
 
 def sb3_child(variant: str, calls: int, minibatches: int) -> None:
@@ -114,10 +121,7 @@ def sb3_child(variant: str, calls: int, minibatches: int) -> None:
     actions = torch.zeros(len(batch), dtype=torch.long)
     holds_update = contextlib.nullcontext()
     if variant != "off":
-        choose = getattr(torch_phases, "use_compiled_pass_through", None)
-        if choose is not None:
-            choose(variant == "C")
-        torch_phases.install_torch_phases(torch)
+        _install_torch_phases(variant, torch)
         sb3_phases.install_sb3_phases(stable_baselines3)
         holds_update = torch_phases.inside_update()  # what PPO.train's block says while it runs
 

@@ -237,6 +237,15 @@ def test_a_wrapped_model_method_keeps_the_programs_names_signature_and_binding(p
     assert find(get_timer_tree(), "ActingTwice.act")["count"] == 1  # super() reached the wrapped method
 
 
+def test_a_wrapped_model_method_gives_the_programs_argument_spec(path):
+    """``inspect.getfullargspec`` does not follow ``__wrapped__``: it reads the method's own
+    signature, which must be the program's, on the C gate and the Python wrapper alike."""
+    warm_acting()
+    spec = inspect.getfullargspec(Acting.act)
+    assert (spec.args, spec.defaults, spec.kwonlyargs, spec.kwonlydefaults) == (
+        ["self", "x", "scale"], (1.0,), ["offset"], {"offset": 0.0})
+
+
 def test_a_wrapped_model_method_pickles_and_copies_as_the_programs_method(path):
     acting = warm_acting()
     assert pickle.loads(pickle.dumps(Acting.act)) is Acting.act  # a function pickles by its name

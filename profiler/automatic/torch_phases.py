@@ -448,12 +448,17 @@ def _timed_method(method: Any, name: str) -> Any:
         finally:
             open_methods.pop()
 
+    # The program's signature, said outright: inspect.getfullargspec (and what reads it) does not
+    # follow __wrapped__, and would read the wrapper's (self, *args, **kwargs), or fail on the gate.
+    signature = inspect.signature(method)
     if _use_core:  # its warm calls timed in C, this wrapper the reference and the cold path
         gate = functools.update_wrapper(_core.ModelMethodGate(method, code, names_by_class, model_method_timed),
                                         method)
         gate.rlprof_model_method = True
+        gate.__signature__ = signature
         return gate
     model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
+    model_method_timed.__signature__ = signature  # type: ignore[attr-defined]
     return model_method_timed
 
 

@@ -53,12 +53,10 @@ VARIANTS = ("off", "Python", "C")
 def child(variant: str, calls: int, minibatches: int) -> None:
     """In the process callgrind counts: the loop, under ``variant``, inside two reduce calls."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import numpy as np
     import torch
     from sampler_wakeups import Loop
 
     from profiler.recording import events
-    from profiler.timing import timers
 
     events.start_recording()
     loop = Loop()
@@ -80,13 +78,7 @@ def child(variant: str, calls: int, minibatches: int) -> None:
         torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5)
         loop.optimizer.step()
 
-    np.random.seed(0)
-    with timers.hierarchical_timer("loop"):
-        for _ in range(20):  # warm-up: the model method found and wrapped, names cached
-            policy_call(None, None)
-            minibatch(None, None)
-        functools.reduce(policy_call, range(calls), None)
-        functools.reduce(minibatch, range(minibatches), None)
+    _counted_loop(policy_call, minibatch, calls, minibatches, contextlib.nullcontext())
 
 
 def _install_torch_phases(variant: str, torch: Any) -> None:
@@ -101,7 +93,6 @@ def _install_torch_phases(variant: str, torch: Any) -> None:
 
 def sb3_child(variant: str, calls: int, minibatches: int) -> None:
     """:func:`child` for SB3's PPO: its rollout step's policy call and its train's minibatch."""
-    import numpy as np
     import stable_baselines3
     import torch
     from stable_baselines3 import PPO
@@ -109,7 +100,6 @@ def sb3_child(variant: str, calls: int, minibatches: int) -> None:
 
     from profiler.automatic import sb3_phases, torch_phases
     from profiler.recording import events
-    from profiler.timing import timers
 
     events.start_recording()
     torch.set_num_threads(1)
@@ -137,10 +127,21 @@ def sb3_child(variant: str, calls: int, minibatches: int) -> None:
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
         policy.optimizer.step()
 
+    _counted_loop(policy_call, minibatch, calls, minibatches, holds_update)
+
+
+def _counted_loop(policy_call: Any, minibatch: Any, calls: int, minibatches: int, holds_update: Any) -> None:
+    """Both programs' loop: a warm-up (the model method found and wrapped, names cached, the caller
+    read), then the policy calls and the minibatches, each inside one ``functools.reduce`` (what
+    callgrind counts); the minibatches inside ``holds_update`` (SB3's ``train`` block's say)."""
+    import numpy as np
+
+    from profiler.timing import timers
+
     np.random.seed(0)
     with timers.hierarchical_timer("loop"):
         with holds_update:
-            for _ in range(20):  # warm-up: names cached, the caller read
+            for _ in range(20):
                 policy_call(None, None)
                 minibatch(None, None)
         functools.reduce(policy_call, range(calls), None)

@@ -41,8 +41,9 @@ LAYERS = {
     ),
 }
 READS_DUMPS_ONLY = ("profiler.analysis", "profiler.export")
-# The base of result classes, at the bottom and importing nothing: every layer may use it.
-NEUTRAL_MODULES = ("profiler.records",)
+# The base of result classes, and the loader of the C helpers (the trace's among them), each
+# importing nothing of rlprof: every layer may use them.
+NEUTRAL_MODULES = ("profiler.records", "profiler.timing.accelerator")
 # profiler.dumps() formats the live tree of this process: the one reader of live stacks there.
 LIVE_TREE_READERS = {"profiler.analysis.stats": {"profiler.timing", "profiler.tree"}}
 MAX_TOP_LEVEL_ENTRIES = 13

@@ -13,6 +13,19 @@ from profiler.tree.strict_json import dumps
 KNOWN_PHASES = {"X", "C", "i", "M"}
 
 
+@pytest.fixture(autouse=True, params=["C helper", "pure Python"])
+def trace_core(request, monkeypatch):
+    """Every test on both paths: a thread's spans through the C helper where it was built, and
+    through the Python reference."""
+    from profiler.export import chrome_trace
+
+    if request.param == "C helper" and chrome_trace._trace_spans is None:  # noqa: SLF001
+        pytest.skip("the trace's C helper was not built here (no compiler, or RLPROF_PURE_PYTHON=1)")
+    if request.param == "pure Python":
+        monkeypatch.setattr(chrome_trace, "_trace_spans", None)
+    return request.param
+
+
 def events_of(trace, phase):
     return [event for event in trace["traceEvents"] if event["ph"] == phase]
 

@@ -1,7 +1,7 @@
 """The one thing pyproject.toml cannot say: the optional C accelerators of the hot path (the
 timer's blocks, the env step path's timed env call, and the framework phases' pass-through of
-nested ``nn.Module`` calls), where ``rlprof run`` puts the program's first frame, and a trace's
-spans (their nesting order and text, most of what ``rlprof run``'s exit spends).
+nested ``nn.Module`` calls), where ``rlprof run`` puts the program's first frame, and the spans'
+text of the timers file and of a trace (most of what ``rlprof run``'s exit spends).
 
 ``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
 warns and installs rlprof without it, and the pure-Python core runs
@@ -37,6 +37,11 @@ setup(
         Extension(
             "profiler.cli._program_frame",
             sources=["profiler/cli/_program_frame.c"],
+            optional=True,
+        ),
+        Extension(
+            "profiler.tree._timeline_text",
+            sources=["profiler/tree/_timeline_text.c"],
             optional=True,
         ),
         Extension(

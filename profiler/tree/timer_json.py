@@ -19,6 +19,7 @@ from profiler.tree.strict_json import named_reading
 from profiler.tree.timer_text import MAX_FILE_DEPTH, TimerFileError, is_sqlite_file, read_timer_document
 from profiler.tree.timer_tree import get_timer_tree
 from profiler.tree.tree_reader import normalize_timing_tree
+from profiler.timing import accelerator
 from profiler.timing.timers import TimerStack
 
 __all__ = [
@@ -31,6 +32,15 @@ __all__ = [
     "write_timing_tree",
     "write_tree",
 ]
+
+TIMELINE_TEXT_VERSION = 1
+"""The interface version ``_timeline_text.c`` must say (its ``TIMELINE_TEXT_VERSION``)."""
+
+# A thread's spans' text in C (the JSON encoder's text, which stays the reference): None with
+# RLPROF_PURE_PYTHON=1 or where no compiler built it.
+_timeline_text, _ = accelerator.load_extension("profiler.tree._timeline_text", TIMELINE_TEXT_VERSION,
+                                               "the timers file's C helper")
+_COMPACT = (",", ":")
 
 
 def timers_json_path(summaries_dir: str | os.PathLike[str], run_id: str) -> Path:
@@ -97,10 +107,47 @@ def _dump_text(tree: dict[str, Any]) -> str:
     if timeline is None:
         return strict_json.dumps(tree, indent=2)
     text = strict_json.dumps({key: value for key, value in tree.items() if key != "timeline"}, indent=2)
-    compact = strict_json.dumps(timeline, separators=(",", ":"))
+    compact = _compact_timeline(timeline)
     # An indented object ends with "\n}" (an empty one is "{}"): the timeline goes in as its last key.
     opening = "{\n" if text == "{}" else text[:-2] + ",\n"
     return f'{opening}  "timeline": {compact}\n}}'
+
+
+def _compact_timeline(timeline: dict[str, Any]) -> str:
+    """``strict_json.dumps(timeline, separators=(",", ":"))``, each thread's spans written by the C
+    helper where it was built (the same text: a time's ``repr``, see ``_timeline_text.c``)."""
+    if _timeline_text is None or not _has_text_keys(timeline, "processes"):
+        return strict_json.dumps(timeline, separators=_COMPACT)
+
+    def thread_text(thread: Any) -> str:
+        spans = thread.get("spans") if isinstance(thread, dict) and _has_text_keys(thread) else None
+        written = _timeline_text.spans_text(spans, strict_json.dumps) if type(spans) is list else None
+        if written is None:
+            return strict_json.dumps(thread, separators=_COMPACT)
+        return _object_text(thread, {"spans": lambda _: written})
+
+    def process_text(process: Any) -> str:
+        if not isinstance(process, dict) or not _has_text_keys(process) or type(process.get("threads")) is not list:
+            return strict_json.dumps(process, separators=_COMPACT)
+        return _object_text(process, {"threads": lambda threads: f"[{','.join(map(thread_text, threads))}]"})
+
+    processes = timeline["processes"]
+    if type(processes) is not list:
+        return strict_json.dumps(timeline, separators=_COMPACT)
+    return _object_text(timeline, {"processes": lambda _: f"[{','.join(map(process_text, processes))}]"})
+
+
+def _has_text_keys(mapping: dict[Any, Any], *required: str) -> bool:
+    return all(type(key) is str for key in mapping) and all(key in mapping for key in required)
+
+
+def _object_text(mapping: dict[str, Any], written: dict[str, Any]) -> str:
+    """The compact strict JSON of ``mapping``, the values of ``written``'s keys by its functions."""
+    return "{" + ",".join(
+        f"{strict_json.dumps(key)}:"
+        + (written[key](value) if key in written else strict_json.dumps(value, separators=_COMPACT))
+        for key, value in mapping.items()
+    ) + "}"
 
 
 def _with_named_readings(tree: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,19 @@ from profiler.timing.timers import FOLDED_BLOCK_NAME, MAX_DEPTH
 MLAGENTS_FILE = Path(__file__).parents[2] / "data" / "mlagents_timers.json"
 
 
+@pytest.fixture(autouse=True, params=["C helper", "pure Python"])
+def timeline_core(request, monkeypatch):
+    """Every test on both paths: the timeline's spans written by the C helper where it was built,
+    and by the JSON encoder, the reference."""
+    from profiler.tree import timer_json
+
+    if request.param == "C helper" and timer_json._timeline_text is None:  # noqa: SLF001
+        pytest.skip("the timers file's C helper was not built here (no compiler, or RLPROF_PURE_PYTHON=1)")
+    if request.param == "pure Python":
+        monkeypatch.setattr(timer_json, "_timeline_text", None)
+    return request.param
+
+
 def write_json(path: Path, document) -> Path:
     path.write_text(json.dumps(document))
     return path

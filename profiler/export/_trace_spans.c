@@ -17,7 +17,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #ifndef TRACE_SPANS_VERSION
@@ -67,12 +66,25 @@ in_nesting_order(const void *left_pointer, const void *right_pointer)
 static int
 write_microseconds(char *text, long long nanoseconds)
 {
-    int length = sprintf(text, "%lld.", nanoseconds / 1000);
+    char reversed[24];
+    int count = 0;
+    long long whole = nanoseconds / 1000;
+    do {
+        reversed[count++] = (char)('0' + whole % 10);
+        whole /= 10;
+    } while (whole > 0);
+    int length = 0;
+    while (count > 0) {
+        text[length++] = reversed[--count];
+    }
+    text[length++] = '.';
     int fraction = (int)(nanoseconds % 1000);
     if (fraction == 0) {
         text[length++] = '0';
     } else {
-        length += sprintf(text + length, "%03d", fraction);
+        text[length++] = (char)('0' + fraction / 100);
+        text[length++] = (char)('0' + fraction / 10 % 10);
+        text[length++] = (char)('0' + fraction % 10);
         while (text[length - 1] == '0') {
             length--;
         }

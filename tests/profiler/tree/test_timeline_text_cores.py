@@ -3,8 +3,8 @@ encoder writes it, to the byte, for any timeline: spans' times that are perf_cou
 (the nearest float to whole nanoseconds, from a second to past the 97 days where a float's
 spacing reaches a nanosecond), any other float, whole seconds, names the encoder escapes (quotes,
 control characters, non-ASCII, a lone surrogate), rows with details, integer or non-finite times
-(those threads are the encoder's whole), several processes and threads, and the sections around
-the spans.
+(those threads are the encoder's whole), several processes and threads, the sections around
+the spans, and keys the encoder turns to text.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ timelines = st.lists(processes, max_size=3).map(lambda processes: {"clock": "per
 @given(timeline=timelines)
 @example(timeline={"clock": "perf_counter", "dropped": 0, "processes": [{"pid": 1, "threads": [
     {"tid": 1, "spans": [["a", 31316.733421895, 31316.733728548], ["a", 1.0, 8388607.999999999]]}]}]})
+@example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [  # keys the encoder turns to text
+    {"tid": 1, 2: "two", "spans": [["a", 2.5, 3.5]]}]}, {1.5: None, "threads": []}], "dropped": 0})
+@example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [{"tid": 1}, "not a thread"]}]})
 def test_the_c_helper_writes_a_timeline_as_the_encoder_does(timeline):
     assert timer_json._compact_timeline(timeline) == strict_json.dumps(timeline, separators=(",", ":"))  # noqa: SLF001
 

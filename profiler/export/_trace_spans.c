@@ -11,7 +11,8 @@
  * each span as its event's text where Python writes a plain span's text itself (no details, not
  * a device block's, ending before EXACT_MICROSECONDS_BELOW), else as (start, end, span) for
  * Python's encoder. None, and Python does the thread, when a span is not a list or tuple of a
- * name and two floats first, or its nanoseconds from the origin are negative or beyond 2**62.
+ * name (a str: looking it up runs no Python code) and two floats first, or its nanoseconds from
+ * the origin are negative or beyond 2**62.
  * Every number is computed as Python computes it: round((seconds - origin) * 1e9), halves to even.
  */
 #define PY_SSIZE_T_CLEAN
@@ -171,7 +172,8 @@ nested_span_texts(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t position = 0; position < count; position++) {
         PyObject *span = PyList_GET_ITEM(spans, position);
-        if (!(PyList_CheckExact(span) || PyTuple_CheckExact(span)) || PySequence_Fast_GET_SIZE(span) < 3) {
+        if (!(PyList_CheckExact(span) || PyTuple_CheckExact(span)) || PySequence_Fast_GET_SIZE(span) < 3
+            || !PyUnicode_CheckExact(PySequence_Fast_GET_ITEM(span, 0))) {
             result = Py_None;
             goto done;
         }

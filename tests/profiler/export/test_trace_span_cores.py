@@ -75,5 +75,6 @@ def test_the_c_helper_writes_a_thread_s_spans_as_python_does(rows, device_block,
 def test_a_thread_the_c_helper_cannot_hold_goes_to_python_whole():
     spans_beyond_64_bits = [["a", 0.0, 0.5], ["b", 1e10, 1e10 + 1.0]]
     integer_times = [["a", 1, 2.0]]
-    for rows in (spans_beyond_64_bits, integer_times, [("a", 0.0)]):
+    name_not_text = [[("a",), 0.0, 1.0]]
+    for rows in (spans_beyond_64_bits, integer_times, [("a", 0.0)], name_not_text):
         assert chrome_trace._trace_spans.nested_span_texts(rows, 0.0, {"a": '"a"', "b": '"b"'}, "}", {}) is None  # noqa: SLF001

@@ -316,27 +316,24 @@ def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: 
         waits = record.replies.waits
         if clock is not None:  # inside the step's phased run: its waiting is the time the reads blocked
             sent = record.sent_stamp
-            waits.clock, waits.blocked, waits.active = clock, 0.0, True
+            waits.begin(clock)
             try:
                 return original(self, *args, **kwargs)
             finally:
-                waits.active = False
                 # The phases' lengths are exact, not their order: the waiting is put first, from
                 # the end of sending (or of the step's start: sent around rlprof's step_async).
-                record.waited_stamp = (sent if sent is not None else record.step_block.node._start) + waits.blocked
+                record.waited_stamp = (sent if sent is not None else record.step_block.node._start) + waits.end()
         # `with` blocks: the receiving is the block around the class's step_wait, less the time its
         # reads blocked, which is counted as one run of the waiting, put first on the timeline.
         wait_node = hierarchical_timer("vector.wait_for_workers")  # made first: the phases' order
-        waits.clock, waits.blocked = timers.current_clock(), 0.0
         with hierarchical_timer("vector.receive_results") as node:
             timed = isinstance(node, TimerNode)
             waiting_since = node._start if timed else timers.now()
-            waits.active = True
+            waits.begin(timers.current_clock())
             try:
                 result = original(self, *args, **kwargs)
             finally:
-                waits.active = False
-                blocked = waits.blocked
+                blocked = waits.end()
                 if timed:
                     node._start += blocked
                     _count_wait(wait_node, waiting_since, blocked)

@@ -2252,12 +2252,39 @@ receive_waits_dealloc(ReceiveWaits *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* begin(clock): a timed step_wait begins; its reads count what they block on `clock`, from 0. */
+static PyObject *
+receive_waits_begin(ReceiveWaits *self, PyObject *clock)
+{
+    Py_INCREF(clock);
+    Py_SETREF(self->clock, clock);
+    self->blocked = 0.0;
+    self->active = 1;
+    Py_RETURN_NONE;
+}
+
+/* end(): the step_wait is over; the seconds its reads blocked. */
+static PyObject *
+receive_waits_end(ReceiveWaits *self, PyObject *Py_UNUSED(ignored))
+{
+    self->active = 0;
+    return PyFloat_FromDouble(self->blocked);
+}
+
+static PyMethodDef receive_waits_methods[] = {
+    {"begin", (PyCFunction)receive_waits_begin, METH_O,
+     PyDoc_STR("begin(clock): a timed step_wait begins; its reads count what they block on clock, from 0.")},
+    {"end", (PyCFunction)receive_waits_end, METH_NOARGS,
+     PyDoc_STR("end(): the step_wait is over; the seconds its reads blocked.")},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef receive_waits_members[] = {
-    {"active", T_BOOL, offsetof(ReceiveWaits, active), 0,
+    {"active", T_BOOL, offsetof(ReceiveWaits, active), READONLY,
      PyDoc_STR("A timed step_wait runs: the reads wait first, and count what they blocked.")},
-    {"blocked", T_DOUBLE, offsetof(ReceiveWaits, blocked), 0,
-     PyDoc_STR("Seconds the reads blocked since the step_wait began (its caller resets it).")},
-    {"clock", T_OBJECT, offsetof(ReceiveWaits, clock), 0, PyDoc_STR("The run's clock, set with active.")},
+    {"blocked", T_DOUBLE, offsetof(ReceiveWaits, blocked), READONLY,
+     PyDoc_STR("Seconds the reads blocked since the step_wait began.")},
+    {"clock", T_OBJECT, offsetof(ReceiveWaits, clock), READONLY, PyDoc_STR("The run's clock, set by begin().")},
     {NULL},
 };
 
@@ -2272,6 +2299,7 @@ static PyTypeObject ReceiveWaitsType = {
     .tp_clear = (inquiry)receive_waits_clear,
     .tp_dealloc = (destructor)receive_waits_dealloc,
     .tp_members = receive_waits_members,
+    .tp_methods = receive_waits_methods,
 };
 
 /* One connection's timed recv: its ReceiveWaits, a weak reference to the connection (so that the
@@ -2287,10 +2315,16 @@ typedef struct {
 
 static PyObject *handle_string;  /* "_handle": a Connection's descriptor, None once closed */
 
-/* The clock's reading in seconds (the system clock read directly where it is time.perf_counter). */
+/* The clock's reading in seconds (the system clock read directly where it is time.perf_counter:
+ * no float made and freed). */
 static int
 read_seconds(PyObject *clock, double *seconds)
 {
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (clock == perf_counter) {
+        return read_system_clock(seconds);
+    }
+#endif
     int is_float = 0;
     PyObject *reading = read_clock(clock, seconds, &is_float);
     if (reading == NULL) {

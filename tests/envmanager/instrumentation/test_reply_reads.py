@@ -39,7 +39,7 @@ def attached(count: int) -> tuple[ReplyReads, list, list]:
 
 
 def activate(reads: ReplyReads, clock) -> None:
-    reads.waits.clock, reads.waits.blocked, reads.waits.active = clock, 0.0, True
+    reads.waits.begin(clock)
 
 
 def test_outside_a_timed_step_wait_a_read_is_the_connections_own_and_counts_nothing():
@@ -72,7 +72,10 @@ def test_a_late_reply_is_waited_for_and_the_time_blocked_counted_on_the_runs_clo
         sender.start()
         assert trainer_ends[1].recv() == late
         sender.join()
-    assert (reads.waits.blocked, clock.readings) == (2.75, 4)
+    assert (reads.waits.end(), clock.readings) == (2.75, 4)
+    assert not reads.waits.active  # the step_wait is over: a read now is the connection's own
+    worker_ends[1].send("after")
+    assert trainer_ends[1].recv() == "after"
 
 
 def test_a_pipe_whose_peer_closed_raises_the_connections_own_error():

@@ -41,7 +41,7 @@ def read_all(kinds: list[str]) -> list[tuple[str, float]]:
             senders.append(sender)
         return float(reading["count"])
 
-    reads.waits.clock, reads.waits.blocked, reads.waits.active = clock, 0.0, True
+    reads.waits.begin(clock)
     outcomes = []
     for (trainer, worker), kind in zip(pairs, kinds):
         if kind == "reply":

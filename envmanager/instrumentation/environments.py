@@ -174,6 +174,7 @@ class EnvironmentInstrumentation:
             if record.merger is not None:
                 record.match_steps()
                 record.merger.retire()
+                record.replies.release()  # the program's pipes get their own recv back
         self._patches.restore()
         self._restore_make()
         return [*self.summary(), *problems, *(line for record in self.records for line in record.lost())]

@@ -6,10 +6,14 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
   so each env is timed where it runs, and registers the vector env;
 * ``step`` is the block ``vector.step`` (for SB3, the ``step`` of the outermost ``VecEnvWrapper``
   around a known class); for classes whose envs run in worker processes,
-  ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (until
-  every worker's pipe has its reply: :class:`~.reply_wait.ReplyWaiter` only polls, it reads nothing) then
-  ``vector.receive_results`` (the class's own ``step_wait``: reading, unpickling, stacking) — the
-  generic layout ``profiler.analysis.step_time`` splits into env compute, waiting and transport;
+  ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (the
+  time the class's own ``step_wait`` was blocked on a worker's pipe, counted by the pipes' ``recv``:
+  :mod:`.reply_reads`) and ``vector.receive_results`` (the rest of it: reading, unpickling,
+  stacking) — the generic layout ``profiler.analysis.step_time`` splits into env compute, waiting
+  and transport. The class reads each reply as soon as it is there, in its own order, as under
+  python, so the two phases' lengths are exact but not their order: each step's waiting is put
+  first, its receiving after. A ``step_wait`` given a timeout waits for every reply before the
+  class reads any (:mod:`.reply_wait`), as the class's own does then;
 * ``reset`` is the block ``vector.reset``.
 
 A step of a class whose envs run in workers, called on the vector env itself (not through an SB3
@@ -39,10 +43,11 @@ from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
-from profiler.timing import timers
-from profiler.timing.phased_block import FOLD_AT_RUNS
+from profiler.timing import block_hooks, timers
+from profiler.timing.phased_block import FOLD_AT_RUNS, add_run
 from profiler.timing.timers import TimerNode
 
+from envmanager.instrumentation.reply_wait import wait_for_replies
 from envmanager.instrumentation.timed_env import own_attribute
 
 __all__ = ["KNOWN_CLASSES", "KnownClass", "Patches"]
@@ -176,6 +181,8 @@ def _timed_init(original: Any, known: KnownClass, registry: Any, phased: tuple[A
         record, wrapped = registry.new_record(type(self), known, env_fns)
         original(self, wrapped, *args, **kwargs)
         registry.built(self, record)
+        if known.pipes is not None:  # its replies' reads, timed where they block (reply_reads)
+            record.replies.attach(known.pipes(self))
         cls = type(self)
         if phased is not None and cls.step_async is phased[0] and cls.step_wait is phased[1]:
             record.time_steps_in_phases()
@@ -285,6 +292,11 @@ def _timed_send(original: Any, registry: Any) -> Any:
 
 
 def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: Any) -> Any:
+    """The ``step_wait`` of a class whose envs run in workers: the class's own reads each reply as
+    soon as it is there, as under python, its pipes' ``recv`` counting the time they blocked
+    (:mod:`.reply_reads`): that is the step's wait, the rest of it the receiving. A ``step_wait``
+    given a timeout waits for every reply first (:func:`.reply_wait.wait_for_replies`), as the
+    class itself does then."""
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
     pipes, timeout_argument = known.pipes, known.timeout_argument
@@ -299,22 +311,66 @@ def _timed_wait(original: Any, known: KnownClass, module: ModuleType, registry: 
             return original(self, *args, **kwargs)
         timeout = kwargs.get("timeout", args[0] if args else None) if timeout_argument else None
         clock = record.phase_clock
-        if clock is not None:  # inside the step's phased run: waiting ends here, receiving as the step returns
-            if not record.replies.wait(pipes(self), timeout):
-                args, kwargs = _no_time_left(args, kwargs)
-            record.waited_stamp = clock()
-            return original(self, *args, **kwargs)
-        with hierarchical_timer("vector.wait_for_workers") as node:
-            waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
-            answered = record.replies.wait(pipes(self), timeout)
-        if not answered:
-            args, kwargs = _no_time_left(args, kwargs)
-        with hierarchical_timer("vector.receive_results"):
-            result = original(self, *args, **kwargs)
+        if timeout is not None:
+            return _wait_then_receive(self, original, args, kwargs, record, pipes(self), timeout, clock)
+        waits = record.replies.waits
+        if clock is not None:  # inside the step's phased run: its waiting is the time the reads blocked
+            sent = record.sent_stamp
+            waits.begin(clock)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                # The phases' lengths are exact, not their order: the waiting is put first, from
+                # the end of sending (or of the step's start: sent around rlprof's step_async).
+                record.waited_stamp = (sent if sent is not None else record.step_block.node._start) + waits.end()
+        # `with` blocks: the receiving is the block around the class's step_wait, less the time its
+        # reads blocked, which is counted as one run of the waiting, put first on the timeline.
+        wait_node = hierarchical_timer("vector.wait_for_workers")  # made first: the phases' order
+        with hierarchical_timer("vector.receive_results") as node:
+            timed = isinstance(node, TimerNode)
+            waiting_since = node._start if timed else timers.now()
+            waits.begin(timers.current_clock())
+            try:
+                result = original(self, *args, **kwargs)
+            finally:
+                blocked = waits.end()
+                if timed:
+                    node._start += blocked
+                    _count_wait(wait_node, waiting_since, blocked)
         record.step_done(waiting_since, timers.now())
         return result
 
     return step_wait
+
+
+def _count_wait(node: TimerNode, start: float, blocked: float) -> None:
+    """Count a run of the waiting block ``node`` lasting ``blocked`` from ``start``, and its span
+    while the timeline records, as its ``with`` block would have (the companions that watch every
+    block see the receiving's block only: the waiting is known once it is over)."""
+    add_run(node, blocked)
+    timeline = node._stack.timeline if block_hooks.records_spans() else None
+    if timeline is not None:
+        timeline.add_spans([(node.name, start, start + blocked)])
+
+
+def _wait_then_receive(envs: Any, original: Any, args: tuple, kwargs: dict, record: Any, pipes: list[Any],
+                       timeout: float, clock: Any) -> Any:
+    """A ``step_wait`` given a timeout: every reply waited for (the class's own polls all of its
+    pipes before it reads any), then read; the program's timeout waited out once."""
+    if clock is not None:  # inside the step's phased run: waiting ends here, receiving as the step returns
+        if not wait_for_replies(pipes, timeout):
+            args, kwargs = _no_time_left(args, kwargs)
+        record.waited_stamp = clock()
+        return original(envs, *args, **kwargs)
+    with timers.hierarchical_timer("vector.wait_for_workers") as node:
+        waiting_since = node._start if isinstance(node, TimerNode) else timers.now()
+        answered = wait_for_replies(pipes, timeout)
+    if not answered:
+        args, kwargs = _no_time_left(args, kwargs)
+    with timers.hierarchical_timer("vector.receive_results"):
+        result = original(envs, *args, **kwargs)
+    record.step_done(waiting_since, timers.now())
+    return result
 
 
 def _no_time_left(args: tuple, kwargs: dict) -> tuple[tuple, dict]:

@@ -45,7 +45,7 @@ from profiler.timing.timers import TimerNode, TimerStack
 from profiler.tree.timer_text import TimerFileError
 from profiler.tree.tree_reader import normalize_untimed_samples
 
-from envmanager.instrumentation.reply_wait import ReplyWaiter
+from envmanager.instrumentation.reply_reads import ReplyReads
 from envmanager.measurement.cpu_waits import CpuWaits, CpuWaitsError, validate_cpu_waits
 from envmanager.measurement.critical_path import CriticalPath
 from envmanager.measurement.env_time import EnvTime, EnvTimeError, validate_env_time
@@ -103,7 +103,7 @@ class VectorEnvRecord:
             self.merger = None
             return
         self.merger = TimerMerger(stack, name=name)
-        self.replies = ReplyWaiter()  # the trainer's wait for its workers' replies, each step
+        self.replies = ReplyReads()  # the trainer's reads of its workers' replies, timed where they block
         self.critical_path = CriticalPath(envs, stack)
         self.env_times = [EnvTime() for _ in range(envs)]
         self.cpu_waits = [CpuWaits() for _ in range(envs)]

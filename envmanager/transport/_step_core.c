@@ -54,7 +54,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 9
+#define STEP_CORE_VERSION 10
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -2202,145 +2202,295 @@ error:
     return NULL;
 }
 
-/* The monotonic clock in seconds, as time.monotonic reads it on Linux. */
-static double
-monotonic_seconds(void)
+/* ReceiveWaits and TimedReceive: the trainer's reads of its vector env's worker replies, each
+ * timed where it blocked (see reply_reads.py, whose ReceiveWaits and timed_receive are the
+ * reference). The state the timed recv's of one vector env share: whether a timed step_wait runs,
+ * the seconds its reads blocked, the run's clock. */
+typedef struct {
+    PyObject_HEAD
+    char active;  /* T_BOOL reads a char */
+    double blocked;
+    PyObject *clock;
+} ReceiveWaits;
+
+static PyTypeObject ReceiveWaitsType;
+
+static PyObject *
+receive_waits_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    if (!_PyArg_NoPositional("ReceiveWaits", args) || !_PyArg_NoKeywords("ReceiveWaits", kwargs)) {
+        return NULL;
+    }
+    ReceiveWaits *self = (ReceiveWaits *)type->tp_alloc(type, 0);
+    if (self != NULL) {
+        self->active = 0;
+        self->blocked = 0.0;
+        self->clock = Py_NewRef(Py_None);
+    }
+    return (PyObject *)self;
 }
 
-/* Poll the first *waiting of `descriptors` (their places in the caller's tuple in `places`) until
- * each has reported (readable, peer closed, an error) or `deadline` (monotonic seconds; negative:
- * none) passed, keeping those not yet reported first, and the place of one reported by the last
- * poll in *last. The first one is polled alone first: the caller puts there the one it expects to
- * answer last, so that the rest are most likely in when it has, and one more poll() finds them,
- * where polling them all would return at each reply in turn (a wake-up each). Runs without the
- * GIL. 0 when all reported or the deadline passed; an errno (EINTR among them: the caller runs
- * the signal handlers, then calls again) otherwise. */
 static int
-poll_until_reported(struct pollfd *descriptors, Py_ssize_t *places, Py_ssize_t *waiting, double deadline,
-                    Py_ssize_t *last)
+receive_waits_traverse(ReceiveWaits *self, visitproc visit, void *arg)
 {
-    Py_ssize_t polled = 1;
-    while (*waiting > 0) {
-        int milliseconds = -1;
-        if (deadline >= 0.0) {
-            double left = deadline - monotonic_seconds();
-            milliseconds = left <= 0.0 ? 0 : (int)fmin(ceil(left * 1000.0), (double)INT_MAX);
-        }
-        int reported = poll(descriptors, (nfds_t)polled, milliseconds);
-        if (reported < 0) {
-            return errno;
-        }
-        if (reported == 0) {
-            return 0;  /* timed out */
-        }
-        /* Those not polled have revents 0 (set so, and moved only while 0): kept, as not reported. */
-        Py_ssize_t kept = 0;
-        for (Py_ssize_t index = 0; index < *waiting; index++) {
-            if (descriptors[index].revents == 0) {
-                places[kept] = places[index];
-                descriptors[kept++] = descriptors[index];
-            }
-            else {
-                *last = places[index];
-            }
-        }
-        *waiting = kept;
-        polled = kept;
-    }
+    Py_VISIT(self->clock);
     return 0;
 }
 
-/* wait_for_replies(descriptors, timeout, expected_last): see reply_wait.ReplyWaiter.wait, whose
- * per-pipe polls are the reference. One call for all the pipes: the GIL is released once, not
- * once a pipe; the descriptor at place `expected_last` (an int, or None) is waited on first.
- * Returns the place of the one that answered last (None if the wait timed out first). */
-static PyObject *
-wait_for_replies(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+static int
+receive_waits_clear(ReceiveWaits *self)
 {
-    if (nargs != 3 || !PyTuple_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "wait_for_replies() takes a tuple of descriptors, a timeout and the place of the one expected last");
-        return NULL;
+    Py_CLEAR(self->clock);
+    return 0;
+}
+
+static void
+receive_waits_dealloc(ReceiveWaits *self)
+{
+    PyObject_GC_UnTrack(self);
+    receive_waits_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* begin(clock): a timed step_wait begins; its reads count what they block on `clock`, from 0. */
+static PyObject *
+receive_waits_begin(ReceiveWaits *self, PyObject *clock)
+{
+    Py_INCREF(clock);
+    Py_SETREF(self->clock, clock);
+    self->blocked = 0.0;
+    self->active = 1;
+    Py_RETURN_NONE;
+}
+
+/* end(): the step_wait is over; the seconds its reads blocked. */
+static PyObject *
+receive_waits_end(ReceiveWaits *self, PyObject *Py_UNUSED(ignored))
+{
+    self->active = 0;
+    return PyFloat_FromDouble(self->blocked);
+}
+
+static PyMethodDef receive_waits_methods[] = {
+    {"begin", (PyCFunction)receive_waits_begin, METH_O,
+     PyDoc_STR("begin(clock): a timed step_wait begins; its reads count what they block on clock, from 0.")},
+    {"end", (PyCFunction)receive_waits_end, METH_NOARGS,
+     PyDoc_STR("end(): the step_wait is over; the seconds its reads blocked.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef receive_waits_members[] = {
+    {"active", T_BOOL, offsetof(ReceiveWaits, active), READONLY,
+     PyDoc_STR("A timed step_wait runs: the reads wait first, and count what they blocked.")},
+    {"blocked", T_DOUBLE, offsetof(ReceiveWaits, blocked), READONLY,
+     PyDoc_STR("Seconds the reads blocked since the step_wait began.")},
+    {"clock", T_OBJECT, offsetof(ReceiveWaits, clock), READONLY, PyDoc_STR("The run's clock, set by begin().")},
+    {NULL},
+};
+
+static PyTypeObject ReceiveWaitsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.ReceiveWaits",
+    .tp_doc = PyDoc_STR("What one vector env's timed recv's share (see reply_reads.ReceiveWaits, the reference)."),
+    .tp_basicsize = sizeof(ReceiveWaits),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = receive_waits_new,
+    .tp_traverse = (traverseproc)receive_waits_traverse,
+    .tp_clear = (inquiry)receive_waits_clear,
+    .tp_dealloc = (destructor)receive_waits_dealloc,
+    .tp_members = receive_waits_members,
+    .tp_methods = receive_waits_methods,
+};
+
+/* One connection's timed recv: its ReceiveWaits, a weak reference to the connection (so that the
+ * connection, which holds this in its own attribute, is freed as under python, by its count) and
+ * its class's recv, called with it. */
+typedef struct {
+    PyObject_HEAD
+    ReceiveWaits *waits;
+    PyObject *connection;  /* a weak reference */
+    PyObject *receive;     /* type(connection).recv */
+    vectorcallfunc vectorcall;
+} TimedReceive;
+
+static PyObject *handle_string;  /* "_handle": a Connection's descriptor, None once closed */
+
+/* The clock's reading in seconds (the system clock read directly where it is time.perf_counter:
+ * no float made and freed). */
+static int
+read_seconds(PyObject *clock, double *seconds)
+{
+#ifdef HAVE_MONOTONIC_CLOCK
+    if (clock == perf_counter) {
+        return read_system_clock(seconds);
     }
-    PyObject *numbers = args[0], *timeout = args[1];
-    double deadline = -1.0;
-    if (timeout != Py_None) {
-        double seconds = PyFloat_AsDouble(timeout);
-        if (seconds == -1.0 && PyErr_Occurred()) {
-            return NULL;
-        }
-        deadline = monotonic_seconds() + fmax(seconds, 0.0);
+#endif
+    int is_float = 0;
+    PyObject *reading = read_clock(clock, seconds, &is_float);
+    if (reading == NULL) {
+        return -1;
     }
-    Py_ssize_t count = PyTuple_GET_SIZE(numbers), waiting = count, last = -1, first = 0;
-    if (args[2] != Py_None) {
-        first = PyLong_AsSsize_t(args[2]);
-        if (first == -1 && PyErr_Occurred()) {
-            return NULL;
-        }
-        if (first < 0 || first >= count) {
-            first = 0;
-        }
+    if (!is_float) {
+        *seconds = PyFloat_AsDouble(reading);
     }
-    struct pollfd few[16];
-    Py_ssize_t few_places[16];
-    struct pollfd *descriptors = count <= 16 ? few : PyMem_New(struct pollfd, count);
-    Py_ssize_t *places = count <= 16 ? few_places : PyMem_New(Py_ssize_t, count);
-    if (descriptors == NULL || places == NULL) {
-        PyErr_NoMemory();
-        goto error;
+    Py_DECREF(reading);
+    return *seconds == -1.0 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Wait for the connection to be readable, the GIL released, and add the seconds it blocked to
+ * the waits: only where it is open and has nothing to read yet (a closed one, or one whose peer
+ * closed, is left to the connection's own recv, which raises its own error). 0, or -1 with an
+ * exception: a signal handler's, or poll's. */
+static int
+timed_receive_wait(ReceiveWaits *waits, PyObject *connection)
+{
+    PyObject *handle = PyObject_GetAttr(connection, handle_string);
+    if (handle == NULL) {
+        return -1;
     }
-    for (Py_ssize_t index = 0; index < count; index++) {
-        long descriptor = PyLong_AsLong(PyTuple_GET_ITEM(numbers, index));
-        if (descriptor == -1 && PyErr_Occurred()) {
-            goto error;
-        }
-        if (descriptor < 0 || descriptor > INT_MAX) {
-            PyErr_Format(PyExc_ValueError, "wait_for_replies(): %ld is not a file descriptor", descriptor);
-            goto error;
-        }
-        /* The one expected last goes first, swapped with the first. */
-        Py_ssize_t at = index == first ? 0 : index == 0 ? first : index;
-        descriptors[at].fd = (int)descriptor;
-        descriptors[at].events = POLLIN | POLLPRI;
-        descriptors[at].revents = 0;
-        places[at] = index;
+    long descriptor = handle == Py_None ? -1 : PyLong_AsLong(handle);
+    Py_DECREF(handle);
+    if (descriptor == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (descriptor < 0 || descriptor > INT_MAX) {
+        return 0;  /* closed */
+    }
+    struct pollfd pipe = {.fd = (int)descriptor, .events = POLLIN | POLLPRI, .revents = 0};
+    if (poll(&pipe, 1, 0) != 0) {
+        return 0;  /* readable (or reported otherwise: its own recv finds out) without waiting */
+    }
+    double start, end;
+    if (read_seconds(waits->clock, &start) < 0) {
+        return -1;
     }
     for (;;) {
-        int failure;
+        int reported, failure;
         Py_BEGIN_ALLOW_THREADS
-        failure = poll_until_reported(descriptors, places, &waiting, deadline, &last);
+        reported = poll(&pipe, 1, -1);
+        failure = errno;
         Py_END_ALLOW_THREADS
-        if (failure == 0) {
+        if (reported >= 0) {
             break;
         }
         if (failure != EINTR) {
             errno = failure;
             PyErr_SetFromErrno(PyExc_OSError);
-            goto error;
+            return -1;
         }
         if (PyErr_CheckSignals() < 0) {  /* a handler raised (KeyboardInterrupt): as select.poll does */
-            goto error;
+            return -1;
         }
     }
-    if (descriptors != few) {
-        PyMem_Free(descriptors);
-        PyMem_Free(places);
+    if (read_seconds(waits->clock, &end) < 0) {
+        return -1;
     }
-    if (waiting > 0 || last < 0) {
-        Py_RETURN_NONE;
-    }
-    return PyLong_FromSsize_t(last);
-error:
-    if (count > 16) {
-        PyMem_Free(descriptors);
-        PyMem_Free(places);
-    }
-    return NULL;
+    waits->blocked += end - start;
+    return 0;
 }
+
+static PyObject *
+timed_receive_call(TimedReceive *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *connection = PyWeakref_GetObject(self->connection);  /* borrowed */
+    if (connection == NULL) {
+        return NULL;
+    }
+    Py_INCREF(connection);
+    if (self->waits->active && timed_receive_wait(self->waits, connection) < 0) {
+        Py_DECREF(connection);
+        return NULL;
+    }
+    /* The class's recv with the connection first, then the caller's arguments, as the bound method passes them. */
+    Py_ssize_t given = PyVectorcall_NARGS(nargsf), keywords = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *few[8];
+    PyObject **arguments = given + keywords + 1 <= 8 ? few : PyMem_New(PyObject *, given + keywords + 1);
+    if (arguments == NULL) {
+        Py_DECREF(connection);
+        return PyErr_NoMemory();
+    }
+    arguments[0] = connection;
+    for (Py_ssize_t index = 0; index < given + keywords; index++) {
+        arguments[index + 1] = args[index];
+    }
+    PyObject *result = PyObject_Vectorcall(self->receive, arguments, (size_t)(given + 1), kwnames);
+    if (arguments != few) {
+        PyMem_Free(arguments);
+    }
+    Py_DECREF(connection);
+    return result;
+}
+
+static PyObject *
+timed_receive_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *waits, *connection;
+    if (!_PyArg_NoKeywords("TimedReceive", kwargs)
+        || !PyArg_ParseTuple(args, "O!O:TimedReceive", &ReceiveWaitsType, &waits, &connection)) {
+        return NULL;
+    }
+    PyObject *reference = PyWeakref_NewRef(connection, NULL);
+    if (reference == NULL) {
+        return NULL;
+    }
+    PyObject *receive = PyObject_GetAttrString((PyObject *)Py_TYPE(connection), "recv");
+    if (receive == NULL) {
+        Py_DECREF(reference);
+        return NULL;
+    }
+    TimedReceive *self = (TimedReceive *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(reference);
+        Py_DECREF(receive);
+        return NULL;
+    }
+    self->waits = (ReceiveWaits *)Py_NewRef(waits);
+    self->connection = reference;
+    self->receive = receive;
+    self->vectorcall = (vectorcallfunc)timed_receive_call;
+    return (PyObject *)self;
+}
+
+static int
+timed_receive_traverse(TimedReceive *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->waits);
+    Py_VISIT(self->connection);
+    Py_VISIT(self->receive);
+    return 0;
+}
+
+static int
+timed_receive_clear(TimedReceive *self)
+{
+    Py_CLEAR(self->waits);
+    Py_CLEAR(self->connection);
+    Py_CLEAR(self->receive);
+    return 0;
+}
+
+static void
+timed_receive_dealloc(TimedReceive *self)
+{
+    PyObject_GC_UnTrack(self);
+    timed_receive_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject TimedReceiveType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.TimedReceive",
+    .tp_doc = PyDoc_STR("TimedReceive(waits, connection): connection.recv, timed where it blocks while "
+                        "waits.active (see reply_reads.timed_receive, the reference)."),
+    .tp_basicsize = sizeof(TimedReceive),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(TimedReceive, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = timed_receive_new,
+    .tp_traverse = (traverseproc)timed_receive_traverse,
+    .tp_clear = (inquiry)timed_receive_clear,
+    .tp_dealloc = (destructor)timed_receive_dealloc,
+};
 
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
@@ -2355,9 +2505,6 @@ static PyMethodDef module_functions[] = {
     {"take_wakeups", (PyCFunction)(void (*)(void))take_wakeups, METH_FASTCALL,
      PyDoc_STR("take_wakeups(targets, ready_at, counted, cleared): the step's wake-up replies taken; "
                "the other awaited handles.")},
-    {"wait_for_replies", (PyCFunction)(void (*)(void))wait_for_replies, METH_FASTCALL,
-     PyDoc_STR("wait_for_replies(descriptors, timeout, expected_last): until each descriptor is readable or "
-               "closed, or timeout seconds (None: no limit) passed; the place of the one that answered last.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2396,6 +2543,7 @@ PyInit__step_core(void)
         || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (active_string = PyUnicode_InternFromString("active")) == NULL
         || (quiet_until_string = PyUnicode_InternFromString("quiet_until")) == NULL
+        || (handle_string = PyUnicode_InternFromString("_handle")) == NULL
         || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
         || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL
         || (handle_field_strings[HANDLE_OUTSTANDING] = PyUnicode_InternFromString("outstanding")) == NULL
@@ -2410,7 +2558,8 @@ PyInit__step_core(void)
     perf_counter = PyObject_GetAttrString(time_module, "perf_counter");
     Py_DECREF(time_module);
     if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0
-        || PyType_Ready(&EnvStepType) < 0 || PyType_Ready(&FinishStampsType) < 0) {
+        || PyType_Ready(&EnvStepType) < 0 || PyType_Ready(&FinishStampsType) < 0
+        || PyType_Ready(&ReceiveWaitsType) < 0 || PyType_Ready(&TimedReceiveType) < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&step_core_module);
@@ -2421,6 +2570,8 @@ PyInit__step_core(void)
         || PyModule_AddObjectRef(module, "StepRecord", (PyObject *)&StepRecordType) < 0
         || PyModule_AddObjectRef(module, "EnvStep", (PyObject *)&EnvStepType) < 0
         || PyModule_AddObjectRef(module, "FinishStamps", (PyObject *)&FinishStampsType) < 0
+        || PyModule_AddObjectRef(module, "ReceiveWaits", (PyObject *)&ReceiveWaitsType) < 0
+        || PyModule_AddObjectRef(module, "TimedReceive", (PyObject *)&TimedReceiveType) < 0
         || PyModule_AddIntConstant(module, "VERSION", STEP_CORE_VERSION) < 0) {
         Py_DECREF(module);
         return NULL;

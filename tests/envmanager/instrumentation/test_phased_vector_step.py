@@ -65,10 +65,12 @@ def threads(tree: dict) -> dict[str, list]:
 
 
 def contiguous_steps(spans: list) -> int:
-    """Steps whose sending ended exactly where their waiting began: stamped by one clock read."""
-    ordered = sorted(spans, key=lambda span: (span[1], -span[2]))
-    return sum(1 for first, second in zip(ordered, ordered[1:])
-               if (first[0], second[0]) == PHASES[:2] and first[2] == second[1])
+    """Steps whose sending ended exactly where their waiting began: stamped by one clock read. (A
+    step whose replies were all in never blocked: its waiting span is empty, and shares its start
+    with its receiving span, so the spans are matched by stamps, not by their order.)"""
+    waits_begun = Counter(span[1] for span in spans if span[0] == PHASES[1])
+    return sum(min(count, waits_begun[end]) for end, count in
+               Counter(span[2] for span in spans if span[0] == PHASES[0]).items())
 
 
 def phases_inside_steps(spans: list) -> int:

@@ -1,0 +1,39 @@
+"""Specification: the trainer's end of rlprof's channel (envmanager/instrumentation/channel.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from envmanager.instrumentation.channel import ChannelServer, connect
+
+WORKERS = 16
+
+
+def test_the_final_wait_takes_in_workers_that_connected_before_the_trainer_accepted_them():
+    # A short program can end before the channel's thread has accepted workers that did connect:
+    # the kernel completed their connections. The trainer's main thread keeps the interpreter here
+    # (a long switch interval) until it waits, as a busy trainer does, so nothing is accepted
+    # before the final wait begins.
+    received: list[object] = []
+    closed: list[int] = []
+    lock = threading.Lock()
+
+    def on_message(connection: int, message: object) -> None:
+        with lock:
+            received.append(message)
+
+    server = ChannelServer(on_message, closed.append)
+    interval = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(1000.0)
+        ends = [connect(server.address, ("hello", worker)) for worker in range(WORKERS)]
+        assert all(end is not None for end in ends)
+        for end in ends:
+            end.close()
+        assert server.wait_for_readers(timeout=30.0)
+    finally:
+        sys.setswitchinterval(interval)
+        server.close()
+    assert sorted(received) == [("hello", worker) for worker in range(WORKERS)]
+    assert sorted(closed) == list(range(WORKERS))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import socket
 import struct
@@ -52,6 +53,9 @@ class ChannelServer:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.address)
         self._listener.listen(128)
+        # Non-blocking: the channel's thread and the final wait both take connections in, each
+        # under the lock, so none is accepted by one and missed by the other (see _take_pending).
+        self._listener.setblocking(False)
         self._lock = threading.Lock()
         self._connections: dict[int, Connection] = {}
         self._readers: list[threading.Thread] = []
@@ -60,24 +64,35 @@ class ChannelServer:
         self._accepter.start()
 
     def _accept(self) -> None:
-        number = 0
+        while True:
+            try:
+                select.select([self._listener], [], [])  # a connection waits, or the listener closed
+            except (OSError, ValueError):
+                return  # closed
+            with self._lock:
+                if self._closing:
+                    return
+                try:
+                    self._take_pending()
+                except OSError:
+                    return  # closed
+
+    def _take_pending(self) -> None:
+        """Accept every connection waiting on the listener and start its reader (the lock held)."""
         while True:
             try:
                 peer, _ = self._listener.accept()
-            except OSError:
-                return  # closed
+            except BlockingIOError:
+                return
+            peer.setblocking(True)
+            number = len(self._readers)
             connection = Connection(peer.detach())
-            with self._lock:
-                if self._closing:
-                    connection.close()
-                    return
-                self._connections[number] = connection
-                reader = threading.Thread(
-                    target=self._read, args=(number, connection), name=f"rlprof-env-channel-{number}", daemon=True
-                )
-                self._readers.append(reader)
+            self._connections[number] = connection
+            reader = threading.Thread(
+                target=self._read, args=(number, connection), name=f"rlprof-env-channel-{number}", daemon=True
+            )
+            self._readers.append(reader)
             reader.start()
-            number += 1
 
     def _read(self, number: int, connection: Connection) -> None:
         try:
@@ -99,8 +114,13 @@ class ChannelServer:
 
     def wait_for_readers(self, timeout: float) -> bool:
         """Wait until every connection so far has ended (its worker closed its env or exited);
-        False if some were still open after ``timeout`` seconds."""
+        False if some were still open after ``timeout`` seconds. A worker whose connection the
+        kernel completed counts, accepted by the channel's thread or not yet: a short program can
+        end before that thread ran."""
         with self._lock:
+            if not self._closing:
+                with contextlib.suppress(OSError):
+                    self._take_pending()
             readers = list(self._readers)
         deadline = time.monotonic() + timeout
         for reader in readers:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
+import time
 
 from envmanager.instrumentation.channel import ChannelServer, connect
 
@@ -37,3 +39,21 @@ def test_the_final_wait_takes_in_workers_that_connected_before_the_trainer_accep
         server.close()
     assert sorted(received) == [("hello", worker) for worker in range(WORKERS)]
     assert sorted(closed) == list(range(WORKERS))
+
+
+def test_a_default_socket_timeout_set_by_the_program_leaves_the_channel_listening():
+    arrived = threading.Event()
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(0.01)
+    try:
+        server = ChannelServer(lambda connection, message: arrived.set(), lambda connection: None)
+    finally:
+        socket.setdefaulttimeout(previous)
+    try:
+        time.sleep(0.2)  # many times the program's timeout, before any worker connects
+        end = connect(server.address, "hello")
+        assert end is not None
+        assert arrived.wait(timeout=30.0)  # taken in by the channel's thread, not the final wait
+        end.close()
+    finally:
+        server.close()

@@ -63,6 +63,8 @@ timelines = st.lists(processes, max_size=3).map(lambda processes: {"clock": "per
 @example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [  # keys the encoder turns to text
     {"tid": 1, 2: "two", "spans": [["a", 2.5, 3.5]]}]}, {1.5: None, "threads": []}], "dropped": 0})
 @example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [{"tid": 1}, "not a thread"]}]})
+@example(timeline={"clock": "perf_counter", "processes": [  # such keys where a NaN elsewhere has the encoder's text repaired
+    {"pid": 1, True: "x", None: 0, "threads": []}, {"pid": 2, "threads": [{"tid": 1, "spans": [["a", 1.0, math.nan]]}]}]})
 def test_the_c_helper_writes_a_timeline_as_the_encoder_does(timeline):
     assert timer_json._compact_timeline(timeline) == strict_json.dumps(timeline, separators=(",", ":"))  # noqa: SLF001
 

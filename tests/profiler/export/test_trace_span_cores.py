@@ -67,6 +67,7 @@ def span_texts(rows: list[list], device_names: dict[str, float], monkeypatch, c_
 @example(rows=[["cuda block", ORIGIN, ORIGIN + 1e-3, {"cat": "x"}], ["a", ORIGIN + 1e40, ORIGIN + 1e40]],
          device_block=True)
 @example(rows=[["a", 0.0, 2.5e-09], ["b", 1.5e-09, 4.5e-09], ["c", 5e-10, 5.5e-09]], device_block=False)  # halves
+@example(rows=[["a", 0.0, 1e-06], ["b", 5e-07, 1.001e-06]], device_block=False)  # a child 1 ns past its parent
 def test_the_c_helper_writes_a_thread_s_spans_as_python_does(rows, device_block, monkeypatch):
     device_names = {"cuda block": 0.25} if device_block else {}
     assert span_texts(rows, device_names, monkeypatch, True) == span_texts(rows, device_names, monkeypatch, False)

@@ -73,6 +73,18 @@ def test_the_c_helper_writes_a_thread_s_spans_as_python_does(rows, device_block,
     assert span_texts(rows, device_names, monkeypatch, True) == span_texts(rows, device_names, monkeypatch, False)
 
 
+def test_the_c_helper_writes_a_plain_thread_itself():
+    """A helper declining every thread would pass the comparison above (Python then writes them
+    all): a thread of plain spans comes back as its events' texts, a device block's as the span
+    for the encoder."""
+    texts = chrome_trace._trace_spans.nested_span_texts(  # noqa: SLF001
+        [["b", 0.25, 0.5], ["a", 0.0, 1.0], ["cuda", 0.5, 0.75]], 0.0, {"a": '"a"', "b": '"b"', "cuda": '"cuda"'},
+        '"pid":7,"tid":1}', {"cuda": 0.25})
+    assert texts == ['{"name":"a","ph":"X","ts":0.0,"dur":1000000.0,"pid":7,"tid":1}',
+                     '{"name":"b","ph":"X","ts":250000.0,"dur":250000.0,"pid":7,"tid":1}',
+                     (500_000_000, 750_000_000, ["cuda", 0.5, 0.75])]
+
+
 def test_a_thread_the_c_helper_cannot_hold_goes_to_python_whole():
     spans_beyond_64_bits = [["a", 0.0, 0.5], ["b", 1e10, 1e10 + 1.0]]
     integer_times = [["a", 1, 2.0]]

@@ -11,8 +11,9 @@
  * each span as its event's text where Python writes a plain span's text itself (no details, not
  * a device block's, ending before EXACT_MICROSECONDS_BELOW), else as (start, end, span) for
  * Python's encoder. None, and Python does the thread, when a span is not a list or tuple of a
- * name (a str: looking it up runs no Python code) and two floats first, or its nanoseconds from
- * the origin are negative or beyond 2**62.
+ * name (a str) and two floats first, or its nanoseconds from the origin are negative or beyond
+ * 2**62, or a key of names or device_names is not a str: a str looked up among str keys runs no
+ * Python code, which could change the spans under the helper.
  * Every number is computed as Python computes it: round((seconds - origin) * 1e9), halves to even.
  */
 #define PY_SSIZE_T_CLEAN
@@ -153,6 +154,19 @@ span_event(PyObject *span, PyObject *names, PyObject *place, PyObject *device_na
     return Py_BuildValue("(LLO)", start, end, span);
 }
 
+static int
+has_only_text_keys(PyObject *dict)
+{
+    Py_ssize_t place = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &place, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static PyObject *
 nested_span_texts(PyObject *self, PyObject *args)
 {
@@ -161,6 +175,9 @@ nested_span_texts(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!dO!UO!:nested_span_texts", &PyList_Type, &spans, &origin, &PyDict_Type,
                           &names, &place, &PyDict_Type, &device_names)) {
         return NULL;
+    }
+    if (!has_only_text_keys(names) || !has_only_text_keys(device_names)) {
+        Py_RETURN_NONE;
     }
     Py_ssize_t count = PyList_GET_SIZE(spans);
     Span *ordered = PyMem_Malloc(sizeof(Span) * (size_t)(count > 0 ? count : 1));

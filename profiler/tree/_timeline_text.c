@@ -12,7 +12,8 @@
  * spans_text(spans, name_text) is json.dumps(spans, separators=(",", ":"), ensure_ascii=False)
  * for a list of [name, float, float] rows, each name written as name_text(name) gives it (its
  * strict JSON text; called once a name); None, and the encoder writes the list, where a row is
- * anything else (details, a name that is not a str, a number that is not a finite float).
+ * anything else (details, a name that is not a str, a number that is not a finite float), also
+ * when name_text made it so.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -116,37 +117,6 @@ write_seconds(Text *text, PyObject *number)
     return result;
 }
 
-/* The name's strict JSON text, by name_text(name) at its first row, from names' cache after. */
-static int
-write_name(Text *text, PyObject *names, PyObject *name_text, PyObject *name)
-{
-    PyObject *written = PyDict_GetItemWithError(names, name);
-    if (written == NULL) {
-        if (PyErr_Occurred()) {
-            return -1;
-        }
-        written = PyObject_CallOneArg(name_text, name);
-        if (written == NULL) {
-            return -1;
-        }
-        int stored = PyUnicode_Check(written) ? PyDict_SetItem(names, name, written) : -1;
-        Py_DECREF(written);  /* names holds it */
-        if (stored < 0) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_TypeError, "a name's text must be a str");
-            }
-            return -1;
-        }
-    }
-    Py_ssize_t length;
-    const char *bytes = PyUnicode_AsUTF8AndSize(written, &length);
-    if (bytes == NULL) {
-        return -1;
-    }
-    text->ascii = text->ascii && PyUnicode_IS_ASCII(written);
-    return append(text, bytes, (size_t)length);
-}
-
 static int
 is_plain_row(PyObject *row)
 {
@@ -161,6 +131,53 @@ is_plain_row(PyObject *row)
         }
     }
     return 1;
+}
+
+/* names[name] = name_text(name), the name's strict JSON text. */
+static int
+add_name_text(PyObject *names, PyObject *name_text, PyObject *name)
+{
+    Py_INCREF(name); /* name_text may drop the row that holds it */
+    PyObject *written = PyObject_CallOneArg(name_text, name);
+    int stored = written != NULL && PyUnicode_Check(written) ? PyDict_SetItem(names, name, written) : -1;
+    Py_XDECREF(written); /* names holds it */
+    Py_DECREF(name);
+    if (stored < 0 && !PyErr_Occurred()) {
+        PyErr_SetString(PyExc_TypeError, "a name's text must be a str");
+    }
+    return stored;
+}
+
+/* The text of the name of the row at index: from names, or by name_text at the name's first
+ * row (then kept in names). name_text is Python code, which may change the list: the row is read
+ * again after it, and NULL without an error says the list no longer has a plain row there. */
+static PyObject *
+name_text_of(PyObject *spans, Py_ssize_t index, PyObject *names, PyObject *name_text)
+{
+    PyObject *name = PySequence_Fast_GET_ITEM(PyList_GET_ITEM(spans, index), 0);
+    PyObject *written = PyDict_GetItemWithError(names, name);
+    if (written != NULL || PyErr_Occurred()) {
+        return written;
+    }
+    if (add_name_text(names, name_text, name) < 0) {
+        return NULL;
+    }
+    if (index >= PyList_GET_SIZE(spans) || !is_plain_row(PyList_GET_ITEM(spans, index))) {
+        return NULL;
+    }
+    return PyDict_GetItemWithError(names, PySequence_Fast_GET_ITEM(PyList_GET_ITEM(spans, index), 0));
+}
+
+static int
+write_name(Text *text, PyObject *written)
+{
+    Py_ssize_t length;
+    const char *bytes = PyUnicode_AsUTF8AndSize(written, &length);
+    if (bytes == NULL) {
+        return -1;
+    }
+    text->ascii = text->ascii && PyUnicode_IS_ASCII(written);
+    return append(text, bytes, (size_t)length);
 }
 
 static PyObject *
@@ -181,12 +198,25 @@ spans_text(PyObject *self, PyObject *args)
     if (names == NULL || reserve(&text, 64 * (size_t)count + 2) < 0 || append(&text, "[", 1) < 0) {
         goto failed;
     }
-    for (Py_ssize_t index = 0; index < count; index++) {
+    /* name_text is Python code, which may change the list: each row is checked again as it is
+     * written (the list's length read each time, no row held across a call), and the encoder
+     * writes the list if one is no longer plain. */
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(spans); index++) {
+        if (!is_plain_row(PyList_GET_ITEM(spans, index))) {
+            goto not_plain;
+        }
+        PyObject *written = name_text_of(spans, index, names, name_text);
+        if (written == NULL) {
+            if (PyErr_Occurred()) {
+                goto failed;
+            }
+            goto not_plain;
+        }
         PyObject *row = PyList_GET_ITEM(spans, index);
-        if ((index > 0 && append(&text, ",", 1) < 0) || append(&text, "[", 1) < 0
-            || write_name(&text, names, name_text, PySequence_Fast_GET_ITEM(row, 0)) < 0 || append(&text, ",", 1) < 0
-            || write_seconds(&text, PySequence_Fast_GET_ITEM(row, 1)) < 0 || append(&text, ",", 1) < 0
-            || write_seconds(&text, PySequence_Fast_GET_ITEM(row, 2)) < 0 || append(&text, "]", 1) < 0) {
+        if ((index > 0 && append(&text, ",", 1) < 0) || append(&text, "[", 1) < 0 || write_name(&text, written) < 0
+            || append(&text, ",", 1) < 0 || write_seconds(&text, PySequence_Fast_GET_ITEM(row, 1)) < 0
+            || append(&text, ",", 1) < 0 || write_seconds(&text, PySequence_Fast_GET_ITEM(row, 2)) < 0
+            || append(&text, "]", 1) < 0) {
             goto failed;
         }
     }
@@ -205,6 +235,10 @@ spans_text(PyObject *self, PyObject *args)
     PyMem_Free(text.bytes);
     Py_DECREF(names);
     return result;
+not_plain:
+    PyMem_Free(text.bytes);
+    Py_DECREF(names);
+    Py_RETURN_NONE;
 failed:
     PyMem_Free(text.bytes);
     Py_XDECREF(names);

@@ -95,7 +95,24 @@ def _repaired(value: Any) -> Any:
     if isinstance(value, str):
         return printable_text(value)
     if isinstance(value, dict):
-        return {printable_text(str(key)): _repaired(item) for key, item in value.items()}
+        return {_key_text(key): _repaired(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_repaired(item) for item in value]
     return value
+
+
+_KEY_WORDS = {True: "true", False: "false", None: "null"}
+
+
+def _key_text(key: Any) -> Any:
+    """A dict key as the encoder writes it: the same text whether or not the document around it
+    needed repair (``str`` would write ``True`` for the encoder's ``true``)."""
+    if isinstance(key, str):
+        return printable_text(key)
+    if key is True or key is False or key is None:
+        return _KEY_WORDS[key]
+    if isinstance(key, float):
+        return float.__repr__(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return key  # the encoder refuses it, as it would have

@@ -67,9 +67,22 @@ def span_texts(rows: list[list], device_names: dict[str, float], monkeypatch, c_
 @example(rows=[["cuda block", ORIGIN, ORIGIN + 1e-3, {"cat": "x"}], ["a", ORIGIN + 1e40, ORIGIN + 1e40]],
          device_block=True)
 @example(rows=[["a", 0.0, 2.5e-09], ["b", 1.5e-09, 4.5e-09], ["c", 5e-10, 5.5e-09]], device_block=False)  # halves
+@example(rows=[["a", 0.0, 1e-06], ["b", 5e-07, 1.001e-06]], device_block=False)  # a child 1 ns past its parent
 def test_the_c_helper_writes_a_thread_s_spans_as_python_does(rows, device_block, monkeypatch):
     device_names = {"cuda block": 0.25} if device_block else {}
     assert span_texts(rows, device_names, monkeypatch, True) == span_texts(rows, device_names, monkeypatch, False)
+
+
+def test_the_c_helper_writes_a_plain_thread_itself():
+    """A helper declining every thread would pass the comparison above (Python then writes them
+    all): a thread of plain spans comes back as its events' texts, a device block's as the span
+    for the encoder."""
+    texts = chrome_trace._trace_spans.nested_span_texts(  # noqa: SLF001
+        [["b", 0.25, 0.5], ["a", 0.0, 1.0], ["cuda", 0.5, 0.75]], 0.0, {"a": '"a"', "b": '"b"', "cuda": '"cuda"'},
+        '"pid":7,"tid":1}', {"cuda": 0.25})
+    assert texts == ['{"name":"a","ph":"X","ts":0.0,"dur":1000000.0,"pid":7,"tid":1}',
+                     '{"name":"b","ph":"X","ts":250000.0,"dur":250000.0,"pid":7,"tid":1}',
+                     (500_000_000, 750_000_000, ["cuda", 0.5, 0.75])]
 
 
 def test_a_thread_the_c_helper_cannot_hold_goes_to_python_whole():
@@ -78,3 +91,42 @@ def test_a_thread_the_c_helper_cannot_hold_goes_to_python_whole():
     name_not_text = [[("a",), 0.0, 1.0]]
     for rows in (spans_beyond_64_bits, integer_times, [("a", 0.0)], name_not_text):
         assert chrome_trace._trace_spans.nested_span_texts(rows, 0.0, {"a": '"a"', "b": '"b"'}, "}", {}) is None  # noqa: SLF001
+
+
+class NameMatchingNothing:
+    """A device block's name whose hash is that of ``name``: a dict looking ``name`` up compares
+    the two, and that comparison runs ``on_compare`` (Python code) once."""
+
+    def __init__(self, name, on_compare):
+        self.name, self.on_compare = name, on_compare
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        on_compare, self.on_compare = self.on_compare, lambda: None
+        on_compare()
+        return False
+
+
+def test_a_lookup_that_changes_the_list_gives_what_python_gives(monkeypatch):
+    """Looking a span's name up among the device blocks can run Python code (a key's ``__eq__``)
+    that replaces spans of the list the helper is writing: the events are still those the Python
+    reference writes (it holds the spans it ordered), not a replaced span read under the old one's
+    times."""
+    def events(c_helper: bool) -> list[str]:
+        spans = [["a", ORIGIN, ORIGIN + 1.0], ["b", ORIGIN + 2.0, ORIGIN + 3.0], ["b", ORIGIN + 4.0, ORIGIN + 5.0]]
+
+        def replace_a_later_span():
+            spans[2] = ["a", ORIGIN + 4.0, ORIGIN + 5.0, {"cat": "replaced"}]
+
+        thread = {"tid": 1, "name": "MainThread", "spans": spans}
+        clock = chrome_trace._TraceClock({"processes": [{"pid": 7, "threads": [thread]}]}, [])  # noqa: SLF001
+        device_names = {NameMatchingNothing("a", replace_a_later_span): 0.25}
+        with monkeypatch.context() as patch:
+            if not c_helper:
+                patch.setattr(chrome_trace, "_trace_spans", None)
+            return [text for chunk in chrome_trace._span_events(7, thread, clock, device_names, True)  # noqa: SLF001
+                    for text in chunk]
+
+    assert events(True) == events(False)

@@ -41,6 +41,15 @@ def test_a_lone_surrogate_is_written_as_the_text_of_its_escape(strict_json):
     text.encode("utf-8")
 
 
+def test_a_repaired_document_writes_its_keys_as_the_encoder_does():
+    """A key the encoder turns to text (true, false, null, a number) is written the same whether
+    or not a NaN or a lone surrogate elsewhere has the document repaired: the timers file writes
+    its timeline's parts one by one where its C helper runs, and each part is repaired alone."""
+    keys = {True: 1, False: 2, None: 3, 7: 4, 2.5: 5, 1e16: 6}
+    assert dumps({**keys, "gauge": float("nan")}) == dumps(keys)[:-1] + ', "gauge": "NaN"}'
+    assert dumps({**keys, "name": "x\udcff"}) == dumps(keys)[:-1] + ', "name": "x\\\\udcff"}'
+
+
 def test_other_text_is_written_as_itself_in_utf8():
     assert dumps({"name": "physics é 物理 🎲"}) == '{"name": "physics é 物理 🎲"}'
 

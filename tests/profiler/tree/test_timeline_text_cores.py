@@ -63,6 +63,8 @@ timelines = st.lists(processes, max_size=3).map(lambda processes: {"clock": "per
 @example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [  # keys the encoder turns to text
     {"tid": 1, 2: "two", "spans": [["a", 2.5, 3.5]]}]}, {1.5: None, "threads": []}], "dropped": 0})
 @example(timeline={"clock": "perf_counter", "processes": [{"pid": 1, "threads": [{"tid": 1}, "not a thread"]}]})
+@example(timeline={"clock": "perf_counter", "processes": [  # such keys where a NaN elsewhere has the encoder's text repaired
+    {"pid": 1, True: "x", None: 0, "threads": []}, {"pid": 2, "threads": [{"tid": 1, "spans": [["a", 1.0, math.nan]]}]}]})
 def test_the_c_helper_writes_a_timeline_as_the_encoder_does(timeline):
     assert timer_json._compact_timeline(timeline) == strict_json.dumps(timeline, separators=(",", ":"))  # noqa: SLF001
 
@@ -79,3 +81,17 @@ def test_a_time_is_written_as_its_repr(seconds):
 def test_rows_the_c_helper_does_not_write_are_left_to_the_encoder():
     for spans in ([["a", 1.0, 2.0, {"cat": "x"}]], [["a", 1, 2.0]], [["a", 1.0, math.nan]], [[3, 1.0, 2.0]], [["a"]]):
         assert timer_json._timeline_text.spans_text(spans, strict_json.dumps) is None  # noqa: SLF001
+
+
+def test_a_name_text_that_changes_the_list_leaves_it_to_the_encoder():
+    """``name_text`` is Python code run between the helper's rows: whatever it does to the list
+    (here a row turned to integer times), the helper writes the list as it now is or gives None,
+    never a row it checked before and reads after (a freed or replaced row)."""
+    spans = [["a", 1.5, 2.5], ["b", 3.5, 4.5], ["a", 5.5, 6.5]]
+
+    def name_text_changing_the_list(name):
+        spans[1] = ["b", 7, 8]
+        return strict_json.dumps(name)
+
+    written = timer_json._timeline_text.spans_text(spans, name_text_changing_the_list)  # noqa: SLF001
+    assert written in (None, strict_json.dumps(spans, separators=(",", ":")))

@@ -7,10 +7,13 @@ import pytest
 
 pytest.importorskip("stable_baselines3")  # installed by the README's test command: runs in CI
 
+import json  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
 from framework_runs import PROGRAMS, rlprof_run  # noqa: E402
+from profiler.timing.accelerator import FORCE_PURE_PYTHON  # noqa: E402
 from profiler.automatic.sb3_phases import install_sb3_phases, uninstall_sb3_phases  # noqa: E402
 from tree_paths import child_names, count_of, find  # noqa: E402
 
@@ -69,3 +72,23 @@ def test_the_methods_are_put_back_after_the_hooks_are_removed():
     assert PPO.train is not originals[0]
     uninstall_sb3_phases()
     assert (PPO.train, ActorCriticPolicy.evaluate_actions) == originals
+
+
+@pytest.mark.parametrize("pure_python", [False, True], ids=["C gate", "Python wrapper"])
+def test_a_policy_class_of_the_scripts_own_saves_and_loads_as_without_rlprof(tmp_path, pure_python):
+    """SB3's ``model.save()`` pickles a policy class defined in the script by value (cloudpickle),
+    with the model method rlprof wrapped on it: on the C gate and on the pure-Python wrapper, it
+    saves, and the loaded model acts as without rlprof."""
+    program = str(PROGRAMS / "sb3_script_policy_save.py")
+    environment = {name: value for name, value in os.environ.items() if name != FORCE_PURE_PYTHON}
+    if pure_python:
+        environment[FORCE_PURE_PYTHON] = "1"
+    plain = subprocess.run([sys.executable, program, "."], capture_output=True, text=True, timeout=180,
+                           cwd=tmp_path, env=environment)
+    assert plain.returncode == 0, plain.stderr
+    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", program, "."],
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path, env=environment)
+    assert timed.returncode == 0, timed.stderr
+    assert timed.stdout == plain.stdout
+    tree = json.loads(next((tmp_path / "out").glob("*_timers.json")).read_text())
+    assert find(tree, "CriticFirstPolicy.value_of (no grad)")["count"] == 1  # the method rlprof wrapped

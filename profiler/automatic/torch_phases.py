@@ -53,7 +53,7 @@ layer call. The same extension times the warm calls too: an outermost call of a 
 names are cached, when the wrapper would only open its block (a model method is open, or there
 is no update to start and its caller was read already), and a wrapped model method's call of a
 class it has names for (the model method is then a C ``ModelMethodGate`` on its class). The
-Python wrappers ``module_call_timed`` and ``model_method_timed`` stay the reference and take
+Python wrappers ``module_call_timed`` and :class:`TimedModelMethod` stay the reference and take
 every other call: first calls, discovery, module scopes, an update to start from a module call.
 ``benchmarks/phases_instructions.py`` counts what the phases cost a policy call and a minibatch.
 :func:`uninstall_torch_phases` removes all of it.
@@ -68,13 +68,13 @@ import os
 import sys
 import threading
 import weakref
-from types import FrameType, ModuleType
+from types import FrameType, MethodType, ModuleType
 from typing import Any
 
 from profiler.automatic.stack_sampler import file_kind
 from profiler.timing import accelerator, timers
 
-__all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "compiled_pass_through", "inside_model_call", "inside_update",
+__all__ = ["NO_GRAD_SUFFIX", "UPDATE_BLOCK", "TimedModelMethod", "compiled_pass_through", "inside_model_call", "inside_update",
            "install_torch_phases", "set_module_scopes", "torch_phases_installed", "uninstall_torch_phases",
            "use_compiled_pass_through"]
 
@@ -423,43 +423,69 @@ def _method_block_names(cls: type, name: str) -> tuple[str, str]:
 
 
 def _timed_method(method: Any, name: str) -> Any:
-    code = method.__code__
-    code_id = id(code)
+    """``method`` (the program's model method ``name``) wrapped for its class: a C
+    ``ModelMethodGate`` where the extension is in force, whose cold path is a
+    :class:`TimedModelMethod`; else that :class:`TimedModelMethod` itself."""
+    timed = TimedModelMethod(method, name)
+    if not _use_core:
+        return timed
+    gate = functools.update_wrapper(_core.ModelMethodGate(method, timed.code, timed.names_by_class, timed), method)
+    gate.rlprof_model_method = True
+    gate.__signature__ = timed.__signature__
+    return gate
 
-    names_by_class: dict[type, tuple[str, str]] = {}
 
-    @functools.wraps(method)
-    def model_method_timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+class TimedModelMethod:
+    """A model method wrapped on its class, in Python: the reference of the C ``ModelMethodGate``
+    and its cold path (first calls, an update to start).
+
+    It stays the program's method to what looks at it, as the gate does: the method's name,
+    qualified name, doc, module and ``__wrapped__``, its signature said outright
+    (``inspect.getfullargspec``, and what reads it, does not follow ``__wrapped__`` and would read
+    ``(self, *args, **kwargs)``), a method bound to each instance (``__get__``, so ``super()``
+    reaches it), weak references, and pickle and copy by its qualified name, as the program's
+    function pickles. Not a function, as the gate is not: cloudpickle pickles a function of the
+    script (``__main__``) by value, and this one's globals are rlprof's thread state, which no
+    pickle carries (SB3's ``model.save()`` pickles a policy class of the script that way).
+    """
+
+    __slots__ = ("method", "code", "code_id", "name", "names_by_class", "__dict__", "__weakref__")
+
+    def __init__(self, method: Any, name: str) -> None:
+        self.method = method
+        self.code = method.__code__
+        self.code_id = id(self.code)
+        self.name = name
+        self.names_by_class: dict[type, tuple[str, str]] = {}  # shared with the gate
+        functools.update_wrapper(self, method)
+        self.rlprof_model_method = True
+        self.__signature__ = inspect.signature(method)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else MethodType(self, instance)
+
+    def __call__(self, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        method = self.method
         if _depth.value:  # called from inside a module's forward: that block holds it
-            return method(self, *args, **kwargs)
+            return method(instance, *args, **kwargs)
         state = _state
         grad = _grad_enabled()
         open_methods = state.open_methods
         if (not open_methods and state.update_block is None
-                and ((grad and state.training) or code_id in _learning_methods)):
+                and ((grad and state.training) or self.code_id in _learning_methods)):
             _open_update(state)
-        names = names_by_class.get(type(self))
+        names = self.names_by_class.get(type(instance))
         if names is None:
-            names = names_by_class[type(self)] = _method_block_names(type(self), name)
-        open_methods.append(code)
+            names = self.names_by_class[type(instance)] = _method_block_names(type(instance), self.name)
+        open_methods.append(self.code)
         try:
             with timers.hierarchical_timer(names[0] if grad else names[1]):
-                return method(self, *args, **kwargs)
+                return method(instance, *args, **kwargs)
         finally:
             open_methods.pop()
 
-    # The program's signature, said outright: inspect.getfullargspec (and what reads it) does not
-    # follow __wrapped__, and would read the wrapper's (self, *args, **kwargs), or fail on the gate.
-    signature = inspect.signature(method)
-    if _use_core:  # its warm calls timed in C, this wrapper the reference and the cold path
-        gate = functools.update_wrapper(_core.ModelMethodGate(method, code, names_by_class, model_method_timed),
-                                        method)
-        gate.rlprof_model_method = True
-        gate.__signature__ = signature
-        return gate
-    model_method_timed.rlprof_model_method = True  # type: ignore[attr-defined]
-    model_method_timed.__signature__ = signature  # type: ignore[attr-defined]
-    return model_method_timed
+    def __reduce__(self) -> str:
+        return self.__qualname__
 
 
 def _close_at_return(frame: FrameType, block: Any) -> None:

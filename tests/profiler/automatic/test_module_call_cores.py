@@ -90,7 +90,7 @@ def run_program(steps: list[str], compiled: bool) -> tuple[list, list]:
         for step in steps:
             run_step(step, agent, optimizer, observations)
         wrapped = [method for method in vars(Agent).values() if getattr(method, "rlprof_model_method", False)]
-        assert {type(method).__name__ for method in wrapped} <= {"ModelMethodGate" if compiled else "function"}
+        assert {type(method).__name__ for method in wrapped} <= {"ModelMethodGate" if compiled else "TimedModelMethod"}
     finally:
         torch_phases.uninstall_torch_phases()
         events.stop_recording()

@@ -374,10 +374,30 @@ def _wait_then_receive(envs: Any, original: Any, args: tuple, kwargs: dict, reco
 
 
 def _no_time_left(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``step_wait``'s arguments with its timeout 0: the program's timeout ran out in the trainer's
-    wait, and the class's own wait must not wait it out a second time (a reply after the timeout
-    would then let the step through, where the program gets the class's ``TimeoutError``). The
-    class's error then says it timed out after 0.0 seconds."""
+    """``step_wait``'s arguments with no time left in its timeout: the program's timeout ran out in
+    the trainer's wait, and the class's own wait must not wait it out a second time (a reply after
+    the timeout would then let the step through, where the program gets the class's
+    ``TimeoutError``)."""
     if args:
-        return (0.0, *args[1:]), kwargs
-    return args, {**kwargs, "timeout": 0.0}
+        return (_SpentTimeout(args[0]), *args[1:]), kwargs
+    return args, {**kwargs, "timeout": _SpentTimeout(kwargs["timeout"])}
+
+
+class _SpentTimeout(float):
+    """A timeout with no time left (0.0, to every sum and comparison the class's wait makes) that
+    reads as the program's own: the class's ``TimeoutError`` then says it timed out after the
+    program's seconds, as without rlprof, not after 0.0."""
+
+    def __new__(cls, program_timeout: Any) -> _SpentTimeout:
+        spent = super().__new__(cls, 0.0)
+        spent.program_timeout = program_timeout
+        return spent
+
+    def __repr__(self) -> str:
+        return repr(self.program_timeout)
+
+    def __str__(self) -> str:
+        return str(self.program_timeout)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.program_timeout, spec)

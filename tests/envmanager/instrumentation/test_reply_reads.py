@@ -114,6 +114,19 @@ def test_a_connection_the_program_drops_is_freed_at_once_as_under_python():
     reads.release()
 
 
+def test_a_recv_taken_from_its_connection_keeps_the_connection_as_a_bound_method_does():
+    # Under python `pipe.recv` is a bound method, which holds its connection: it still reads once
+    # the program dropped the pipe. So does a finalizer that reads its pipe while gc collects the
+    # cycle holding both (gc clears the weak references to them first): gymnasium's
+    # AsyncVectorEnv.__del__ closing a vector env with a step pending.
+    reads, trainer_ends, worker_ends = attached(1)
+    worker_ends[0].send("reply")
+    receive = trainer_ends[0].recv
+    del trainer_ends[:]
+    assert receive() == "reply"
+    reads.release()
+
+
 class Interrupted(Exception):
     pass
 

@@ -62,6 +62,19 @@ def test_outside_a_timed_step_wait_a_read_is_the_connections_own_and_counts_noth
     assert reads.waits.blocked == 0.0
 
 
+def test_outside_a_timed_step_wait_a_late_reply_is_waited_for_by_the_connections_own_recv_uncounted():
+    reads, trainer_ends, worker_ends = attached(1)
+    clock = FakeClock()
+    for when in ("before any step_wait", "after one"):  # reset_wait, call_wait, close: no clock yet, or an old one
+        sender = threading.Timer(0.05, worker_ends[0].send, (when,))
+        sender.start()
+        assert trainer_ends[0].recv() == when
+        sender.join()
+        activate(reads, clock)
+        reads.waits.end()
+    assert (reads.waits.blocked, clock.readings) == (0.0, 0)
+
+
 def test_a_reply_already_in_is_read_without_waiting_nor_reading_the_clock():
     reads, trainer_ends, worker_ends = attached(2)
     clock = FakeClock()

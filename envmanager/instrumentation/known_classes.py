@@ -182,7 +182,7 @@ def _timed_init(original: Any, known: KnownClass, registry: Any, phased: tuple[A
         original(self, wrapped, *args, **kwargs)
         registry.built(self, record)
         if known.pipes is not None:  # its replies' reads, timed where they block (reply_reads)
-            record.replies.attach(known.pipes(self))
+            record.replies.attach(self, known.pipes(self))
         cls = type(self)
         if phased is not None and cls.step_async is phased[0] and cls.step_wait is phased[1]:
             record.time_steps_in_phases()

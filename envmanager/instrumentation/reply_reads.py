@@ -14,11 +14,15 @@ step's ``vector.wait_for_workers``; the rest of ``step_wait`` (reading, unpickli
 ``call``, ``close``) a pipe's ``recv`` is the connection's own, after one test.
 
 The ``recv`` is an attribute set on each of the program's ``Connection`` objects (the class is
-left alone) when the vector env is registered (:meth:`ReplyReads.attach`), and removed at the end
-of the run (:meth:`ReplyReads.release`). It holds its connection by a weak reference and calls the
-class's ``recv`` with it, so that the connection is freed when the program drops it, exactly as
-under python (no reference cycle through the connection's own attribute). A closed connection,
-or one whose peer closed, is handed to the connection's own ``recv``, which raises its own error.
+left alone) when the vector env is registered (:meth:`ReplyReads.attach`), and removed when the
+vector env goes, or at the end of the run (:meth:`ReplyReads.release`). It holds its connection,
+as the bound method it stands for does (one taken from the pipe still reads once the program
+dropped the pipe; a finalizer that reads its pipes, such as ``AsyncVectorEnv.__del__`` with a step
+pending, reads them while gc collects them, where a weak reference would be cleared), and calls
+the class's ``recv`` with it. The reference cycle that makes through the connection's own
+attribute is broken as the vector env is freed, before its pipes are: they are freed when the
+program drops the vector env, by their count, as under python. A closed connection, or one whose
+peer closed, is handed to the connection's own ``recv``, which raises its own error.
 
 Two implementations, the same results: :class:`ReceiveWaits` and :func:`timed_receive` below, in
 Python, are the reference and the fallback; ``_step_core.c``'s ``ReceiveWaits`` and
@@ -64,21 +68,19 @@ class ReceiveWaits:
 def timed_receive(waits: ReceiveWaits, connection: Any) -> Callable[..., Any]:
     """``connection.recv``, which while ``waits.active`` first waits for the connection to be
     readable and adds the time it blocked to ``waits.blocked`` (the reference of ``_step_core.TimedReceive``)."""
-    reference = weakref.ref(connection)
     receive = type(connection).recv
     poller = select.poll()
     poller.register(connection.fileno(), _READY)
     poll = poller.poll
 
     def recv(*args: Any, **kwargs: Any) -> Any:
-        own = reference()
         # A closed connection: its own recv raises its own error (its descriptor may be another's now).
-        if waits.active and not own.closed and not poll(0):
+        if waits.active and not connection.closed and not poll(0):
             clock = waits.clock
             start = clock()
             poll(None)  # the GIL released; on a signal its handler runs, and one that raises ends the wait
             waits.blocked += clock() - start
-        return receive(own, *args, **kwargs)
+        return receive(connection, *args, **kwargs)
 
     return recv
 
@@ -86,7 +88,7 @@ def timed_receive(waits: ReceiveWaits, connection: Any) -> Callable[..., Any]:
 class ReplyReads:
     """One vector env's pipes, each with its timed ``recv``, and their shared :class:`ReceiveWaits`."""
 
-    __slots__ = ("waits", "_timed_receive", "_connections")
+    __slots__ = ("waits", "_timed_receive", "_release")
 
     def __init__(self) -> None:
         extension = timed_calls.extension()
@@ -94,20 +96,31 @@ class ReplyReads:
         in_c = timed_calls.compiled() and extension is not None
         self.waits: Any = extension.ReceiveWaits() if in_c else ReceiveWaits()
         self._timed_receive: Callable[[Any, Any], Any] = extension.TimedReceive if in_c else timed_receive
-        self._connections: list[weakref.ref[Any]] = []
+        self._release: weakref.finalize | None = None
 
-    def attach(self, pipes: list[Any]) -> None:
-        """Set the timed ``recv`` on each open connection of ``pipes`` (the trainer's ends)."""
+    def attach(self, owner: Any, pipes: list[Any]) -> None:
+        """Set the timed ``recv`` on each open connection of ``pipes`` (the trainer's ends of the
+        vector env ``owner``'s pipes), until ``owner`` is freed or :meth:`release`."""
+        attached = []
         for connection in pipes:
             if connection is None or connection.closed:
                 continue
             connection.recv = self._timed_receive(self.waits, connection)
-            self._connections.append(weakref.ref(connection))
+            attached.append(weakref.ref(connection))
+        # Run as the vector env is freed, before the pipes it holds (and by gc before any
+        # finalizer: AsyncVectorEnv.__del__ then reads its pipes with their own recv).
+        self._release = weakref.finalize(owner, _give_back, attached)
+        self._release.atexit = False
 
     def release(self) -> None:
         """Give every connection still alive its own ``recv`` back."""
-        for reference in self._connections:
-            connection = reference()
-            if connection is not None:
-                connection.__dict__.pop("recv", None)
-        self._connections.clear()
+        if self._release is not None:
+            self._release()
+
+
+def _give_back(connections: list[weakref.ref[Any]]) -> None:
+    """Remove the timed ``recv`` of each connection still alive: the class's is its own again."""
+    for reference in connections:
+        connection = reference()
+        if connection is not None:
+            connection.__dict__.pop("recv", None)

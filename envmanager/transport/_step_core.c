@@ -2302,13 +2302,13 @@ static PyTypeObject ReceiveWaitsType = {
     .tp_methods = receive_waits_methods,
 };
 
-/* One connection's timed recv: its ReceiveWaits, a weak reference to the connection (so that the
- * connection, which holds this in its own attribute, is freed as under python, by its count) and
- * its class's recv, called with it. */
+/* One connection's timed recv: its ReceiveWaits, the connection (held as its bound recv holds it:
+ * the cycle through the connection's own attribute is broken when the vector env goes, see
+ * reply_reads.ReplyReads.attach) and its class's recv, called with it. */
 typedef struct {
     PyObject_HEAD
     ReceiveWaits *waits;
-    PyObject *connection;  /* a weak reference */
+    PyObject *connection;
     PyObject *receive;     /* type(connection).recv */
     vectorcallfunc vectorcall;
 } TimedReceive;
@@ -2392,11 +2392,7 @@ timed_receive_wait(ReceiveWaits *waits, PyObject *connection)
 static PyObject *
 timed_receive_call(TimedReceive *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *connection = PyWeakref_GetObject(self->connection);  /* borrowed */
-    if (connection == NULL) {
-        return NULL;
-    }
-    Py_INCREF(connection);
+    PyObject *connection = Py_NewRef(self->connection);  /* held through the call, whatever it drops */
     if (self->waits->active && timed_receive_wait(self->waits, connection) < 0) {
         Py_DECREF(connection);
         return NULL;
@@ -2429,23 +2425,17 @@ timed_receive_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         || !PyArg_ParseTuple(args, "O!O:TimedReceive", &ReceiveWaitsType, &waits, &connection)) {
         return NULL;
     }
-    PyObject *reference = PyWeakref_NewRef(connection, NULL);
-    if (reference == NULL) {
-        return NULL;
-    }
     PyObject *receive = PyObject_GetAttrString((PyObject *)Py_TYPE(connection), "recv");
     if (receive == NULL) {
-        Py_DECREF(reference);
         return NULL;
     }
     TimedReceive *self = (TimedReceive *)type->tp_alloc(type, 0);
     if (self == NULL) {
-        Py_DECREF(reference);
         Py_DECREF(receive);
         return NULL;
     }
     self->waits = (ReceiveWaits *)Py_NewRef(waits);
-    self->connection = reference;
+    self->connection = Py_NewRef(connection);
     self->receive = receive;
     self->vectorcall = (vectorcallfunc)timed_receive_call;
     return (PyObject *)self;

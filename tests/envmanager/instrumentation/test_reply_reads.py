@@ -30,11 +30,22 @@ class FakeClock:
         return {1: 1.0, 2: 3.5, 3: 7.0, 4: 7.25}[self.readings]
 
 
+class VectorEnv:
+    """What holds the pipes, as a vector env does: the timed recv's go when it goes."""
+
+    def __init__(self, pipes: list) -> None:
+        self.pipes = pipes
+
+
+OWNERS: list[VectorEnv] = []  # each test's, alive through it
+
+
 def attached(count: int) -> tuple[ReplyReads, list, list]:
     pairs = [Pipe() for _ in range(count)]
     reads = ReplyReads()
     trainer_ends = [trainer for trainer, _ in pairs]
-    reads.attach(trainer_ends)
+    OWNERS[:] = [VectorEnv(list(trainer_ends))]
+    reads.attach(OWNERS[0], trainer_ends)
     return reads, trainer_ends, [worker for _, worker in pairs]
 
 
@@ -49,6 +60,19 @@ def test_outside_a_timed_step_wait_a_read_is_the_connections_own_and_counts_noth
     worker_ends[0].send({"reply": 1})
     assert trainer_ends[0].recv() == {"reply": 1}
     assert reads.waits.blocked == 0.0
+
+
+def test_outside_a_timed_step_wait_a_late_reply_is_waited_for_by_the_connections_own_recv_uncounted():
+    reads, trainer_ends, worker_ends = attached(1)
+    clock = FakeClock()
+    for when in ("before any step_wait", "after one"):  # reset_wait, call_wait, close: no clock yet, or an old one
+        sender = threading.Timer(0.05, worker_ends[0].send, (when,))
+        sender.start()
+        assert trainer_ends[0].recv() == when
+        sender.join()
+        activate(reads, clock)
+        reads.waits.end()
+    assert (reads.waits.blocked, clock.readings) == (0.0, 0)
 
 
 def test_a_reply_already_in_is_read_without_waiting_nor_reading_the_clock():
@@ -102,15 +126,48 @@ def test_release_gives_each_connection_its_own_recv_back():
     assert trainer_ends[1].recv() == "reply"
 
 
-def test_a_connection_the_program_drops_is_freed_at_once_as_under_python():
-    reads, trainer_ends, _worker_ends = attached(1)
-    gone = weakref.ref(trainer_ends[0])
+def test_the_connections_of_a_vector_env_the_program_drops_are_freed_at_once_as_under_python():
+    reads, trainer_ends, _worker_ends = attached(2)
+    gone = [weakref.ref(end) for end in trainer_ends]
     gc.disable()
     try:
         del trainer_ends[:]
-        assert gone() is None  # no reference cycle through its own recv: freed by its count
+        assert all(end() is not None for end in gone)  # the vector env holds them
+        OWNERS.clear()
+        # The cycle through each one's own recv is broken as the vector env goes: freed by their count.
+        assert [end() for end in gone] == [None, None]
     finally:
         gc.enable()
+    reads.release()
+
+
+def test_a_vector_env_collected_by_gc_reads_its_pipes_in_its_finalizer_with_their_own_recv():
+    trainer_end, worker_end = Pipe()
+    read = []
+
+    class Finalized(VectorEnv):
+        def __del__(self) -> None:  # as AsyncVectorEnv.__del__ closing with a step pending
+            read.append(self.pipes[0].recv())
+
+    owner = Finalized([trainer_end])
+    owner.cycle = owner
+    ReplyReads().attach(owner, [trainer_end])
+    worker_end.send("reply")
+    del owner  # the pipe stays alive here: not finalized by the same collection (its own __del__ closes it)
+    gc.collect()
+    assert read == ["reply"] and "recv" not in vars(trainer_end)
+
+
+def test_a_recv_taken_from_its_connection_keeps_the_connection_as_a_bound_method_does():
+    # Under python `pipe.recv` is a bound method, which holds its connection: it still reads once
+    # the program dropped the pipe. So does a finalizer that reads its pipe while gc collects the
+    # cycle holding both (gc clears the weak references to them first): gymnasium's
+    # AsyncVectorEnv.__del__ closing a vector env with a step pending.
+    reads, trainer_ends, worker_ends = attached(1)
+    worker_ends[0].send("reply")
+    receive = trainer_ends[0].recv
+    del trainer_ends[:]
+    assert receive() == "reply"
     reads.release()
 
 

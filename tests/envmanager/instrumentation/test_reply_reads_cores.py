@@ -23,13 +23,18 @@ def restored_core():
     timed_calls.use_compiled(default)
 
 
+class VectorEnv:
+    """What holds the pipes (here, the test itself): their timed recv's go when it goes."""
+
+
 def read_all(kinds: list[str]) -> list[tuple[str, float]]:
     """Each pipe read once inside a timed step_wait: what it gave (or the error it raised) and the
     blocked time it added. A late reply is sent once its read has begun to block (the fake clock's
     first reading of a wait sends it), so that it blocks at every run, whatever the load."""
     pairs = [Pipe() for _ in kinds]
     reads = ReplyReads()
-    reads.attach([trainer for trainer, _ in pairs])
+    vector_env = VectorEnv()  # alive through the reads
+    reads.attach(vector_env, [trainer for trainer, _ in pairs])
     senders: list[threading.Thread] = []
     reading = {"late": None, "count": 0}
 

@@ -164,6 +164,8 @@ class EnvironmentInstrumentation:
             if envs is not None and not _is_closed(envs):
                 try:
                     _close(envs)
+                except CloseDidNotEnd as error:
+                    problems.append(f"closing the program's {type(envs).__name__} {error}")
                 except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
                     problems.append(f"closing the program's {type(envs).__name__} failed: "
                                     f"{type(error).__name__}: {error}")
@@ -228,15 +230,37 @@ def _is_closed(envs: Any) -> bool:
 
 
 def _close(envs: Any) -> None:
-    """Close a vector env the program left open; a Gymnasium one stuck in a call (the program
-    was interrupted mid-step) gets :data:`FINAL_TIMERS_WAIT_SECONDS` before its workers are
-    terminated, so the end of the run never hangs on it."""
+    """Close a vector env the program left open, never waiting on it longer than
+    :data:`FINAL_TIMERS_WAIT_SECONDS`: a Gymnasium one stuck in a call (the program was interrupted
+    mid-step) terminates its workers then; any other class's ``close`` runs on a daemon thread and
+    is left there if it has not ended (SB3's waits forever for the reply of a worker that died
+    mid-step), so the end of the run never hangs on it. Raises what the close raised, or
+    :class:`CloseDidNotEnd`."""
     from gymnasium.vector import AsyncVectorEnv
 
     if isinstance(envs, AsyncVectorEnv):
         envs.close(timeout=FINAL_TIMERS_WAIT_SECONDS)
-    else:
-        envs.close()
+        return
+    raised: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            envs.close()
+        except BaseException as error:  # noqa: BLE001 - handed to the trainer's thread
+            raised.append(error)
+
+    closing = threading.Thread(target=close, name="rlprof-close-vector-env", daemon=True)
+    closing.start()
+    closing.join(FINAL_TIMERS_WAIT_SECONDS)
+    if closing.is_alive():
+        raise CloseDidNotEnd(f"did not end within {FINAL_TIMERS_WAIT_SECONDS:g} seconds (a worker that died "
+                             "mid-step never replies): the last timers of its workers are missing")
+    if raised:
+        raise raised[0]
+
+
+class CloseDidNotEnd(Exception):
+    """A vector env's ``close`` at the end of the run was still waiting when rlprof stopped waiting."""
 
 
 def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:

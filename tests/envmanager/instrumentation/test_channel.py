@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import sys
 import threading
 import time
+
+import pytest
 
 from envmanager.instrumentation.channel import ChannelServer, connect
 
@@ -57,3 +61,27 @@ def test_a_default_socket_timeout_set_by_the_program_leaves_the_channel_listenin
         end.close()
     finally:
         server.close()
+
+
+def test_the_channel_listens_on_a_descriptor_beyond_1024():
+    # A program with many files open (datasets, shared memory, many envs) hands the channel's
+    # listener a descriptor that select() cannot watch.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        arrived = threading.Event()
+        server = ChannelServer(lambda connection, message: arrived.set(), lambda connection: None)
+        try:
+            end = connect(server.address, "hello")
+            assert end is not None
+            assert arrived.wait(timeout=30.0)  # taken in by the channel's thread, not the final wait
+            end.close()
+        finally:
+            server.close()
+    finally:
+        for descriptor in filler:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

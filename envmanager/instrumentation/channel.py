@@ -64,11 +64,14 @@ class ChannelServer:
         self._accepter.start()
 
     def _accept(self) -> None:
+        # poll, not select: a program with many files open gives descriptors beyond select's 1024.
+        listening = select.poll()
+        listening.register(self._listener.fileno(), select.POLLIN)
         while True:
             try:
-                select.select([self._listener], [], [])  # a connection waits, or the listener closed
-            except (OSError, ValueError):
-                return  # closed
+                listening.poll()  # a connection waits, or the listener was shut down
+            except OSError:
+                return
             with self._lock:
                 if self._closing:
                     return

@@ -253,8 +253,8 @@ def _close(envs: Any) -> None:
     closing.start()
     closing.join(FINAL_TIMERS_WAIT_SECONDS)
     if closing.is_alive():
-        raise CloseDidNotEnd(f"did not end within {FINAL_TIMERS_WAIT_SECONDS:g} seconds (a worker that died "
-                             "mid-step never replies): the last timers of its workers are missing")
+        raise CloseDidNotEnd(f"did not end within {FINAL_TIMERS_WAIT_SECONDS:g} seconds and was left running (a "
+                             "worker that died mid-step, or a slow close): the last timers of its workers are missing")
     if raised:
         raise raised[0]
 

@@ -53,14 +53,8 @@ def test_a_default_socket_timeout_set_by_the_program_leaves_the_channel_listenin
         server = ChannelServer(lambda connection, message: arrived.set(), lambda connection: None)
     finally:
         socket.setdefaulttimeout(previous)
-    try:
-        time.sleep(0.2)  # many times the program's timeout, before any worker connects
-        end = connect(server.address, "hello")
-        assert end is not None
-        assert arrived.wait(timeout=30.0)  # taken in by the channel's thread, not the final wait
-        end.close()
-    finally:
-        server.close()
+    time.sleep(0.2)  # many times the program's timeout, before any worker connects
+    assert_the_channels_thread_takes_a_worker_in(server, arrived)
 
 
 def test_the_channel_listens_on_a_descriptor_beyond_1024():
@@ -74,14 +68,20 @@ def test_the_channel_listens_on_a_descriptor_beyond_1024():
     try:
         arrived = threading.Event()
         server = ChannelServer(lambda connection, message: arrived.set(), lambda connection: None)
-        try:
-            end = connect(server.address, "hello")
-            assert end is not None
-            assert arrived.wait(timeout=30.0)  # taken in by the channel's thread, not the final wait
-            end.close()
-        finally:
-            server.close()
+        assert_the_channels_thread_takes_a_worker_in(server, arrived)
     finally:
         for descriptor in filler:
             os.close(descriptor)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def assert_the_channels_thread_takes_a_worker_in(server: ChannelServer, arrived: threading.Event) -> None:
+    """A worker connects and says hello; the channel's thread (not the final wait, which is never
+    called) hands the message on. Closes ``server``."""
+    try:
+        end = connect(server.address, "hello")
+        assert end is not None
+        assert arrived.wait(timeout=30.0)
+        end.close()
+    finally:
+        server.close()

@@ -263,9 +263,7 @@ def _span_events(
     if texts is not None:  # the C helper's: a span it leaves to the encoder is (start, end, span)
         for first in range(0, len(texts), EVENTS_PER_WRITE):
             yield [
-                text if type(text) is str
-                else strict_json.dumps(_span_event(pid, tid, *text, device_means.get(text[2][0])),
-                                       separators=(",", ":"))
+                text if type(text) is str else _span_event_text(pid, tid, *text, device_means)
                 for text in texts[first:first + EVENTS_PER_WRITE]
             ]
         return
@@ -276,10 +274,15 @@ def _span_events(
             f'{{"name":{names[span[0]]},"ph":"X","ts":{start // 1000}{fractions[start % 1000]},'
             f'"dur":{(duration := end - start) // 1000}{fractions[duration % 1000]},{place}'
             if len(span) == 3 and end < EXACT_MICROSECONDS_BELOW and span[0] not in device_means
-            else strict_json.dumps(_span_event(pid, tid, start, end, span, device_means.get(span[0])),
-                                   separators=(",", ":"))
+            else _span_event_text(pid, tid, start, end, span, device_means)
             for start, end, span in nested[first:first + EVENTS_PER_WRITE]
         ]
+
+
+def _span_event_text(pid: int, tid: int, start: int, end: int, span: list[Any], device_means: dict[str, float]) -> str:
+    """The compact JSON of a span the fast text leaves to the encoder (details, a device block,
+    times beyond the exact microseconds)."""
+    return strict_json.dumps(_span_event(pid, tid, start, end, span, device_means.get(span[0])), separators=(",", ":"))
 
 
 MICROSECOND_FRACTIONS = tuple(".0" if count == 0 else f".{count:03d}".rstrip("0") for count in range(1000))

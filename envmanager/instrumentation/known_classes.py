@@ -43,8 +43,8 @@ from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
 from profiler.automatic.post_import import PostImportWatch, when_imported
-from profiler.timing import block_hooks, timers
-from profiler.timing.phased_block import FOLD_AT_RUNS, add_run
+from profiler.timing import timers
+from profiler.timing.phased_block import FOLD_AT_RUNS, add_run, span_timeline
 from profiler.timing.timers import TimerNode
 
 from envmanager.instrumentation.reply_wait import wait_for_replies
@@ -348,7 +348,7 @@ def _count_wait(node: TimerNode, start: float, blocked: float) -> None:
     while the timeline records, as its ``with`` block would have (the companions that watch every
     block see the receiving's block only: the waiting is known once it is over)."""
     add_run(node, blocked)
-    timeline = node._stack.timeline if block_hooks.records_spans() else None
+    timeline = span_timeline(node._stack)
     if timeline is not None:
         timeline.add_spans([(node.name, start, start + blocked)])
 

@@ -10,7 +10,8 @@ from profiler.timing import accelerator, block_hooks, timer_node, timers
 from profiler.timing.timer_node import TimerNode, current_clock
 from profiler.timing.timer_stack import TimerStack
 
-__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "add_run", "runs_table", "runs_table_in_python", "take_held_runs"]
+__all__ = ["FOLD_AT_RUNS", "PhasedBlock", "add_run", "runs_table", "runs_table_in_python", "span_timeline",
+           "take_held_runs"]
 
 
 FOLD_AT_RUNS = 1024
@@ -234,11 +235,8 @@ class PhasedBlock:
             self.on_fold(table)
 
     def _span_timeline(self) -> Any:
-        """The timeline of the stack the runs ran in, while spans are recorded there; else None.
-        Its spans are added as the blocks' recording exit adds each
-        (:meth:`TimerNode._exit_and_record`)."""
-        timeline = self.stack.timeline  # type: ignore[union-attr]
-        return timeline if timeline is not None and block_hooks.records_spans() else None
+        """The timeline of the stack the runs ran in, while spans are recorded there; else None."""
+        return span_timeline(self.stack)
 
 
 def _run_spans(name: str, phase_names: tuple[str, ...], runs: list[tuple[Any, ...]],
@@ -290,6 +288,13 @@ def _add_runs(node: TimerNode, elapsed: Any) -> None:
     """Count closed runs of ``elapsed`` seconds each (a numpy array), as as many
     :meth:`TimerNode.__exit__` would."""
     node.add_runs(float(elapsed.sum()), len(elapsed), 0, float(elapsed.min()), float(elapsed.max()))
+
+
+def span_timeline(stack: Any) -> Any:
+    """``stack``'s timeline while spans are recorded there, else None: spans added to it by hand
+    are added as the blocks' recording exit adds each (:meth:`TimerNode._exit_and_record`)."""
+    timeline = stack.timeline
+    return timeline if timeline is not None and block_hooks.records_spans() else None
 
 
 def add_run(node: TimerNode, elapsed: float) -> None:

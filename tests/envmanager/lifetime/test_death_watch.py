@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -93,3 +94,44 @@ def test_a_forgotten_process_is_left_alone():
     finally:
         os.kill(helper, signal.SIGKILL)
         psutil.Process(helper).wait(WITHIN_SECONDS)
+
+
+def _exit_descriptor_readable(exit_descriptor: ExitDescriptor) -> bool:
+    poller = select.poll()
+    poller.register(exit_descriptor.fileno, select.POLLIN)
+    return bool(poller.poll(WITHIN_SECONDS * 1000))
+
+
+def test_a_new_worker_watched_under_the_number_of_a_dead_ones_descriptor_is_left_alone():
+    # The pool restarts a dead worker: it forgets the old one, closes its exit descriptor and
+    # watches the new one, whose descriptor may get the same number.  The watching thread, woken
+    # by the old one's death and waiting for the lock meanwhile, must not take the new one for it.
+    old, old_helper = start_forked(_lead_a_group_with_a_helper)
+    new, new_helper = start_forked(_lead_a_group_with_a_helper)
+    old_descriptor, new_descriptor = ExitDescriptor(old), ExitDescriptor(new)
+    number = old_descriptor.fileno
+    watch = DeathWatch()
+    try:
+        watch.watch(old, number)
+        time.sleep(0.5)  # the watching thread takes the wake-up and polls the descriptor
+        with watch.lock:
+            os.kill(old.pid, signal.SIGKILL)
+            assert _exit_descriptor_readable(old_descriptor)
+            time.sleep(0.5)  # the watching thread wakes from its poll and waits for the lock
+            watch.forget(number)
+            old.join()
+            old_descriptor.close()
+            os.dup2(new_descriptor.fileno, number)
+            watch._watched[number] = new  # as watch() records it, without letting go of the lock
+        assert not _gone_within(new_helper, within=2.0)
+        assert new.is_alive()
+    finally:
+        with watch.lock:
+            watch.forget(number)
+        watch.stop()
+        for pid in (old_helper, new_helper, new.pid):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        new.join()
+        os.close(number)
+        new_descriptor.close()

@@ -81,16 +81,20 @@ class DeathWatch:
             with self.lock:
                 if self._stopped:
                     return
-                exit_descriptors = list(self._watched)
+                polled = dict(self._watched)
             poller = select.poll()
             poller.register(self._wake_reader, select.POLLIN)
-            for exit_descriptor in exit_descriptors:
+            for exit_descriptor in polled:
                 poller.register(exit_descriptor, select.POLLIN)
             ready = {fd for fd, _ in poller.poll()}
             if self._wake_reader in ready:
                 os.read(self._wake_reader, 4096)
             with self.lock:
                 for exit_descriptor in ready:
-                    process = self._watched.pop(exit_descriptor, None)
-                    if process is not None:
+                    process = polled.get(exit_descriptor)
+                    # While this thread waited for the lock, the pool may have forgotten the
+                    # dead worker, closed its descriptor and watched a restarted worker under
+                    # the same number: that one is alive and keeps its group.
+                    if process is not None and self._watched.get(exit_descriptor) is process:
+                        del self._watched[exit_descriptor]
                         kill_process_group(process.pid)

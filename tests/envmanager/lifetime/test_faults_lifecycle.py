@@ -291,12 +291,15 @@ def test_a_worker_dying_in_the_reset_after_its_restart_is_restarted_again_while_
     envs = SubprocessEnvManager([factory] * 2, context="fork", restart_on_failure=3)
     envs.reset(seed=0)
     countdown.write_text("1")  # the first restarted worker dies in its reset, the next one lives
-    with pytest.warns(RuntimeWarning, match="restarting it") as warned:
-        _, _, _, truncations, _ = envs.step(np.array([2, 0]))
-    assert len(warned) == 2
-    np.testing.assert_array_equal(truncations, [True, False])
-    envs.step(np.array([0, 0]))
-    envs.close()
+    try:
+        with pytest.warns(RuntimeWarning, match="restarting it") as warned:
+            _, _, _, truncations, _ = envs.step(np.array([2, 0]))
+        restarts = [str(item.message).rsplit("(", 1)[1] for item in warned]
+        assert restarts == ["restart 1 of 3).", "restart 2 of 3)."]
+        np.testing.assert_array_equal(truncations, [True, False])
+        envs.step(np.array([0, 0]))
+    finally:
+        envs.close()
 
 
 def test_the_timeout_bounds_the_reset_after_a_restart_not_the_new_workers_start_up(tmp_path):

@@ -1,0 +1,72 @@
+"""Drops its envs and notes which were freed before any garbage collection, as a program whose envs
+hold resources (a window, a simulator, a file) may rely on, knowing nothing of rlprof.
+
+``python env_lifetimes.py OUT.json`` turns the garbage collector off, then builds CartPole envs whose
+``__del__`` notes their label in a file: one through ``gymnasium.make``, deleted; a
+``SyncVectorEnv`` of two, closed and deleted; an ``AsyncVectorEnv`` of two (forked workers, whose
+envs go when the worker's loop returns), closed. Under plain python each env is freed at once, by
+reference counting; it writes the labels freed after each, as JSON, so a run under ``rlprof run``
+can be compared with a plain one.
+"""
+
+import gc
+import json
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class FreedCartPole(CartPoleEnv):
+    """CartPole that notes, in ``FreedCartPole.notes``, that it was freed."""
+
+    notes = None  # the file every process appends its freed labels to
+
+    def __init__(self, label, **kwargs):
+        super().__init__(**kwargs)
+        self.label = label
+
+    def __del__(self):
+        with open(FreedCartPole.notes, "a") as file:
+            file.write(self.label + "\n")
+
+
+def freed():
+    return sorted(Path(FreedCartPole.notes).read_text().split())
+
+
+def main():
+    out = Path(sys.argv[1])
+    FreedCartPole.notes = str(out.with_suffix(".freed"))
+    Path(FreedCartPole.notes).write_text("")
+    gc.disable()
+    gym.register("FreedCartPole-v1", entry_point=FreedCartPole, max_episode_steps=500)
+    seen = {}
+
+    env = gym.make("FreedCartPole-v1", label="made")
+    env.reset(seed=1)
+    env.step(0)
+    del env
+    seen["made, deleted"] = freed()
+
+    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"sync {i}") for i in range(2)]
+    envs = gym.vector.SyncVectorEnv(factories)
+    envs.reset(seed=2)
+    envs.step(np.array([0, 1]))
+    envs.close()
+    del envs
+    seen["sync, closed and deleted"] = freed()
+
+    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"async {i}") for i in range(2)]
+    envs = gym.vector.AsyncVectorEnv(factories, context="fork")
+    envs.reset(seed=3)
+    envs.step(np.array([1, 0]))
+    envs.close()
+    seen["async, closed"] = freed()
+    out.write_text(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()

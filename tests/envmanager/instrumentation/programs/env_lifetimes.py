@@ -2,11 +2,17 @@
 hold resources (a window, a simulator, a file) may rely on, knowing nothing of rlprof.
 
 ``python env_lifetimes.py OUT.json`` turns the garbage collector off, then builds CartPole envs whose
-``__del__`` notes their label in a file: one through ``gymnasium.make``, deleted; a
-``SyncVectorEnv`` of two, closed and deleted; an ``AsyncVectorEnv`` of two (forked workers, whose
-envs go when the worker's loop returns), closed. Under plain python each env is freed at once, by
-reference counting; it writes the labels freed after each, as JSON, so a run under ``rlprof run``
-can be compared with a plain one.
+``__del__`` notes their label in a file: one through ``gymnasium.make``, closed and deleted; another
+whose ``step`` the program takes out before closing and deleting the env, steps through it, then
+deletes it; a ``SyncVectorEnv`` of two, closed and deleted; another deleted without being closed
+(its envs go with it); an ``AsyncVectorEnv`` of two (forked
+workers, whose envs go when the worker's loop returns), closed. Under plain python each env is freed
+at once, by reference counting; it writes the labels freed after each, as JSON, so a run under
+``rlprof run`` can be compared with a plain one.
+
+Last, one made env deleted without being closed: under ``rlprof run`` that env is freed at the next
+garbage collection, not at ``del`` (docs/environments-in-place.md says why); the program notes
+whether it was freed at ``del``, and after ``gc.collect()``.
 """
 
 import gc
@@ -34,7 +40,7 @@ class FreedCartPole(CartPoleEnv):
 
 
 def freed():
-    return sorted(Path(FreedCartPole.notes).read_text().split())
+    return sorted(Path(FreedCartPole.notes).read_text().splitlines())
 
 
 def main():
@@ -48,8 +54,19 @@ def main():
     env = gym.make("FreedCartPole-v1", label="made")
     env.reset(seed=1)
     env.step(0)
+    env.close()
     del env
-    seen["made, deleted"] = freed()
+    seen["made, closed and deleted"] = freed()
+
+    env = gym.make("FreedCartPole-v1", label="made, step kept")
+    env.reset(seed=1)
+    step = env.step
+    env.close()
+    del env
+    seen["made, step kept, env closed and deleted"] = freed()
+    seen["the step kept steps"] = step(1)[0].tolist()
+    del step
+    seen["the step kept, deleted"] = freed()
 
     factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"sync {i}") for i in range(2)]
     envs = gym.vector.SyncVectorEnv(factories)
@@ -59,12 +76,27 @@ def main():
     del envs
     seen["sync, closed and deleted"] = freed()
 
+    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"sync, not closed {i}") for i in range(2)]
+    envs = gym.vector.SyncVectorEnv(factories)
+    envs.reset(seed=2)
+    envs.step(np.array([1, 1]))
+    del envs
+    seen["sync, deleted"] = freed()
+
     factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"async {i}") for i in range(2)]
     envs = gym.vector.AsyncVectorEnv(factories, context="fork")
     envs.reset(seed=3)
     envs.step(np.array([1, 0]))
     envs.close()
     seen["async, closed"] = freed()
+
+    env = gym.make("FreedCartPole-v1", label="made, not closed")
+    env.reset(seed=1)
+    env.step(0)
+    del env
+    seen["not closed: freed at del"] = "made, not closed" in freed()
+    gc.collect()
+    seen["not closed: freed by a collection"] = "made, not closed" in freed()
     out.write_text(json.dumps(seen))
 
 

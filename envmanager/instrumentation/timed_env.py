@@ -20,7 +20,11 @@ An env built inside another instrumented build (``gymnasium.make`` inside a fact
 env's wrapper also times) is timed once, by the outermost instrumentation.
 
 The timed methods carry the env's own ``__name__``, ``__qualname__``, ``__doc__``, ``__module__`` and
-``__wrapped__`` (so ``inspect.signature`` gives the env's). A copy of the env (``copy.copy``,
+``__wrapped__`` (so ``inspect.signature`` gives the env's), and copy and pickle on their own as the
+env's bound methods (:mod:`.timed_method`). They hold those bound methods, so a ``step`` the
+program took from the env keeps the env alive, as a bound method does; the reference cycle this
+makes through the env's attributes is broken as the env closes (:func:`_closing`), so a closed env
+the program drops is freed at once, not at a garbage collection. A copy of the env (``copy.copy``,
 ``copy.deepcopy``) and a pickle of it (``pickle``, cloudpickle) are those of the env as the program
 built it: the env's own ``__reduce_ex__`` is shadowed too (:class:`PlainReduce`, which copy and
 pickle look up on the instance) and leaves rlprof's attributes out of the state. So a copy steps
@@ -31,10 +35,9 @@ itself, untimed, exactly as under plain python, and an unpickled env holds nothi
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
 from profiler.multiprocess.payload import WorkerTimers
@@ -45,10 +48,11 @@ from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.instrumentation.step_path import finish_stamps, timed_step
+from envmanager.instrumentation.timed_method import TimedMethod
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute"]
+           "is_instrumented", "own_attribute", "release"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -261,12 +265,10 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         shipping = worker_shipping(identity)
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
-    originals = {"step": step, "reset": reset, "close": close}
-    for name, method in timed.items():
-        if originals[name] is not None:
-            functools.update_wrapper(method, originals[name])
+    if close is not None:  # (without one, a worker's env keeps rlprof's timed_close: nothing to show)
+        timed["close"] = TimedMethod(_closing(env, timed.get("close", close)), close)
     own = {_TIMED: timing, **timed}
-    own[_REDUCE] = PlainReduce(env, own)
+    own[_REDUCE] = PlainReduce(env, dict(own))  # not itself: a cycle of rlprof's own, which would hold env
     # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
     # business here), inline, without making the instance's ``__dict__`` (see own_attribute).
     try:
@@ -296,7 +298,7 @@ class PlainReduce:
 
     def __init__(self, env: Any, own: dict[str, Any]) -> None:
         self.env = env
-        self.own = own  # rlprof's attributes of env, this one included
+        self.own = own  # rlprof's other attributes of env
 
     def __call__(self, protocol: int) -> Any:
         reduced = type(self.env).__reduce_ex__(self.env, protocol)
@@ -313,7 +315,8 @@ class PlainReduce:
 
     def _without_own(self, state: dict[str, Any]) -> dict[str, Any]:
         own = self.own
-        return {name: value for name, value in state.items() if own.get(name, _NOT_OWN) is not value}
+        return {name: value for name, value in state.items()
+                if value is not self and own.get(name, _NOT_OWN) is not value}
 
 
 _NOT_OWN = object()
@@ -331,7 +334,7 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
         with hierarchical_timer("env.reset"):
             return reset(*args, **kwargs)
 
-    return {"step": timed_step(timing, step, None), "reset": timed_reset}
+    return {"step": timed_step(timing, step, None), "reset": TimedMethod(timed_reset, reset)}
 
 
 def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
@@ -358,4 +361,33 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             if timing.stop():
                 shipping.ship(last=True)
 
-    return {"step": timed_step(timing, step, shipping), "reset": timed_reset, "close": timed_close}
+    return {"step": timed_step(timing, step, shipping), "reset": TimedMethod(timed_reset, reset),
+            "close": timed_close}
+
+
+def _closing(env: Any, close: Callable[..., Any]) -> Callable[..., Any]:
+    """``close`` (the env's own, or the worker's ``timed_close`` around it), after which ``env``
+    holds none of rlprof's attributes.
+
+    The timed methods hold the env's bound methods, and so the env, while the env holds them: a
+    reference cycle, which only a garbage collection frees (never, in a worker that exits, or with
+    the collector off). Closing the env breaks it, so a closed env the program drops is freed at
+    once, by its count, as under python; a timed method the program took from the env still holds
+    the env and works (as a bound method keeps its object alive).
+    """
+
+    def closing(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return close(*args, **kwargs)
+        finally:
+            release(env)
+
+    return closing
+
+
+def release(env: Any) -> None:
+    """Take rlprof's attributes off ``env``, an instrumented env closed:
+    the reference cycle between the env and its timed methods is broken, and the env is freed
+    when the program drops it. A timed method the program holds still works (it holds the env)."""
+    if own_attribute(env, _TIMED) is not None:  # not given back already (closed twice, an outer build)
+        _remove_own(env, _OWN)

@@ -54,7 +54,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 10
+#define STEP_CORE_VERSION 11
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -1035,7 +1035,7 @@ static PyTypeObject StepTimerType = {
  * Every other call goes to ``watched``, the reference's ``with`` block. */
 
 static Py_ssize_t stack_timeline = 0;  /* where TimerStack's slot "timeline" lies */
-static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string;
+static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string, *reduce_ex_string;
 
 typedef struct {
     PyObject_HEAD
@@ -1608,13 +1608,18 @@ env_step_discard(EnvStep *self, PyObject *stack)
     Py_RETURN_NONE;
 }
 
-/* A function's copies are the function: so are an EnvStep's, as the reference's closure's. An env
- * copied or pickled leaves its EnvStep behind (timed_env's PlainReduce): this only answers a copy
- * of the step alone. */
+/* __reduce_ex__(protocol): the env's own step's (timed_method.TimedMethod's, the reference). An
+ * EnvStep stands for the env's bound step, so a copy or a pickle of it alone is one of that method,
+ * as under plain python: getattr(env, "step"), of a deep copy of the env for a deep copy, of the
+ * env as the program built it (timed_env's PlainReduce) for a pickle. */
 static PyObject *
-env_step_copy(PyObject *self, PyObject *Py_UNUSED(memo))
+env_step_reduce(EnvStep *self, PyObject *protocol)
 {
-    return Py_NewRef(self);
+    if (self->step == NULL) {  /* cleared by the garbage collector, in a finalizer's reach */
+        PyErr_SetString(PyExc_TypeError, "cannot reduce a cleared EnvStep");
+        return NULL;
+    }
+    return PyObject_CallMethodOneArg(self->step, reduce_ex_string, protocol);
 }
 
 static int
@@ -1697,8 +1702,7 @@ static PyMethodDef env_step_methods[] = {
     {"fold", (PyCFunction)env_step_fold_method, METH_NOARGS, PyDoc_STR("Count the runs held.")},
     {"discard", (PyCFunction)env_step_discard, METH_O,
      PyDoc_STR("discard(stack): drop the runs held if they ran in stack (it was reset).")},
-    {"__copy__", (PyCFunction)env_step_copy, METH_NOARGS, NULL},
-    {"__deepcopy__", (PyCFunction)env_step_copy, METH_O, NULL},
+    {"__reduce_ex__", (PyCFunction)env_step_reduce, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2533,6 +2537,7 @@ PyInit__step_core(void)
         || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (active_string = PyUnicode_InternFromString("active")) == NULL
         || (quiet_until_string = PyUnicode_InternFromString("quiet_until")) == NULL
+        || (reduce_ex_string = PyUnicode_InternFromString("__reduce_ex__")) == NULL
         || (handle_string = PyUnicode_InternFromString("_handle")) == NULL
         || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
         || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL

@@ -1,0 +1,39 @@
+"""A timed method of an env, as the program sees it: the env's own method, copied and pickled as it.
+
+An instrumented env's ``step``, ``reset`` and ``close`` are instance attributes that stand for the
+env's own bound methods (:mod:`.timed_env`). Under plain python ``env.step`` is a bound method: a
+copy or a pickle of it alone is ``getattr(env, "step")`` of a copy of the env (its
+``__reduce_ex__``), ``copy.copy`` gives an equal one. A timed method reduces as the method it stands
+for, so the same happens under ``rlprof run``: a pickle names the env and the method's name (the env
+pickled as the program built it, untimed), a deep copy is the bound method of a deep copy of the
+env, a shallow copy is the env's ``step`` again.
+
+``_step_core.EnvStep``, the C step, reduces the same way. The Python ones (the step's reference,
+``reset``, ``close``) are :class:`TimedMethod` s: a ``functools.partial`` of rlprof's closure with no
+argument bound, so calling one is the closure's call with no Python frame of its own (a class with
+``__call__`` would add one at every env step), and unlike a function, its copies and pickles can
+be chosen.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+__all__ = ["TimedMethod"]
+
+
+class TimedMethod(functools.partial):
+    """``call`` (rlprof's timing around the env's method ``original``), shown as ``original``
+    (``functools.update_wrapper``: its name, doc, module, ``__wrapped__``), copied and pickled as it."""
+
+    def __new__(cls, call: Callable[..., Any], original: Any) -> TimedMethod:
+        timed = super().__new__(cls, call)
+        functools.update_wrapper(timed, original)
+        return timed
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return self.__wrapped__.__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        return f"<timed {self.__wrapped__!r}>"

@@ -43,6 +43,15 @@ def freed():
     return sorted(Path(FreedCartPole.notes).read_text().splitlines())
 
 
+def stepped(vector_class, label, **options):
+    """A vector env of two envs labelled ``label 0`` and ``label 1``, reset and stepped once."""
+    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"{label} {i}") for i in range(2)]
+    envs = vector_class(factories, **options)
+    envs.reset(seed=2)
+    envs.step(np.array([0, 1]))
+    return envs
+
+
 def main():
     out = Path(sys.argv[1])
     FreedCartPole.notes = str(out.with_suffix(".freed"))
@@ -68,26 +77,16 @@ def main():
     del step
     seen["the step kept, deleted"] = freed()
 
-    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"sync {i}") for i in range(2)]
-    envs = gym.vector.SyncVectorEnv(factories)
-    envs.reset(seed=2)
-    envs.step(np.array([0, 1]))
+    envs = stepped(gym.vector.SyncVectorEnv, "sync")
     envs.close()
     del envs
     seen["sync, closed and deleted"] = freed()
 
-    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"sync, not closed {i}") for i in range(2)]
-    envs = gym.vector.SyncVectorEnv(factories)
-    envs.reset(seed=2)
-    envs.step(np.array([1, 1]))
+    envs = stepped(gym.vector.SyncVectorEnv, "sync, not closed")
     del envs
     seen["sync, deleted"] = freed()
 
-    factories = [lambda i=i: gym.make("FreedCartPole-v1", label=f"async {i}") for i in range(2)]
-    envs = gym.vector.AsyncVectorEnv(factories, context="fork")
-    envs.reset(seed=3)
-    envs.step(np.array([1, 0]))
-    envs.close()
+    stepped(gym.vector.AsyncVectorEnv, "async", context="fork").close()
     seen["async, closed"] = freed()
 
     env = gym.make("FreedCartPole-v1", label="made, not closed")

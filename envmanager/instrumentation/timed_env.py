@@ -49,7 +49,7 @@ from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.instrumentation.step_path import finish_stamps, timed_step
-from envmanager.instrumentation.timed_method import TimedMethod
+from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
@@ -267,7 +267,7 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
     if close is not None:  # (without one, a worker's env keeps rlprof's timed_close: nothing to show)
-        timed["close"] = TimedMethod(_closing(env, timed.get("close", close)), close)
+        timed["close"] = timed_method(_closing(env, timed.get("close", close)), close)
     own = {_TIMED: timing, **timed}
     own[_REDUCE] = PlainReduce(env, dict(own))  # not itself: a cycle of rlprof's own, which would hold env
     # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
@@ -335,7 +335,7 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
         with hierarchical_timer("env.reset"):
             return reset(*args, **kwargs)
 
-    return {"step": timed_step(timing, step, None), "reset": TimedMethod(timed_reset, reset)}
+    return {"step": timed_step(timing, step, None), "reset": timed_method(timed_reset, reset)}
 
 
 def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
@@ -362,7 +362,7 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             if timing.stop():
                 shipping.ship(last=True)
 
-    return {"step": timed_step(timing, step, shipping), "reset": TimedMethod(timed_reset, reset),
+    return {"step": timed_step(timing, step, shipping), "reset": timed_method(timed_reset, reset),
             "close": timed_close}
 
 

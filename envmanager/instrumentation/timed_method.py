@@ -8,11 +8,13 @@ for, so the same happens under ``rlprof run``: a pickle names the env and the me
 pickled as the program built it, untimed), a deep copy is the bound method of a deep copy of the
 env, a shallow copy is the env's ``step`` again.
 
-``_step_core.EnvStep``, the C step, reduces the same way. The Python ones (the step's reference,
-``reset``, ``close``) are :class:`TimedMethod` s: a ``functools.partial`` of rlprof's closure with no
-argument bound, so calling one is the closure's call with no Python frame of its own (a class with
-``__call__`` would add one at every env step), and unlike a function, its copies and pickles can
-be chosen.
+``_step_core.EnvStep``, the C step, reduces the same way. The others (``reset``, ``close``, and the
+step's Python reference) are made by :func:`timed_method`: :class:`TimedMethod` here, the reference,
+a ``functools.partial`` of rlprof's closure with no argument bound, so calling one is the closure's
+call with no Python frame of its own (a class with ``__call__`` would add one at every env step),
+and unlike a function, its copies and pickles can be chosen; ``_step_core.TimedMethod`` where the
+step path's C helper is in force, the same with no argument tuple per call (on Python 3.11 a
+subclass of ``partial`` loses partial's vectorcall: about 1,000 instructions a call).
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-__all__ = ["TimedMethod"]
+from envmanager.transport import timed_calls
+
+__all__ = ["TimedMethod", "timed_method"]
+
+
+def timed_method(call: Callable[..., Any], original: Any) -> Any:
+    """``call`` shown, copied and pickled as ``original``, the env's own method: in C
+    (``_step_core.TimedMethod``) where the step path's helper is in force, else a :class:`TimedMethod`."""
+    extension = timed_calls.extension()
+    if timed_calls.compiled() and extension is not None:
+        return functools.update_wrapper(extension.TimedMethod(call, original), original)
+    return TimedMethod(call, original)
 
 
 class TimedMethod(functools.partial):

@@ -1734,6 +1734,123 @@ static PyTypeObject EnvStepType = {
     .tp_repr = (reprfunc)env_step_repr,
 };
 
+/* --- TimedMethod: an env's reset or close timed in place ----------------------------------------
+ *
+ * instrumentation/timed_method.py's TimedMethod, a functools.partial subclass, is the reference: a
+ * call of it is a call of rlprof's closure (``call``), and it copies and pickles as the env's own
+ * method it stands for (``original``). On Python 3.11 a subclass of partial does not inherit its
+ * vectorcall: each call made an argument tuple and went through partial's tp_call (about 1,000
+ * instructions an env reset). This one is a vectorcall straight into ``call``. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *call;          /* rlprof's closure */
+    PyObject *original;      /* the env's own method */
+    PyObject *dict;          /* the original's __name__, __doc__, __wrapped__... (functools.update_wrapper) */
+} TimedMethod;
+
+static PyObject *
+timed_method_call(TimedMethod *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(self->call, args, nargsf, kwnames);
+}
+
+static PyObject *
+timed_method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *call, *original;
+    static char *keywords[] = {"call", "original", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:TimedMethod", keywords, &call, &original)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(call)) {
+        PyErr_SetString(PyExc_TypeError, "TimedMethod(): the call must be callable");
+        return NULL;
+    }
+    TimedMethod *self = (TimedMethod *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = (vectorcallfunc)timed_method_call;
+    self->call = Py_NewRef(call);
+    self->original = Py_NewRef(original);
+    self->dict = NULL;
+    return (PyObject *)self;
+}
+
+/* __reduce_ex__(protocol): the original method's, as EnvStep's is its env step's. */
+static PyObject *
+timed_method_reduce(TimedMethod *self, PyObject *protocol)
+{
+    if (self->original == NULL) {  /* cleared by the garbage collector, in a finalizer's reach */
+        PyErr_SetString(PyExc_TypeError, "cannot reduce a cleared TimedMethod");
+        return NULL;
+    }
+    return PyObject_CallMethodOneArg(self->original, reduce_ex_string, protocol);
+}
+
+static int
+timed_method_traverse(TimedMethod *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->call);
+    Py_VISIT(self->original);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+timed_method_clear(TimedMethod *self)
+{
+    Py_CLEAR(self->call);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+timed_method_dealloc(TimedMethod *self)
+{
+    PyObject_GC_UnTrack(self);
+    timed_method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+timed_method_repr(TimedMethod *self)
+{
+    return PyUnicode_FromFormat("<timed %R>", self->original);
+}
+
+static PyMethodDef timed_method_methods[] = {
+    {"__reduce_ex__", (PyCFunction)timed_method_reduce, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef timed_method_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TimedMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.TimedMethod",
+    .tp_doc = PyDoc_STR("TimedMethod(call, original): call, copied and pickled as the env's method original "
+                        "(see timed_method.TimedMethod, the reference)."),
+    .tp_basicsize = sizeof(TimedMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(TimedMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = timed_method_new,
+    .tp_methods = timed_method_methods,
+    .tp_getset = timed_method_getset,
+    .tp_dictoffset = offsetof(TimedMethod, dict),
+    .tp_traverse = (traverseproc)timed_method_traverse,
+    .tp_clear = (inquiry)timed_method_clear,
+    .tp_dealloc = (destructor)timed_method_dealloc,
+    .tp_repr = (reprfunc)timed_method_repr,
+};
+
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
@@ -2554,6 +2671,7 @@ PyInit__step_core(void)
     Py_DECREF(time_module);
     if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0
         || PyType_Ready(&EnvStepType) < 0 || PyType_Ready(&FinishStampsType) < 0
+        || PyType_Ready(&TimedMethodType) < 0
         || PyType_Ready(&ReceiveWaitsType) < 0 || PyType_Ready(&TimedReceiveType) < 0) {
         return NULL;
     }
@@ -2564,6 +2682,7 @@ PyInit__step_core(void)
     if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
         || PyModule_AddObjectRef(module, "StepRecord", (PyObject *)&StepRecordType) < 0
         || PyModule_AddObjectRef(module, "EnvStep", (PyObject *)&EnvStepType) < 0
+        || PyModule_AddObjectRef(module, "TimedMethod", (PyObject *)&TimedMethodType) < 0
         || PyModule_AddObjectRef(module, "FinishStamps", (PyObject *)&FinishStampsType) < 0
         || PyModule_AddObjectRef(module, "ReceiveWaits", (PyObject *)&ReceiveWaitsType) < 0
         || PyModule_AddObjectRef(module, "TimedReceive", (PyObject *)&TimedReceiveType) < 0

@@ -14,7 +14,7 @@ a ``functools.partial`` of rlprof's closure with no argument bound, so calling o
 call with no Python frame of its own (a class with ``__call__`` would add one at every env step),
 and unlike a function, its copies and pickles can be chosen; ``_step_core.TimedMethod`` where the
 step path's C helper is in force, the same with no argument tuple per call (on Python 3.11 a
-subclass of ``partial`` loses partial's vectorcall: about 1,000 instructions a call).
+subclass of ``partial`` loses partial's vectorcall: about 500 instructions a call).
 """
 
 from __future__ import annotations

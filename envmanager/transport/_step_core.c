@@ -1739,7 +1739,7 @@ static PyTypeObject EnvStepType = {
  * instrumentation/timed_method.py's TimedMethod, a functools.partial subclass, is the reference: a
  * call of it is a call of rlprof's closure (``call``), and it copies and pickles as the env's own
  * method it stands for (``original``). On Python 3.11 a subclass of partial does not inherit its
- * vectorcall: each call made an argument tuple and went through partial's tp_call (about 1,000
+ * vectorcall: each call made an argument tuple and went through partial's tp_call (about 500
  * instructions an env reset). This one is a vectorcall straight into ``call``. */
 
 typedef struct {

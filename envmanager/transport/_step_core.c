@@ -1748,6 +1748,7 @@ typedef struct {
     PyObject *call;          /* rlprof's closure */
     PyObject *original;      /* the env's own method */
     PyObject *dict;          /* the original's __name__, __doc__, __wrapped__... (functools.update_wrapper) */
+    PyObject *weakreflist;   /* a bound method takes weak references, and so does the reference */
 } TimedMethod;
 
 static PyObject *
@@ -1776,6 +1777,7 @@ timed_method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->call = Py_NewRef(call);
     self->original = Py_NewRef(original);
     self->dict = NULL;
+    self->weakreflist = NULL;
     return (PyObject *)self;
 }
 
@@ -1812,6 +1814,9 @@ static void
 timed_method_dealloc(TimedMethod *self)
 {
     PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
     timed_method_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1841,6 +1846,7 @@ static PyTypeObject TimedMethodType = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(TimedMethod, vectorcall),
     .tp_call = PyVectorcall_Call,
+    .tp_weaklistoffset = offsetof(TimedMethod, weakreflist),
     .tp_new = timed_method_new,
     .tp_methods = timed_method_methods,
     .tp_getset = timed_method_getset,

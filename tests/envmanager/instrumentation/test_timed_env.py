@@ -187,3 +187,12 @@ def test_the_timed_methods_take_weak_references_as_the_envs_bound_methods_do(nam
     weakref.ref(getattr(plain, name))  # a bound method takes one
     method = getattr(timed, name)
     assert weakref.ref(method)() is method
+
+
+def test_closing_an_env_leaves_the_methods_the_program_set_on_it_afterwards():
+    plain, timed = plain_and_timed_pair()
+    for env in (plain, timed):
+        env.reset = lambda **options: ("the program's reset", options)
+        env.close()
+    assert timed.reset(seed=1) == plain.reset(seed=1) == ("the program's reset", {"seed": 1})
+    assert not is_instrumented(timed)

@@ -388,11 +388,24 @@ def _closing(env: Any, close: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def release(env: Any) -> None:
-    """Take rlprof's attributes off ``env``, an instrumented env closed, or whose vector env went:
-    the reference cycle between the env and its timed methods is broken, and the env is freed
-    when the program drops it. A timed method the program holds still works (it holds the env)."""
-    if own_attribute(env, _TIMED) is not None:  # not given back already (closed twice, an outer build)
-        _remove_own(env, _OWN)
+    """Take rlprof's attributes off ``env``, an instrumented env closed, or whose vector env went
+    (those the program did not replace since: a method it set on the env stays its own): the
+    reference cycle between the env and its timed methods is broken, and the env is freed when
+    the program drops it. A timed method the program holds still works (it holds the env)."""
+    if own_attribute(env, _TIMED) is None:  # given back already (closed twice, an outer build)
+        return
+    reduce = _instance_value(env, _REDUCE)
+    ours = {**reduce.own, _REDUCE: reduce} if isinstance(reduce, PlainReduce) else {}
+    ours[_TIMED] = own_attribute(env, _TIMED)
+    _remove_own(env, tuple(name for name, value in ours.items() if _instance_value(env, name) is value))
+
+
+def _instance_value(env: Any, name: str) -> Any:
+    """``env``'s attribute ``name`` as the instance gives it (its own shadows its class's method)."""
+    try:
+        return object.__getattribute__(env, name)
+    except AttributeError:
+        return None
 
 
 def release_when_gone(owner: Any, envs: Any) -> None:

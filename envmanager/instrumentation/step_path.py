@@ -36,6 +36,7 @@ itself to :func:`_with_block`. The worker's finish stamps are held the same way:
 
 from __future__ import annotations
 
+import functools
 import threading
 from array import array
 from typing import Any, Callable
@@ -45,6 +46,7 @@ from profiler.timing.phased_block import FOLD_AT_RUNS, add_run, take_held_runs
 from profiler.timing.timer_node import TimerNode
 from profiler.timing.timer_stack import TimerStack
 
+from envmanager.instrumentation.timed_method import TimedMethod
 from envmanager.transport import timed_calls
 
 __all__ = ["BLOCK", "FinishStamps", "HeldSteps", "finish_stamps", "timed_step"]
@@ -156,7 +158,9 @@ def timed_step(timing: Any, step: Callable[[Any], Any], shipping: Any | None) ->
     """``step`` timed as the block :data:`BLOCK` under the block open in the calling thread, while
     ``timing.active``; in a worker, ``shipping`` (its :class:`~envmanager.instrumentation.timed_env.WorkerShipping`)
     samples, stamps and ships; None in the trainer. In C (``_step_core.EnvStep``) where the step
-    path's helper is in force."""
+    path's helper is in force, else the closure below as a
+    :class:`~envmanager.instrumentation.timed_method.TimedMethod`: either is shown, copied and
+    pickled as the env's ``step``."""
     owner = threading.get_ident()
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     clock = timers.current_clock()
@@ -167,7 +171,8 @@ def timed_step(timing: Any, step: Callable[[Any], Any], shipping: Any | None) ->
     watched = _with_block(timing, step, clock, sampler, stamps, worker_timers, ship)
     extension = timed_calls.extension()
     if timed_calls.compiled() and extension is not None:
-        return extension.EnvStep(timing, step, stack, clock, sampler, stamps, worker_timers, ship, watched, BLOCK)
+        compiled = extension.EnvStep(timing, step, stack, clock, sampler, stamps, worker_timers, ship, watched, BLOCK)
+        return functools.update_wrapper(compiled, step)  # shown as the env's step, as a TimedMethod is
 
     held = HeldSteps(stack)
     stamp = stamps.append if stamps is not None else None
@@ -218,7 +223,7 @@ def timed_step(timing: Any, step: Callable[[Any], Any], shipping: Any | None) ->
                 ship()
         return result
 
-    return timed
+    return TimedMethod(timed, step)
 
 
 def _with_block(

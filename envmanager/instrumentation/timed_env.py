@@ -20,7 +20,11 @@ An env built inside another instrumented build (``gymnasium.make`` inside a fact
 env's wrapper also times) is timed once, by the outermost instrumentation.
 
 The timed methods carry the env's own ``__name__``, ``__qualname__``, ``__doc__``, ``__module__`` and
-``__wrapped__`` (so ``inspect.signature`` gives the env's). A copy of the env (``copy.copy``,
+``__wrapped__`` (so ``inspect.signature`` gives the env's), and copy and pickle on their own as the
+env's bound methods (:mod:`.timed_method`). They hold those bound methods, so a ``step`` the
+program took from the env keeps the env alive, as a bound method does; the reference cycle this
+makes through the env's attributes is broken as the env closes (:func:`_closing`), so a closed env
+the program drops is freed at once, not at a garbage collection. A copy of the env (``copy.copy``,
 ``copy.deepcopy``) and a pickle of it (``pickle``, cloudpickle) are those of the env as the program
 built it: the env's own ``__reduce_ex__`` is shadowed too (:class:`PlainReduce`, which copy and
 pickle look up on the instance) and leaves rlprof's attributes out of the state. So a copy steps
@@ -31,10 +35,11 @@ itself, untimed, exactly as under plain python, and an unpickled env holds nothi
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
+import sys
 import threading
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
 from profiler.multiprocess.payload import WorkerTimers
@@ -45,10 +50,11 @@ from profiler.timing import timers
 
 from envmanager.instrumentation.channel import WorkerEnd, connect
 from envmanager.instrumentation.step_path import finish_stamps, timed_step
+from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute"]
+           "is_instrumented", "own_attribute", "release", "release_when_gone"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -261,12 +267,10 @@ def instrument_env(env: Any, identity: WorkerIdentity | None) -> _Timing | None:
         shipping = worker_shipping(identity)
         timing = _Timing(shipping)
         timed = _worker_methods(timing, shipping, step, reset, close)
-    originals = {"step": step, "reset": reset, "close": close}
-    for name, method in timed.items():
-        if originals[name] is not None:
-            functools.update_wrapper(method, originals[name])
+    if close is not None:  # (without one, a worker's env keeps rlprof's timed_close: nothing to show)
+        timed["close"] = timed_method(_closing(env, timed.get("close", close)), close)
     own = {_TIMED: timing, **timed}
-    own[_REDUCE] = PlainReduce(env, own)
+    own[_REDUCE] = PlainReduce(env, dict(own))  # not itself: a cycle of rlprof's own, which would hold env
     # Set as ``object`` sets them (a ``__setattr__`` of the env's class is not the program's
     # business here), inline, without making the instance's ``__dict__`` (see own_attribute).
     try:
@@ -296,7 +300,7 @@ class PlainReduce:
 
     def __init__(self, env: Any, own: dict[str, Any]) -> None:
         self.env = env
-        self.own = own  # rlprof's attributes of env, this one included
+        self.own = own  # rlprof's other attributes of env
 
     def __call__(self, protocol: int) -> Any:
         reduced = type(self.env).__reduce_ex__(self.env, protocol)
@@ -313,7 +317,8 @@ class PlainReduce:
 
     def _without_own(self, state: dict[str, Any]) -> dict[str, Any]:
         own = self.own
-        return {name: value for name, value in state.items() if own.get(name, _NOT_OWN) is not value}
+        return {name: value for name, value in state.items()
+                if value is not self and own.get(name, _NOT_OWN) is not value}
 
 
 _NOT_OWN = object()
@@ -331,7 +336,7 @@ def _trainer_methods(timing: _Timing, step: Any, reset: Any) -> dict[str, Any]:
         with hierarchical_timer("env.reset"):
             return reset(*args, **kwargs)
 
-    return {"step": timed_step(timing, step, None), "reset": timed_reset}
+    return {"step": timed_step(timing, step, None), "reset": timed_method(timed_reset, reset)}
 
 
 def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset: Any, close: Any) -> dict[str, Any]:
@@ -358,4 +363,77 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             if timing.stop():
                 shipping.ship(last=True)
 
-    return {"step": timed_step(timing, step, shipping), "reset": timed_reset, "close": timed_close}
+    return {"step": timed_step(timing, step, shipping), "reset": timed_method(timed_reset, reset),
+            "close": timed_close}
+
+
+def _closing(env: Any, close: Callable[..., Any]) -> Callable[..., Any]:
+    """``close`` (the env's own, or the worker's ``timed_close`` around it), after which ``env``
+    holds none of rlprof's attributes.
+
+    The timed methods hold the env's bound methods, and so the env, while the env holds them: a
+    reference cycle, which only a garbage collection frees (never, in a worker that exits, or with
+    the collector off). Closing the env breaks it, so a closed env the program drops is freed at
+    once, by its count, as under python; a timed method the program took from the env still holds
+    the env and works (as a bound method keeps its object alive).
+    """
+
+    def closing(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return close(*args, **kwargs)
+        finally:
+            release(env)
+
+    return closing
+
+
+def release(env: Any) -> None:
+    """Take rlprof's attributes off ``env``, an instrumented env closed, or whose vector env went
+    (those the program did not replace since: a method it set on the env stays its own): the
+    reference cycle between the env and its timed methods is broken, and the env is freed when
+    the program drops it. A timed method the program holds still works (it holds the env)."""
+    if own_attribute(env, _TIMED) is None:  # given back already (closed twice, an outer build)
+        return
+    reduce = _instance_value(env, _REDUCE)
+    ours = {**reduce.own, _REDUCE: reduce} if isinstance(reduce, PlainReduce) else {}
+    ours[_TIMED] = own_attribute(env, _TIMED)
+    _remove_own(env, tuple(name for name, value in ours.items() if _instance_value(env, name) is value))
+
+
+def _instance_value(env: Any, name: str) -> Any:
+    """``env``'s attribute ``name`` as the instance gives it (its own shadows its class's method)."""
+    try:
+        return object.__getattribute__(env, name)
+    except AttributeError:
+        return None
+
+
+def release_when_gone(owner: Any, envs: Any) -> None:
+    """:func:`release` each instrumented env of ``envs`` as ``owner``, the vector env that
+    holds them in the trainer, is freed: its envs are freed with it, as under python, even
+    unclosed; one that something else still holds (the program kept it) is timed again. Held weakly, so that nothing here keeps them; an env or an owner that takes no weak
+    reference is left to the garbage collector."""
+    try:
+        held = [weakref.ref(env) for env in envs if own_attribute(env, _TIMED) is not None]
+        weakref.finalize(owner, _release_each, held).atexit = False
+    except TypeError:
+        return
+
+
+_HELD_BY_ITS_VECTOR_ENV_ONLY = 3
+"""``sys.getrefcount`` of a released env that nothing but its vector env holds, as the vector env
+goes: the going vector env's list of envs (its ``__dict__`` is cleared after the weak references to
+it), the caller's name and the call's argument."""
+
+
+def _release_each(references: list[weakref.ref[Any]]) -> None:
+    for reference in references:
+        env = reference()
+        if env is None:
+            continue
+        release(env)
+        # An env the program kept (to evaluate with), or another vector env holds, lives on: timed
+        # again, as it was. Counted high (something else of the interpreter's), an env is timed
+        # again too, and freed at a collection, as an env the program drops unclosed is.
+        if sys.getrefcount(env) > _HELD_BY_ITS_VECTOR_ENV_ONLY:
+            instrument_env(env, None)

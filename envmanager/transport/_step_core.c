@@ -54,7 +54,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 10
+#define STEP_CORE_VERSION 11
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -1035,7 +1035,7 @@ static PyTypeObject StepTimerType = {
  * Every other call goes to ``watched``, the reference's ``with`` block. */
 
 static Py_ssize_t stack_timeline = 0;  /* where TimerStack's slot "timeline" lies */
-static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string;
+static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string, *reduce_ex_string;
 
 typedef struct {
     PyObject_HEAD
@@ -1608,13 +1608,18 @@ env_step_discard(EnvStep *self, PyObject *stack)
     Py_RETURN_NONE;
 }
 
-/* A function's copies are the function: so are an EnvStep's, as the reference's closure's. An env
- * copied or pickled leaves its EnvStep behind (timed_env's PlainReduce): this only answers a copy
- * of the step alone. */
+/* __reduce_ex__(protocol): the env's own step's (timed_method.TimedMethod's, the reference). An
+ * EnvStep stands for the env's bound step, so a copy or a pickle of it alone is one of that method,
+ * as under plain python: getattr(env, "step"), of a deep copy of the env for a deep copy, of the
+ * env as the program built it (timed_env's PlainReduce) for a pickle. */
 static PyObject *
-env_step_copy(PyObject *self, PyObject *Py_UNUSED(memo))
+env_step_reduce(EnvStep *self, PyObject *protocol)
 {
-    return Py_NewRef(self);
+    if (self->step == NULL) {  /* cleared by the garbage collector, in a finalizer's reach */
+        PyErr_SetString(PyExc_TypeError, "cannot reduce a cleared EnvStep");
+        return NULL;
+    }
+    return PyObject_CallMethodOneArg(self->step, reduce_ex_string, protocol);
 }
 
 static int
@@ -1697,8 +1702,7 @@ static PyMethodDef env_step_methods[] = {
     {"fold", (PyCFunction)env_step_fold_method, METH_NOARGS, PyDoc_STR("Count the runs held.")},
     {"discard", (PyCFunction)env_step_discard, METH_O,
      PyDoc_STR("discard(stack): drop the runs held if they ran in stack (it was reset).")},
-    {"__copy__", (PyCFunction)env_step_copy, METH_NOARGS, NULL},
-    {"__deepcopy__", (PyCFunction)env_step_copy, METH_O, NULL},
+    {"__reduce_ex__", (PyCFunction)env_step_reduce, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1728,6 +1732,129 @@ static PyTypeObject EnvStepType = {
     .tp_clear = (inquiry)env_step_clear,
     .tp_dealloc = (destructor)env_step_dealloc,
     .tp_repr = (reprfunc)env_step_repr,
+};
+
+/* --- TimedMethod: an env's reset or close timed in place ----------------------------------------
+ *
+ * instrumentation/timed_method.py's TimedMethod, a functools.partial subclass, is the reference: a
+ * call of it is a call of rlprof's closure (``call``), and it copies and pickles as the env's own
+ * method it stands for (``original``). On Python 3.11 a subclass of partial does not inherit its
+ * vectorcall: each call made an argument tuple and went through partial's tp_call (about 500
+ * instructions an env reset). This one is a vectorcall straight into ``call``. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *call;          /* rlprof's closure */
+    PyObject *original;      /* the env's own method */
+    PyObject *dict;          /* the original's __name__, __doc__, __wrapped__... (functools.update_wrapper) */
+    PyObject *weakreflist;   /* a bound method takes weak references, and so does the reference */
+} TimedMethod;
+
+static PyObject *
+timed_method_call(TimedMethod *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return PyObject_Vectorcall(self->call, args, nargsf, kwnames);
+}
+
+static PyObject *
+timed_method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *call, *original;
+    static char *keywords[] = {"call", "original", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:TimedMethod", keywords, &call, &original)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(call)) {
+        PyErr_SetString(PyExc_TypeError, "TimedMethod(): the call must be callable");
+        return NULL;
+    }
+    TimedMethod *self = (TimedMethod *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = (vectorcallfunc)timed_method_call;
+    self->call = Py_NewRef(call);
+    self->original = Py_NewRef(original);
+    self->dict = NULL;
+    self->weakreflist = NULL;
+    return (PyObject *)self;
+}
+
+/* __reduce_ex__(protocol): the original method's, as EnvStep's is its env step's. */
+static PyObject *
+timed_method_reduce(TimedMethod *self, PyObject *protocol)
+{
+    if (self->original == NULL) {  /* cleared by the garbage collector, in a finalizer's reach */
+        PyErr_SetString(PyExc_TypeError, "cannot reduce a cleared TimedMethod");
+        return NULL;
+    }
+    return PyObject_CallMethodOneArg(self->original, reduce_ex_string, protocol);
+}
+
+static int
+timed_method_traverse(TimedMethod *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->call);
+    Py_VISIT(self->original);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+timed_method_clear(TimedMethod *self)
+{
+    Py_CLEAR(self->call);
+    Py_CLEAR(self->original);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+timed_method_dealloc(TimedMethod *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    timed_method_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+timed_method_repr(TimedMethod *self)
+{
+    return PyUnicode_FromFormat("<timed %R>", self->original);
+}
+
+static PyMethodDef timed_method_methods[] = {
+    {"__reduce_ex__", (PyCFunction)timed_method_reduce, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef timed_method_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TimedMethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "envmanager.transport._step_core.TimedMethod",
+    .tp_doc = PyDoc_STR("TimedMethod(call, original): call, copied and pickled as the env's method original "
+                        "(see timed_method.TimedMethod, the reference)."),
+    .tp_basicsize = sizeof(TimedMethod),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(TimedMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_weaklistoffset = offsetof(TimedMethod, weakreflist),
+    .tp_new = timed_method_new,
+    .tp_methods = timed_method_methods,
+    .tp_getset = timed_method_getset,
+    .tp_dictoffset = offsetof(TimedMethod, dict),
+    .tp_traverse = (traverseproc)timed_method_traverse,
+    .tp_clear = (inquiry)timed_method_clear,
+    .tp_dealloc = (destructor)timed_method_dealloc,
+    .tp_repr = (reprfunc)timed_method_repr,
 };
 
 static PyObject *
@@ -2533,6 +2660,7 @@ PyInit__step_core(void)
         || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (active_string = PyUnicode_InternFromString("active")) == NULL
         || (quiet_until_string = PyUnicode_InternFromString("quiet_until")) == NULL
+        || (reduce_ex_string = PyUnicode_InternFromString("__reduce_ex__")) == NULL
         || (handle_string = PyUnicode_InternFromString("_handle")) == NULL
         || (handle_field_strings[HANDLE_INDEX] = PyUnicode_InternFromString("index")) == NULL
         || (handle_field_strings[HANDLE_AWAITING] = PyUnicode_InternFromString("awaiting")) == NULL
@@ -2549,6 +2677,7 @@ PyInit__step_core(void)
     Py_DECREF(time_module);
     if (perf_counter == NULL || PyType_Ready(&StepTimerType) < 0 || PyType_Ready(&StepRecordType) < 0
         || PyType_Ready(&EnvStepType) < 0 || PyType_Ready(&FinishStampsType) < 0
+        || PyType_Ready(&TimedMethodType) < 0
         || PyType_Ready(&ReceiveWaitsType) < 0 || PyType_Ready(&TimedReceiveType) < 0) {
         return NULL;
     }
@@ -2559,6 +2688,7 @@ PyInit__step_core(void)
     if (PyModule_AddObjectRef(module, "StepTimer", (PyObject *)&StepTimerType) < 0
         || PyModule_AddObjectRef(module, "StepRecord", (PyObject *)&StepRecordType) < 0
         || PyModule_AddObjectRef(module, "EnvStep", (PyObject *)&EnvStepType) < 0
+        || PyModule_AddObjectRef(module, "TimedMethod", (PyObject *)&TimedMethodType) < 0
         || PyModule_AddObjectRef(module, "FinishStamps", (PyObject *)&FinishStampsType) < 0
         || PyModule_AddObjectRef(module, "ReceiveWaits", (PyObject *)&ReceiveWaitsType) < 0
         || PyModule_AddObjectRef(module, "TimedReceive", (PyObject *)&TimedReceiveType) < 0

@@ -2,7 +2,8 @@
 
 ``programs/env_copies.py`` copies (``copy.copy``, ``copy.deepcopy``, pickle, cloudpickle) real
 Gymnasium envs in the trainer and in AsyncVectorEnv worker processes (fork and spawn), steps the
-copies, reads the envs' method names and signatures, and builds spawn-pickled vector envs from
+copies, copies and pickles the envs' ``step``, ``reset`` and ``close`` on their own (bound methods of
+a copy under plain python), reads the envs' method names and signatures, and builds spawn-pickled vector envs from
 ``partial(gymnasium.make, ...)`` and from a closure holding a made env; it runs as a real
 subprocess, once with ``python`` and once under ``rlprof run``, on both step cores.
 """
@@ -20,7 +21,8 @@ from step_cores import step_core  # noqa: F401  (both step timers: the C helper,
 
 PROGRAM = Path(__file__).parent / "programs" / "env_copies.py"
 STEPS = 12
-WAYS = 4  # copy, deepcopy, pickle, cloudpickle: one reset of the original env each
+WAYS = 4 + 3  # copy, deepcopy, pickle, cloudpickle of the env, then deepcopy, pickle, cloudpickle of
+# its methods: one reset of the original env each
 
 
 def counts(node: dict, name: str) -> int:
@@ -40,6 +42,9 @@ def test_copies_pickles_and_signatures_are_those_of_plain_python(tmp_path, conte
     seen = json.loads((tmp_path / "timed.json").read_text())
     assert seen == json.loads((tmp_path / "plain.json").read_text())
     assert not seen["workers"][0]["deepcopy"]["original_moved"]  # a deep copy steps itself
+    for place in (seen["trainer"], seen["workers"][0]):  # so does a deep copy of its step alone
+        assert not place["methods"]["deepcopy"]["original_moved"]
+        assert place["methods"]["deepcopy"]["types"] == ["method"] * 3
     tree = json.loads((tmp_path / "out" / "env_copies_timers.json").read_text())
     # The copies' steps and resets are not the workers': each worker counts its vector env's reset
     # and steps (no episode ends in 12 balanced steps) and, in the first, the report's resets.

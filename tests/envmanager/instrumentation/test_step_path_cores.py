@@ -184,7 +184,7 @@ def test_the_c_step_leaves_what_the_python_step_leaves(program_settings, seed, w
     program = random_program(seed)
     in_c = run_program(program, compiled=True, worker=worker)
     in_python = run_program(program, compiled=False, worker=worker)
-    assert (in_c["step"], in_python["step"]) == ("EnvStep", "function")
+    assert (in_c["step"], in_python["step"]) == ("EnvStep", "TimedMethod")
     assert in_c["stamps"] in (None, "FinishStamps") and in_python["stamps"] in (None, "FinishStamps")
     for part in ("results", "outcomes", "tree", "spans", "shipments"):
         assert in_c[part] == in_python[part], part

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import inspect
 import pickle
+import weakref
 
 import cloudpickle
 import gymnasium as gym
@@ -178,3 +179,20 @@ def test_an_outer_instrumentation_takes_the_inner_envs_copy_hook_away_too():
     instrument_env(outer, None)
     assert {"step", "reset", "_rlprof_timing", "__reduce_ex__"}.isdisjoint(vars(inner))
     assert pickle.dumps(inner) == pickle.dumps(gym.make("CartPole-v1"))
+
+
+@pytest.mark.parametrize("name", ["step", "reset", "close"])
+def test_the_timed_methods_take_weak_references_as_the_envs_bound_methods_do(name):
+    plain, timed = plain_and_timed_pair()
+    weakref.ref(getattr(plain, name))  # a bound method takes one
+    method = getattr(timed, name)
+    assert weakref.ref(method)() is method
+
+
+def test_closing_an_env_leaves_the_methods_the_program_set_on_it_afterwards():
+    plain, timed = plain_and_timed_pair()
+    for env in (plain, timed):
+        env.reset = lambda **options: ("the program's reset", options)
+        env.close()
+    assert timed.reset(seed=1) == plain.reset(seed=1) == ("the program's reset", {"seed": 1})
+    assert not is_instrumented(timed)

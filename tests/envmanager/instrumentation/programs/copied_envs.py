@@ -41,6 +41,36 @@ def report(env):
         method = getattr(env, name)
         seen[name] = [method.__name__, method.__qualname__, method.__doc__, method.__module__,
                       str(inspect.signature(method))]
+    seen["methods"] = methods_report(env)
+    return seen
+
+
+METHOD_WAYS = {
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda method: pickle.loads(pickle.dumps(method)),
+    "cloudpickle": lambda method: cloudpickle.loads(cloudpickle.dumps(method)),
+}
+
+
+def methods_report(env):
+    """The env's ``step``, ``reset`` and ``close`` copied and pickled on their own, as a program may
+    hand a bound method around: what each way gives (a bound method of a copy of the env, under
+    plain python), what stepping, resetting and closing it gives, whether that moved the original;
+    and whether a shallow copy of each equals the env's own."""
+    names = ("step", "reset", "close")
+    seen = {"shallow copies equal": [copy.copy(getattr(env, name)) == getattr(env, name) for name in names]}
+    for way, make_copy in METHOD_WAYS.items():
+        env.reset(seed=5)
+        before = env.unwrapped.state.copy()
+        step, reset, close = (make_copy(getattr(env, name)) for name in names)
+        seen[way] = {
+            "types": [type(method).__name__ for method in (step, reset, close)],
+            "bound to a copy": [method.__self__ is not env for method in (step, reset, close)],
+            "observations": [step(action)[0].tolist() for action in (0, 1, 1)],
+            "reset": reset(seed=3)[0].tolist(),
+            "closed": close(),
+            "original_moved": bool((env.unwrapped.state != before).any()),
+        }
     return seen
 
 

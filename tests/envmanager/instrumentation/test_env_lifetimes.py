@@ -1,0 +1,48 @@
+"""Specification: an env ``rlprof run`` times is freed when the program closes and drops it, as under
+plain python, not at the next garbage collection; a ``step`` the program took from it keeps it
+alive and steps it.
+
+``programs/env_lifetimes.py`` turns the garbage collector off and notes which of its envs were freed
+(their ``__del__``) after closing and deleting one made by ``gymnasium.make``, after deleting another
+whose ``step`` it kept (then after stepping through that step and deleting it), after closing and
+deleting a ``SyncVectorEnv``, after deleting another one unclosed, and after closing an ``AsyncVectorEnv`` (its workers' envs); it runs as
+a real subprocess, once with ``python`` and once under ``rlprof run``, on both step cores.
+
+An env dropped without being closed is the one difference left (docs/environments-in-place.md):
+under ``rlprof run`` it is freed at the next garbage collection.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
+
+PROGRAM = Path(__file__).parent / "programs" / "env_lifetimes.py"
+NOT_CLOSED = ("not closed: freed at del", "not closed: freed by a collection")
+
+
+def test_envs_are_freed_when_the_program_drops_them_as_under_plain_python(tmp_path):
+    plain = subprocess.run([sys.executable, str(PROGRAM), "plain.json"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAM),
+                            "timed.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert timed.returncode == 0, timed.stderr
+    seen = json.loads((tmp_path / "timed.json").read_text())
+    plain_seen = json.loads((tmp_path / "plain.json").read_text())
+    assert {key: seen[key] for key in NOT_CLOSED} == {NOT_CLOSED[0]: False, NOT_CLOSED[1]: True}
+    assert {key: plain_seen[key] for key in NOT_CLOSED} == {NOT_CLOSED[0]: True, NOT_CLOSED[1]: True}
+    for key in NOT_CLOSED:
+        del seen[key], plain_seen[key]
+    assert seen == plain_seen
+    assert seen["made, step kept, env closed and deleted"] == ["made"]  # the step kept holds its env
+    assert seen["the step kept, deleted"] == ["made", "made, step kept"]
+    # Every env went, none at a collection: the AsyncVectorEnv's first is also made (and dropped) in
+    # the trainer, for its spaces.
+    assert seen["sync, deleted"][-2:] == ["sync, not closed 0", "sync, not closed 1"]
+    assert seen["async, closed"] == ["async 0", "async 0", "async 1", "made", "made, step kept", "sync 0", "sync 1",
+                                     "sync, not closed 0", "sync, not closed 1"]

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 import weakref
 from typing import Any, Callable
@@ -411,7 +410,7 @@ def _instance_value(env: Any, name: str) -> Any:
 def release_when_gone(owner: Any, envs: Any) -> None:
     """:func:`release` each instrumented env of ``envs`` as ``owner``, the vector env that
     holds them in the trainer, is freed: its envs are freed with it, as under python, even
-    unclosed; one that something else still holds (the program kept it) is timed again. Held weakly, so that nothing here keeps them; an env or an owner that takes no weak
+    unclosed. Held weakly, so that nothing here keeps them; an env or an owner that takes no weak
     reference is left to the garbage collector."""
     try:
         held = [weakref.ref(env) for env in envs if own_attribute(env, _TIMED) is not None]
@@ -420,20 +419,8 @@ def release_when_gone(owner: Any, envs: Any) -> None:
         return
 
 
-_HELD_BY_ITS_VECTOR_ENV_ONLY = 3
-"""``sys.getrefcount`` of a released env that nothing but its vector env holds, as the vector env
-goes: the going vector env's list of envs (its ``__dict__`` is cleared after the weak references to
-it), the caller's name and the call's argument."""
-
-
 def _release_each(references: list[weakref.ref[Any]]) -> None:
     for reference in references:
         env = reference()
-        if env is None:
-            continue
-        release(env)
-        # An env the program kept (to evaluate with), or another vector env holds, lives on: timed
-        # again, as it was. Counted high (something else of the interpreter's), an env is timed
-        # again too, and freed at a collection, as an env the program drops unclosed is.
-        if sys.getrefcount(env) > _HELD_BY_ITS_VECTOR_ENV_ONLY:
-            instrument_env(env, None)
+        if env is not None:
+            release(env)

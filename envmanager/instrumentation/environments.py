@@ -33,7 +33,7 @@ from profiler.timing import timers
 from envmanager.instrumentation.channel import ChannelServer
 from envmanager.instrumentation.factories import TimedFactory
 from envmanager.instrumentation.known_classes import KnownClass, Patches
-from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented, release_when_gone
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
 from envmanager.instrumentation.vector_env_record import VectorEnvRecord
 
 __all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]
@@ -114,10 +114,6 @@ class EnvironmentInstrumentation:
             self._vector_envs.append(weakref.ref(envs))
         except TypeError:
             pass
-        if not record.in_workers:  # its envs are freed with it, closed or not (timed_env.release)
-            held = getattr(envs, "envs", None)  # SyncVectorEnv's and DummyVecEnv's list of envs
-            if isinstance(held, (list, tuple)):
-                release_when_gone(envs, held)
         if record.in_workers:
             in_workers = [r for r in self.records if r.in_workers and r.built]
             timers.add_metadata("busy_processes", 1 + sum(r.envs for r in in_workers), record.stack)

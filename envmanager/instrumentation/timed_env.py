@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import weakref
 from typing import Any, Callable
 
 from profiler.automatic.stack_sampler import WORKER_INTERVAL, StackSampler
@@ -53,7 +52,7 @@ from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute", "release", "release_when_gone"]
+           "is_instrumented", "own_attribute", "release"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -387,8 +386,8 @@ def _closing(env: Any, close: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def release(env: Any) -> None:
-    """Take rlprof's attributes off ``env``, an instrumented env closed, or whose vector env went
-    (those the program did not replace since: a method it set on the env stays its own): the
+    """Take rlprof's attributes off ``env``, an instrumented env closed (those the program
+    did not replace since: a method it set on the env stays its own): the
     reference cycle between the env and its timed methods is broken, and the env is freed when
     the program drops it. A timed method the program holds still works (it holds the env)."""
     if own_attribute(env, _TIMED) is None:  # given back already (closed twice, an outer build)
@@ -405,22 +404,3 @@ def _instance_value(env: Any, name: str) -> Any:
         return object.__getattribute__(env, name)
     except AttributeError:
         return None
-
-
-def release_when_gone(owner: Any, envs: Any) -> None:
-    """:func:`release` each instrumented env of ``envs`` as ``owner``, the vector env that
-    holds them in the trainer, is freed: its envs are freed with it, as under python, even
-    unclosed. Held weakly, so that nothing here keeps them; an env or an owner that takes no weak
-    reference is left to the garbage collector."""
-    try:
-        held = [weakref.ref(env) for env in envs if own_attribute(env, _TIMED) is not None]
-        weakref.finalize(owner, _release_each, held).atexit = False
-    except TypeError:
-        return
-
-
-def _release_each(references: list[weakref.ref[Any]]) -> None:
-    for reference in references:
-        env = reference()
-        if env is not None:
-            release(env)

@@ -39,6 +39,9 @@ class FreedCartPole(CartPoleEnv):
             file.write(self.label + "\n")
 
 
+NOT_CLOSED = ("sync, not closed 0", "sync, not closed 1", "made, not closed")
+
+
 def freed():
     return sorted(Path(FreedCartPole.notes).read_text().splitlines())
 
@@ -82,20 +85,18 @@ def main():
     del envs
     seen["sync, closed and deleted"] = freed()
 
-    envs = stepped(gym.vector.SyncVectorEnv, "sync, not closed")
-    del envs
-    seen["sync, deleted"] = freed()
-
     stepped(gym.vector.AsyncVectorEnv, "async", context="fork").close()
     seen["async, closed"] = freed()
 
+    envs = stepped(gym.vector.SyncVectorEnv, "sync, not closed")
+    del envs
     env = gym.make("FreedCartPole-v1", label="made, not closed")
     env.reset(seed=1)
     env.step(0)
     del env
-    seen["not closed: freed at del"] = "made, not closed" in freed()
+    seen["not closed: freed at del"] = [label for label in NOT_CLOSED if label in freed()]
     gc.collect()
-    seen["not closed: freed by a collection"] = "made, not closed" in freed()
+    seen["not closed: freed by a collection"] = [label for label in NOT_CLOSED if label in freed()]
     out.write_text(json.dumps(seen))
 
 

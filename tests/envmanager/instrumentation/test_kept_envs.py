@@ -1,6 +1,5 @@
 """Specification: an env the program keeps from a ``SyncVectorEnv`` or ``DummyVecEnv`` it drops is
-still timed under ``rlprof run`` (the vector env's going frees only the envs nothing else holds),
-with the same results as under plain python, on both step cores.
+still timed under ``rlprof run``, with the same results as under plain python, on both step cores.
 
 ``programs/kept_envs.py`` keeps the first env of each vector env, deletes the vector env unclosed,
 then resets the env it kept once and steps it ten times, outside any block of its own: those calls

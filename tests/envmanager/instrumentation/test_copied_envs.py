@@ -11,12 +11,11 @@ subprocess, once with ``python`` and once under ``rlprof run``, on both step cor
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from plain_and_timed import run_plain_and_timed
 from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
 
 PROGRAM = Path(__file__).parent / "programs" / "env_copies.py"
@@ -33,14 +32,8 @@ def counts(node: dict, name: str) -> int:
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_copies_pickles_and_signatures_are_those_of_plain_python(tmp_path, context):
     arguments = ("--context", context, "--steps", str(STEPS))
-    plain = subprocess.run([sys.executable, str(PROGRAM), "plain.json", *arguments], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
-    assert plain.returncode == 0, plain.stderr
-    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAM),
-                            "timed.json", *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert timed.returncode == 0, timed.stderr
-    seen = json.loads((tmp_path / "timed.json").read_text())
-    assert seen == json.loads((tmp_path / "plain.json").read_text())
+    plain, seen = run_plain_and_timed(PROGRAM, tmp_path, *arguments)
+    assert seen == plain
     assert not seen["workers"][0]["deepcopy"]["original_moved"]  # a deep copy steps itself
     for place in (seen["trainer"], seen["workers"][0]):  # so does a deep copy of its step alone
         assert not place["methods"]["deepcopy"]["original_moved"]

@@ -15,11 +15,9 @@ garbage collection.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
+from plain_and_timed import run_plain_and_timed
 from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
 
 PROGRAM = Path(__file__).parent / "programs" / "env_lifetimes.py"
@@ -27,14 +25,7 @@ NOT_CLOSED = ("not closed: freed at del", "not closed: freed by a collection")
 
 
 def test_envs_are_freed_when_the_program_drops_them_as_under_plain_python(tmp_path):
-    plain = subprocess.run([sys.executable, str(PROGRAM), "plain.json"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=120)
-    assert plain.returncode == 0, plain.stderr
-    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAM),
-                            "timed.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert timed.returncode == 0, timed.stderr
-    seen = json.loads((tmp_path / "timed.json").read_text())
-    plain_seen = json.loads((tmp_path / "plain.json").read_text())
+    plain_seen, seen = run_plain_and_timed(PROGRAM, tmp_path)
     every_one = ["sync, not closed 0", "sync, not closed 1", "made, not closed"]
     assert {key: seen[key] for key in NOT_CLOSED} == {NOT_CLOSED[0]: [], NOT_CLOSED[1]: every_one}
     assert {key: plain_seen[key] for key in NOT_CLOSED} == {NOT_CLOSED[0]: every_one, NOT_CLOSED[1]: every_one}

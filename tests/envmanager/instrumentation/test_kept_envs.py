@@ -9,10 +9,9 @@ are the trainer's top-level ``env.reset`` and ``env.step``.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from plain_and_timed import run_plain_and_timed
 from step_cores import step_core  # noqa: F401  (both step timers: the C helper, the Python reference)
 
 PROGRAM = Path(__file__).parent / "programs" / "kept_envs.py"
@@ -20,13 +19,8 @@ KEPT_ENVS, KEPT_STEPS = 2, 10
 
 
 def test_an_env_kept_from_a_dropped_vector_env_is_still_timed(tmp_path):
-    plain = subprocess.run([sys.executable, str(PROGRAM), "plain.json"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=120)
-    assert plain.returncode == 0, plain.stderr
-    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAM),
-                            "timed.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert timed.returncode == 0, timed.stderr
-    assert json.loads((tmp_path / "timed.json").read_text()) == json.loads((tmp_path / "plain.json").read_text())
+    plain, timed = run_plain_and_timed(PROGRAM, tmp_path)
+    assert timed == plain
     tree = json.loads((tmp_path / "out" / f"{PROGRAM.stem}_timers.json").read_text())
     top_level = {child["name"]: child["count"] for child in tree["children"]}
     assert top_level.get("env.reset") == KEPT_ENVS

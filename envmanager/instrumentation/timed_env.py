@@ -52,7 +52,7 @@ from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute", "release"]
+           "is_instrumented", "own_attribute"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -380,12 +380,12 @@ def _closing(env: Any, close: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return close(*args, **kwargs)
         finally:
-            release(env)
+            _release(env)
 
     return closing
 
 
-def release(env: Any) -> None:
+def _release(env: Any) -> None:
     """Take rlprof's attributes off ``env``, an instrumented env closed (those the program
     did not replace since: a method it set on the env stays its own): the
     reference cycle between the env and its timed methods is broken, and the env is freed when

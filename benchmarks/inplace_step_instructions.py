@@ -7,16 +7,17 @@ The env of a CleanRL-style program (``RecordEpisodeStatistics`` around ``gymnasi
 is stepped in one process as Gymnasium's ``AsyncVectorEnv`` worker steps it (a ``reset`` after the
 step that ended an episode), without the worker's pipes, under ``valgrind --tool=callgrind``: plain,
 timed as a worker's env (:func:`envmanager.instrumentation.timed_env.instrument_env`, the step in
-C where the step path's helper is), and timed with the timeline recorded; for two numbers of steps.
-The difference of the two counts over the difference of steps is one step's instructions, start-up
-and the env's construction cancelled out.
+C where the step path's helper is), timed with the timeline recorded, and that again with the
+worker's shipment at the env's close pickled as the channel pickles it (sent nowhere); for two
+numbers of steps. The difference of the two counts over the difference of steps is one step's
+instructions, start-up and the env's construction cancelled out.
 
 What this leaves out of the in-place worker that ``benchmarks/instrumented_step_instructions.py
---vector Async`` counts: the shipment (here the channel is never reached, and the flush interval is
-huge), so neither the pickling of the spans and stamps nor their freeing, and the pipes'
-reads and writes, which are the program's own. ``benchmarks/worker_step_instructions.py`` counts
-the same for rlprof's own ``SubprocessEnvManager`` worker (no timeline, ``CartPole-v1`` without the
-wrapper): the two are comparable, the timeline row aside.
+--vector Async`` counts: the pipes' reads and writes, which are the program's own, and a
+garbage collection that falls in one count and not the other. The shipment is in the last row
+only, once at the close (the flush interval is made huge). ``benchmarks/worker_step_instructions.py``
+counts the same for rlprof's own ``SubprocessEnvManager`` worker (no timeline, no shipment,
+``CartPole-v1`` without the wrapper): comparable with the ``timed`` row.
 
 The runs are made alike: one hash seed, no BLAS threads, the CPU sampler seeded, and no call
 counted as slow (under valgrind every call is; a slow call has the next one measured). Needs
@@ -36,7 +37,22 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MODES = ("python", "timed", "timed with timeline")
+MODES = ("python", "timed", "timed with timeline", "timeline, shipped")
+
+
+class PicklingEnd:
+    """A channel end that pickles each message as :class:`~envmanager.instrumentation.channel.WorkerEnd`
+    does and sends it nowhere: the shipment's cost in this one process."""
+
+    __slots__ = ()
+
+    def send(self, message: object) -> None:
+        from multiprocessing.reduction import ForkingPickler
+
+        bytes(ForkingPickler.dumps(message))
+
+    def close(self) -> None:
+        pass
 
 
 def one_loop(mode: str, steps: int) -> None:
@@ -57,9 +73,12 @@ def one_loop(mode: str, steps: int) -> None:
         timed_env.FLUSH_INTERVAL_SECONDS = 1e12  # no shipment while stepping
         identity = timed_env.WorkerIdentity(
             address=os.path.join(tempfile.gettempdir(), "no-trainer-here"), vector_id=0, index=0,
-            record_timeline=mode == "timed with timeline", memory_sampling=None,
+            record_timeline=mode != "timed", memory_sampling=None,
         )
-        timed_env.worker_shipping(identity).cpu_sampler = env_time.CpuSampler(seed=0)  # the same calls measured
+        shipping = timed_env.worker_shipping(identity)
+        shipping.cpu_sampler = env_time.CpuSampler(seed=0)  # the same calls measured
+        if mode == "timeline, shipped":
+            shipping.connection, shipping.lost = PicklingEnd(), False
         timed_env.instrument_env(env, identity)
     env.reset(seed=1)
     actions = [np.int64(0), np.int64(1)]
@@ -71,6 +90,7 @@ def one_loop(mode: str, steps: int) -> None:
         else:
             _, _, terminated, truncated, _ = env.step(actions[number % 2])
             ended = terminated or truncated
+    env.close()  # a worker's last shipment, where it has a channel: every step's span and stamp pickled
     sys.stdout.flush()
     os._exit(0)
 

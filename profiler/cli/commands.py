@@ -526,7 +526,7 @@ def _run_program(arguments: argparse.Namespace) -> int:
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
                           timeline=arguments.timeline, framework_phases=arguments.framework_phases,
                           stack_sampler=arguments.stack_sampler, live=arguments.live,
-                          operators=arguments.operators)
+                          operators=arguments.operators, process_ends_after=True)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)

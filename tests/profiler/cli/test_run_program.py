@@ -90,17 +90,50 @@ FROZEN_WHILE_THE_PROGRAM_RUNS = """
     cycle.itself = cycle
     del cycle
     print("its own garbage collected:", gc.collect() > 0)
-    atexit.register(lambda: print("frozen after it ends:", gc.get_freeze_count()))
+    atexit.register(lambda: print("frozen after it ends:", gc.get_freeze_count() > 0))
 """
 
 
-def test_what_exists_before_the_program_is_frozen_while_it_runs_and_only_then(tmp_path):
-    # rlprof's set-up leaves objects that the program's full collections would otherwise walk.
+def test_what_exists_before_the_program_is_frozen_while_it_runs_and_to_the_exit(tmp_path):
+    # rlprof's set-up leaves objects that the program's full collections, and the interpreter's at
+    # its exit, would otherwise walk; the process ends after the run, so they are never unfrozen.
     script = write_script(tmp_path, "train.py", FROZEN_WHILE_THE_PROGRAM_RUNS)
     result = rlprof_run("--summaries-dir", "out", str(script), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ("frozen while it runs: True\nits own garbage collected: True\n"
-                             "frozen after it ends: 0\n")
+                             "frozen after it ends: True\n")
+
+
+FINALIZED_AT_THE_EXIT = """
+    class Flushed:
+        def __del__(self):
+            print("finalized at the exit:", self.name)
+
+    # Alive to the end, each only through a cycle: the interpreter's passes at its exit free them.
+    kept = Flushed()
+    kept.name, kept.itself = "a global's cycle", kept
+    made_in_atexit = []
+
+    def make_one_more():
+        late = Flushed()
+        late.name, late.itself = "a cycle made by an atexit function", late
+        made_in_atexit.append(late)
+
+    import atexit
+    atexit.register(make_one_more)
+"""
+
+
+def test_the_programs_objects_are_still_finalized_at_the_exit(tmp_path):
+    # Only what rlprof's set-up made stays frozen: the program's cycles (a file's buffer, a
+    # logger's last rows) are finalized as under python.
+    script = write_script(tmp_path, "train.py", FINALIZED_AT_THE_EXIT)
+    plain = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True)
+    result = rlprof_run("--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == sorted(plain.stdout.splitlines()) == [
+        "finalized at the exit: a cycle made by an atexit function",
+        "finalized at the exit: a global's cycle"]
 
 
 def test_the_program_sees_itself_as_main_with_its_folder_first_on_the_path(tmp_path):

@@ -22,7 +22,9 @@ wrapper, whose own work around the calls would fall into the phases), is timed a
 ``step`` calls ``step_async`` and ``step_wait``, which, while the step's run is open, stamp where
 sending and waiting ended instead of opening blocks of their own; the run closes as the step
 returns, and the block folds the runs into the same tree and timeline spans as the ``with`` blocks
-give, and hands them to the record, which takes each step's window from them. ``step_async`` and
+give, and hands them to the record, which takes each step's window from them. Where the class's
+own ``step`` is its ``step_async`` then its ``step_wait`` (``AsyncVectorEnv``), the run calls those
+two itself and stamps their ends, without the three Python frames. ``step_async`` and
 ``step_wait`` called by the program itself, a step through a wrapper, a step inside the open run
 of the same vector env, and every step while :meth:`PhasedBlock.open` declines (timing off or
 paused, a companion watching every block) keep the ``with`` blocks.

@@ -22,7 +22,9 @@ wrapper, whose own work around the calls would fall into the phases), is timed a
 ``step`` calls ``step_async`` and ``step_wait``, which, while the step's run is open, stamp where
 sending and waiting ended instead of opening blocks of their own; the run closes as the step
 returns, and the block folds the runs into the same tree and timeline spans as the ``with`` blocks
-give, and hands them to the record, which takes each step's window from them. ``step_async`` and
+give, and hands them to the record, which takes each step's window from them. Where the class's
+own ``step`` is its ``step_async`` then its ``step_wait`` (``AsyncVectorEnv``), the run calls those
+two itself and stamps their ends, without the three Python frames. ``step_async`` and
 ``step_wait`` called by the program itself, a step through a wrapper, a step inside the open run
 of the same vector env, and every step while :meth:`PhasedBlock.open` declines (timing off or
 paused, a companion watching every block) keep the ``with`` blocks.
@@ -137,7 +139,9 @@ class Patches:
         self.patched.append(known.name)
         registry = self.registry
         phased: tuple[Any, Any] | None = None
+        own_parts: tuple[Any, Any] | None = None
         if known.in_workers:
+            own_parts = (cls.step_async, cls.step_wait)
             phased = (_timed_send(cls.step_async, registry), _timed_wait(cls.step_wait, known, module, registry))
             self._set(cls, "step_async", phased[0])
             self._set(cls, "step_wait", phased[1])
@@ -145,7 +149,9 @@ class Patches:
         if known.module.startswith("stable_baselines3"):
             self._time_sb3_step(cls)
         elif known.in_workers:
-            self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False))
+            # Gymnasium's AsyncVectorEnv.step is step_async then step_wait: its phased run calls them.
+            parts = None if own_parts is None or phased is None else (*own_parts, *phased)
+            self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False, parts=parts))
         else:
             self._set(cls, "step", _timed_block(cls.step, "vector.step"))
         self._set(cls, "reset", _timed_block(cls.reset, "vector.reset"))
@@ -200,9 +206,16 @@ def _timed_block(original: Any, name: str) -> Any:
     return timed
 
 
-def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
+def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
+                parts: tuple[Any, Any, Any, Any] | None = None) -> Any:
     """The ``step`` of a class whose envs run in workers (``through_wrappers``: SB3's ``VecEnv.step``,
-    also called on the wrappers around a known env, and on ``DummyVecEnv``)."""
+    also called on the wrappers around a known env, and on ``DummyVecEnv``).
+
+    ``parts``: for a class whose own ``step`` is its ``step_async`` then its ``step_wait``, those
+    two (the class's own) and rlprof's timed ones. A phased run then calls the class's own two
+    itself, stamping the phase ends where rlprof's would (:func:`_timed_send`, :func:`_timed_wait`),
+    while the vector env's ``step_async`` and ``step_wait`` are rlprof's (none set on the instance
+    or by a subclass): three Python frames a step fewer (``benchmarks/instrumented_step_instructions.py``)."""
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
     monotonic = time.monotonic
@@ -227,7 +240,19 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
                 record.sent_stamp = record.waited_stamp = None
                 record.step_node = block.node  # the workers' payloads merge under it
                 try:
-                    result = original(self, actions)
+                    if parts is not None and _calls_timed_parts(self, parts):
+                        # The class's own step inline: sending ends as its step_async returns,
+                        # waiting after the time the reads blocked (put first, as _timed_wait does).
+                        parts[0](self, actions)
+                        record.sent_stamp = sent = clock()
+                        waits = record.replies.waits
+                        waits.begin(clock)
+                        try:
+                            result = parts[1](self)
+                        finally:
+                            record.waited_stamp = sent + waits.end()
+                    else:
+                        result = original(self, actions)
                     end = clock()  # inside the try: an interrupt here still closes the run
                     record.phase_clock = None
                 except BaseException:
@@ -256,6 +281,15 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool) -> Any:
             return original(self, actions)
 
     return step
+
+
+def _calls_timed_parts(envs: Any, parts: tuple[Any, Any, Any, Any]) -> bool:
+    """Whether ``envs.step_async`` and ``envs.step_wait`` are rlprof's timed ones (``parts[2:]``):
+    none set on the instance, or by a subclass, in their place."""
+    try:
+        return envs.step_async.__func__ is parts[2] and envs.step_wait.__func__ is parts[3]
+    except AttributeError:  # one that is no method
+        return False
 
 
 def _wrapped_record(envs: Any, record_of: Callable[[Any], Any]) -> Any:

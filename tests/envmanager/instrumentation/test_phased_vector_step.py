@@ -147,9 +147,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.async_vector_env import AsyncState
 
+SENT = []
+
 
 def send(envs, actions):
     # The program's own sending, set on the instance: the class's step calls it, not rlprof's step_async.
+    SENT.append(len(actions))
     for pipe, action in zip(envs.parent_pipes, actions):
         pipe.send(("step", action))
     envs._state = AsyncState.WAITING_STEP
@@ -161,6 +164,7 @@ if __name__ == "__main__":
     envs.reset(seed=0)
     for _ in range(3):
         envs.step(np.zeros(2, np.int64))
+    assert SENT == [2, 2, 2], SENT  # every step sent through the program's own step_async
     envs.close()
 """
 

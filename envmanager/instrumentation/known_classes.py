@@ -52,7 +52,7 @@ from profiler.timing.timers import TimerNode
 from envmanager.instrumentation.reply_wait import wait_for_replies
 from envmanager.instrumentation.timed_env import own_attribute
 
-__all__ = ["KNOWN_CLASSES", "KnownClass", "Patches"]
+__all__ = ["KNOWN_CLASSES", "KnownClass", "Patches", "sends_then_waits"]
 
 
 class KnownClass(NamedTuple):
@@ -150,7 +150,8 @@ class Patches:
             self._time_sb3_step(cls)
         elif known.in_workers:
             # Gymnasium's AsyncVectorEnv.step is step_async then step_wait: its phased run calls them.
-            parts = None if own_parts is None or phased is None else (*own_parts, *phased)
+            inline = own_parts is not None and phased is not None and sends_then_waits(cls.step)
+            parts = (*own_parts, *phased) if inline else None
             self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False, parts=parts))
         else:
             self._set(cls, "step", _timed_block(cls.step, "vector.step"))
@@ -281,6 +282,16 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
             return original(self, actions)
 
     return step
+
+
+def sends_then_waits(step: Any) -> bool:
+    """Whether ``step`` is a function whose body can only be ``self.step_async(actions)`` then
+    ``return self.step_wait()``: the only names its code uses are those two methods, its only
+    variables ``self`` and ``actions``. A Gymnasium whose ``AsyncVectorEnv.step`` did anything more
+    (another call, an attribute, a check) keeps its own ``step``, called as it is, in the phased run."""
+    code = getattr(step, "__code__", None)
+    return (code is not None and code.co_names == ("step_async", "step_wait")
+            and code.co_varnames == ("self", "actions") and not code.co_freevars)
 
 
 def _calls_timed_parts(envs: Any, parts: tuple[Any, Any, Any, Any]) -> bool:

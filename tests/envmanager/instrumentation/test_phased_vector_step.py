@@ -220,3 +220,34 @@ def test_a_timer_reset_mid_run_leaves_the_critical_path_the_steps_the_tree_has(t
     (step,) = vector_steps(tree)
     assert step["count"] == 4
     assert [worker["critical_path"]["vector_steps"] for worker in tree["workers"]] == [4, 4]
+
+
+def _sends_then_waits_step(self, actions):
+    self.step_async(actions)
+    return self.step_wait()
+
+
+def _step_that_also_counts(self, actions):
+    self.step_async(actions)
+    self.steps_taken += 1
+    return self.step_wait()
+
+
+def _step_that_calls_something_else(self, actions):
+    self.step_async(actions)
+    log(actions)  # noqa: F821 - never called: only its code is read
+    return self.step_wait()
+
+
+def test_the_phased_run_calls_the_class_parts_itself_only_where_its_step_is_just_those_two():
+    # The run calls step_async and step_wait itself only where skipping the class's step skips
+    # nothing: a Gymnasium whose step did more keeps its own step, called as it is.
+    import gymnasium
+
+    from envmanager.instrumentation.known_classes import sends_then_waits
+
+    assert sends_then_waits(_sends_then_waits_step)
+    assert sends_then_waits(gymnasium.vector.AsyncVectorEnv.step)  # the Gymnasium installed here
+    assert not sends_then_waits(_step_that_also_counts)
+    assert not sends_then_waits(_step_that_calls_something_else)
+    assert not sends_then_waits(len)  # no code to read

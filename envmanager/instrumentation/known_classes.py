@@ -139,19 +139,17 @@ class Patches:
         self.patched.append(known.name)
         registry = self.registry
         phased: tuple[Any, Any] | None = None
-        own_parts: tuple[Any, Any] | None = None
+        parts: tuple[Any, Any, Any, Any] | None = None  # for _timed_step: the class's own two, then rlprof's
         if known.in_workers:
-            own_parts = (cls.step_async, cls.step_wait)
             phased = (_timed_send(cls.step_async, registry), _timed_wait(cls.step_wait, known, module, registry))
+            if sends_then_waits(cls.step):  # Gymnasium's AsyncVectorEnv: its phased run calls them
+                parts = (cls.step_async, cls.step_wait, *phased)
             self._set(cls, "step_async", phased[0])
             self._set(cls, "step_wait", phased[1])
         self._set(cls, "__init__", _timed_init(cls.__init__, known, registry, phased))
         if known.module.startswith("stable_baselines3"):
             self._time_sb3_step(cls)
         elif known.in_workers:
-            # Gymnasium's AsyncVectorEnv.step is step_async then step_wait: its phased run calls them.
-            inline = own_parts is not None and phased is not None and sends_then_waits(cls.step)
-            parts = (*own_parts, *phased) if inline else None
             self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False, parts=parts))
         else:
             self._set(cls, "step", _timed_block(cls.step, "vector.step"))

@@ -8,7 +8,7 @@ read at each call:
 * blocks that no companion watches, or whose only companion records the timeline
   (``timers.plain_blocks``, ``timers.span_blocks``: ``rlprof run``'s default), on the thread that
   built the env: the run is held, ``(start, end)``, and counted into the node (and its span
-  ``("env.step", start, end)`` added to the stack's timeline, while it records) in bulk, as a
+  added to the stack's timeline, packed: :mod:`profiler.recording.packed_spans`) in bulk, as a
   :class:`~profiler.timing.phased_block.PhasedBlock`'s runs are: at
   :data:`~profiler.timing.phased_block.FOLD_AT_RUNS` runs, whenever the open block around the
   call, the way of counting or the timeline changes, and before anything reads the tree or the
@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import threading
 from array import array
+from itertools import chain
 from typing import Any, Callable
 
 from profiler.timing import timers
@@ -134,7 +135,7 @@ class HeldSteps:
                 shortest = elapsed
         self.node.add_runs(total, len(taken), 0, shortest, longest)  # type: ignore[union-attr]
         if self.timeline is not None:
-            self.timeline.add_spans([(BLOCK, start, end) for start, end in taken])
+            self.timeline.add_packed_spans(BLOCK, array("d", chain.from_iterable(taken)).tobytes())
 
     def discard(self, stack: TimerStack) -> None:
         """Drop the runs held if they ran in ``stack``: it was reset, and its tree with them."""

@@ -54,7 +54,7 @@
  * removed or changed): a build left from older sources then says it is stale, and the Python
  * reference runs, instead of failing at import. A test builds this file with -DSTEP_CORE_VERSION=0. */
 #ifndef STEP_CORE_VERSION
-#define STEP_CORE_VERSION 11
+#define STEP_CORE_VERSION 12
 #endif
 
 /* The node's fields the helper reads or writes, by index into the tables below. */
@@ -1035,7 +1035,7 @@ static PyTypeObject StepTimerType = {
  * Every other call goes to ``watched``, the reference's ``with`` block. */
 
 static Py_ssize_t stack_timeline = 0;  /* where TimerStack's slot "timeline" lies */
-static PyObject *add_spans_string, *append_string, *active_string, *quiet_until_string, *reduce_ex_string;
+static PyObject *add_spans_string, *add_packed_spans_string, *append_string, *active_string, *quiet_until_string, *reduce_ex_string;
 
 typedef struct {
     PyObject_HEAD
@@ -1216,25 +1216,11 @@ env_step_fold(EnvStep *self)
     int failed = count_held_runs(node, count, total, shortest, longest);
     Py_DECREF(node);
     if (!failed && timeline != NULL) {
-        PyObject *spans = PyList_New(count);
-        for (long run = 0; spans != NULL && run < count; run++) {
-            PyObject *span = PyTuple_New(3);
-            PyObject *start = span == NULL ? NULL : PyFloat_FromDouble(runs[2 * run]);
-            PyObject *end = start == NULL ? NULL : PyFloat_FromDouble(runs[2 * run + 1]);
-            if (end == NULL) {
-                Py_XDECREF(start);
-                Py_XDECREF(span);
-                Py_CLEAR(spans);
-                break;
-            }
-            PyTuple_SET_ITEM(span, 0, Py_NewRef(self->name));
-            PyTuple_SET_ITEM(span, 1, start);
-            PyTuple_SET_ITEM(span, 2, end);
-            PyObject_GC_UnTrack(span);  /* a name and two floats: as the collector's first pass would */
-            PyList_SET_ITEM(spans, run, span);
-        }
-        PyObject *added = spans == NULL ? NULL : PyObject_CallMethodOneArg(timeline, add_spans_string, spans);
-        Py_XDECREF(spans);
+        /* The runs are the (start, end) pairs the timeline keeps packed (profiler.recording.packed_spans). */
+        PyObject *pairs = PyBytes_FromStringAndSize((const char *)runs, count * 2 * (Py_ssize_t)sizeof(double));
+        PyObject *added = pairs == NULL ? NULL
+            : PyObject_CallMethodObjArgs(timeline, add_packed_spans_string, self->name, pairs, NULL);
+        Py_XDECREF(pairs);
         failed = added == NULL ? -1 : 0;
         Py_XDECREF(added);
     }
@@ -2657,6 +2643,7 @@ PyInit__step_core(void)
         || (clock_string = PyUnicode_InternFromString("_clock")) == NULL
         || (fold_string = PyUnicode_InternFromString("fold")) == NULL
         || (add_spans_string = PyUnicode_InternFromString("add_spans")) == NULL
+        || (add_packed_spans_string = PyUnicode_InternFromString("add_packed_spans")) == NULL
         || (append_string = PyUnicode_InternFromString("append")) == NULL
         || (active_string = PyUnicode_InternFromString("active")) == NULL
         || (quiet_until_string = PyUnicode_InternFromString("quiet_until")) == NULL

@@ -78,7 +78,7 @@ class StepTimer(Protocol):
     def discard(self, stack: TimerStack) -> None: ...
 
 
-STEP_CORE_VERSION = 11
+STEP_CORE_VERSION = 12
 """The interface version ``_step_core.c`` must say (its ``STEP_CORE_VERSION``): raised with it. A
 build that says another is stale (built from other sources) and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""

@@ -65,6 +65,7 @@ from profiler.multiprocess.figure_table import FigureTable, Figures
 from profiler.multiprocess.held_rows import add_held_rows
 from profiler.gpu.operator_figures import PathFigures, add_payload_field
 from profiler.recording.memory import ProcessMemory
+from profiler.recording.packed_spans import PackedSpans, with_packed
 from profiler.records import Record
 from profiler.multiprocess.payload import (
     PayloadError,
@@ -143,7 +144,8 @@ class _WorkerTrack:
         self.host = host
         self.clock_offset = clock_offset
         self.clock_uncertainty: float | None = None
-        self.threads: dict[str, tuple[deque[Any], deque[Any]]] = {}
+        # By thread name: its spans, instants and packed spans (an env step's).
+        self.threads: dict[str, tuple[deque[Any], deque[Any], PackedSpans]] = {}
         self.counters: deque[tuple[str, float, float]] = deque()
         self.dropped = 0
 
@@ -511,7 +513,7 @@ class TimerMerger:
             self._clocks[worker_id] = clock
 
     def _add_timeline(self, worker: _WorkerRecord, pid: int, timeline: tuple[Any, ...]) -> None:
-        host, origin, thread_name, spans, instants, counters, dropped = timeline
+        host, origin, thread_name, spans, instants, counters, dropped, packed = timeline
         track = worker.tracks.get(pid)
         if track is None:
             # One machine shares one monotonic clock; across machines, align by wall clock
@@ -527,8 +529,14 @@ class TimerMerger:
             thread = track.threads[thread_name] = (
                 deque(maxlen=self.timeline_capacity),
                 deque(maxlen=self.timeline_capacity),
+                PackedSpans(self.timeline_capacity),
             )
         offset = track.clock_offset
+        packed_spans = thread[2]
+        dropped_before = packed_spans.dropped
+        for name, pairs in packed:
+            packed_spans.add_shifted(name, pairs, offset)
+        track.dropped += packed_spans.dropped - dropped_before
         # Details, when an event has them, follow its fields unchanged (see profiler.recording.events).
         if offset:
             spans = [(name, start + offset, end + offset, *details) for name, start, end, *details in spans]
@@ -613,10 +621,10 @@ class TimerMerger:
                         {
                             "tid": tid,
                             "name": thread_name,
-                            "spans": [events.timeline_row(span) for span in spans],
+                            "spans": with_packed((events.timeline_row(span) for span in spans), packed),
                             "instants": [events.timeline_row(instant) for instant in instants],
                         }
-                        for tid, (thread_name, (spans, instants)) in enumerate(
+                        for tid, (thread_name, (spans, instants, packed)) in enumerate(
                             track.threads.items(), start=1
                         )
                     ]

@@ -12,9 +12,9 @@ appeared since, and the figures travel as rows of numbers keyed by id, packed in
 object. So a payload costs the worker one pass over its blocks, and the trainer one unpacking
 and a few passes of builtins to validate it, whatever the names.
 
-Layout, version 6 (a tuple; readers unpack it by position)::
+Layout, version 7 (a tuple; readers unpack it by position)::
 
-    ("rlprof.timers", 6, pid, stream_id, sequence, window_start, window_end,
+    ("rlprof.timers", 7, pid, stream_id, sequence, window_start, window_end,
      names, blocks, errors, labels, gauges, timeline, memory, device_time, operators)
 
     names    = (first_id, ((parent_id, name), ...))   # declares ids first_id, first_id + 1, ...
@@ -27,7 +27,10 @@ Layout, version 6 (a tuple; readers unpack it by position)::
                        ((name, start, end[, details]), ...),   # spans, worker clock
                        ((name, at[, details]), ...),           # instants
                        ((name, at, value[, details]), ...),    # counters
-                       dropped)
+                       dropped,
+                       ((name, pairs), ...))                   # packed spans, worker clock
+    pairs    = bytes: little-endian float64 (start, end) pairs: an env step's spans
+               (see profiler.recording.packed_spans)
     details  = ((key, value), ...)                             # see profiler.recording.events
     memory   = None | (host, clock_origin,
                        ((at, rss_bytes, uss_bytes_or_None), ...),   # samples, worker clock
@@ -66,7 +69,8 @@ it samples its memory (see :mod:`profiler.recording.memory`). ``device_time`` ho
 time of the worker's blocks timed on a GPU since the last flush (see :mod:`profiler.gpu.device_time`),
 by path of block names. ``operators`` holds the figures (FLOPs, memory, device time, shapes,
 dtypes, call stacks) of the PyTorch operators the worker recorded since the last flush, by path
-(the entry's layout is in :mod:`profiler.gpu.operator_figures`). Version 5 had no operators,
+(the entry's layout is in :mod:`profiler.gpu.operator_figures`). Version 6 had no packed spans,
+version 5 no operators,
 version 4 no device time, version 3 named every block in every payload, as a tree of tuples; version 2 had no memory, version 1 no per-call extremes.
 
 Why this module is long: it holds both sides. the layout, the worker's writing of it and the trainer's checks
@@ -88,6 +92,7 @@ from profiler.timing import timers
 from profiler.timing.accelerator import extension as _accelerator
 from profiler.multiprocess.block_ids import NO_PARENT, block_ids_of
 from profiler.recording.events import drain_timeline
+from profiler.recording.packed_spans import check_packed_spans
 from profiler.gpu.device_time import drain_device_times, resolve_device_times
 from profiler.recording.memory import drain_memory
 from profiler.timing.timer_node import accelerated
@@ -116,7 +121,7 @@ __all__ = [
 ]
 
 PAYLOAD_TAG = "rlprof.timers"
-PAYLOAD_VERSION = 6
+PAYLOAD_VERSION = 7
 PAYLOAD_FIELDS = 16
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between flushes when a :class:`WorkerTimers` is given neither option."""
@@ -723,15 +728,18 @@ def _validate_labels(label: Any, declared: int) -> None:
 
 
 def _validate_timeline(timeline: Any) -> None:
-    if not isinstance(timeline, (tuple, list)) or len(timeline) != 7:
+    if not isinstance(timeline, (tuple, list)) or len(timeline) != 8:
         raise PayloadError(
-            "timeline: must be (host, clock_origin, thread, spans, instants, counters, dropped)"
+            "timeline: must be (host, clock_origin, thread, spans, instants, counters, dropped, packed_spans)"
         )
-    host, origin, thread_name, spans, instants, counters, dropped = timeline
+    host, origin, thread_name, spans, instants, counters, dropped, packed = timeline
     _name(host, "timeline.host")
     _time(origin, "timeline.clock_origin", signed=True)
     _name(thread_name, "timeline.thread")
     _whole(dropped, "timeline.dropped", minimum=0)
+    wrong = check_packed_spans(packed, MAX_SECONDS)
+    if wrong is not None:
+        raise PayloadError(f"timeline.packed_spans{'' if wrong.startswith('[') else ': '}{wrong}")
     for kind, events, width in (("spans", spans, 3), ("instants", instants, 2), ("counters", counters, 3)):
         _sequence(events, f"timeline.{kind}")
         if kind == "spans" and _plain_spans(events):

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
+from profiler.recording.packed_spans import PackedSpans, with_packed
 from profiler.timing import block_hooks, timer_stack, timers
 from profiler.timing.timers import TimerStack
 
@@ -70,10 +71,12 @@ class ThreadTimeline:
     oldest entries never leaves a child whose parent overlaps it wrongly: what is kept still nests.
     """
 
-    __slots__ = ("spans", "instants", "counters", "spans_recorded", "dropped", "recording")
+    __slots__ = ("spans", "packed_spans", "instants", "counters", "spans_recorded", "dropped", "recording")
 
     def __init__(self, capacity: int) -> None:
         self.spans: deque[tuple[str, float, float]] = deque(maxlen=capacity)
+        # The env steps' spans, as float64 pairs (see profiler.recording.packed_spans).
+        self.packed_spans = PackedSpans(capacity)
         self.instants: deque[tuple[str, float]] = deque(maxlen=capacity)
         self.counters: deque[tuple[str, float, float]] = deque(maxlen=capacity)
         # Spans are counted rather than checked for a full ring on the hot path; the difference
@@ -92,6 +95,22 @@ class ThreadTimeline:
         they fold), as plain blocks' exits add each."""
         self.spans.extend(spans)
         self.spans_recorded += len(spans)
+
+    def add_packed_spans(self, name: str, runs: Any) -> None:
+        """Many spans of ``name`` at once, as a bytes-like of native float64 ``start, end`` pairs
+        (an env step's held runs, as they fold)."""
+        self.packed_spans.add(name, runs)
+
+    def holds_events(self) -> bool:
+        return bool(self.spans or self.packed_spans.by_name or self.instants or self.counters)
+
+    def span_rows(self) -> list[Any]:
+        """Every span held, as the dump writes them (lists, details as objects), by their end
+        where some were packed."""
+        # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
+        # A span without details (nearly all) needs only list(), not a call of timeline_row.
+        rows = [timeline_row(span) if isinstance(span[-1], tuple) else list(span) for span in tuple(self.spans)]
+        return with_packed(rows, self.packed_spans)
 
     def add_instant(self, name: str, at: float, details: Details | None = None) -> None:
         if len(self.instants) == self.instants.maxlen:
@@ -116,19 +135,22 @@ class ThreadTimeline:
         self.counters.extend(samples)
 
     def dropped_so_far(self) -> int:
-        return self.dropped + self.spans_recorded - len(self.spans)
+        return self.dropped + self.spans_recorded - len(self.spans) + self.packed_spans.dropped
 
-    def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int]:
-        """Hand over and forget every event held: (spans, instants, counters, dropped)."""
+    def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int, tuple[Any, ...]]:
+        """Hand over and forget every event held: (spans, instants, counters, dropped, packed
+        spans as ``(name, little-endian pairs)``)."""
         drained = (
             tuple(self.spans),
             tuple(self.instants),
             tuple(self.counters),
             self.dropped_so_far(),
+            self.packed_spans.drain(),
         )
         self.spans.clear()
         self.instants.clear()
         self.counters.clear()
+        self.packed_spans.clear()
         self.spans_recorded = 0
         self.dropped = 0
         return drained
@@ -229,13 +251,13 @@ def clock_origin() -> float:
 
 def drain_timeline(stack: TimerStack) -> tuple[Any, ...] | None:
     """The events a stack recorded since the last drain, as the plain-data timeline of a payload:
-    ``(host, clock_origin, thread_name, spans, instants, counters, dropped)``; None when the
+    ``(host, clock_origin, thread_name, spans, instants, counters, dropped, packed_spans)``; None when the
     stack has recorded nothing and is not recording."""
     timeline = stack.timeline
     if timeline is None:
         return None
-    spans, instants, counters, dropped = timeline.drain()
-    return (HOST, clock_origin(), stack.thread_name, spans, instants, counters, dropped)
+    spans, instants, counters, dropped, packed = timeline.drain()
+    return (HOST, clock_origin(), stack.thread_name, spans, instants, counters, dropped, packed)
 
 
 def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) -> dict[str, Any] | None:
@@ -260,15 +282,11 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     for tid, other in enumerate(recorded, start=1):
         timeline = other.timeline
         assert timeline is not None
-        # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
         threads.append(
             {
                 "tid": tid,
                 "name": other.thread_name,
-                # A span without details (nearly all) needs only list(), not a call of
-                # timeline_row: this runs once per span of the run.
-                "spans": [timeline_row(span) if isinstance(span[-1], tuple) else list(span)
-                          for span in tuple(timeline.spans)],
+                "spans": timeline.span_rows(),
                 "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
             }
         )

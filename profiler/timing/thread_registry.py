@@ -125,4 +125,4 @@ class StackRegistry:
 
 
 def holds_events(timeline: Any) -> bool:
-    return timeline is not None and bool(timeline.spans or timeline.instants or timeline.counters)
+    return timeline is not None and timeline.holds_events()

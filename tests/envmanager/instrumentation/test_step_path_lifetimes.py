@@ -1,5 +1,5 @@
 """What the env step (``step_path.timed_step``, in C ``_step_core.EnvStep``) holds on to while
-Python code runs inside it: the held runs' fold calls the timeline's ``add_spans``, and another
+Python code runs inside it: the held runs' fold calls the timeline's ``add_packed_spans``, and another
 thread (``events.clear_recording()``, ``timers.reset_timers(stack)``) may replace the stack's
 timeline or open block meanwhile. Each program runs in a subprocess under Python's debug allocator,
 which fills freed memory: a step that kept a pointer to an object that went crashes there."""
@@ -43,11 +43,18 @@ meanwhile = []
 
 
 class TimelineOthersChangeMeanwhile(ThreadTimeline):
-    \"\"\"A timeline whose add_spans lets another thread in once: what that thread does is in
-    ``meanwhile``.\"\"\"
+    \"\"\"A timeline whose add_spans and add_packed_spans let another thread in once: what that
+    thread does is in ``meanwhile``.\"\"\"
 
     def add_spans(self, spans):
         super().add_spans(spans)
+        self.let_others_in()
+
+    def add_packed_spans(self, name, runs):
+        super().add_packed_spans(name, runs)
+        self.let_others_in()
+
+    def let_others_in(self):
         while meanwhile:
             meanwhile.pop()()
 """

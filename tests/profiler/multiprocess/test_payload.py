@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -342,8 +343,8 @@ def with_step_row(**changes):
         (replace(good_payload(), 10, ((0, "rl", 3, ()),)), "object_type"),
         (replace(good_payload(), 10, ((7, "rl", "task", ()),)), "block id 7 was never declared"),
         (replace(good_payload(), 11, (("reward", 1.0),)), r"gauges\[0\]"),
-        (replace(good_payload(), 12, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0)), "a detail is a"),
-        (replace(good_payload(), 12, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0)), r"details.cat"),
+        (replace(good_payload(), 12, ("h", 0.0, "t", (("a", 1.0, 2.0, (("cat",),)),), (), (), 0, ())), "a detail is a"),
+        (replace(good_payload(), 12, ("h", 0.0, "t", (), (("m", 1.0, (("cat", None),)),), (), 0, ())), r"details.cat"),
         (replace(good_payload(), 12, ("host",)), "timeline"),
     ],
 )
@@ -352,8 +353,36 @@ def test_a_malformed_payload_is_refused_with_a_clear_reason(bad, message):
         validate_payload(bad)
 
 
-def spans_payload(*spans):
-    return replace(good_payload(), 12, ("h", 0.0, "t", spans, (), (), 0))
+def spans_payload(*spans, packed=()):
+    return replace(good_payload(), 12, ("h", 0.0, "t", spans, (), (), 0, packed))
+
+
+def pairs(*values: float) -> bytes:
+    """Packed spans' ``(start, end)`` pairs, as a payload carries them."""
+    return struct.pack(f"<{len(values)}d", *values)
+
+
+def test_packed_spans_are_accepted():
+    validate_payload(spans_payload(packed=(("env.step", pairs(0.5, 0.75, 1.0, 1.0)), ("env.reset", b""))))
+
+
+@pytest.mark.parametrize(
+    "packed, message",
+    [
+        ((("env.step", pairs(0.75, 0.5)),), r"timeline.packed_spans\[0\]: a span ends before it starts"),
+        ((("env.step", pairs(0.5, float("nan"))),), r"timeline.packed_spans\[0\]: a time is not finite"),
+        ((("env.step", pairs(0.5, 2.0**50)),), r"timeline.packed_spans\[0\]: a time is not finite, or more than"),
+        ((("env.step", pairs(0.5, 0.75)[:-1]),), r"timeline.packed_spans\[0\]: the pairs must be bytes"),
+        ((("env.step", pairs(0.5, 0.75, 1.0)),), r"timeline.packed_spans\[0\]: the pairs must be bytes"),
+        ((("env.step", [0.5, 0.75]),), r"timeline.packed_spans\[0\]: the pairs must be bytes"),
+        ((("", pairs(0.5, 0.75)),), r"timeline.packed_spans\[0\]: the name must be a non-empty str"),
+        ((("env.step",),), r"timeline.packed_spans\[0\]: must be \(name, pairs\)"),
+        (None, r"timeline.packed_spans: must be a sequence"),
+    ],
+)
+def test_bad_packed_spans_are_refused_naming_their_place(packed, message):
+    with pytest.raises(PayloadError, match=message):
+        validate_payload(spans_payload(packed=packed))
 
 
 def test_plain_spans_and_spans_of_whole_seconds_are_accepted():
@@ -500,6 +529,6 @@ def test_labels_and_event_details_travel_as_plain_data(fake_clock):
     validate_payload(payload)
     assert only_plain_data(payload)
     assert payload[10] == ((0, "rl", "task", ()),)
-    _, _, _, spans, instants, _, _ = payload[12]
+    _, _, _, spans, instants, _, _, _ = payload[12]
     assert spans[0][3] == (("cat", "rl"), ("object_type", "task"))
     assert instants[0][2] == (("cat", "rl"), ("scope", "p"))

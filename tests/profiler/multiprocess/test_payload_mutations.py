@@ -29,7 +29,7 @@ VALID = tree_payload(
     ("idle", 0.0, 0, 0, None, ()),
     gauges=(("reward", 1.0, 0.5, 2.0, 3),),
     timeline=("host", 100.0, "MainThread", (("env.step", 0.1, 0.2, (("episode", 3),)),), (("mark", 0.15),),
-              (("queue", 0.3, 2.0),), 0),
+              (("queue", 0.3, 2.0),), 0, (("env.step", struct.pack("<4d", 0.1, 0.2, 0.25, 0.3)),)),
     memory=("host", 100.0, ((0.1, 1000, None), (0.2, 2000, 1500)), ((("env.step",), 2, 128, 256),)),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator
 
@@ -121,10 +122,11 @@ def test_recorded_events_travel_in_the_payload_and_are_drained(recording, fake_c
     events.mark("reset", worker)
     first = snapshot_and_flush(worker)
     second = snapshot_and_flush(worker)
-    host, _, thread_name, spans, instants, counters, dropped = first[12]
+    host, _, thread_name, spans, instants, counters, dropped, packed = first[12]
     assert (host, thread_name) == (events.HOST, "worker main")
     assert spans == (("env.step", 1000.0, 1001.0),)
     assert instants == (("reset", 1001.0),)
+    assert packed == ()
     assert second[12][3:6] == ((), (), ())
 
 
@@ -150,17 +152,32 @@ def test_worker_events_land_on_the_workers_own_track(recording, fake_clock):
 def test_events_from_another_machine_are_shifted_onto_the_trainers_clock(recording, fake_clock):
     remote_origin = events.clock_origin() + 50.0  # its clock reads 50 s less than ours
     payload = snapshot_and_flush(TimerStack("remote"))
-    timeline = ("other-host", remote_origin, "main", (("env.step", 1.0, 2.0),), (), (), 0)
+    timeline = ("other-host", remote_origin, "main", (("env.step", 1.0, 2.0),), (), (), 0, ())
     TimerMerger().merge_payload(0, payload[:12] + (timeline,) + payload[13:])
     remote = get_timer_tree()["timeline"]["processes"][1]
     assert remote["clock_offset"] == pytest.approx(50.0, abs=0.01)  # wall clock moves meanwhile
     assert remote["threads"][0]["spans"] == [["env.step", pytest.approx(51.0, abs=0.01), pytest.approx(52.0, abs=0.01)]]
 
 
-def remote_payload(spans: tuple, host: str = "other-host") -> tuple:
-    """A payload from a process on ``host`` whose timeline holds ``spans`` (its own clock)."""
+def remote_payload(spans: tuple, host: str = "other-host", packed: tuple = ()) -> tuple:
+    """A payload from a process on ``host`` whose timeline holds ``spans`` and ``packed`` spans
+    (its own clock)."""
     payload = snapshot_and_flush(TimerStack("remote"))
-    return payload[:12] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0),) + payload[13:]
+    return payload[:12] + ((host, events.clock_origin() + 50.0, "main", spans, (), (), 0, packed),) + payload[13:]
+
+
+def test_a_workers_packed_spans_land_on_its_track_shifted_among_its_spans(recording, fake_clock):
+    clock = ClockOffset()
+    clock.update([(10.0, 7.0, 10.0)])
+    merger = TimerMerger(timeline_capacity=2)
+    merger.set_clock(0, clock)
+    packed = (("env.step", struct.pack("<6d", 0.5, 0.75, 1.0, 1.5, 2.5, 3.0)),)
+    merger.merge_payload(0, remote_payload((("physics", 1.25, 1.5),), packed=packed))
+    timeline = get_timer_tree()["timeline"]
+    assert timeline["processes"][1]["threads"][0]["spans"] == [
+        ["physics", 4.25, 4.5], ["env.step", 4.0, 4.5], ["env.step", 5.5, 6.0]  # a parent after its children
+    ]
+    assert timeline["dropped"] == 1  # the oldest env step, beyond the worker thread's capacity of 2
 
 
 def test_a_round_trip_clock_estimate_replaces_the_wall_clock_guess(recording, fake_clock):

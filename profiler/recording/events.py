@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.recording.packed_spans import PackedSpans, with_packed
-from profiler.timing import block_hooks, timer_stack, timers
+from profiler.timing import accelerator, block_hooks, timer_stack, timers
 from profiler.timing.timers import TimerStack
 
 __all__ = [
@@ -154,6 +154,11 @@ class ThreadTimeline:
         self.spans_recorded = 0
         self.dropped = 0
         return drained
+
+
+if accelerator.extension is not None:
+    # The C accelerator appends a recorded block's span through these slots (see _timer_core.c).
+    accelerator.extension.use_timeline_type(ThreadTimeline)
 
 
 def _pushed_out(ring: deque, added: int) -> int:

@@ -138,6 +138,35 @@ def test_a_recorded_block_that_raises_counts_its_error_and_records_its_span(fake
     assert list(recording.spans) == [("env.step", start, start + 2.0)]
 
 
+def test_a_full_timeline_drops_its_oldest_span_and_counts_every_span_recorded(fake_clock, recording):
+    stack = timers.current_thread_stack()
+    stack.timeline = events.ThreadTimeline(2)
+    for name in ("first", "second", "third"):
+        with hierarchical_timer(name):
+            fake_clock.advance(1.0)
+    assert [span[0] for span in stack.timeline.spans] == ["second", "third"]
+    assert (stack.timeline.spans_recorded, stack.timeline.dropped_so_far()) == (3, 1)
+
+
+class ListTimeline(events.ThreadTimeline):
+    """A timeline of another class than ThreadTimeline, its spans in a list: reached through its
+    attributes, not its slots."""
+
+    def __init__(self) -> None:
+        super().__init__(10)
+        self.spans = []  # type: ignore[assignment]
+
+
+def test_a_timeline_of_another_class_records_spans_as_a_thread_timeline_does(fake_clock, recording):
+    stack = timers.current_thread_stack()
+    stack.timeline = ListTimeline()
+    start = fake_clock.time
+    with hierarchical_timer("block"):
+        fake_clock.advance(1.0)
+    assert stack.timeline.spans == [("block", start, start + 1.0)]
+    assert stack.timeline.spans_recorded == 1
+
+
 def test_a_block_of_a_stack_without_a_timeline_records_nothing(fake_clock, recording):
     stack = StandInStack()
     stack.timeline = None

@@ -18,7 +18,7 @@ def test_spans_added_in_folds_are_rows_in_the_order_they_were_added():
     packed = PackedSpans(10)
     packed.add("env.step", native(1.0, 1.5, 2.0, 2.5))
     packed.add("env.step", native(3.0, 3.25))
-    assert packed.rows() == [("env.step", 1.0, 1.5), ("env.step", 2.0, 2.5), ("env.step", 3.0, 3.25)]
+    assert packed.rows() == [["env.step", 1.0, 1.5], ["env.step", 2.0, 2.5], ["env.step", 3.0, 3.25]]
     assert len(packed) == 3
 
 
@@ -26,7 +26,7 @@ def test_beyond_the_capacity_the_oldest_spans_go_and_are_counted():
     packed = PackedSpans(2)
     packed.add("env.step", native(1.0, 1.5, 2.0, 2.5))
     packed.add("env.step", native(3.0, 3.5, 4.0, 4.5, 5.0, 5.5))
-    assert packed.rows() == [("env.step", 4.0, 4.5), ("env.step", 5.0, 5.5)]
+    assert packed.rows() == [["env.step", 4.0, 4.5], ["env.step", 5.0, 5.5]]
     assert packed.dropped == 3
 
 
@@ -34,7 +34,7 @@ def test_each_block_name_keeps_its_own_spans():
     packed = PackedSpans(1)
     packed.add("env.step", native(1.0, 2.0))
     packed.add("env.reset", native(0.0, 0.5))
-    assert sorted(packed.rows()) == [("env.reset", 0.0, 0.5), ("env.step", 1.0, 2.0)]
+    assert sorted(packed.rows()) == [["env.reset", 0.0, 0.5], ["env.step", 1.0, 2.0]]
     assert packed.dropped == 0
 
 
@@ -48,7 +48,7 @@ def test_a_drain_hands_over_little_endian_pairs_and_holds_none():
 def test_a_payloads_pairs_are_shifted_onto_the_trainers_clock():
     packed = PackedSpans(10)
     packed.add_shifted("env.step", struct.pack("<4d", 1.0, 1.5, 2.0, 2.5), 50.0)
-    assert packed.rows() == [("env.step", 51.0, 51.5), ("env.step", 52.0, 52.5)]
+    assert packed.rows() == [["env.step", 51.0, 51.5], ["env.step", 52.0, 52.5]]
 
 
 def test_rows_and_packed_spans_are_written_together_by_their_end():

@@ -618,19 +618,29 @@ block_methods(PyObject *module, PyObject *args)
     return methods;
 }
 
+/* Where the slots ``first`` and ``second`` of the class ``type`` lie (use_stack_type's and
+ * use_timeline_type's check): -1 with an error if ``type`` is not a class or lacks either. */
+static int
+two_slot_offsets(PyObject *type, const char *caller, const char *first, const char *second,
+                 Py_ssize_t *first_offset, Py_ssize_t *second_offset)
+{
+    if (!PyType_Check(type)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a class", caller);
+        return -1;
+    }
+    *first_offset = slot_offset((PyTypeObject *)type, first);
+    *second_offset = *first_offset < 0 ? -1 : slot_offset((PyTypeObject *)type, second);
+    return *second_offset < 0 ? -1 : 0;
+}
+
 static PyObject *
 use_stack_type(PyObject *module, PyObject *type)
 {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "use_stack_type() takes a class");
+    Py_ssize_t current_offset, timeline_offset;
+    if (two_slot_offsets(type, "use_stack_type", "current", "timeline", &current_offset, &timeline_offset) < 0) {
         return NULL;
     }
-    Py_ssize_t offset = slot_offset((PyTypeObject *)type, "current");
-    Py_ssize_t timeline_offset = offset < 0 ? -1 : slot_offset((PyTypeObject *)type, "timeline");
-    if (timeline_offset < 0) {
-        return NULL;
-    }
-    stack_current = offset;
+    stack_current = current_offset;
     stack_timeline = timeline_offset;
     Py_INCREF(type);
     Py_XSETREF(stack_type, type);
@@ -642,13 +652,8 @@ use_stack_type(PyObject *module, PyObject *type)
 static PyObject *
 use_timeline_type(PyObject *module, PyObject *type)
 {
-    if (!PyType_Check(type)) {
-        PyErr_SetString(PyExc_TypeError, "use_timeline_type() takes a class");
-        return NULL;
-    }
-    Py_ssize_t spans_offset = slot_offset((PyTypeObject *)type, "spans");
-    Py_ssize_t recorded_offset = spans_offset < 0 ? -1 : slot_offset((PyTypeObject *)type, "spans_recorded");
-    if (recorded_offset < 0) {
+    Py_ssize_t spans_offset, recorded_offset;
+    if (two_slot_offsets(type, "use_timeline_type", "spans", "spans_recorded", &spans_offset, &recorded_offset) < 0) {
         return NULL;
     }
     if (deque_append == NULL) {

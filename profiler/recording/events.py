@@ -140,17 +140,17 @@ class ThreadTimeline:
     def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int, tuple[Any, ...]]:
         """Hand over and forget every event held: (spans, instants, counters, dropped, packed
         spans as ``(name, little-endian pairs)``)."""
+        packed, packed_dropped = self.packed_spans.drain()
         drained = (
             tuple(self.spans),
             tuple(self.instants),
             tuple(self.counters),
-            self.dropped_so_far(),
-            self.packed_spans.drain(),
+            self.dropped_so_far() + packed_dropped,
+            packed,
         )
         self.spans.clear()
         self.instants.clear()
         self.counters.clear()
-        self.packed_spans.clear()
         self.spans_recorded = 0
         self.dropped = 0
         return drained

@@ -69,21 +69,18 @@ class PackedSpans:
             pairs = pairs + offset
         self.add(name, pairs.astype("=f8", copy=False).tobytes())
 
-    def drain(self) -> tuple[tuple[str, bytes], ...]:
-        """Hand over and forget every span held, as a payload carries them: ``(name, pairs)``."""
+    def drain(self) -> tuple[tuple[tuple[str, bytes], ...], int]:
+        """Hand over and forget every span held, as a payload carries them (``(name, pairs)``),
+        with the number dropped since the last drain."""
         with self._lock:
             by_name, self.by_name = self.by_name, {}
+            dropped, self.dropped = self.dropped, 0
         drained = []
         for name, held in by_name.items():
             if not _NATIVE_IS_LITTLE:
                 held.byteswap()
             drained.append((name, held.tobytes()))
-        return tuple(drained)
-
-    def clear(self) -> None:
-        with self._lock:
-            self.by_name = {}
-            self.dropped = 0
+        return tuple(drained), dropped
 
     def rows(self) -> list[list[Any]]:
         """Every span held, as the dump writes a span: ``[name, start, end]``."""

@@ -38,11 +38,11 @@ def test_each_block_name_keeps_its_own_spans():
     assert packed.dropped == 0
 
 
-def test_a_drain_hands_over_little_endian_pairs_and_holds_none():
-    packed = PackedSpans(10)
-    packed.add("env.step", native(1.0, 1.5))
-    assert packed.drain() == (("env.step", struct.pack("<2d", 1.0, 1.5)),)
-    assert packed.rows() == [] and packed.drain() == ()
+def test_a_drain_hands_over_little_endian_pairs_and_what_was_dropped_then_holds_none():
+    packed = PackedSpans(1)
+    packed.add("env.step", native(0.5, 1.0, 1.0, 1.5))
+    assert packed.drain() == ((("env.step", struct.pack("<2d", 1.0, 1.5)),), 1)
+    assert packed.rows() == [] and packed.drain() == ((), 0)
 
 
 def test_a_payloads_pairs_are_shifted_onto_the_trainers_clock():
@@ -72,10 +72,10 @@ def test_a_threads_timeline_writes_its_packed_spans_among_its_spans_and_counts_w
     assert timeline.holds_events()
 
 
-def test_a_timeline_drain_hands_over_its_packed_spans_with_the_rest():
-    timeline = events.ThreadTimeline(10)
-    timeline.add_packed_spans("env.step", native(1.0, 2.0))
+def test_a_timeline_drain_hands_over_its_packed_spans_with_the_rest_and_counts_those_dropped():
+    timeline = events.ThreadTimeline(1)
+    timeline.add_packed_spans("env.step", native(0.0, 0.5, 1.0, 2.0))
     spans, instants, counters, dropped, packed = timeline.drain()
-    assert (spans, instants, counters, dropped) == ((), (), (), 0)
+    assert (spans, instants, counters, dropped) == ((), (), (), 1)
     assert packed == (("env.step", struct.pack("<2d", 1.0, 2.0)),)
-    assert not timeline.holds_events()
+    assert not timeline.holds_events() and timeline.dropped_so_far() == 0

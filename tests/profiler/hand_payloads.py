@@ -1,6 +1,6 @@
 """Payloads for the specifications: written by hand as readable trees, and read back by path.
 
-A payload (version 6, see profiler.multiprocess.payload) names blocks by id and carries their figures as
+A payload (version 7, see profiler.multiprocess.payload) names blocks by id and carries their figures as
 columns of numbers. These helpers turn a tree of ``(name, total, count, errors, extremes,
 children[, labels])`` into such a payload, declaring every name (as ``declare_all`` does), and a
 payload back into ``{"parent/child": figures}`` with the names its stream declared.

@@ -1,6 +1,6 @@
 """Specification of PyTorch operator figures from env workers: a worker's operators' FLOPs,
 memory, device time, shapes, dtypes and call stacks travel in its payloads (``operators``,
-payload version 6, see profiler.gpu.operator_figures), and the trainer's dump lists them under
+payload field since version 6, see profiler.gpu.operator_figures), and the trainer's dump lists them under
 the path the operators have in its own tree, beside the trainer's operators."""
 
 from __future__ import annotations

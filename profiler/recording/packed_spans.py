@@ -1,5 +1,6 @@
-"""Spans of a block that runs many times alike (an environment's ``env.step``), held as float64
-``start, end`` pairs instead of one ``(name, start, end)`` tuple each.
+"""Spans of a block that runs many times alike (an environment's ``env.step``, a vector step and
+its phases timed from stamps), held as float64 ``start, end`` pairs instead of one
+``(name, start, end)`` tuple each.
 
 A timed env step ends every few hundred microseconds in every env worker. As tuples, each step's
 span was made, kept in the ring, pickled into the worker's shipment, unpickled and checked by the

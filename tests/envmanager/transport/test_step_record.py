@@ -156,11 +156,11 @@ def test_while_the_timeline_records_a_step_records_the_spans_of_its_with_blocks(
     ready_at[0] = 1e9
     record.close()
     block.fold()
-    assert list(timers.current_thread_stack().timeline.spans) == [
-        ("send_actions", 1000.0, 1002.0),
-        ("wait_for_workers", 1002.0, 1005.0),
-        ("receive_results", 1005.0, 1006.0),
-        ("env_manager.step", 1000.0, 1006.0),
+    assert timers.current_thread_stack().timeline.span_rows() == [
+        ["send_actions", 1000.0, 1002.0],
+        ["wait_for_workers", 1002.0, 1005.0],
+        ["receive_results", 1005.0, 1006.0],
+        ["env_manager.step", 1000.0, 1006.0],
     ]
     assert (node.count, node.total) == (1, 6.0)
     assert critical_path.vector_steps == [1]
@@ -233,7 +233,7 @@ def _run_steps(make_record, program: list[tuple], seed: int, recording: bool = F
         assert stack.current is stack.root
         stack.settle()
         if recording:
-            return _tree(stack.root), critical_path, list(stack.timeline.spans)
+            return _tree(stack.root), critical_path, stack.timeline.span_rows()
         return _tree(stack.root), critical_path
     finally:
         timers.set_clock(previous)

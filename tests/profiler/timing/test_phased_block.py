@@ -197,7 +197,7 @@ def test_phased_runs_record_the_spans_of_nested_with_blocks(fake_clock, recordin
 
 def recorded_spans() -> list:
     timeline = timers.current_thread_stack().timeline
-    return [] if timeline is None else list(timeline.spans)
+    return [] if timeline is None else timeline.span_rows()
 
 
 def test_runs_held_as_recording_stops_keep_their_spans(fake_clock):

@@ -144,7 +144,7 @@ class _WorkerTrack:
         self.host = host
         self.clock_offset = clock_offset
         self.clock_uncertainty: float | None = None
-        # By thread name: its spans, instants and packed spans (an env step's).
+        # By thread name: its spans, instants and packed spans (env steps', phased vector steps').
         self.threads: dict[str, tuple[deque[Any], deque[Any], PackedSpans]] = {}
         self.counters: deque[tuple[str, float, float]] = deque()
         self.dropped = 0

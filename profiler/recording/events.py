@@ -75,7 +75,7 @@ class ThreadTimeline:
 
     def __init__(self, capacity: int) -> None:
         self.spans: deque[tuple[str, float, float]] = deque(maxlen=capacity)
-        # The env steps' spans, as float64 pairs (see profiler.recording.packed_spans).
+        # Env steps' and phased vector steps' spans, as float64 pairs (see profiler.recording.packed_spans).
         self.packed_spans = PackedSpans(capacity)
         self.instants: deque[tuple[str, float]] = deque(maxlen=capacity)
         self.counters: deque[tuple[str, float, float]] = deque(maxlen=capacity)
@@ -98,7 +98,7 @@ class ThreadTimeline:
 
     def add_packed_spans(self, name: str, runs: Any) -> None:
         """Many spans of ``name`` at once, as a bytes-like of native float64 ``start, end`` pairs
-        (an env step's held runs, as they fold)."""
+        (an env step's held runs, a phased block's stamp columns, as they fold)."""
         self.packed_spans.add(name, runs)
 
     def holds_events(self) -> bool:

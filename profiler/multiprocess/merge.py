@@ -65,7 +65,7 @@ from profiler.multiprocess.figure_table import FigureTable, Figures
 from profiler.multiprocess.held_rows import add_held_rows
 from profiler.gpu.operator_figures import PathFigures, add_payload_field
 from profiler.recording.memory import ProcessMemory
-from profiler.recording.packed_spans import PackedSpans, with_packed
+from profiler.recording.packed_spans import PackedSpans
 from profiler.records import Record
 from profiler.multiprocess.payload import (
     PayloadError,
@@ -621,7 +621,7 @@ class TimerMerger:
                         {
                             "tid": tid,
                             "name": thread_name,
-                            "spans": with_packed((events.timeline_row(span) for span in spans), packed),
+                            "spans": events.span_rows(spans, packed),
                             "instants": [events.timeline_row(instant) for instant in instants],
                         }
                         for tid, (thread_name, (spans, instants, packed)) in enumerate(

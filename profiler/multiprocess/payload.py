@@ -739,7 +739,7 @@ def _validate_timeline(timeline: Any) -> None:
     _whole(dropped, "timeline.dropped", minimum=0)
     wrong = check_packed_spans(packed, MAX_SECONDS)
     if wrong is not None:
-        raise PayloadError(f"timeline.packed_spans{'' if wrong.startswith('[') else ': '}{wrong}")
+        raise PayloadError(f"timeline.packed_spans{wrong}")
     for kind, events, width in (("spans", spans, 3), ("instants", instants, 2), ("counters", counters, 3)):
         _sequence(events, f"timeline.{kind}")
         if kind == "spans" and _plain_spans(events):

@@ -45,6 +45,7 @@ __all__ = [
     "mark",
     "record_counter",
     "recording_timeline",
+    "span_rows",
     "start_recording",
     "stop_recording",
     "timeline_row",
@@ -105,12 +106,8 @@ class ThreadTimeline:
         return bool(self.spans or self.packed_spans.by_name or self.instants or self.counters)
 
     def span_rows(self) -> list[Any]:
-        """Every span held, as the dump writes them (lists, details as objects), by their end
-        where some were packed."""
-        # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
-        # A span without details (nearly all) needs only list(), not a call of timeline_row.
-        rows = [timeline_row(span) if isinstance(span[-1], tuple) else list(span) for span in tuple(self.spans)]
-        return with_packed(rows, self.packed_spans)
+        """Every span held, as the dump writes them (see :func:`span_rows`)."""
+        return span_rows(self.spans, self.packed_spans)
 
     def add_instant(self, name: str, at: float, details: Details | None = None) -> None:
         if len(self.instants) == self.instants.maxlen:
@@ -243,6 +240,15 @@ def timeline_row(event: tuple[Any, ...]) -> list[Any]:
     if row and isinstance(row[-1], tuple):
         row[-1] = dict(row[-1])
     return row
+
+
+def span_rows(spans: deque[Any], packed: PackedSpans) -> list[Any]:
+    """A thread's ring of ``spans`` and its ``packed`` spans as the dump writes them (lists,
+    details as objects), by their end where some were packed."""
+    # tuple() copies a ring in one C call, so a thread appending meanwhile cannot break it.
+    # A span without details (nearly all) needs only list(), not a call of timeline_row.
+    rows = [timeline_row(span) if isinstance(span[-1], tuple) else list(span) for span in tuple(spans)]
+    return with_packed(rows, packed)
 
 
 def clock_origin() -> float:

@@ -105,13 +105,14 @@ def with_packed(spans: Iterable[Any], packed: PackedSpans) -> list[Any]:
 
 
 def check_packed_spans(packed: Any, max_seconds: float) -> str | None:
-    """What is wrong with a payload's packed spans, or None: a sequence of ``(name, pairs)``, each
+    """Where and what is wrong with a payload's packed spans (``"[2]: ..."``, or ``": ..."`` for
+    the whole), or None when they are right: a sequence of ``(name, pairs)``, each
     name a non-empty ``str`` and each ``pairs`` a ``bytes`` of little-endian float64 ``start, end``
     pairs, finite, within ``max_seconds`` of zero, none ending before it starts."""
     import numpy as np  # as in add_shifted
 
     if not isinstance(packed, (tuple, list)):
-        return "must be a sequence of (name, pairs)"
+        return ": must be a sequence of (name, pairs)"
     for index, entry in enumerate(packed):
         where = f"[{index}]"
         if not isinstance(entry, (tuple, list)) or len(entry) != 2:

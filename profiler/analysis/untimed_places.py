@@ -6,8 +6,11 @@ since the one before): together, the untimed time of the span it watched. That s
 than the run — the sampler starts after the interpreter and stops before the end — so the
 **sampled** untimed time is the samples' seconds, at most the untimed time the tree measured (more
 is sampling error, scaled down). Each place gets ``sampled * p`` where ``p`` is the place's share
-of the sampled seconds, with the binomial standard error ``sampled * sqrt(p (1 - p) / n)`` over
-the ``n`` samples: the more samples, the tighter. What no place explains — samples in no named
+of the sampled seconds ``S``. Its standard error is that of a sum of looks that stand for unequal
+times (the looks thin out as a run goes on, and come late while the trainer holds the GIL):
+``sampled / S * sqrt(q (1 - p))``, where ``q`` is the sum of the place's samples' seconds squared.
+With equal looks that is the binomial ``sampled * sqrt(p (1 - p) / n)`` over the ``n`` samples,
+the formula used for dumps written before the squares were kept. What no place explains — samples in no named
 code, places beyond those the dump keeps, the untimed time outside the span sampled, or all of it
 when nothing was sampled — is **unexplained**, the figure that tells how much of the run rlprof
 still cannot name. (Spreading the untimed time outside the span over the places instead would
@@ -71,6 +74,7 @@ class UntimedPlaces(Record):
     untimed_seconds: float
     untimed_samples: int
     interval_seconds: float
+    longest_interval_seconds: float
     places: tuple[UntimedPlace, ...]
     unexplained_seconds: float
 
@@ -80,23 +84,36 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
     untimed = float(tree.get("self", 0.0))
     section = tree.get("untimed_samples")
     if section is None:
-        return UntimedPlaces(untimed, 0, 0.0, (), untimed)
+        return UntimedPlaces(untimed, 0, 0.0, 0.0, (), untimed)
+    intervals = section["interval_seconds"], section.get("longest_interval_seconds", section["interval_seconds"])
     places = section["places"]
     sampled_seconds = (sum(place["seconds"] for place in places) + section["unnamed"]["seconds"]
                        + section["other_places"]["seconds"])
     samples = sum(place["samples"] for place in places) + section["unnamed"]["samples"] \
         + section["other_places"]["samples"]
     if sampled_seconds <= 0.0 or samples == 0:
-        return UntimedPlaces(untimed, 0, section["interval_seconds"], (), untimed)
+        return UntimedPlaces(untimed, 0, *intervals, (), untimed)
     sampled = min(untimed, sampled_seconds)
     found = []
     for place in places:
         share = place["seconds"] / sampled_seconds
+        squared = place.get("seconds_squared")
+        if squared is None:
+            error = sampled * math.sqrt(share * (1.0 - share) / samples)
+        else:
+            error = sampled / sampled_seconds * math.sqrt(squared * (1.0 - share))
         found.append(UntimedPlace(place["function"], place["file"], place["line"], place["calls"],
-                                  place["samples"],
-                                  sampled * share, sampled * math.sqrt(share * (1.0 - share) / samples)))
+                                  place["samples"], sampled * share, error))
     named = sampled * sum(place["seconds"] for place in places) / sampled_seconds
-    return UntimedPlaces(untimed, samples, section["interval_seconds"], tuple(found), untimed - named)
+    return UntimedPlaces(untimed, samples, *intervals, tuple(found), untimed - named)
+
+
+def _looks(first: float, longest: float) -> str:
+    """How often the sampler looked: ``one each 20.00 ms``, or, where the looks thinned out,
+    ``one each 20.00 ms, thinning to one each 100.00 ms``."""
+    if longest <= first:
+        return f"one each {format_seconds(first)}"
+    return f"one each {format_seconds(first)}, thinning to one each {format_seconds(longest)}"
 
 
 def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
@@ -106,7 +123,7 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
                 "trainer's stack outside any block)")
     share = places.unexplained_seconds / wall_seconds if wall_seconds > 0 else None
     lines = [f"where the untimed time went ({places.untimed_samples} samples outside any block, "
-             f"one each {format_seconds(places.interval_seconds)}; "
+             f"{_looks(places.interval_seconds, places.longest_interval_seconds)}; "
              f"unexplained {format_seconds(places.unexplained_seconds)}, {format_percent(share)} of wall time):"]
     for place in places.places[:SHOWN_PLACES]:
         lines.append(f"  {format_seconds(place.seconds):>9} ± {format_seconds(place.error_seconds):<8} "
@@ -154,9 +171,10 @@ def _what_it_was(place: UntimedPlace) -> str:
 def workers_untimed_text(workers: list[WorkerUntimedPlaces]) -> str:
     """The report's section: per worker, its time outside env calls and its top places, each with
     its time, error and sample count."""
-    interval = max(worker.places.interval_seconds for worker in workers)
-    lines = [f"where each worker's time outside its env calls went (samples of its own stack, one each "
-             f"{format_seconds(interval)}):"]
+    first = max(worker.places.interval_seconds for worker in workers)
+    longest = max(worker.places.longest_interval_seconds for worker in workers)
+    lines = [f"where each worker's time outside its env calls went (samples of its own stack, "
+             f"{_looks(first, longest)}):"]
     for worker in workers:
         places = worker.places
         lines.append(f"  {worker.label}: {format_seconds(places.untimed_seconds)} outside env calls, "

@@ -38,16 +38,25 @@ from typing import Any
 from profiler.timing import timers
 from profiler.timing.timers import TimerStack
 
-__all__ = ["DEFAULT_INTERVAL", "MAX_PLACES", "WORKER_INTERVAL", "StackSampler", "file_kind", "forget_samples",
-           "is_sampled", "untimed_samples_section"]
+__all__ = ["DEFAULT_INTERVAL", "LONGEST_INTERVAL", "MAX_PLACES", "THINNING", "WORKER_INTERVAL", "StackSampler",
+           "file_kind", "forget_samples", "is_sampled", "next_wait", "untimed_samples_section"]
 
 DEFAULT_INTERVAL = 0.02
-"""Seconds between two looks in the trainer: 50 samples a second. A look costs the trainer more
+"""Seconds between the trainer's first looks: 50 samples a second. A look costs the trainer more
 than its own few microseconds: on a machine with no core to spare, every wake-up of the sampler's
 thread puts the trainer back in the queue for a core once more (about one more time per look,
 ``benchmarks/sampler_wakeups.py``), and that wait grows with the machine's load. So rarer looks
-cost less; more samples give tighter figures, and 50 a second still gives hundreds in a run of
-a few seconds."""
+cost less, and more samples give tighter figures: the looks start at this rate, which gives a
+run of two seconds a hundred samples, and thin out as the run goes on (:func:`next_wait`)."""
+
+LONGEST_INTERVAL = 0.1
+"""Seconds between the trainer's looks once its run has gone on for ten seconds: 10 a second, the
+rate that samples a long run (its first ten seconds gave about 260 samples; an hour gives 36,000)."""
+
+THINNING = 100
+"""How fast the looks thin out: each wait is the time sampled so far divided by this, between the
+first and the longest interval. The samples then grow by about ``THINNING`` each time the run's
+length grows e-fold (69 per doubling) until the waits reach the longest interval."""
 
 WORKER_INTERVAL = 0.1
 """Seconds between two looks in an env worker process: 10 samples a second. A worker is sampled
@@ -82,14 +91,16 @@ class StackSampler:
     """
 
     def __init__(self, thread: threading.Thread | None = None, *, interval: float = DEFAULT_INTERVAL,
-                 in_worker: bool = False) -> None:
+                 longest_interval: float = LONGEST_INTERVAL, in_worker: bool = False) -> None:
         self.thread = thread or threading.current_thread()
         self.in_worker = in_worker
         self.stack: TimerStack = timers.get_timer_stack_for_thread(self.thread)
         self.interval = interval
+        self.longest_interval = max(interval, longest_interval)
         self.samples = 0
         self.in_blocks = 0
-        # [samples, seconds] per place; None is the place of samples in no code to name.
+        # [samples, seconds, seconds squared] per place; None is the place of samples in no code
+        # to name. The squares give the sampling error of looks that stand for unequal times.
         self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
         self._kind_of_file: dict[str, str] = {}
         self._lines: dict[CodeType, dict[int, int]] = {}  # per code object: line per instruction
@@ -125,10 +136,10 @@ class StackSampler:
         stack = self.stack
         is_alive = self.thread.is_alive
         wait = self._stop.wait
-        interval = self.interval
+        interval, longest_interval = self.interval, self.longest_interval
         clock = time.perf_counter
-        last = clock()
-        while not wait(interval):
+        started = last = clock()
+        while not wait(next_wait(last - started, interval, longest_interval)):
             now = clock()
             elapsed, last = now - last, now
             if stack.current is not stack.root:
@@ -147,10 +158,11 @@ class StackSampler:
             del frame
             counts = self.places.get(place)
             if counts is None:
-                self.places[place] = [1, elapsed]
+                self.places[place] = [1, elapsed, elapsed * elapsed]
             else:
                 counts[0] += 1
                 counts[1] += elapsed
+                counts[2] += elapsed * elapsed
 
     def _place(self, frame: FrameType | None) -> tuple[str, str, int, str] | None:
         """The innermost frame of the program's own code and the call it is in (the function it
@@ -204,22 +216,34 @@ class StackSampler:
         # list() of a dict's items and of a place's counts copies them without letting the
         # sampling thread in between.
         counted = [(place, list(counts)) for place, counts in list(self.places.items())]
-        unnamed = next((counts for place, counts in counted if place is None), [0, 0.0])
+        unnamed = next((counts for place, counts in counted if place is None), [0, 0.0, 0.0])
         ranked = sorted(((place, counts) for place, counts in counted if place is not None),
                         key=lambda item: -item[1][1])
         left_out = ranked[MAX_PLACES:]
         return {
             "thread": self.thread.name,
             "interval_seconds": self.interval,
+            "longest_interval_seconds": self.longest_interval,
             "samples": self.samples,
             "in_blocks": self.in_blocks,
-            "unnamed": {"samples": unnamed[0], "seconds": unnamed[1]},
-            "other_places": {"samples": sum(counts[0] for _, counts in left_out),
-                             "seconds": sum(counts[1] for _, counts in left_out)},
-            "places": [{"function": function, "file": file, "line": line, "calls": calls,
-                        "samples": samples, "seconds": seconds}
-                       for (function, file, line, calls), (samples, seconds) in ranked[:MAX_PLACES]],
+            "unnamed": _sampled(unnamed),
+            "other_places": _sampled([sum(counts[column] for _, counts in left_out) for column in range(3)]),
+            "places": [{"function": function, "file": file, "line": line, "calls": calls, **_sampled(counts)}
+                       for (function, file, line, calls), counts in ranked[:MAX_PLACES]],
         }
+
+
+def next_wait(sampled_seconds: float, interval: float, longest_interval: float) -> float:
+    """The wait before the next look, once the sampler has run ``sampled_seconds``: the first
+    interval until the run has gone on for a hundred of them (:data:`THINNING`), then a hundredth
+    of the time run so far, up to the longest interval. A short run gets its samples; a long one is
+    looked at rarely, so the wake-ups cost it less."""
+    return min(longest_interval, max(interval, sampled_seconds / THINNING))
+
+
+def _sampled(counts: list[Any]) -> dict[str, Any]:
+    samples, seconds, seconds_squared = counts
+    return {"samples": samples, "seconds": seconds, "seconds_squared": seconds_squared}
 
 
 def _call_name(frame: FrameType | None) -> str:

@@ -284,8 +284,10 @@ class _Reader:
         def sampled(entry: Any, at: str) -> dict[str, Any]:
             if not isinstance(entry, dict):
                 raise TimerFileError(f"{at}: must be an object")
+            squared = entry.get("seconds_squared")  # absent from dumps before the looks thinned out
             return {"samples": _whole(entry.get("samples", 0), f"{at}.samples"),
-                    "seconds": _seconds(entry.get("seconds", 0.0), f"{at}.seconds")}
+                    "seconds": _seconds(entry.get("seconds", 0.0), f"{at}.seconds"),
+                    "seconds_squared": None if squared is None else _seconds(squared, f"{at}.seconds_squared")}
 
         places = []
         for index, place in enumerate(section.get("places", [])):
@@ -295,8 +297,11 @@ class _Reader:
                            "file": self.name(place.get("file"), f"{at}.file"),
                            "line": _whole(place.get("line"), f"{at}.line"),
                            "calls": self.name(place.get("calls", ""), f"{at}.calls"), **sampled(place, at)})
+        interval = _seconds(section.get("interval_seconds", 0.0), f"{where}.interval_seconds")
         return {"thread": self.name(section.get("thread", "MainThread"), f"{where}.thread"),
-                "interval_seconds": _seconds(section.get("interval_seconds", 0.0), f"{where}.interval_seconds"),
+                "interval_seconds": interval,
+                "longest_interval_seconds": _seconds(section.get("longest_interval_seconds", interval),
+                                                     f"{where}.longest_interval_seconds"),
                 "samples": _whole(section.get("samples", 0), f"{where}.samples"),
                 "in_blocks": _whole(section.get("in_blocks", 0), f"{where}.in_blocks"),
                 "unnamed": sampled(section.get("unnamed", {}), f"{where}.unnamed"),

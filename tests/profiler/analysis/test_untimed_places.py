@@ -42,6 +42,29 @@ def test_each_place_gets_the_untimed_time_in_proportion_to_its_sampled_seconds()
     assert log.error_seconds == pytest.approx(8.0 * math.sqrt(0.75 * 0.25 / 400))
 
 
+def test_a_places_error_counts_the_time_each_of_its_looks_stands_for():
+    # Both places hold half the sampled seconds; "early" was seen by 200 looks of 20 ms, "late" by
+    # 40 looks of 100 ms once the looks had thinned out: fewer looks, the larger error.
+    early = {**place("early", 200, 4.0), "seconds_squared": 200 * 0.02 ** 2}
+    late = {**place("late", 40, 4.0, line=3), "seconds_squared": 40 * 0.1 ** 2}
+    found = untimed_places(run_tree(early, late))
+    assert found.places[0].error_seconds == pytest.approx(math.sqrt(200 * 0.02 ** 2 * 0.5))
+    assert found.places[1].error_seconds == pytest.approx(math.sqrt(40 * 0.1 ** 2 * 0.5))
+
+
+def test_with_equal_looks_the_error_from_the_squares_is_the_binomial_one():
+    # 400 looks of 20 ms each: the squares' error and the samples' binomial error agree.
+    squares = untimed_places(run_tree({**place("log", 300, 6.0), "seconds_squared": 300 * 0.02 ** 2},
+                                      {**place("main", 100, 2.0, line=3), "seconds_squared": 100 * 0.02 ** 2}))
+    assert squares.places[0].error_seconds == pytest.approx(8.0 * math.sqrt(0.75 * 0.25 / 400))
+
+
+def test_the_table_says_the_looks_thinned_out_as_the_run_went_on():
+    tree = run_tree(place("log", 300, 1.5))
+    tree["untimed_samples"]["longest_interval_seconds"] = 0.1
+    assert "one each 5.00 ms, thinning to one each 100.00 ms" in render_analysis(analyze_run(tree))
+
+
 def test_samples_in_no_nameable_code_are_unexplained():
     found = untimed_places(run_tree(place("log", 300, 6.0), unnamed=(100, 2.0)))
     assert found.unexplained_seconds == pytest.approx(2.0)
@@ -93,6 +116,11 @@ def test_without_samples_the_untimed_verdict_says_nothing_names_it():
 def test_a_malformed_section_is_refused_in_one_line():
     with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].line: must be a whole number"):
         run_tree({"function": "log", "file": "a.py", "line": -1, "samples": 1, "seconds": 0.1})
+
+
+def test_negative_squared_seconds_are_refused_in_one_line():
+    with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].seconds_squared: must be a finite time"):
+        run_tree({**place("log", 3, 0.1), "seconds_squared": -1.0})
 
 
 def tree_with_workers(*sampled: bool) -> dict:

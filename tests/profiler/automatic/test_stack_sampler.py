@@ -13,7 +13,7 @@ import time
 import pytest
 
 from profiler import hierarchical_timer
-from profiler.automatic.stack_sampler import StackSampler, forget_samples
+from profiler.automatic.stack_sampler import StackSampler, forget_samples, next_wait
 from profiler.timing import timers
 
 SAMPLES = 20
@@ -51,6 +51,30 @@ def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line():
     places = [place for place in sampler.section()["places"] if place["function"] == "wait_for_samples"]
     assert places and places[0]["file"] == __file__
     assert sum(place["samples"] for place in places) >= SAMPLES - 2  # the first and last may straddle
+
+
+def test_the_looks_start_at_the_first_interval_and_thin_out_to_the_longest_as_the_run_goes_on():
+    assert [next_wait(seconds, 0.02, 0.1) for seconds in (0.0, 1.0, 2.0, 5.0, 10.0, 3600.0)] \
+        == [0.02, 0.02, 0.02, pytest.approx(0.05), 0.1, 0.1]
+
+
+def test_a_sampler_asked_for_a_longest_interval_below_its_first_looks_at_one_rate():
+    assert StackSampler(interval=0.1, longest_interval=0.02).longest_interval == 0.1
+
+
+def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error():
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    try:
+        planted_slow_function(sampler)
+    finally:
+        sampler.stop()
+    section = sampler.section()
+    assert (section["interval_seconds"], section["longest_interval_seconds"]) == (0.001, 0.1)
+    for place in section["places"]:
+        # Each sample's seconds are positive, so their squares sum to between (sum)^2 / n and (sum)^2.
+        assert place["seconds"] ** 2 / place["samples"] <= place["seconds_squared"] * (1 + 1e-9)
+        assert place["seconds_squared"] <= place["seconds"] ** 2 * (1 + 1e-9)
 
 
 LONG_MODULE = """

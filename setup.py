@@ -1,7 +1,8 @@
 """The one thing pyproject.toml cannot say: the optional C accelerators of the hot path (the
 timer's blocks, the env step path's timed env call, and the framework phases' pass-through of
-nested ``nn.Module`` calls), where ``rlprof run`` puts the program's first frame, and the spans'
-text of the timers file and of a trace (most of what ``rlprof run``'s exit spends).
+nested ``nn.Module`` calls), the stack sampler's waits without the GIL, where ``rlprof run`` puts
+the program's first frame, and the spans' text of the timers file and of a trace (most of what
+``rlprof run``'s exit spends).
 
 ``Extension(optional=True)``: where no C compiler (or no Python headers) is found, the build
 warns and installs rlprof without it, and the pure-Python core runs
@@ -32,6 +33,11 @@ setup(
         Extension(
             "profiler.automatic._module_call_core",
             sources=["profiler/automatic/_module_call_core.c"],
+            optional=True,
+        ),
+        Extension(
+            "profiler.automatic._block_watch",
+            sources=["profiler/automatic/_block_watch.c"],
             optional=True,
         ),
         Extension(

@@ -1,15 +1,17 @@
 """Do rlprof's periodic wake-ups slow a training loop? The trainer's stack sampler on and off, in one process.
 
 ``rlprof run`` has one thread in the trainer that wakes on a timer: the stack sampler
-(``profiler.automatic.stack_sampler``, 100 looks a second; docs/run.md, "What rlprof runs beside
-your program"). Across processes (``run_overhead.py``), the loop's time swings by more than the
+(``profiler.automatic.stack_sampler``, 50 looks a second at first, thinning to 10; docs/run.md,
+"What rlprof runs beside your program"). Across processes (``run_overhead.py``), the loop's time swings by more than the
 sampler could cost on a shared machine; here one process runs the CleanRL-style PPO loop of
 ``tests/profiler/automatic/programs/cleanrl_torch_ppo.py`` (its ``Agent``, 4 CartPole envs in a
 ``SyncVectorEnv``, one thread for torch; one turn is one iteration: 128 vector steps, 4 epochs of
 4 minibatches) under each variant in turn, the order alternating from round to round:
 
 - **off**, and **off again** (the same, to show how far the machine alone moves a figure);
-- the **sampler** at 100, 50 and 20 looks a second (started before the turn, stopped after it);
+- the **sampler** at 100, 50 and 20 looks a second (started before the turn, stopped after it),
+  waiting in C where its C wait was built (a look that finds a block open does not take the GIL),
+  and at 50 looks a second waiting in **Python** (every look takes the GIL), as without the build;
 - a **bare thread** that only wakes 100 times a second (a wake-up with no work).
 
 Each ratio is the median of per-round ratios to "off" of the same round, wall and CPU time of the
@@ -44,6 +46,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn, optim  # noqa: E402
 
+from profiler.automatic import stack_sampler  # noqa: E402
 from profiler.automatic.stack_sampler import StackSampler  # noqa: E402
 
 PROGRAM = ROOT / "tests" / "profiler" / "automatic" / "programs" / "cleanrl_torch_ppo.py"
@@ -77,12 +80,24 @@ class BareThread:
         self._thread.join()
 
 
+def sampler(interval: float, python_wait: bool = False) -> StackSampler:
+    """A sampler at one rate (no thinning out), waiting in C where built unless ``python_wait``."""
+    compiled = stack_sampler._block_watch  # noqa: SLF001
+    if python_wait:
+        stack_sampler._block_watch = None  # noqa: SLF001 - read once, at start()
+    try:
+        return StackSampler(interval=interval, longest_interval=interval).start()
+    finally:
+        stack_sampler._block_watch = compiled  # noqa: SLF001
+
+
 VARIANTS = {
     "off": None,
     "off again": None,
-    "sampler, 100 looks/s": lambda: StackSampler(interval=0.01).start(),
-    "sampler, 50 looks/s": lambda: StackSampler(interval=0.02).start(),
-    "sampler, 20 looks/s": lambda: StackSampler(interval=0.05).start(),
+    "sampler, 100 looks/s": lambda: sampler(0.01),
+    "sampler, 50 looks/s": lambda: sampler(0.02),
+    "sampler, 50 looks/s, Python wait": lambda: sampler(0.02, python_wait=True),
+    "sampler, 20 looks/s": lambda: sampler(0.05),
     "bare thread, 100 wake-ups/s": lambda: BareThread(0.01),
 }
 
@@ -152,7 +167,7 @@ def main() -> None:
         cpu = statistics.median(run[1] / base[1] for run, base in zip(runs, figures["off"]))
         rescheduled = statistics.median(run[2] - base[2] for run, base in zip(runs, figures["off"]))
         off_cpu = statistics.median(run[3] for run in runs)
-        print(f"  {label:30} {statistics.median(run[0] for run in runs) * 1000:7.1f} ms  "
+        print(f"  {label:34} {statistics.median(run[0] for run in runs) * 1000:7.1f} ms  "
               f"wall {wall:.3f}x  CPU {cpu:.3f}x  put on a core {rescheduled:+5.0f}  "
               f"off the CPU, not queued {off_cpu * 1000:5.1f} ms")
 

@@ -6,7 +6,9 @@ thread of its own (``sys._current_frames()``: no signal, no tracing, nothing slo
 looks) and, **only when no block is open in that thread**, counts the place the thread is at:
 the innermost frame of the program's own code (function, file and line), or, when the thread
 is in library code only, the innermost frame. Samples taken while a block is open are counted
-apart and attributed to nothing: the blocks already say what that time was.
+apart and attributed to nothing: the blocks already say what that time was. Where rlprof's C
+helpers were built, the sampling thread waits, and takes those looks, without the GIL
+(``_block_watch.c``), so they do not make the watched thread hand the GIL over.
 
 The counts go into the dump's ``untimed_samples`` section (docs/formats.md): per place, the
 samples and the seconds they stand for (each sample, the time since the one before).
@@ -32,10 +34,11 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Iterator
 from types import CodeType, FrameType
 from typing import Any
 
-from profiler.timing import timers
+from profiler.timing import accelerator, timers
 from profiler.timing.timers import TimerStack
 
 __all__ = ["DEFAULT_INTERVAL", "LONGEST_INTERVAL", "MAX_PLACES", "THINNING", "WORKER_INTERVAL", "StackSampler",
@@ -66,6 +69,11 @@ A look, its wake-up included, cost an idle worker 0.1 to 0.15 ms of CPU on a loa
 machine: at 50 a second 5.7 ms of CPU a second per worker, at 10 a second 1.5 ms, four SB3
 workers on two cores then taking 0.3% of the machine rather than 1.1% (docs/run.md)."""
 
+BLOCK_WATCH_VERSION = 1
+"""The interface version ``_block_watch.c`` must say (its ``BLOCK_WATCH_VERSION``): raised with it.
+A build that says another is stale and is not used (see
+:func:`profiler.timing.accelerator.load_extension`)."""
+
 MAX_PLACES = 50
 """Places kept in the dump, most seconds first; the rest add up in ``other_places``."""
 
@@ -82,6 +90,12 @@ _LIBRARY_FOLDERS = tuple(sorted(
 _PROCESS_FILE = os.path.join("multiprocessing", "process.py")  # BaseProcess._bootstrap and run
 _BY_VALUE = "<dynamic-code>"  # cloudpickle's file name for code it pickled by value
 _sections: dict[int, StackSampler] = {}  # id(stack) -> the last sampler that watched it
+# The C wait (_block_watch.c): the waits, and the looks that find a block open, without the GIL.
+# Without it (RLPROF_PURE_PYTHON=1, no compiler at install, a stale build) the sampler's thread
+# waits and looks in Python, the reference, which gives the same counts at a higher cost to the
+# watched thread: each look takes the GIL from it.
+_block_watch, _ = accelerator.load_extension("profiler.automatic._block_watch", BLOCK_WATCH_VERSION,
+                                             "the stack sampler's C wait")
 
 
 class StackSampler:
@@ -97,8 +111,9 @@ class StackSampler:
         self.stack: TimerStack = timers.get_timer_stack_for_thread(self.thread)
         self.interval = interval
         self.longest_interval = max(interval, longest_interval)
-        self.samples = 0
-        self.in_blocks = 0
+        self._looks_outside_blocks = 0
+        self._python_in_blocks = 0
+        self._watch: Any = None  # the C wait, once started where it was built
         # [samples, seconds, seconds squared] per place; None is the place of samples in no code
         # to name. The squares give the sampling error of looks that stand for unequal times.
         self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
@@ -107,9 +122,21 @@ class StackSampler:
         self._stop = threading.Event()
         self._sampler: threading.Thread | None = None
 
+    @property
+    def samples(self) -> int:
+        """The looks taken: outside any block (each counted for a place or as unnamed) and inside one."""
+        return self._looks_outside_blocks + self.in_blocks
+
+    @property
+    def in_blocks(self) -> int:
+        """The looks that found a block open (nothing else was read)."""
+        return self._watch.in_blocks if self._watch is not None else self._python_in_blocks
+
     def start(self) -> StackSampler:
         if not self.in_worker:  # a worker ships its section; its process writes no dump
             _sections[id(self.stack)] = self
+        if _block_watch is not None:
+            self._watch = _block_watch.BlockWatch(self.stack, self.interval, self.longest_interval, THINNING)
         self._sampler = threading.Thread(target=self._run, name="rlprof-stack-sampler", daemon=True)
         self._sampler.start()
         return self
@@ -123,6 +150,8 @@ class StackSampler:
     def stop(self) -> None:
         """Stop sampling and wait for the sampling thread to end."""
         self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
         if self._sampler is not None and self._sampler is not threading.current_thread():
             self._sampler.join()
 
@@ -130,30 +159,15 @@ class StackSampler:
         # Each sample stands for the time since the one before, not for one interval: while the
         # watched thread holds the GIL the sampler wakes late, so counting samples alone would
         # favour the places where it sleeps or waits (which release the GIL) over Python code.
-        # A look that finds a block open reads nothing else: the blocks say what that time was,
-        # and sys._current_frames() (a dict, a frame object per thread) is most of a look's cost.
         ident = self.thread.ident
-        stack = self.stack
         is_alive = self.thread.is_alive
-        wait = self._stop.wait
-        interval, longest_interval = self.interval, self.longest_interval
-        clock = time.perf_counter
-        started = last = clock()
-        while not wait(next_wait(last - started, interval, longest_interval)):
-            now = clock()
-            elapsed, last = now - last, now
-            if stack.current is not stack.root:
-                if not is_alive():
-                    return
-                self.samples += 1
-                self.in_blocks += 1
-                continue
+        for elapsed in self._looks_outside_any_block():
             frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
             if frame is None:
                 if not is_alive():
                     return
                 continue
-            self.samples += 1
+            self._looks_outside_blocks += 1
             place = self._place(frame)
             del frame
             counts = self.places.get(place)
@@ -163,6 +177,30 @@ class StackSampler:
                 counts[0] += 1
                 counts[1] += elapsed
                 counts[2] += elapsed * elapsed
+
+    def _looks_outside_any_block(self) -> Iterator[float]:
+        """The seconds each look that found no block open stands for, until :meth:`stop`.
+
+        A look that finds a block open reads nothing else (the blocks say what that time was, and
+        ``sys._current_frames()``, a dict and a frame object per thread, is most of a look's cost)
+        and is only counted, in C without the GIL where the C wait was built."""
+        if self._watch is not None:
+            next_look = self._watch.next_look
+            while (elapsed := next_look()) is not None:
+                yield elapsed
+            return
+        stack = self.stack
+        wait = self._stop.wait
+        interval, longest_interval = self.interval, self.longest_interval
+        clock = time.perf_counter
+        started = last = clock()
+        while not wait(next_wait(last - started, interval, longest_interval)):
+            now = clock()
+            elapsed, last = now - last, now
+            if stack.current is not stack.root:
+                self._python_in_blocks += 1
+                continue
+            yield elapsed
 
     def _place(self, frame: FrameType | None) -> tuple[str, str, int, str] | None:
         """The innermost frame of the program's own code and the call it is in (the function it

@@ -8,11 +8,14 @@ planted between updates.
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 
 import pytest
 
 from profiler import hierarchical_timer
+from profiler.automatic import stack_sampler
 from profiler.automatic.stack_sampler import StackSampler, forget_samples, next_wait
 from profiler.timing import timers
 
@@ -28,6 +31,17 @@ def no_samples_left_behind():
     timers.reset_timers()
 
 
+@pytest.fixture(params=["C wait", "Python wait"])
+def sampler_wait(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the sampler waits and looks inside blocks: in C without the GIL (skipped where it was
+    not built) or in Python, the reference, which must count the same."""
+    if request.param == "Python wait":
+        monkeypatch.setattr(stack_sampler, "_block_watch", None)
+    elif stack_sampler._block_watch is None:  # noqa: SLF001
+        pytest.skip("the stack sampler's C wait was not built here")
+    return request.param
+
+
 def wait_for_samples(sampler: StackSampler, count: int) -> None:
     while sampler.samples < count:
         time.sleep(0.0005)
@@ -41,7 +55,7 @@ def sampled_functions(sampler: StackSampler) -> dict[str, int]:
     return {place["function"]: place["samples"] for place in sampler.section()["places"]}
 
 
-def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line():
+def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line(sampler_wait):
     timers.reset_timers()
     sampler = StackSampler(interval=0.001).start()
     try:
@@ -62,7 +76,7 @@ def test_a_sampler_asked_for_a_longest_interval_below_its_first_looks_at_one_rat
     assert StackSampler(interval=0.1, longest_interval=0.02).longest_interval == 0.1
 
 
-def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error():
+def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error(sampler_wait):
     timers.reset_timers()
     sampler = StackSampler(interval=0.001).start()
     try:
@@ -77,6 +91,35 @@ def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error():
         assert place["seconds_squared"] <= place["seconds"] ** 2 * (1 + 1e-9)
 
 
+def test_stop_ends_a_long_wait_at_once(sampler_wait):
+    sampler = StackSampler(interval=600.0).start()
+    stopping = threading.Thread(target=sampler.stop)
+    stopping.start()
+    stopping.join(timeout=60)  # a wait that stop() could not end would last ten minutes
+    assert not stopping.is_alive()
+    assert sampler.samples == 0
+
+
+def test_looks_inside_a_block_need_not_take_the_gil_from_the_watched_thread():
+    # The watched thread runs Python in a block and never lets the GIL go (the switch interval
+    # set beyond the test's length): the C wait still counts its looks; a Python one could not.
+    if stack_sampler._block_watch is None:  # noqa: SLF001
+        pytest.skip("the stack sampler's C wait was not built here")
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(120.0)
+    try:
+        with hierarchical_timer("update"):
+            deadline = time.perf_counter() + 60.0
+            while sampler.in_blocks < SAMPLES and time.perf_counter() < deadline:
+                pass
+    finally:
+        sys.setswitchinterval(switch_interval)
+        sampler.stop()
+    assert sampler.in_blocks >= SAMPLES
+
+
 LONG_MODULE = """
 import time
 sampler = globals()["sampler"]
@@ -88,7 +131,7 @@ while sampler.samples < {second}:
 """
 
 
-def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_path):
+def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_path, sampler_wait):
     # A CleanRL script runs its training loop at the top level of one long module: the sampler
     # remembers lines per instruction, and two loops of the same code object stay two places.
     script = tmp_path / "long_script.py"
@@ -108,7 +151,7 @@ def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_
     assert lines[6] >= SAMPLES - 3 and lines[8] >= SAMPLES - 3
 
 
-def test_time_inside_a_block_is_counted_apart_and_named_nowhere():
+def test_time_inside_a_block_is_counted_apart_and_named_nowhere(sampler_wait):
     timers.reset_timers()
     sampler = StackSampler(interval=0.001).start()
     try:

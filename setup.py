@@ -38,6 +38,8 @@ setup(
         Extension(
             "profiler.automatic._block_watch",
             sources=["profiler/automatic/_block_watch.c"],
+            depends=[SHARED_HEADER],
+            include_dirs=["profiler/timing"],
             optional=True,
         ),
         Extension(

@@ -21,9 +21,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pythread.h>
-#include <structmember.h>
 
 #include <time.h>
+
+#include "_slots_and_clock.h" /* slot_offset */
 
 /* The interface version: profiler/automatic/stack_sampler.py's BLOCK_WATCH_VERSION, which must
  * equal it for the module to be used (see profiler/timing/accelerator.py's load_extension). */
@@ -65,29 +66,6 @@ next_wait(BlockWatchObject *self)
         wait = self->interval;
     }
     return wait < self->longest_interval ? wait : self->longest_interval;
-}
-
-/* Where the slot ``name`` of ``type`` lies, or -1 with a TypeError if it is not an object slot. */
-static Py_ssize_t
-slot_offset(PyTypeObject *type, const char *name)
-{
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)type, name);
-    if (descriptor == NULL) {
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX) {
-            offset = member->offset;
-        }
-    }
-    Py_DECREF(descriptor);
-    if (offset < 0) {
-        PyErr_Format(PyExc_TypeError, "%.100s.%s is not an object slot: BlockWatch cannot read it",
-                     type->tp_name, name);
-    }
-    return offset;
 }
 
 static int

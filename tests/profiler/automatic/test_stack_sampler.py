@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -51,17 +52,23 @@ def planted_slow_function(sampler: StackSampler) -> None:
     wait_for_samples(sampler, sampler.samples + SAMPLES)
 
 
+def sampled_while(run: Callable[[StackSampler], None]) -> StackSampler:
+    """A sampler, looking every millisecond, that watched this thread while ``run`` ran (given it)."""
+    timers.reset_timers()
+    sampler = StackSampler(interval=0.001).start()
+    try:
+        run(sampler)
+    finally:
+        sampler.stop()
+    return sampler
+
+
 def sampled_functions(sampler: StackSampler) -> dict[str, int]:
     return {place["function"]: place["samples"] for place in sampler.section()["places"]}
 
 
 def test_a_slow_function_outside_any_block_is_named_with_its_file_and_line(sampler_wait):
-    timers.reset_timers()
-    sampler = StackSampler(interval=0.001).start()
-    try:
-        planted_slow_function(sampler)
-    finally:
-        sampler.stop()
+    sampler = sampled_while(planted_slow_function)
     places = [place for place in sampler.section()["places"] if place["function"] == "wait_for_samples"]
     assert places and places[0]["file"] == __file__
     assert sum(place["samples"] for place in places) >= SAMPLES - 2  # the first and last may straddle
@@ -77,12 +84,7 @@ def test_a_sampler_asked_for_a_longest_interval_below_its_first_looks_at_one_rat
 
 
 def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error(sampler_wait):
-    timers.reset_timers()
-    sampler = StackSampler(interval=0.001).start()
-    try:
-        planted_slow_function(sampler)
-    finally:
-        sampler.stop()
+    sampler = sampled_while(planted_slow_function)
     section = sampler.section()
     assert (section["interval_seconds"], section["longest_interval_seconds"]) == (0.001, 0.1)
     for place in section["places"]:

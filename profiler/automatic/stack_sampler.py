@@ -183,7 +183,10 @@ class StackSampler:
 
         A look that finds a block open reads nothing else (the blocks say what that time was, and
         ``sys._current_frames()``, a dict and a frame object per thread, is most of a look's cost)
-        and is only counted, in C without the GIL where the C wait was built."""
+        and is only counted, in C without the GIL where the C wait was built. A watched thread
+        that ends is noticed at the next look outside any block (:meth:`_run`); one that ended
+        with a block still open in its stack (a ``with`` block cannot) is looked at until
+        :meth:`stop`, at most ten times a second once the waits have thinned out."""
         if self._watch is not None:
             next_look = self._watch.next_look
             while (elapsed := next_look()) is not None:

@@ -7,9 +7,10 @@ lost in the machine's noise; here one process runs the CleanRL-style loop of
 ``SyncVectorEnv``, one thread for torch) and installs the phases for every other turn (the order
 alternating), so both arms run the same objects on the same core state. Three turns: a whole PPO
 iteration (128 vector steps, 4 epochs of 4 minibatches), 128 policy calls under ``no_grad``
-alone, and 16 minibatch updates alone. Printed: the medians of the trainer thread's CPU time
-(``time.thread_time``, which other processes' work does not count in) per turn, phases off and
-on, the median per-round ratio, and the extra per call.
+alone, and the iteration's update alone (16 minibatches over one rollout's observations).
+Printed: the medians of the trainer thread's CPU time (``time.thread_time``, which other
+processes' work does not count in) per turn, phases off and on, the median per-round ratio, and
+the extra per call.
 
 ``--count-calls N --phases on|off`` makes N policy calls and exits, for
 ``valgrind --tool=cachegrind --cache-sim=yes``: two call counts, the difference of the counts over
@@ -30,31 +31,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from sampler_wakeups import Loop  # noqa: E402
-from torch import nn  # noqa: E402
 
 from profiler.automatic import torch_phases  # noqa: E402
 
 POLICY_CALLS = 128
-MINIBATCHES = 16
+MINIBATCHES = 16  # Loop.update's over a rollout: 4 epochs of 4
 
 
 def policy_calls(loop: Loop, calls: int = POLICY_CALLS) -> None:
     for _ in range(calls):
         with torch.no_grad():
             loop.agent.get_action_and_value(loop.observations)
-
-
-def minibatch_updates(loop: Loop, batch: torch.Tensor, actions: torch.Tensor) -> None:
-    for _ in range(MINIBATCHES):
-        _, log_probability, entropy, value = loop.agent.get_action_and_value(batch, actions)
-        loss = -log_probability.mean() + value.pow(2).mean() - 0.01 * entropy.mean()
-        loop.optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(loop.agent.parameters(), 0.5)
-        loop.optimizer.step()
 
 
 def compare(turn: Callable[[], None], rounds: int) -> tuple[float, float, float]:
@@ -89,13 +78,11 @@ def main() -> None:
         return
     for _ in range(2):  # warm-up
         loop.iteration()
-    batch = torch.as_tensor(np.random.default_rng(1).standard_normal((128, 4)), dtype=torch.float32)
-    actions = torch.zeros(128, dtype=torch.long)
+    batch, actions = loop.rollout()  # a rollout's 512 observations: 16 minibatches of 128
     turns = [
         ("PPO iteration", lambda: loop.iteration(), 1, "iteration"),
         (f"{POLICY_CALLS} policy calls", lambda: policy_calls(loop), POLICY_CALLS, "policy call"),
-        (f"{MINIBATCHES} minibatch updates", lambda: minibatch_updates(loop, batch, actions), MINIBATCHES,
-         "minibatch"),
+        (f"{MINIBATCHES} minibatch updates", lambda: loop.update(batch, actions), MINIBATCHES, "minibatch"),
     ]
     print(f"torch phases off and on, trainer thread CPU, {options.rounds} interleaved rounds "
           f"(C pass-through: {torch_phases.compiled_pass_through()})")

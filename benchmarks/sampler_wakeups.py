@@ -117,6 +117,10 @@ class Loop:
         self.observations = torch.Tensor(observations)
 
     def iteration(self) -> None:
+        self.update(*self.rollout())
+
+    def rollout(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """128 vector steps, the policy called on each: the observations and actions seen."""
         stored, actions = [], []
         for _ in range(128):
             with torch.no_grad():
@@ -125,7 +129,10 @@ class Loop:
             actions.append(action)
             observations, _, _, _, _ = self.envs.step(action.cpu().numpy())
             self.observations = torch.Tensor(observations)
-        batch, batch_actions = torch.cat(stored), torch.cat(actions).long()
+        return torch.cat(stored), torch.cat(actions).long()
+
+    def update(self, batch: torch.Tensor, batch_actions: torch.Tensor) -> None:
+        """4 epochs over ``batch`` in minibatches of 128: 16 optimizer steps for a rollout's 512."""
         for _ in range(4):
             order = np.random.permutation(len(batch))
             for start in range(0, len(batch), 128):

@@ -19,7 +19,7 @@ setup(
         Extension(
             "profiler.timing._timer_core",
             sources=["profiler/timing/_timer_core.c"],
-            depends=[SHARED_HEADER],
+            depends=[SHARED_HEADER, "profiler/timing/_timer_core_api.h"],
             include_dirs=["profiler/timing"],
             optional=True,
         ),
@@ -33,6 +33,8 @@ setup(
         Extension(
             "profiler.automatic._module_call_core",
             sources=["profiler/automatic/_module_call_core.c"],
+            depends=["profiler/timing/_timer_core_api.h"],
+            include_dirs=["profiler/timing"],
             optional=True,
         ),
         Extension(

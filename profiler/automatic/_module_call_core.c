@@ -40,12 +40,14 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_timer_core_api.h"
+
 /* The interface version: profiler/automatic/torch_phases.py's MODULE_CALL_CORE_VERSION, which must
  * equal it for the module to be used. Raise both together whenever this file changes what Python
  * sees: a build left from older sources then says it is stale and the Python pass-through runs
  * (see profiler/timing/accelerator.py's load_extension). */
 #ifndef MODULE_CALL_CORE_VERSION
-#define MODULE_CALL_CORE_VERSION 2
+#define MODULE_CALL_CORE_VERSION 3
 #endif
 
 static _Thread_local Py_ssize_t thread_depth = 0;
@@ -104,8 +106,8 @@ static PyObject *open_update = NULL;       /* torch_phases._open_update(state) *
 static PyObject *callers_read = NULL;      /* torch_phases._callers_read: ids of the callers already read */
 static PyObject *torch_folder = NULL;      /* torch_phases._torch_folder: where torch's own code lies */
 static PyObject *timers_globals = NULL;    /* profiler.timing.timers.__dict__ */
-static PyObject *open_methods_name, *update_block_name, *training_name, *hierarchical_timer_name;
-static PyObject *enter_name, *exit_name;
+static const TimerCoreAPI *timer_core = NULL; /* the timer core's block_api: how a block is run */
+static PyObject *open_methods_name, *update_block_name, *training_name, *hierarchical_timer_name, *dict_name;
 
 /* torch.is_grad_enabled(), as 1 or 0; -1 on error. */
 static int
@@ -120,77 +122,73 @@ read_grad_enabled(void)
     return truth;
 }
 
+/* This thread's torch_phases._state.__dict__ (borrowed), or NULL with an error: what the
+ * threading.local keeps for the calling thread, remembered in the thread's state dict under the
+ * local itself. Reading an attribute through the local costs several dict lookups and a type
+ * lookup; through this, two lookups. A thread's dict on a given local is made at its first use
+ * and never replaced, and the thread's state dict goes (and the reference with it) when the
+ * thread does; a forked child's thread keeps both, as it keeps the local's dict. */
+static PyObject *
+thread_phase_dict(void)
+{
+    PyObject *thread_dict = PyThreadState_GetDict();
+    if (thread_dict == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no thread state dict to keep torch_phases' state in");
+        return NULL;
+    }
+    PyObject *phase_dict = PyDict_GetItemWithError(thread_dict, phase_state);
+    if (phase_dict != NULL || PyErr_Occurred()) {
+        return phase_dict;
+    }
+    phase_dict = PyObject_GetAttr(phase_state, dict_name);  /* the local's __init__ runs here, once */
+    if (phase_dict == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(phase_dict)) {
+        Py_DECREF(phase_dict);
+        PyErr_SetString(PyExc_TypeError, "torch_phases' state has no dict of its own");
+        return NULL;
+    }
+    int stored = PyDict_SetItem(thread_dict, phase_state, phase_dict);
+    Py_DECREF(phase_dict);  /* the thread's state dict holds it */
+    return stored < 0 ? NULL : phase_dict;
+}
+
+/* torch_phases._state.<name> in the calling thread: a new reference, or NULL with an error
+ * (AttributeError when the state lacks it, as reading the attribute would raise). */
+static PyObject *
+thread_phase(PyObject *name)
+{
+    PyObject *phase_dict = thread_phase_dict();
+    if (phase_dict == NULL) {
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(phase_dict, name);
+    if (value == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_AttributeError, "torch_phases' state has no attribute %R", name);
+        }
+        return NULL;
+    }
+    return Py_NewRef(value);
+}
+
 /* This thread's torch_phases._state.open_methods, a new reference to a list; NULL (and no error
  * set) when it is not a list, or on an error (set). */
 static PyObject *
 thread_open_methods(void)
 {
-    PyObject *open = PyObject_GetAttr(phase_state, open_methods_name);
+    PyObject *open = thread_phase(open_methods_name);
     if (open != NULL && !PyList_CheckExact(open)) {
         Py_CLEAR(open);
     }
     return open;
 }
 
-/* with block: return target(*args) -- as the with statement runs it: __exit__ looked up before
- * __enter__ is called, given the exception (its type, value and traceback) when the call raised,
- * and a true answer from it swallows the exception (the call then returns None). */
+/* with timers.hierarchical_timer(name): return target(*args) -- hierarchical_timer read from the
+ * module at each call, the block run by the timer core (see _timer_core_api.h). */
 static PyObject *
-call_in_block(PyObject *block, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    PyObject *exit = PyObject_GetAttr(block, exit_name);
-    if (exit == NULL) {
-        return NULL;
-    }
-    PyObject *entered = PyObject_CallMethodNoArgs(block, enter_name);
-    if (entered == NULL) {
-        Py_DECREF(exit);
-        return NULL;
-    }
-    Py_DECREF(entered);
-    PyObject *result = PyObject_Vectorcall(target, args, nargsf, kwnames);
-    if (result != NULL) {
-        PyObject *exited = PyObject_CallFunctionObjArgs(exit, Py_None, Py_None, Py_None, NULL);
-        Py_DECREF(exit);
-        if (exited == NULL) {
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(exited);
-        return result;
-    }
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL && value != NULL) {
-        PyException_SetTraceback(value, traceback);
-    }
-    PyObject *exited = PyObject_CallFunctionObjArgs(exit, type, value != NULL ? value : Py_None,
-                                                    traceback != NULL ? traceback : Py_None, NULL);
-    Py_DECREF(exit);
-    if (exited == NULL) {
-        _PyErr_ChainExceptions(type, value, traceback);
-        return NULL;
-    }
-    int swallow = PyObject_IsTrue(exited);
-    Py_DECREF(exited);
-    if (swallow < 0) {
-        _PyErr_ChainExceptions(type, value, traceback);
-        return NULL;
-    }
-    if (swallow) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-        Py_RETURN_NONE;
-    }
-    PyErr_Restore(type, value, traceback);
-    return NULL;
-}
-
-/* timers.hierarchical_timer(name), read from the module at each call. */
-static PyObject *
-block_named(PyObject *name)
+call_in_named_block(PyObject *name, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     PyObject *lookup = PyDict_GetItemWithError(timers_globals, hierarchical_timer_name);
     if (lookup == NULL) {
@@ -200,17 +198,21 @@ block_named(PyObject *name)
         return NULL;
     }
     Py_INCREF(lookup);
-    PyObject *block = PyObject_CallOneArg(lookup, name);
+    PyObject *result = timer_core->call_in_named_block(lookup, name, target, args, nargsf, kwnames);
     Py_DECREF(lookup);
-    return block;
+    return result;
 }
 
 static PyObject *
 configure(PyObject *module, PyObject *args)
 {
-    PyObject *state, *names, *learning, *read, *folder, *grad, *opener, *timers;
-    if (!PyArg_ParseTuple(args, "OO!O!O!UOOO:configure", &state, &PyDict_Type, &names, &PyDict_Type, &learning,
-                          &PyDict_Type, &read, &folder, &grad, &opener, &timers)) {
+    PyObject *state, *names, *learning, *read, *folder, *grad, *opener, *timers, *api;
+    if (!PyArg_ParseTuple(args, "OO!O!O!UOOOO:configure", &state, &PyDict_Type, &names, &PyDict_Type, &learning,
+                          &PyDict_Type, &read, &folder, &grad, &opener, &timers, &api)) {
+        return NULL;
+    }
+    const TimerCoreAPI *core = PyCapsule_GetPointer(api, TIMER_CORE_API_CAPSULE);
+    if (core == NULL) {
         return NULL;
     }
     if (!PyCallable_Check(grad) || !PyCallable_Check(opener)) {
@@ -227,6 +229,7 @@ configure(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_XSETREF(timers_globals, globals);
+    timer_core = core;
     Py_XSETREF(phase_state, Py_NewRef(state));
     Py_XSETREF(module_names, Py_NewRef(names));
     Py_XSETREF(learning_methods, Py_NewRef(learning));
@@ -275,13 +278,13 @@ static int
 nothing_before_block(int grad)
 {
     if (grad) {
-        PyObject *update_block = PyObject_GetAttr(phase_state, update_block_name);
+        PyObject *update_block = thread_phase(update_block_name);
         if (update_block == NULL) {
             return -1;
         }
         Py_DECREF(update_block);
         if (update_block == Py_None) {
-            PyObject *training = PyObject_GetAttr(phase_state, training_name);
+            PyObject *training = thread_phase(training_name);
             if (training == NULL) {
                 return -1;
             }
@@ -349,12 +352,7 @@ outermost_call(GateObject *gate, PyObject *const *args, size_t nargsf, PyObject 
     }
     *handled = 1;
     thread_depth = 1;
-    PyObject *result = NULL;
-    PyObject *block = block_named(PyTuple_GET_ITEM(names, grad ? 1 : 2));
-    if (block != NULL) {
-        result = call_in_block(block, gate->nested, args, nargsf, kwnames);
-        Py_DECREF(block);
-    }
+    PyObject *result = call_in_named_block(PyTuple_GET_ITEM(names, grad ? 1 : 2), gate->nested, args, nargsf, kwnames);
     Py_DECREF(names);
     thread_depth = 0;
     return result;
@@ -504,7 +502,10 @@ typedef struct {
 static int
 starts_update(MethodGateObject *gate, int grad)
 {
-    PyObject *update_block = PyObject_GetAttr(phase_state, update_block_name);
+    if (!grad && PyDict_GET_SIZE(learning_methods) == 0) {
+        return 0;  /* without grad, only a method that learns (runs a backward or a step) starts one */
+    }
+    PyObject *update_block = thread_phase(update_block_name);
     if (update_block == NULL) {
         return -1;
     }
@@ -513,7 +514,7 @@ starts_update(MethodGateObject *gate, int grad)
         return 0;
     }
     if (grad) {
-        PyObject *training = PyObject_GetAttr(phase_state, training_name);
+        PyObject *training = thread_phase(training_name);
         if (training == NULL) {
             return -1;
         }
@@ -550,7 +551,7 @@ method_gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyO
         return PyObject_Vectorcall(gate->wrapper, args, nargsf, kwnames);  /* a class's first call */
     }
     Py_INCREF(names);
-    PyObject *result = NULL, *open = NULL, *block = NULL;
+    PyObject *result = NULL, *open = NULL;
     int grad = read_grad_enabled();
     if (grad < 0 || (open = thread_open_methods()) == NULL) {
         if (open == NULL && !PyErr_Occurred()) {
@@ -574,10 +575,7 @@ method_gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyO
     if (PyList_Append(open, gate->code) < 0) {
         goto done;
     }
-    block = block_named(PyTuple_GET_ITEM(names, grad ? 0 : 1));
-    if (block != NULL) {
-        result = call_in_block(block, gate->method, args, nargsf, kwnames);
-    }
+    result = call_in_named_block(PyTuple_GET_ITEM(names, grad ? 0 : 1), gate->method, args, nargsf, kwnames);
     /* open_methods.pop(), in a finally: the last method opened */
     Py_ssize_t size = PyList_GET_SIZE(open);
     if (size > 0) {
@@ -592,7 +590,6 @@ method_gate_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyO
         }
     }
 done:
-    Py_XDECREF(block);
     Py_XDECREF(open);
     Py_DECREF(names);
     return result;
@@ -706,7 +703,8 @@ static PyTypeObject MethodGateType = {
 static PyMethodDef module_functions[] = {
     {"configure", configure, METH_VARARGS,
      PyDoc_STR("configure(state, names, learning_methods, callers_read, torch_folder, is_grad_enabled, open_update, "
-               "timers): torch_phases' state, for the gates' warm paths.")},
+               "timers, block_api): torch_phases' state, for the gates' warm paths, and the timer core's "
+               "block_api capsule, which runs their blocks.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -728,8 +726,7 @@ PyInit__module_call_core(void)
         || (update_block_name = PyUnicode_InternFromString("update_block")) == NULL
         || (training_name = PyUnicode_InternFromString("training")) == NULL
         || (hierarchical_timer_name = PyUnicode_InternFromString("hierarchical_timer")) == NULL
-        || (enter_name = PyUnicode_InternFromString("__enter__")) == NULL
-        || (exit_name = PyUnicode_InternFromString("__exit__")) == NULL) {
+        || (dict_name = PyUnicode_InternFromString("__dict__")) == NULL) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_definition);

@@ -108,7 +108,7 @@ class _PythonDepth(threading.local):
         self.value = 0
 
 
-MODULE_CALL_CORE_VERSION = 2
+MODULE_CALL_CORE_VERSION = 3
 """The interface version ``_module_call_core.c`` must say (its ``MODULE_CALL_CORE_VERSION``): raised
 with it. A build that says another is stale and is not used (see
 :func:`profiler.timing.accelerator.load_extension`)."""
@@ -206,7 +206,7 @@ def install_torch_phases(torch: ModuleType) -> None:
     _module_call = _timed_module_call(original_call)
     if _use_core:
         _core.configure(_state, _names, _learning_methods, _callers_read, _torch_folder, _grad_enabled, _open_update,
-                        timers)
+                        timers, accelerator.extension.block_api)
         _module_call = functools.update_wrapper(_core.NestedCallGate(original_call, _module_call), original_call)
         _module_call.pass_nested = not _module_scopes
         _module_call.time_outermost = True  # a warm outermost call with nothing before its block: timed in C

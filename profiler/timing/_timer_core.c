@@ -32,6 +32,7 @@
 #include <structmember.h>
 
 #include "_slots_and_clock.h"
+#include "_timer_core_api.h"
 
 #include <float.h>
 #include <limits.h>
@@ -44,7 +45,7 @@
  * outlived a `git pull`) then says it is stale, and the pure-Python core runs, instead of failing
  * at import on a missing function. A test builds this file with -DTIMER_CORE_VERSION=0. */
 #ifndef TIMER_CORE_VERSION
-#define TIMER_CORE_VERSION 3
+#define TIMER_CORE_VERSION 4
 #endif
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
@@ -130,20 +131,30 @@ move_open_block(PyObject *self, PyObject *value)
     return PyObject_SetAttr(stack, current_name, value);
 }
 
-/* TimerNode.__enter__: make this block the stack's open block, then start its clock. */
-static PyObject *
-node_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
+/* Make this block the stack's open block, then start its clock: 0, or -1 with an error. */
+static int
+start_run(PyObject *self)
 {
     if (move_open_block(self, self) < 0) {
-        return NULL;
+        return -1;
     }
     double seconds;
     int is_float;
     PyObject *start = read_clock(&seconds, &is_float);
     if (start == NULL) {
-        return NULL;
+        return -1;
     }
     set_slot(self, slots.start, start);
+    return 0;
+}
+
+/* TimerNode.__enter__. */
+static PyObject *
+node_enter(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (start_run(self) < 0) {
+        return NULL;
+    }
     Py_INCREF(self);
     return self;
 }
@@ -945,6 +956,134 @@ static PyTypeObject BlockLookupType = {
     .tp_getset = lookup_getset,
 };
 
+/* --- A call inside a block, for other extensions (see _timer_core_api.h) ----------------------- */
+
+static PyObject *enter_name = NULL;      /* interned "__enter__" */
+static PyObject *exit_name = NULL;       /* interned "__exit__" */
+
+/* with block: return target(*args) -- as the with statement runs it: __exit__ looked up before
+ * __enter__ is called, given the exception (its type, value and traceback) when the call raised,
+ * and a true answer from it swallows the exception (the call then returns None). */
+static PyObject *
+call_in_block(PyObject *block, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *exit = PyObject_GetAttr(block, exit_name);
+    if (exit == NULL) {
+        return NULL;
+    }
+    PyObject *entered = PyObject_CallMethodNoArgs(block, enter_name);
+    if (entered == NULL) {
+        Py_DECREF(exit);
+        return NULL;
+    }
+    Py_DECREF(entered);
+    PyObject *result = PyObject_Vectorcall(target, args, nargsf, kwnames);
+    if (result != NULL) {
+        PyObject *exited = PyObject_CallFunctionObjArgs(exit, Py_None, Py_None, Py_None, NULL);
+        Py_DECREF(exit);
+        if (exited == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(exited);
+        return result;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL && value != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    PyObject *exited = PyObject_CallFunctionObjArgs(exit, type, value != NULL ? value : Py_None,
+                                                    traceback != NULL ? traceback : Py_None, NULL);
+    Py_DECREF(exit);
+    if (exited == NULL) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return NULL;
+    }
+    int swallow = PyObject_IsTrue(exited);
+    Py_DECREF(exited);
+    if (swallow < 0) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return NULL;
+    }
+    if (swallow) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(traceback);
+        Py_RETURN_NONE;
+    }
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
+/* Whether ``with block`` would run this module's own __enter__ and __exit__ (the with statement
+ * looks them up on the block's class): then *record says whether the exit records the span. */
+static int
+runs_compiled_methods(PyObject *block, int *record)
+{
+    if (node_type == NULL || !PyObject_TypeCheck(block, (PyTypeObject *)node_type)) {
+        return 0;
+    }
+    PyObject *enter = _PyType_Lookup(Py_TYPE(block), enter_name);
+    PyObject *exit = _PyType_Lookup(Py_TYPE(block), exit_name);
+    if (enter == NULL || exit == NULL || !Py_IS_TYPE(enter, &BlockMethodType) || !Py_IS_TYPE(exit, &BlockMethodType)
+        || ((BlockMethod *)enter)->kind != ENTER || ((BlockMethod *)exit)->kind == ENTER) {
+        return 0;
+    }
+    *record = ((BlockMethod *)exit)->kind == RECORDING_EXIT;
+    return 1;
+}
+
+/* call_in_block for a node whose class has this module's methods: what they do, called here. Their
+ * exit returns None, so an exception always goes on. */
+static PyObject *
+call_in_node(PyObject *node, int record, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (start_run(node) < 0) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(target, args, nargsf, kwnames);
+    if (result != NULL) {
+        PyObject *end = count_run(node, Py_None, record);
+        if (end == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(end);
+        return result;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyObject *end = count_run(node, type != NULL ? type : Py_None, record);
+    if (end == NULL) {
+        _PyErr_ChainExceptions(type, value, traceback);
+        return NULL;
+    }
+    Py_DECREF(end);
+    PyErr_Restore(type, value, traceback);
+    return NULL;
+}
+
+static PyObject *
+call_in_named_block(PyObject *lookup, PyObject *name, PyObject *target, PyObject *const *args, size_t nargsf,
+                    PyObject *kwnames)
+{
+    PyObject *block = Py_IS_TYPE(lookup, &BlockLookupType) ? lookup_vectorcall(lookup, &name, 1, NULL)
+                                                           : PyObject_CallOneArg(lookup, name);
+    if (block == NULL) {
+        return NULL;
+    }
+    int record;
+    PyObject *result = runs_compiled_methods(block, &record)
+        ? call_in_node(block, record, target, args, nargsf, kwnames)
+        : call_in_block(block, target, args, nargsf, kwnames);
+    Py_DECREF(block);
+    return result;
+}
+
+static TimerCoreAPI block_api = {call_in_named_block};
+
 /* Drop what thread_stack() remembered in the calling thread for ``local``: the forking thread
  * of a child process, whose timers start over on a new local (timers._forget_parent_timers). */
 static PyObject *
@@ -1426,6 +1565,8 @@ PyInit__timer_core(void)
     spans_name = PyUnicode_InternFromString("spans");
     spans_recorded_name = PyUnicode_InternFromString("spans_recorded");
     append_name = PyUnicode_InternFromString("append");
+    enter_name = PyUnicode_InternFromString("__enter__");
+    exit_name = PyUnicode_InternFromString("__exit__");
     one = PyLong_FromLong(1);
     zero_int = PyLong_FromLong(0);
     zero_float = PyFloat_FromDouble(0.0);
@@ -1436,6 +1577,7 @@ PyInit__timer_core(void)
     if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
         || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
         || timeline_name == NULL || spans_name == NULL || spans_recorded_name == NULL || append_name == NULL
+        || enter_name == NULL || exit_name == NULL
         || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0
         || PyType_Ready(&BlockLookupType) < 0) {
         return NULL;
@@ -1447,6 +1589,12 @@ PyInit__timer_core(void)
     Py_INCREF(&BlockLookupType);
     if (PyModule_AddObject(module, "BlockLookup", (PyObject *)&BlockLookupType) < 0) {
         Py_DECREF(&BlockLookupType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    PyObject *api = PyCapsule_New(&block_api, TIMER_CORE_API_CAPSULE, NULL);
+    if (api == NULL || PyModule_AddObject(module, "block_api", api) < 0) {
+        Py_XDECREF(api);
         Py_DECREF(module);
         return NULL;
     }

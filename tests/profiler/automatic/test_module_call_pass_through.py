@@ -283,3 +283,43 @@ def test_a_warm_model_method_called_in_another_thread_is_timed_in_that_threads_t
     thread.join()
     assert helper_trees == [(2, ["Acting.body.forward (no grad)"], [], 0)]
     assert find(get_timer_tree(), "Acting.act (no grad)")["count"] == 3  # this thread's calls only
+
+
+def test_companions_watching_blocks_see_each_block_of_a_warm_policy_call(path):
+    from profiler.timing import block_hooks
+
+    acting = warm_acting()
+    seen = []
+    block_hooks.observe_blocks(lambda node: seen.append(("enter", node.name)),
+                               lambda node: seen.append(("exit", node.name)), companion="test")
+    try:
+        with torch.no_grad():
+            acting.act(torch.zeros(1, 3))
+    finally:
+        block_hooks.observe_blocks(None, None, companion="test")
+    assert seen == [("enter", "Acting.act (no grad)"), ("enter", "Acting.body.forward (no grad)"),
+                    ("exit", "Acting.body.forward (no grad)"), ("exit", "Acting.act (no grad)")]
+
+
+class SwallowingBlock:
+    """A block whose exit swallows what the call raised, as a ``with`` statement honours."""
+
+    def __init__(self, name, opened):
+        self.name, self.opened = name, opened
+
+    def __enter__(self):
+        self.opened.append(self.name)
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        return exc_type is not None
+
+
+def test_the_policy_calls_open_the_blocks_hierarchical_timer_gives_now(path, monkeypatch):
+    acting = warm_acting()
+    opened = []
+    monkeypatch.setattr(timers, "hierarchical_timer", lambda name: SwallowingBlock(name, opened))
+    with torch.no_grad():
+        logits = acting.act(torch.zeros(1, 3))
+        swallowed = acting.act(torch.zeros(1, 2))  # the wrong width: the layer raises, the block swallows it
+    assert logits.shape == (1, 2) and swallowed is None
+    assert opened == ["Acting.act (no grad)", "Acting.body.forward (no grad)"] * 2

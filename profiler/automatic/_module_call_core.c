@@ -26,8 +26,12 @@
  * frames, packed ``*args, **kwargs`` and the ``with`` statements' bytecode were most of what a
  * policy call's three blocks cost (benchmarks/phases_instructions.py). ``configure`` hands both
  * gates torch_phases' own state (its threading.local, the cached names, the learning methods,
- * ``torch.is_grad_enabled``, ``_open_update``) and the timers module, whose
- * ``hierarchical_timer`` is read at each call as the Python wrappers read it. Whatever the warm
+ * ``torch.is_grad_enabled``, ``_open_update``), the timers module, whose ``hierarchical_timer`` is
+ * read at each call as the Python wrappers read it, and the timer core's ``block_api``
+ * (profiler/timing/_timer_core_api.h), which runs each block: the node's own C methods called
+ * directly, where Python's protocols would look up and call ``__enter__`` and ``__exit__``. The
+ * threading.local is read through the calling thread's own dict of it, remembered in the thread
+ * state (thread_phase_dict). Whatever the warm
  * path does not cover (the first call of a module or class, discovery of the model method, module
  * scopes, an update a module call starts, a caller not read yet) goes to the Python wrapper,
  * before anything was changed.

@@ -3,7 +3,8 @@
  *
  * One concept, one file (over 600 lines, mostly comments): the parts below (a block's __enter__
  * and __exit__, how ``with`` reaches them without allocating, hierarchical_timer's lookup of the
- * node, and the rows a worker's payload takes from the nodes) share the node's slot offsets, the
+ * node, a call inside a block for other extensions (block_api, see _timer_core_api.h), and the
+ * rows a worker's payload takes from the nodes) share the node's slot offsets, the
  * stack's, and the clock, and are only ever changed together, against timer_node.py, timers.py
  * and multiprocess/payload.py. The trainer's check of those rows shares their layout with them
  * (ROW_BYTES, and payload.py's _ROW_FORMAT).

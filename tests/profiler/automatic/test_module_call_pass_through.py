@@ -323,3 +323,19 @@ def test_the_policy_calls_open_the_blocks_hierarchical_timer_gives_now(path, mon
         swallowed = acting.act(torch.zeros(1, 2))  # the wrong width: the layer raises, the block swallows it
     assert logits.shape == (1, 2) and swallowed is None
     assert opened == ["Acting.act (no grad)", "Acting.body.forward (no grad)"] * 2
+
+
+def test_a_warm_policy_calls_blocks_run_their_nodes_c_methods_directly(path):
+    """The C gates hand a block to the timer core, which runs the node's C enter and exit itself:
+    ``with``'s protocol would bind them first (a node keeps its bound methods in
+    ``_bound_methods``, made at the first lookup)."""
+    if path != "C":
+        pytest.skip("the Python wrappers run their blocks with a with statement")
+    acting = warm_acting()
+    method_node = timers.current_thread_stack().root.children["Acting.act (no grad)"]
+    module_node = method_node.children["Acting.body.forward (no grad)"]
+    method_node._bound_methods = module_node._bound_methods = None  # noqa: SLF001 - forget the bindings
+    with torch.no_grad():
+        acting.act(torch.zeros(1, 3))
+    assert (method_node.count, module_node.count) == (4, 4)
+    assert method_node._bound_methods is None and module_node._bound_methods is None  # noqa: SLF001

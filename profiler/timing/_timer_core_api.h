@@ -8,7 +8,9 @@
  * call, where torch's own code fills the instruction cache (benchmarks/phases_loop_cost.py). The
  * timer core can run the same statement on its own node methods directly, so it hands out this
  * table in a capsule (``_timer_core.block_api``), which the other extension is given at configure
- * time. Both extensions include this header; raise TIMER_CORE_VERSION with any change to it.
+ * time. Both extensions include this header. Change it only with the interface versions of both
+ * (TIMER_CORE_VERSION, MODULE_CALL_CORE_VERSION) raised: a build from before the change then says
+ * it is stale and is not loaded, rather than calling through a table of another shape.
  */
 
 #ifndef RLPROF_TIMER_CORE_API_H

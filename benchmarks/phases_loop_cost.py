@@ -5,7 +5,8 @@ step; ``profiler.automatic.torch_phases``). Across processes (``run_overhead.py`
 lost in the machine's noise; here one process runs the CleanRL-style loop of
 ``benchmarks/sampler_wakeups.py`` (the program's own ``Agent``, 4 CartPole envs in a
 ``SyncVectorEnv``, one thread for torch) and installs the phases for every other turn (the order
-alternating), so both arms run the same objects on the same core state. Three turns: a whole PPO
+alternating), so both arms run the same objects on the same core state; after each install the
+phases are brought to their steady state, untimed (:func:`install_warm`). Three turns: a whole PPO
 iteration (128 vector steps, 4 epochs of 4 minibatches), 128 policy calls under ``no_grad``
 alone, and the iteration's update alone (16 minibatches over one rollout's observations).
 Printed: the medians of the trainer thread's CPU time (``time.thread_time``, which other
@@ -46,13 +47,28 @@ def policy_calls(loop: Loop, calls: int = POLICY_CALLS) -> None:
             loop.agent.get_action_and_value(loop.observations)
 
 
-def compare(turn: Callable[[], None], rounds: int) -> tuple[float, float, float]:
-    """Median CPU seconds of ``turn`` with the phases off and on, and the median per-round ratio."""
+def install_warm(loop: Loop, batch: torch.Tensor, actions: torch.Tensor) -> None:
+    """Install the phases and bring them to where a run's phases are after its first calls.
+
+    Uninstalling forgets the model method found and the callers read, and the first calls after an
+    install find them again (the calling frames read, the method wrapped on its class, a profile
+    function watching the call that was found): a few hundred microseconds, once per run in a real
+    one, but once per turn here. Left in the turn, they came to about 2 µs a policy call over 128
+    calls and 15 µs a minibatch over 16. So one policy call and one minibatch of each epoch (4
+    optimizer steps, 128 samples) run untimed after each install."""
+    torch_phases.install_torch_phases(torch)
+    policy_calls(loop, 1)
+    loop.update(batch[:128], actions[:128])
+
+
+def compare(turn: Callable[[], None], rounds: int, warm: Callable[[], None]) -> tuple[float, float, float]:
+    """Median CPU seconds of ``turn`` with the phases off and on (installed and warmed by
+    ``warm``), and the median per-round ratio."""
     cpu: dict[bool, list[float]] = {False: [], True: []}
     for round_number in range(rounds):
         for phases in ((False, True) if round_number % 2 == 0 else (True, False)):
             if phases:
-                torch_phases.install_torch_phases(torch)
+                warm()
             started = time.thread_time()
             turn()
             cpu[phases].append(time.thread_time() - started)
@@ -87,7 +103,7 @@ def main() -> None:
     print(f"torch phases off and on, trainer thread CPU, {options.rounds} interleaved rounds "
           f"(C pass-through: {torch_phases.compiled_pass_through()})")
     for label, turn, calls, unit in turns:
-        off, on, ratio = compare(turn, options.rounds)
+        off, on, ratio = compare(turn, options.rounds, lambda: install_warm(loop, batch, actions))
         print(f"  {label:22} off {off * 1e3:7.2f} ms  on {on * 1e3:7.2f} ms  {ratio:.4f}x  "
               f"+{(on - off) / calls * 1e6:.1f} us a {unit}")
 

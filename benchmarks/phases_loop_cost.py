@@ -54,8 +54,9 @@ def install_warm(loop: Loop, batch: torch.Tensor, actions: torch.Tensor) -> None
     install find them again (the calling frames read, the method wrapped on its class, a profile
     function watching the call that was found): a few hundred microseconds, once per run in a real
     one, but once per turn here. Left in the turn, they came to about 2 µs a policy call over 128
-    calls and 15 µs a minibatch over 16. So one policy call and one minibatch of each epoch (4
-    optimizer steps, 128 samples) run untimed after each install."""
+    calls and 10 µs a minibatch over 16 (medians of runs before and after this warm-up, on the
+    2-core machine). So one policy call and one minibatch of each epoch (4 optimizer steps, 128
+    samples) run untimed after each install."""
     torch_phases.install_torch_phases(torch)
     policy_calls(loop, 1)
     loop.update(batch[:128], actions[:128])

@@ -47,7 +47,7 @@ def policy_calls(loop: Loop, calls: int = POLICY_CALLS) -> None:
             loop.agent.get_action_and_value(loop.observations)
 
 
-def install_warm(loop: Loop, batch: torch.Tensor, actions: torch.Tensor) -> None:
+def install_warm(loop: Loop) -> None:
     """Install the phases and bring them to where a run's phases are after its first calls.
 
     Uninstalling forgets the model method found and the callers read, and the first calls after an
@@ -55,11 +55,9 @@ def install_warm(loop: Loop, batch: torch.Tensor, actions: torch.Tensor) -> None
     function watching the call that was found): a few hundred microseconds, once per run in a real
     one, but once per turn here. Left in the turn, they came to about 2 µs a policy call over 128
     calls and 10 µs a minibatch over 16 (medians of runs before and after this warm-up, on the
-    2-core machine). So one policy call and one minibatch of each epoch (4 optimizer steps, 128
-    samples) run untimed after each install."""
+    2-core machine). So :meth:`Loop.warm_up` runs untimed after each install."""
     torch_phases.install_torch_phases(torch)
-    policy_calls(loop, 1)
-    loop.update(batch[:128], actions[:128])
+    loop.warm_up()
 
 
 def compare(turn: Callable[[], None], rounds: int, warm: Callable[[], None]) -> tuple[float, float, float]:
@@ -104,7 +102,7 @@ def main() -> None:
     print(f"torch phases off and on, trainer thread CPU, {options.rounds} interleaved rounds "
           f"(C pass-through: {torch_phases.compiled_pass_through()})")
     for label, turn, calls, unit in turns:
-        off, on, ratio = compare(turn, options.rounds, lambda: install_warm(loop, batch, actions))
+        off, on, ratio = compare(turn, options.rounds, lambda: install_warm(loop))
         print(f"  {label:22} off {off * 1e3:7.2f} ms  on {on * 1e3:7.2f} ms  {ratio:.4f}x  "
               f"+{(on - off) / calls * 1e6:.1f} us a {unit}")
 

@@ -16,7 +16,8 @@ The variants switch, between turns, what ``rlprof run`` switches with ``--no-tim
 - **timeline + sampler** (``rlprof run``), **timeline**, **sampler**, **neither**, and **neither
   again** (the same as neither: how far the machine alone moves a figure);
 - **no framework phases**: neither, and torch's phases uninstalled for the turn (``rlprof run
-  --no-framework-phases``): what the policy's, the update's and the optimizer's blocks cost;
+  --no-framework-phases``): what the policy's, the update's and the optimizer's blocks cost (they
+  are installed again after it and warmed, untimed, by ``Loop.warm_up``, as every reinstall is);
 - **Python pass-through**: neither, and torch's phases installed with nested module calls passed
   on by the Python wrapper instead of the C pass-through (what ``_module_call_core.c`` saves; the
   same as "neither" where it was not built). ``benchmarks/phases_instructions.py`` counts the same
@@ -86,10 +87,11 @@ def record_spans(recording: bool) -> None:
         events.stop_recording()
 
 
-def reinstall_phases(compiled: bool) -> None:
+def reinstall_phases(loop: Loop, compiled: bool) -> None:
     uninstall_torch_phases()
     use_compiled_pass_through(compiled)
     install_torch_phases(torch)
+    loop.warm_up()  # untimed: the first calls after an install find the model method again
 
 
 def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool | str) -> tuple[float, float, int]:
@@ -99,7 +101,7 @@ def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool | str) -> tuple
     if not phases:
         uninstall_torch_phases()
     elif phases == PYTHON_PASS_THROUGH:
-        reinstall_phases(False)
+        reinstall_phases(loop, False)
     running = StackSampler(interval=0.01).start() if sampler else None
     spans = spans_recorded()
     cpu, wall = time.process_time(), time.perf_counter()
@@ -110,8 +112,9 @@ def turn(loop: Loop, timeline: bool, sampler: bool, phases: bool | str) -> tuple
         running.stop()
     if not phases:
         install_torch_phases(torch)
+        loop.warm_up()
     elif phases == PYTHON_PASS_THROUGH:
-        reinstall_phases(compiled)
+        reinstall_phases(loop, compiled)
     return cpu, wall, spans
 
 

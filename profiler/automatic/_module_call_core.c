@@ -126,6 +126,20 @@ read_grad_enabled(void)
     return truth;
 }
 
+/* ``owner.__dict__`` as a new reference when it is a dict; else NULL with an error (a TypeError
+ * saying ``refusal`` when it is something else). */
+static PyObject *
+dict_of(PyObject *owner, const char *refusal)
+{
+    PyObject *found = PyObject_GetAttr(owner, dict_name);
+    if (found != NULL && !PyDict_CheckExact(found)) {
+        Py_DECREF(found);
+        PyErr_SetString(PyExc_TypeError, refusal);
+        return NULL;
+    }
+    return found;
+}
+
 /* This thread's torch_phases._state.__dict__ (borrowed), or NULL with an error: what the
  * threading.local keeps for the calling thread, remembered in the thread's state dict under the
  * local itself. Reading an attribute through the local costs several dict lookups and a type
@@ -144,13 +158,8 @@ thread_phase_dict(void)
     if (phase_dict != NULL || PyErr_Occurred()) {
         return phase_dict;
     }
-    phase_dict = PyObject_GetAttr(phase_state, dict_name);  /* the local's __init__ runs here, once */
+    phase_dict = dict_of(phase_state, "torch_phases' state has no dict of its own");  /* its __init__ runs here, once */
     if (phase_dict == NULL) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(phase_dict)) {
-        Py_DECREF(phase_dict);
-        PyErr_SetString(PyExc_TypeError, "torch_phases' state has no dict of its own");
         return NULL;
     }
     int stored = PyDict_SetItem(thread_dict, phase_state, phase_dict);
@@ -223,13 +232,8 @@ configure(PyObject *module, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "configure() takes torch.is_grad_enabled and _open_update as callables");
         return NULL;
     }
-    PyObject *globals = PyObject_GetAttrString(timers, "__dict__");
+    PyObject *globals = dict_of(timers, "configure() takes the timers module");
     if (globals == NULL) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(globals)) {
-        Py_DECREF(globals);
-        PyErr_SetString(PyExc_TypeError, "configure() takes the timers module");
         return NULL;
     }
     Py_XSETREF(timers_globals, globals);

@@ -8,6 +8,7 @@ to 0 (``-D<macro>=0``), or a tiny module of the right name from before versions 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,3 +63,17 @@ def run_in(root: Path, script: str) -> subprocess.CompletedProcess:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return result
+
+
+def assert_refused_as_stale(result: subprocess.CompletedProcess, stale: Path, what: str) -> None:
+    """A report printing ``{"compiled": ...}`` says the module is not in use, and the one line on
+    stderr is the warning naming ``what`` and the stale file."""
+    assert json.loads(result.stdout) == {"compiled": False}
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"{stale}:0: RuntimeWarning: {what} {stale} is a stale build")
+
+
+def assert_loaded_quietly(result: subprocess.CompletedProcess) -> None:
+    """A report printing ``{"compiled": ...}`` says the module is in use, and nothing was warned."""
+    assert json.loads(result.stdout) == {"compiled": True}
+    assert result.stderr == ""

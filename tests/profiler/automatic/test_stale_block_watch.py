@@ -3,9 +3,8 @@ is not used, the sampler waits and looks in Python, and one warning line names t
 
 from __future__ import annotations
 
-import json
-
-from extension_builds import build_module, copy_packages, needs_compiler, run_in
+from extension_builds import (assert_loaded_quietly, assert_refused_as_stale, build_module, copy_packages,
+                              needs_compiler, run_in)
 
 pytestmark = needs_compiler
 
@@ -23,14 +22,9 @@ def build_watch(root, *macros: str):
 
 def test_a_stale_wait_is_not_loaded_and_one_line_says_why(tmp_path):
     stale = build_watch(tmp_path, "BLOCK_WATCH_VERSION=0")
-    result = run_in(tmp_path, REPORT)
-    assert json.loads(result.stdout) == {"compiled": False}
-    (line,) = result.stderr.splitlines()
-    assert line.startswith(f"{stale}:0: RuntimeWarning: the stack sampler's C wait {stale} is a stale build")
+    assert_refused_as_stale(run_in(tmp_path, REPORT), stale, "the stack sampler's C wait")
 
 
 def test_the_wait_built_from_these_sources_is_loaded(tmp_path):
     build_watch(tmp_path)
-    result = run_in(tmp_path, REPORT)
-    assert json.loads(result.stdout) == {"compiled": True}
-    assert result.stderr == ""
+    assert_loaded_quietly(run_in(tmp_path, REPORT))

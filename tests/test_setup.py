@@ -66,6 +66,28 @@ def test_both_accelerators_build_from_the_sdist(unpacked_sdist, tmp_path):
     assert report["timer_core"] is True and report["step_core"] is True
 
 
+REFUSING_COMPILER = """#!/bin/sh
+echo "$*" >> {log}
+case " $* " in *" -mtls-dialect=gnu2 "*) exit 1;; esac
+exec gcc "$@"
+"""
+
+
+def test_the_build_adds_each_call_flag_the_compiler_takes_and_leaves_out_one_it_refuses(unpacked_sdist, tmp_path):
+    # GCC on Linux, behind a wrapper that logs each command and refuses the TLS dialect flag.
+    log = tmp_path / "compiler.log"
+    compiler = tmp_path / "cc"
+    compiler.write_text(REFUSING_COMPILER.format(log=log))
+    compiler.chmod(0o755)
+    destination = tmp_path / "copy"
+    destination.mkdir()
+    report = build_copy(unpacked_sdist, destination, CC=str(compiler))
+    compiles = [line for line in log.read_text().splitlines() if "_timer_core.c -o " in line]
+    assert compiles, log.read_text()
+    assert all("-fno-plt" in line and "-mtls-dialect=gnu2" not in line for line in compiles)
+    assert report["timer_core"] is True and report["step_core"] is True
+
+
 def test_without_a_compiler_the_sdist_builds_and_runs_its_python_cores(unpacked_sdist, tmp_path):
     report = build_copy(unpacked_sdist, tmp_path, CC="false")  # a compiler that always fails
     assert report["from"].startswith(str(tmp_path))

@@ -46,7 +46,7 @@
  * outlived a `git pull`) then says it is stale, and the pure-Python core runs, instead of failing
  * at import on a missing function. A test builds this file with -DTIMER_CORE_VERSION=0. */
 #ifndef TIMER_CORE_VERSION
-#define TIMER_CORE_VERSION 4
+#define TIMER_CORE_VERSION 5
 #endif
 
 /* What a block needs of its node, by slot: where each one lies in the instance. */
@@ -76,8 +76,6 @@ static PyObject *current_name = NULL;    /* interned "current": the stack's open
 static PyObject *one = NULL;             /* the int 1, added to count and errors */
 static PyObject *stack_name = NULL;      /* interned "stack": a thread's stack on its local */
 static PyObject *children_name = NULL;   /* interned "children" */
-static PyObject *enabled_name = NULL;    /* interned "_enabled": timing on, in timers.py */
-static PyObject *thread_local_name = NULL; /* interned "_thread_local": in timers.py */
 static PyObject *disabled_block_name = NULL; /* interned "_DISABLED_BLOCK": in timers.py */
 static PyObject *timeline_name = NULL;   /* interned "timeline": a stack's timeline buffers */
 static PyObject *spans_name = NULL;      /* interned "spans": a timeline's spans */
@@ -754,28 +752,58 @@ caught_attribute(PyObject *object, PyObject *name)
     return value;
 }
 
+/* What hierarchical_timer's Python function reads as the globals ``_enabled`` and
+ * ``_thread_local``, handed over by timers.py (use_timing_state) each time it sets them: read here
+ * without looking either up in the module's dict, which was half of a warm block's dict lookups.
+ * Until timers.py hands them over, the Python function takes every call. */
+static int timing_enabled = 0;
+static PyObject *timing_local = NULL;
+
+/* The calling thread's stack as thread_stack() last found it: for the thread state with this id
+ * (never reused, where a thread state's address may be: a native thread's state is made and
+ * dropped around each call into Python) and on this local. Borrowed: the thread's state dict
+ * holds it (and the local, as its key) until forget_thread_stack() drops the entry and this. */
+static _Thread_local struct {
+    uint64_t thread_id;
+    PyObject *local;
+    PyObject *stack;
+} found_stack;
+
 /* _thread_local.stack (a new reference, or NULL as caught_attribute gives it), remembered in
- * the calling thread's state dict under the ``_thread_local`` object itself: a thread's stack on a
- * given local is set once (timers.current_thread_stack) and never replaced, and a forked child
- * gets a new local, hence a new key. One dict lookup instead of threading.local's several. */
+ * the calling thread's state dict under the ``_thread_local`` object itself, and in found_stack
+ * for the next call: a thread's stack on a given local is set once (timers.current_thread_stack)
+ * and never replaced, and a forked child gets a new local, hence a new key. */
 static PyObject *
 thread_stack(PyObject *local)
 {
+    uint64_t thread_id = PyThreadState_GetID(PyThreadState_Get());
+    if (found_stack.stack != NULL && found_stack.local == local && found_stack.thread_id == thread_id) {
+        return Py_NewRef(found_stack.stack);
+    }
     PyObject *thread_dict = PyThreadState_GetDict();
-    if (thread_dict != NULL) {
-        PyObject *stack = PyDict_GetItemWithError(thread_dict, local);
-        if (stack != NULL) {
-            Py_INCREF(stack);
-            return stack;
+    if (thread_dict == NULL) {
+        return caught_attribute(local, stack_name);  /* nowhere to keep it: not remembered */
+    }
+    PyObject *stack = PyDict_GetItemWithError(thread_dict, local);
+    if (stack != NULL) {
+        Py_INCREF(stack);
+    }
+    else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    else {
+        stack = caught_attribute(local, stack_name);
+        if (stack == NULL) {
+            return NULL;
         }
-        if (PyErr_Occurred()) {
+        if (PyDict_SetItem(thread_dict, local, stack) < 0) {
+            Py_DECREF(stack);
             return NULL;
         }
     }
-    PyObject *stack = caught_attribute(local, stack_name);
-    if (stack != NULL && thread_dict != NULL && PyDict_SetItem(thread_dict, local, stack) < 0) {
-        Py_CLEAR(stack);
-    }
+    found_stack.thread_id = thread_id;
+    found_stack.local = local;
+    found_stack.stack = stack;
     return stack;
 }
 
@@ -785,25 +813,16 @@ thread_stack(PyObject *local)
 static PyObject *
 find_open_child(BlockLookup *self, PyObject *name)
 {
-    PyObject *enabled = PyDict_GetItemWithError(self->globals, enabled_name);
-    if (enabled == NULL) {
-        return NULL;
+    if (timing_local == NULL) {
+        return NULL;  /* timers.py has not handed its state over: the Python function decides */
     }
-    int on = enabled == Py_True ? 1 : PyObject_IsTrue(enabled);
-    if (on < 0) {
-        return NULL;
-    }
-    if (!on) {
+    if (!timing_enabled) {
         /* Timing off: the function gives its stand-in block, whatever the name. */
         PyObject *disabled = PyDict_GetItemWithError(self->globals, disabled_block_name);
         Py_XINCREF(disabled);
         return disabled;
     }
-    PyObject *local = PyDict_GetItemWithError(self->globals, thread_local_name);
-    if (local == NULL) {
-        return NULL;
-    }
-    PyObject *stack = thread_stack(local);
+    PyObject *stack = thread_stack(timing_local);
     if (stack == NULL) {
         return NULL;
     }
@@ -1090,6 +1109,10 @@ static TimerCoreAPI block_api = {call_in_named_block};
 static PyObject *
 forget_thread_stack(PyObject *module, PyObject *local)
 {
+    if (found_stack.local == local) {
+        found_stack.stack = NULL;
+        found_stack.local = NULL;
+    }
     PyObject *thread_dict = PyThreadState_GetDict();
     if (thread_dict == NULL) {
         Py_RETURN_NONE;
@@ -1102,6 +1125,20 @@ forget_thread_stack(PyObject *module, PyObject *local)
     else if (PyErr_Occurred()) {
         return NULL;
     }
+    Py_RETURN_NONE;
+}
+
+/* use_timing_state(enabled, local): what the Python function reads as _enabled and _thread_local. */
+static PyObject *
+use_timing_state(PyObject *module, PyObject *args)
+{
+    int enabled;
+    PyObject *local;
+    if (!PyArg_ParseTuple(args, "pO:use_timing_state", &enabled, &local)) {
+        return NULL;
+    }
+    timing_enabled = enabled;
+    Py_XSETREF(timing_local, Py_NewRef(local));
     Py_RETURN_NONE;
 }
 
@@ -1519,6 +1556,8 @@ static PyMethodDef module_functions[] = {
                "check decide (see profiler/multiprocess/payload.py's row_ids).")},
     {"forget_thread_stack", forget_thread_stack, METH_O,
      PyDoc_STR("Forget the calling thread's stack remembered for this threading.local.")},
+    {"use_timing_state", use_timing_state, METH_VARARGS,
+     PyDoc_STR("use_timing_state(enabled, local): timers.py's _enabled and _thread_local, as BlockLookup reads them.")},
     {"use_compiled_lookup", use_compiled_lookup, METH_O,
      PyDoc_STR("Whether BlockLookup finds hierarchical_timer's common case itself (True) or calls "
                "the Python function for every call (False).")},
@@ -1559,8 +1598,6 @@ PyInit__timer_core(void)
     current_name = PyUnicode_InternFromString("current");
     stack_name = PyUnicode_InternFromString("stack");
     children_name = PyUnicode_InternFromString("children");
-    enabled_name = PyUnicode_InternFromString("_enabled");
-    thread_local_name = PyUnicode_InternFromString("_thread_local");
     disabled_block_name = PyUnicode_InternFromString("_DISABLED_BLOCK");
     timeline_name = PyUnicode_InternFromString("timeline");
     spans_name = PyUnicode_InternFromString("spans");
@@ -1576,7 +1613,7 @@ PyInit__timer_core(void)
         return NULL;
     }
     if (perf_counter == NULL || current_name == NULL || stack_name == NULL || children_name == NULL
-        || enabled_name == NULL || thread_local_name == NULL || disabled_block_name == NULL || one == NULL
+        || disabled_block_name == NULL || one == NULL
         || timeline_name == NULL || spans_name == NULL || spans_recorded_name == NULL || append_name == NULL
         || enter_name == NULL || exit_name == NULL
         || PyType_Ready(&BlockMethodType) < 0 || PyType_Ready(&BoundBlockMethodType) < 0

@@ -27,7 +27,7 @@ __all__ = ["FORCE_PURE_PYTHON", "TIMER_CORE_VERSION", "extension", "load_extensi
 FORCE_PURE_PYTHON = "RLPROF_PURE_PYTHON"
 """The environment variable that, set to 1 (or true, yes, on), keeps the C accelerator unloaded."""
 
-TIMER_CORE_VERSION = 4
+TIMER_CORE_VERSION = 5
 """The interface version ``_timer_core.c`` must say (its ``TIMER_CORE_VERSION``): raised with it."""
 
 REBUILD_COMMAND = "python setup.py build_ext --inplace"

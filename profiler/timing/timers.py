@@ -81,8 +81,9 @@ __all__ = [
 
 FunctionType = TypeVar("FunctionType", bound=Callable[..., Any])
 
-# _enabled, _thread_local and _DISABLED_BLOCK are read by name, from this module's globals, by the
-# C accelerator's hierarchical_timer (_timer_core.c's BlockLookup): rename them there too.
+# The C accelerator's hierarchical_timer (_timer_core.c's BlockLookup) reads _DISABLED_BLOCK by
+# name from this module's globals (rename it there too), and has _enabled and _thread_local handed
+# over by _share_timing_state: set them only where it is called.
 _registry = StackRegistry()
 _thread_local = threading.local()
 _enabled = os.environ.get("RLPROF_DISABLE", "").strip().lower() not in {"1", "true", "yes", "on"}
@@ -93,6 +94,16 @@ stamps, so a hot path may time it from stamps it takes itself (see :class:`~prof
 than enter it. Read it as ``timers.plain_blocks`` each time: it changes as companions come and go."""
 
 
+def _share_timing_state() -> None:
+    """Hand the C lookup the switch and the local that the Python function reads as globals: it
+    reads them as its own, without two lookups in this module's dict per block."""
+    if _accelerator is not None:
+        _accelerator.use_timing_state(_enabled, _thread_local)
+
+
+_share_timing_state()
+
+
 def _forget_parent_timers() -> None:
     """Give a forked child empty stacks, so that its payloads never repeat the parent's tree."""
     global _registry, _thread_local
@@ -100,6 +111,7 @@ def _forget_parent_timers() -> None:
         _accelerator.forget_thread_stack(_thread_local)  # what the C lookup remembered of it
     _registry = StackRegistry()
     _thread_local = threading.local()
+    _share_timing_state()
 
 
 os.register_at_fork(after_in_child=_forget_parent_timers)
@@ -374,6 +386,7 @@ def enable() -> None:
     """Turn timing back on after :func:`disable`."""
     global _enabled
     _enabled = True
+    _share_timing_state()
     refresh_plain_blocks()
 
 
@@ -381,6 +394,7 @@ def disable() -> None:
     """Turn timing off: every block, decorator and gauge becomes a no-op that records nothing."""
     global _enabled
     _enabled = False
+    _share_timing_state()
     refresh_plain_blocks()
 
 

@@ -643,6 +643,29 @@ def test_a_forked_child_starts_with_an_empty_tree():
     assert child_names(get_timer_tree()) == ["in parent"]
 
 
+def report_warm_block_counts(connection) -> None:
+    with hierarchical_timer("warm"):
+        pass
+    connection.send([(child["name"], child["count"]) for child in get_timer_tree()["children"]])
+    connection.close()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fork exists only on POSIX")
+def test_a_forked_child_times_a_block_its_parent_ran_into_its_own_tree():
+    # The parent's warm block is where the compiled lookup would find it, in the stack the child
+    # inherited: the child must time into its own.
+    with hierarchical_timer("warm"):
+        pass
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=report_warm_block_counts, args=(sender,))
+    child.start()
+    counts = receiver.recv()
+    child.join(timeout=30)
+    assert counts == [("warm", 1)]
+    assert find(get_timer_tree(), "warm")["count"] == 1
+
+
 # --- switching off ----------------------------------------------------------------------------
 
 

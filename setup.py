@@ -55,6 +55,8 @@ class BuildWithCallFlags(build_ext):
 
 # Reading a node's slots and the clock as both accelerators must (see the header's comment).
 SHARED_HEADER = "profiler/timing/_slots_and_clock.h"
+# Module globals and thread-state values read once and remembered (see the header's comment).
+REMEMBERED_READS_HEADER = "profiler/timing/_remembered_reads.h"
 
 setup(
     cmdclass={"build_ext": BuildWithCallFlags},
@@ -62,21 +64,21 @@ setup(
         Extension(
             "profiler.timing._timer_core",
             sources=["profiler/timing/_timer_core.c"],
-            depends=[SHARED_HEADER, "profiler/timing/_timer_core_api.h"],
+            depends=[SHARED_HEADER, REMEMBERED_READS_HEADER, "profiler/timing/_timer_core_api.h"],
             include_dirs=["profiler/timing"],
             optional=True,
         ),
         Extension(
             "envmanager.transport._step_core",
             sources=["envmanager/transport/_step_core.c"],
-            depends=[SHARED_HEADER, "envmanager/transport/_step_record.h"],
+            depends=[SHARED_HEADER, REMEMBERED_READS_HEADER, "envmanager/transport/_step_record.h"],
             include_dirs=["profiler/timing"],
             optional=True,
         ),
         Extension(
             "profiler.automatic._module_call_core",
             sources=["profiler/automatic/_module_call_core.c"],
-            depends=["profiler/timing/_timer_core_api.h"],
+            depends=[REMEMBERED_READS_HEADER, "profiler/timing/_timer_core_api.h"],
             include_dirs=["profiler/timing"],
             optional=True,
         ),

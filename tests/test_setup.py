@@ -55,7 +55,7 @@ def build_copy(unpacked_sdist: Path, destination: Path, **environment: str) -> d
 def test_the_sdist_carries_both_accelerators_and_the_header_they_share(unpacked_sdist):
     for source in ("profiler/timing/_timer_core.c", "envmanager/transport/_step_core.c", "profiler/timing/_slots_and_clock.h",
                    "profiler/automatic/_block_watch.c", "profiler/automatic/_module_call_core.c",
-                   "profiler/timing/_timer_core_api.h",
+                   "profiler/timing/_timer_core_api.h", "profiler/timing/_remembered_reads.h",
                    "envmanager/transport/_step_record.h"):
         assert (unpacked_sdist / source).is_file(), source
 

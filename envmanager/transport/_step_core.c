@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "_slots_and_clock.h"  /* profiler/timing/: the slots and the clock, as _timer_core.c reads them */
+#include "_remembered_reads.h"  /* profiler/timing/: module globals read once per change of their dict */
 
 #if PY_VERSION_HEX < 0x030B0000
 #define PyFloat_Unpack8 _PyFloat_Unpack8  /* public from Python 3.11 */
@@ -554,41 +555,8 @@ pass_unmeasured(PyObject *sampler)
     return failed < 0 ? -1 : 1;
 }
 
-/* A module global read once per change of its module's dict: where each change to a dict gives it
- * a new version tag (CPython 3.11's ma_version_tag; 3.12 deprecates it), the value read last is
- * kept with the tag it was read at, and read again only when the dict's tag moved, as CPython 3.10's
- * LOAD_GLOBAL cache did. A lookup in a module's dict is about 120 instructions, one a worker's
- * step and three a trainer's step paid for flags that change a few times a run. Elsewhere every
- * read is a lookup. */
-typedef struct {
-    PyObject *dict;     /* the module's dict the value was read from (borrowed: the module's) */
-    uint64_t version;   /* its version tag then; 0: nothing read yet */
-    PyObject *value;    /* borrowed: the dict holds it for as long as its tag stays */
-} GlobalCache;
-
+/* The timers module's globals, each read once per change of its dict (see _remembered_reads.h). */
 static GlobalCache plain_blocks_cache, span_blocks_cache, thread_local_cache, clock_cache;
-
-/* ``dict[name]`` through ``cache``: a borrowed reference; NULL, with no exception set, if absent. */
-static PyObject *
-module_global(PyObject *dict, PyObject *name, GlobalCache *cache)
-{
-#if PY_VERSION_HEX < 0x030C0000
-    uint64_t version = ((PyDictObject *)dict)->ma_version_tag;
-    if (cache->version == version && cache->dict == dict && version != 0) {
-        return cache->value;
-    }
-    PyObject *value = PyDict_GetItemWithError(dict, name);
-    if (value != NULL) {
-        cache->dict = dict;
-        cache->version = version;
-        cache->value = value;
-    }
-    return value;
-#else
-    (void)cache;
-    return PyDict_GetItemWithError(dict, name);
-#endif
-}
 
 /* A flag of the timers' module (plain_blocks, span_blocks), read as Python reads a module global
  * (its dict, not getattr: a quarter of the instructions), once per change of that dict; 1 true,

@@ -44,6 +44,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include "_remembered_reads.h"
 #include "_timer_core_api.h"
 
 /* The interface version: profiler/automatic/torch_phases.py's MODULE_CALL_CORE_VERSION, which must
@@ -140,21 +141,20 @@ dict_of(PyObject *owner, const char *refusal)
     return found;
 }
 
+/* This thread's torch_phases._state.__dict__ as found last (see _remembered_reads.h). */
+static _Thread_local ThreadFound found_phase_dict;
+
 /* This thread's torch_phases._state.__dict__ (borrowed), or NULL with an error: what the
  * threading.local keeps for the calling thread, remembered in the thread's state dict under the
- * local itself. Reading an attribute through the local costs several dict lookups and a type
- * lookup; through this, two lookups. A thread's dict on a given local is made at its first use
- * and never replaced, and the thread's state dict goes (and the reference with it) when the
- * thread does; a forked child's thread keeps both, as it keeps the local's dict. */
+ * local itself, and in found_phase_dict for the thread's next call. Reading an attribute through
+ * the local costs several dict lookups and a type lookup; through this, none while the same thread
+ * asks. A thread's dict on a given local is made at its first use and never replaced, and the
+ * thread's state dict goes (and the reference with it) when the thread does; a forked child's
+ * thread keeps both, as it keeps the local's dict. */
 static PyObject *
 thread_phase_dict(void)
 {
-    PyObject *thread_dict = PyThreadState_GetDict();
-    if (thread_dict == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "no thread state dict to keep torch_phases' state in");
-        return NULL;
-    }
-    PyObject *phase_dict = PyDict_GetItemWithError(thread_dict, phase_state);
+    PyObject *phase_dict = thread_dict_item(&found_phase_dict, phase_state);
     if (phase_dict != NULL || PyErr_Occurred()) {
         return phase_dict;
     }
@@ -162,9 +162,15 @@ thread_phase_dict(void)
     if (phase_dict == NULL) {
         return NULL;
     }
-    int stored = PyDict_SetItem(thread_dict, phase_state, phase_dict);
+    int kept = keep_thread_dict_item(&found_phase_dict, phase_state, phase_dict);
     Py_DECREF(phase_dict);  /* the thread's state dict holds it */
-    return stored < 0 ? NULL : phase_dict;
+    if (kept != 0) {
+        if (kept > 0) {
+            PyErr_SetString(PyExc_RuntimeError, "no thread state dict to keep torch_phases' state in");
+        }
+        return NULL;
+    }
+    return phase_dict;
 }
 
 /* torch_phases._state.<name> in the calling thread: a new reference, or NULL with an error
@@ -198,12 +204,15 @@ thread_open_methods(void)
     return open;
 }
 
+static GlobalCache hierarchical_timer_cache;
+
 /* with timers.hierarchical_timer(name): return target(*args) -- hierarchical_timer read from the
- * module at each call, the block run by the timer core (see _timer_core_api.h). */
+ * module (again each time its dict changed), the block run by the timer core (see
+ * _timer_core_api.h). */
 static PyObject *
 call_in_named_block(PyObject *name, PyObject *target, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *lookup = PyDict_GetItemWithError(timers_globals, hierarchical_timer_name);
+    PyObject *lookup = module_global(timers_globals, hierarchical_timer_name, &hierarchical_timer_cache);
     if (lookup == NULL) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_RuntimeError, "profiler.timing.timers has no hierarchical_timer");

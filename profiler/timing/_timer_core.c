@@ -33,6 +33,7 @@
 #include <structmember.h>
 
 #include "_slots_and_clock.h"
+#include "_remembered_reads.h"
 #include "_timer_core_api.h"
 
 #include <float.h>
@@ -759,51 +760,27 @@ caught_attribute(PyObject *object, PyObject *name)
 static int timing_enabled = 0;
 static PyObject *timing_local = NULL;
 
-/* The calling thread's stack as thread_stack() last found it: for the thread state with this id
- * (never reused, where a thread state's address may be: a native thread's state is made and
- * dropped around each call into Python) and on this local. Borrowed: the thread's state dict
- * holds it (and the local, as its key) until forget_thread_stack() drops the entry and this. */
-static _Thread_local struct {
-    uint64_t thread_id;
-    PyObject *local;
-    PyObject *stack;
-} found_stack;
+/* The calling thread's stack as thread_stack() last found it (see _remembered_reads.h). */
+static _Thread_local ThreadFound found_stack;
 
 /* _thread_local.stack (a new reference, or NULL as caught_attribute gives it), remembered in
  * the calling thread's state dict under the ``_thread_local`` object itself, and in found_stack
- * for the next call: a thread's stack on a given local is set once (timers.current_thread_stack)
- * and never replaced, and a forked child gets a new local, hence a new key. */
+ * for the thread's next call: a thread's stack on a given local is set once
+ * (timers.current_thread_stack) and never replaced, and a forked child gets a new local, hence a
+ * new key. */
 static PyObject *
 thread_stack(PyObject *local)
 {
-    uint64_t thread_id = PyThreadState_GetID(PyThreadState_Get());
-    if (found_stack.stack != NULL && found_stack.local == local && found_stack.thread_id == thread_id) {
-        return Py_NewRef(found_stack.stack);
-    }
-    PyObject *thread_dict = PyThreadState_GetDict();
-    if (thread_dict == NULL) {
-        return caught_attribute(local, stack_name);  /* nowhere to keep it: not remembered */
-    }
-    PyObject *stack = PyDict_GetItemWithError(thread_dict, local);
+    PyObject *stack = thread_dict_item(&found_stack, local);
     if (stack != NULL) {
-        Py_INCREF(stack);
+        return Py_NewRef(stack);
     }
-    else if (PyErr_Occurred()) {
+    if (PyErr_Occurred() || (stack = caught_attribute(local, stack_name)) == NULL) {
         return NULL;
     }
-    else {
-        stack = caught_attribute(local, stack_name);
-        if (stack == NULL) {
-            return NULL;
-        }
-        if (PyDict_SetItem(thread_dict, local, stack) < 0) {
-            Py_DECREF(stack);
-            return NULL;
-        }
+    if (keep_thread_dict_item(&found_stack, local, stack) < 0) {
+        Py_CLEAR(stack);
     }
-    found_stack.thread_id = thread_id;
-    found_stack.local = local;
-    found_stack.stack = stack;
     return stack;
 }
 
@@ -1109,20 +1086,7 @@ static TimerCoreAPI block_api = {call_in_named_block};
 static PyObject *
 forget_thread_stack(PyObject *module, PyObject *local)
 {
-    if (found_stack.local == local) {
-        found_stack.stack = NULL;
-        found_stack.local = NULL;
-    }
-    PyObject *thread_dict = PyThreadState_GetDict();
-    if (thread_dict == NULL) {
-        Py_RETURN_NONE;
-    }
-    if (PyDict_GetItemWithError(thread_dict, local) != NULL) {
-        if (PyDict_DelItem(thread_dict, local) < 0) {
-            return NULL;
-        }
-    }
-    else if (PyErr_Occurred()) {
+    if (forget_thread_dict_item(&found_stack, local) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -16,6 +16,7 @@ from verdict_runs import (
     PINNED_CORES,
     PLANTED_DELAYS,
     PLANTED_STEPS,
+    cheap_envs_on_fewer_cores_run,
     cpu_oversubscribed_run,
     identical_cartpoles_run,
     large_observations_run,
@@ -56,6 +57,11 @@ def large_observations():
 @pytest.fixture(scope="module")
 def slow_policy():
     return judge_run(slow_policy_run())
+
+
+@pytest.fixture(scope="module")
+def cheap_envs_on_fewer_cores():
+    return judge_run(cheap_envs_on_fewer_cores_run())
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +146,13 @@ def test_identical_envs_over_many_steps_never_make_a_straggler(identical_cartpol
     assert only(identical_cartpoles, WORKERS_BALANCED).title.startswith("workers are balanced")
 
 
-def test_envs_with_little_cpu_work_are_not_a_cpu_limit(identical_cartpoles):
-    assert not identical_cartpoles.of_kind(CPU_OVERSUBSCRIPTION)
+# --- envs with little CPU work, more workers than cores ----------------------------------------------
+
+
+def test_envs_with_little_cpu_work_are_not_a_cpu_limit_even_with_more_workers_than_cores(
+    cheap_envs_on_fewer_cores,
+):
+    assert not cheap_envs_on_fewer_cores.of_kind(CPU_OVERSUBSCRIPTION)
 
 
 # --- a worker env that keeps data from every step -------------------------------------------------

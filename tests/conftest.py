@@ -12,6 +12,7 @@ import pytest
 
 from multi_node_cluster import multi_node_cluster  # noqa: F401  (a fixture: a Ray cluster of several nodes)
 
+from profiler.analysis.text_format import TABLE_WIDTH
 from profiler.recording import memory
 from profiler.timing import timers
 from profiler.gpu import nvtx_bridge
@@ -39,6 +40,15 @@ def fake_clock() -> Iterator[FakeClock]:
         yield clock
     finally:
         timers.set_clock(previous)
+
+
+@pytest.fixture(autouse=True)
+def table_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables are laid out for :data:`~profiler.analysis.text_format.TABLE_WIDTH` columns, as
+    for output to a file: otherwise the width would be the ``COLUMNS`` of the shell running the
+    tests, or of pytest-xdist's workers (80), or the terminal's, and a narrow one elides paths the
+    tests look for. Tests of the width set ``COLUMNS`` themselves; processes started inherit it."""
+    monkeypatch.setenv("COLUMNS", str(TABLE_WIDTH))
 
 
 @pytest.fixture(autouse=True)

@@ -348,6 +348,10 @@ class TimerMerger:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
             self._follow_stack_resets()
+            anchor = _live_anchor(anchor)  # in the lock: a thread folding its tree settles this merger first
+            anchor_stack = anchor.stack
+            if anchor_stack is not self.timer_stack and isinstance(anchor_stack, TimerStack):
+                anchor_stack.deferred.add(self)  # the rows held for its nodes are folded before it is read
             worker = self._workers.get(worker_id)
             if worker is None:
                 worker = self._workers[worker_id] = _WorkerRecord(worker_id)
@@ -721,6 +725,20 @@ def _merge_gauge(
         gauge = gauges[name] = GaugeNode(value)
         gauge.count = 0
     gauge.merge_summary(value, minimum, maximum, count)
+
+
+def _live_anchor(anchor: TimerNode) -> TimerNode:
+    """``anchor``; or, once the thread that timed it has ended and its tree was added into its
+    group's (see :class:`~profiler.timing.thread_registry.StackRegistry`), the group's node of the
+    same path: what is added under the ended thread's own nodes is in no dump."""
+    stack = anchor.stack
+    group = stack.folded_into if isinstance(stack, TimerStack) else None
+    if group is None:
+        return anchor
+    node = group.root
+    for name in _path_from_root(anchor):
+        node = node.get_child(name)
+    return node
 
 
 def _path_from_root(node: TimerNode) -> tuple[str, ...]:

@@ -90,9 +90,13 @@ class StackRegistry:
         if stack.mergers:
             self.kept.append(stack)  # its mergers dump their workers with it
             return
+        group = self._group_for(stack.thread_name) if stack.root.children or stack.gauges else None
+        # Before settling: a merger that anchors payloads in this tree (a vector env stepped from
+        # this thread, its workers' blocks merged under the step) adds what arrives from now on
+        # under the group's nodes, and what it holds already, settle() adds here first.
+        stack.folded_into = group
         stack.settle()
-        if stack.root.children or stack.gauges:
-            group = self._group_for(stack.thread_name)
+        if group is not None:
             group.root.add(stack.root)
             group.ended_threads += 1
             # The root of a group counts no runs of its own; its extremes are those of the

@@ -196,6 +196,11 @@ class TimerNode:
         return child
 
     @property
+    def stack(self) -> NodeStack | None:
+        """The stack whose thread times this node (None: a detached tree)."""
+        return self._stack
+
+    @property
     def self_time(self) -> float:
         """Seconds spent in this block outside its children; never negative.
 

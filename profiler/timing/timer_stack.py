@@ -55,6 +55,7 @@ class TimerStack:
         "shape_changed",
         "block_ids",
         "deferred",
+        "folded_into",
     )
 
     def __init__(self, thread_name: str | None = None) -> None:
@@ -76,6 +77,10 @@ class TimerStack:
         # for it. Weak: a recorder's owner may go at any time (a merger holding rows cannot: its
         # stack's mergers hold it, and detach() folds).
         self.deferred: weakref.WeakSet[Any] = weakref.WeakSet()
+        # The stack of the ended threads this stack's tree was added into, once its thread ended
+        # (see StackRegistry): a merger that anchors payloads on one of this tree's nodes adds
+        # them under the group's node of the same path from then on.
+        self.folded_into: TimerStack | None = None
         self.reset()
 
     def reset(self) -> None:

@@ -30,7 +30,7 @@ from profiler import get_timer_root, get_timer_tree, hierarchical_timer, reset_t
 from profiler.multiprocess import merge as merge_module
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.multiprocess.payload import MAX_ROW_COUNT, snapshot_and_flush, unchecked_rows
-from profiler.timing.timers import TimerStack
+from profiler.timing.timers import TimerStack, all_timer_stacks
 from profiler.multiprocess.worker_stream import FOLD_AT_ROWS
 from tree_paths import child_names, find
 
@@ -490,6 +490,48 @@ def test_detaching_adds_the_rows_held_into_the_tree_which_keeps_them_when_the_me
     step = find(tree, "env.step")
     assert (step["total"], step["count"], step["min"], step["max"]) == (6 * UNIT, 3, UNIT, 3 * UNIT)
     assert "workers" not in tree
+
+
+# --- rows anchored in the tree of a thread that ended ---------------------------------------------
+# A vector env stepped from another thread merges its workers' payloads under that thread's step.
+# Once the thread has ended, its tree is added into its group's (see StackRegistry): a dump, a new
+# thread or all_timer_stacks() may do it at any moment, while the merger holds rows for it, and
+# before the last payloads arrive.
+
+
+def block_of_a_thread_that_ended(thread_name: str):
+    """The node of block ``collect``, timed once by a thread called ``thread_name`` that ended."""
+    found = []
+
+    def collect() -> None:
+        with hierarchical_timer("collect") as node:
+            found.append(node)
+
+    thread = threading.Thread(target=collect, name=thread_name)
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_rows_held_for_a_thread_that_ended_are_in_its_tree_when_that_is_folded(fake_clock):
+    anchor = block_of_a_thread_that_ended("collector")
+    merger = TimerMerger()
+    merger.merge_payload(0, step_payload(3, 3), anchor)
+    all_timer_stacks()  # folds the ended thread's tree into its group's
+    tree = get_timer_tree(include_threads=True)
+    assert find(tree, "thread:ended:collector", "collect", "env.step")["count"] == 3
+    assert find(worker_entry(tree, 0), "env.step")["count"] == 3
+
+
+def test_a_payload_anchored_in_a_thread_folded_away_lands_in_its_group(fake_clock):
+    anchor = block_of_a_thread_that_ended("collector")
+    merger = TimerMerger()
+    merger.merge_payload(0, step_payload(3, 3), anchor)
+    all_timer_stacks()
+    merger.merge_payload(0, step_payload(2, 2, sequence=2), anchor)
+    tree = get_timer_tree(include_threads=True)
+    assert find(tree, "thread:ended:collector", "collect", "env.step")["count"] == 5
+    assert find(worker_entry(tree, 0), "env.step")["count"] == 5
 
 
 # --- rows of runs still open (count 0) ------------------------------------------------------------

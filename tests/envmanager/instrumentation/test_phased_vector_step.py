@@ -46,10 +46,65 @@ def run(folder: Path, vector: str, context: str, with_blocks: bool) -> tuple[dic
     return json.loads(result.stdout.splitlines()[-1]), json.loads((out / "vector_step_paths_timers.json").read_text())
 
 
+def run_written(folder: Path, name: str, text: str, *arguments: str) -> dict:
+    """The dump of program ``text``, written as ``<name>.py``, run under ``rlprof run``."""
+    (folder / f"{name}.py").write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", f"{name}.py", *arguments],
+        cwd=folder, capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads((folder / "out" / f"{name}_timers.json").read_text())
+
+
 def shape(node: dict) -> tuple:
     """A node's name, count, errors and children, each child's shape alike (their order left out)."""
     children = sorted((shape(child) for child in node["children"]), key=repr)
     return node["name"], node["count"], node.get("errors", 0), bool(node.get("is_parallel")), tuple(children)
+
+
+def worker_tops(tree: dict) -> set[str]:
+    """The names of the workers' outermost blocks (``env.step``, ``env.reset``)."""
+    return {child["name"] for worker in tree.get("workers", ()) for child in worker["children"]}
+
+
+def is_merged(node: dict, tops: set[str]) -> bool:
+    """Whether ``node`` is a worker's block merged into the trainer's tree. (Every node of another
+    thread's tree is marked parallel too: it ran beside the main thread's.)"""
+    return bool(node.get("is_parallel")) and node["name"] in tops
+
+
+def trainer_shape(node: dict, tops: set[str]) -> tuple:
+    """The shape of a node of the trainer's tree and its own children, without the workers' blocks
+    merged into it: where those land depends on when they arrive (see worker_blocks)."""
+    children = sorted((trainer_shape(child, tops) for child in node["children"] if not is_merged(child, tops)),
+                      key=repr)
+    return node["name"], node["count"], node.get("errors", 0), bool(node.get("is_parallel")), tuple(children)
+
+
+def worker_blocks(node: dict, tops: set[str]) -> Counter:
+    """The workers' blocks merged anywhere below ``node``, their counts and errors added per path
+    below the trainer's block they landed under. A worker ships what it timed every second, and
+    the shipment lands under its vector env's step open when it arrives, or the one open last:
+    whether one lands under a step from the other thread depends on the machine's load."""
+    found: Counter = Counter()
+
+    def add(worker_node: dict, path: tuple) -> None:
+        path = (*path, worker_node["name"])
+        found[path, "count"] += worker_node["count"]
+        found[path, "errors"] += worker_node.get("errors", 0)
+        for child in worker_node["children"]:
+            add(child, path)
+
+    def visit(trainer_node: dict) -> None:
+        for child in trainer_node["children"]:
+            if is_merged(child, tops):
+                add(child, ())
+            else:
+                visit(child)
+
+    visit(node)
+    return found
 
 
 def vector_steps(node: dict) -> list[dict]:
@@ -103,7 +158,10 @@ def test_a_phased_step_gives_the_tree_spans_failures_and_workers_that_with_block
     # The same blocks, counts and errors everywhere: in the program's thread, in the other
     # thread, for the program's own step_async/step_wait (blocks of their own at the root), and
     # the workers' trees merged under the steps.
-    assert shape(phased) == shape(reference)
+    tops = worker_tops(phased)
+    assert tops == worker_tops(reference) == {"env.step", "env.reset"}
+    assert trainer_shape(phased, tops) == trainer_shape(reference, tops)
+    assert worker_blocks(phased, tops) == worker_blocks(reference, tops)
     root = {child["name"]: child for child in phased["children"]}
     assert [root[phase]["count"] for phase in PHASES] == [DIRECT + (vector == "async")] * 3
     assert root["vector.receive_results"].get("errors", 0) == (vector == "async")  # the timeout
@@ -172,12 +230,7 @@ if __name__ == "__main__":
 def test_a_step_whose_sending_goes_around_rlprofs_step_async_counts_finite_phases(tmp_path):
     # The class's step calls the instance's own step_async, then rlprof's step_wait: the run's
     # sending end is never stamped, its waiting end is. Every figure of the step stays a number.
-    program = tmp_path / "sends_itself.py"
-    program.write_text(SENDS_ITSELF)
-    result = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr
-    tree = json.loads((tmp_path / "out" / "sends_itself_timers.json").read_text())
+    tree = run_written(tmp_path, "sends_itself", SENDS_ITSELF)
     (step,) = vector_steps(tree)
     assert step["count"] == 3
     for node in (step, *(child for child in step["children"] if child["name"] in PHASES)):
@@ -210,16 +263,58 @@ if __name__ == "__main__":
 def test_a_timer_reset_mid_run_leaves_the_critical_path_the_steps_the_tree_has(tmp_path, with_blocks):
     # The critical path forgets the steps before a reset, as the tree does: those a phased
     # step held then, and those `with` blocks timed whose windows were not matched yet.
-    program = tmp_path / "resets_its_timers.py"
-    program.write_text(RESETS_ITS_TIMERS)
-    result = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program),
-                             *(["--with-blocks"] if with_blocks else [])],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr
-    tree = json.loads((tmp_path / "out" / "resets_its_timers_timers.json").read_text())
+    tree = run_written(tmp_path, "resets_its_timers", RESETS_ITS_TIMERS, *(["--with-blocks"] if with_blocks else []))
     (step,) = vector_steps(tree)
     assert step["count"] == 4
     assert [worker["critical_path"]["vector_steps"] for worker in tree["workers"]] == [4, 4]
+
+
+STEPS_IN_A_THREAD = """
+import sys
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import profiler
+
+
+class Slow(gym.Wrapper):
+    def step(self, action):
+        time.sleep(0.01)
+        return self.env.step(action)
+
+
+if __name__ == "__main__":
+    envs = gym.vector.AsyncVectorEnv([lambda: Slow(gym.make("CartPole-v1"))] * 2, context="fork")
+    envs.reset(seed=0)
+    # Stepped for 1.5 s from a thread that then ends: a worker ships what it timed every second.
+    stepping = threading.Thread(target=lambda: [envs.step(np.zeros(2, np.int64)) for _ in range(150)],
+                                name="collector")
+    stepping.start()
+    stepping.join()
+    if sys.argv[1:] == ["--read-first"]:
+        profiler.dumps()  # reads every thread's tree, as a live view or a summary written mid-run does
+    envs.close()  # the workers' last shipments arrive after the thread ended
+"""
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_vector_env_stepped_from_a_thread_that_ended_keeps_every_workers_block(tmp_path, read_first):
+    # The workers' blocks land under the step of the thread that stepped them, whose tree is
+    # folded into its group's once the thread has ended: what arrives before and after, all there.
+    tree = run_written(tmp_path, "steps_in_a_thread", STEPS_IN_A_THREAD, *(["--read-first"] if read_first else []))
+    group = next(child for child in tree["children"] if child["name"] == "thread:ended:collector")
+    (step,) = [child for child in group["children"] if child["name"] == "vector.step"]
+    assert step["count"] == 150
+    # Each of the 150 vector steps stepped each env or reset it (its episode had ended); the first
+    # reset shipped with the steps.
+    timed = sum(child["count"] for worker in tree["workers"] for child in worker["children"]
+                if child["name"] == "env.step")
+    in_the_step = worker_blocks(step, worker_tops(tree))
+    assert in_the_step[("env.step",), "count"] == timed
+    assert in_the_step[("env.step",), "count"] + in_the_step[("env.reset",), "count"] == 2 * 150 + 2
+    assert worker_blocks(tree, worker_tops(tree))[("env.step",), "count"] == timed
 
 
 def _sends_then_waits_step(self, actions):

@@ -148,9 +148,11 @@ def test_two_lines_of_one_long_module_are_two_places_each_named_by_its_line(tmp_
     lines = {place["line"]: place["samples"] for place in sampler.section()["places"]
              if place["file"] == str(script) and place["function"] == "<module>"}
     # The sampler runs from before the module's first line, so a loaded machine may also catch its
-    # prologue (lines 2 to 4): every line named must still be one the module ran.
+    # prologue (lines 2 to 4), and the loops' tests (lines 5 and 7) when a sleep's thread waits
+    # for a core: every line named must still be one the module ran, and most of each loop's
+    # samples fall on its sleep.
     assert set(lines) >= {6, 8} and set(lines) <= {2, 3, 4, 5, 6, 7, 8}
-    assert lines[6] >= SAMPLES - 3 and lines[8] >= SAMPLES - 3
+    assert lines[6] > SAMPLES / 2 and lines[8] > SAMPLES / 2
 
 
 def test_time_inside_a_block_is_counted_apart_and_named_nowhere(sampler_wait):

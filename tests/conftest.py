@@ -167,7 +167,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Run the tests that use Ray after all the others: Ray's threads and processes, once
     started, stay for the rest of the session, and the other tests' forked workers and child
     process checks should never meet them. Those on the multi-node cluster run last of all: it
-    shuts the session's Ray down (see tests/envmanager/ray/conftest.py)."""
+    shuts the session's Ray down (see tests/envmanager/ray/conftest.py).
+
+    The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml), which are handed
+    the tests in this order, each worker running its share in order: Ray's tests still come
+    after every other test of their worker. (A session or module fixture is built once in each
+    worker that runs a test of it.)"""
 
     def ray_order(item: pytest.Item) -> tuple[bool, bool]:
         fixtures = getattr(item, "fixturenames", ())

@@ -4,6 +4,7 @@ succeeds and rlprof runs its pure-Python cores."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -28,7 +29,12 @@ print(json.dumps({"timer_core": accelerator.extension is not None, "step_core": 
 def unpacked_sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist built from this checkout, unpacked: what `pip install rlprof-*.tar.gz` builds from."""
     where = tmp_path_factory.mktemp("sdist")
-    run([sys.executable, "setup.py", "-q", "sdist", "-d", str(where)], REPOSITORY)
+    # setup.py lays the sdist's files out in the checkout (rlprof-<version>/) and removes them when
+    # done: two pytest-xdist workers building it at once would remove each other's. The lock is
+    # beside the workers' own temporary folders, which both see.
+    with open(tmp_path_factory.getbasetemp().parent / "sdist.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run([sys.executable, "setup.py", "-q", "sdist", "-d", str(where)], REPOSITORY)
     (archive,) = where.glob("rlprof-*.tar.gz")
     with tarfile.open(archive) as tar:
         tar.extractall(where, filter="data")

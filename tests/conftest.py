@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -49,6 +50,30 @@ def table_width(monkeypatch: pytest.MonkeyPatch) -> None:
     tests, or of pytest-xdist's workers (80), or the terminal's, and a narrow one elides paths the
     tests look for. Tests of the width set ``COLUMNS`` themselves; processes started inherit it."""
     monkeypatch.setenv("COLUMNS", str(TABLE_WIDTH))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test marked ``quiet_machine`` has the machine to itself, from its setup (the module's runs
+    built by its fixtures included) to its teardown: no other pytest-xdist worker runs a test
+    meanwhile. Its runs are built to show a verdict (or built not to), and another test's load
+    changes their premise: a test beside one took a node of 3 workers on 1 core from 12 ms a step
+    to 186, and the crowding's share of the run below the verdict's 10%.
+
+    The workers share a lock, each holding it (shared, or exclusive for such a test) while one
+    test runs, never while waiting for the next. One asking for it exclusively first takes the
+    turnstile, which the others pass on their way to the lock, so that they cannot keep it
+    waiting by taking turns."""
+    if not hasattr(item.config, "workerinput"):  # not a pytest-xdist worker: nothing runs beside
+        yield
+        return
+    folder = Path(item.config.option.basetemp).parent  # the run's, shared by its workers
+    mode = fcntl.LOCK_EX if item.get_closest_marker("quiet_machine") else fcntl.LOCK_SH
+    with open(folder / "machine.turnstile", "w") as turnstile, open(folder / "machine.lock", "w") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        fcntl.flock(lock, mode)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,9 @@ from tree_paths import find
 from profiler.analysis.machine_verdicts import OUTSIDE_LOAD
 from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
+# Runs built to show a verdict, or not to: no other test loads the machine meanwhile (tests/conftest.py).
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's"),
+              pytest.mark.quiet_machine]
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,9 @@ from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run
 from profiler.recording import events
 
-pytestmark = pytest.mark.usefixtures("multi_node_cluster")
+# quiet_machine: the CPU verdicts per node are built on nodes pinned to one core each, which no other
+# test may load meanwhile (tests/conftest.py).
+pytestmark = [pytest.mark.usefixtures("multi_node_cluster"), pytest.mark.quiet_machine]
 
 QUARTER_CPU = 0.25
 STEPS = 12

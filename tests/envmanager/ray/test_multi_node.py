@@ -25,9 +25,7 @@ from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run
 from profiler.recording import events
 
-# quiet_machine: the CPU verdicts per node are built on nodes pinned to one core each, which no other
-# test may load meanwhile (tests/conftest.py).
-pytestmark = [pytest.mark.usefixtures("multi_node_cluster"), pytest.mark.quiet_machine]
+pytestmark = pytest.mark.usefixtures("multi_node_cluster")
 
 QUARTER_CPU = 0.25
 STEPS = 12
@@ -279,6 +277,7 @@ def cpu_bound_run_on(nodes: list[str]) -> dict:
     return judge_run(tree)
 
 
+@pytest.mark.quiet_machine  # nodes of one core each, which no other test may load (tests/conftest.py)
 def test_a_node_crowded_by_the_placement_is_named_by_the_cpu_verdict(one_core_nodes):
     verdicts = cpu_bound_run_on(["core_a"] * 3 + ["core_b"])
     (cpu,) = verdicts.of_kind(CPU_OVERSUBSCRIPTION)
@@ -286,6 +285,7 @@ def test_a_node_crowded_by_the_placement_is_named_by_the_cpu_verdict(one_core_no
     assert (cpu.evidence["node"], cpu.evidence["workers"], cpu.evidence["cores_available"]) == ("127.0.0.2", 3, 1)
 
 
+@pytest.mark.quiet_machine  # nodes of one core each, which no other test may load (tests/conftest.py)
 def test_workers_given_a_core_each_on_their_nodes_crowd_no_node(one_core_nodes):
     verdicts = cpu_bound_run_on(["core_a", "core_b"])
     assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)

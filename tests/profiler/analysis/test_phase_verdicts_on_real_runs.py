@@ -8,9 +8,6 @@ import pytest
 
 pytest.importorskip("torch")  # installed by the README's test command: runs in CI
 
-# Runs built to show a verdict, or not to: no other test loads the machine meanwhile (tests/conftest.py).
-pytestmark = pytest.mark.quiet_machine
-
 from framework_runs import rlprof_run  # noqa: E402
 from profiler.analysis.phase_verdicts import POLICY_BOUND, UPDATE_BOUND  # noqa: E402
 

@@ -348,10 +348,11 @@ class TimerMerger:
             anchor = self.timer_stack.current  # one read: the trainer thread may move it meanwhile
         with self._lock:
             self._follow_stack_resets()
-            anchor = _live_anchor(anchor)  # in the lock: a thread folding its tree settles this merger first
-            anchor_stack = anchor.stack
-            if anchor_stack is not self.timer_stack and isinstance(anchor_stack, TimerStack):
-                anchor_stack.deferred.add(self)  # the rows held for its nodes are folded before it is read
+            # A deferred recorder of the anchor's stack before reading whether that stack was
+            # folded away: a fold that this read misses settles this merger, and waits for this lock.
+            self._defer_to(anchor.stack)
+            anchor = _live_anchor(anchor)
+            self._defer_to(anchor.stack)
             worker = self._workers.get(worker_id)
             if worker is None:
                 worker = self._workers[worker_id] = _WorkerRecord(worker_id)
@@ -407,6 +408,12 @@ class TimerMerger:
                 _add_device_times(worker.device_times, device_time)
             if operators is not None:
                 add_payload_field(worker.operators, _path_from_root(anchor), operators)
+
+    def _defer_to(self, stack: Any) -> None:
+        """Have whatever reads ``stack``'s tree fold this merger's rows first: it holds rows for
+        that tree's nodes (a payload anchored there, in another thread's tree)."""
+        if stack is not self.timer_stack and isinstance(stack, TimerStack):
+            stack.deferred.add(self)
 
     def _stream_declaring(self, worker_id: int, payload: tuple[Any, ...]) -> WorkerStream:
         """The payload's stream, with the names the payload declares added (called locked).

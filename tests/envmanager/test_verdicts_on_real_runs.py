@@ -38,9 +38,6 @@ from profiler.analysis.verdicts import (
     judge_run,
 )
 
-# Runs built to show a verdict, or not to: no other test loads the machine meanwhile (tests/conftest.py).
-pytestmark = pytest.mark.quiet_machine
-
 
 @pytest.fixture(scope="module")
 def cpu_bound():

@@ -16,9 +16,7 @@ from profiler.analysis.verdicts import judge_run
 
 TRAINER = Path(__file__).parents[1] / "threaded_trainer.py"
 
-# Runs built to show a verdict, or not to: no other test loads the machine meanwhile (tests/conftest.py).
 pytestmark = [
-    pytest.mark.quiet_machine,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's"),
     pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _: ())(0)) < 2,
                        reason="with one core, threads have nothing to gain from processes"),

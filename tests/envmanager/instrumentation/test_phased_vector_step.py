@@ -18,6 +18,7 @@ import math
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -57,28 +58,22 @@ def run_written(folder: Path, name: str, text: str, *arguments: str) -> dict:
     return json.loads((folder / "out" / f"{name}_timers.json").read_text())
 
 
-def shape(node: dict) -> tuple:
-    """A node's name, count, errors and children, each child's shape alike (their order left out)."""
-    children = sorted((shape(child) for child in node["children"]), key=repr)
-    return node["name"], node["count"], node.get("errors", 0), bool(node.get("is_parallel")), tuple(children)
-
-
 def worker_tops(tree: dict) -> set[str]:
     """The names of the workers' outermost blocks (``env.step``, ``env.reset``)."""
     return {child["name"] for worker in tree.get("workers", ()) for child in worker["children"]}
 
 
-def is_merged(node: dict, tops: set[str]) -> bool:
+def is_merged(node: dict, tops: Collection[str]) -> bool:
     """Whether ``node`` is a worker's block merged into the trainer's tree. (Every node of another
     thread's tree is marked parallel too: it ran beside the main thread's.)"""
     return bool(node.get("is_parallel")) and node["name"] in tops
 
 
-def trainer_shape(node: dict, tops: set[str]) -> tuple:
-    """The shape of a node of the trainer's tree and its own children, without the workers' blocks
-    merged into it: where those land depends on when they arrive (see worker_blocks)."""
-    children = sorted((trainer_shape(child, tops) for child in node["children"] if not is_merged(child, tops)),
-                      key=repr)
+def shape(node: dict, tops: Collection[str] = ()) -> tuple:
+    """A node's name, count, errors and children, each child's shape alike (their order left out).
+    With ``tops``, the workers' blocks merged into a trainer's tree are left out: where those land
+    depends on when they arrive (see worker_blocks)."""
+    children = sorted((shape(child, tops) for child in node["children"] if not is_merged(child, tops)), key=repr)
     return node["name"], node["count"], node.get("errors", 0), bool(node.get("is_parallel")), tuple(children)
 
 
@@ -160,7 +155,7 @@ def test_a_phased_step_gives_the_tree_spans_failures_and_workers_that_with_block
     # the workers' trees merged under the steps.
     tops = worker_tops(phased)
     assert tops == worker_tops(reference) == {"env.step", "env.reset"}
-    assert trainer_shape(phased, tops) == trainer_shape(reference, tops)
+    assert shape(phased, tops) == shape(reference, tops)
     assert worker_blocks(phased, tops) == worker_blocks(reference, tops)
     root = {child["name"]: child for child in phased["children"]}
     assert [root[phase]["count"] for phase in PHASES] == [DIRECT + (vector == "async")] * 3

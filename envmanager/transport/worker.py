@@ -150,13 +150,26 @@ class _TrainerGone(_Terminated):
     """Raised by the parent-death signal: the trainer is dying (see :mod:`envmanager.lifetime.lifeline`)."""
 
 
+# Set once, for good, as the worker starts to end (``run_worker``'s ``finally``); the death
+# signals' handlers then return without raising. A handler runs at the next instruction that
+# checks for signals, which can be the first one of a function called to end the group,
+# before any ``try`` in it: raised there, the exception would end the process with its group,
+# and the helpers its envs left, alive. The flag is set by a plain store, which no signal
+# handler can run before.
+_ending = False
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _ending:
+        return
     # A second SIGTERM must not cut closing the envs short.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Terminated
 
 
 def _on_parent_death(signum: int, frame: Any) -> None:
+    if _ending:
+        return
     signal.signal(PARENT_DEATH_SIGNAL, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _TrainerGone
@@ -164,6 +177,7 @@ def _on_parent_death(signum: int, frame: Any) -> None:
 
 def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) -> None:
     """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
+    global _ending
     parent_pid = os.getppid()
     lead_new_process_group()
     for inherited in config.inherited_connections:
@@ -193,45 +207,24 @@ def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) 
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.kill(os.getpid(), signal.SIGTERM)
     finally:
+        _ending = True
         _end_if_trainer_gone(trainer_gone, config, parent_pid)
     # Closed normally: a late SIGTERM now just ends the process.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _end_if_trainer_gone(told: bool, config: WorkerConfig, parent_pid: int) -> None:
-    """End the worker's group if the trainer is gone (``told`` so, or the lifeline says so).
+    """End the worker's group if the trainer is gone (``told`` so, or the lifeline says so): stop
+    what the envs left running and remove the permits, since nobody else is left to.  Then it
+    never returns: its last step kills this process.
 
     A death signal can cut any step of :func:`run_worker` short, even the handling of another
-    death signal (the lifeline's SIGTERM, then the parent-death signal), and an exception out of
-    it would end the process with its group, helpers included, alive. So this runs whatever
-    happened, and asks again if a signal cuts the asking short.
+    death signal (the lifeline's SIGTERM, then the parent-death signal), so this runs from its
+    ``finally``, whatever happened, once ``_ending`` is set: no signal cuts it short.
     """
-    while True:
-        try:
-            if told or trainer_is_gone(config.lifeline, parent_pid):
-                _end_after_trainer_death(config.permits)
-            return
-        except _Terminated:
-            continue
-
-
-def _end_after_trainer_death(permits: ConcurrencyPermits | None) -> None:
-    """Stop what the envs left running and remove the permits: nobody else is left to.
-
-    The trainer's death reaches a worker by several routes at once (a broken pipe, the
-    parent-death signal, the lifeline's SIGTERM), so a second one may arrive while this runs. Its
-    handler would raise out of the ending and leave the process group alive, so the signals are
-    ignored first, and an ending a signal still cut short starts again. It never returns: its
-    last step kills this process.
-    """
-    while True:
-        try:
-            signal.signal(PARENT_DEATH_SIGNAL, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            _flush_standard_streams()
-            end_after_trainer_death(permits)
-        except _Terminated:
-            continue
+    if told or trainer_is_gone(config.lifeline, parent_pid):
+        _flush_standard_streams()
+        end_after_trainer_death(config.permits)
 
 
 def configure_profiling(config: WorkerConfig) -> None:

@@ -484,6 +484,39 @@ class LeakyBigObservationEnv(LeakyHelperProcessEnv, BigObservationEnv):
     reply when the trainer dies must end that helper all the same."""
 
 
+class SignalledAtTheEndEnv(LeakyBigObservationEnv):
+    """``LeakyBigObservationEnv`` whose worker gets both death signals (SIGTERM, as the lifeline
+    sends, and the parent-death signal) at the very moment it starts to end its group.
+
+    Its first reset wraps the worker's ending (``_end_if_trainer_gone``, looked up when called):
+    the wrapper writes ``mark_file``, arms the worker's own handlers of both signals again (the
+    signals that told the worker may have disarmed them) and sends both, so the handlers run in
+    the wrapper, before the ending's first line.  The mark shows that the signals were sent.
+    """
+
+    def __init__(self, mark_file: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.mark_file = mark_file
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        from envmanager.transport import worker
+
+        ending = worker._end_if_trainer_gone
+        mark_file = self.mark_file
+
+        def signalled_ending(*args: Any) -> None:
+            with open(mark_file, "w") as mark:
+                mark.write("signalled")
+            signal.signal(signal.SIGTERM, worker._on_sigterm)
+            signal.signal(worker.PARENT_DEATH_SIGNAL, worker._on_parent_death)
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), worker.PARENT_DEATH_SIGNAL)
+            ending(*args)
+
+        worker._end_if_trainer_gone = signalled_ending
+        return super().reset(seed=seed, options=options)
+
+
 class HelperAtConstructionEnv(CountingEnv):
     """Starts a helper process (``sleep 60``) as it is built, and forgets it in ``close()``.
 

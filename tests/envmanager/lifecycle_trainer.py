@@ -3,7 +3,7 @@
 The tests need a trainer they can SIGKILL, or leave to exit without ``close()``, and watch
 from outside.  Usage::
 
-    python lifecycle_trainer.py SCENARIO START_METHOD [SUMMARIES_DIR]
+    python lifecycle_trainer.py SCENARIO START_METHOD [PATH]
 
 Once its workers are in the state the scenario asks for, it prints one JSON line with the
 pids to watch (``workers``, ``helpers``: the envs' helper processes, ``forked_child``) and
@@ -15,8 +15,8 @@ then does what the scenario says:
 ``thread-built``   as ``hung``, but the manager is built by a thread that has ended (and a
                    step after that thread's end must work).
 ``never-closed``   the trainer steps a few times and ends without ``close()``; the
-                   manager has ``daemon=False`` unless SUMMARIES_DIR is given, then
-                   ``daemon=True`` and that ``summaries_dir``.
+                   manager has ``daemon=False`` unless PATH is given, then
+                   ``daemon=True`` and PATH as its ``summaries_dir``.
 ``child-exits``    the trainer forks a child that ends through ``sys.exit`` (running the
                    interpreter's exit hooks), then steps and closes the manager, and prints
                    ``{"stepped": true}``.
@@ -26,6 +26,9 @@ then does what the scenario says:
                    dies), to be killed later.
 ``replying``       envs with 2 MB observations and forgotten helpers; both workers are writing
                    a reply the trainer does not read; the trainer sleeps (to be killed).
+``signalled``      as ``replying``, but each worker gets SIGTERM and the parent-death signal as it
+                   starts to end its group (``SignalledAtTheEndEnv``: worker i writes the file
+                   PATH.i when they are sent).
 ``starting``       spawned workers announce themselves (``{"worker_starting": pid}``) and take
                    30 s to import this script: the trainer is to get Ctrl-C meanwhile.
 ``constructing``   the first env, built to read the spaces, starts a helper, prints
@@ -54,6 +57,7 @@ from envmanager_testenvs import (  # noqa: E402
     HelperProcessEnv,
     LeakyBigObservationEnv,
     LeakyHelperProcessEnv,
+    SignalledAtTheEndEnv,
 )
 
 from envmanager import SubprocessEnvManager  # noqa: E402
@@ -78,7 +82,7 @@ def _pids(envs: SubprocessEnvManager) -> dict[str, list[int]]:
     }
 
 
-def main(scenario: str, start_method: str, summaries_dir: str | None) -> SubprocessEnvManager:
+def main(scenario: str, start_method: str, path: str | None) -> SubprocessEnvManager:
     if scenario == "hung":
         envs = SubprocessEnvManager([HelperProcessEnv] * 2, context=start_method, max_concurrency=1)
         envs.reset(seed=0)
@@ -118,11 +122,11 @@ def main(scenario: str, start_method: str, summaries_dir: str | None) -> Subproc
         _report(**_pids(envs))
         time.sleep(600)
     elif scenario == "never-closed":
-        if summaries_dir is None:
+        if path is None:
             envs = SubprocessEnvManager([CountingEnv] * 2, context=start_method, daemon=False)
         else:
             envs = SubprocessEnvManager(
-                [CountingEnv] * 2, context=start_method, summaries_dir=summaries_dir, run_id="unclosed"
+                [CountingEnv] * 2, context=start_method, summaries_dir=path, run_id="unclosed"
             )
         envs.reset(seed=0)
         for _ in range(NEVER_CLOSED_STEPS):
@@ -146,6 +150,18 @@ def main(scenario: str, start_method: str, summaries_dir: str | None) -> Subproc
         ctypes.CDLL(None).pthread_exit(None)
     elif scenario == "replying":
         envs = SubprocessEnvManager([LeakyBigObservationEnv] * 2, context=start_method, shared_memory=False)
+        envs.reset(seed=0)
+        pids = _pids(envs)
+        envs.step_async(np.array([0, 0]))
+        time.sleep(0.5)  # let both workers fill their reply pipes
+        _report(**pids)
+        time.sleep(600)
+    elif scenario == "signalled":
+        envs = SubprocessEnvManager(
+            [functools.partial(SignalledAtTheEndEnv, mark_file=f"{path}.{index}") for index in range(2)],
+            context=start_method,
+            shared_memory=False,
+        )
         envs.reset(seed=0)
         pids = _pids(envs)
         envs.step_async(np.array([0, 0]))

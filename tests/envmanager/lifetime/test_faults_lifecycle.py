@@ -391,6 +391,18 @@ def test_forgotten_helpers_die_with_a_trainer_killed_while_its_workers_write_the
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
+def test_forgotten_helpers_die_when_the_death_signals_come_as_the_worker_starts_to_end_its_group(
+    start_method, tmp_path
+):
+    marks = tmp_path / "signalled"
+    with _trainer("signalled", start_method, str(marks)) as (trainer, report):
+        watched = _processes(report["workers"] + report["helpers"])
+        trainer.send_signal(signal.SIGKILL)
+        assert _survivors(watched) == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["signalled.0", "signalled.1"]
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
 def test_forgotten_helpers_and_the_permits_go_when_the_trainer_main_thread_ends_before_its_process(start_method):
     with _trainer("main-thread-ends", start_method) as (trainer, report):
         watched = _processes(report["workers"] + report["helpers"])

@@ -32,13 +32,18 @@ def straggler_env_fns() -> list[Callable[[], Any]]:
     return [functools.partial(CountingEnv, episode_length=10_000, delay=delay) for delay in PLANTED_DELAYS]
 
 
-def step_for(envs: Any, seconds: float, after_step: Callable[[], None] | None = None) -> None:
+def step_for(
+    envs: Any,
+    seconds: float,
+    after_step: Callable[[], None] | None = None,
+    stop_file: Path | None = None,
+) -> None:
     """Reset ``envs``, then step them for ``seconds``, a ``policy.act`` block before each step
-    (and ``after_step`` after each, where given)."""
+    (and ``after_step`` after each, where given); sooner if ``stop_file`` appears."""
     envs.reset(seed=0)
     actions = np.zeros(envs.num_envs, dtype=np.int64)
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    while time.monotonic() < end and not (stop_file is not None and stop_file.exists()):
         with profiler.hierarchical_timer("policy.act"):
             time.sleep(0.001)
         envs.step(actions)

@@ -167,11 +167,13 @@ def test_watch_follows_a_continuous_dump_being_written_and_waits_for_it_first(tm
                     process.wait()
 
 
-def test_a_managers_live_view_option_shows_the_view_while_its_workers_run_and_takes_it_down_at_close():
-    terminal = Terminal([sys.executable, MANAGER_PROGRAM, "subprocess", "12"])
+def test_a_managers_live_view_option_shows_the_view_while_its_workers_run_and_takes_it_down_at_close(tmp_path):
+    stop_file = tmp_path / "stop"
+    terminal = Terminal([sys.executable, MANAGER_PROGRAM, "subprocess", "60", str(stop_file)])
     try:
         terminal.read_until(b"worker 3 holds up the vector step")
         assert terminal.process.poll() is None  # drawn while the run goes on
+        stop_file.touch()
         assert terminal.wait_for_exit() == 0
         assert b"closed" in terminal.output
         escapes = CURSOR_ESCAPES.findall(terminal.output)

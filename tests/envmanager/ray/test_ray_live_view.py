@@ -16,12 +16,14 @@ pytestmark = pytest.mark.usefixtures("ray_cluster")
 PROGRAM = str(Path(__file__).parents[1] / "manager_live_view_training.py")
 
 
-def test_a_ray_managers_live_view_shows_the_straggler_while_the_actors_run_and_goes_at_close(ray_cluster):
+def test_a_ray_managers_live_view_shows_the_straggler_while_the_actors_run_and_goes_at_close(ray_cluster, tmp_path):
     address = ray_cluster.get_runtime_context().gcs_address
-    terminal = Terminal([sys.executable, PROGRAM, "ray", "15", address])
+    stop_file = tmp_path / "stop"
+    terminal = Terminal([sys.executable, PROGRAM, "ray", "60", str(stop_file), address])
     try:
         terminal.read_until(b"worker 3 holds up the vector step")
         assert terminal.process.poll() is None  # drawn while the run goes on
+        stop_file.touch()
         assert terminal.wait_for_exit() == 0
         assert b"closed" in terminal.output
         assert CURSOR_ESCAPES.findall(terminal.output)[-1] == (b"25", b"h")

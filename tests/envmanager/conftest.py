@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 # Spawned workers unpickle the test envs by module name, so this folder must be importable.
@@ -16,6 +18,22 @@ from envmanager_testenvs import worker_children  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def no_child_process_left() -> Iterator[None]:
+    """The test fails if a process it started outlives it; that process is killed first, so that
+    the tests after it are not failed by it too, and the message names what it ran."""
     yield
     left = worker_children()
-    assert not left, f"child processes outlived the test: {left}"
+    if not left:
+        return
+    described = [_describe(process) for process in left]
+    for process in left:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(left, timeout=5)
+    pytest.fail(f"child processes outlived the test (killed now): {described}")
+
+
+def _describe(process: psutil.Process) -> str:
+    try:
+        return f"{process.pid} {' '.join(process.cmdline())[:200]}"
+    except psutil.Error:
+        return f"{process.pid} (ended)"

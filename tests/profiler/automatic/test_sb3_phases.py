@@ -74,21 +74,34 @@ def test_the_methods_are_put_back_after_the_hooks_are_removed():
     assert (PPO.train, ActorCriticPolicy.evaluate_actions) == originals
 
 
+SCRIPT_POLICY_PROGRAM = str(PROGRAMS / "sb3_script_policy_save.py")
+
+
+@pytest.fixture(scope="module")
+def script_policy_plain_output(tmp_path_factory) -> str:
+    """What the script-policy program prints under plain ``python`` (it imports nothing of rlprof,
+    so the accelerator's switch is nothing to it)."""
+    plain = subprocess.run([sys.executable, SCRIPT_POLICY_PROGRAM, "."], capture_output=True, text=True,
+                           timeout=180, cwd=tmp_path_factory.mktemp("plain"))
+    assert plain.returncode == 0, plain.stderr
+    return plain.stdout
+
+
 @pytest.mark.parametrize("pure_python", [False, True], ids=["C gate", "Python wrapper"])
-def test_a_policy_class_of_the_scripts_own_saves_and_loads_as_without_rlprof(tmp_path, pure_python):
+def test_a_policy_class_of_the_scripts_own_saves_and_loads_as_without_rlprof(
+    tmp_path, pure_python, script_policy_plain_output
+):
     """SB3's ``model.save()`` pickles a policy class defined in the script by value (cloudpickle),
     with the model method rlprof wrapped on it: on the C gate and on the pure-Python wrapper, it
     saves, and the loaded model acts as without rlprof."""
-    program = str(PROGRAMS / "sb3_script_policy_save.py")
     environment = {name: value for name, value in os.environ.items() if name != FORCE_PURE_PYTHON}
     if pure_python:
         environment[FORCE_PURE_PYTHON] = "1"
-    plain = subprocess.run([sys.executable, program, "."], capture_output=True, text=True, timeout=180,
-                           cwd=tmp_path, env=environment)
-    assert plain.returncode == 0, plain.stderr
-    timed = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", program, "."],
-                           capture_output=True, text=True, timeout=180, cwd=tmp_path, env=environment)
+    timed = subprocess.run(
+        [sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", SCRIPT_POLICY_PROGRAM, "."],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path, env=environment,
+    )
     assert timed.returncode == 0, timed.stderr
-    assert timed.stdout == plain.stdout
+    assert timed.stdout == script_policy_plain_output
     tree = json.loads(next((tmp_path / "out").glob("*_timers.json")).read_text())
     assert find(tree, "CriticFirstPolicy.value_of (no grad)")["count"] == 1  # the method rlprof wrapped

@@ -148,20 +148,12 @@ def main(scenario: str, start_method: str, path: str | None) -> SubprocessEnvMan
         _report(semaphore=envs._pool.permits.semaphore_id, **_pids(envs))
         threading.Thread(target=time.sleep, args=(600,)).start()
         ctypes.CDLL(None).pthread_exit(None)
-    elif scenario == "replying":
-        envs = SubprocessEnvManager([LeakyBigObservationEnv] * 2, context=start_method, shared_memory=False)
-        envs.reset(seed=0)
-        pids = _pids(envs)
-        envs.step_async(np.array([0, 0]))
-        time.sleep(0.5)  # let both workers fill their reply pipes
-        _report(**pids)
-        time.sleep(600)
-    elif scenario == "signalled":
-        envs = SubprocessEnvManager(
-            [functools.partial(SignalledAtTheEndEnv, mark_file=f"{path}.{index}") for index in range(2)],
-            context=start_method,
-            shared_memory=False,
-        )
+    elif scenario in ("replying", "signalled"):
+        if scenario == "replying":
+            env_fns = [LeakyBigObservationEnv] * 2
+        else:
+            env_fns = [functools.partial(SignalledAtTheEndEnv, mark_file=f"{path}.{index}") for index in range(2)]
+        envs = SubprocessEnvManager(env_fns, context=start_method, shared_memory=False)
         envs.reset(seed=0)
         pids = _pids(envs)
         envs.step_async(np.array([0, 0]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,15 @@ def fake_clock() -> Iterator[FakeClock]:
         yield clock
     finally:
         timers.set_clock(previous)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C works in the session and in every program it starts, even when the session was
+    started with SIGINT ignored, as a shell without job control starts a background job (``cmd &``
+    in a script, some CI runners): a program inherits an ignored SIGINT across ``exec``, and the
+    Ctrl-C specs would fail for it. A handler, unlike "ignore", is not inherited."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

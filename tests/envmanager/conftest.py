@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 # Spawned workers unpickle the test envs by module name, so this folder must be importable.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from envmanager_testenvs import worker_children  # noqa: E402
+from envmanager_testenvs import kill_all, worker_children  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -25,9 +24,7 @@ def no_child_process_left() -> Iterator[None]:
     if not left:
         return
     described = [_describe(process) for process in left]
-    for process in left:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
+    kill_all(left)
     psutil.wait_procs(left, timeout=5)
     pytest.fail(f"child processes outlived the test (killed now): {described}")
 

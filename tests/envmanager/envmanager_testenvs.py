@@ -354,6 +354,15 @@ _HELPERS = ("resource_tracker", "forkserver")
 _RAY_ACTOR_OF_OURS = "ray::EnvWorkerActor"
 
 
+def kill_all(processes: list[psutil.Process]) -> None:
+    """SIGKILL each of ``processes`` that is still there."""
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass  # gone already
+
+
 def worker_children() -> list[psutil.Process]:
     """Child processes of the test process, minus multiprocessing's helper processes and the
     processes of the session's Ray (its actors for env workers count)."""

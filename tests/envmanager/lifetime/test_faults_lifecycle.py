@@ -32,6 +32,7 @@ from envmanager_testenvs import (
     LeakyHelperProcessEnv,
     SlowToRebuildEnv,
     SuicidalEnv,
+    kill_all,
     semaphore_exists,
     worker_children,
 )
@@ -81,14 +82,6 @@ def _processes(pids: list[int]) -> list[psutil.Process]:
     return processes
 
 
-def _kill_all(processes: list[psutil.Process]) -> None:
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-
-
 def _semaphore_removed_within(semaphore_id: int, within: float = DEATH_WITHIN_SECONDS) -> bool:
     deadline = time.monotonic() + within
     while semaphore_exists(semaphore_id):
@@ -121,7 +114,7 @@ def _trainer(*args: str) -> Iterator[tuple[subprocess.Popen, dict]]:
             started += _processes([report["forked_child"]])
         yield trainer, report
     finally:
-        _kill_all(started)
+        kill_all(started)
         if trainer.poll() is None:
             trainer.kill()
         trainer.communicate()
@@ -187,7 +180,7 @@ def _manager_with_helpers(env_fn: Callable, context: str = "fork") -> Iterator[t
     try:
         yield envs, helpers
     finally:
-        _kill_all(helpers)
+        kill_all(helpers)
 
 
 @pytest.mark.parametrize("start_method", START_METHODS)
@@ -215,7 +208,7 @@ def test_a_manager_collected_without_close_stops_the_envs_helper_processes():
         gc.collect()
         assert _survivors(helpers) == []
     finally:
-        _kill_all(helpers)
+        kill_all(helpers)
 
 
 @pytest.mark.parametrize("terminate", [False, True])

@@ -226,7 +226,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     process checks should never meet them. Those on the multi-node cluster run last of all: it
     shuts the session's Ray down (see tests/envmanager/ray/conftest.py).
 
-    The suite runs on two pytest-xdist workers (``-n 2`` in pyproject.toml), which are handed
+    The suite runs on three pytest-xdist workers (``-n 3`` in pyproject.toml), which are handed
     the tests in this order, each worker running its share in order: Ray's tests still come
     after every other test of their worker. (A session or module fixture is built once in each
     worker that runs a test of it.)"""

@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def _compile_checkout() -> None:
     """Write the bytecode caches of rlprof's packages and of the tests' modules, once a session.
 
-    The suite starts some hundreds of Python processes that import rlprof (``rlprof run``, env
+    The suite starts many Python processes that import rlprof (``rlprof run``, env
     workers under spawn, Ray workers), and the test envs' modules. An editable install imports
     rlprof from the checkout, and a fresh checkout has no caches; under
     ``PYTHONDONTWRITEBYTECODE=1`` (set on this project's machines) no process writes them, so each

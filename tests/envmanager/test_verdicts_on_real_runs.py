@@ -146,6 +146,14 @@ def test_identical_envs_over_many_steps_never_make_a_straggler(identical_cartpol
     assert only(identical_cartpoles, WORKERS_BALANCED).title.startswith("workers are balanced")
 
 
+def test_identical_envs_are_told_why_the_worker_most_often_last_is_no_straggler(identical_cartpoles):
+    balanced = only(identical_cartpoles, WORKERS_BALANCED)
+    if balanced.evidence["last_share"] >= balanced.evidence["straggler_last_share_from"]:
+        assert ", but " in balanced.title  # last by send order or by too little to matter: which
+    else:
+        assert "a straggler is last in" in balanced.title
+
+
 # --- envs with little CPU work, more workers than cores ----------------------------------------------
 
 

@@ -92,6 +92,31 @@ def test_a_worker_late_by_send_order_but_not_slower_is_no_straggler(run):
     assert balanced.evidence["last_share"] == 1.0
 
 
+def test_a_worker_last_in_every_step_by_too_little_to_matter_is_told_what_its_waits_cost(run):
+    # Worker 3 replies 0.1 ms after the others in every step: 2% of the wall time, under 5%.
+    verdicts = run(measured=True, worker_step_seconds=(0.004,) * 4, reply_delays=(0, 0, 0, 0.0001))
+    balanced = only(verdicts, WORKERS_BALANCED)
+    assert balanced.evidence["last_share"] == 1.0
+    assert "worker 3 replies last in 100.0% of steps (fair share 25.0%), but the steps waited only" in balanced.title
+    assert "of the wall time (a straggler's waits cost from 5.0%)" in balanced.title
+    assert "not by its env" in balanced.title
+
+
+def test_a_worker_whose_env_explains_under_half_its_waits_is_told_how_much_it_does(run):
+    # Worker 3 always replies 6 ms after the others, 2.4 ms of it computing: 40% of the wait.
+    verdicts = run(measured=True, worker_step_seconds=(0.004, 0.004, 0.004, 0.0064),
+                   reply_delays=(0, 0, 0, 0.0036))
+    title = only(verdicts, WORKERS_BALANCED).title
+    assert "more than the others' mean, 40.0% of its waits as last: it is late mostly by send order" in title
+    assert "no longer than the others'" not in title
+
+
+def test_a_worker_last_in_no_more_than_its_share_is_told_where_a_straggler_starts(run):
+    verdicts = run(measured=True, steps=16, worker_step_seconds=slow_in_first_steps(9))
+    title = only(verdicts, WORKERS_BALANCED).title
+    assert "is last in 56.2% of steps (fair share 25.0%; a straggler is last in 62.5%)" in title
+
+
 @pytest.mark.parametrize("compute_excess, is_straggler", [(0.0024, False), (0.0036, True)])
 def test_a_stragglers_own_compute_explains_at_least_half_of_its_wait(run, compute_excess, is_straggler):
     # Worker 3 always replies 6 ms after the others; its env accounts for 40%, then 60%, of that.

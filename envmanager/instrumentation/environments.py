@@ -29,6 +29,7 @@ from typing import Any, Callable
 from profiler.automatic import stack_sampler
 from profiler.recording import events, memory
 from profiler.timing import timers
+from profiler.timing.timer_stack import TimerStack
 
 from envmanager.instrumentation.channel import ChannelServer
 from envmanager.instrumentation.factories import TimedFactory
@@ -120,6 +121,7 @@ class EnvironmentInstrumentation:
             # The verdicts advise about the pipe of the program's own class, not rlprof's manager.
             timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in in_workers})),
                                 record.stack)
+            _note_shared_memory(in_workers, record.stack)
 
     # --- the channel (its threads) -------------------------------------------------------------
 
@@ -202,6 +204,18 @@ class EnvironmentInstrumentation:
 
 _WORKER_MODULE = "envmanager.instrumentation.factories"
 """What an env worker imports as it unpickles its factory (rlprof's timing of the env)."""
+
+
+def _note_shared_memory(in_workers: list[VectorEnvRecord], stack: TimerStack) -> None:
+    """Say in the run's metadata whether the program's vector envs put array observations in
+    shared memory (``"True"``, ``"False"``, as a ``SubprocessEnvManager`` says it: the transport
+    verdict then advises turning it on only where it was off); said for none when they differ.
+    Classes without the setting (SB3's) do not count."""
+    settings = {record.shared_memory for record in in_workers if record.shared_memory is not None}
+    if len(settings) == 1:
+        timers.add_metadata("shared_memory", str(settings.pop()), stack)
+    elif settings:
+        stack.metadata.pop("shared_memory", None)
 
 
 def _preload_in_forkserver() -> None:

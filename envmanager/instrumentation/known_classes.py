@@ -69,6 +69,9 @@ class KnownClass(NamedTuple):
     waiting_attribute: str = ""
     waiting_value: Callable[[ModuleType], Any] | None = None
     timeout_argument: bool = False  # step_wait takes a timeout
+    # Whether an instance puts array observations in shared memory (None: the class has no such
+    # setting): the verdicts then do not advise turning it on where it was on.
+    shared_memory: Callable[[Any], Any] | None = None
 
 
 # Read at every vector step: attrgetter reads an attribute without a Python frame of its own.
@@ -76,7 +79,8 @@ KNOWN_CLASSES = (
     KnownClass("gymnasium.vector.sync_vector_env", "SyncVectorEnv", in_workers=False),
     KnownClass("gymnasium.vector.async_vector_env", "AsyncVectorEnv", in_workers=True,
                pipes=attrgetter("parent_pipes"), waiting_attribute="_state",
-               waiting_value=lambda module: module.AsyncState.WAITING_STEP, timeout_argument=True),
+               waiting_value=lambda module: module.AsyncState.WAITING_STEP, timeout_argument=True,
+               shared_memory=attrgetter("shared_memory")),
     KnownClass("stable_baselines3.common.vec_env.dummy_vec_env", "DummyVecEnv", in_workers=False),
     KnownClass("stable_baselines3.common.vec_env.subproc_vec_env", "SubprocVecEnv", in_workers=True,
                pipes=attrgetter("remotes"), waiting_attribute="waiting", waiting_value=lambda module: True),
@@ -185,6 +189,9 @@ def _timed_init(original: Any, known: KnownClass, registry: Any, phased: tuple[A
     def __init__(self: Any, env_fns: Any, *args: Any, **kwargs: Any) -> None:
         record, wrapped = registry.new_record(type(self), known, env_fns)
         original(self, wrapped, *args, **kwargs)
+        if known.shared_memory is not None:
+            setting = known.shared_memory(self)
+            record.shared_memory = setting if isinstance(setting, bool) else None
         registry.built(self, record)
         if known.pipes is not None:  # its replies' reads, timed where they block (reply_reads)
             record.replies.attach(self, known.pipes(self))

@@ -81,6 +81,7 @@ class VectorEnvRecord:
         self.in_workers = in_workers
         self.stack = stack
         self.built = False
+        self.shared_memory: bool | None = None  # the class's setting, where it has one
         self.step_node: TimerNode | None = None
         self.sent_at: float | None = None
         # The step timed as one phased block (see time_steps_in_phases; None: `with` blocks), and

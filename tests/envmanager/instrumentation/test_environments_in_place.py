@@ -95,6 +95,12 @@ def test_async_vector_env_workers_are_timed_in_place_with_identical_results(tmp_
     assert "Per worker (env.step)" in stderr
 
 
+@pytest.mark.parametrize("option, said", [((), "True"), (("--no-shared-memory",), "False")])
+def test_the_dump_says_whether_an_async_vector_env_put_observations_in_shared_memory(tmp_path, option, said):
+    tree, _ = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--envs", "2", "--steps", "5", *option)
+    assert tree["metadata"]["shared_memory"] == said  # the transport verdict advises it only where it was off
+
+
 def test_the_trainer_tells_sending_waiting_and_receiving_apart(tmp_path):
     tree, _ = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--envs", "2", "--steps", "50")
     step = only_block(tree, "vector.step")

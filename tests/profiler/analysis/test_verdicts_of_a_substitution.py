@@ -11,7 +11,8 @@ from profiler import load_timing_tree
 from profiler.analysis.verdicts import TRANSPORT_BOUND, judge_run
 
 
-def transport_verdict(tmp_path, fake_clock, substituted: str | None, in_place: str | None = None):
+def transport_verdict(tmp_path, fake_clock, substituted: str | None, in_place: str | None = None,
+                      shared_memory: str | None = None):
     tree = load_timing_tree(write_vector_run(
         tmp_path / "run.json", fake_clock, measured=True, worker_step_seconds=(0.0005, 0.0005),
         latency_seconds=0.002, cores=2, busy_processes=3))
@@ -19,6 +20,8 @@ def transport_verdict(tmp_path, fake_clock, substituted: str | None, in_place: s
         tree["metadata"]["vector_env_substitution"] = substituted
     if in_place is not None:
         tree["metadata"]["vector_envs_in_place"] = in_place
+    if shared_memory is not None:
+        tree["metadata"]["shared_memory"] = shared_memory
     (verdict,) = judge_run(tree).of_kind(TRANSPORT_BOUND)
     return verdict
 
@@ -47,3 +50,14 @@ def test_an_async_vector_envs_pipe_keeps_its_shared_memory_advice(tmp_path, fake
     verdict = transport_verdict(tmp_path, fake_clock, None, in_place="AsyncVectorEnv")
     assert "the pipe is AsyncVectorEnv's own" in verdict.suggestion
     assert "shared_memory=True" in verdict.suggestion
+
+
+def test_an_async_vector_env_with_shared_memory_on_is_not_told_to_turn_it_on(tmp_path, fake_clock):
+    verdict = transport_verdict(tmp_path, fake_clock, None, in_place="AsyncVectorEnv", shared_memory="True")
+    assert "the pipe is AsyncVectorEnv's own" in verdict.suggestion
+    assert "shared_memory" not in verdict.suggestion
+
+
+def test_an_async_vector_env_with_shared_memory_off_is_told_to_turn_it_on(tmp_path, fake_clock):
+    verdict = transport_verdict(tmp_path, fake_clock, None, in_place="AsyncVectorEnv", shared_memory="False")
+    assert "shared_memory=True (array observations then skip the pipe)" in verdict.suggestion

@@ -28,12 +28,13 @@ def main():
     parser.add_argument("--envs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--leave-open", action="store_true")
+    parser.add_argument("--no-shared-memory", action="store_true", help="AsyncVectorEnv(shared_memory=False)")
     args = parser.parse_args()
     thunks = [make_env("CartPole-v1") for _ in range(args.envs)]
     if args.vector == "sync":
         envs = gym.vector.SyncVectorEnv(thunks)
     else:
-        envs = gym.vector.AsyncVectorEnv(thunks, context=args.context)
+        envs = gym.vector.AsyncVectorEnv(thunks, context=args.context, shared_memory=not args.no_shared_memory)
     rng = np.random.default_rng(7)
     observation, _ = envs.reset(seed=11)
     observations, rewards, terminations, truncations, returns = [observation], [], [], [], []

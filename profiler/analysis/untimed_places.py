@@ -69,7 +69,11 @@ class UntimedPlace(Record):
 
 
 class UntimedPlaces(Record):
-    """The untimed time split over the places sampled, and what no place explains."""
+    """The untimed time split over the places sampled, and what no place explains.
+
+    ``sampled`` says whether a stack sampler watched the run at all (the dump has the section):
+    one that looked and found no place is not a run nobody sampled, and the text says which.
+    """
 
     untimed_seconds: float
     untimed_samples: int
@@ -77,6 +81,20 @@ class UntimedPlaces(Record):
     longest_interval_seconds: float
     places: tuple[UntimedPlace, ...]
     unexplained_seconds: float
+    sampled: bool = True
+
+    def no_place_found(self) -> str:
+        """Why no place is named, for a run without places: nobody sampled it, or the looks found
+        the thread in a block each time, or only in code no place names."""
+        if not self.sampled:
+            return "not sampled (runs under `rlprof run` sample the trainer's stack outside any block)"
+        looks = _looks(self.interval_seconds, self.longest_interval_seconds)
+        if self.untimed_samples == 0:
+            return (f"the stack sampler ({looks}) took no sample outside a block: the untimed time fell "
+                    "before it started or after it stopped (start-up, including what rlprof imports "
+                    "for the program first, and the end), or was too short for its looks")
+        return (f"the stack sampler ({looks}) took {self.untimed_samples} samples outside any block, "
+                "none of them in code a place names")
 
 
 def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
@@ -84,7 +102,7 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
     untimed = float(tree.get("self", 0.0))
     section = tree.get("untimed_samples")
     if section is None:
-        return UntimedPlaces(untimed, 0, 0.0, 0.0, (), untimed)
+        return UntimedPlaces(untimed, 0, 0.0, 0.0, (), untimed, sampled=False)
     intervals = section["interval_seconds"], section.get("longest_interval_seconds", section["interval_seconds"])
     places = section["places"]
     sampled_seconds = (sum(place["seconds"] for place in places) + section["unnamed"]["seconds"]
@@ -92,7 +110,7 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
     samples = sum(place["samples"] for place in places) + section["unnamed"]["samples"] \
         + section["other_places"]["samples"]
     if sampled_seconds <= 0.0 or samples == 0:
-        return UntimedPlaces(untimed, 0, *intervals, (), untimed)
+        return UntimedPlaces(untimed, samples, *intervals, (), untimed)
     sampled = min(untimed, sampled_seconds)
     found = []
     for place in places:
@@ -119,8 +137,7 @@ def _looks(first: float, longest: float) -> str:
 def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
     """The report's section: the top places with their time, error and share of the wall time."""
     if not places.places:
-        return ("where the untimed time went: not sampled (runs under `rlprof run` sample the "
-                "trainer's stack outside any block)")
+        return f"where the untimed time went: {places.no_place_found()}"
     share = places.unexplained_seconds / wall_seconds if wall_seconds > 0 else None
     lines = [f"where the untimed time went ({places.untimed_samples} samples outside any block, "
              f"{_looks(places.interval_seconds, places.longest_interval_seconds)}; "

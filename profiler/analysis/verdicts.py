@@ -817,14 +817,20 @@ def _untimed(run: _Run) -> list[Verdict]:
         evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts)
     sampled = untimed_places(run.tree)
     if not sampled.places:
+        if sampled.sampled:
+            evidence.update(samples=sampled.untimed_samples)
+            why, sample = f"nothing here says what it was: {sampled.no_place_found()}", (
+                " A longer run gives the stack sampler looks to name it.")
+        else:
+            why, sample = "nothing here says what it was", " `rlprof run` samples the stack to name where it went."
         return [run.verdict(
             UNTIMED,
             f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
-            f"({format_seconds(untimed)}): nothing here says what it was",
+            f"({format_seconds(untimed)}): {why}",
             untimed, evidence,
             "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
             "evaluation, data handling); start-up before the first block, such as spawning workers, "
-            "counts here too. `rlprof run` samples the stack to name where it went.")]
+            "counts here too." + sample)]
     top = sampled.places[:UNTIMED_PLACES_NAMED]
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
     named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"

@@ -113,6 +113,29 @@ def test_without_samples_the_untimed_verdict_says_nothing_names_it():
     assert "nothing here says what it was" in judge_run(tree).of_kind(UNTIMED)[0].title
 
 
+def test_without_samples_the_table_says_nothing_was_sampled_and_how_to_sample():
+    tree = run_tree()
+    del tree["untimed_samples"]
+    assert "where the untimed time went: not sampled (runs under `rlprof run` sample" in render_analysis(analyze_run(tree))
+
+
+def test_a_sampler_that_took_no_sample_outside_a_block_is_not_said_to_be_missing():
+    tree = run_tree()  # sampled under rlprof run, every look inside a block: a run too short for it
+    text = render_analysis(analyze_run(tree))
+    assert "the stack sampler (one each 5.00 ms) took no sample outside a block" in text
+    assert "untimed time went: not sampled" not in text
+    verdict = judge_run(tree).of_kind(UNTIMED)[0]
+    assert "nothing here says what it was: the stack sampler (one each 5.00 ms) took no sample" in verdict.title
+    assert "A longer run gives the stack sampler looks" in verdict.suggestion
+    assert "`rlprof run` samples" not in verdict.suggestion
+
+
+def test_samples_only_in_code_no_place_names_are_counted_not_called_missing():
+    tree = run_tree(unnamed=(100, 2.0))
+    assert ("the stack sampler (one each 5.00 ms) took 100 samples outside any block, none of them in code "
+            "a place names") in render_analysis(analyze_run(tree))
+
+
 def test_a_malformed_section_is_refused_in_one_line():
     with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].line: must be a whole number"):
         run_tree({"function": "log", "file": "a.py", "line": -1, "samples": 1, "seconds": 0.1})

@@ -37,7 +37,7 @@ from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
-from profiler.analysis.step_time import StepBreakdown, step_breakdowns
+from profiler.analysis.step_time import StepBreakdown, ThreadSteps, step_breakdowns, steps_in_threads
 from profiler.analysis.text_format import (
     TABLE_WIDTH, fit_left, format_percent, format_seconds, memory_not_sampled_text, wrap_text,
 )
@@ -133,6 +133,8 @@ class RunAnalysis(Record):
     options: AnalyzeOptions
     verdicts: RunVerdicts
     breakdowns: list[StepBreakdown] = field(default_factory=list)
+    steps_in_threads: list[ThreadSteps] = field(default_factory=list)
+    """Vector steps of the trainer's other threads, which the breakdowns do not read."""
     workers: WorkerReport | None = None
     unreported: list[UnreportedWorker] = field(default_factory=list)
     other_managers: list[OtherManager] = field(default_factory=list)
@@ -189,6 +191,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         options=options,
         verdicts=judge_run(tree, measurements, breakdowns),
         breakdowns=breakdowns,
+        steps_in_threads=steps_in_threads(tree),
         workers=worker_report(tree, measurements=measurements),
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
@@ -302,7 +305,7 @@ def render_analysis(
     if analysis.workers_untimed:  # workers timed in place sample their own stacks
         sections.append(workers_untimed_text(analysis.workers_untimed))
     if analysis.phases is not None:  # runs whose framework phases rlprof run timed
-        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time))
+        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time, analysis.steps_in_threads))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     if analysis.memory is None:
@@ -358,6 +361,12 @@ def _what_rows_are(options: AnalyzeOptions) -> str:
 
 
 def _breakdowns_text(analysis: RunAnalysis, width: int) -> str:
+    if not analysis.breakdowns and analysis.steps_in_threads:
+        where = "; ".join(steps.as_text() for steps in analysis.steps_in_threads)
+        return "\n".join(wrap_text(
+            f"Where the step time went: the vector steps ran in other threads of the trainer's process "
+            f"({where}), beside its main thread; the breakdown reads the main thread's steps only.",
+            width, subsequent_indent="  "))
     if not analysis.breakdowns:
         return ("Where the step time went: no env_manager.step or vector.step block "
                 "(not a vectorized-env run).")

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, NamedTuple
 
-from profiler.analysis.block_stats import walk_nodes
+from profiler.analysis.block_stats import THREAD_PREFIX, walk_nodes
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_seconds
 from profiler.records import Record
@@ -65,7 +65,9 @@ __all__ = [
     "StepBreakdown",
     "StepLayout",
     "StepPart",
+    "ThreadSteps",
     "step_breakdowns",
+    "steps_in_threads",
 ]
 
 
@@ -162,6 +164,49 @@ def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None =
         if breakdown is not None:
             breakdowns.append(breakdown)
     return breakdowns
+
+
+class ThreadSteps(Record):
+    """A vector step block that ran in another thread of the trainer's process, beside its main
+    thread (a collector thread stepping the envs while the main thread learns)."""
+
+    thread: str
+    block: str
+    calls: int
+    seconds: float
+
+    def as_text(self) -> str:
+        return f"{self.block} in {self.thread}, {self.calls} calls, {format_seconds(self.seconds)}"
+
+
+def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
+    """The vector steps of the trainer's other threads (its ``thread:`` blocks): the breakdowns
+    and the phases read the main thread's steps, which the thread's run beside, so a run whose
+    envs step only in a thread is told where they are rather than that it stepped none."""
+    found = []
+    vector_steps = {layout.step for layout in STEP_LAYOUTS if layout.is_vector_step}
+    for thread in tree.get("children", []):
+        if not thread["name"].startswith(THREAD_PREFIX):
+            continue
+        figures: dict[str, list[float]] = {}
+        for node in _outermost_named(thread, vector_steps):
+            sums = figures.setdefault(node["name"], [0, 0.0])
+            sums[0] += node["count"]
+            sums[1] += node["total"]
+        found.extend(ThreadSteps(thread["name"], block, int(calls), seconds)
+                     for block, (calls, seconds) in figures.items())
+    return sorted(found, key=lambda steps: -steps.seconds)
+
+
+def _outermost_named(node: dict[str, Any], names: set[str]) -> list[dict[str, Any]]:
+    """The blocks under ``node`` named one of ``names``, without those nested in another."""
+    found = []
+    for child in node.get("children", []):
+        if child["name"] in names:
+            found.append(child)
+        else:
+            found.extend(_outermost_named(child, names))
+    return found
 
 
 # A working record (a Record: no dataclass to generate at rlprof run's exit).

@@ -22,6 +22,7 @@ with grad enabled, so the hooks could not tell its rollout from its update;
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
@@ -167,8 +168,10 @@ def _between_updates(tree: dict[str, Any]) -> float:
     return sum(gap for gap in gaps if 0.0 < gap <= longest_gap)
 
 
-def training_phases_text(phases: TrainingPhases, wall_time: float) -> str:
-    """The phases as the report's lines: each phase's time, share of the wall time and its blocks."""
+def training_phases_text(phases: TrainingPhases, wall_time: float, steps_in_threads: Sequence[Any] = ()) -> str:
+    """The phases as the report's lines: each phase's time, share of the wall time and its blocks.
+    ``steps_in_threads`` (:func:`profiler.analysis.step_time.steps_in_threads`) are named where the
+    main thread stepped no env: the environments ran beside it, not in no time."""
 
     def share(seconds: float) -> str:
         return format_percent(seconds / wall_time if wall_time > 0 else None)
@@ -184,7 +187,13 @@ def training_phases_text(phases: TrainingPhases, wall_time: float) -> str:
              + (f", {format_seconds(phases.update_between_seconds)} between them"
                 if phases.update_between_seconds else ""),
              f"  environments        {format_seconds(phases.env_seconds):>10} {share(phases.env_seconds):>6}  "
-             f"{listed((phases.env_steps,)) if phases.env_steps is not None else 'none'}"]
+             f"{listed((phases.env_steps,)) if phases.env_steps is not None else _beside(steps_in_threads)}"]
     if phases.rollout_with_grad:
         lines.append("  (the rollout's policy ran with grad enabled: its vector steps fell inside update blocks)")
     return "\n".join(lines)
+
+
+def _beside(steps_in_threads: Sequence[Any]) -> str:
+    if not steps_in_threads:
+        return "none"
+    return f"none in this thread; beside it: {'; '.join(steps.as_text() for steps in steps_in_threads)}"

@@ -32,7 +32,7 @@ from typing import Any
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
+__all__ = ["SAMPLER_OFF_METADATA", "UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
            "workers_untimed_places", "workers_untimed_text"]
 
 SHOWN_PLACES = 8
@@ -40,6 +40,10 @@ SHOWN_PLACES = 8
 
 SHOWN_WORKER_PLACES = 4
 """Places the text report lists per worker."""
+
+SAMPLER_OFF_METADATA = "rlprof_stack_sampler"
+"""The metadata ``rlprof run --no-stack-sampler`` writes (``"off"``; ``profiler.automatic`` writes
+it, and this reader of dumps names it again rather than import the live side)."""
 
 _PIPE_FILE = os.path.join("multiprocessing", "connection.py")
 _PIPE_WAITS = {"_recv", "_recv_bytes", "recv", "recv_bytes", "poll", "_poll", "wait"}
@@ -82,10 +86,14 @@ class UntimedPlaces(Record):
     places: tuple[UntimedPlace, ...]
     unexplained_seconds: float
     sampled: bool = True
+    sampler_turned_off: bool = False
+    """The run was under ``rlprof run --no-stack-sampler``: unsampled by choice."""
 
     def no_place_found(self) -> str:
         """Why no place is named, for a run without places: nobody sampled it, or the looks found
         the thread in a block each time, or only in code no place names."""
+        if self.sampler_turned_off:
+            return "not sampled (`rlprof run --no-stack-sampler`: without that option it samples the trainer's stack)"
         if not self.sampled:
             return "not sampled (runs under `rlprof run` sample the trainer's stack outside any block)"
         looks = _looks(self.interval_seconds, self.longest_interval_seconds)
@@ -102,7 +110,8 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
     untimed = float(tree.get("self", 0.0))
     section = tree.get("untimed_samples")
     if section is None:
-        return UntimedPlaces(untimed, 0, 0.0, 0.0, (), untimed, sampled=False)
+        turned_off = (tree.get("metadata") or {}).get(SAMPLER_OFF_METADATA) == "off"
+        return UntimedPlaces(untimed, 0, 0.0, 0.0, (), untimed, sampled=False, sampler_turned_off=turned_off)
     intervals = section["interval_seconds"], section.get("longest_interval_seconds", section["interval_seconds"])
     places = section["places"]
     sampled_seconds = (sum(place["seconds"] for place in places) + section["unnamed"]["seconds"]

@@ -821,6 +821,10 @@ def _untimed(run: _Run) -> list[Verdict]:
             evidence.update(samples=sampled.untimed_samples)
             why, sample = f"nothing here says what it was: {sampled.no_place_found()}", (
                 " A longer run gives the stack sampler looks to name it.")
+        elif sampled.sampler_turned_off:
+            why, sample = ("nothing here says what it was (the run's stack was not sampled: "
+                           "--no-stack-sampler)",
+                           " `rlprof run` without --no-stack-sampler samples the stack to name where it went.")
         else:
             why, sample = "nothing here says what it was", " `rlprof run` samples the stack to name where it went."
         return [run.verdict(

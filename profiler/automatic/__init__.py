@@ -24,10 +24,13 @@ from profiler.timing import timers
 if TYPE_CHECKING:
     from profiler.automatic.post_import import PostImportWatch
 
-__all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA"]
+__all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA", "SAMPLER_OFF_METADATA"]
 
 FRAMEWORKS_METADATA = "rlprof_framework_phases"
 """Metadata key: the frameworks whose phases were timed, comma-separated (``torch,stable_baselines3``)."""
+SAMPLER_OFF_METADATA = "rlprof_stack_sampler"
+"""Metadata key, ``"off"`` when the run turned the stack sampler off (``--no-stack-sampler``): its
+untimed time is then said to be unsampled by that choice, not for want of ``rlprof run``."""
 
 
 class AutomaticPhases:
@@ -54,6 +57,8 @@ class AutomaticPhases:
                     self._watches.append(watch)
         if self.sampler is not None:
             self.sampler.start()
+        else:
+            timers.add_metadata(SAMPLER_OFF_METADATA, "off", self.stack)
         self._started = True
         return self
 

@@ -10,7 +10,7 @@ import pytest
 
 from profiler import TimerFileError
 from profiler.analysis.analyze import analyze_run, render_analysis
-from profiler.analysis.untimed_places import untimed_places
+from profiler.analysis.untimed_places import SAMPLER_OFF_METADATA, untimed_places
 from profiler.analysis.verdicts import UNTIMED, judge_run
 from profiler.tree.timer_json import normalize_timing_tree
 
@@ -117,6 +117,16 @@ def test_without_samples_the_table_says_nothing_was_sampled_and_how_to_sample():
     tree = run_tree()
     del tree["untimed_samples"]
     assert "where the untimed time went: not sampled (runs under `rlprof run` sample" in render_analysis(analyze_run(tree))
+
+
+def test_a_run_whose_sampler_was_turned_off_is_told_so_not_to_use_rlprof_run():
+    tree = run_tree()
+    del tree["untimed_samples"]
+    tree["metadata"][SAMPLER_OFF_METADATA] = "off"  # rlprof run --no-stack-sampler
+    assert "where the untimed time went: not sampled (`rlprof run --no-stack-sampler`" in render_analysis(analyze_run(tree))
+    verdict = judge_run(tree).of_kind(UNTIMED)[0]
+    assert "(the run's stack was not sampled: --no-stack-sampler)" in verdict.title
+    assert "`rlprof run` without --no-stack-sampler samples the stack" in verdict.suggestion
 
 
 def test_a_sampler_that_took_no_sample_outside_a_block_is_not_said_to_be_missing():

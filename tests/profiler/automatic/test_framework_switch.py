@@ -58,7 +58,10 @@ def test_no_stack_sampler_writes_no_samples(tmp_path):
     result = rlprof("run", "--no-stack-sampler", "--summaries-dir", "out", str(plain_program(tmp_path)),
                     cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "untimed_samples" not in load_timing_tree(tmp_path / "out" / "plain_timers.json")
+    tree = load_timing_tree(tmp_path / "out" / "plain_timers.json")
+    assert "untimed_samples" not in tree
+    assert tree["metadata"]["rlprof_stack_sampler"] == "off"  # the analysis says it was turned off
+    assert "not sampled (`rlprof run --no-stack-sampler`" in result.stderr
 
 
 def block_names(node: dict) -> set[str]:

@@ -180,9 +180,9 @@ class ThreadSteps(Record):
 
 
 def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
-    """The vector steps of the trainer's other threads (its ``thread:`` blocks): the breakdowns
-    and the phases read the main thread's steps, which the thread's run beside, so a run whose
-    envs step only in a thread is told where they are rather than that it stepped none."""
+    """The vector steps of the trainer's other threads (its ``thread:`` blocks). The breakdowns and
+    the phases read the main thread's steps; another thread's run beside them, so a run whose envs
+    step only in a thread is told where they ran rather than that it stepped none."""
     found = []
     vector_steps = {layout.step for layout in STEP_LAYOUTS if layout.is_vector_step}
     for thread in tree.get("children", []):

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import STEP_LAYOUTS
+from profiler.analysis.step_time import STEP_LAYOUTS, ThreadSteps
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
@@ -168,7 +168,8 @@ def _between_updates(tree: dict[str, Any]) -> float:
     return sum(gap for gap in gaps if 0.0 < gap <= longest_gap)
 
 
-def training_phases_text(phases: TrainingPhases, wall_time: float, steps_in_threads: Sequence[Any] = ()) -> str:
+def training_phases_text(phases: TrainingPhases, wall_time: float,
+                         steps_in_threads: Sequence[ThreadSteps] = ()) -> str:
     """The phases as the report's lines: each phase's time, share of the wall time and its blocks.
     ``steps_in_threads`` (:func:`profiler.analysis.step_time.steps_in_threads`) are named where the
     main thread stepped no env: the environments ran beside it, not in no time."""
@@ -187,13 +188,14 @@ def training_phases_text(phases: TrainingPhases, wall_time: float, steps_in_thre
              + (f", {format_seconds(phases.update_between_seconds)} between them"
                 if phases.update_between_seconds else ""),
              f"  environments        {format_seconds(phases.env_seconds):>10} {share(phases.env_seconds):>6}  "
-             f"{listed((phases.env_steps,)) if phases.env_steps is not None else _beside(steps_in_threads)}"]
+             f"{listed((phases.env_steps,)) if phases.env_steps is not None else _env_steps_elsewhere(steps_in_threads)}"]
     if phases.rollout_with_grad:
         lines.append("  (the rollout's policy ran with grad enabled: its vector steps fell inside update blocks)")
     return "\n".join(lines)
 
 
-def _beside(steps_in_threads: Sequence[Any]) -> str:
+def _env_steps_elsewhere(steps_in_threads: Sequence[ThreadSteps]) -> str:
+    """The environments line of a main thread that stepped no env: none, or where they ran."""
     if not steps_in_threads:
         return "none"
     return f"none in this thread; beside it: {'; '.join(steps.as_text() for steps in steps_in_threads)}"

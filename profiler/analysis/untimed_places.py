@@ -32,8 +32,8 @@ from typing import Any
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["SAMPLER_OFF_METADATA", "UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places", "untimed_places_text",
-           "workers_untimed_places", "workers_untimed_text"]
+__all__ = ["SAMPLER_OFF_METADATA", "UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places",
+           "untimed_places_text", "workers_untimed_places", "workers_untimed_text"]
 
 SHOWN_PLACES = 8
 """Places the text report lists."""

@@ -819,14 +819,14 @@ def _untimed(run: _Run) -> list[Verdict]:
     if not sampled.places:
         if sampled.sampled:
             evidence.update(samples=sampled.untimed_samples)
-            why, sample = f"nothing here says what it was: {sampled.no_place_found()}", (
-                " A longer run gives the stack sampler looks to name it.")
+            why = f"nothing here says what it was: {sampled.no_place_found()}"
+            to_name_it = "A longer run gives the stack sampler looks to name it."
         elif sampled.sampler_turned_off:
-            why, sample = ("nothing here says what it was (the run's stack was not sampled: "
-                           "--no-stack-sampler)",
-                           " `rlprof run` without --no-stack-sampler samples the stack to name where it went.")
+            why = "nothing here says what it was (the run's stack was not sampled: --no-stack-sampler)"
+            to_name_it = "`rlprof run` without --no-stack-sampler samples the stack to name where it went."
         else:
-            why, sample = "nothing here says what it was", " `rlprof run` samples the stack to name where it went."
+            why = "nothing here says what it was"
+            to_name_it = "`rlprof run` samples the stack to name where it went."
         return [run.verdict(
             UNTIMED,
             f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
@@ -834,7 +834,7 @@ def _untimed(run: _Run) -> list[Verdict]:
             untimed, evidence,
             "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
             "evaluation, data handling); start-up before the first block, such as spawning workers, "
-            "counts here too." + sample)]
+            f"counts here too. {to_name_it}")]
     top = sampled.places[:UNTIMED_PLACES_NAMED]
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
     named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"

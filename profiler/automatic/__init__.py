@@ -29,8 +29,8 @@ __all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA", "SAMPLER_OFF_METADATA"]
 FRAMEWORKS_METADATA = "rlprof_framework_phases"
 """Metadata key: the frameworks whose phases were timed, comma-separated (``torch,stable_baselines3``)."""
 SAMPLER_OFF_METADATA = "rlprof_stack_sampler"
-"""Metadata key, ``"off"`` when the run turned the stack sampler off (``--no-stack-sampler``): its
-untimed time is then said to be unsampled by that choice, not for want of ``rlprof run``."""
+"""Metadata key, ``"off"`` when ``rlprof run --no-stack-sampler`` turned the trainer's stack sampler
+off: its untimed time is then said to be unsampled by that choice, not for want of ``rlprof run``."""
 
 
 class AutomaticPhases:
@@ -57,8 +57,6 @@ class AutomaticPhases:
                     self._watches.append(watch)
         if self.sampler is not None:
             self.sampler.start()
-        else:
-            timers.add_metadata(SAMPLER_OFF_METADATA, "off", self.stack)
         self._started = True
         return self
 

@@ -34,7 +34,7 @@ from types import ModuleType, TracebackType
 from dataclasses import field
 from typing import Any, NamedTuple, TextIO
 
-from profiler.automatic import AutomaticPhases
+from profiler.automatic import SAMPLER_OFF_METADATA, AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.cli import program_frame
 from profiler.integrations.ray_workers import RayWorkers
@@ -230,6 +230,8 @@ def run_program(
     timers.reset_timers()
     timers.add_metadata("rlprof_run", program.target)
     timers.add_metadata("run_id", run_id)  # the report's title
+    if not stack_sampler:
+        timers.add_metadata(SAMPLER_OFF_METADATA, "off")
     machine_load.follow_run()  # the program's waits for a core and the machine's load from here
     if timeline:
         events.start_recording()

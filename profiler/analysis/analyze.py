@@ -492,6 +492,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             }
             for breakdown in analysis.breakdowns
         ],
+        "steps_in_threads": [steps.as_dict() for steps in analysis.steps_in_threads],
         "memory": None if analysis.memory is None else _memory_document(analysis.memory),
         "workers": None if report is None else {
             "block": report.block,

@@ -178,6 +178,9 @@ class ThreadSteps(Record):
     def as_text(self) -> str:
         return f"{self.block} in {self.thread}, {self.calls} calls, {format_seconds(self.seconds)}"
 
+    def as_dict(self) -> dict[str, Any]:
+        return {"thread": self.thread, "block": self.block, "calls": self.calls, "seconds": self.seconds}
+
 
 def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
     """The vector steps of the trainer's other threads (its ``thread:`` blocks). The breakdowns and

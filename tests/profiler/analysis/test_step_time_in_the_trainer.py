@@ -5,6 +5,7 @@ said to have run there, beside the main thread."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -58,3 +59,10 @@ def test_a_run_that_steps_its_envs_only_in_a_thread_is_told_where_they_ran(fake_
     assert "the vector steps ran in other threads of the trainer's process" in " ".join(text.split())
     assert "environments 0 s 0.0% none in this thread; beside it: vector.step in thread:ended:collector, 10 calls" \
         in " ".join(text.split())
+
+
+def test_the_json_lists_the_steps_that_ran_in_other_threads(fake_clock, tmp_path):
+    document = json.loads(render_analysis(analyze_run(collector_thread_run(fake_clock, tmp_path)), "json"))
+    assert document["step_breakdowns"] == []
+    assert document["steps_in_threads"] == [
+        {"thread": "thread:ended:collector", "block": "vector.step", "calls": 10, "seconds": pytest.approx(0.100)}]

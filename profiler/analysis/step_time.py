@@ -57,6 +57,7 @@ __all__ = [
     "EXCHANGE_UNSPLIT",
     "STEP_LAYOUTS",
     "TRANSPORT",
+    "VECTOR_STEP_BLOCKS",
     "WAITING_ON_LAST",
     "WAITING_ON_SLOWEST",
     "WAITING_ONLY",
@@ -100,6 +101,9 @@ STEP_LAYOUTS = (
                "other trainer work in the reset", False),
     StepLayout("env_step", None, (), "trainer blocks inside the step (policy, merging timers)", True),
 )
+
+VECTOR_STEP_BLOCKS = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
+"""The names of the blocks that time a vector step (not a reset), whatever the layout."""
 
 PAYLOAD_ROOTS = ("worker_root",)
 """Merged worker roots whose own total includes the worker's idle time (ML-Agents' payloads)."""
@@ -187,12 +191,11 @@ def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
     the phases read the main thread's steps; another thread's run beside them, so a run whose envs
     step only in a thread is told where they ran rather than that it stepped none."""
     found = []
-    vector_steps = {layout.step for layout in STEP_LAYOUTS if layout.is_vector_step}
     for thread in tree.get("children", []):
         if not thread["name"].startswith(THREAD_PREFIX):
             continue
         figures: dict[str, list[float]] = {}
-        for node in _outermost_named(thread, vector_steps):
+        for node in _outermost_named(thread, VECTOR_STEP_BLOCKS):
             sums = figures.setdefault(node["name"], [0, 0.0])
             sums[0] += node["count"]
             sums[1] += node["total"]
@@ -201,7 +204,7 @@ def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
     return sorted(found, key=lambda steps: -steps.seconds)
 
 
-def _outermost_named(node: dict[str, Any], names: set[str]) -> list[dict[str, Any]]:
+def _outermost_named(node: dict[str, Any], names: frozenset[str]) -> list[dict[str, Any]]:
     """The blocks under ``node`` named one of ``names``, without those nested in another."""
     found = []
     for child in node.get("children", []):

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import STEP_LAYOUTS, ThreadSteps
+from profiler.analysis.step_time import VECTOR_STEP_BLOCKS, ThreadSteps
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
@@ -38,7 +38,6 @@ UPDATE_BLOCK = "update"
 NO_GRAD_SUFFIX = " (no grad)"
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
-_STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
 class PhaseBlock(Record):
@@ -124,7 +123,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             elif name.endswith(NO_GRAD_SUFFIX) or (sb3 and name.endswith(_SB3_INFERENCE_METHODS)):
                 add(policy, name, child)
             else:
-                if name in _STEP_NAMES:
+                if name in VECTOR_STEP_BLOCKS:
                     add(steps, name, child)
                 visit(child)
 
@@ -143,7 +142,7 @@ def _is_update(name: str, sb3: bool) -> bool:
 
 
 def _holds_a_step(node: dict[str, Any]) -> bool:
-    return any(child["name"] in _STEP_NAMES or _holds_a_step(child) for child in node.get("children", []))
+    return any(child["name"] in VECTOR_STEP_BLOCKS or _holds_a_step(child) for child in node.get("children", []))
 
 
 def _ranked(figures: dict[str, list[float]]) -> tuple[PhaseBlock, ...]:

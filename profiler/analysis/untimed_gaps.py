@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import STEP_LAYOUTS
+from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
 from profiler.analysis.text_format import format_seconds
 from profiler.records import Record
 
@@ -32,8 +32,6 @@ __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "untimed_gaps
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
-
-_STEP_NAMES = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 
 
 class UntimedGaps(Record):
@@ -76,7 +74,7 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
 
 def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     outermost = outermost_spans(spans)
-    steps = [index for index, (name, _, _) in enumerate(outermost) if name in _STEP_NAMES]
+    steps = [index for index, (name, _, _) in enumerate(outermost) if name in VECTOR_STEP_BLOCKS]
     if len(steps) < 2:
         return None
     step_block = outermost[steps[0]][0]

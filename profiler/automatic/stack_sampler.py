@@ -161,8 +161,13 @@ class StackSampler:
         # favour the places where it sleeps or waits (which release the GIL) over Python code.
         ident = self.thread.ident
         is_alive = self.thread.is_alive
+        stopped = self._stop.is_set
         for elapsed in self._looks_outside_any_block():
             frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
+            if stopped():
+                # The look began before stop() and ended after: the watched thread is in rlprof's
+                # own exit (joining this thread), not in the program.
+                return
             if frame is None:
                 if not is_alive():
                     return

@@ -102,6 +102,22 @@ def test_stop_ends_a_long_wait_at_once(sampler_wait):
     assert sampler.samples == 0
 
 
+class LookEndingAfterStop(StackSampler):
+    """A sampler whose only look outside any block is handed over once ``stop()`` has begun, as
+    when the program ends while the sampling thread has a look in hand (no timing forces that)."""
+
+    def _looks_outside_any_block(self):
+        self._stop.set()
+        yield 0.02
+
+
+def test_a_look_that_ends_after_stop_began_names_no_place():
+    sampler = LookEndingAfterStop(interval=0.001).start()
+    sampler.stop()
+    assert sampler.places == {}
+    assert sampler.samples == 0
+
+
 def test_looks_inside_a_block_need_not_take_the_gil_from_the_watched_thread():
     # The watched thread runs Python in a block and never lets the GIL go (the switch interval
     # set beyond the test's length): the C wait still counts its looks; a Python one could not.

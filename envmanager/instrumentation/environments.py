@@ -7,6 +7,10 @@ The program's vector env classes, pipes, start methods and results stay its own.
   ``make_vec_env`` builds), so each env's ``step`` and ``reset`` are timed in the process that runs
   it (:mod:`.timed_env`, :mod:`.factories`), and times the envs ``gymnasium.make`` returns in the
   trainer;
+* times the envs ``gymnasium.make`` builds in processes the program forks itself (a hand-written
+  worker pool), each such process a worker of a record of its own (``Process``), with no critical
+  path (they take part in no vector step rlprof knows); a process started with spawn or forkserver
+  does not inherit rlprof's ``gymnasium.make``, and its envs are not seen;
 * has worker processes ship their timers, finish stamps, CPU samples, waits for a core and
   samples of their stacks outside the env calls over a channel of its own (:mod:`.channel`), so
   the dump gets the ``workers`` section, the critical path, the env time and the scheduling
@@ -34,8 +38,9 @@ from profiler.timing.timer_stack import TimerStack
 from envmanager.instrumentation.channel import ChannelServer
 from envmanager.instrumentation.factories import TimedFactory
 from envmanager.instrumentation.known_classes import KnownClass, Patches
-from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented, ship_at_exit
 from envmanager.instrumentation.vector_env_record import VectorEnvRecord
+from envmanager.transport.rlprof_worker import is_rlprof_worker
 
 __all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]
 
@@ -43,12 +48,17 @@ FINAL_TIMERS_WAIT_SECONDS = 5.0
 """How long the end of the run waits for the workers' last timers once their envs are closed."""
 
 NOTHING_INSTRUMENTED = (
-    "no environment was instrumented: the program built none through gymnasium.make/make_vec, "
-    "Gymnasium's SyncVectorEnv/AsyncVectorEnv or Stable-Baselines3's DummyVecEnv/SubprocVecEnv "
-    "(make_vec_env). Build the envs through one of those, time their calls with "
-    "profiler.hierarchical_timer, or use --vector-env to run Gymnasium's vector envs as "
+    "no environment was instrumented: the program built none, in this process or in a process it "
+    "forked, through gymnasium.make/make_vec, Gymnasium's SyncVectorEnv/AsyncVectorEnv or "
+    "Stable-Baselines3's DummyVecEnv/SubprocVecEnv (make_vec_env); envs built in a process started "
+    "with spawn or forkserver are not seen. Build the envs through one of those, time their calls "
+    "with profiler.hierarchical_timer, or use --vector-env to run Gymnasium's vector envs as "
     "SubprocessEnvManagers"
 )
+
+FORKED_PROCESS_ID = -1
+"""The vector env id that a process the program forked itself says hello with; its index, -1 too,
+is the trainer's to give (:meth:`VectorEnvRecord.add_worker`)."""
 
 
 class EnvironmentInstrumentation:
@@ -64,9 +74,13 @@ class EnvironmentInstrumentation:
         self._lock = threading.Lock()
         self._server: ChannelServer | None = None
         self._by_connection: dict[int, tuple[VectorEnvRecord, int]] = {}
+        self._forked_processes: VectorEnvRecord | None = None
+        self._forked_identity: WorkerIdentity | None = None  # set before the trainer's first fork
         self._patches = Patches(self)
         self._patches.install()
         self._restore_make = _time_gymnasium_make(self)
+        global _active
+        _active = self
 
     # --- called by the patched classes (trainer thread) --------------------------------------
 
@@ -116,12 +130,49 @@ class EnvironmentInstrumentation:
         except TypeError:
             pass
         if record.in_workers:
-            in_workers = [r for r in self.records if r.in_workers and r.built]
-            timers.add_metadata("busy_processes", 1 + sum(r.envs for r in in_workers), record.stack)
+            self._note_busy_processes(record.stack)
+            vector_envs = [r for r in self.records if r.in_workers and r.built and r is not self._forked_processes]
             # The verdicts advise about the pipe of the program's own class, not rlprof's manager.
-            timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in in_workers})),
+            timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in vector_envs})),
                                 record.stack)
-            _note_shared_memory(in_workers, record.stack)
+            _note_shared_memory(vector_envs, record.stack)
+
+    def _note_busy_processes(self, stack: TimerStack) -> None:
+        """The trainer and every worker process so far, for the CPU verdicts."""
+        workers = sum(r.envs for r in self.records if r.in_workers and r.built)
+        timers.add_metadata("busy_processes", 1 + workers, stack)
+
+    # --- processes the program forks itself ------------------------------------------------------
+
+    def before_fork(self) -> None:
+        """In the trainer, before it forks: the channel that a forked process's envs ship their
+        timers on, and who such a process is to the trainer (made once; the settings are the
+        run's)."""
+        if self._forked_identity is None:
+            main_stack = timers.get_timer_stack_for_thread(threading.main_thread())
+            self._forked_identity = WorkerIdentity(
+                self._channel().address, FORKED_PROCESS_ID, -1, events.is_recording(),
+                memory.sampling_settings(), stack_sampler.is_sampled(main_stack))
+
+    def time_in_forked_process(self, env: Any) -> None:
+        """Time ``env``, built by ``gymnasium.make`` in a process the program forked, as a worker
+        of the ``Process`` record; its last timers are shipped when the process ends (a worker
+        loop of the program's need not close its env)."""
+        identity = self._forked_identity
+        if identity is not None and instrument_env(env, identity) is not None:
+            ship_at_exit()
+
+    def _forked_process_said_hello(self, connection: int, pid: int) -> None:
+        with self._lock:
+            record = self._forked_processes
+            if record is None:
+                stack = timers.get_timer_stack_for_thread(threading.main_thread())
+                record = self._forked_processes = VectorEnvRecord.of_forked_processes(stack)
+                record.built = True
+                self.records.append(record)
+        index = record.add_worker(pid)
+        self._by_connection[connection] = (record, index)
+        self._note_busy_processes(record.stack)
 
     # --- the channel (its threads) -------------------------------------------------------------
 
@@ -136,6 +187,9 @@ class EnvironmentInstrumentation:
             return
         if message[0] == "hello" and len(message) == 4:
             _, vector_id, index, pid = message
+            if vector_id == FORKED_PROCESS_ID and index == -1 and isinstance(pid, int):
+                self._forked_process_said_hello(connection, pid)
+                return
             if not (isinstance(vector_id, int) and 0 <= vector_id < len(self.records)):
                 return
             record = self.records[vector_id]
@@ -181,6 +235,9 @@ class EnvironmentInstrumentation:
                 record.replies.release()  # the program's pipes get their own recv back
         self._patches.restore()
         self._restore_make()
+        global _active
+        if _active is self:
+            _active = None
         return [*self.summary(), *problems, *(line for record in self.records for line in record.lost())]
 
     @property
@@ -195,6 +252,10 @@ class EnvironmentInstrumentation:
             return [NOTHING_INSTRUMENTED]
         parts = []
         for record in built:
+            if record is self._forked_processes:
+                count = record.envs
+                parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program forked")
+                continue
             where = (f"{record.envs} worker processes" if record.in_workers else "this process")
             parts.append(f"{record.name} ({record.envs} envs, in {where})")
         if self.made:
@@ -278,8 +339,9 @@ class CloseDidNotEnd(Exception):
 
 
 def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
-    """Time the envs ``gymnasium.make`` returns in the trainer (a forked worker's copy of the
-    patch leaves them to the factory wrapper); returns what puts ``make`` back."""
+    """Time the envs ``gymnasium.make`` returns in the trainer and in the processes the program
+    forks itself (an rlprof worker's copy of the patch leaves them to that worker's timing);
+    returns what puts ``make`` back."""
     import gymnasium
     import gymnasium.envs.registration as registration
 
@@ -287,10 +349,14 @@ def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callabl
 
     def make(*args: Any, **kwargs: Any) -> Any:
         env = original(*args, **kwargs)
-        if os.getpid() == instrumentation.trainer_pid and not is_instrumented(env):
+        if is_instrumented(env):
+            return env
+        if os.getpid() == instrumentation.trainer_pid:
             timing = instrument_env(env, None)
             if timing is not None:
                 instrumentation._made.append(timing)
+        elif not is_rlprof_worker():
+            instrumentation.time_in_forked_process(env)
         return env
 
     # make's own name, module, doc and signature: pickle (a spawn-started vector env's factory
@@ -307,6 +373,19 @@ def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callabl
                 module.make = original
 
     return restore
+
+
+_active: EnvironmentInstrumentation | None = None
+"""The instrumentation of this run, until its finish (a forked child holds its copy)."""
+
+
+def _before_fork() -> None:
+    instrumentation = _active
+    if instrumentation is not None and os.getpid() == instrumentation.trainer_pid:
+        instrumentation.before_fork()
+
+
+os.register_at_fork(before=_before_fork)
 
 
 def instrument_environments() -> EnvironmentInstrumentation:

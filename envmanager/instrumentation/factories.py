@@ -12,6 +12,7 @@ import os
 from typing import Any, Callable
 
 from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env
+from envmanager.transport.rlprof_worker import mark_as_rlprof_worker
 
 __all__ = ["TimedFactory"]
 
@@ -27,8 +28,10 @@ class TimedFactory:
         self.identity = identity  # None: the env always runs in the trainer
 
     def __call__(self) -> Any:
-        env = self.factory()
         in_trainer = self.identity is None or os.getpid() == self.trainer_pid
+        if not in_trainer:
+            mark_as_rlprof_worker()  # before the factory's own gymnasium.make: timed once, here
+        env = self.factory()
         instrument_env(env, None if in_trainer else self.identity)
         return env
 

@@ -34,6 +34,7 @@ itself, untimed, exactly as under plain python, and an unpickled env holds nothi
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -52,7 +53,7 @@ from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute"]
+           "is_instrumented", "own_attribute", "ship_at_exit"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -97,7 +98,7 @@ class WorkerShipping:
     """
 
     __slots__ = ("connection", "timers", "cpu_sampler", "scheduling", "stack_sampler", "stamps", "lost",
-                 "open_envs")
+                 "open_envs", "ships_at_exit")
 
     def __init__(self, identity: WorkerIdentity) -> None:
         if identity.record_timeline and not events.is_recording():
@@ -109,6 +110,7 @@ class WorkerShipping:
         self.scheduling = SchedulingSampler()
         self.stamps = finish_stamps()  # in C where the step path's helper is: see step_path
         self.open_envs = 0
+        self.ships_at_exit = False
         self.connection: WorkerEnd | None = connect(
             identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
         )
@@ -169,6 +171,20 @@ def worker_shipping(identity: WorkerIdentity) -> WorkerShipping:
         if _shipping is None:
             _shipping = WorkerShipping(identity)
         return _shipping
+
+
+def ship_at_exit() -> None:
+    """Have this process's shipping send its last timers as the process ends, whether or not its
+    envs are closed: at the exit of a ``multiprocessing`` process (its finalizers; ``atexit`` does
+    not run there) or of the interpreter. Once per process; nothing without a shipping."""
+    shipping = _shipping
+    if shipping is None or shipping.ships_at_exit:
+        return
+    shipping.ships_at_exit = True
+    from multiprocessing import util
+
+    util.Finalize(None, shipping.ship, kwargs={"last": True}, exitpriority=0)
+    atexit.register(shipping.ship, last=True)
 
 
 def _takes_attributes(env: Any) -> bool:

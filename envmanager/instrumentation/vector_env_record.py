@@ -100,6 +100,7 @@ class VectorEnvRecord:
         self.vector_steps = 0
         self._generation = stack.generation  # the stack's reset last seen by the matching of steps
         self.shipped_calls = [0] * envs  # env calls whose finish stamps arrived, per worker
+        self.keeps_stamps = True  # for the critical path: not where no vector step is taken
         if not in_workers:
             self.merger = None
             return
@@ -117,11 +118,11 @@ class VectorEnvRecord:
         self.merger.add_worker_section("critical_path", self._critical_path_section)
         self.merger.add_worker_section("env_time", self._env_time_section)
         self.merger.add_worker_section("scheduling", lambda entry: self.cpu_waits[entry["worker_id"]].section()
-                                       if 0 <= entry["worker_id"] < envs else None)
+                                       if 0 <= entry["worker_id"] < self.envs else None)
         self.merger.add_worker_section("untimed_samples", lambda entry: self.untimed_samples[entry["worker_id"]]
-                                       if 0 <= entry["worker_id"] < envs else None)
+                                       if 0 <= entry["worker_id"] < self.envs else None)
         self.merger.add_worker_section("channel", lambda entry: self.channel_state(entry["worker_id"])
-                                       if 0 <= entry["worker_id"] < envs else None)
+                                       if 0 <= entry["worker_id"] < self.envs else None)
 
     # --- the trainer's thread ----------------------------------------------------------------
 
@@ -160,6 +161,32 @@ class VectorEnvRecord:
         self.channel[index] = CUT_SHORT
         self.pids[index] = pid
 
+    @classmethod
+    def of_forked_processes(cls, stack: TimerStack) -> VectorEnvRecord:
+        """The record of the processes the program forked itself that built envs through
+        ``gymnasium.make``: no worker until one says hello (:meth:`add_worker`), and, since
+        they take part in no vector step, no finish stamps kept and no critical path."""
+        record = cls("Process", "Process", 0, True, stack)
+        record.keeps_stamps = False
+        return record
+
+    def add_worker(self, pid: int) -> int:
+        """One worker more, connected now (a process of :meth:`of_forked_processes`); its index."""
+        with self._lock:
+            index = self.envs
+            self.channel.append(NEVER_CONNECTED)
+            self.pids.append(None)
+            self.shipped_calls.append(0)
+            self.env_times.append(EnvTime())
+            self.cpu_waits.append(CpuWaits())
+            self.untimed_samples.append(None)
+            self._stamps.append([])
+            self._latest_stamp.append(-math.inf)
+            self.envs += 1  # last: a reader that sees the new count finds every list grown
+        self.merger.expect_worker(index)
+        self.connected(index, pid)
+        return index
+
     def said_goodbye(self, index: int) -> None:
         self.channel[index] = COMPLETE
 
@@ -191,7 +218,7 @@ class VectorEnvRecord:
         if untimed is not None:
             self.untimed_samples[index] = untimed  # cumulative: the latest holds every sample
         self.shipped_calls[index] += int(stamps.size)
-        if stamps.size:
+        if stamps.size and self.keeps_stamps:
             with self._lock:
                 self._stamps[index].append(stamps)
                 self._latest_stamp[index] = float(stamps[-1])

@@ -34,6 +34,7 @@ from envmanager.lifetime.lifeline import (
 from envmanager.lifetime.process_group import kill_own_process_group, kill_process_group, lead_new_process_group
 from envmanager.transport import protocol
 from envmanager.transport.protocol import RemoteFailure
+from envmanager.transport.rlprof_worker import mark_as_rlprof_worker
 from envmanager.transport.worker import EnvFactories
 
 __all__ = ["FirstEnvFacts", "read_first_env"]
@@ -120,6 +121,7 @@ def _exception_from(failure: RemoteFailure) -> BaseException:
 
 def _build_read_and_end(factories: EnvFactories, lifeline: Connection, replies: Connection, signal_at_parent_death: bool) -> None:
     """The process's entry point: it never returns, its group is killed."""
+    mark_as_rlprof_worker()  # its env is read, not timed
     lead_new_process_group()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

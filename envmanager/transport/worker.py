@@ -75,6 +75,7 @@ from envmanager.transport.observations import ObservationMismatch, ObservationPa
 from envmanager.lifetime.permits import ConcurrencyPermits
 from envmanager.lifetime.process_group import lead_new_process_group
 from envmanager.transport.protocol import IN_SHARED_MEMORY, RemoteFailure
+from envmanager.transport.rlprof_worker import mark_as_rlprof_worker
 from envmanager.transport.step_buffers import StepBuffers, WorkerRows
 
 __all__ = ["EnvFactories", "EnvRunner", "WorkerConfig", "configure_profiling", "run_worker"]
@@ -178,6 +179,7 @@ def _on_parent_death(signum: int, frame: Any) -> None:
 def run_worker(config: WorkerConfig, requests: Connection, replies: Connection) -> None:
     """Process entry point: build the envs, then serve requests until CLOSE or EOF."""
     global _ending
+    mark_as_rlprof_worker()
     parent_pid = os.getppid()
     lead_new_process_group()
     for inherited in config.inherited_connections:

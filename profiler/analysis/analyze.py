@@ -424,6 +424,8 @@ def _workers_text(analysis: RunAnalysis) -> str:
     if report.has_critical_path:
         lines.append("(last: share of vector steps whose last reply was this worker's;")
         lines.append(" waited on: the time those steps waited after the second-to-last reply)")
+    elif not analysis.breakdowns and not analysis.steps_in_threads:
+        lines.append("(last, waited on: no vector step in this run for a worker to be last in)")
     else:
         lines.append("(last, waited on: this file does not record the critical path)")
     if report.has_cpu_time:

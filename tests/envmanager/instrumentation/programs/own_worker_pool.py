@@ -1,0 +1,65 @@
+"""A hand-written env worker pool, as older training code writes one, knowing nothing of rlprof.
+
+``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs]`` starts
+one ``multiprocessing.Process`` per worker; each builds a CartPole with ``gymnasium.make`` and steps
+it on command over its own ``Pipe`` (resetting it when an episode ends). The trainer sends seeded
+random actions and saves every observation, so a run under ``rlprof run`` can be compared with a
+plain one. Without ``--close-envs`` a worker returns without closing its env, as many such loops do.
+"""
+
+import argparse
+import multiprocessing
+
+import gymnasium as gym
+import numpy as np
+
+
+def worker(remote, seed, close_env):
+    env = gym.make("CartPole-v1")
+    observation, _ = env.reset(seed=seed)
+    remote.send(observation)
+    while True:
+        command, action = remote.recv()
+        if command == "close":
+            break
+        observation, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            observation, _ = env.reset()
+        remote.send(observation)
+    if close_env:
+        env.close()
+    remote.close()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--context", default="fork")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--close-envs", action="store_true")
+    args = parser.parse_args()
+    context = multiprocessing.get_context(args.context)
+    remotes, processes = [], []
+    for seed in range(args.workers):
+        parent, child = context.Pipe()
+        process = context.Process(target=worker, args=(child, seed, args.close_envs), daemon=True)
+        process.start()
+        child.close()
+        remotes.append(parent)
+        processes.append(process)
+    rng = np.random.default_rng(7)
+    observations = [np.stack([remote.recv() for remote in remotes])]
+    for _ in range(args.steps):
+        for remote, action in zip(remotes, rng.integers(0, 2, size=args.workers)):
+            remote.send(("step", int(action)))
+        observations.append(np.stack([remote.recv() for remote in remotes]))
+    for remote in remotes:
+        remote.send(("close", None))
+    for process in processes:
+        process.join()
+    np.save(args.out, np.stack(observations))
+
+
+if __name__ == "__main__":
+    main()

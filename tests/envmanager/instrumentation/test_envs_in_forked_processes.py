@@ -1,0 +1,80 @@
+"""Specification: under ``rlprof run``, the envs that ``gymnasium.make`` builds in processes the
+program forks itself (a hand-written worker pool) are timed where they run, each process a worker
+of the dump's ``workers`` section; rlprof's own workers are not timed twice.
+
+Real programs (programs/) as real subprocesses, under ``python`` and under ``rlprof run``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.envmanager.instrumentation.test_environments_in_place import (
+    PROGRAMS,
+    ROLLOUT,
+    counts,
+    run_plain,
+    run_rlprof,
+    same_results,
+)
+
+POOL = PROGRAMS / "own_worker_pool.py"
+WORKERS, STEPS = 3, 150
+
+
+def pool_arguments(context: str, *more: str) -> tuple[str, ...]:
+    return ("--context", context, "--workers", str(WORKERS), "--steps", str(STEPS), *more)
+
+
+@pytest.mark.parametrize("close_envs", [False, True], ids=["envs left open", "envs closed"])
+def test_each_forked_process_is_a_worker_with_every_env_call_and_the_same_results(tmp_path, close_envs):
+    arguments = pool_arguments("fork", *(["--close-envs"] if close_envs else []))
+    run_plain(tmp_path, POOL, "plain.npy", *arguments)
+    tree, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *arguments)
+    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
+    workers = tree["workers"]
+    assert sorted(worker["worker_id"] for worker in workers) == list(range(WORKERS))
+    for worker in workers:
+        assert worker["manager"] == "Process"
+        assert counts(worker, "env.step") == STEPS
+        assert worker["channel"] == "complete"  # shipped as the process ended, closed or not
+        assert "critical_path" not in worker
+    assert counts(tree, "env.step") == WORKERS * STEPS  # merged into the trainer's tree, nothing twice
+    assert f"rlprof: environments timed where they ran: gymnasium.make in {WORKERS} processes the program forked" \
+        in stderr
+
+
+def test_the_worker_table_says_no_vector_step_joins_forked_processes(tmp_path):
+    _, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("fork"))
+    assert "(last, waited on: no vector step in this run for a worker to be last in)" in stderr
+
+
+def test_a_forked_process_names_where_its_time_outside_env_calls_went(tmp_path):
+    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("fork", "--steps", "600"))
+    for worker in tree["workers"]:
+        places = worker["untimed_samples"]["places"]
+        assert {place["function"] for place in places} <= {"worker"}
+        assert {place["file"] for place in places} == {str(POOL)}
+
+
+def test_envs_built_in_spawned_processes_are_not_seen_and_the_run_says_so(tmp_path):
+    run_plain(tmp_path, POOL, "plain.npy", *pool_arguments("spawn"))
+    tree, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("spawn"))
+    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
+    assert "workers" not in tree
+    (line,) = [line for line in stderr.splitlines() if "environment" in line]
+    assert line.startswith("rlprof: no environment was instrumented")
+    assert "started with spawn or forkserver are not seen" in line
+
+
+@pytest.mark.parametrize("options", [(), ("--vector-env=all",)], ids=["in place", "substituted"])
+def test_rlprofs_own_forked_processes_time_their_envs_once(tmp_path, options):
+    # vector_rollout's factories call gymnasium.make in the forked workers (and, substituted, in
+    # the process that reads the first env's spaces).
+    tree, stderr = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--context", "fork",
+                              "--envs", "2", "--steps", "40", options=options)
+    assert len(tree["workers"]) == 2
+    assert "Process" not in {worker["manager"] for worker in tree["workers"]}
+    assert "processes the program forked" not in stderr
+    merged = counts(tree, "env.step")
+    assert merged == sum(counts(worker, "env.step") for worker in tree["workers"]) > 0

@@ -108,6 +108,9 @@ class EnvironmentInstrumentation:
             vector_id = len(self.records)
             stack = timers.get_timer_stack_for_thread(threading.current_thread())
             record = VectorEnvRecord(cls.__name__, name, len(factories), known.in_workers, stack)
+            first = next((other for other in self.records if other is not self._forked_processes), None)
+            if first is not None and first.in_workers != known.in_workers:
+                record.name_apart()
             self.records.append(record)
         if known.in_workers:
             _preload_in_forkserver()
@@ -257,7 +260,9 @@ class EnvironmentInstrumentation:
                 parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program forked")
                 continue
             where = (f"{record.envs} worker processes" if record.in_workers else "this process")
-            parts.append(f"{record.name} ({record.envs} envs, in {where})")
+            apart = (f"; timed as {record.step_name}, apart from the other kind's vector.step"
+                     if record.step_name != "vector.step" else "")
+            parts.append(f"{record.name} ({record.envs} envs, in {where}{apart})")
         if self.made:
             parts.append(f"{self.made} env{'s' if self.made != 1 else ''} from gymnasium.make (in this process)")
         return ["environments timed where they ran: " + ", ".join(parts)]

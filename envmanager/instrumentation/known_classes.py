@@ -4,7 +4,8 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
 
 * ``__init__`` wraps the env factories it is given (:class:`~envmanager.instrumentation.factories.TimedFactory`),
   so each env is timed where it runs, and registers the vector env;
-* ``step`` is the block ``vector.step`` (for SB3, the ``step`` of the outermost ``VecEnvWrapper``
+* ``step`` is the block ``vector.step`` (``<class>.step`` for a vector env of the other kind than
+  the program's first, named apart: see ``VectorEnvRecord.name_apart``; for SB3, the ``step`` of the outermost ``VecEnvWrapper``
   around a known class); for classes whose envs run in worker processes,
   ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (the
   time the class's own ``step_wait`` was blocked on a worker's pipe, counted by the pipes' ``recv``:
@@ -14,7 +15,7 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
   python, so the two phases' lengths are exact but not their order: each step's waiting is put
   first, its receiving after. A ``step_wait`` given a timeout waits for every reply before the
   class reads any (:mod:`.reply_wait`), as the class's own does then;
-* ``reset`` is the block ``vector.reset``.
+* ``reset`` is the block ``vector.reset`` (or ``<class>.reset``, named apart).
 
 A step of a class whose envs run in workers, called on the vector env itself (not through an SB3
 wrapper, whose own work around the calls would fall into the phases), is timed as one
@@ -156,8 +157,8 @@ class Patches:
         elif known.in_workers:
             self._set(cls, "step", _timed_step(cls.step, registry, through_wrappers=False, parts=parts))
         else:
-            self._set(cls, "step", _timed_block(cls.step, "vector.step"))
-        self._set(cls, "reset", _timed_block(cls.reset, "vector.reset"))
+            self._set(cls, "step", _timed_block(cls.step, registry, "vector.step", _STEP_NAME))
+        self._set(cls, "reset", _timed_block(cls.reset, registry, "vector.reset", _RESET_NAME))
 
     def _time_sb3_step(self, cls: type) -> None:
         """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
@@ -202,11 +203,21 @@ def _timed_init(original: Any, known: KnownClass, registry: Any, phased: tuple[A
     return __init__
 
 
-def _timed_block(original: Any, name: str) -> Any:
+_STEP_NAME = attrgetter("step_name")
+_RESET_NAME = attrgetter("reset_name")
+
+
+def _timed_block(original: Any, registry: Any, default: str, name_of: Callable[[Any], str]) -> Any:
+    """A method timed as a block named by the vector env's record (``vector.step``, or its own
+    name when it is named apart: :meth:`VectorEnvRecord.name_apart`); ``default`` for a vector env
+    without one."""
     hierarchical_timer = timers.hierarchical_timer
+    record_of = registry.record_of
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with hierarchical_timer(name):
+        last = registry.last_found  # as in _timed_step
+        record = last[1] if last is not None and last[0]() is self else record_of(self)
+        with hierarchical_timer(default if record is None else name_of(record)):
             return original(self, *args, **kwargs)
 
     return timed
@@ -281,7 +292,7 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
                 if monotonic() >= record.resources.next_sample_at:  # once a second: no call the other steps
                     record.resources.maybe_sample(enumerate(record.pids))
                 return result
-        with hierarchical_timer("vector.step") as node:
+        with hierarchical_timer("vector.step" if record is None else record.step_name) as node:
             if record is not None and record.in_workers and isinstance(node, TimerNode):
                 record.step_node = node  # the workers' payloads merge under it
             return original(self, actions)

@@ -82,6 +82,11 @@ class VectorEnvRecord:
         self.stack = stack
         self.built = False
         self.shared_memory: bool | None = None  # the class's setting, where it has one
+        # The blocks of its steps and resets: the generic names, which the analysis splits, unless
+        # the program's first vector env is of the other kind (envs in the trainer / in workers):
+        # see name_apart.
+        self.step_name = "vector.step"
+        self.reset_name = "vector.reset"
         self.step_node: TimerNode | None = None
         self.sent_at: float | None = None
         # The step timed as one phased block (see time_steps_in_phases; None: `with` blocks), and
@@ -129,7 +134,7 @@ class VectorEnvRecord:
     def time_steps_in_phases(self) -> None:
         """Time this vector env's steps as one phased block, wherever they can be: its class's
         ``step`` calls the ``step_async`` and ``step_wait`` that stamp the block's phases."""
-        self.step_block = PhasedBlock("vector.step", STEP_PHASES, on_fold=self._add_folded_steps)
+        self.step_block = PhasedBlock(self.step_name, STEP_PHASES, on_fold=self._add_folded_steps)
 
     def step_done(self, waiting_since: float, end: float) -> None:
         """A vector step's results were read at ``end``; the trainer began waiting at ``waiting_since``."""
@@ -160,6 +165,15 @@ class VectorEnvRecord:
     def connected(self, index: int, pid: int) -> None:
         self.channel[index] = CUT_SHORT
         self.pids[index] = pid
+
+    def name_apart(self) -> None:
+        """Time this vector env's steps and resets as ``<name>.step`` and ``<name>.reset``
+        (``SyncVectorEnv.step``), apart from ``vector.step``: the program's first vector env, of
+        the other kind, has those. A block holds one kind of step: an ``env.step`` under it is the
+        trainer's own call or the workers' merged calls, never both, and the analysis's split of
+        ``vector.step`` (env compute, waiting, transport) reads one layout."""
+        self.step_name = f"{self.name}.step"
+        self.reset_name = f"{self.name}.reset"
 
     @classmethod
     def of_forked_processes(cls, stack: TimerStack) -> VectorEnvRecord:

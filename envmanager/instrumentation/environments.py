@@ -7,10 +7,10 @@ The program's vector env classes, pipes, start methods and results stay its own.
   ``make_vec_env`` builds), so each env's ``step`` and ``reset`` are timed in the process that runs
   it (:mod:`.timed_env`, :mod:`.factories`), and times the envs ``gymnasium.make`` returns in the
   trainer;
-* times the envs ``gymnasium.make`` builds in processes the program forks itself (a hand-written
-  worker pool), each such process a worker of a record of its own (``Process``), with no critical
-  path (they take part in no vector step rlprof knows); a process started with spawn or forkserver
-  does not inherit rlprof's ``gymnasium.make``, and its envs are not seen;
+* times the envs ``gymnasium.make`` builds in processes the program starts itself (a
+  hand-written worker pool: :mod:`.own_processes`), forked or started with spawn or forkserver,
+  each such process a worker of a record of its own (``Process``), with no critical path (they
+  take part in no vector step rlprof knows);
 * has worker processes ship their timers, finish stamps, CPU samples, waits for a core and
   samples of their stacks outside the env calls over a channel of its own (:mod:`.channel`), so
   the dump gets the ``workers`` section, the critical path, the env time and the scheduling
@@ -38,9 +38,15 @@ from profiler.timing.timer_stack import TimerStack
 from envmanager.instrumentation.channel import ChannelServer
 from envmanager.instrumentation.factories import TimedFactory
 from envmanager.instrumentation.known_classes import KnownClass, Patches
-from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented, ship_at_exit
+from envmanager.instrumentation.own_processes import (
+    OWN_PROCESS_ID,
+    OwnProcessTarget,
+    patch_gymnasium_make,
+    started_in_fresh_interpreter,
+    time_own_process_env,
+)
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
 from envmanager.instrumentation.vector_env_record import VectorEnvRecord
-from envmanager.transport.rlprof_worker import is_rlprof_worker
 
 __all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]
 
@@ -49,16 +55,11 @@ FINAL_TIMERS_WAIT_SECONDS = 5.0
 
 NOTHING_INSTRUMENTED = (
     "no environment was instrumented: the program built none, in this process or in a process it "
-    "forked, through gymnasium.make/make_vec, Gymnasium's SyncVectorEnv/AsyncVectorEnv or "
-    "Stable-Baselines3's DummyVecEnv/SubprocVecEnv (make_vec_env); envs built in a process started "
-    "with spawn or forkserver are not seen. Build the envs through one of those, time their calls "
-    "with profiler.hierarchical_timer, or use --vector-env to run Gymnasium's vector envs as "
-    "SubprocessEnvManagers"
+    "started, through gymnasium.make/make_vec, Gymnasium's SyncVectorEnv/AsyncVectorEnv or "
+    "Stable-Baselines3's DummyVecEnv/SubprocVecEnv (make_vec_env). Build the envs through one of "
+    "those, time their calls with profiler.hierarchical_timer, or use --vector-env to run "
+    "Gymnasium's vector envs as SubprocessEnvManagers"
 )
-
-FORKED_PROCESS_ID = -1
-"""The vector env id that a process the program forked itself says hello with; its index, -1 too,
-is the trainer's to give (:meth:`VectorEnvRecord.add_worker`)."""
 
 
 class EnvironmentInstrumentation:
@@ -74,11 +75,14 @@ class EnvironmentInstrumentation:
         self._lock = threading.Lock()
         self._server: ChannelServer | None = None
         self._by_connection: dict[int, tuple[VectorEnvRecord, int]] = {}
-        self._forked_processes: VectorEnvRecord | None = None
-        self._forked_identity: WorkerIdentity | None = None  # set before the trainer's first fork
+        self._own_processes: VectorEnvRecord | None = None
+        self._own_identity: WorkerIdentity | None = None  # made as the trainer first starts a process
         self._patches = Patches(self)
         self._patches.install()
-        self._restore_make = _time_gymnasium_make(self)
+        import gymnasium.envs.registration as registration
+
+        self._restore_make = patch_gymnasium_make(registration, self._made_env)
+        self._restore_start = _wrap_started_targets(self)
         global _active
         _active = self
 
@@ -108,7 +112,7 @@ class EnvironmentInstrumentation:
             vector_id = len(self.records)
             stack = timers.get_timer_stack_for_thread(threading.current_thread())
             record = VectorEnvRecord(cls.__name__, name, len(factories), known.in_workers, stack)
-            first = next((other for other in self.records if other is not self._forked_processes), None)
+            first = next((other for other in self.records if other is not self._own_processes), None)
             if first is not None and first.in_workers != known.in_workers:
                 record.name_apart()
             self.records.append(record)
@@ -134,7 +138,7 @@ class EnvironmentInstrumentation:
             pass
         if record.in_workers:
             self._note_busy_processes(record.stack)
-            vector_envs = [r for r in self.records if r.in_workers and r.built and r is not self._forked_processes]
+            vector_envs = [r for r in self.records if r.in_workers and r.built and r is not self._own_processes]
             # The verdicts advise about the pipe of the program's own class, not rlprof's manager.
             timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in vector_envs})),
                                 record.stack)
@@ -145,32 +149,36 @@ class EnvironmentInstrumentation:
         workers = sum(r.envs for r in self.records if r.in_workers and r.built)
         timers.add_metadata("busy_processes", 1 + workers, stack)
 
-    # --- processes the program forks itself ------------------------------------------------------
+    # --- processes the program starts itself (own_processes) -----------------------------------
 
-    def before_fork(self) -> None:
-        """In the trainer, before it forks: the channel that a forked process's envs ship their
-        timers on, and who such a process is to the trainer (made once; the settings are the
-        run's)."""
-        if self._forked_identity is None:
+    def _made_env(self, env: Any) -> None:
+        """An env ``gymnasium.make`` returned: timed in the trainer, or in a process the program
+        forked (which inherits this patch) as that process's."""
+        if is_instrumented(env):
+            return
+        if os.getpid() == self.trainer_pid:
+            timing = instrument_env(env, None)
+            if timing is not None:
+                self._made.append(timing)
+        elif self._own_identity is not None:
+            time_own_process_env(env, self._own_identity)
+
+    def own_process_identity(self) -> WorkerIdentity:
+        """Who a process the program starts is to the trainer, and the channel that its envs
+        ship their timers on (made as the trainer first starts one; the settings are the run's)."""
+        if self._own_identity is None:
             main_stack = timers.get_timer_stack_for_thread(threading.main_thread())
-            self._forked_identity = WorkerIdentity(
-                self._channel().address, FORKED_PROCESS_ID, -1, events.is_recording(),
+            self._own_identity = WorkerIdentity(
+                self._channel().address, OWN_PROCESS_ID, -1, events.is_recording(),
                 memory.sampling_settings(), stack_sampler.is_sampled(main_stack))
+        return self._own_identity
 
-    def time_in_forked_process(self, env: Any) -> None:
-        """Time ``env``, built by ``gymnasium.make`` in a process the program forked, as a worker
-        of the ``Process`` record; its last timers are shipped when the process ends (a worker
-        loop of the program's need not close its env)."""
-        identity = self._forked_identity
-        if identity is not None and instrument_env(env, identity) is not None:
-            ship_at_exit()
-
-    def _forked_process_said_hello(self, connection: int, pid: int) -> None:
+    def _own_process_said_hello(self, connection: int, pid: int) -> None:
         with self._lock:
-            record = self._forked_processes
+            record = self._own_processes
             if record is None:
                 stack = timers.get_timer_stack_for_thread(threading.main_thread())
-                record = self._forked_processes = VectorEnvRecord.of_forked_processes(stack)
+                record = self._own_processes = VectorEnvRecord.of_own_processes(stack)
                 record.built = True
                 self.records.append(record)
         index = record.add_worker(pid)
@@ -190,8 +198,8 @@ class EnvironmentInstrumentation:
             return
         if message[0] == "hello" and len(message) == 4:
             _, vector_id, index, pid = message
-            if vector_id == FORKED_PROCESS_ID and index == -1 and isinstance(pid, int):
-                self._forked_process_said_hello(connection, pid)
+            if vector_id == OWN_PROCESS_ID and index == -1 and isinstance(pid, int):
+                self._own_process_said_hello(connection, pid)
                 return
             if not (isinstance(vector_id, int) and 0 <= vector_id < len(self.records)):
                 return
@@ -238,6 +246,7 @@ class EnvironmentInstrumentation:
                 record.replies.release()  # the program's pipes get their own recv back
         self._patches.restore()
         self._restore_make()
+        self._restore_start()
         global _active
         if _active is self:
             _active = None
@@ -255,9 +264,9 @@ class EnvironmentInstrumentation:
             return [NOTHING_INSTRUMENTED]
         parts = []
         for record in built:
-            if record is self._forked_processes:
+            if record is self._own_processes:
                 count = record.envs
-                parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program forked")
+                parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program started")
                 continue
             where = (f"{record.envs} worker processes" if record.in_workers else "this process")
             apart = (f"; timed as {record.step_name}, apart from the other kind's vector.step"
@@ -343,39 +352,28 @@ class CloseDidNotEnd(Exception):
     """A vector env's ``close`` at the end of the run was still waiting when rlprof stopped waiting."""
 
 
-def _time_gymnasium_make(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
-    """Time the envs ``gymnasium.make`` returns in the trainer and in the processes the program
-    forks itself (an rlprof worker's copy of the patch leaves them to that worker's timing);
-    returns what puts ``make`` back."""
-    import gymnasium
-    import gymnasium.envs.registration as registration
+def _wrap_started_targets(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
+    """Wrap the target of each ``multiprocessing`` process the trainer starts with spawn or
+    forkserver (:class:`~envmanager.instrumentation.own_processes.OwnProcessTarget`), so that the
+    envs ``gymnasium.make`` builds there are timed; a forked process inherits the patched
+    ``make`` instead (:func:`_before_fork`). Returns what puts ``start`` back."""
+    from multiprocessing import process
 
-    original = registration.make
+    original = process.BaseProcess.start
 
-    def make(*args: Any, **kwargs: Any) -> Any:
-        env = original(*args, **kwargs)
-        if is_instrumented(env):
-            return env
-        if os.getpid() == instrumentation.trainer_pid:
-            timing = instrument_env(env, None)
-            if timing is not None:
-                instrumentation._made.append(timing)
-        elif not is_rlprof_worker():
-            instrumentation.time_in_forked_process(env)
-        return env
+    def start(self: Any) -> None:
+        target = getattr(self, "_target", None)
+        if (os.getpid() == instrumentation.trainer_pid and callable(target)
+                and not isinstance(target, OwnProcessTarget) and started_in_fresh_interpreter(self)):
+            self._target = OwnProcessTarget(target, instrumentation.own_process_identity())
+        return original(self)
 
-    # make's own name, module, doc and signature: pickle (a spawn-started vector env's factory
-    # ``partial(gymnasium.make, ...)``) finds it as ``gymnasium.envs.registration.make``, as it
-    # finds the original without rlprof, rather than failing on a local function.
-    functools.update_wrapper(make, original)
-    owners = [module for module in (gymnasium, registration) if getattr(module, "make", None) is original]
-    for module in owners:
-        module.make = make
+    functools.update_wrapper(start, original)
+    process.BaseProcess.start = start
 
     def restore() -> None:
-        for module in owners:
-            if module.make is make:
-                module.make = original
+        if process.BaseProcess.start is start:
+            process.BaseProcess.start = original
 
     return restore
 
@@ -385,9 +383,10 @@ _active: EnvironmentInstrumentation | None = None
 
 
 def _before_fork() -> None:
+    """In the trainer, before any fork: a forked process that builds envs knows where to ship."""
     instrumentation = _active
     if instrumentation is not None and os.getpid() == instrumentation.trainer_pid:
-        instrumentation.before_fork()
+        instrumentation.own_process_identity()
 
 
 os.register_at_fork(before=_before_fork)

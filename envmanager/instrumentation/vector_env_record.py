@@ -176,16 +176,17 @@ class VectorEnvRecord:
         self.reset_name = f"{self.name}.reset"
 
     @classmethod
-    def of_forked_processes(cls, stack: TimerStack) -> VectorEnvRecord:
-        """The record of the processes the program forked itself that built envs through
-        ``gymnasium.make``: no worker until one says hello (:meth:`add_worker`), and, since
-        they take part in no vector step, no finish stamps kept and no critical path."""
+    def of_own_processes(cls, stack: TimerStack) -> VectorEnvRecord:
+        """The record of the processes the program started itself that built envs through
+        ``gymnasium.make`` (:mod:`.own_processes`): no worker until one says hello
+        (:meth:`add_worker`), and, since they take part in no vector step, no finish stamps kept
+        and no critical path."""
         record = cls("Process", "Process", 0, True, stack)
         record.keeps_stamps = False
         return record
 
     def add_worker(self, pid: int) -> int:
-        """One worker more, connected now (a process of :meth:`of_forked_processes`); its index."""
+        """One worker more, connected now (a process of :meth:`of_own_processes`); its index."""
         with self._lock:
             index = self.envs
             self.channel.append(NEVER_CONNECTED)

@@ -1,10 +1,10 @@
 """Whether this process is one of rlprof's env workers, whose envs rlprof times already.
 
-``rlprof run`` also times the envs that ``gymnasium.make`` builds in processes the program forks
-itself (a hand-written worker pool: :mod:`envmanager.instrumentation.environments`). A worker of
+``rlprof run`` also times the envs that ``gymnasium.make`` builds in processes the program starts
+itself (a hand-written worker pool: :mod:`envmanager.instrumentation.own_processes`). A worker of
 a ``SubprocessEnvManager``, or a worker of the program's vector env that builds its envs through
-rlprof's factory wrapper, is forked from the trainer too and inherits the same ``gymnasium.make``:
-it marks itself here first, so that its envs are timed once, as that worker's.
+rlprof's factory wrapper, is started by the trainer too and gets the same ``gymnasium.make``: it
+marks itself here first, so that its envs are timed once, as that worker's.
 
 A process forked from a marked one inherits the mark.
 """

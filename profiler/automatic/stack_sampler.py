@@ -221,14 +221,14 @@ class StackSampler:
         in_worker = self.in_worker
         while frame is not None:
             code = frame.f_code
+            kind = self._kind_of_file.get(code.co_filename)
+            if kind is None:
+                kind = self._kind_of_file[code.co_filename] = file_kind(code.co_filename)
             if in_worker and code.co_filename.endswith(_PROCESS_FILE):
                 if code.co_name == "run":
                     worker_loop = inner
                 elif code.co_name == "_bootstrap":
                     break  # the frames outside it are the parent's (fork)
-            kind = self._kind_of_file.get(code.co_filename)
-            if kind is None:
-                kind = self._kind_of_file[code.co_filename] = file_kind(code.co_filename)
             if kind == "program":
                 filename = code.co_filename if code.co_filename != _BY_VALUE else _main_file()
                 return code.co_name, filename, self._line(frame, code), _call_name(called)
@@ -236,7 +236,9 @@ class StackSampler:
                 if innermost is None:
                     innermost = (code.co_name, code.co_filename, self._line(frame, code), "")
                 called = frame
-            inner, frame = frame, frame.f_back
+            if kind != "rlprof":  # rlprof's own frames (a process target it wrapped) are passed through
+                inner = frame
+            frame = frame.f_back
         if innermost is not None and worker_loop is not None:
             return (*innermost[:3], _call_name(worker_loop))
         return innermost

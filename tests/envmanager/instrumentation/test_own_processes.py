@@ -1,6 +1,7 @@
 """Specification: under ``rlprof run``, the envs that ``gymnasium.make`` builds in processes the
-program forks itself (a hand-written worker pool) are timed where they run, each process a worker
-of the dump's ``workers`` section; rlprof's own workers are not timed twice.
+program starts itself (a hand-written worker pool), forked, spawned or from a forkserver, are
+timed where they run, each process a worker of the dump's ``workers`` section; rlprof's own
+workers are not timed twice.
 
 Real programs (programs/) as real subprocesses, under ``python`` and under ``rlprof run``.
 """
@@ -26,9 +27,10 @@ def pool_arguments(context: str, *more: str) -> tuple[str, ...]:
     return ("--context", context, "--workers", str(WORKERS), "--steps", str(STEPS), *more)
 
 
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 @pytest.mark.parametrize("close_envs", [False, True], ids=["envs left open", "envs closed"])
-def test_each_forked_process_is_a_worker_with_every_env_call_and_the_same_results(tmp_path, close_envs):
-    arguments = pool_arguments("fork", *(["--close-envs"] if close_envs else []))
+def test_each_started_process_is_a_worker_with_every_env_call_and_the_same_results(tmp_path, context, close_envs):
+    arguments = pool_arguments(context, *(["--close-envs"] if close_envs else []))
     run_plain(tmp_path, POOL, "plain.npy", *arguments)
     tree, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *arguments)
     assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
@@ -40,41 +42,63 @@ def test_each_forked_process_is_a_worker_with_every_env_call_and_the_same_result
         assert worker["channel"] == "complete"  # shipped as the process ended, closed or not
         assert "critical_path" not in worker
     assert counts(tree, "env.step") == WORKERS * STEPS  # merged into the trainer's tree, nothing twice
-    assert f"rlprof: environments timed where they ran: gymnasium.make in {WORKERS} processes the program forked" \
+    assert f"rlprof: environments timed where they ran: gymnasium.make in {WORKERS} processes the program started" \
         in stderr
 
 
-def test_the_worker_table_says_no_vector_step_joins_forked_processes(tmp_path):
+def test_the_worker_table_says_no_vector_step_joins_started_processes(tmp_path):
     _, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("fork"))
     assert "(last, waited on: no vector step in this run for a worker to be last in)" in stderr
 
 
-def test_a_forked_process_names_where_its_time_outside_env_calls_went(tmp_path):
-    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("fork", "--steps", "600"))
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_started_process_names_where_its_time_outside_env_calls_went(tmp_path, context):
+    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments(context, "--steps", "600"))
     for worker in tree["workers"]:
         places = worker["untimed_samples"]["places"]
         assert {place["function"] for place in places} <= {"worker"}
         assert {place["file"] for place in places} == {str(POOL)}
 
 
-def test_envs_built_in_spawned_processes_are_not_seen_and_the_run_says_so(tmp_path):
-    run_plain(tmp_path, POOL, "plain.npy", *pool_arguments("spawn"))
-    tree, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("spawn"))
-    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
-    assert "workers" not in tree
-    (line,) = [line for line in stderr.splitlines() if "environment" in line]
-    assert line.startswith("rlprof: no environment was instrumented")
-    assert "started with spawn or forkserver are not seen" in line
-
-
+@pytest.mark.parametrize("context", ["fork", "spawn"])
 @pytest.mark.parametrize("options", [(), ("--vector-env=all",)], ids=["in place", "substituted"])
-def test_rlprofs_own_forked_processes_time_their_envs_once(tmp_path, options):
-    # vector_rollout's factories call gymnasium.make in the forked workers (and, substituted, in
-    # the process that reads the first env's spaces).
-    tree, stderr = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--context", "fork",
+def test_rlprofs_own_worker_processes_time_their_envs_once(tmp_path, options, context):
+    # vector_rollout's factories call gymnasium.make in the workers (and, substituted, in the
+    # process that reads the first env's spaces).
+    tree, stderr = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--context", context,
                               "--envs", "2", "--steps", "40", options=options)
     assert len(tree["workers"]) == 2
     assert "Process" not in {worker["manager"] for worker in tree["workers"]}
-    assert "processes the program forked" not in stderr
+    assert "processes the program started" not in stderr
     merged = counts(tree, "env.step")
     assert merged == sum(counts(worker, "env.step") for worker in tree["workers"]) > 0
+
+
+GYMNASIUM_IMPORTED_IN_THE_WORKER = """
+import multiprocessing
+
+
+def worker(steps):
+    import gymnasium as gym  # the spawned process imports Gymnasium only here, after rlprof's wrapper ran
+
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            env.reset()
+
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("spawn").Process(target=worker, args=(25,))
+    process.start()
+    process.join()
+"""
+
+
+def test_a_spawned_process_that_imports_gymnasium_late_has_its_envs_timed(tmp_path):
+    program = tmp_path / "late_import.py"
+    program.write_text(GYMNASIUM_IMPORTED_IN_THE_WORKER)
+    tree, _ = run_rlprof(tmp_path, program)
+    (worker,) = tree["workers"]
+    assert counts(worker, "env.step") == 25

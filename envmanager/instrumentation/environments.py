@@ -82,6 +82,7 @@ class EnvironmentInstrumentation:
         import gymnasium.envs.registration as registration
 
         self._restore_make = patch_gymnasium_make(registration, self._made_env)
+        self._restore_make_vec = patch_gymnasium_make(registration, self._made_vector_env, function="make_vec")
         self._restore_start = _wrap_started_targets(self)
         global _active
         _active = self
@@ -106,16 +107,7 @@ class EnvironmentInstrumentation:
     def new_record(self, cls: type, known: KnownClass, env_fns: Any) -> tuple[VectorEnvRecord, Any]:
         """A record for a vector env about to be built, and its factories wrapped."""
         factories = list(env_fns)
-        with self._lock:
-            same = sum(1 for record in self.records if record.class_name == cls.__name__)
-            name = cls.__name__ if not same else f"{cls.__name__} #{same + 1}"
-            vector_id = len(self.records)
-            stack = timers.get_timer_stack_for_thread(threading.current_thread())
-            record = VectorEnvRecord(cls.__name__, name, len(factories), known.in_workers, stack)
-            first = next((other for other in self.records if other is not self._own_processes), None)
-            if first is not None and first.in_workers != known.in_workers:
-                record.name_apart()
-            self.records.append(record)
+        record, vector_id = self._add_record(cls, len(factories), known.in_workers)
         if known.in_workers:
             _preload_in_forkserver()
             address = self._channel().address
@@ -127,6 +119,38 @@ class EnvironmentInstrumentation:
         else:
             wrapped = [TimedFactory(factory, self.trainer_pid, None) for factory in factories]
         return record, tuple(wrapped) if isinstance(env_fns, tuple) else wrapped
+
+    def _add_record(self, cls: type, envs: int, in_workers: bool) -> tuple[VectorEnvRecord, int]:
+        """A record for a vector env of ``cls``, named apart where the program's first vector env
+        is of the other kind (:meth:`VectorEnvRecord.name_apart`), and its vector env id."""
+        with self._lock:
+            same = sum(1 for record in self.records if record.class_name == cls.__name__)
+            name = cls.__name__ if not same else f"{cls.__name__} #{same + 1}"
+            vector_id = len(self.records)
+            stack = timers.get_timer_stack_for_thread(threading.current_thread())
+            record = VectorEnvRecord(cls.__name__, name, envs, in_workers, stack)
+            first = next((other for other in self.records if other is not self._own_processes), None)
+            if first is not None and first.in_workers != in_workers:
+                record.name_apart()
+            self.records.append(record)
+        return record, vector_id
+
+    def _made_vector_env(self, envs: Any) -> None:
+        """A vector env ``gymnasium.make_vec`` returned in the trainer. One of a class rlprof does
+        not know is a natively vectorized env (``CartPoleVectorEnv``, which ``make_vec`` builds for
+        CartPole by default): one call steps all its envs, in the trainer, so its class's ``step``
+        and ``reset`` are timed as ``vector.step`` around that call (``Patches.time_natively_vectorized``)."""
+        from gymnasium.vector import VectorEnv
+
+        unwrapped = getattr(envs, "unwrapped", envs)
+        if (os.getpid() != self.trainer_pid or not isinstance(unwrapped, VectorEnv)
+                or self.record_of(unwrapped) is not None):  # a known class's: timed already
+            return
+        cls = type(unwrapped)
+        record, _ = self._add_record(cls, getattr(unwrapped, "num_envs", 0), in_workers=False)
+        record.natively_vectorized = True
+        self._patches.time_natively_vectorized(cls)
+        self.built(unwrapped, record)
 
     def built(self, envs: Any, record: VectorEnvRecord) -> None:
         record.built = True
@@ -246,6 +270,7 @@ class EnvironmentInstrumentation:
                 record.replies.release()  # the program's pipes get their own recv back
         self._patches.restore()
         self._restore_make()
+        self._restore_make_vec()
         self._restore_start()
         global _active
         if _active is self:
@@ -268,7 +293,8 @@ class EnvironmentInstrumentation:
                 count = record.envs
                 parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program started")
                 continue
-            where = (f"{record.envs} worker processes" if record.in_workers else "this process")
+            where = (f"{record.envs} worker processes" if record.in_workers
+                     else "this process, stepped in one call" if record.natively_vectorized else "this process")
             apart = (f"; timed as {record.step_name}, apart from the other kind's vector.step"
                      if record.step_name != "vector.step" else "")
             parts.append(f"{record.name} ({record.envs} envs, in {where}{apart})")

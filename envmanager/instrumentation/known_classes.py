@@ -160,6 +160,20 @@ class Patches:
             self._set(cls, "step", _timed_block(cls.step, registry, "vector.step", _STEP_NAME))
         self._set(cls, "reset", _timed_block(cls.reset, registry, "vector.reset", _RESET_NAME))
 
+    def time_natively_vectorized(self, cls: type) -> None:
+        """Time a natively vectorized env's class (one call steps all its envs, in the trainer:
+        ``CartPoleVectorEnv``): its ``step`` and ``reset`` as ``vector.step`` and ``vector.reset``
+        (or named apart) around one block of env compute each, ``env.step (vectorized)`` and
+        ``env.reset (vectorized)``, which the analysis counts as the envs' compute in the trainer."""
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if name in self.patched:
+            return
+        self.patched.append(name)
+        registry = self.registry
+        self._set(cls, "step", _timed_block(cls.step, registry, "vector.step", _STEP_NAME, "env.step (vectorized)"))
+        self._set(cls, "reset", _timed_block(cls.reset, registry, "vector.reset", _RESET_NAME,
+                                             "env.reset (vectorized)"))
+
     def _time_sb3_step(self, cls: type) -> None:
         """SB3's ``step`` is its base class's, called on the outermost ``VecEnvWrapper``
         (``VecNormalize``, ``VecMonitor``...), which calls the wrapped env's ``step_async`` and
@@ -207,10 +221,12 @@ _STEP_NAME = attrgetter("step_name")
 _RESET_NAME = attrgetter("reset_name")
 
 
-def _timed_block(original: Any, registry: Any, default: str, name_of: Callable[[Any], str]) -> Any:
+def _timed_block(original: Any, registry: Any, default: str, name_of: Callable[[Any], str],
+                 inner: str | None = None) -> Any:
     """A method timed as a block named by the vector env's record (``vector.step``, or its own
     name when it is named apart: :meth:`VectorEnvRecord.name_apart`); ``default`` for a vector env
-    without one."""
+    without one. With ``inner``, the call is also a block of that name inside it (the env compute
+    of a natively vectorized env)."""
     hierarchical_timer = timers.hierarchical_timer
     record_of = registry.record_of
 
@@ -218,7 +234,10 @@ def _timed_block(original: Any, registry: Any, default: str, name_of: Callable[[
         last = registry.last_found  # as in _timed_step
         record = last[1] if last is not None and last[0]() is self else record_of(self)
         with hierarchical_timer(default if record is None else name_of(record)):
-            return original(self, *args, **kwargs)
+            if inner is None:
+                return original(self, *args, **kwargs)
+            with hierarchical_timer(inner):
+                return original(self, *args, **kwargs)
 
     return timed
 

@@ -52,30 +52,31 @@ def time_own_process_env(env: Any, identity: WorkerIdentity) -> None:
         ship_at_exit()
 
 
-def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None]) -> Callable[[], None]:
-    """Have ``gymnasium.make`` hand each env it returns to ``on_made``; returns what puts the
-    original back. ``registration`` is ``gymnasium.envs.registration``, imported (the package
-    itself may still be importing it: its own ``make`` is then bound to the patched one)."""
-    original = registration.make
+def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None], function: str = "make") -> Callable[[], None]:
+    """Have ``gymnasium.make`` (or ``function``: ``make_vec``) hand each env it returns to
+    ``on_made``; returns what puts the original back. ``registration`` is
+    ``gymnasium.envs.registration``, imported (the package itself may still be importing it: its
+    own ``make`` is then bound to the patched one)."""
+    original = getattr(registration, function)
 
     def make(*args: Any, **kwargs: Any) -> Any:
         env = original(*args, **kwargs)
         on_made(env)
         return env
 
-    # make's own name, module, doc and signature: pickle (a spawn-started vector env's factory
+    # The function's own name, module, doc and signature: pickle (a spawn-started vector env's factory
     # ``partial(gymnasium.make, ...)``) finds it as ``gymnasium.envs.registration.make``, as it
     # finds the original without rlprof, rather than failing on a local function.
     functools.update_wrapper(make, original)
     modules = (sys.modules.get("gymnasium"), registration)
-    owners = [module for module in modules if module is not None and getattr(module, "make", None) is original]
+    owners = [module for module in modules if module is not None and getattr(module, function, None) is original]
     for module in owners:
-        module.make = make
+        setattr(module, function, make)
 
     def restore() -> None:
         for module in owners:
-            if module.make is make:
-                module.make = original
+            if getattr(module, function) is make:
+                setattr(module, function, original)
 
     return restore
 

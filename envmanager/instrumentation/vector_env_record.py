@@ -82,6 +82,7 @@ class VectorEnvRecord:
         self.stack = stack
         self.built = False
         self.shared_memory: bool | None = None  # the class's setting, where it has one
+        self.natively_vectorized = False  # one call steps all its envs (CartPoleVectorEnv)
         # The blocks of its steps and resets: the generic names, which the analysis splits, unless
         # the program's first vector env is of the other kind (envs in the trainer / in workers):
         # see name_apart.

@@ -53,6 +53,7 @@ from profiler.records import Record
 __all__ = [
     "ENV_COMPUTE",
     "ENV_COMPUTE_IN_TRAINER",
+    "NATIVE_ENV_BLOCKS",
     "PAYLOAD_ROOTS",
     "EXCHANGE_UNSPLIT",
     "STEP_LAYOUTS",
@@ -120,6 +121,9 @@ ENV_COMPUTE_IN_TRAINER = "env compute (in the trainer's process)"
 IN_TRAINER_ENV_BLOCKS = ("env.step", "env.reset")
 """The trainer's own blocks around env calls in a vector step whose envs run in the trainer
 (Gymnasium's SyncVectorEnv, SB3's DummyVecEnv, as ``rlprof run`` times them)."""
+NATIVE_ENV_BLOCKS = ("env.step (vectorized)", "env.reset (vectorized)")
+"""The trainer's block around the one call that steps (or resets) every env of a natively
+vectorized env (CartPole's ``CartPoleVectorEnv``, as ``rlprof run`` times it)."""
 
 
 class StepPart(Record):
@@ -235,11 +239,16 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasur
     mean_compute = blocks.worker_time / workers
     transport_blocks = {name: blocks.child_totals[name] for name in layout.transport
                         if name in blocks.child_totals}
-    in_trainer = sum(blocks.child_totals.get(name, 0.0) for name in IN_TRAINER_ENV_BLOCKS)
+    one_by_one = sum(blocks.child_totals.get(name, 0.0) for name in IN_TRAINER_ENV_BLOCKS)
+    in_one_call = sum(blocks.child_totals.get(name, 0.0) for name in NATIVE_ENV_BLOCKS)
+    in_trainer = one_by_one + in_one_call
     if layout.wait is None:
         parts = _unsplit_parts(blocks, layout, mean_compute, notes)
     elif layout.wait not in blocks.child_totals and in_trainer and not blocks.worker_calls:
-        notes.append(f"the envs ran in the trainer's process, one after another, under {layout.step}: "
+        how = ("one after another" if not in_one_call
+               else "all in one call (a natively vectorized env)" if not one_by_one
+               else "one after another, or all in one call (a natively vectorized env)")
+        notes.append(f"the envs ran in the trainer's process, {how}, under {layout.step}: "
                      "no worker and no pipe to wait for")
         parts = [StepPart(ENV_COMPUTE_IN_TRAINER, in_trainer), StepPart(layout.rest_label, blocks.total - in_trainer)]
     elif layout.wait not in blocks.child_totals:

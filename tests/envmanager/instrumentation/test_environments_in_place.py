@@ -182,6 +182,36 @@ def test_an_env_from_gymnasium_make_is_timed_in_the_trainer(tmp_path):
     assert "1 env from gymnasium.make (in this process)" in stderr
 
 
+NATIVELY_VECTORIZED = """
+import sys
+import gymnasium as gym
+import numpy as np
+
+envs = gym.make_vec("CartPole-v1", num_envs=3)  # CartPoleVectorEnv: one call steps all three
+observation, _ = envs.reset(seed=4)
+seen = [observation]
+for _ in range(40):
+    observation, *_ = envs.step((observation[:, 2] > 0).astype(np.int64))
+    seen.append(observation)
+envs.close()
+np.save(sys.argv[1], np.stack(seen))
+print(type(envs).__name__)
+"""
+
+
+def test_a_natively_vectorized_env_from_make_vec_is_timed_in_the_trainer_with_identical_results(tmp_path):
+    program = tmp_path / "native.py"
+    program.write_text(NATIVELY_VECTORIZED)
+    run_plain(tmp_path, program, "plain.npy")
+    tree, stderr = run_rlprof(tmp_path, program, "timed.npy")
+    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
+    (step,) = [child for child in tree["children"] if child["name"] == "vector.step"]
+    assert step["count"] == 40
+    assert [(child["name"], child["count"]) for child in step["children"]] == [("env.step (vectorized)", 40)]
+    assert "rlprof: environments timed where they ran: CartPoleVectorEnv (3 envs, in this process, stepped in " \
+           "one call)" in stderr
+
+
 @pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
 def test_a_lost_channel_leaves_training_alone_and_the_dump_says_what_was_lost(tmp_path, context):
     # AsyncVectorEnv builds its first env in the trainer before it starts its workers: there the

@@ -31,6 +31,19 @@ def test_envs_stepped_in_the_trainer_are_its_env_compute_and_the_rest_other_work
     assert "ran in the trainer's process" in step.notes[0]
 
 
+def test_a_natively_vectorized_step_is_env_compute_in_the_trainer_in_one_call(fake_clock):
+    for _ in range(10):
+        with hierarchical_timer("vector.step"):
+            with hierarchical_timer("env.step (vectorized)"):
+                fake_clock.advance(0.003)
+            fake_clock.advance(0.001)
+    (step,) = step_breakdowns(get_timer_tree())
+    parts = {part.label: part.seconds for part in step.parts}
+    assert parts == pytest.approx({ENV_COMPUTE_IN_TRAINER: 0.030, "other trainer work in the step": 0.010})
+    assert "all in one call (a natively vectorized env)" in step.notes[0]
+    assert "one after another" not in step.notes[0]
+
+
 def collector_thread_run(fake_clock, folder) -> dict:
     """A trainer that learns in its main thread while a collector thread steps the envs: 10 vector
     steps of 10 ms in the thread, one 0.5 s update in the main thread."""

@@ -25,8 +25,12 @@ and share are of the wall time, as every verdict's.
     ``Adam.step``, the forward with grad, the loss code between them).
 ``rollout_with_grad``
     The program's rollout ran its policy with grad enabled: the vector steps fell inside the
-    ``update`` blocks, which therefore say nothing of the update. Its cost is the rollout's time
-    inside them, and the fix is ``torch.no_grad()`` around the rollout's policy calls.
+    ``update`` blocks. The fix is ``torch.no_grad()`` around the rollout's policy calls (autograd
+    records a graph for each of them that no backward uses). Where the timeline lets the analysis
+    split those blocks at their last vector step (:attr:`TrainingPhases.split_at_steps`), the
+    verdict names the policy's calls with grad, and ``policy_bound`` and ``update_bound`` are judged
+    on the split phases; otherwise the update blocks say nothing of the update, and no other phase
+    verdict is drawn.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
-from profiler.analysis.training_phases import PhaseBlock, TrainingPhases, training_phases
+from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
 from profiler.analysis.untimed_gaps import untimed_gaps
 
 __all__ = ["PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
@@ -72,9 +76,10 @@ def phase_verdicts(run: JudgedRun) -> list[Any]:
     phases = training_phases(run.tree)
     if phases is None:
         return []
-    if phases.rollout_with_grad:
+    if phases.rollout_with_grad and not phases.split_at_steps:
         return [_rollout_with_grad(run, phases)]
-    return [*_policy_bound(run, phases), *_update_bound(run, phases)]
+    judged = [*_policy_bound(run, phases), *_update_bound(run, phases)]
+    return [_rollout_with_grad(run, phases), *judged] if phases.rollout_with_grad else judged
 
 
 def _evidence(phases: TrainingPhases) -> dict[str, Any]:
@@ -151,11 +156,18 @@ def _part_name(part: PhaseBlock) -> str:
 
 
 def _rollout_with_grad(run: JudgedRun, phases: TrainingPhases) -> Any:
+    with_grad = [block for block in phases.policy if not block.name.endswith(NO_GRAD_SUFFIX)]
+    if phases.split_at_steps and with_grad:
+        calls = ", ".join(f"{block.name} ({block.calls} calls, {format_seconds(block.seconds)})"
+                          for block in with_grad[:PHASE_PARTS_NAMED])
+        title = (f"the rollout's policy ran with grad enabled: {calls}; the vector steps fell inside "
+                 "the update blocks, which rlprof split at their last vector step")
+    else:
+        title = ("the rollout's policy ran with grad enabled: the vector steps fell inside the update "
+                 "blocks, so rollout and update cannot be told apart")
     return run.verdict(
-        ROLLOUT_WITH_GRAD,
-        "the rollout's policy ran with grad enabled: the vector steps fell inside the update blocks, "
-        "so rollout and update cannot be told apart",
+        ROLLOUT_WITH_GRAD, title,
         0.0, _evidence(phases),
         "Call the policy under torch.no_grad() (or torch.inference_mode()) in the rollout: autograd "
         "records a graph for every call that no backward uses, and rlprof then tells the policy from "
-        "the update.")
+        "the update by the blocks themselves.")

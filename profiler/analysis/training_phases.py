@@ -15,13 +15,18 @@ phase of the training loop took, named as the program names its calls:
 - **environments**: the trainer's vector-step blocks (``vector.step``: the envs' compute, and for
   envs in other processes the wait and the transport).
 
-An ``update`` block that holds vector steps is not an update: the program ran its rollout's policy
-with grad enabled, so the hooks could not tell its rollout from its update;
-:attr:`TrainingPhases.rollout_with_grad` says so.
+An ``update`` block that holds vector steps is not only an update: the program ran its rollout's
+policy with grad enabled (CleanRL's DQN and SAC do), and the block opened at that call, so it holds
+the rollout up to the optimizer step; :attr:`TrainingPhases.rollout_with_grad` says so. Where the
+timeline was recorded, each such block is split at the end of the last vector step inside it
+(:func:`_updates_split_at_their_last_step`): the update is what follows it (the learner's forward
+with its target network's, the loss, ``backward``, the step), and the model calls before it are
+the rollout's policy; :attr:`TrainingPhases.split_at_steps` says so.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,6 +69,9 @@ class TrainingPhases(Record):
     update_between_seconds: float
     env_steps: PhaseBlock | None
     rollout_with_grad: bool
+    split_at_steps: bool = False
+    """Whether update blocks holding the rollout were split at their last vector step (the
+    timeline was recorded), so the policy and the update are told apart after all."""
 
     @property
     def policy_seconds(self) -> float:
@@ -86,6 +94,7 @@ class TrainingPhases(Record):
             "environments": {"seconds": self.env_seconds,
                              "block": self.env_steps.as_dict() if self.env_steps is not None else None},
             "rollout_with_grad": self.rollout_with_grad,
+            "split_at_steps": self.split_at_steps,
         }
 
 
@@ -93,6 +102,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     """The phases of the trainer in ``tree``, or None when it has no policy or update block."""
     sb3 = SB3_FRAMEWORK in str(tree.get("metadata", {}).get("rlprof_framework_phases", ""))
     policy: dict[str, list[float]] = {}
+    policy_in_updates: dict[str, list[float]] = {}  # no-grad calls inside update blocks that hold steps
     update: dict[str, list[float]] = {}
     parts: dict[str, list[float]] = {}
     steps: dict[str, list[float]] = {}
@@ -104,7 +114,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
         figures[1] += node["count"]
         figures[2] += node["self"] if seconds is None else 0.0
 
-    def visit(node: dict[str, Any]) -> None:
+    def visit(node: dict[str, Any], in_rollout_update: bool = False) -> None:
         nonlocal rollout_with_grad
         for child in node.get("children", []):
             if child.get("is_parallel"):
@@ -113,7 +123,10 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             if _is_update(name, sb3):
                 if name == UPDATE_BLOCK and _holds_a_step(child):
                     rollout_with_grad = True
-                    visit(child)
+                    for part in child["children"]:
+                        if _is_training_call(part):
+                            add(parts, part["name"], part)
+                    visit(child, in_rollout_update=True)
                     continue
                 add(update, name, child)
                 for part in child["children"]:
@@ -121,24 +134,116 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
                         add(parts, part["name"], part)
                 add(parts, "(untimed)", child, child["self"])
             elif name.endswith(NO_GRAD_SUFFIX) or (sb3 and name.endswith(_SB3_INFERENCE_METHODS)):
-                add(policy, name, child)
+                add(policy_in_updates if in_rollout_update else policy, name, child)
             else:
                 if name in VECTOR_STEP_BLOCKS:
                     add(steps, name, child)
-                visit(child)
+                visit(child, in_rollout_update)
 
     visit(tree)
+    split = _updates_split_at_their_last_step(tree) if rollout_with_grad else None
+    if split is not None:
+        rollout_policy, learner_seconds, updates = split
+        for name, (seconds, calls) in rollout_policy.items():
+            figures = policy.setdefault(name, [0.0, 0, 0.0])
+            figures[0] += seconds
+            figures[1] += calls
+        update[UPDATE_BLOCK] = [learner_seconds, updates, 0.0]
+    else:
+        for name, figures in policy_in_updates.items():
+            policy.setdefault(name, [0.0, 0, 0.0])
+            policy[name] = [sum(pair) for pair in zip(policy[name], figures)]
     if not policy and not update:
         return None
     step = max(_ranked(steps), key=lambda block: block.seconds, default=None)
     return TrainingPhases(
         policy=_ranked(policy), update=_ranked(update), update_parts=_ranked(parts),
-        update_between_seconds=_between_updates(tree) if UPDATE_BLOCK in update else 0.0,
-        env_steps=step, rollout_with_grad=rollout_with_grad)
+        update_between_seconds=_between_updates(tree) if UPDATE_BLOCK in update and split is None else 0.0,
+        env_steps=step, rollout_with_grad=rollout_with_grad, split_at_steps=split is not None)
 
 
 def _is_update(name: str, sb3: bool) -> bool:
     return name == UPDATE_BLOCK or (sb3 and name.endswith(".train"))
+
+
+def _is_training_call(node: dict[str, Any]) -> bool:
+    """``backward``, an optimizer's ``step`` or ``zero_grad``: the learner's work wherever it ran."""
+    return not node.get("is_parallel") and _is_training_name(node["name"])
+
+
+def _is_training_name(name: str) -> bool:
+    return name == "backward" or (name.endswith((".step", ".zero_grad"))
+                                  and name not in VECTOR_STEP_BLOCKS and name != "env.step")
+
+
+def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, list[float]], float, int] | None:
+    """The ``update`` blocks of the trainer's thread, from its timeline, each split at the end of
+    the last vector step inside it: the model calls before that end (the outermost blocks inside the
+    update that are no vector step), per name, with their seconds and calls; the seconds after it
+    (an update without a step: all of it; one with no ``backward`` or optimizer call after its last
+    step, which a run ends in, none); and the number of updates. None without a complete timeline,
+    or with one that shows no vector step inside an update block.
+
+    One sweep over the spans sorted by start (the longer first at a tie): a span that starts at or
+    after the end of the outermost one open is outermost itself; else one that starts at or after
+    the end of the last span directly inside it is directly inside it too."""
+    timeline = tree.get("timeline", {})
+    processes = timeline.get("processes", [])
+    if not processes or not processes[0].get("threads") or timeline.get("dropped"):
+        return None  # no timeline, or one with spans missing: the blocks alone say what they can
+    ordered = sorted((span[1], -span[2], position, span[0])
+                     for position, span in enumerate(processes[0]["threads"][0]["spans"]))
+    rollout_policy: dict[str, list[float]] = {}
+    learner = 0.0
+    updates = split = 0
+
+    def close(update: tuple[float, float], inside: list[tuple[str, float, float]]) -> None:
+        nonlocal learner, updates, split
+        last_step = max((end for name, _, end in inside if name in VECTOR_STEP_BLOCKS), default=None)
+        if last_step is None:
+            learner += update[1] - update[0]
+            updates += 1
+            return
+        split += 1
+        if any(_is_training_name(name) and start >= last_step for name, start, _ in inside):
+            learner += update[1] - last_step
+            updates += 1  # else a rollout the run ended in, with no optimizer step after it
+        for name, start, end in inside:
+            if name not in VECTOR_STEP_BLOCKS and end <= last_step:
+                figures = rollout_policy.setdefault(name, [0.0, 0])
+                figures[0] += end - start
+                figures[1] += 1
+
+    outermost: list[tuple[str, float, float]] = []
+    open_update: tuple[float, float] | None = None
+    inside: list[tuple[str, float, float]] = []
+    for start, negative_end, _, name in ordered:
+        end = -negative_end
+        if not outermost or start >= outermost[-1][2]:
+            if open_update is not None:
+                close(open_update, inside)
+            outermost.append((name, start, end))
+            open_update, inside = ((start, end), []) if name == UPDATE_BLOCK else (None, [])
+        elif open_update is not None and (not inside or start >= inside[-1][2]):
+            inside.append((name, start, end))
+    if open_update is not None:
+        close(open_update, inside)
+    if not split:  # the timeline shows no step inside an update (the blocks were read elsewhere)
+        return None
+    # The same calls outside any update, each followed by a vector step before any update: the
+    # rollout's calls before the program's first optimizer step (the hooks open no update before
+    # a program has trained once), not the first update's forward.
+    step_comes_next = False  # read backwards: whether a vector step comes before any update
+    for name, start, end in reversed(outermost):
+        if name in VECTOR_STEP_BLOCKS:
+            step_comes_next = True
+        elif name == UPDATE_BLOCK:
+            step_comes_next = False
+        elif step_comes_next and name in rollout_policy:
+            figures = rollout_policy[name]
+            figures[0] += end - start
+            figures[1] += 1
+    return rollout_policy, learner, updates
 
 
 def _holds_a_step(node: dict[str, Any]) -> bool:
@@ -188,7 +293,10 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
                 if phases.update_between_seconds else ""),
              f"  environments        {format_seconds(phases.env_seconds):>10} {share(phases.env_seconds):>6}  "
              f"{listed((phases.env_steps,)) if phases.env_steps is not None else _env_steps_elsewhere(steps_in_threads)}"]
-    if phases.rollout_with_grad:
+    if phases.rollout_with_grad and phases.split_at_steps:
+        lines.append("  (the rollout's policy ran with grad enabled, so its vector steps fell inside update blocks:"
+                     " each was split at its last vector step, the update after it, the policy's calls before)")
+    elif phases.rollout_with_grad:
         lines.append("  (the rollout's policy ran with grad enabled: its vector steps fell inside update blocks)")
     return "\n".join(lines)
 

@@ -53,6 +53,53 @@ def test_an_update_that_holds_vector_steps_is_a_rollout_run_with_grad_not_an_upd
     assert phases.env_seconds == pytest.approx(1.0)
 
 
+def rollout_with_grad_tree() -> dict:
+    """A DQN-like run whose rollout calls its Q-network with grad: one call and step before the
+    program first trained (no update block yet), then an update block that holds two rollout calls
+    and steps before its own target and Q-network calls, backward and step, then a plain update."""
+    def block(name: str, total: float, count: int, children: list | None = None) -> dict:
+        return {"name": name, "total": total, "count": count, "children": children or []}
+
+    spans = [["q_network.forward", 0.0, 0.1], ["vector.step", 0.1, 0.3],
+             ["update", 1.0, 3.0], ["q_network.forward", 1.0, 1.1], ["vector.step", 1.1, 1.3],
+             ["q_network.forward", 1.3, 1.4], ["vector.step", 1.4, 1.6],
+             ["target_network.forward (no grad)", 1.7, 1.8], ["q_network.forward", 1.8, 1.9],
+             ["backward", 2.0, 2.5], ["Adam.step", 2.5, 3.0],
+             ["update", 4.0, 4.5], ["q_network.forward", 4.0, 4.1], ["backward", 4.1, 4.3],
+             ["Adam.step", 4.3, 4.5]]
+    update = block("update", 2.5, 2, [block("q_network.forward", 0.4, 4), block("vector.step", 0.4, 2),
+                                      block("target_network.forward (no grad)", 0.1, 1),
+                                      block("backward", 0.7, 2), block("Adam.step", 0.7, 2)])
+    return normalize_timing_tree({
+        "name": "root", "total": 5.0, "count": 1,
+        "children": [block("q_network.forward", 0.1, 1), block("vector.step", 0.2, 1), update],
+        "metadata": {"rlprof_framework_phases": "torch"},
+        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}})
+
+
+def test_update_blocks_that_hold_the_rollout_are_split_at_their_last_vector_step():
+    phases = training_phases(rollout_with_grad_tree())
+    assert phases.rollout_with_grad and phases.split_at_steps
+    assert [(block.name, block.calls) for block in phases.update] == [("update", 2)]
+    assert phases.update_seconds == pytest.approx((3.0 - 1.6) + 0.5)  # the target's call is the update's
+
+
+def test_the_rollouts_calls_with_grad_are_the_policy_before_and_inside_the_updates():
+    phases = training_phases(rollout_with_grad_tree())
+    assert [(block.name, block.calls) for block in phases.policy] == [("q_network.forward", 3)]
+    assert phases.policy_seconds == pytest.approx(0.3)
+
+
+def test_without_a_timeline_an_update_holding_the_rollout_is_not_split():
+    tree = rollout_with_grad_tree()
+    del tree["timeline"]
+    phases = training_phases(tree)
+    assert phases.rollout_with_grad and not phases.split_at_steps
+    assert phases.update == ()
+
+
 def test_a_run_without_framework_blocks_has_no_phases():
     tree = normalize_timing_tree({"name": "root", "total": 1.0, "count": 1,
                                   "children": [{"name": "train", "total": 0.5, "count": 1, "children": []}]})

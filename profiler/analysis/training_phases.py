@@ -11,7 +11,8 @@ phase of the training loop took, named as the program names its calls:
 - **update** (the learner): torch's ``update`` blocks (one per optimizer step: the forward with
   grad, the loss code, ``zero_grad``, ``backward``, ``step``), plus the untimed time *between* two
   consecutive ``update`` blocks where no other block ran (the minibatch loop's shuffling and
-  indexing), which the timeline shows; or SB3's ``<Algorithm>.train`` blocks;
+  indexing), which the timeline shows, and a target network's inference calls before each update
+  (:func:`_target_calls_before_updates`); or SB3's ``<Algorithm>.train`` blocks;
 - **environments**: the trainer's vector-step blocks (``vector.step``: the envs' compute, and for
   envs in other processes the wait and the transport).
 
@@ -153,6 +154,14 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
         for name, figures in policy_in_updates.items():
             policy.setdefault(name, [0.0, 0, 0.0])
             policy[name] = [sum(pair) for pair in zip(policy[name], figures)]
+    if UPDATE_BLOCK in update:
+        for name, (seconds, calls) in _target_calls_before_updates(tree, policy).items():
+            figures = policy[name]
+            figures[0] -= seconds
+            figures[1] -= calls
+            if figures[1] <= 0:
+                del policy[name]
+            update[name] = [seconds, calls, 0.0]
     if not policy and not update:
         return None
     step = max(_ranked(steps), key=lambda block: block.seconds, default=None)
@@ -187,12 +196,10 @@ def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, l
     One sweep over the spans sorted by start (the longer first at a tie): a span that starts at or
     after the end of the outermost one open is outermost itself; else one that starts at or after
     the end of the last span directly inside it is directly inside it too."""
-    timeline = tree.get("timeline", {})
-    processes = timeline.get("processes", [])
-    if not processes or not processes[0].get("threads") or timeline.get("dropped"):
-        return None  # no timeline, or one with spans missing: the blocks alone say what they can
-    ordered = sorted((span[1], -span[2], position, span[0])
-                     for position, span in enumerate(processes[0]["threads"][0]["spans"]))
+    spans = _complete_spans(tree)
+    if spans is None:
+        return None
+    ordered = sorted((span[1], -span[2], position, span[0]) for position, span in enumerate(spans))
     rollout_policy: dict[str, list[float]] = {}
     learner = 0.0
     updates = split = 0
@@ -244,6 +251,59 @@ def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, l
             figures[0] += end - start
             figures[1] += 1
     return rollout_policy, learner, updates
+
+
+def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:
+    """The trainer thread's spans; None without a timeline, or with one that lost spans (the
+    blocks alone then say what they can)."""
+    timeline = tree.get("timeline", {})
+    processes = timeline.get("processes", [])
+    if not processes or not processes[0].get("threads") or timeline.get("dropped"):
+        return None
+    return processes[0]["threads"][0]["spans"]
+
+
+def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]]) -> dict[str, list[float]]:
+    """The inference calls of another model than the rollout's, each followed by an ``update``
+    block before any vector step: a target network's, whose values the update's loss needs (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the
+    forward with grad that opens the update). Per name, their seconds and calls, from the
+    timeline's outermost spans; none without a complete timeline.
+
+    The rollout's models are those of the policy's calls followed by a vector step before any
+    update; a call of one of them right before an update stays the policy's (CleanRL's PPO asks its
+    agent for the value to bootstrap from before each update)."""
+    spans = _complete_spans(tree)
+    names = {name for name in policy if name.endswith(NO_GRAD_SUFFIX)}
+    if spans is None or not names:
+        return {}
+    outermost = outermost_spans(spans)
+    rollout_models: set[str] = set()
+    step_comes_next = False  # read backwards: whether a vector step comes before any update
+    for name, _, _ in reversed(outermost):
+        if name in VECTOR_STEP_BLOCKS:
+            step_comes_next = True
+        elif name == UPDATE_BLOCK:
+            step_comes_next = False
+        elif step_comes_next and name in policy:
+            rollout_models.add(_model_of(name))
+    found: dict[str, list[float]] = {}
+    update_comes_next = False  # read backwards: whether an update comes before any vector step
+    for name, start, end in reversed(outermost):
+        if name == UPDATE_BLOCK:
+            update_comes_next = True
+        elif name in VECTOR_STEP_BLOCKS:
+            update_comes_next = False
+        elif update_comes_next and name in names and _model_of(name) not in rollout_models:
+            figures = found.setdefault(name, [0.0, 0])
+            figures[0] += end - start
+            figures[1] += 1
+    return found
+
+
+def _model_of(name: str) -> str:
+    """The model a call's block names: ``target_network`` of ``target_network.forward (no grad)``,
+    ``Agent`` of ``Agent.get_value (no grad)``."""
+    return name.split(".", 1)[0]
 
 
 def _holds_a_step(node: dict[str, Any]) -> bool:

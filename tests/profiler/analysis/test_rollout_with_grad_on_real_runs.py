@@ -2,7 +2,8 @@
 whose rollout calls its Q-network with grad enabled, as CleanRL's does, the analysis splits the
 update blocks that hold the rollout at their last vector step: the policy is the rollout's
 Q-network calls, the update the optimizer steps, and the verdict names the calls with grad. The
-same program with its rollout under ``torch.no_grad()`` draws no such verdict."""
+same program with its rollout under ``torch.no_grad()`` draws no such verdict; in both, the
+target network's calls before each update are the update's, not the policy's."""
 
 from __future__ import annotations
 
@@ -39,9 +40,9 @@ def test_the_rollouts_calls_with_grad_are_the_policy_and_the_optimizer_steps_the
     phases = run["phases"]
     assert phases["rollout_with_grad"] and phases["split_at_steps"]
     policy = {block["block"]: block["calls"] for block in phases["policy"]["blocks"]}
-    assert policy["q_network.forward"] == counts["policy_calls"]
-    assert [(block["block"], block["calls"]) for block in phases["update"]["blocks"]] == [
-        ("update", counts["optimizer_steps"])]
+    assert policy == {"q_network.forward": counts["policy_calls"]}  # the target network's are the update's
+    update = {block["block"]: block["calls"] for block in phases["update"]["blocks"]}
+    assert update["update"] == counts["optimizer_steps"]
     assert phases["environments"]["block"]["calls"] == STEPS
 
 
@@ -58,6 +59,11 @@ def test_a_rollout_under_no_grad_draws_no_rollout_with_grad_verdict(without_grad
     assert ROLLOUT_WITH_GRAD not in [verdict["kind"] for verdict in run["verdicts"]]
     assert not run["phases"]["rollout_with_grad"]
     policy = {block["block"]: block["calls"] for block in run["phases"]["policy"]["blocks"]}
-    assert policy["q_network.forward (no grad)"] == counts["policy_calls"]
-    assert [(block["block"], block["calls"]) for block in run["phases"]["update"]["blocks"]] == [
-        ("update", counts["optimizer_steps"])]
+    assert policy == {"q_network.forward (no grad)": counts["policy_calls"]}
+
+
+def test_a_target_networks_calls_before_each_update_are_the_updates_not_the_policys(without_grad):
+    run, counts = without_grad
+    update = {block["block"]: block["calls"] for block in run["phases"]["update"]["blocks"]}
+    assert update == {"update": counts["optimizer_steps"],
+                      "target_network.forward (no grad)": counts["optimizer_steps"]}

@@ -100,6 +100,41 @@ def test_without_a_timeline_an_update_holding_the_rollout_is_not_split():
     assert phases.update == ()
 
 
+def inference_before_updates_tree(before_update: str) -> dict:
+    """A rollout of ``Agent.act (no grad)`` calls and vector steps, then ``before_update`` (an
+    inference call) right before each of two update blocks."""
+    def block(name: str, total: float, count: int) -> dict:
+        return {"name": name, "total": total, "count": count, "children": []}
+
+    spans = []
+    for start in (0.0, 10.0):
+        spans += [["Agent.act (no grad)", start, start + 0.1], ["vector.step", start + 0.1, start + 0.3],
+                  [before_update, start + 1.0, start + 1.2], ["update", start + 2.0, start + 3.0]]
+    return normalize_timing_tree({
+        "name": "root", "total": 20.0, "count": 1,
+        "children": [block("Agent.act (no grad)", 0.2, 2), block("vector.step", 0.4, 2),
+                     block(before_update, 0.4, 2), block("update", 2.0, 2)],
+        "metadata": {"rlprof_framework_phases": "torch"},
+        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}})
+
+
+def test_a_target_networks_inference_before_each_update_is_the_updates():
+    phases = training_phases(inference_before_updates_tree("target_network.forward (no grad)"))
+    assert [(block.name, block.calls) for block in phases.policy] == [("Agent.act (no grad)", 2)]
+    assert {block.name: block.calls for block in phases.update} == {
+        "update": 2, "target_network.forward (no grad)": 2}
+    assert phases.update_seconds == pytest.approx(2.0 + 0.4)
+
+
+def test_the_rollout_models_own_inference_before_an_update_stays_the_policys():
+    phases = training_phases(inference_before_updates_tree("Agent.get_value (no grad)"))  # PPO's bootstrap value
+    assert {block.name: block.calls for block in phases.policy} == {
+        "Agent.act (no grad)": 2, "Agent.get_value (no grad)": 2}
+    assert [block.name for block in phases.update] == ["update"]
+
+
 def test_a_run_without_framework_blocks_has_no_phases():
     tree = normalize_timing_tree({"name": "root", "total": 1.0, "count": 1,
                                   "children": [{"name": "train", "total": 0.5, "count": 1, "children": []}]})

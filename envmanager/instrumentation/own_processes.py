@@ -6,8 +6,9 @@ Baselines' ``SubprocVecEnv``). ``rlprof run`` times those envs where they run, e
 worker of the trainer's ``Process`` record, shipping over rlprof's channel as a vector env's
 worker does (:mod:`.timed_env`):
 
-* a process **forked** from the trainer inherits the trainer's ``gymnasium.make``, patched by
-  :func:`patch_gymnasium_make`, which times the envs made in any process but the trainer's;
+* a process **forked** from the trainer inherits the trainer's ``gymnasium.make`` (patched with
+  :func:`patch_gymnasium_make`, as the trainer patches ``make_vec``), which, outside the trainer's
+  process, times the envs made there as that process's;
 * a process **started with spawn or forkserver** begins in a fresh interpreter, so the trainer
   wraps its target (:class:`OwnProcessTarget`, pickled with the process object as the program's
   target is): in the process, before the program's target runs, ``gymnasium.make`` is patched
@@ -59,7 +60,7 @@ def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None], func
     own ``make`` is then bound to the patched one)."""
     original = getattr(registration, function)
 
-    def make(*args: Any, **kwargs: Any) -> Any:
+    def patched(*args: Any, **kwargs: Any) -> Any:
         env = original(*args, **kwargs)
         on_made(env)
         return env
@@ -67,15 +68,15 @@ def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None], func
     # The function's own name, module, doc and signature: pickle (a spawn-started vector env's factory
     # ``partial(gymnasium.make, ...)``) finds it as ``gymnasium.envs.registration.make``, as it
     # finds the original without rlprof, rather than failing on a local function.
-    functools.update_wrapper(make, original)
+    functools.update_wrapper(patched, original)
     modules = (sys.modules.get("gymnasium"), registration)
     owners = [module for module in modules if module is not None and getattr(module, function, None) is original]
     for module in owners:
-        setattr(module, function, make)
+        setattr(module, function, patched)
 
     def restore() -> None:
         for module in owners:
-            if getattr(module, function) is make:
+            if getattr(module, function) is patched:
                 setattr(module, function, original)
 
     return restore

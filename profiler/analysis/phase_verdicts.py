@@ -131,11 +131,11 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
 
 def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     seconds = phases.update_seconds
-    if not _is_the_limit(run, seconds, (phases.policy_seconds, phases.env_seconds)):
+    if not phases.update_blocks or not _is_the_limit(run, seconds, (phases.policy_seconds, phases.env_seconds)):
         return []
-    updates = sum(block.calls for block in phases.update)
-    what = ("optimizer steps" if phases.update[0].name == "update"
-            else f"calls of {phases.update[0].name}")
+    blocks = phases.update_blocks
+    updates = sum(block.calls for block in blocks)
+    what = "optimizer steps" if blocks[0].name == "update" else f"calls of {blocks[0].name}"
     parts = [part for part in phases.update_parts if part.seconds > 0][:PHASE_PARTS_NAMED]
     named = ", ".join(f"{_part_name(part)} {format_percent(run.share(part.seconds))}" for part in parts)
     evidence = {**_evidence(phases), "updates": updates,

@@ -79,6 +79,12 @@ class TrainingPhases(Record):
         return sum(block.seconds for block in self.policy)
 
     @property
+    def update_blocks(self) -> tuple[PhaseBlock, ...]:
+        """The update's own blocks (``update``, one per optimizer step, or SB3's ``<Algorithm>.train``),
+        without the target network's calls before them."""
+        return tuple(block for block in self.update if not block.name.endswith(NO_GRAD_SUFFIX))
+
+    @property
     def update_seconds(self) -> float:
         return sum(block.seconds for block in self.update) + self.update_between_seconds
 

@@ -126,6 +126,7 @@ def test_a_target_networks_inference_before_each_update_is_the_updates():
     assert {block.name: block.calls for block in phases.update} == {
         "update": 2, "target_network.forward (no grad)": 2}
     assert phases.update_seconds == pytest.approx(2.0 + 0.4)
+    assert [(block.name, block.calls) for block in phases.update_blocks] == [("update", 2)]  # the optimizer steps
 
 
 def test_the_rollout_models_own_inference_before_an_update_stays_the_policys():

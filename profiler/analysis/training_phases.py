@@ -27,7 +27,6 @@ the rollout's policy; :attr:`TrainingPhases.split_at_steps` says so.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -246,17 +245,27 @@ def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, l
     # The same calls outside any update, each followed by a vector step before any update: the
     # rollout's calls before the program's first optimizer step (the hooks open no update before
     # a program has trained once), not the first update's forward.
-    step_comes_next = False  # read backwards: whether a vector step comes before any update
-    for name, start, end in reversed(outermost):
-        if name in VECTOR_STEP_BLOCKS:
-            step_comes_next = True
-        elif name == UPDATE_BLOCK:
-            step_comes_next = False
-        elif step_comes_next and name in rollout_policy:
+    for (name, start, end), next_is_a_step in zip(outermost, _next_is_a_step(outermost)):
+        if next_is_a_step and name in rollout_policy:
             figures = rollout_policy[name]
             figures[0] += end - start
             figures[1] += 1
     return rollout_policy, learner, updates
+
+
+def _next_is_a_step(outermost: list[tuple[str, float, float]]) -> list[bool | None]:
+    """For each outermost span, whether the next vector step or update after it is a vector step
+    (None when neither follows); read backwards, once."""
+    following: list[bool | None] = []
+    comes_next: bool | None = None
+    for name, _, _ in reversed(outermost):
+        following.append(comes_next)
+        if name in VECTOR_STEP_BLOCKS:
+            comes_next = True
+        elif name == UPDATE_BLOCK:
+            comes_next = False
+    following.reverse()
+    return following
 
 
 def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:
@@ -271,9 +280,10 @@ def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:
 
 def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]]) -> dict[str, list[float]]:
     """The inference calls of another model than the rollout's, each followed by an ``update``
-    block before any vector step: a target network's, whose values the update's loss needs (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the
-    forward with grad that opens the update). Per name, their seconds and calls, from the
-    timeline's outermost spans; none without a complete timeline.
+    block before any vector step: a target network's, whose values the update's loss needs
+    (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the forward with
+    grad that opens the update). Per name, their seconds and calls, from the timeline's outermost
+    spans; none without a complete timeline.
 
     The rollout's models are those of the policy's calls followed by a vector step before any
     update; a call of one of them right before an update stays the policy's (CleanRL's PPO asks its
@@ -283,23 +293,12 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
     if spans is None or not names:
         return {}
     outermost = outermost_spans(spans)
-    rollout_models: set[str] = set()
-    step_comes_next = False  # read backwards: whether a vector step comes before any update
-    for name, _, _ in reversed(outermost):
-        if name in VECTOR_STEP_BLOCKS:
-            step_comes_next = True
-        elif name == UPDATE_BLOCK:
-            step_comes_next = False
-        elif step_comes_next and name in policy:
-            rollout_models.add(_model_of(name))
+    following = _next_is_a_step(outermost)
+    rollout_models = {_model_of(name) for (name, _, _), next_is_a_step in zip(outermost, following)
+                      if next_is_a_step and name in policy}
     found: dict[str, list[float]] = {}
-    update_comes_next = False  # read backwards: whether an update comes before any vector step
-    for name, start, end in reversed(outermost):
-        if name == UPDATE_BLOCK:
-            update_comes_next = True
-        elif name in VECTOR_STEP_BLOCKS:
-            update_comes_next = False
-        elif update_comes_next and name in names and _model_of(name) not in rollout_models:
+    for (name, start, end), next_is_a_step in zip(outermost, following):
+        if next_is_a_step is False and name in names and _model_of(name) not in rollout_models:
             figures = found.setdefault(name, [0.0, 0])
             figures[0] += end - start
             figures[1] += 1

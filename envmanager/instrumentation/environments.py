@@ -71,6 +71,7 @@ class EnvironmentInstrumentation:
         self._made: list[Any] = []  # the timing of each env gymnasium.make returned in the trainer
         self._instances: weakref.WeakKeyDictionary[Any, VectorEnvRecord] = weakref.WeakKeyDictionary()
         self.last_found: tuple[weakref.ref[Any], VectorEnvRecord] | None = None
+        self.named_apart = False  # a vector env's blocks were named apart (VectorEnvRecord.name_apart)
         self._vector_envs: list[weakref.ref[Any]] = []
         self._lock = threading.Lock()
         self._server: ChannelServer | None = None
@@ -132,6 +133,7 @@ class EnvironmentInstrumentation:
             first = next((other for other in self.records if other is not self._own_processes), None)
             if first is not None and first.in_workers != in_workers:
                 record.name_apart()
+                self.named_apart = True
             self.records.append(record)
         return record, vector_id
 

@@ -5,7 +5,8 @@ Each known class keeps its own code; rlprof sets, on the class, methods that cal
 * ``__init__`` wraps the env factories it is given (:class:`~envmanager.instrumentation.factories.TimedFactory`),
   so each env is timed where it runs, and registers the vector env;
 * ``step`` is the block ``vector.step`` (``<class>.step`` for a vector env of the other kind than
-  the program's first, named apart: see ``VectorEnvRecord.name_apart``; for SB3, the ``step`` of the outermost ``VecEnvWrapper``
+  the program's first, named apart: see ``VectorEnvRecord.name_apart``; for SB3, the ``step`` of
+  the outermost ``VecEnvWrapper``
   around a known class); for classes whose envs run in worker processes,
   ``step_async`` is ``vector.send_actions``, and ``step_wait`` is ``vector.wait_for_workers`` (the
   time the class's own ``step_wait`` was blocked on a worker's pipe, counted by the pipes' ``recv``:
@@ -93,9 +94,9 @@ class Patches:
 
     def __init__(self, registry: Any) -> None:
         """``registry`` is the :class:`~envmanager.instrumentation.EnvironmentInstrumentation`:
-        ``new_record(cls, known, env_fns)``, ``built(envs, record)``, ``record_of(envs)``, and
+        ``new_record(cls, known, env_fns)``, ``built(envs, record)``, ``record_of(envs)``,
         ``last_found``: (a weak reference to the vector env, its record) that ``record_of`` found
-        last, or None."""
+        last, or None, and ``named_apart``: whether a vector env's blocks were named apart."""
         self.registry = registry
         self.patched: list[str] = []
         self._originals: list[tuple[type, str, Any]] = []
@@ -231,9 +232,13 @@ def _timed_block(original: Any, registry: Any, default: str, name_of: Callable[[
     record_of = registry.record_of
 
     def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
-        last = registry.last_found  # as in _timed_step
-        record = last[1] if last is not None and last[0]() is self else record_of(self)
-        with hierarchical_timer(default if record is None else name_of(record)):
+        name = default
+        if registry.named_apart:  # only then is a record's name looked up: a step of every program pays none
+            last = registry.last_found  # as in _timed_step
+            record = last[1] if last is not None and last[0]() is self else record_of(self)
+            if record is not None:
+                name = name_of(record)
+        with hierarchical_timer(name):
             if inner is None:
                 return original(self, *args, **kwargs)
             with hierarchical_timer(inner):

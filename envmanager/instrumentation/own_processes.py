@@ -53,7 +53,8 @@ def time_own_process_env(env: Any, identity: WorkerIdentity) -> None:
         ship_at_exit()
 
 
-def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None], function: str = "make") -> Callable[[], None]:
+def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None],
+                         function: str = "make") -> Callable[[], None]:
     """Have ``gymnasium.make`` (or ``function``: ``make_vec``) hand each env it returns to
     ``on_made``; returns what puts the original back. ``registration`` is
     ``gymnasium.envs.registration``, imported (the package itself may still be importing it: its

@@ -77,7 +77,7 @@ class VectorEnvRecord:
     def __init__(self, class_name: str, name: str, envs: int, in_workers: bool, stack: TimerStack) -> None:
         self.class_name = class_name
         self.name = name
-        self.envs = envs
+        self.envs = 0  # the workers' per-worker state is grown to ``envs`` below (_add_workers)
         self.in_workers = in_workers
         self.stack = stack
         self.built = False
@@ -100,27 +100,29 @@ class VectorEnvRecord:
         self._lock = threading.Lock()
         # Per vector step: actions sent, wait begun, results read (the trainer's clock).
         self._steps: list[Any] = []
-        self.channel = [NEVER_CONNECTED] * envs
-        self.pids: list[int | None] = [None] * envs
+        # Per worker (see _add_workers): what its channel delivered, its pid, and its env calls whose
+        # finish stamps arrived.
+        self.channel: list[str] = []
+        self.pids: list[int | None] = []
+        self.shipped_calls: list[int] = []
         self.refused = 0
         self.vector_steps = 0
         self._generation = stack.generation  # the stack's reset last seen by the matching of steps
-        self.shipped_calls = [0] * envs  # env calls whose finish stamps arrived, per worker
         self.keeps_stamps = True  # for the critical path: not where no vector step is taken
         if not in_workers:
             self.merger = None
+            self._add_workers(envs)
             return
         self.merger = TimerMerger(stack, name=name)
         self.replies = ReplyReads()  # the trainer's reads of its workers' replies, timed where they block
         self.critical_path = CriticalPath(envs, stack)
-        self.env_times = [EnvTime() for _ in range(envs)]
-        self.cpu_waits = [CpuWaits() for _ in range(envs)]
-        self.untimed_samples: list[dict[str, Any] | None] = [None] * envs
-        self._stamps: list[list[np.ndarray]] = [[] for _ in range(envs)]
-        self._latest_stamp = [-math.inf] * envs
+        self.env_times: list[EnvTime] = []
+        self.cpu_waits: list[CpuWaits] = []
+        self.untimed_samples: list[dict[str, Any] | None] = []
+        self._stamps: list[list[np.ndarray]] = []
+        self._latest_stamp: list[float] = []
         self.resources = ResourceGauges(RESOURCE_INTERVAL_SECONDS, stack)
-        for index in range(envs):
-            self.merger.expect_worker(index)
+        self._add_workers(envs)
         self.merger.add_worker_section("critical_path", self._critical_path_section)
         self.merger.add_worker_section("env_time", self._env_time_section)
         self.merger.add_worker_section("scheduling", lambda entry: self.cpu_waits[entry["worker_id"]].section()
@@ -188,20 +190,29 @@ class VectorEnvRecord:
 
     def add_worker(self, pid: int) -> int:
         """One worker more, connected now (a process of :meth:`of_own_processes`); its index."""
-        with self._lock:
-            index = self.envs
-            self.channel.append(NEVER_CONNECTED)
-            self.pids.append(None)
-            self.shipped_calls.append(0)
-            self.env_times.append(EnvTime())
-            self.cpu_waits.append(CpuWaits())
-            self.untimed_samples.append(None)
-            self._stamps.append([])
-            self._latest_stamp.append(-math.inf)
-            self.envs += 1  # last: a reader that sees the new count finds every list grown
-        self.merger.expect_worker(index)
+        index = self._add_workers(1)
         self.connected(index, pid)
         return index
+
+    def _add_workers(self, count: int) -> int:
+        """The per-worker state of ``count`` workers more (the one place that lists it: the record's
+        first workers and each process of :meth:`of_own_processes` alike); the first one's index."""
+        with self._lock:
+            first = self.envs
+            self.channel += [NEVER_CONNECTED] * count
+            self.pids += [None] * count
+            self.shipped_calls += [0] * count
+            if self.merger is not None:
+                self.env_times += [EnvTime() for _ in range(count)]
+                self.cpu_waits += [CpuWaits() for _ in range(count)]
+                self.untimed_samples += [None] * count
+                self._stamps += [[] for _ in range(count)]
+                self._latest_stamp += [-math.inf] * count
+            self.envs += count  # last: a reader that sees the new count finds every list grown
+        if self.merger is not None:
+            for index in range(first, first + count):
+                self.merger.expect_worker(index)
+        return first
 
     def said_goodbye(self, index: int) -> None:
         self.channel[index] = COMPLETE

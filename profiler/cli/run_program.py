@@ -367,16 +367,35 @@ def _finish_instrumentation(instrumentation: Any) -> list[str]:
         return [f"finishing the environments' instrumentation failed: {type(error).__name__}: {error}"]
 
 
+def _terminate(signal_number: int, frame: Any) -> None:
+    raise _Terminated(signal_number)
+
+
+_programs_sigterm: list[Any] = []
+"""The SIGTERM handler the program had before :func:`_sigterm_raises_in_the_program` put
+:func:`_terminate` in its place (one while that holds, none otherwise)."""
+
+
 @contextmanager
 def _sigterm_raises_in_the_program() -> Iterator[None]:
-    def terminate(signal_number: int, frame: Any) -> None:
-        raise _Terminated(signal_number)
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    _programs_sigterm.append(signal.signal(signal.SIGTERM, _terminate))
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, _programs_sigterm.pop())
+
+
+def _give_a_forked_child_the_programs_sigterm() -> None:
+    """A process the program forks runs the program's code, not ``rlprof run``'s, and must end on
+    SIGTERM as under ``python``. With :func:`_terminate` inherited, a worker that
+    ``multiprocessing`` terminates (``Process.terminate()``, or a daemon at the program's exit)
+    printed a traceback of rlprof's and ended with exit code 1 instead of -15. A handler the
+    program set itself during the run is left as it is."""
+    if _programs_sigterm and signal.getsignal(signal.SIGTERM) is _terminate:
+        signal.signal(signal.SIGTERM, _programs_sigterm[-1])
+
+
+os.register_at_fork(after_in_child=_give_a_forked_child_the_programs_sigterm)
 
 
 @contextmanager

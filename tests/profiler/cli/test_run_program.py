@@ -250,6 +250,44 @@ def test_a_signal_writes_the_files_and_rlprof_ends_by_that_signal(tmp_path, sign
     assert step["count"] >= 4
 
 
+FORKED_CHILDREN_TERMINATED = """
+    import multiprocessing
+    import signal
+    import sys
+    import time
+
+
+    def wait():
+        time.sleep(60)
+
+
+    if sys.argv[1] == "own-handler":
+        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(3))
+    fork = multiprocessing.get_context("fork")
+    terminated = fork.Process(target=wait)
+    terminated.start()
+    fork.Process(target=wait, daemon=True).start()  # left running: multiprocessing terminates it at the exit
+    terminated.terminate()
+    terminated.join()
+    print("exit code", terminated.exitcode, flush=True)
+"""
+
+
+def test_a_forked_child_the_program_terminates_dies_by_sigterm_as_under_python(tmp_path):
+    script = write_script(tmp_path, "forks.py", FORKED_CHILDREN_TERMINATED)
+    plain = subprocess.run([sys.executable, str(script), "default"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=FINISHES_WITHIN)
+    profiled = rlprof_run("--summaries-dir", "out", str(script), "default", cwd=tmp_path)
+    assert plain.stdout == profiled.stdout == "exit code -15\n"
+    assert "Traceback" not in plain.stderr + profiled.stderr
+
+
+def test_a_forked_child_keeps_the_sigterm_handler_the_program_set(tmp_path):
+    script = write_script(tmp_path, "forks.py", FORKED_CHILDREN_TERMINATED)
+    profiled = rlprof_run("--summaries-dir", "out", str(script), "own-handler", cwd=tmp_path)
+    assert profiled.stdout == "exit code 3\n"
+
+
 def test_a_missing_script_is_a_one_line_error_before_anything_runs(tmp_path):
     result = rlprof_run("--summaries-dir", "out", "nowhere.py", cwd=tmp_path)
     assert result.returncode == 2

@@ -132,6 +132,17 @@ def test_a_vector_env_left_open_is_closed_at_the_end_and_its_last_timers_kept(tm
         assert worker["channel"] == "complete"
 
 
+def test_a_vector_env_dropped_open_has_its_workers_terminated_as_under_python_and_the_dump_says_so(tmp_path):
+    # Gymnasium's __del__ closes it with terminate=True: its workers die by SIGTERM before they ship
+    # their last timers, under rlprof run as under python.
+    _, stderr = run_rlprof(tmp_path, ROLLOUT, "timed.npz", "--vector", "async", "--envs", "2", "--steps", "40",
+                           "--drop-open")
+    assert "_Terminated" not in stderr and "Traceback" not in stderr
+    for index in range(2):
+        assert (f"rlprof: AsyncVectorEnv worker {index}: its channel ended before its last timers: the dump lacks "
+                "what it timed since its last shipment (") in stderr
+
+
 @pytest.mark.parametrize("start_method, wrapped", [("fork", ()), ("spawn", ()), ("fork", ("--normalize",))])
 def test_sb3_ppo_over_subproc_vec_env_gets_per_worker_trees_and_the_same_policy(tmp_path, start_method, wrapped):
     arguments = ("--vec", "subproc", "--start-method", start_method, "--envs", str(SB3_ENVS), *wrapped)

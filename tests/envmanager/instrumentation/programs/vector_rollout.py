@@ -3,13 +3,17 @@
 ``python vector_rollout.py OUT.npz --vector async --context spawn --envs 3 --steps 200`` steps
 CartPole envs (wrapped in RecordEpisodeStatistics, built by ``make_env`` thunks) with seeded random
 actions and saves every observation, reward, termination, truncation and episode return, so a run
-under ``rlprof run`` can be compared with a plain one.
+under ``rlprof run`` can be compared with a plain one. ``--leave-open`` leaves the vector env open,
+still referenced as the program ends; ``--drop-open`` leaves it open and drops it, so that
+Gymnasium's ``__del__`` closes it, terminating its workers.
 """
 
 import argparse
 
 import gymnasium as gym
 import numpy as np
+
+HELD = []
 
 
 def make_env(env_id):
@@ -28,6 +32,7 @@ def main():
     parser.add_argument("--envs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--leave-open", action="store_true")
+    parser.add_argument("--drop-open", action="store_true")
     parser.add_argument("--no-shared-memory", action="store_true", help="AsyncVectorEnv(shared_memory=False)")
     args = parser.parse_args()
     thunks = [make_env("CartPole-v1") for _ in range(args.envs)]
@@ -46,7 +51,9 @@ def main():
         truncations.append(truncated)
         if "episode" in infos:
             returns.extend(infos["episode"]["r"][infos["_episode"]].tolist())
-    if not args.leave_open:
+    if args.leave_open:
+        HELD.append(envs)
+    elif not args.drop_open:
         envs.close()
     np.savez(args.out, observations=np.array(observations), rewards=np.array(rewards),
              terminations=np.array(terminations), truncations=np.array(truncations), returns=np.array(returns))

@@ -84,6 +84,21 @@ def table_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", str(TABLE_WIDTH))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def sb3_logs_in_the_sessions_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Stable-Baselines3's ``learn`` makes a folder for its logger's files on every call, in the
+    system's temporary folder unless ``SB3_LOGDIR`` names one: the suite's SB3 runs left about 70
+    empty ``/tmp/SB3-<date>`` folders a session. Here they go into the session's own temporary
+    folder, which pytest clears; programs the tests start inherit the setting."""
+    previous = os.environ.get("SB3_LOGDIR")
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3_logs"))
+    yield
+    if previous is None:
+        del os.environ["SB3_LOGDIR"]
+    else:
+        os.environ["SB3_LOGDIR"] = previous
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """A test marked ``quiet_machine`` has the machine to itself, from its setup (the module's runs

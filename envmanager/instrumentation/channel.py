@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Collection
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
@@ -115,16 +116,16 @@ class ChannelServer:
         finally:
             self._on_closed(number)
 
-    def wait_for_readers(self, timeout: float) -> bool:
-        """Wait until every connection so far has ended (its worker closed its env or exited);
-        False if some were still open after ``timeout`` seconds. A worker whose connection the
-        kernel completed counts, accepted by the channel's thread or not yet: a short program can
-        end before that thread ran."""
+    def wait_for_readers(self, timeout: float, leaving: Collection[int] = ()) -> bool:
+        """Wait until every connection so far but those numbered in ``leaving`` has ended (its
+        worker closed its env or exited); False if some were still open after ``timeout`` seconds.
+        A worker whose connection the kernel completed counts, accepted by the channel's thread or
+        not yet: a short program can end before that thread ran."""
         with self._lock:
             if not self._closing:
                 with contextlib.suppress(OSError):
                     self._take_pending()
-            readers = list(self._readers)
+            readers = [reader for number, reader in enumerate(self._readers) if number not in leaving]
         deadline = time.monotonic() + timeout
         for reader in readers:
             reader.join(max(0.0, deadline - time.monotonic()))

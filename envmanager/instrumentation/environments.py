@@ -25,8 +25,10 @@ The program's vector env classes, pipes, start methods and results stay its own.
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -250,20 +252,28 @@ class EnvironmentInstrumentation:
 
     def finish(self) -> list[str]:
         """Close the vector envs the program left open (their workers ship their last timers
-        then), wait for those timers, put the classes back; the lines to tell the user."""
+        then), wait for those timers, put the classes back; the lines to tell the user.
+
+        The closes and the wait share one :data:`FINAL_TIMERS_WAIT_SECONDS`: after a close that
+        hung (a worker that died mid-step), waiting again for the timers its workers will never
+        send doubled the end of such a run. Processes the program started as daemons and left
+        running are not waited for at all: they send their last timers as they end, and
+        ``multiprocessing`` ends them only at the exit, with SIGTERM."""
+        deadline = time.monotonic() + FINAL_TIMERS_WAIT_SECONDS
         problems = []
         for reference in self._vector_envs:
             envs = reference()
             if envs is not None and not _is_closed(envs):
                 try:
-                    _close(envs)
+                    _close(envs, max(0.0, deadline - time.monotonic()))
                 except CloseDidNotEnd as error:
                     problems.append(f"closing the program's {type(envs).__name__} {error}")
                 except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
                     problems.append(f"closing the program's {type(envs).__name__} failed: "
                                     f"{type(error).__name__}: {error}")
         if self._server is not None:
-            self._server.wait_for_readers(FINAL_TIMERS_WAIT_SECONDS)
+            left_running = self._daemons_left_running()
+            self._server.wait_for_readers(max(0.0, deadline - time.monotonic()), leaving=left_running)
             self._server.close()
         for record in self.records:
             if record.merger is not None:
@@ -278,6 +288,20 @@ class EnvironmentInstrumentation:
         if _active is self:
             _active = None
         return [*self.summary(), *problems, *(line for record in self.records for line in record.lost())]
+
+    def _daemons_left_running(self) -> set[int]:
+        """The channel connections of the processes the program started as daemons and left
+        running, each marked so in its record."""
+        record = self._own_processes
+        if record is None:
+            return set()
+        daemons = {process.pid for process in multiprocessing.active_children() if process.daemon}
+        left_running = set()
+        for connection, (worker_record, index) in list(self._by_connection.items()):
+            if worker_record is record and record.pids[index] in daemons:
+                record.left_running(index)
+                left_running.add(connection)
+        return left_running
 
     @property
     def made(self) -> int:
@@ -346,17 +370,16 @@ def _is_closed(envs: Any) -> bool:
     return bool(getattr(envs, "closed", False))
 
 
-def _close(envs: Any) -> None:
-    """Close a vector env the program left open, never waiting on it longer than
-    :data:`FINAL_TIMERS_WAIT_SECONDS`: a Gymnasium one stuck in a call (the program was interrupted
-    mid-step) terminates its workers then; any other class's ``close`` runs on a daemon thread and
-    is left there if it has not ended (SB3's waits forever for the reply of a worker that died
-    mid-step), so the end of the run never hangs on it. Raises what the close raised, or
-    :class:`CloseDidNotEnd`."""
+def _close(envs: Any, timeout: float) -> None:
+    """Close a vector env the program left open, never waiting on it longer than ``timeout``
+    seconds: a Gymnasium one stuck in a call (the program was interrupted mid-step) terminates its
+    workers then; any other class's ``close`` runs on a daemon thread and is left there if it has
+    not ended (SB3's waits forever for the reply of a worker that died mid-step), so the end of the
+    run never hangs on it. Raises what the close raised, or :class:`CloseDidNotEnd`."""
     from gymnasium.vector import AsyncVectorEnv
 
     if isinstance(envs, AsyncVectorEnv):
-        envs.close(timeout=FINAL_TIMERS_WAIT_SECONDS)
+        envs.close(timeout=timeout)
         return
     raised: list[BaseException] = []
 
@@ -368,10 +391,11 @@ def _close(envs: Any) -> None:
 
     closing = threading.Thread(target=close, name="rlprof-close-vector-env", daemon=True)
     closing.start()
-    closing.join(FINAL_TIMERS_WAIT_SECONDS)
+    closing.join(timeout)
     if closing.is_alive():
-        raise CloseDidNotEnd(f"did not end within {FINAL_TIMERS_WAIT_SECONDS:g} seconds and was left running (a "
-                             "worker that died mid-step, or a slow close): the last timers of its workers are missing")
+        raise CloseDidNotEnd(f"did not end within the {FINAL_TIMERS_WAIT_SECONDS:g} seconds the end of the run "
+                             "waits for the workers and was left running (a worker that died mid-step, or a slow "
+                             "close): the last timers of its workers are missing")
     if raised:
         raise raised[0]
 

@@ -69,6 +69,8 @@ STEP_PHASES = ("vector.send_actions", "vector.wait_for_workers", "vector.receive
 COMPLETE = "complete"
 NEVER_CONNECTED = "never connected to rlprof's channel: this worker's timers are lost"
 CUT_SHORT = "its channel ended before its last timers: the dump lacks what it timed since its last shipment"
+LEFT_RUNNING = ("a daemon process still running as the program ended, which multiprocessing ends at the exit: "
+                "the dump lacks what it timed since its last shipment")
 
 
 class VectorEnvRecord:
@@ -217,6 +219,13 @@ class VectorEnvRecord:
     def said_goodbye(self, index: int) -> None:
         self.channel[index] = COMPLETE
 
+    def left_running(self, index: int) -> None:
+        """Worker ``index`` is a daemon process the program left running: the end of the run does
+        not wait for its last timers, which it would send only as it ends (see
+        :meth:`.Environments.finish`)."""
+        if self.channel[index] == CUT_SHORT:
+            self.channel[index] = LEFT_RUNNING
+
     def add_timers(self, index: int, message: tuple[Any, ...]) -> None:
         """Merge one shipment: ``(payload, measured wall, measured cpu, measured calls, stamps,
         scheduling figures or None, untimed samples section or None)``."""
@@ -336,9 +345,11 @@ class VectorEnvRecord:
         if not 0 <= index < self.envs:
             return None
         state = self.channel[index]
-        if state == CUT_SHORT:
-            if self.step_block is not None:
-                self.step_block.fold()  # the steps its runs hold count too
-            return (f"{state} ({self.shipped_calls[index]} env calls arrived; the trainer took "
-                    f"{self.vector_steps} vector steps)")
-        return state
+        if state not in (CUT_SHORT, LEFT_RUNNING):
+            return state
+        arrived = f"{self.shipped_calls[index]} env calls arrived"
+        if not self.keeps_stamps:  # a process the program started: no vector step to count against
+            return f"{state} ({arrived})"
+        if self.step_block is not None:
+            self.step_block.fold()  # the steps its runs hold count too
+        return f"{state} ({arrived}; the trainer took {self.vector_steps} vector steps)"

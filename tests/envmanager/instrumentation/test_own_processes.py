@@ -46,6 +46,18 @@ def test_each_started_process_is_a_worker_with_every_env_call_and_the_same_resul
         in stderr
 
 
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_daemons_left_running_are_not_waited_for_and_the_dump_says_so(tmp_path, context):
+    arguments = pool_arguments(context, "--leave-running")
+    run_plain(tmp_path, POOL, "plain.npy", *arguments)
+    tree, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *arguments)
+    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
+    for index in range(WORKERS):
+        assert (f"rlprof: Process worker {index}: a daemon process still running as the program ended, which "
+                "multiprocessing ends at the exit: the dump lacks what it timed since its last shipment (") in stderr
+    assert "_Terminated" not in stderr  # terminated at the exit, each dies by SIGTERM as under python
+
+
 def test_the_worker_table_says_no_vector_step_joins_started_processes(tmp_path):
     _, stderr = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments("fork"))
     assert "(last, waited on: no vector step in this run for a worker to be last in)" in stderr

@@ -1,10 +1,13 @@
 """A hand-written env worker pool, as older training code writes one, knowing nothing of rlprof.
 
-``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs]`` starts
+``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs] [--leave-running]``
+starts
 one ``multiprocessing.Process`` per worker; each builds a CartPole with ``gymnasium.make`` and steps
 it on command over its own ``Pipe`` (resetting it when an episode ends). The trainer sends seeded
 random actions and saves every observation, so a run under ``rlprof run`` can be compared with a
 plain one. Without ``--close-envs`` a worker returns without closing its env, as many such loops do.
+With ``--leave-running`` the trainer neither stops nor joins its workers, daemons which
+``multiprocessing`` terminates at the exit.
 """
 
 import argparse
@@ -12,6 +15,9 @@ import multiprocessing
 
 import gymnasium as gym
 import numpy as np
+
+
+LEFT_RUNNING = []
 
 
 def worker(remote, seed, close_env):
@@ -38,6 +44,7 @@ def main():
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--close-envs", action="store_true")
+    parser.add_argument("--leave-running", action="store_true")
     args = parser.parse_args()
     context = multiprocessing.get_context(args.context)
     remotes, processes = [], []
@@ -54,11 +61,14 @@ def main():
         for remote, action in zip(remotes, rng.integers(0, 2, size=args.workers)):
             remote.send(("step", int(action)))
         observations.append(np.stack([remote.recv() for remote in remotes]))
+    np.save(args.out, np.stack(observations))
+    if args.leave_running:
+        LEFT_RUNNING.extend(remotes)  # kept open: the workers wait on them until terminated
+        return
     for remote in remotes:
         remote.send(("close", None))
     for process in processes:
         process.join()
-    np.save(args.out, np.stack(observations))
 
 
 if __name__ == "__main__":

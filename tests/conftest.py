@@ -87,7 +87,7 @@ def table_width(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True, scope="session")
 def sb3_logs_in_the_sessions_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Stable-Baselines3's ``learn`` makes a folder for its logger's files on every call, in the
-    system's temporary folder unless ``SB3_LOGDIR`` names one: the suite's SB3 runs left about 70
+    system's temporary folder unless ``SB3_LOGDIR`` names one: the suite's SB3 runs left about a dozen
     empty ``/tmp/SB3-<date>`` folders a session. Here they go into the session's own temporary
     folder, which pytest clears; programs the tests start inherit the setting."""
     previous = os.environ.get("SB3_LOGDIR")

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Collection
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable
@@ -58,6 +57,7 @@ class ChannelServer:
         # under the lock, so none is accepted by one and missed by the other (see _take_pending).
         self._listener.setblocking(False)
         self._lock = threading.Lock()
+        self._changed = threading.Condition()  # notified after each message taken in and each connection's end
         self._connections: dict[int, Connection] = {}
         self._readers: list[threading.Thread] = []
         self._closing = False
@@ -113,23 +113,34 @@ class ChannelServer:
                     warnings.warn(f"rlprof: a message of env worker connection {number} could not be "
                                   f"taken in ({type(error).__name__}: {error}); dropped", RuntimeWarning,
                                   stacklevel=1)
+                self._notify()
         finally:
             self._on_closed(number)
+            self._notify()
 
-    def wait_for_readers(self, timeout: float, leaving: Collection[int] = ()) -> bool:
-        """Wait until every connection so far but those numbered in ``leaving`` has ended (its
-        worker closed its env or exited); False if some were still open after ``timeout`` seconds.
-        A worker whose connection the kernel completed counts, accepted by the channel's thread or
-        not yet: a short program can end before that thread ran."""
-        with self._lock:
-            if not self._closing:
-                with contextlib.suppress(OSError):
-                    self._take_pending()
-            readers = [reader for number, reader in enumerate(self._readers) if number not in leaving]
+    def wait_for_workers(self, timeout: float, settled: Callable[[int], bool] = lambda number: False) -> bool:
+        """Wait until every connection so far has ended (its worker exited, or its channel broke)
+        or is ``settled`` (called with its number: the worker owes nothing more, say it said
+        goodbye but lives on); False if some were neither after ``timeout`` seconds. A worker
+        whose connection the kernel completed counts, accepted by the channel's thread or not
+        yet: a short program can end before that thread ran."""
         deadline = time.monotonic() + timeout
-        for reader in readers:
-            reader.join(max(0.0, deadline - time.monotonic()))
-        return not any(reader.is_alive() for reader in readers)
+        with self._changed:
+            while True:
+                with self._lock:
+                    if not self._closing:
+                        with contextlib.suppress(OSError):
+                            self._take_pending()
+                    owing = [number for number, reader in enumerate(self._readers)
+                             if reader.is_alive() and not settled(number)]
+                remaining = deadline - time.monotonic()
+                if not owing or remaining <= 0:
+                    return not owing
+                self._changed.wait(remaining)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
 
     def close(self) -> None:
         """Stop listening, end every connection and remove the socket's folder."""

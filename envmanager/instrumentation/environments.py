@@ -78,6 +78,9 @@ class EnvironmentInstrumentation:
         self._lock = threading.Lock()
         self._server: ChannelServer | None = None
         self._by_connection: dict[int, tuple[VectorEnvRecord, int]] = {}
+        # Connections whose worker owes no timers now: it said goodbye (its last env closed), or it
+        # is a daemon the program left running (see finish).
+        self._settled: set[int] = set()
         self._own_processes: VectorEnvRecord | None = None
         self._own_identity: WorkerIdentity | None = None  # made as the trainer first starts a process
         self._patches = Patches(self)
@@ -244,6 +247,10 @@ class EnvironmentInstrumentation:
             record.add_timers(index, message[1:])
         elif message[0] == "bye":
             record.said_goodbye(index)
+            self._settled.add(connection)
+        elif message[0] == "resumed":
+            self._settled.discard(connection)
+            record.resumed(index)
 
     def _on_closed(self, connection: int) -> None:
         self._by_connection.pop(connection, None)
@@ -256,9 +263,10 @@ class EnvironmentInstrumentation:
 
         The closes and the wait share one :data:`FINAL_TIMERS_WAIT_SECONDS`: after a close that
         hung (a worker that died mid-step), waiting again for the timers its workers will never
-        send doubled the end of such a run. Processes the program started as daemons and left
-        running are not waited for at all: they send their last timers as they end, and
-        ``multiprocessing`` ends them only at the exit, with SIGTERM."""
+        send doubled the end of such a run. A worker that said goodbye (its last env closed) owes
+        nothing, though its process may live on (a pool's worker between tasks). Processes the
+        program started as daemons and left running are not waited for at all: they send their
+        last timers as they end, and ``multiprocessing`` ends them only at the exit, with SIGTERM."""
         deadline = time.monotonic() + FINAL_TIMERS_WAIT_SECONDS
         problems = []
         for reference in self._vector_envs:
@@ -272,8 +280,8 @@ class EnvironmentInstrumentation:
                     problems.append(f"closing the program's {type(envs).__name__} failed: "
                                     f"{type(error).__name__}: {error}")
         if self._server is not None:
-            left_running = self._daemons_left_running()
-            self._server.wait_for_readers(max(0.0, deadline - time.monotonic()), leaving=left_running)
+            self._settled |= self._daemons_left_running()
+            self._server.wait_for_workers(max(0.0, deadline - time.monotonic()), settled=self._settled.__contains__)
             self._server.close()
         for record in self.records:
             if record.merger is not None:

@@ -98,7 +98,7 @@ class WorkerShipping:
     """
 
     __slots__ = ("connection", "timers", "cpu_sampler", "scheduling", "stack_sampler", "stamps", "lost",
-                 "open_envs", "ships_at_exit")
+                 "open_envs", "said_goodbye", "ships_at_exit")
 
     def __init__(self, identity: WorkerIdentity) -> None:
         if identity.record_timeline and not events.is_recording():
@@ -110,6 +110,7 @@ class WorkerShipping:
         self.scheduling = SchedulingSampler()
         self.stamps = finish_stamps()  # in C where the step path's helper is: see step_path
         self.open_envs = 0
+        self.said_goodbye = False
         self.ships_at_exit = False
         self.connection: WorkerEnd | None = connect(
             identity.address, ("hello", identity.vector_id, identity.index, os.getpid())
@@ -121,12 +122,23 @@ class WorkerShipping:
             if self.stack_sampler.native_id is not None:  # rlprof's thread: its waits are not the program's
                 self.scheduling.ignore_thread(self.stack_sampler.native_id)
 
-    def ship(self, last: bool = False) -> None:
-        """Send what was measured since the previous shipment; ``last`` says goodbye and closes
-        the channel. Without a channel (never reached, broken, closed) it is dropped."""
+    def env_opened(self) -> None:
+        """Count one more env timed here. One opened after the goodbye of the process's last env
+        (a pool worker's next task builds its own) tells the trainer that this worker ships again:
+        the channel stayed open for it."""
+        self.open_envs += 1
+        if self.said_goodbye:
+            self.said_goodbye = False
+            self._send(("resumed",))
+
+    def ship(self, goodbye: bool = False, last: bool = False) -> None:
+        """Send what was measured since the previous shipment. ``goodbye``: the process's last env
+        closed, and nothing more is due unless it opens another (:meth:`env_opened`); ``last``: the
+        process ends, so the channel closes too. Without a channel (never reached, broken, closed)
+        it is dropped."""
         payload = self.timers.final_payload()
         cpu_figures = self.cpu_sampler.take()
-        waits = self.scheduling.take(final=last)
+        waits = self.scheduling.take(final=goodbye or last)
         stamps = self.stamps.take()  # in place: the step path holds them
         connection = self.connection
         if connection is None:
@@ -135,13 +147,9 @@ class WorkerShipping:
         if sampler is not None and last:
             sampler.stop()
         untimed = sampler.section() if sampler is not None else None
-        try:
-            connection.send(("timers", payload, *cpu_figures, stamps, waits, untimed))
-            if last:
-                connection.send(("bye",))
-        except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
-            self.lost = last = True
-        if last:
+        if self._send(("timers", payload, *cpu_figures, stamps, waits, untimed)) and (goodbye or last):
+            self.said_goodbye = self._send(("bye",))
+        if last or self.lost:
             if sampler is not None:
                 sampler.stop()
                 self.stack_sampler = None
@@ -150,6 +158,18 @@ class WorkerShipping:
                 connection.close()
             except OSError:
                 pass
+
+    def _send(self, message: tuple[Any, ...]) -> bool:
+        """Send one message; False, the channel then lost, if it could not be."""
+        connection = self.connection
+        if connection is None:
+            return False
+        try:
+            connection.send(message)
+        except Exception:  # noqa: BLE001 - the trainer is gone or not reading: step on without it
+            self.lost = True
+            return False
+        return True
 
 
 _shipping: WorkerShipping | None = None
@@ -240,7 +260,7 @@ class _Timing:
         self.active = True
         self.shipping = shipping
         if shipping is not None:
-            shipping.open_envs += 1
+            shipping.env_opened()
 
     def stop(self) -> bool:
         """Time no more; True if this was the worker's last env that timed (its timers are due)."""
@@ -375,7 +395,7 @@ def _worker_methods(timing: _Timing, shipping: WorkerShipping, step: Any, reset:
             return close(*args, **kwargs) if close is not None else None
         finally:
             if timing.stop():
-                shipping.ship(last=True)
+                shipping.ship(goodbye=True)
 
     return {"step": timed_step(timing, step, shipping), "reset": timed_method(timed_reset, reset),
             "close": timed_close}

@@ -217,7 +217,16 @@ class VectorEnvRecord:
         return first
 
     def said_goodbye(self, index: int) -> None:
-        self.channel[index] = COMPLETE
+        """Worker ``index`` shipped its last timers (its last env closed); a refused shipment
+        stays what the dump says of it."""
+        if self.channel[index] == CUT_SHORT:
+            self.channel[index] = COMPLETE
+
+    def resumed(self, index: int) -> None:
+        """Worker ``index`` opened an env again after its goodbye (a pool's worker, its next task):
+        timers are due from it again."""
+        if self.channel[index] == COMPLETE:
+            self.channel[index] = CUT_SHORT
 
     def left_running(self, index: int) -> None:
         """Worker ``index`` is a daemon process the program left running: the end of the run does

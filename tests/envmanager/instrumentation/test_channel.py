@@ -37,7 +37,7 @@ def test_the_final_wait_takes_in_workers_that_connected_before_the_trainer_accep
         assert all(end is not None for end in ends)
         for end in ends:
             end.close()
-        assert server.wait_for_readers(timeout=30.0)
+        assert server.wait_for_workers(timeout=30.0)
     finally:
         sys.setswitchinterval(interval)
         server.close()

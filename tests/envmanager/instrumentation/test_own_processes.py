@@ -8,6 +8,8 @@ Real programs (programs/) as real subprocesses, under ``python`` and under ``rlp
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.envmanager.instrumentation.test_environments_in_place import (
@@ -20,6 +22,7 @@ from tests.envmanager.instrumentation.test_environments_in_place import (
 )
 
 POOL = PROGRAMS / "own_worker_pool.py"
+POOL_EVALUATION = PROGRAMS / "pool_evaluation.py"
 WORKERS, STEPS = 3, 150
 
 
@@ -56,6 +59,20 @@ def test_daemons_left_running_are_not_waited_for_and_the_dump_says_so(tmp_path, 
         assert (f"rlprof: Process worker {index}: a daemon process still running as the program ended, which "
                 "multiprocessing ends at the exit: the dump lacks what it timed since its last shipment (") in stderr
     assert "_Terminated" not in stderr  # terminated at the exit, each dies by SIGTERM as under python
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_pool_worker_that_builds_an_env_per_task_ships_every_envs_calls(tmp_path, context):
+    # Each task closes its env (the worker's goodbye) and the next one builds another.
+    arguments = ("--context", context, "--workers", "2", "--tasks", "6")
+    run_plain(tmp_path, POOL_EVALUATION, "plain.json", *arguments)
+    tree, stderr = run_rlprof(tmp_path, POOL_EVALUATION, "timed.json", *arguments)
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    assert json.loads((tmp_path / "timed.json").read_text()) == plain
+    assert counts(tree, "env.step") == sum(task["steps"] for task in plain)
+    assert counts(tree, "env.reset") == sum(task["resets"] for task in plain)
+    assert {worker["channel"] for worker in tree["workers"]} == {"complete"}
+    assert "rlprof: Process worker" not in stderr  # no line of timers lost
 
 
 def test_the_worker_table_says_no_vector_step_joins_started_processes(tmp_path):

@@ -146,7 +146,7 @@ def _run_program(program: list[tuple[str, Any]], compiled: bool, worker: bool) -
         timeline = timers.get_timer_stack_for_thread(threading.current_thread()).timeline
         spans = timeline.span_rows() if timeline is not None else []
         env.close()
-        server.wait_for_readers(timeout=30.0)
+        server.wait_for_workers(timeout=30.0, settled=lambda connection: ("bye",) in messages)
     finally:
         block_hooks.set_exit_hook(None)
         timers.enable()

@@ -14,6 +14,8 @@ from profiler.timing.timers import TimerStack
 
 from envmanager.instrumentation.vector_env_record import (
     COMPLETE,
+    CUT_SHORT,
+    LEFT_RUNNING,
     MATCH_EVERY_STEPS,
     NEVER_CONNECTED,
     STEP_PHASES,
@@ -102,6 +104,7 @@ def test_shipments_merge_into_the_workers_entries_and_goodbye_completes_the_chan
 
 def test_a_malformed_shipment_is_refused_and_the_dump_says_what_was_lost(record):
     record.built = True
+    record.connected(0, 1233)
     record.connected(1, 1234)
     with pytest.warns(RuntimeWarning, match="dropped the timers of AsyncVectorEnv worker 1"):
         record.add_timers(1, (("not a payload",), 0.0, 0.0, 0, b"", None, None))
@@ -109,6 +112,36 @@ def test_a_malformed_shipment_is_refused_and_the_dump_says_what_was_lost(record)
     record.said_goodbye(0)
     assert record.channel[1].startswith("a shipment was refused")
     assert record.lost() == [f"AsyncVectorEnv worker 1: {record.channel[1]}"]
+
+
+def test_a_goodbye_after_a_refused_shipment_leaves_the_refusal_in_the_dump(record):
+    record.connected(0, 1234)
+    with pytest.warns(RuntimeWarning):
+        record.add_timers(0, (("not a payload",), 0.0, 0.0, 0, b"", None, None))
+    record.said_goodbye(0)
+    assert record.channel[0].startswith("a shipment was refused")
+
+
+def test_a_worker_that_opens_an_env_again_after_its_goodbye_owes_timers_until_the_next(record):
+    record.connected(0, 1234)
+    record.said_goodbye(0)
+    record.resumed(0)  # a pool's worker, its next task
+    assert record.channel[0] == CUT_SHORT
+    record.add_timers(0, shipment([], steps=2))
+    record.said_goodbye(0)
+    assert record.channel[0] == COMPLETE
+
+
+def test_a_daemon_left_running_is_named_so_unless_it_said_goodbye():
+    timers.reset_timers()
+    record = VectorEnvRecord.of_own_processes(timers.get_timer_stack_for_thread(threading.current_thread()))
+    record.built = True
+    running, finished = record.add_worker(1234), record.add_worker(1235)
+    record.add_timers(running, shipment([0.5], steps=1))
+    record.said_goodbye(finished)
+    record.left_running(running)
+    record.left_running(finished)
+    assert record.lost() == [f"Process worker {running}: {LEFT_RUNNING} (1 env calls arrived)"]
 
 
 def test_finish_stamps_that_are_not_ascending_are_refused(record):

@@ -231,7 +231,7 @@ class VectorEnvRecord:
     def left_running(self, index: int) -> None:
         """Worker ``index`` is a daemon process the program left running: the end of the run does
         not wait for its last timers, which it would send only as it ends (see
-        :meth:`.Environments.finish`)."""
+        :meth:`.EnvironmentInstrumentation.finish`)."""
         if self.channel[index] == CUT_SHORT:
             self.channel[index] = LEFT_RUNNING
 

@@ -32,6 +32,7 @@ import time
 import weakref
 from typing import Any, Callable
 
+from profiler.analysis.text_format import counted
 from profiler.automatic import stack_sampler
 from profiler.recording import events, memory
 from profiler.timing import timers
@@ -324,16 +325,15 @@ class EnvironmentInstrumentation:
         parts = []
         for record in built:
             if record is self._own_processes:
-                count = record.envs
-                parts.append(f"gymnasium.make in {count} process{'es' if count != 1 else ''} the program started")
+                parts.append(f"gymnasium.make in {counted(record.envs, 'process', 'processes')} the program started")
                 continue
-            where = (f"{record.envs} worker processes" if record.in_workers
+            where = (counted(record.envs, "worker process", "worker processes") if record.in_workers
                      else "this process, stepped in one call" if record.natively_vectorized else "this process")
             apart = (f"; timed as {record.step_name}, apart from the other kind's vector.step"
                      if record.step_name != "vector.step" else "")
-            parts.append(f"{record.name} ({record.envs} envs, in {where}{apart})")
+            parts.append(f"{record.name} ({counted(record.envs, 'env')}, in {where}{apart})")
         if self.made:
-            parts.append(f"{self.made} env{'s' if self.made != 1 else ''} from gymnasium.make (in this process)")
+            parts.append(f"{counted(self.made, 'env')} from gymnasium.make (in this process)")
         return ["environments timed where they ran: " + ", ".join(parts)]
 
 

@@ -39,7 +39,7 @@ from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, ThreadSteps, step_breakdowns, steps_in_threads
 from profiler.analysis.text_format import (
-    TABLE_WIDTH, fit_left, format_percent, format_seconds, memory_not_sampled_text, wrap_text,
+    TABLE_WIDTH, counted, fit_left, format_percent, format_seconds, memory_not_sampled_text, wrap_text,
 )
 from profiler.analysis.training_phases import TrainingPhases, training_phases, training_phases_text
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
@@ -377,7 +377,7 @@ def _breakdowns_text(analysis: RunAnalysis, width: int) -> str:
 def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> str:
     share = format_percent(breakdown.total / wall_time if wall_time > 0 else None)
     lines = [
-        f"Where the {breakdown.block} time went: {_plural(breakdown.calls, 'call')}, "
+        f"Where the {breakdown.block} time went: {counted(breakdown.calls, 'call')}, "
         f"{format_seconds(breakdown.total)} ({share} of wall time), "
         f"{format_seconds(breakdown.total / breakdown.calls)} per call",
         f"{'per call':>10} {'total':>10} {'share':>7}  part",
@@ -387,7 +387,7 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> s
                      f"{format_seconds(part.seconds):>10} "
                      f"{format_percent(breakdown.share(part)):>7}  {part.label}")
     if breakdown.worker_calls:
-        workers = _plural(breakdown.workers, "worker")
+        workers = counted(breakdown.workers, "worker")
         lines.append(fit_left(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
                               f"{format_seconds(breakdown.worker_time)} over {workers}, "
                               f"{breakdown.worker_calls} calls", width))
@@ -404,7 +404,7 @@ def _workers_text(analysis: RunAnalysis) -> str:
         return "\n".join([f"Per worker: no worker ran {report.block}.", *_left_out_lines(analysis)])
     any_max = any(worker.max_time is not None for worker in report.workers)
     lines = [f"Per worker ({report.block}): mean {format_seconds(report.mean)} per call "
-             f"over {_plural(len(report.workers), 'worker')}",
+             f"over {counted(len(report.workers), 'worker')}",
              f"{'calls':>10} {'mean':>10} {'max':>10} {'vs mean':>8} {'last':>7} "
              f"{'waited on':>10} {'env cpu':>8}  worker"]
     for worker in report.workers:
@@ -439,18 +439,14 @@ def _workers_text(analysis: RunAnalysis) -> str:
 
 def _left_out_lines(analysis: RunAnalysis) -> list[str]:
     """What the per-worker figures do not cover: other vector envs' workers, unreported steps."""
-    left_out = [f"{other.name} ({_plural(other.workers, 'worker')})" for other in analysis.other_managers]
+    left_out = [f"{other.name} ({counted(other.workers, 'worker')})" for other in analysis.other_managers]
     lines = [f"(not compared with these: the workers of {', '.join(left_out)}, another vector env)"] if left_out else []
     return lines + [
-        f"{worker.label}: {_plural(worker.steps, 'step')} taken but never reported"
+        f"{worker.label}: {counted(worker.steps, 'step')} taken but never reported"
         + (f" ({worker.reason})" if worker.reason else "")
         + "; their time is missing from these figures"
         for worker in analysis.unreported
     ]
-
-
-def _plural(number: int, noun: str) -> str:
-    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _as_document(analysis: RunAnalysis) -> dict[str, Any]:

@@ -39,6 +39,12 @@ def terminal_width() -> int:
     return max(MIN_TABLE_WIDTH, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns)
 
 
+def counted(number: int, thing: str, things: str | None = None) -> str:
+    """``number`` things, the noun plural unless there is one: ``1 env``, ``3 envs``, ``2 processes``
+    (``things`` where adding an s is not the plural)."""
+    return f"{number} {thing if number == 1 else things or thing + 's'}"
+
+
 def format_seconds(seconds: float) -> str:
     """A duration with a unit chosen for it (``12.35 s``, ``4.20 ms``, ``87.0 us``).
 

@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection, answer_challenge, deliver_cha
 from types import ModuleType
 from typing import Any, Callable
 
+from profiler.analysis.text_format import counted
 from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.integrations.ray_worker_setup import FLUSH_WAIT_SECONDS, WorkerSetup
 from profiler.multiprocess.merge import PayloadError, TimerMerger
@@ -354,13 +355,13 @@ class RayWorkers:
             return []
         actors = sorted({worker.class_name for worker in workers if worker.kind == "actor"})
         actor_count = sum(1 for worker in workers if worker.kind == "actor")
-        parts = [_counted(actor_count, "actor") + (f" ({', '.join(actors)})" if actors else ""),
-                 _counted(len(workers) - actor_count, "task worker")]
+        parts = [counted(actor_count, "actor") + (f" ({', '.join(actors)})" if actors else ""),
+                 counted(len(workers) - actor_count, "task worker")]
         if self.environments_timed:
             parts.append(f"environments timed in {self.environments_timed} of them")
         nodes = len({worker.node_id for worker in workers})
-        lines = [f"Ray workers timed: {_counted(len(workers), 'process', 'processes')} on "
-                 f"{_counted(nodes, 'node')}: " + ", ".join(parts)]
+        lines = [f"Ray workers timed: {counted(len(workers), 'process', 'processes')} on "
+                 f"{counted(nodes, 'node')}: " + ", ".join(parts)]
         lines += [f"{worker.description}: {worker.channel}" for worker in workers if worker.channel != COMPLETE]
         return lines
 
@@ -370,5 +371,5 @@ def _holds_env_calls(node: dict[str, Any]) -> bool:
         _holds_env_calls(child) for child in node.get("children", ()))
 
 
-def _counted(count: int, thing: str, things: str | None = None) -> str:
+def counted(count: int, thing: str, things: str | None = None) -> str:
     return f"{count} {thing if count == 1 else things or thing + 's'}"

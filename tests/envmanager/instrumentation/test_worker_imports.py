@@ -69,7 +69,7 @@ def test_a_spawn_worker_of_rlprof_run_imports_nothing_it_does_not_use(tmp_path):
     done = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", str(tmp_path / "out"),
                            str(script), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "AsyncVectorEnv (1 envs, in 1 worker processes)" in done.stderr
+    assert "AsyncVectorEnv (1 env, in 1 worker process)" in done.stderr
     (found,) = tmp_path.glob("modules-*.txt")
     modules = set(found.read_text().split())
     assert "envmanager.instrumentation.timed_env" in modules  # the env is timed in the worker

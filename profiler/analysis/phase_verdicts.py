@@ -41,20 +41,21 @@ from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
 from profiler.analysis.untimed_gaps import untimed_gaps
 
-__all__ = ["PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
+__all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
            "PHASE_PARTS_NAMED", "phase_verdicts"]
 
 PHASE_MIN_SHARE = 0.20
 """A phase is named as the limit from a fifth of the training loop (and when it is the largest of
-the policy, the update and the vector steps)."""
+the policy, the update, the vector steps and the evaluation)."""
 
 PHASE_PARTS_NAMED = 3
 """How many of the update's parts an ``update_bound`` verdict names, at the most."""
 
 POLICY_BOUND = "policy_bound"
 UPDATE_BOUND = "update_bound"
+EVALUATION_BOUND = "evaluation_bound"
 ROLLOUT_WITH_GRAD = "rollout_with_grad"
-PHASE_KINDS = (POLICY_BOUND, UPDATE_BOUND, ROLLOUT_WITH_GRAD)
+PHASE_KINDS = (POLICY_BOUND, UPDATE_BOUND, EVALUATION_BOUND, ROLLOUT_WITH_GRAD)
 
 
 class JudgedRun(Protocol):
@@ -78,13 +79,13 @@ def phase_verdicts(run: JudgedRun) -> list[Any]:
         return []
     if phases.rollout_with_grad and not phases.split_at_steps:
         return [_rollout_with_grad(run, phases)]
-    judged = [*_policy_bound(run, phases), *_update_bound(run, phases)]
+    judged = [*_policy_bound(run, phases), *_update_bound(run, phases), *_evaluation_bound(run, phases)]
     return [_rollout_with_grad(run, phases), *judged] if phases.rollout_with_grad else judged
 
 
 def _evidence(phases: TrainingPhases) -> dict[str, Any]:
     return {"policy_seconds": phases.policy_seconds, "update_seconds": phases.update_seconds,
-            "env_steps_seconds": phases.env_seconds}
+            "env_steps_seconds": phases.env_seconds, "evaluation_seconds": phases.evaluation_seconds}
 
 
 def _loop_seconds(run: JudgedRun) -> float:
@@ -109,7 +110,7 @@ def _of_the_run(run: JudgedRun, seconds: float) -> str:
 
 def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     seconds = phases.policy_seconds
-    if not _is_the_limit(run, seconds, (phases.update_seconds, phases.env_seconds)):
+    if not _is_the_limit(run, seconds, (phases.update_seconds, phases.env_seconds, phases.evaluation_seconds)):
         return []
     top = phases.policy[0]
     others = (f"; with {', '.join(block.name for block in phases.policy[1:])}, "
@@ -131,7 +132,8 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
 
 def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     seconds = phases.update_seconds
-    if not phases.update_blocks or not _is_the_limit(run, seconds, (phases.policy_seconds, phases.env_seconds)):
+    if not phases.update_blocks or not _is_the_limit(
+            run, seconds, (phases.policy_seconds, phases.env_seconds, phases.evaluation_seconds)):
         return []
     blocks = phases.update_blocks
     updates = sum(block.calls for block in blocks)
@@ -149,6 +151,22 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
         "Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or a cheaper loss "
         "shorten it; the env side can win back at most the vector steps' "
         f"{format_percent(run.share(phases.env_seconds))} of the wall time.")]
+
+
+def _evaluation_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
+    seconds = phases.evaluation_seconds
+    if not phases.evaluation or not _is_the_limit(
+            run, seconds, (phases.policy_seconds, phases.update_seconds, phases.env_seconds)):
+        return []
+    top = phases.evaluation[0]
+    evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.evaluation]}
+    return [run.verdict(
+        EVALUATION_BOUND,
+        f"the evaluation is the limit: {top.name} took {_of_the_run(run, seconds)} ({top.calls} calls, "
+        f"{format_seconds(seconds / max(top.calls, 1))} each), its policy calls and env steps included",
+        seconds, evidence,
+        "Evaluate less often (EvalCallback's eval_freq counts each env's steps) or on fewer episodes "
+        "(n_eval_episodes): the training waits for every evaluation, which runs inside its rollout.")]
 
 
 def _part_name(part: PhaseBlock) -> str:

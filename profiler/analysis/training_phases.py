@@ -14,7 +14,9 @@ phase of the training loop took, named as the program names its calls:
   indexing), which the timeline shows, and a target network's inference calls before each update
   (:func:`_target_calls_before_updates`); or SB3's ``<Algorithm>.train`` blocks;
 - **environments**: the trainer's vector-step blocks (``vector.step``: the envs' compute, and for
-  envs in other processes the wait and the transport).
+  envs in other processes the wait and the transport);
+- **evaluation**: SB3's ``evaluate_policy`` blocks (``EvalCallback`` runs them inside the
+  rollout), with the policy calls and env steps inside them, which are none of the other phases'.
 
 An ``update`` block that holds vector steps is not only an update: the program ran its rollout's
 policy with grad enabled (CleanRL's DQN and SAC do), and the block opened at that call, so it holds
@@ -40,6 +42,8 @@ __all__ = ["PhaseBlock", "TrainingPhases", "training_phases", "training_phases_t
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
+EVALUATION_BLOCK = "evaluate_policy"
+"""The block SB3's ``evaluate_policy`` runs in (``profiler.automatic.sb3_phases``)."""
 NO_GRAD_SUFFIX = " (no grad)"
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
@@ -72,6 +76,7 @@ class TrainingPhases(Record):
     split_at_steps: bool = False
     """Whether update blocks holding the rollout were split at their last vector step (the
     timeline was recorded), so the policy and the update are told apart after all."""
+    evaluation: tuple[PhaseBlock, ...] = ()
 
     @property
     def policy_seconds(self) -> float:
@@ -91,6 +96,10 @@ class TrainingPhases(Record):
     def env_seconds(self) -> float:
         return self.env_steps.seconds if self.env_steps is not None else 0.0
 
+    @property
+    def evaluation_seconds(self) -> float:
+        return sum(block.seconds for block in self.evaluation)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "policy": {"seconds": self.policy_seconds, "blocks": [block.as_dict() for block in self.policy]},
@@ -99,6 +108,8 @@ class TrainingPhases(Record):
                        "parts": [block.as_dict() for block in self.update_parts]},
             "environments": {"seconds": self.env_seconds,
                              "block": self.env_steps.as_dict() if self.env_steps is not None else None},
+            "evaluation": {"seconds": self.evaluation_seconds,
+                           "blocks": [block.as_dict() for block in self.evaluation]},
             "rollout_with_grad": self.rollout_with_grad,
             "split_at_steps": self.split_at_steps,
         }
@@ -112,6 +123,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     update: dict[str, list[float]] = {}
     parts: dict[str, list[float]] = {}
     steps: dict[str, list[float]] = {}
+    evaluation: dict[str, list[float]] = {}
     rollout_with_grad = False
 
     def add(into: dict[str, list[float]], name: str, node: dict[str, Any], seconds: float | None = None) -> None:
@@ -126,7 +138,9 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             if child.get("is_parallel"):
                 continue
             name = child["name"]
-            if _is_update(name, sb3):
+            if name == EVALUATION_BLOCK and sb3:
+                add(evaluation, name, child)  # its policy calls and env steps are the evaluation's
+            elif _is_update(name, sb3):
                 if name == UPDATE_BLOCK and _holds_a_step(child):
                     rollout_with_grad = True
                     for part in child["children"]:
@@ -173,7 +187,8 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     return TrainingPhases(
         policy=_ranked(policy), update=_ranked(update), update_parts=_ranked(parts),
         update_between_seconds=_between_updates(tree) if UPDATE_BLOCK in update and split is None else 0.0,
-        env_steps=step, rollout_with_grad=rollout_with_grad, split_at_steps=split is not None)
+        env_steps=step, rollout_with_grad=rollout_with_grad, split_at_steps=split is not None,
+        evaluation=_ranked(evaluation))
 
 
 def _is_update(name: str, sb3: bool) -> bool:
@@ -358,6 +373,10 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
                 if phases.update_between_seconds else ""),
              f"  environments        {format_seconds(phases.env_seconds):>10} {share(phases.env_seconds):>6}  "
              f"{listed((phases.env_steps,)) if phases.env_steps is not None else _env_steps_elsewhere(steps_in_threads)}"]
+    if phases.evaluation:
+        lines.append(f"  evaluation          {format_seconds(phases.evaluation_seconds):>10} "
+                     f"{share(phases.evaluation_seconds):>6}  {listed(phases.evaluation)} (its policy calls and env "
+                     "steps are its own, in no other phase)")
     if phases.rollout_with_grad and phases.split_at_steps:
         lines.append("  (the rollout's policy ran with grad enabled, so its vector steps fell inside update blocks:"
                      " each was split at its last vector step, the update after it, the policy's calls before)")

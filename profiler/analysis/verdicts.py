@@ -90,7 +90,9 @@ from profiler.analysis.machine_verdicts import (
     outside_load,
 )
 from profiler.analysis.node_load import judge_per_node
-from profiler.analysis.phase_verdicts import PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts
+from profiler.analysis.phase_verdicts import (
+    EVALUATION_BOUND, PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts,
+)
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
@@ -293,7 +295,7 @@ def judge_run(
     # Other programs' load is a verdict of its own, beside what the run's design costs.
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
     phases = phase_verdicts(run)
-    named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND) for verdict in phases)
+    named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND, EVALUATION_BOUND) for verdict in phases)
     gil = gil_contention(run, machine)
     verdicts = [*_workers(run), *cpu, *outside, *gil,
                 *_transport_bound(run, cpu_limited=bool(cpu)), *phases,

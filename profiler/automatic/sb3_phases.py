@@ -7,7 +7,9 @@ model-level calls are blocks inside them: ``<Policy>.predict``, ``evaluate_actio
 ``predict_values`` here, the policy's own ``forward`` through the torch phases
 (:mod:`profiler.automatic.torch_phases`). ``train`` is the update: the torch hooks open no
 ``update`` block of their own inside it. A policy method is timed whole: the modules it calls are
-not blocks of their own. SB3 itself is never edited, and :func:`uninstall_sb3_phases` puts every
+not blocks of their own. ``evaluate_policy`` (what ``EvalCallback`` runs, inside
+``collect_rollouts``) is a block too, so that the evaluation's policy calls and env steps are told
+from the training's. SB3 itself is never edited, and :func:`uninstall_sb3_phases` puts every
 method back.
 
 Only the algorithms SB3 ships (imported with ``stable_baselines3``) are wrapped; an algorithm the
@@ -17,17 +19,19 @@ program derives keeps its own ``train`` and ``collect_rollouts`` untimed unless 
 from __future__ import annotations
 
 import functools
+import sys
 from types import ModuleType
 from typing import Any
 
 from profiler.automatic.torch_phases import inside_model_call, inside_update
 from profiler.timing import timers
 
-__all__ = ["install_sb3_phases", "uninstall_sb3_phases"]
+__all__ = ["EVALUATION_BLOCK", "install_sb3_phases", "uninstall_sb3_phases"]
 
 _ALGORITHM_METHODS = ("collect_rollouts", "train")
 _POLICY_METHODS = ("predict", "evaluate_actions", "predict_values")
-_restore: list[tuple[type, str, Any, Any]] = []
+EVALUATION_BLOCK = "evaluate_policy"
+_restore: list[tuple[Any, str, Any, Any]] = []  # (class or module, attribute, original, wrapper)
 
 
 def install_sb3_phases(stable_baselines3: ModuleType) -> None:
@@ -43,14 +47,34 @@ def install_sb3_phases(stable_baselines3: ModuleType) -> None:
     for cls in [BasePolicy, *_shipped_subclasses(BasePolicy)]:
         for name in _POLICY_METHODS:
             _wrap(cls, name, model_call=True)
+    _wrap_evaluation()
 
 
 def uninstall_sb3_phases() -> None:
-    """Put back every method :func:`install_sb3_phases` wrapped."""
+    """Put back every method and function :func:`install_sb3_phases` wrapped."""
     while _restore:
-        cls, name, original, wrapper = _restore.pop()
-        if cls.__dict__.get(name) is wrapper:
-            setattr(cls, name, original)
+        owner, name, original, wrapper = _restore.pop()
+        if owner.__dict__.get(name) is wrapper:
+            setattr(owner, name, original)
+
+
+def _wrap_evaluation() -> None:
+    """``evaluate_policy`` as the block :data:`EVALUATION_BLOCK`, in every SB3 module that holds it:
+    ``EvalCallback``'s module imported it by name, as a program's ``from ... import`` does after
+    this ran (the wrapper is then what it gets)."""
+    from stable_baselines3.common import evaluation
+
+    original = evaluation.evaluate_policy
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with timers.hierarchical_timer(EVALUATION_BLOCK):
+            return original(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("stable_baselines3.") and getattr(module, "__dict__", {}).get("evaluate_policy") is original:
+            setattr(module, "evaluate_policy", wrapper)
+            _restore.append((module, "evaluate_policy", original, wrapper))
 
 
 def _shipped_subclasses(base: type) -> list[type]:

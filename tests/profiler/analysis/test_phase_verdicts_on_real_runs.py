@@ -1,6 +1,8 @@
 """Specification: on real CleanRL-style PPO runs under ``rlprof run`` (real torch, real Gymnasium),
 the policy's inference or the update is named as the limit where the run is built to be limited by
-it, and neither where the environments are the limit."""
+it, and neither where the environments are the limit; on real Stable-Baselines3 PPO runs, the
+evaluation (``EvalCallback``) is named where the run is built to spend most of its loop there, and
+not where it evaluates little."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 pytest.importorskip("torch")  # installed by the README's test command: runs in CI
 
 from framework_runs import rlprof_run  # noqa: E402
-from profiler.analysis.phase_verdicts import POLICY_BOUND, UPDATE_BOUND  # noqa: E402
+from profiler.analysis.phase_verdicts import EVALUATION_BOUND, POLICY_BOUND, UPDATE_BOUND  # noqa: E402
 
 
 def kinds(run: dict) -> list[str]:
@@ -65,3 +67,44 @@ def test_the_analysis_reads_the_phases_of_a_real_run(update_heavy):
     assert phases["environments"]["block"]["calls"] == 8 * 32
     assert {block["block"] for block in phases["policy"]["blocks"]} == {
         "Agent.get_action_and_value (no grad)", "Agent.get_value (no grad)"}
+
+
+@pytest.fixture(scope="module")
+def evaluation_heavy(tmp_path_factory):
+    """SB3's PPO evaluated every 16 steps of each env, 2 episodes each time (the deterministic
+    policy balances the pole for hundreds of steps): most of the loop, a third of the run's wall
+    time with its start-up (importing SB3, building the model)."""
+    pytest.importorskip("stable_baselines3")
+    return rlprof_run(tmp_path_factory.mktemp("evaluation"), "sb3_ppo.py", "--timesteps", "512",
+                      "--eval-freq", "16", "--eval-episodes", "2")
+
+
+@pytest.fixture(scope="module")
+def evaluation_light(tmp_path_factory):
+    """The same PPO evaluated once, on one episode, as its 1,024 steps end (256 of each env's)."""
+    pytest.importorskip("stable_baselines3")
+    return rlprof_run(tmp_path_factory.mktemp("evaluation_light"), "sb3_ppo.py", "--timesteps", "1024",
+                      "--eval-freq", "256", "--eval-episodes", "1")
+
+
+def test_a_run_built_on_its_evaluation_names_the_evaluation_as_the_limit(evaluation_heavy):
+    assert EVALUATION_BOUND in kinds(evaluation_heavy)
+    assert verdict_of(evaluation_heavy, EVALUATION_BOUND)["title"].startswith(
+        "the evaluation is the limit: evaluate_policy took")
+    assert POLICY_BOUND not in kinds(evaluation_heavy)
+
+
+def test_the_evaluations_policy_calls_are_its_own_not_the_policys(evaluation_heavy):
+    phases = evaluation_heavy["phases"]
+    (evaluation,) = phases["evaluation"]["blocks"]
+    assert evaluation["block"] == "evaluate_policy" and evaluation["calls"] == 512 // 4 // 16
+    # The rollout's policy (a forward per vector step), and the program's one predict after
+    # learning: none of the evaluation's hundreds of predict calls.
+    policy = {block["block"]: block["calls"] for block in phases["policy"]["blocks"]}
+    assert policy["ActorCriticPolicy.forward (no grad)"] == 512 // 4
+    assert policy["ActorCriticPolicy.predict"] == 1
+
+
+def test_a_run_that_evaluates_little_does_not_name_the_evaluation(evaluation_light):
+    assert evaluation_light["phases"]["evaluation"]["blocks"][0]["calls"] == 1
+    assert EVALUATION_BOUND not in kinds(evaluation_light)

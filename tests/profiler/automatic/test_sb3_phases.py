@@ -74,6 +74,32 @@ def test_the_methods_are_put_back_after_the_hooks_are_removed():
     assert (PPO.train, ActorCriticPolicy.evaluate_actions) == originals
 
 
+def test_evaluate_policy_is_a_block_where_eval_callback_and_the_program_call_it_and_is_put_back():
+    import stable_baselines3
+    from stable_baselines3.common import callbacks, evaluation
+
+    original = evaluation.evaluate_policy
+    install_sb3_phases(stable_baselines3)
+    try:
+        assert evaluation.evaluate_policy is callbacks.evaluate_policy is not original
+        assert evaluation.evaluate_policy.__wrapped__ is original
+    finally:
+        uninstall_sb3_phases()
+    assert evaluation.evaluate_policy is callbacks.evaluate_policy is original
+
+
+def test_the_evaluation_of_eval_callback_holds_its_predict_calls_and_the_results_are_the_programs(tmp_path):
+    arguments = ("--timesteps", "256", "--eval-freq", "32", "--eval-episodes", "1")
+    plain = subprocess.run([sys.executable, str(PROGRAMS / "sb3_ppo.py"), *arguments],
+                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    run = rlprof_run(tmp_path, "sb3_ppo.py", *arguments)
+    assert run["stdout"] == plain.stdout
+    evaluation = find(run["tree"], "PPO.collect_rollouts", "evaluate_policy")
+    assert evaluation["count"] == 2  # at 32 and 64 steps of each env
+    assert find(evaluation, "ActorCriticPolicy.predict")["count"] >= 2
+
+
 SCRIPT_POLICY_PROGRAM = str(PROGRAMS / "sb3_script_policy_save.py")
 
 

@@ -1,6 +1,8 @@
 """Stable-Baselines3's ten-line PPO, as its docs show it. It knows nothing of rlprof.
 
 ``--vec-env subproc`` steps the envs in ``SubprocVecEnv`` workers, else ``DummyVecEnv``.
+``--eval-freq N --eval-episodes M`` evaluates the policy with SB3's ``EvalCallback`` on an env of
+its own every N steps of each training env, M episodes each time.
 ``--hand-timers FILE`` writes the time ``learn`` took, measured by hand, as JSON (for
 benchmarks/run_overhead.py).
 """
@@ -11,6 +13,7 @@ import time
 
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -20,14 +23,20 @@ if __name__ == "__main__":  # SubprocVecEnv's workers start by forkserver: they 
     parser.add_argument("--n-steps", type=int, default=64)
     parser.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
     parser.add_argument("--hand-timers", default=None)
+    parser.add_argument("--eval-freq", type=int, default=None)
+    parser.add_argument("--eval-episodes", type=int, default=5)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     vec_env_cls = SubprocVecEnv if args.vec_env == "subproc" else DummyVecEnv
     env = make_vec_env("CartPole-v1", n_envs=4, seed=0, vec_env_cls=vec_env_cls)
     model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=64, n_epochs=2, seed=0, device="cpu")
+    callback = None
+    if args.eval_freq:
+        callback = EvalCallback(make_vec_env("CartPole-v1", n_envs=1, seed=1), eval_freq=args.eval_freq,
+                                n_eval_episodes=args.eval_episodes, verbose=0)
     started = time.perf_counter()
-    model.learn(total_timesteps=args.timesteps)
+    model.learn(total_timesteps=args.timesteps, callback=callback)
     learn_seconds = time.perf_counter() - started
     action, _ = model.predict(env.reset(), deterministic=True)
     env.close()

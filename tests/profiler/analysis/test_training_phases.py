@@ -46,6 +46,18 @@ def test_sb3s_train_is_the_update_and_its_policy_forward_the_inference():
     assert phases.policy_seconds == pytest.approx(1.5)
 
 
+def test_sb3s_evaluation_is_its_own_phase_with_the_policy_calls_and_steps_inside_it():
+    tree = phase_tree(sb3=True, policy=1.5, env=1.0)
+    evaluation = {"name": "evaluate_policy", "total": 4.0, "count": 2, "children": [
+        {"name": "ActorCriticPolicy.predict", "total": 2.5, "count": 900, "children": []},
+        {"name": "vector.step", "total": 1.0, "count": 900, "children": []}]}
+    tree["children"].append(evaluation)
+    phases = training_phases(normalize_timing_tree(tree))
+    assert [(block.name, block.calls) for block in phases.evaluation] == [("evaluate_policy", 2)]
+    assert phases.evaluation_seconds == pytest.approx(4.0)
+    assert phases.policy_seconds == pytest.approx(1.5) and phases.env_steps.calls == 100
+
+
 def test_an_update_that_holds_vector_steps_is_a_rollout_run_with_grad_not_an_update():
     phases = training_phases(phase_tree(step_inside_update=True))
     assert phases.rollout_with_grad

@@ -257,16 +257,20 @@ FORKED_CHILDREN_TERMINATED = """
     import time
 
 
-    def wait():
+    def wait(ready):
+        ready.set()
         time.sleep(60)
 
 
     if sys.argv[1] == "own-handler":
         signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(3))
     fork = multiprocessing.get_context("fork")
-    terminated = fork.Process(target=wait)
+    ready = fork.Event()
+    terminated = fork.Process(target=wait, args=(ready,))
     terminated.start()
-    fork.Process(target=wait, daemon=True).start()  # left running: multiprocessing terminates it at the exit
+    fork.Process(target=wait, args=(fork.Event(),), daemon=True).start()  # multiprocessing terminates it at the exit
+    # A signal that comes while the child is still being forked is dropped by Python itself.
+    ready.wait()
     terminated.terminate()
     terminated.join()
     print("exit code", terminated.exitcode, flush=True)

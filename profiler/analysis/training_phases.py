@@ -77,6 +77,7 @@ class TrainingPhases(Record):
     """Whether update blocks holding the rollout were split at their last vector step (the
     timeline was recorded), so the policy and the update are told apart after all."""
     evaluation: tuple[PhaseBlock, ...] = ()
+    """SB3's evaluations (``evaluate_policy``), each holding its own policy calls and env steps."""
 
     @property
     def policy_seconds(self) -> float:

@@ -53,6 +53,7 @@ from profiler.records import Record
 __all__ = [
     "ENV_COMPUTE",
     "ENV_COMPUTE_IN_TRAINER",
+    "EVALUATION_BLOCK",
     "NATIVE_ENV_BLOCKS",
     "PAYLOAD_ROOTS",
     "EXCHANGE_UNSPLIT",
@@ -105,6 +106,10 @@ STEP_LAYOUTS = (
 
 VECTOR_STEP_BLOCKS = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 """The names of the blocks that time a vector step (not a reset), whatever the layout."""
+
+EVALUATION_BLOCK = "evaluate_policy"
+"""The block SB3's ``evaluate_policy`` runs in (``profiler.automatic.sb3_phases``): the vector steps
+inside it are the evaluation's, not the training loop's, and no breakdown counts them."""
 
 PAYLOAD_ROOTS = ("worker_root",)
 """Merged worker roots whose own total includes the worker's idle time (ML-Agents' payloads)."""
@@ -229,6 +234,7 @@ class _StepBlocks(Record):
     worker_time: float = 0.0
     worker_calls: int = 0
     worker_blocks: list[str] = field(default_factory=list)
+    evaluation_calls: int = 0  # the step's calls inside an evaluation, left out of the figures above
 
 
 def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasurements) -> StepBreakdown | None:
@@ -236,6 +242,9 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasur
     if not blocks.calls:
         return None
     workers, notes = _worker_count(blocks, layout, measurements)
+    if blocks.evaluation_calls:
+        notes.append(f"the evaluation's {blocks.evaluation_calls} {layout.step} calls (inside {EVALUATION_BLOCK}) "
+                     "are left out: they are the evaluation phase's")
     mean_compute = blocks.worker_time / workers
     transport_blocks = {name: blocks.child_totals[name] for name in layout.transport
                         if name in blocks.child_totals}
@@ -286,8 +295,11 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasur
 
 def _step_blocks(tree: dict[str, Any], step_name: str) -> _StepBlocks:
     blocks = _StepBlocks()
-    for _, node in walk_nodes(tree):
+    for path, node in walk_nodes(tree):
         if node["name"] != step_name or node.get("is_parallel"):
+            continue
+        if EVALUATION_BLOCK in path:
+            blocks.evaluation_calls += node["count"]
             continue
         blocks.calls += node["count"]
         blocks.total += node["total"]

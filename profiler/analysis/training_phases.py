@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import VECTOR_STEP_BLOCKS, ThreadSteps
+from profiler.analysis.step_time import EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadSteps
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
@@ -42,8 +42,6 @@ __all__ = ["PhaseBlock", "TrainingPhases", "training_phases", "training_phases_t
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
-EVALUATION_BLOCK = "evaluate_policy"
-"""The block SB3's ``evaluate_policy`` runs in (``profiler.automatic.sb3_phases``)."""
 NO_GRAD_SUFFIX = " (no grad)"
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")

@@ -1,7 +1,7 @@
 """Specification: a vector step whose envs ran in the trainer's process (a SyncVectorEnv or SB3's
 DummyVecEnv as ``rlprof run`` times them) is env compute in the trainer and other work, not a
 wait or a transport it never had; one that ran in another thread of it (a collector thread) is
-said to have run there, beside the main thread."""
+said to have run there, beside the main thread; one inside an evaluation is the evaluation's."""
 
 from __future__ import annotations
 
@@ -42,6 +42,23 @@ def test_a_natively_vectorized_step_is_env_compute_in_the_trainer_in_one_call(fa
     assert parts == pytest.approx({ENV_COMPUTE_IN_TRAINER: 0.030, "other trainer work in the step": 0.010})
     assert "all in one call (a natively vectorized env)" in step.notes[0]
     assert "one after another" not in step.notes[0]
+
+
+def test_the_vector_steps_of_an_evaluation_are_left_out_of_the_training_loops_breakdown(fake_clock):
+    for _ in range(2):
+        with hierarchical_timer("collect_rollouts"):
+            for _ in range(10):
+                with hierarchical_timer("vector.step"):
+                    with hierarchical_timer("env.step"):
+                        fake_clock.advance(0.001)
+            with hierarchical_timer("evaluate_policy"):  # SB3's EvalCallback, inside the rollout
+                for _ in range(300):
+                    with hierarchical_timer("vector.step"):
+                        with hierarchical_timer("env.step"):
+                            fake_clock.advance(0.001)
+    (step,) = step_breakdowns(get_timer_tree())
+    assert (step.calls, step.total) == (20, pytest.approx(0.020))
+    assert "the evaluation's 600 vector.step calls (inside evaluate_policy) are left out" in step.notes[0]
 
 
 def collector_thread_run(fake_clock, folder) -> dict:

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from profiler.analysis.text_format import counted
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode, TimerStack
@@ -356,9 +357,9 @@ class VectorEnvRecord:
         state = self.channel[index]
         if state not in (CUT_SHORT, LEFT_RUNNING):
             return state
-        arrived = f"{self.shipped_calls[index]} env calls arrived"
+        arrived = f"{counted(self.shipped_calls[index], 'env call')} arrived"
         if not self.keeps_stamps:  # a process the program started: no vector step to count against
             return f"{state} ({arrived})"
         if self.step_block is not None:
             self.step_block.fold()  # the steps its runs hold count too
-        return f"{state} ({arrived}; the trainer took {self.vector_steps} vector steps)"
+        return f"{state} ({arrived}; the trainer took {counted(self.vector_steps, 'vector step')})"

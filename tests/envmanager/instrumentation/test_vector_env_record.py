@@ -141,7 +141,7 @@ def test_a_daemon_left_running_is_named_so_unless_it_said_goodbye():
     record.said_goodbye(finished)
     record.left_running(running)
     record.left_running(finished)
-    assert record.lost() == [f"Process worker {running}: {LEFT_RUNNING} (1 env calls arrived)"]
+    assert record.lost() == [f"Process worker {running}: {LEFT_RUNNING} (1 env call arrived)"]
 
 
 def test_finish_stamps_that_are_not_ascending_are_refused(record):

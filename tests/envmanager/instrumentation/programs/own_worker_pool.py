@@ -1,9 +1,8 @@
 """A hand-written env worker pool, as older training code writes one, knowing nothing of rlprof.
 
 ``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs] [--leave-running]``
-starts
-one ``multiprocessing.Process`` per worker; each builds a CartPole with ``gymnasium.make`` and steps
-it on command over its own ``Pipe`` (resetting it when an episode ends). The trainer sends seeded
+starts one ``multiprocessing.Process`` per worker; each builds a CartPole with ``gymnasium.make`` and
+steps it on command over its own ``Pipe`` (resetting it when an episode ends). The trainer sends seeded
 random actions and saves every observation, so a run under ``rlprof run`` can be compared with a
 plain one. Without ``--close-envs`` a worker returns without closing its env, as many such loops do.
 With ``--leave-running`` the trainer neither stops nor joins its workers, daemons which

@@ -43,7 +43,7 @@ from envmanager.instrumentation.factories import TimedFactory
 from envmanager.instrumentation.known_classes import KnownClass, Patches
 from envmanager.instrumentation.own_processes import (
     OWN_PROCESS_ID,
-    OwnProcessTarget,
+    mark_own_process,
     patch_gymnasium_make,
     started_in_fresh_interpreter,
     time_own_process_env,
@@ -90,7 +90,7 @@ class EnvironmentInstrumentation:
 
         self._restore_make = patch_gymnasium_make(registration, self._made_env)
         self._restore_make_vec = patch_gymnasium_make(registration, self._made_vector_env, function="make_vec")
-        self._restore_start = _wrap_started_targets(self)
+        self._restore_start = _mark_started_processes(self)
         global _active
         _active = self
 
@@ -412,20 +412,18 @@ class CloseDidNotEnd(Exception):
     """A vector env's ``close`` at the end of the run was still waiting when rlprof stopped waiting."""
 
 
-def _wrap_started_targets(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
-    """Wrap the target of each ``multiprocessing`` process the trainer starts with spawn or
-    forkserver (:class:`~envmanager.instrumentation.own_processes.OwnProcessTarget`), so that the
-    envs ``gymnasium.make`` builds there are timed; a forked process inherits the patched
-    ``make`` instead (:func:`_before_fork`). Returns what puts ``start`` back."""
+def _mark_started_processes(instrumentation: EnvironmentInstrumentation) -> Callable[[], None]:
+    """Mark each ``multiprocessing`` process the trainer starts with spawn or forkserver
+    (:func:`~envmanager.instrumentation.own_processes.mark_own_process`), so that the envs
+    ``gymnasium.make`` builds there are timed; a forked process inherits the patched ``make``
+    instead (:func:`_before_fork`). Returns what puts ``start`` back."""
     from multiprocessing import process
 
     original = process.BaseProcess.start
 
     def start(self: Any) -> None:
-        target = getattr(self, "_target", None)
-        if (os.getpid() == instrumentation.trainer_pid and callable(target)
-                and not isinstance(target, OwnProcessTarget) and started_in_fresh_interpreter(self)):
-            self._target = OwnProcessTarget(target, instrumentation.own_process_identity())
+        if os.getpid() == instrumentation.trainer_pid and started_in_fresh_interpreter(self):
+            mark_own_process(self, instrumentation.own_process_identity())
         return original(self)
 
     functools.update_wrapper(start, original)

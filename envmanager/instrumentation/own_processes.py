@@ -10,17 +10,18 @@ worker does (:mod:`.timed_env`):
   :func:`patch_gymnasium_make`, as the trainer patches ``make_vec``), which, outside the trainer's
   process, times the envs made there as that process's;
 * a process **started with spawn or forkserver** begins in a fresh interpreter, so the trainer
-  wraps its target (:class:`OwnProcessTarget`, pickled with the process object as the program's
-  target is): in the process, before the program's target runs, ``gymnasium.make`` is patched
-  the same way (once Gymnasium is imported; a name the program bound to the original
-  ``make`` before, ``from gymnasium import make`` in the program's main module, stays the original).
+  marks the process object as it starts it (:class:`OwnProcessMark`, pickled with it): as the
+  object is unpickled in the new process, after the program's main module was imported there and
+  before the target (or an overridden ``run``) is, the mark patches ``gymnasium.make`` the same way
+  (once Gymnasium is imported) and rebinds the names the program's modules bound to the original
+  there (``from gymnasium import make``), as they are bound to the patched one in the trainer.
 
 rlprof's own worker processes (a ``SubprocessEnvManager``'s, a known vector env's building its
 envs through rlprof's factory wrapper) mark themselves first
 (:mod:`envmanager.transport.rlprof_worker`): their envs are timed once, as theirs. Each process
 ships its last timers as it ends, whether or not the program's loop closes its env.
 
-This module is imported in such a process as its target is unpickled: it imports only what the
+This module is imported in such a process as its mark is unpickled: it imports only what the
 timing needs there.
 """
 
@@ -28,13 +29,14 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Callable
 
 from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented, ship_at_exit
 from envmanager.transport.rlprof_worker import is_rlprof_worker
 
-__all__ = ["OWN_PROCESS_ID", "OwnProcessTarget", "patch_gymnasium_make", "started_in_fresh_interpreter",
-           "time_own_process_env"]
+__all__ = ["OWN_PROCESS_ID", "OWN_PROCESS_MARK", "OwnProcessMark", "mark_own_process", "patch_gymnasium_make",
+           "started_in_fresh_interpreter", "time_own_process_env"]
 
 _REGISTRATION = "gymnasium.envs.registration"
 
@@ -83,41 +85,90 @@ def patch_gymnasium_make(registration: Any, on_made: Callable[[Any], None],
     return restore
 
 
-class OwnProcessTarget:
-    """The target of a process the program starts with spawn or forkserver: in that process, it
-    has ``gymnasium.make`` time the envs it builds, then calls the program's target as it was
-    given. It pickles with the process object (as its ``target`` does) and carries only who the
-    process is to the trainer."""
+OWN_PROCESS_MARK = "_rlprof_own_process"
+"""The attribute of a process object that holds its :class:`OwnProcessMark`."""
 
-    __slots__ = ("target", "identity")
 
-    def __init__(self, target: Callable[..., Any], identity: WorkerIdentity) -> None:
-        self.target = target
+class OwnProcessMark:
+    """Carried by a process the program starts with spawn or forkserver, first among its
+    attributes: unpickled in that process, it has ``gymnasium.make`` time the envs made there.
+
+    Unpickling is the one moment rlprof's code runs in the new interpreter before the program's:
+    the main module is imported by then, and the target, its arguments and the process's own
+    ``run`` (a ``Process`` subclass may override it) are not yet. Being first, the mark is unpickled
+    before a target that holds ``gymnasium.make`` itself, which then unpickles as the timed one."""
+
+    __slots__ = ("identity",)
+
+    def __init__(self, identity: WorkerIdentity) -> None:
         self.identity = identity
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        identity = self.identity
-
-        def patch(registration: Any) -> None:
-            patch_gymnasium_make(registration, lambda env: time_own_process_env(env, identity))
-
-        registration = sys.modules.get(_REGISTRATION)
-        if registration is not None:  # the usual case: the program's main module imported Gymnasium
-            patch(registration)
-        else:  # an import hook (importlib.abc and all) only where Gymnasium is yet to come
-            from profiler.automatic.post_import import when_imported
-
-            when_imported(_REGISTRATION, patch)
-        return self.target(*args, **kwargs)
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return (self.target, self.identity)
-
-    def __setstate__(self, state: tuple[Any, ...]) -> None:
-        self.target, self.identity = state
+    def __reduce__(self) -> tuple[Callable[[WorkerIdentity], OwnProcessMark], tuple[WorkerIdentity]]:
+        return _time_this_process, (self.identity,)
 
     def __repr__(self) -> str:
-        return f"OwnProcessTarget({self.target!r})"
+        return f"OwnProcessMark({self.identity!r})"
+
+
+def mark_own_process(process: Any, identity: WorkerIdentity) -> None:
+    """Put an :class:`OwnProcessMark` first among the attributes of ``process`` (about to start with
+    spawn or forkserver), the order in which they are pickled."""
+    attributes = vars(process)
+    others = {name: value for name, value in attributes.items() if name != OWN_PROCESS_MARK}
+    attributes.clear()
+    attributes[OWN_PROCESS_MARK] = OwnProcessMark(identity)
+    attributes.update(others)
+
+
+def _time_this_process(identity: WorkerIdentity) -> OwnProcessMark:
+    """In the started process, as its mark is unpickled: ``gymnasium.make`` times the envs made
+    here as worker ``identity``'s, under every name the program bound it to."""
+
+    def patch(registration: Any) -> None:
+        original = registration.make
+        patch_gymnasium_make(registration, lambda env: time_own_process_env(env, identity))
+        _rebind(original, registration.make)
+
+    registration = sys.modules.get(_REGISTRATION)
+    if registration is not None:  # the usual case: the program's main module imported Gymnasium
+        patch(registration)
+    else:  # an import hook (importlib.abc and all) only where Gymnasium is yet to come
+        from profiler.automatic.post_import import when_imported
+
+        when_imported(_REGISTRATION, patch)
+    return OwnProcessMark(identity)
+
+
+def _rebind(original: Any, patched: Any) -> None:
+    """Every global name bound to ``original`` is bound to ``patched``. In the trainer the
+    program's modules are imported after rlprof patched ``make``; in a fresh interpreter they are
+    imported before (spawn imports the main module first), and a name they bound by ``from gymnasium
+    import make`` would keep the untimed one. One pass over the modules, once per process: about
+    13 ms with torch, Gymnasium and SB3 imported (1,548 modules)."""
+    for namespace in _global_namespaces():
+        for name, value in tuple(namespace.items()):
+            if value is original:
+                namespace[name] = patched
+
+
+def _global_namespaces() -> list[dict[str, Any]]:
+    """The globals of every module, and those the main module's functions run in.
+
+    Spawn runs the main module with ``runpy.run_path``, in a temporary module, and puts a copy of
+    its globals in ``sys.modules``: the functions and classes defined there keep the original."""
+    namespaces = {}
+    for module in tuple(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is dict:
+            namespaces[id(namespace)] = namespace
+    main = sys.modules.get("__main__")
+    main_name = getattr(main, "__name__", None)
+    for value in tuple(getattr(main, "__dict__", {}).values()):
+        for function in (value, *(vars(value).values() if isinstance(value, type) else ())):
+            if isinstance(function, types.FunctionType) and function.__module__ == main_name:
+                namespaces[id(function.__globals__)] = function.__globals__
+                return list(namespaces.values())  # all the main module's functions share them
+    return list(namespaces.values())
 
 
 def started_in_fresh_interpreter(process: Any) -> bool:

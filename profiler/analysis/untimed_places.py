@@ -29,7 +29,7 @@ import math
 import os
 from typing import Any
 
-from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.text_format import counted, format_percent, format_seconds
 from profiler.records import Record
 
 __all__ = ["SAMPLER_OFF_METADATA", "UntimedPlace", "UntimedPlaces", "WorkerUntimedPlaces", "untimed_places",
@@ -101,7 +101,7 @@ class UntimedPlaces(Record):
             return (f"the stack sampler ({looks}) took no sample outside a block: the untimed time fell "
                     "before it started or after it stopped (start-up, including what rlprof imports "
                     "for the program first, and the end), or was too short for its looks")
-        return (f"the stack sampler ({looks}) took {self.untimed_samples} samples outside any block, "
+        return (f"the stack sampler ({looks}) took {counted(self.untimed_samples, 'sample')} outside any block, "
                 "none of them in code a place names")
 
 
@@ -148,7 +148,7 @@ def untimed_places_text(places: UntimedPlaces, wall_seconds: float) -> str:
     if not places.places:
         return f"where the untimed time went: {places.no_place_found()}"
     share = places.unexplained_seconds / wall_seconds if wall_seconds > 0 else None
-    lines = [f"where the untimed time went ({places.untimed_samples} samples outside any block, "
+    lines = [f"where the untimed time went ({counted(places.untimed_samples, 'sample')} outside any block, "
              f"{_looks(places.interval_seconds, places.longest_interval_seconds)}; "
              f"unexplained {format_seconds(places.unexplained_seconds)}, {format_percent(share)} of wall time):"]
     for place in places.places[:SHOWN_PLACES]:
@@ -204,10 +204,10 @@ def workers_untimed_text(workers: list[WorkerUntimedPlaces]) -> str:
     for worker in workers:
         places = worker.places
         lines.append(f"  {worker.label}: {format_seconds(places.untimed_seconds)} outside env calls, "
-                     f"{places.untimed_samples} samples")
+                     f"{counted(places.untimed_samples, 'sample')}")
         for place in places.places[:SHOWN_WORKER_PLACES]:
             lines.append(f"    {format_seconds(place.seconds):>9} ± {format_seconds(place.error_seconds):<8} "
-                         f"{place.samples:>6} samples  {place.label}{_what_it_was(place)}")
+                         f"{counted(place.samples, 'sample'):>14}  {place.label}{_what_it_was(place)}")
         if len(places.places) > SHOWN_WORKER_PLACES:
             lines.append(f"    ... {len(places.places) - SHOWN_WORKER_PLACES} more places (--format json lists them)")
     return "\n".join(lines)

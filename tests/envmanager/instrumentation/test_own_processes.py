@@ -9,6 +9,8 @@ Real programs (programs/) as real subprocesses, under ``python`` and under ``rlp
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -47,6 +49,15 @@ def test_each_started_process_is_a_worker_with_every_env_call_and_the_same_resul
     assert counts(tree, "env.step") == WORKERS * STEPS  # merged into the trainer's tree, nothing twice
     assert f"rlprof: environments timed where they ran: gymnasium.make in {WORKERS} processes the program started" \
         in stderr
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn", "forkserver"])
+def test_a_process_subclass_that_overrides_run_has_its_envs_timed(tmp_path, context):
+    arguments = pool_arguments(context, "--subclass", "--close-envs")
+    run_plain(tmp_path, POOL, "plain.npy", *arguments)
+    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *arguments)
+    assert same_results(tmp_path / "plain.npy", tmp_path / "timed.npy")
+    assert [counts(worker, "env.step") for worker in tree["workers"]] == [STEPS] * WORKERS
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
@@ -131,3 +142,67 @@ def test_a_spawned_process_that_imports_gymnasium_late_has_its_envs_timed(tmp_pa
     tree, _ = run_rlprof(tmp_path, program)
     (worker,) = tree["workers"]
     assert counts(worker, "env.step") == 25
+
+
+MAKE_BOUND_BEFORE_THE_PROCESS_STARTED = """
+import functools
+import multiprocessing
+import sys
+
+from gymnasium import make  # bound again in each spawned process, before rlprof's code runs there
+
+
+def by_name(steps):
+    run(make, steps)
+
+
+def run(make_env, steps):
+    env = make_env("CartPole-v1")
+    env.reset(seed=0)
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            env.reset()
+
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context(sys.argv[1])
+    targets = [functools.partial(by_name, 20), functools.partial(run, make, 30)]  # make pickled in the target
+    for target in targets:
+        process = context.Process(target=target)
+        process.start()
+        process.join()
+"""
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_names_bound_to_gymnasium_make_before_a_fresh_process_starts_are_timed(tmp_path, context):
+    program = tmp_path / "make_by_name.py"
+    program.write_text(MAKE_BOUND_BEFORE_THE_PROCESS_STARTED)
+    tree, _ = run_rlprof(tmp_path, program, context)
+    assert sorted(counts(worker, "env.step") for worker in tree["workers"]) == [20, 30]
+
+
+FAILING_WORKER = """
+import multiprocessing
+
+
+def worker():
+    raise ValueError("the worker's own error")
+
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("spawn").Process(target=worker)
+    process.start()
+    process.join()
+"""
+
+
+def test_a_spawned_process_reports_its_error_with_the_programs_frames_only(tmp_path):
+    program = tmp_path / "failing_worker.py"
+    program.write_text(FAILING_WORKER)
+    plain = subprocess.run([sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    _, stderr = run_rlprof(tmp_path, program)
+    end = "ValueError: the worker's own error"
+    traceback = stderr[stderr.index("Traceback"):stderr.index(end)]
+    assert traceback == plain.stderr[plain.stderr.index("Traceback"):plain.stderr.index(end)]

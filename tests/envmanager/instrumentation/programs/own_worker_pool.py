@@ -1,12 +1,13 @@
 """A hand-written env worker pool, as older training code writes one, knowing nothing of rlprof.
 
-``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs] [--leave-running]``
-starts one ``multiprocessing.Process`` per worker; each builds a CartPole with ``gymnasium.make`` and
-steps it on command over its own ``Pipe`` (resetting it when an episode ends). The trainer sends seeded
-random actions and saves every observation, so a run under ``rlprof run`` can be compared with a
-plain one. Without ``--close-envs`` a worker returns without closing its env, as many such loops do.
-With ``--leave-running`` the trainer neither stops nor joins its workers, daemons which
-``multiprocessing`` terminates at the exit.
+``python own_worker_pool.py OUT.npy --context fork --workers 3 --steps 200 [--close-envs] [--leave-running]
+[--subclass]`` starts one ``multiprocessing.Process`` per worker (with ``--subclass``, a ``Process``
+subclass whose own ``run`` is the worker loop, under that default start method); each builds a
+CartPole with ``gymnasium.make`` and steps it on command over its own ``Pipe`` (resetting it when an
+episode ends). The trainer sends seeded random actions and saves every observation, so a run under
+``rlprof run`` can be compared with a plain one. Without ``--close-envs`` a worker returns without
+closing its env, as many such loops do. With ``--leave-running`` the trainer neither stops nor joins
+its workers, daemons which ``multiprocessing`` terminates at the exit.
 """
 
 import argparse
@@ -36,6 +37,17 @@ def worker(remote, seed, close_env):
     remote.close()
 
 
+class EnvWorker(multiprocessing.Process):
+    """The worker loop as a ``Process`` subclass's own ``run`` (started by the default start method)."""
+
+    def __init__(self, remote, seed, close_env):
+        super().__init__(daemon=True)
+        self.remote, self.seed, self.close_env = remote, seed, close_env
+
+    def run(self):
+        worker(self.remote, self.seed, self.close_env)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -44,12 +56,18 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--close-envs", action="store_true")
     parser.add_argument("--leave-running", action="store_true")
+    parser.add_argument("--subclass", action="store_true")
     args = parser.parse_args()
+    if args.subclass:
+        multiprocessing.set_start_method(args.context)
     context = multiprocessing.get_context(args.context)
     remotes, processes = [], []
     for seed in range(args.workers):
         parent, child = context.Pipe()
-        process = context.Process(target=worker, args=(child, seed, args.close_envs), daemon=True)
+        if args.subclass:
+            process = EnvWorker(child, seed, args.close_envs)
+        else:
+            process = context.Process(target=worker, args=(child, seed, args.close_envs), daemon=True)
         process.start()
         child.close()
         remotes.append(parent)

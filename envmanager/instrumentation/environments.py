@@ -258,9 +258,13 @@ class EnvironmentInstrumentation:
 
     # --- the end of the run --------------------------------------------------------------------
 
-    def finish(self) -> list[str]:
+    def finish(self, *, program_still_running: bool = False) -> list[str]:
         """Close the vector envs the program left open (their workers ship their last timers
         then), wait for those timers, put the classes back; the lines to tell the user.
+
+        ``program_still_running``: the process ends next while the program's main thread may
+        still be using its vector envs (another thread called ``os._exit``): they are neither
+        closed nor waited for, and the lines say what each worker's last shipment left out.
 
         The closes and the wait share one :data:`FINAL_TIMERS_WAIT_SECONDS`: after a close that
         hung (a worker that died mid-step), waiting again for the timers its workers will never
@@ -268,9 +272,9 @@ class EnvironmentInstrumentation:
         nothing, though its process may live on (a pool's worker between tasks). Processes the
         program started as daemons and left running are not waited for at all: they send their
         last timers as they end, and ``multiprocessing`` ends them only at the exit, with SIGTERM."""
-        deadline = time.monotonic() + FINAL_TIMERS_WAIT_SECONDS
+        deadline = time.monotonic() + (0.0 if program_still_running else FINAL_TIMERS_WAIT_SECONDS)
         problems = []
-        for reference in self._vector_envs:
+        for reference in [] if program_still_running else self._vector_envs:
             envs = reference()
             if envs is not None and not _is_closed(envs):
                 try:

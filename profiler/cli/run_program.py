@@ -10,10 +10,11 @@ them, and a sampler names where the time outside any block went (:mod:`profiler.
 every Ray worker process it starts is timed too (:mod:`profiler.integrations.ray_workers`); with
 ``--vector-env``, Gymnasium's vector envs it builds are ``SubprocessEnvManager``\\ s instead.
 
-However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT) or
-SIGTERM — the timers, the trace and the report are written under the summaries folder and the
-analysis is printed (on stderr: the program's stdout stays its own). Then rlprof ends the way the
-program did: the same exit code, or killed by the same signal.
+However the program ends — returning, ``sys.exit``, an uncaught exception, Ctrl-C (SIGINT),
+SIGTERM (:mod:`.program_signals`) or ``os._exit`` (:mod:`.immediate_exit`) — the timers, the trace
+and the report are written under the summaries folder and the analysis is printed (on stderr: the
+program's stdout stays its own). Then rlprof ends the way the program did: the same exit code, or
+killed by the same signal.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -37,6 +39,8 @@ from typing import Any, NamedTuple, TextIO
 from profiler.automatic import SAMPLER_OFF_METADATA, AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.cli import program_frame
+from profiler.cli.immediate_exit import RunEnding, os_exit_ends_the_run
+from profiler.cli.program_signals import Terminated, signals_held, sigterm_raises_in_the_program
 from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load
 from profiler.records import Record
@@ -103,12 +107,16 @@ class ProgramEnd(Record):
     exit_code: int = 0
     signal_number: int | None = None
     error: BaseException | None = None
+    immediate_exit: bool = False
+    """Whether the program ended with ``os._exit`` (:mod:`profiler.cli.immediate_exit`)."""
 
     def describe(self) -> str:
         if self.signal_number is not None:
             return f"stopped by {signal.Signals(self.signal_number).name}"
         if self.error is not None:
             return f"ended with {type(self.error).__name__} (exit code {self.exit_code})"
+        if self.immediate_exit:
+            return f"ended with os._exit({self.exit_code})"
         return f"exited with code {self.exit_code}"
 
 
@@ -130,18 +138,6 @@ class RunFiles(Record):
 
         return RunFiles(timers=shown(self.timers) or self.timers, trace=shown(self.trace),
                         report=shown(self.report), problems=self.problems)
-
-
-class _Terminated(BaseException):
-    """Raised in the program by SIGTERM, so its ``finally`` blocks run and the timers are kept.
-
-    A ``BaseException`` like ``KeyboardInterrupt``: a program's ``except Exception`` does not
-    swallow it.
-    """
-
-    def __init__(self, signal_number: int) -> None:
-        super().__init__(f"terminated by signal {signal_number}")
-        self.signal_number = signal_number
 
 
 def split_run_arguments(arguments: list[str]) -> tuple[list[str], list[str]]:
@@ -242,24 +238,63 @@ def run_program(
     ray_workers = RayWorkers(record_timeline=timeline, framework_phases=framework_phases).follow()
     if torch_ops is not None:
         torch_ops.start_operators()
+
+    def finish(end: ProgramEnd) -> ProgramEnd:
+        """Once the program has ended: its last timers, the files and the analysis. Where another
+        thread's ``os._exit`` ends it, the main thread may still be using the vector envs: they are
+        left as they are, and the blocks still open are timed up to now."""
+        if live:
+            _take_the_live_view_down()  # an os._exit while it was up; otherwise down already
+        main_thread_running = threading.current_thread() is not threading.main_thread()
+        if end.immediate_exit:
+            for stack in timers.all_timer_stacks():
+                stack.close_open_blocks()
+        automatic.stop()
+        if torch_ops is not None:
+            torch_ops.stop_operators()
+        with signals_held() as signals_meanwhile:
+            told = _finish_instrumentation(instrumentation, program_still_running=main_thread_running)
+            told += ray_workers.finish()
+            if ray_workers.environments_timed:  # the envs were built in Ray's workers, not here
+                told = [line for line in told if not line.startswith("no environment was instrumented")]
+            if main_thread_running:
+                told.append(f"the thread {threading.current_thread().name!r} called os._exit while the main thread "
+                            "still ran: its vector envs were left as they were, and its blocks still open are "
+                            "timed up to that moment")
+            if substitution is not None:
+                if not main_thread_running:
+                    _close_managers(substitution, report_to)
+                substitution.restore()
+                told += substitution.summary()
+            with _collector_paused():
+                files, tree = _write_files(run_dir, run_id)
+        if signals_meanwhile and end.signal_number is None:
+            end = ProgramEnd(signal_number=signals_meanwhile[0])
+        with _collector_paused():
+            _report(program, end, files.shown_from(shown_from), tree, report_to)
+        for line in told:
+            print(f"rlprof: {line}", file=report_to)
+        report_to.flush()
+        return end
+
+    ending = RunEnding(finish)
+
+    def finish_before_os_exit(code: int) -> None:
+        """The process ends next, with the program's code: what goes wrong here can only be told."""
+        try:
+            ending(ProgramEnd(exit_code=code, immediate_exit=True))
+        except RunError as error:
+            print(f"rlprof: error: run: {error}", file=report_to)
+        except Exception as error:  # noqa: BLE001 - a traceback would be cut short by the exit
+            print(f"rlprof: error: run: ending the run at os._exit failed: {type(error).__name__}: {error}",
+                  file=report_to)
+
     try:
-        with _sigterm_raises_in_the_program(), _set_up_frozen(until_the_exit=process_ends_after):
+        with (sigterm_raises_in_the_program(), _set_up_frozen(until_the_exit=process_ends_after),
+              os_exit_ends_the_run(finish_before_os_exit)):
             with _live_view_shown(live):
                 end = _execute(program)
-            automatic.stop()
-            if torch_ops is not None:
-                torch_ops.stop_operators()
-            with _signals_held() as signals_meanwhile:
-                told = _finish_instrumentation(instrumentation)
-                told += ray_workers.finish()
-                if ray_workers.environments_timed:  # the envs were built in Ray's workers, not here
-                    told = [line for line in told if not line.startswith("no environment was instrumented")]
-                if substitution is not None:
-                    _close_managers(substitution, report_to)
-                    substitution.restore()
-                    told += substitution.summary()
-                with _collector_paused():
-                    files, tree = _write_files(run_dir, run_id)
+            return ending(end)
     finally:
         automatic.stop()
         ray_workers.restore()
@@ -268,13 +303,6 @@ def run_program(
             events.stop_recording()
         if torch_ops is not None:
             torch_ops.stop_operators()  # does nothing once stopped
-    if signals_meanwhile and end.signal_number is None:
-        end = ProgramEnd(signal_number=signals_meanwhile[0])
-    with _collector_paused():
-        _report(program, end, files.shown_from(shown_from), tree, report_to)
-    for line in told:
-        print(f"rlprof: {line}", file=report_to)
-    return end
 
 
 def _operators_module() -> ModuleType:
@@ -286,6 +314,12 @@ def _operators_module() -> ModuleType:
     except torch_ops.OperatorsUnavailableError as error:
         raise RunError(f"--operators: {error}") from None
     return torch_ops
+
+
+def _take_the_live_view_down() -> None:
+    from profiler.integrations import live_view
+
+    live_view.stop()
 
 
 def _live_view_shown(live: bool) -> AbstractContextManager[Any]:
@@ -357,45 +391,14 @@ def _load_plugin(group: str, report_to: TextIO, *, missing: str | None = None) -
         return None
 
 
-def _finish_instrumentation(instrumentation: Any) -> list[str]:
+def _finish_instrumentation(instrumentation: Any, *, program_still_running: bool) -> list[str]:
     """The lines the environments' instrumentation has to tell, once it has its last timers."""
     if instrumentation is None:
         return []
     try:
-        return list(instrumentation.finish())
+        return list(instrumentation.finish(program_still_running=program_still_running))
     except Exception as error:  # noqa: BLE001 - the timers merged so far are still written
         return [f"finishing the environments' instrumentation failed: {type(error).__name__}: {error}"]
-
-
-def _terminate(signal_number: int, frame: Any) -> None:
-    raise _Terminated(signal_number)
-
-
-_programs_sigterm: list[Any] = []
-"""The SIGTERM handler the program had before :func:`_sigterm_raises_in_the_program` put
-:func:`_terminate` in its place (one while that holds, none otherwise)."""
-
-
-@contextmanager
-def _sigterm_raises_in_the_program() -> Iterator[None]:
-    _programs_sigterm.append(signal.signal(signal.SIGTERM, _terminate))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, _programs_sigterm.pop())
-
-
-def _give_a_forked_child_the_programs_sigterm() -> None:
-    """A process the program forks runs the program's code, not ``rlprof run``'s, and must end on
-    SIGTERM as under ``python``. With :func:`_terminate` inherited, a worker that
-    ``multiprocessing`` terminates (``Process.terminate()``, or a daemon at the program's exit)
-    printed a traceback of rlprof's and ended with exit code 1 instead of -15. A handler the
-    program set itself during the run is left as it is."""
-    if _programs_sigterm and signal.getsignal(signal.SIGTERM) is _terminate:
-        signal.signal(signal.SIGTERM, _programs_sigterm[-1])
-
-
-os.register_at_fork(after_in_child=_give_a_forked_child_the_programs_sigterm)
 
 
 @contextmanager
@@ -443,24 +446,6 @@ def _set_up_frozen(*, until_the_exit: bool) -> Iterator[None]:
             gc.unfreeze()
 
 
-@contextmanager
-def _signals_held() -> Iterator[list[int]]:
-    """Hold SIGINT and SIGTERM while the files are written: a second Ctrl-C waits until they are.
-
-    A signal that comes meanwhile is only noted in the list given to the ``with`` block; the
-    run then ends by it once the files are complete. (Masking the signals would not do: another
-    thread of the program could still take them.)
-    """
-    noted: list[int] = []
-    previous = {number: signal.signal(number, lambda number, frame: noted.append(number))
-                for number in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield noted
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
 def _execute(program: Program) -> ProgramEnd:
     """Run the program as ``python`` would, and tell how it ended (never raises)."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -478,7 +463,7 @@ def _execute(program: Program) -> ProgramEnd:
     except KeyboardInterrupt as interrupt:
         _print_program_traceback(interrupt)
         return ProgramEnd(signal_number=signal.SIGINT, error=interrupt)
-    except _Terminated as terminated:
+    except Terminated as terminated:
         return ProgramEnd(signal_number=terminated.signal_number, error=terminated)
     except BaseException as error:  # noqa: BLE001 - the program's own error: report it, keep the timers
         _print_program_traceback(error)
@@ -522,7 +507,9 @@ def _write_files(run_dir: Path, run_id: str) -> tuple[RunFiles, dict[str, Any]]:
     """The timers first, then the trace and the report made from the file written (so all three
     agree); returns the files and the tree read back."""
     try:
-        files = RunFiles(timers=write_timing_tree(timers_json_path(run_dir, run_id)))
+        # The main thread's tree, whichever thread ends the run (an os._exit may come from another).
+        main_stack = timers.get_timer_stack_for_thread(threading.main_thread())
+        files = RunFiles(timers=write_timing_tree(timers_json_path(run_dir, run_id), main_stack))
     except OSError as error:
         raise RunError(f"cannot write the timers in {str(run_dir)!r}: {error.strerror or error}") from None
     from profiler.export import write_export  # the exporters are the heavy part: only when needed

@@ -131,6 +131,16 @@ class TimerStack:
         blocks.reverse()
         return blocks
 
+    def close_open_blocks(self) -> None:
+        """Close the blocks open now, innermost first, each as if its run ended now.
+
+        For a dump taken as the process ends in the middle of them (an ``os._exit`` under ``rlprof
+        run``), which would otherwise count nothing of their runs so far. Call it from the stack's
+        own thread, or where the process ends next: a thread still timing into the stack could
+        close the same block meanwhile."""
+        for node in reversed(self.open_blocks()):
+            node.__exit__(None, None, None)
+
     @property
     def stack(self) -> list[TimerNode]:
         """The root, then the blocks open right now, outermost first (ML-Agents' ``stack``).

@@ -151,6 +151,31 @@ def test_root_total_is_the_wall_time_since_the_stack_started(fake_clock):
     assert tree["self"] == 10.0
 
 
+# --- blocks still open as the process ends ---------------------------------------------------
+
+
+def test_closing_the_open_blocks_times_each_run_up_to_now_and_leaves_the_root_open(fake_clock):
+    stack = get_timer_stack_for_thread(threading.current_thread())
+    outer = hierarchical_timer("outer").__enter__()
+    fake_clock.advance(1.0)
+    hierarchical_timer("inner").__enter__()
+    fake_clock.advance(2.0)
+    stack.close_open_blocks()
+    assert stack.current is stack.root
+    tree = get_timer_tree()
+    assert (find(tree, "outer")["total"], find(tree, "outer")["count"]) == (3.0, 1)
+    assert (find(tree, "outer", "inner")["total"], find(tree, "outer", "inner")["count"]) == (2.0, 1)
+    assert outer.errors == 0
+
+
+def test_closing_the_open_blocks_with_none_open_changes_nothing(fake_clock):
+    with hierarchical_timer("closed"):
+        fake_clock.advance(1.0)
+    stack = get_timer_stack_for_thread(threading.current_thread())
+    stack.close_open_blocks()
+    assert find(get_timer_tree(), "closed")["count"] == 1
+
+
 # --- exceptions -------------------------------------------------------------------------------
 
 

@@ -119,7 +119,7 @@ import multiprocessing
 
 
 def worker(steps):
-    import gymnasium as gym  # the spawned process imports Gymnasium only here, after rlprof's wrapper ran
+    import gymnasium as gym  # the spawned process imports Gymnasium only here, after rlprof's mark was unpickled
 
     env = gym.make("CartPole-v1")
     env.reset(seed=0)

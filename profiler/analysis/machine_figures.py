@@ -17,7 +17,7 @@ from typing import Any
 from profiler.analysis.worker_groups import compared_workers
 from profiler.records import Record
 
-__all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessWaits", "PythonThread",
+__all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessMoment", "ProcessWaits", "PythonThread",
            "read_machine_figures"]
 
 
@@ -36,12 +36,26 @@ class ProcessWaits(Record):
         return min(1.0, self.run_queue_seconds / self.wall_seconds) if self.wall_seconds > 0 else 0.0
 
 
+class ProcessMoment(Record):
+    """A moment of the run, in seconds since its figures start, with the process's CPU and
+    run-queue seconds, and its main thread's CPU seconds (where the dump has them), from that
+    start to it."""
+
+    seconds: float
+    cpu_seconds: float
+    run_queue_seconds: float
+    main_thread_cpu_seconds: float | None = None
+
+
 class PythonThread(Record):
-    """One Python thread of the trainer, alive at the dump."""
+    """One Python thread of the trainer, alive at the dump or ended before it; when it began
+    timing and when it ended, where the dump says (None: with the run, and at the dump)."""
 
     name: str
     cpu_seconds: float
     run_queue_seconds: float
+    started: ProcessMoment | None = None
+    ended: ProcessMoment | None = None
 
 
 class OutsideProcess(Record):
@@ -130,9 +144,27 @@ def _threads(value: dict[str, Any], problems: list[str]) -> tuple[PythonThread, 
                 and _is_seconds(entry.get("cpu_seconds")) and _is_seconds(entry.get("run_queue_seconds"))):
             problems.append("scheduling.python_threads is malformed; ignored")
             return ()
-        threads.append(PythonThread(entry["name"], float(entry["cpu_seconds"]),
-                                    float(entry["run_queue_seconds"])))
+        threads.append(PythonThread(entry["name"], float(entry["cpu_seconds"]), float(entry["run_queue_seconds"]),
+                                    _moment(entry, "started", "start", problems),
+                                    _moment(entry, "ended", "end", problems)))
     return tuple(threads)
+
+
+def _moment(entry: dict[str, Any], when: str, moment: str, problems: list[str]) -> ProcessMoment | None:
+    """A thread's ``{when}_seconds`` with its ``process_at_{moment}`` figures (None where the
+    dump has none: written before rlprof kept them, or unreadable)."""
+    seconds, figures = entry.get(f"{when}_seconds"), entry.get(f"process_at_{moment}")
+    if seconds is None and figures is None:
+        return None
+    cpu = figures.get("cpu_seconds") if isinstance(figures, dict) else None
+    run_queue = figures.get("run_queue_seconds") if isinstance(figures, dict) else None
+    if not all(_is_seconds(figure) for figure in (seconds, cpu, run_queue)):
+        problems.append(f"scheduling.python_threads: {entry['name']}'s {when}_seconds and process_at_{moment} "
+                        "are malformed; its whole run is read instead")
+        return None
+    main_thread = figures.get("main_thread_cpu_seconds")
+    return ProcessMoment(float(seconds), float(cpu), float(run_queue),
+                         float(main_thread) if _is_seconds(main_thread) else None)
 
 
 def _machine_load(value: Any, problems: list[str]) -> MachineLoad | None:

@@ -23,15 +23,19 @@ crowding of the cores from other programs' load. The rules, each with its thresh
     :data:`GIL_MIN_PYTHON_CPU_SHARE` of it), yet the process ran on about one core at a time (at most
     :data:`GIL_MAX_CORES` cores on average) while holding or waiting for it most of the wall time (at
     least :data:`GIL_MIN_BUSY_SHARE`), on a machine with two cores or more: the threads queued for
-    the GIL, not for a core. The cost, what spreading their CPU time over the cores would save, must
-    reach :data:`CPU_MIN_COST_SHARE`.
+    the GIL, not for a core. The cores used and the busy share are read over the time two or more
+    of those threads ran at once, where the dump says when each began and ended: over the whole
+    run, a long start-up on the main thread alone (imports, building the model) made a short
+    spell of two threads look like one core's work. The cost, what spreading their CPU time over
+    the cores would save (never more than all but the longest thread's), must reach
+    :data:`CPU_MIN_COST_SHARE`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from profiler.analysis.machine_figures import MachineFigures, ProcessWaits
+from profiler.analysis.machine_figures import MachineFigures, ProcessMoment, ProcessWaits, PythonThread
 from profiler.analysis.text_format import format_percent, format_seconds
 
 __all__ = [
@@ -178,29 +182,80 @@ def gil_contention(run: JudgedRun, figures: MachineFigures) -> list[Any]:
     working = [thread for thread in figures.threads
                if thread.cpu_seconds >= GIL_MIN_THREAD_CPU_SHARE * process_cpu > 0]
     python_cpu = sum(thread.cpu_seconds for thread in working)
-    cores_used = process_cpu / trainer.wall_seconds
-    busy_share = (process_cpu + trainer.run_queue_seconds) / trainer.wall_seconds
-    if (len(working) < 2 or python_cpu < GIL_MIN_PYTHON_CPU_SHARE * process_cpu
-            or cores_used > GIL_MAX_CORES or busy_share < GIL_MIN_BUSY_SHARE):
+    if len(working) < 2 or python_cpu < GIL_MIN_PYTHON_CPU_SHARE * process_cpu:
+        return []
+    main_thread = next((thread for thread in figures.threads if thread.name == "MainThread" and thread.started is None),
+                       None)
+    together = _time_together(working, trainer, main_thread)
+    if (main_thread in working and together.main_thread_cpu_seconds is not None
+            and together.main_thread_cpu_seconds < GIL_MIN_THREAD_CPU_SHARE * together.cpu_seconds):
+        # The main thread did next to nothing while the others ran (it waited in join(), say):
+        # it took no turns at the GIL then.
+        working = [thread for thread in working if thread is not main_thread]
+        if len(working) < 2:
+            return []
+        together = _time_together(working, trainer, None)
+    if together.seconds <= 0:
+        return []
+    cores_used = together.cpu_seconds / together.seconds
+    busy_share = (together.cpu_seconds + together.run_queue_seconds) / together.seconds
+    if cores_used > GIL_MAX_CORES or busy_share < GIL_MIN_BUSY_SHARE:
         return []
     parallel = min(len(working), cores)
-    cost = min(run.wall, python_cpu * (1.0 - 1.0 / parallel))
+    # Spread over the cores, their work would still take the longest thread's CPU time (the main
+    # thread's counted only while the others ran, where the dump says).
+    cpu_together = [together.main_thread_cpu_seconds
+                    if thread is main_thread and together.main_thread_cpu_seconds is not None
+                    else thread.cpu_seconds for thread in working]
+    cost = min(run.wall, together.cpu_seconds * (1.0 - 1.0 / parallel), sum(cpu_together) - max(cpu_together))
     if (run.share(cost) or 0.0) < CPU_MIN_COST_SHARE:
         return []
     names = ", ".join(f"{thread.name} ({format_seconds(thread.cpu_seconds)})" for thread in working[:4])
     evidence = {"threads": [{"name": thread.name, "cpu_seconds": thread.cpu_seconds,
                              "run_queue_seconds": thread.run_queue_seconds} for thread in working],
                 "process_cpu_seconds": process_cpu, "process_wall_seconds": trainer.wall_seconds,
-                "cores_used": cores_used, "cores_available": cores,
+                "seconds_together": together.seconds, "cores_used": cores_used, "cores_available": cores,
                 "process_run_queue_seconds": trainer.run_queue_seconds}
     return [run.verdict(
         GIL_CONTENTION,
         f"the trainer's Python threads take turns at the GIL: {len(working)} threads worked "
-        f"({names}) but the process used {cores_used:.2g} of its {cores} cores, busy "
-        f"{format_percent(min(1.0, busy_share))} of the time: they waited for the interpreter's "
-        "lock, not for a core",
+        f"({names}) but in the {format_seconds(together.seconds)} they ran together the process used "
+        f"{cores_used:.2g} of its {cores} cores, busy {format_percent(min(1.0, busy_share))} of that "
+        "time: they waited for the interpreter's lock, not for a core",
         cost, evidence,
         f"Threads run Python one at a time. Run the work of these threads in processes (env "
         f"workers as subprocesses, a SubprocessEnvManager or Gymnasium's AsyncVectorEnv), which "
         f"could use {parallel} cores; or make the threads' work release the GIL (NumPy on large "
         f"arrays, compiled code).")]
+
+
+def _time_together(threads: list[PythonThread], trainer: ProcessWaits,
+                   main_thread: PythonThread | None) -> ProcessMoment:
+    """How long two or more of ``threads`` ran at once, with the process's CPU and run-queue
+    seconds over that time (summed over each spell of it), from when each began timing and ended;
+    and the main thread's CPU seconds over it, where every moment has them.
+
+    A thread whose dump has no such moments (the main thread, a dump written before rlprof kept
+    them) ran from the start to the dump: with none, this is the whole run."""
+    start = ProcessMoment(0.0, 0.0, 0.0, 0.0)
+    end = ProcessMoment(trainer.wall_seconds, trainer.cpu_seconds, trainer.run_queue_seconds,
+                        main_thread.cpu_seconds if main_thread is not None else None)
+    changes = sorted([(thread.started or start, 1) for thread in threads]
+                     + [(thread.ended or end, -1) for thread in threads],
+                     key=lambda change: (change[0].seconds, change[1]))
+    seconds = cpu = run_queue = 0.0
+    main_thread_cpu: float | None = 0.0
+    running, previous = 0, start
+    for moment, change in changes:
+        if running >= 2:
+            seconds += max(0.0, moment.seconds - previous.seconds)
+            cpu += max(0.0, moment.cpu_seconds - previous.cpu_seconds)
+            run_queue += max(0.0, moment.run_queue_seconds - previous.run_queue_seconds)
+            if main_thread_cpu is not None and None not in (moment.main_thread_cpu_seconds,
+                                                            previous.main_thread_cpu_seconds):
+                main_thread_cpu += max(0.0, moment.main_thread_cpu_seconds - previous.main_thread_cpu_seconds)
+            else:
+                main_thread_cpu = None
+        running += change
+        previous = moment
+    return ProcessMoment(seconds, cpu, run_queue, main_thread_cpu)

@@ -204,29 +204,72 @@ def follow_stack(stack: Any) -> None:
 ENDED_THREADS_KEPT = 256
 """How many ended threads' figures a process keeps for its next dump (the latest ones)."""
 
-# (native id, name, on-CPU seconds, run-queue seconds, monotonic end) of Python threads that timed
-# blocks and have ended, read by each thread itself as it ended (see _ThreadEndProbe).
-_ended_threads: deque[tuple[int, str, float, float, float]] = deque(maxlen=ENDED_THREADS_KEPT)
-os.register_at_fork(after_in_child=_ended_threads.clear)
+
+class _ThreadLife(Record):
+    """A Python thread that timed blocks: when it began timing and when it ended (monotonic
+    clock), with the process's CPU and run-queue seconds and the main thread's CPU seconds at
+    both moments, and its own figures at its end. The GIL verdict reads the process over the time
+    threads ran together (:mod:`profiler.analysis.machine_verdicts`): over the whole run, a long
+    start-up on the main thread alone made a short spell of two threads look like one core's
+    work, and a main thread waiting in ``join()`` meanwhile looked like one waiting for the GIL."""
+
+    native_id: int
+    name: str
+    started_at: float
+    process_at_start: tuple[float, float, float] | None
+    cpu_seconds: float = 0.0
+    run_queue_seconds: float = 0.0
+    ended_at: float | None = None
+    process_at_end: tuple[float, float, float] | None = None
+
+
+def _process_now() -> tuple[float, float, float] | None:
+    """The process's CPU and run-queue seconds, and its main thread's CPU seconds, now."""
+    reading = read_process()
+    main_thread = _thread_schedstat(threading.main_thread().native_id or 0)
+    if reading is None or main_thread is None:
+        return None
+    return reading.cpu_seconds, reading.run_queue_seconds, main_thread[0]
+
+
+# Python threads that timed blocks and have ended, read by each thread itself as it ended (see
+# _ThreadEndProbe); and the beginnings of those still running, by native id.
+_ended_threads: deque[_ThreadLife] = deque(maxlen=ENDED_THREADS_KEPT)
+_running_threads: dict[int, _ThreadLife] = {}
+
+
+def _forget_threads_in_a_forked_child() -> None:
+    _ended_threads.clear()
+    _running_threads.clear()
+
+
+os.register_at_fork(after_in_child=_forget_threads_in_a_forked_child)
 _probes = threading.local()
 
 
 class _ThreadEndProbe:
-    """Held by a thread's local data: dropped as the thread ends, in that thread, when its
-    schedstat can still be read. A worker thread that ended before the dump (joined, as a
-    trainer's env threads are at the end) is then still in the dump's ``python_threads``."""
+    """Held by a thread's local data from its first block: dropped as the thread ends, in that
+    thread, when its schedstat can still be read. A worker thread that ended before the dump
+    (joined, as a trainer's env threads are at the end) is then still in the dump's
+    ``python_threads``."""
 
-    __slots__ = ("native_id", "name")
+    __slots__ = ("life",)
 
     def __init__(self) -> None:
-        self.native_id = threading.get_native_id()
-        self.name = threading.current_thread().name
+        self.life = _ThreadLife(threading.get_native_id(), threading.current_thread().name, time.monotonic(),
+                                _process_now())
+        _running_threads[self.life.native_id] = self.life
 
     def __del__(self) -> None:
         try:
-            figures = _thread_schedstat(self.native_id)
-            if figures is not None and threading.get_native_id() == self.native_id:
-                _ended_threads.append((self.native_id, self.name, *figures, time.monotonic()))
+            life = self.life
+            if _running_threads.get(life.native_id) is life:
+                del _running_threads[life.native_id]
+            figures = _thread_schedstat(life.native_id)
+            if figures is not None and threading.get_native_id() == life.native_id:
+                life.cpu_seconds, life.run_queue_seconds = figures
+                life.ended_at, life.process_at_end = time.monotonic(), _process_now()
+                _ended_threads.append(life)
         except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to record into
             pass
 
@@ -280,6 +323,26 @@ def _python_threads() -> dict[int, tuple[str, float, float]]:
     return threads
 
 
+def _life_entry(life: _ThreadLife, started: float, start_figures: tuple[float, float, float]) -> dict[str, Any]:
+    """When a thread began timing and ended, in seconds since the section's start, each with the
+    process's CPU and run-queue seconds and the main thread's CPU seconds since then (a thread
+    that began before the section began with it); nothing where they could not be read."""
+    entry: dict[str, Any] = {}
+    moments = [("started", "start", life.started_at, life.process_at_start)]
+    if life.ended_at is not None:
+        moments.append(("ended", "end", life.ended_at, life.process_at_end))
+    for when, moment, at, figures in moments:
+        if figures is None:
+            return {}
+        if at <= started:
+            at, figures = started, start_figures
+        entry[f"{when}_seconds"] = at - started
+        entry[f"process_at_{moment}"] = {"cpu_seconds": max(0.0, figures[0] - start_figures[0]),
+                                          "run_queue_seconds": max(0.0, figures[1] - start_figures[1]),
+                                          "main_thread_cpu_seconds": max(0.0, figures[2] - start_figures[2])}
+    return entry
+
+
 def scheduling_section(stack: Any) -> dict[str, Any] | None:
     """The dump's ``scheduling`` entry for this process (see docs/formats.md), or None where
     schedstat is missing or the stack was never followed (:func:`follow_stack`)."""
@@ -292,19 +355,29 @@ def scheduling_section(stack: Any) -> dict[str, Any] | None:
     else:  # a stack never followed: everything the kernel counted since the process started
         process, since, before = now.since(_process_start(now)), "process start", {}
     started = now.wall_seconds - process.wall_seconds
+    main_thread = threading.main_thread().native_id
+    start_figures = (now.cpu_seconds - process.cpu_seconds, now.run_queue_seconds - process.run_queue_seconds,
+                     before.get(main_thread, ("", 0.0, 0.0))[1])
     threads = []
-    live = _python_threads()
-    ended = {native_id: (name, cpu, run_queue)
-             for native_id, name, cpu, run_queue, ended_at in _ended_threads
-             if native_id not in live and ended_at > started}
-    for native_id, (name, cpu, run_queue) in [*live.items(), *ended.items()]:
+
+    def add(native_id: int, name: str, cpu: float, run_queue: float, life: _ThreadLife | None) -> None:
         _, cpu_before, run_queue_before = before.get(native_id, (name, 0.0, 0.0))
         entry = {"name": name, "cpu_seconds": max(0.0, cpu - cpu_before),
                  "run_queue_seconds": max(0.0, run_queue - run_queue_before)}
-        if native_id in ended:
+        if life is not None and life.ended_at is not None:
             entry["ended"] = True
+        if life is not None:
+            entry.update(_life_entry(life, started, start_figures))
         if entry["cpu_seconds"] > 0 or native_id in live:
             threads.append(entry)
+
+    live = _python_threads()
+    ended = {life.native_id: life for life in _ended_threads
+             if life.native_id not in live and life.ended_at is not None and life.ended_at > started}
+    for native_id, (name, cpu, run_queue) in live.items():
+        add(native_id, name, cpu, run_queue, _running_threads.get(native_id))
+    for life in ended.values():
+        add(life.native_id, life.name, life.cpu_seconds, life.run_queue_seconds, life)
     return {
         "run_queue_seconds": process.run_queue_seconds,
         "cpu_seconds": process.cpu_seconds,

@@ -121,10 +121,16 @@ def test_the_real_clocks_dump_carries_the_processs_figures():
     assert tree["scheduling"]["involuntary_switches"] >= 0
 
 
-def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
+def a_followed_stack():
+    """This thread's stack, its timers reset and the kernel's figures counted from now."""
     profiler.reset_timers()
     stack = timers.get_timer_stack_for_thread(threading.current_thread())
     scheduling.follow_stack(stack)
+    return stack
+
+
+def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
+    stack = a_followed_stack()
 
     def work():
         with profiler.hierarchical_timer("env.step"):
@@ -136,6 +142,47 @@ def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
     threads = {entry["name"]: entry for entry in scheduling.scheduling_section(stack)["python_threads"]}
     assert threads["ended-worker"]["ended"] is True
     assert threads["ended-worker"]["cpu_seconds"] >= 0.05 * 0.99
+
+
+def test_a_thread_says_when_it_began_timing_and_ended_with_the_processs_cpu_time_then():
+    stack = a_followed_stack()
+    burn(0.05)  # the process's CPU time before the thread began
+
+    def work():
+        with profiler.hierarchical_timer("env.step"):
+            burn(0.05)
+
+    thread = threading.Thread(target=work, name="timed-worker")
+    thread.start()
+    thread.join()
+    section = scheduling.scheduling_section(stack)
+    entry = {entry["name"]: entry for entry in section["python_threads"]}["timed-worker"]
+    assert 0 < entry["started_seconds"] <= entry["ended_seconds"] <= section["wall_seconds"]
+    assert entry["process_at_start"]["cpu_seconds"] >= 0.05 * 0.99
+    spent_meanwhile = entry["process_at_end"]["cpu_seconds"] - entry["process_at_start"]["cpu_seconds"]
+    assert spent_meanwhile >= 0.05 * 0.99
+
+
+def test_a_running_thread_says_when_it_began_timing_but_not_an_end():
+    stack = a_followed_stack()
+    began, finish = threading.Event(), threading.Event()
+
+    def work():
+        with profiler.hierarchical_timer("env.step"):
+            began.set()
+            finish.wait()
+
+    thread = threading.Thread(target=work, name="running-worker")
+    thread.start()
+    began.wait()
+    try:
+        entry = {entry["name"]: entry
+                 for entry in scheduling.scheduling_section(stack)["python_threads"]}["running-worker"]
+    finally:
+        finish.set()
+        thread.join()
+    assert "started_seconds" in entry and "process_at_start" in entry
+    assert "ended_seconds" not in entry and "ended" not in entry
 
 
 def test_threads_that_ended_before_the_timers_were_reset_are_not_listed():

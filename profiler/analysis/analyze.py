@@ -37,11 +37,13 @@ from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
-from profiler.analysis.step_time import StepBreakdown, ThreadSteps, step_breakdowns, steps_in_threads
+from profiler.analysis.step_time import StepBreakdown, ThreadBlocks, step_breakdowns, steps_in_threads
 from profiler.analysis.text_format import (
     TABLE_WIDTH, counted, fit_left, format_percent, format_seconds, memory_not_sampled_text, wrap_text,
 )
-from profiler.analysis.training_phases import TrainingPhases, training_phases, training_phases_text
+from profiler.analysis.training_phases import (
+    TrainingPhases, policy_calls_in_threads, training_phases, training_phases_text,
+)
 from profiler.analysis.untimed_gaps import UntimedGaps, untimed_gaps, untimed_gaps_text
 from profiler.analysis.untimed_places import (
     UntimedPlaces,
@@ -133,8 +135,10 @@ class RunAnalysis(Record):
     options: AnalyzeOptions
     verdicts: RunVerdicts
     breakdowns: list[StepBreakdown] = field(default_factory=list)
-    steps_in_threads: list[ThreadSteps] = field(default_factory=list)
+    steps_in_threads: list[ThreadBlocks] = field(default_factory=list)
     """Vector steps of the trainer's other threads, which the breakdowns do not read."""
+    policy_in_threads: list[ThreadBlocks] = field(default_factory=list)
+    """The policy's inference calls in the trainer's other threads, which the phases do not read."""
     workers: WorkerReport | None = None
     unreported: list[UnreportedWorker] = field(default_factory=list)
     other_managers: list[OtherManager] = field(default_factory=list)
@@ -192,6 +196,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         verdicts=judge_run(tree, measurements, breakdowns),
         breakdowns=breakdowns,
         steps_in_threads=steps_in_threads(tree),
+        policy_in_threads=policy_calls_in_threads(tree),
         workers=worker_report(tree, measurements=measurements),
         unreported=unreported_workers(tree),
         other_managers=other_managers(tree),
@@ -305,7 +310,8 @@ def render_analysis(
     if analysis.workers_untimed:  # workers timed in place sample their own stacks
         sections.append(workers_untimed_text(analysis.workers_untimed))
     if analysis.phases is not None:  # runs whose framework phases rlprof run timed
-        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time, analysis.steps_in_threads))
+        sections.insert(2, training_phases_text(analysis.phases, analysis.wall_time, analysis.steps_in_threads,
+                                                analysis.policy_in_threads))
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     if analysis.memory is None:
@@ -491,6 +497,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
             for breakdown in analysis.breakdowns
         ],
         "steps_in_threads": [steps.as_dict() for steps in analysis.steps_in_threads],
+        "policy_in_threads": [calls.as_dict() for calls in analysis.policy_in_threads],
         "memory": None if analysis.memory is None else _memory_document(analysis.memory),
         "workers": None if report is None else {
             "block": report.block,

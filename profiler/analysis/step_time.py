@@ -42,6 +42,7 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import field
 from typing import Any, NamedTuple
 
@@ -68,7 +69,8 @@ __all__ = [
     "StepBreakdown",
     "StepLayout",
     "StepPart",
-    "ThreadSteps",
+    "ThreadBlocks",
+    "blocks_in_threads",
     "step_breakdowns",
     "steps_in_threads",
 ]
@@ -179,9 +181,10 @@ def step_breakdowns(tree: dict[str, Any], measurements: RunMeasurements | None =
     return breakdowns
 
 
-class ThreadSteps(Record):
-    """A vector step block that ran in another thread of the trainer's process, beside its main
-    thread (a collector thread stepping the envs while the main thread learns)."""
+class ThreadBlocks(Record):
+    """Blocks of one name that ran in another thread of the trainer's process, beside its main
+    thread (a collector thread stepping the envs, and running the policy, while the main thread
+    learns)."""
 
     thread: str
     block: str
@@ -195,32 +198,38 @@ class ThreadSteps(Record):
         return {"thread": self.thread, "block": self.block, "calls": self.calls, "seconds": self.seconds}
 
 
-def steps_in_threads(tree: dict[str, Any]) -> list[ThreadSteps]:
+def steps_in_threads(tree: dict[str, Any]) -> list[ThreadBlocks]:
     """The vector steps of the trainer's other threads (its ``thread:`` blocks). The breakdowns and
     the phases read the main thread's steps; another thread's run beside them, so a run whose envs
     step only in a thread is told where they ran rather than that it stepped none."""
+    return blocks_in_threads(tree, lambda name: name in VECTOR_STEP_BLOCKS)
+
+
+def blocks_in_threads(tree: dict[str, Any], wanted: Callable[[str], bool]) -> list[ThreadBlocks]:
+    """The outermost blocks whose name is ``wanted`` in each of the trainer's other threads,
+    summed by thread and name, the longest first."""
     found = []
     for thread in tree.get("children", []):
         if not thread["name"].startswith(THREAD_PREFIX):
             continue
         figures: dict[str, list[float]] = {}
-        for node in _outermost_named(thread, VECTOR_STEP_BLOCKS):
+        for node in _outermost_named(thread, wanted):
             sums = figures.setdefault(node["name"], [0, 0.0])
             sums[0] += node["count"]
             sums[1] += node["total"]
-        found.extend(ThreadSteps(thread["name"], block, int(calls), seconds)
+        found.extend(ThreadBlocks(thread["name"], block, int(calls), seconds)
                      for block, (calls, seconds) in figures.items())
-    return sorted(found, key=lambda steps: -steps.seconds)
+    return sorted(found, key=lambda blocks: -blocks.seconds)
 
 
-def _outermost_named(node: dict[str, Any], names: frozenset[str]) -> list[dict[str, Any]]:
-    """The blocks under ``node`` named one of ``names``, without those nested in another."""
+def _outermost_named(node: dict[str, Any], wanted: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """The blocks under ``node`` whose name is ``wanted``, without those nested in another."""
     found = []
     for child in node.get("children", []):
-        if child["name"] in names:
+        if wanted(child["name"]):
             found.append(child)
         else:
-            found.extend(_outermost_named(child, names))
+            found.extend(_outermost_named(child, wanted))
     return found
 
 

@@ -33,12 +33,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadSteps
+from profiler.analysis.step_time import EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadBlocks, blocks_in_threads
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
-__all__ = ["PhaseBlock", "TrainingPhases", "training_phases", "training_phases_text"]
+__all__ = ["PhaseBlock", "TrainingPhases", "policy_calls_in_threads", "training_phases", "training_phases_text"]
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
@@ -351,30 +351,45 @@ def _between_updates(tree: dict[str, Any]) -> float:
     return sum(gap for gap in gaps if 0.0 < gap <= longest_gap)
 
 
+def policy_calls_in_threads(tree: dict[str, Any]) -> list[ThreadBlocks]:
+    """The policy's inference calls in the trainer's other threads: the phases read the main
+    thread's, and a collector thread that runs the policy as it steps the envs ran them beside it."""
+    sb3 = SB3_FRAMEWORK in str(tree.get("metadata", {}).get("rlprof_framework_phases", ""))
+    return blocks_in_threads(tree, lambda name: name.endswith(NO_GRAD_SUFFIX)
+                             or (sb3 and name.endswith(_SB3_INFERENCE_METHODS)))
+
+
 def training_phases_text(phases: TrainingPhases, wall_time: float,
-                         steps_in_threads: Sequence[ThreadSteps] = ()) -> str:
+                         steps_in_threads: Sequence[ThreadBlocks] = (),
+                         policy_in_threads: Sequence[ThreadBlocks] = ()) -> str:
     """The phases as the report's lines: each phase's time, share of the wall time and its blocks.
-    ``steps_in_threads`` (:func:`profiler.analysis.step_time.steps_in_threads`) are named where the
-    main thread stepped no env: the environments ran beside it, not in no time."""
+    ``steps_in_threads`` (:func:`profiler.analysis.step_time.steps_in_threads`) and
+    ``policy_in_threads`` (:func:`policy_calls_in_threads`) are named where the main thread ran
+    none of its own: they ran beside it, not in no time."""
 
     def share(seconds: float) -> str:
         return format_percent(seconds / wall_time if wall_time > 0 else None)
 
-    def listed(blocks: tuple[PhaseBlock, ...]) -> str:
-        return ", ".join(f"{block.name} x{block.calls}" for block in blocks[:3]) or "none"
+    def listed(blocks: tuple[PhaseBlock, ...], beside: Sequence[ThreadBlocks]) -> str:
+        if blocks:
+            return ", ".join(f"{block.name} x{block.calls}" for block in blocks[:3])
+        if not beside:
+            return "none"
+        return f"none in this thread; beside it: {'; '.join(other.as_text() for other in beside)}"
 
+    env_steps = (phases.env_steps,) if phases.env_steps is not None else ()
     lines = ["training phases (what rlprof run timed in the program's own calls):",
              f"  policy (inference)  {format_seconds(phases.policy_seconds):>10} {share(phases.policy_seconds):>6}  "
-             f"{listed(phases.policy)}",
+             f"{listed(phases.policy, policy_in_threads)}",
              f"  update (learner)    {format_seconds(phases.update_seconds):>10} {share(phases.update_seconds):>6}  "
-             f"{listed(phases.update)}"
+             f"{listed(phases.update, ())}"
              + (f", {format_seconds(phases.update_between_seconds)} between them"
                 if phases.update_between_seconds else ""),
              f"  environments        {format_seconds(phases.env_seconds):>10} {share(phases.env_seconds):>6}  "
-             f"{listed((phases.env_steps,)) if phases.env_steps is not None else _env_steps_elsewhere(steps_in_threads)}"]
+             f"{listed(env_steps, steps_in_threads)}"]
     if phases.evaluation:
         lines.append(f"  evaluation          {format_seconds(phases.evaluation_seconds):>10} "
-                     f"{share(phases.evaluation_seconds):>6}  {listed(phases.evaluation)} (its policy calls and env "
+                     f"{share(phases.evaluation_seconds):>6}  {listed(phases.evaluation, ())} (its policy calls and env "
                      "steps are its own, in no other phase)")
     if phases.rollout_with_grad and phases.split_at_steps:
         lines.append("  (the rollout's policy ran with grad enabled, so its vector steps fell inside update blocks:"
@@ -382,10 +397,3 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
     elif phases.rollout_with_grad:
         lines.append("  (the rollout's policy ran with grad enabled: its vector steps fell inside update blocks)")
     return "\n".join(lines)
-
-
-def _env_steps_elsewhere(steps_in_threads: Sequence[ThreadSteps]) -> str:
-    """The environments line of a main thread that stepped no env: none, or where they ran."""
-    if not steps_in_threads:
-        return "none"
-    return f"none in this thread; beside it: {'; '.join(steps.as_text() for steps in steps_in_threads)}"

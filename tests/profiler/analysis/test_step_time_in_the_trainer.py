@@ -62,10 +62,13 @@ def test_the_vector_steps_of_an_evaluation_are_left_out_of_the_training_loops_br
 
 
 def collector_thread_run(fake_clock, folder) -> dict:
-    """A trainer that learns in its main thread while a collector thread steps the envs: 10 vector
-    steps of 10 ms in the thread, one 0.5 s update in the main thread."""
+    """A trainer that learns in its main thread while a collector thread runs the policy and steps
+    the envs: 10 policy calls of 2 ms and 10 vector steps of 10 ms in the thread, one 0.5 s update
+    in the main thread."""
     def collect() -> None:
         for _ in range(10):
+            with hierarchical_timer("Agent.forward (no grad)"):
+                fake_clock.advance(0.002)
             with hierarchical_timer("vector.step"):
                 fake_clock.advance(0.010)
 

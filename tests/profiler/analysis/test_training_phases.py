@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from phase_trees import phase_tree
-from profiler.analysis.training_phases import training_phases
+from profiler.analysis.analyze import analyze_run, render_analysis
+from profiler.analysis.training_phases import policy_calls_in_threads, training_phases
 from profiler.tree.timer_json import normalize_timing_tree
+from tests.profiler.analysis.test_step_time_in_the_trainer import collector_thread_run
 
 
 def test_the_policy_is_the_outermost_inference_calls_not_the_forwards_inside_them():
@@ -37,6 +39,20 @@ def test_the_updates_parts_are_its_blocks_and_its_own_code_between_them():
 def test_the_environments_are_the_vector_steps():
     phases = training_phases(phase_tree(env=3.0))
     assert (phases.env_steps.name, phases.env_seconds) == ("vector.step", pytest.approx(3.0))
+
+
+def test_policy_calls_of_a_collector_thread_are_found_beside_the_main_thread(fake_clock, tmp_path):
+    (calls,) = policy_calls_in_threads(collector_thread_run(fake_clock, tmp_path))
+    assert (calls.thread, calls.block, calls.calls) == ("thread:ended:collector", "Agent.forward (no grad)", 10)
+    assert calls.seconds == pytest.approx(0.020)
+
+
+def test_a_run_whose_policy_runs_only_in_a_thread_is_told_where_it_ran(fake_clock, tmp_path):
+    analysis = analyze_run(collector_thread_run(fake_clock, tmp_path))
+    text = " ".join(render_analysis(analysis).split())
+    assert ("policy (inference) 0 s 0.0% none in this thread; beside it: Agent.forward (no grad) in "
+            "thread:ended:collector, 10 calls, 20.00 ms") in text
+    assert [calls.as_dict()["calls"] for calls in analysis.policy_in_threads] == [10]
 
 
 def test_sb3s_train_is_the_update_and_its_policy_forward_the_inference():

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from profiler.analysis.text_format import counted
 from profiler.automatic import stack_sampler
+from profiler.automatic.post_import import when_imported
 from profiler.recording import events, memory
 from profiler.timing import timers
 from profiler.timing.timer_stack import TimerStack
@@ -48,6 +49,7 @@ from envmanager.instrumentation.own_processes import (
     started_in_fresh_interpreter,
     time_own_process_env,
 )
+from envmanager.instrumentation.pool_tasks import POOL_MODULE, is_pool_worker, patch_pool_worker
 from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
 from envmanager.instrumentation.vector_env_record import VectorEnvRecord
 
@@ -91,6 +93,7 @@ class EnvironmentInstrumentation:
         self._restore_make = patch_gymnasium_make(registration, self._made_env)
         self._restore_make_vec = patch_gymnasium_make(registration, self._made_vector_env, function="make_vec")
         self._restore_start = _mark_started_processes(self)
+        self._restore_pool_worker = _patch_pool_workers()
         global _active
         _active = self
 
@@ -297,6 +300,7 @@ class EnvironmentInstrumentation:
         self._restore_make()
         self._restore_make_vec()
         self._restore_start()
+        self._restore_pool_worker()
         global _active
         if _active is self:
             _active = None
@@ -427,7 +431,8 @@ def _mark_started_processes(instrumentation: EnvironmentInstrumentation) -> Call
 
     def start(self: Any) -> None:
         if os.getpid() == instrumentation.trainer_pid and started_in_fresh_interpreter(self):
-            mark_own_process(self, instrumentation.own_process_identity())
+            mark_own_process(self, instrumentation.own_process_identity(),
+                             pool_worker=is_pool_worker(getattr(self, "_target", None)))
         return original(self)
 
     functools.update_wrapper(start, original)
@@ -436,6 +441,21 @@ def _mark_started_processes(instrumentation: EnvironmentInstrumentation) -> Call
     def restore() -> None:
         if process.BaseProcess.start is start:
             process.BaseProcess.start = original
+
+    return restore
+
+
+def _patch_pool_workers() -> Callable[[], None]:
+    """Have the workers of each ``multiprocessing.Pool`` the program starts ship as each task ends
+    (:mod:`.pool_tasks`), once it imports ``multiprocessing.pool``; returns what undoes it."""
+    restores: list[Callable[[], None]] = []
+    watch = when_imported(POOL_MODULE, lambda module: restores.append(patch_pool_worker(module)))
+
+    def restore() -> None:
+        if watch is not None:
+            watch.cancel()
+        for undo in restores:
+            undo()
 
     return restore
 

@@ -91,38 +91,43 @@ OWN_PROCESS_MARK = "_rlprof_own_process"
 
 class OwnProcessMark:
     """Carried by a process the program starts with spawn or forkserver, first among its
-    attributes: unpickled in that process, it has ``gymnasium.make`` time the envs made there.
+    attributes: unpickled in that process, it has ``gymnasium.make`` time the envs made there
+    (and, in a ``multiprocessing.Pool``'s worker, the worker ship as each task ends).
 
     Unpickling is the one moment rlprof's code runs in the new interpreter before the program's:
     the main module is imported by then, and the target, its arguments and the process's own
     ``run`` (a ``Process`` subclass may override it) are not yet. Being first, the mark is unpickled
     before a target that holds ``gymnasium.make`` itself, which then unpickles as the timed one."""
 
-    __slots__ = ("identity",)
+    __slots__ = ("identity", "pool_worker")
 
-    def __init__(self, identity: WorkerIdentity) -> None:
+    def __init__(self, identity: WorkerIdentity, pool_worker: bool = False) -> None:
         self.identity = identity
+        self.pool_worker = pool_worker
 
-    def __reduce__(self) -> tuple[Callable[[WorkerIdentity], OwnProcessMark], tuple[WorkerIdentity]]:
-        return _time_this_process, (self.identity,)
+    def __reduce__(self) -> tuple[Callable[[WorkerIdentity, bool], OwnProcessMark], tuple[WorkerIdentity, bool]]:
+        return _time_this_process, (self.identity, self.pool_worker)
 
     def __repr__(self) -> str:
-        return f"OwnProcessMark({self.identity!r})"
+        return f"OwnProcessMark({self.identity!r}, pool_worker={self.pool_worker})"
 
 
-def mark_own_process(process: Any, identity: WorkerIdentity) -> None:
+def mark_own_process(process: Any, identity: WorkerIdentity, *, pool_worker: bool = False) -> None:
     """Put an :class:`OwnProcessMark` first among the attributes of ``process`` (about to start with
-    spawn or forkserver), the order in which they are pickled."""
+    spawn or forkserver), the order in which they are pickled; ``pool_worker``: its target is
+    ``multiprocessing.pool.worker``."""
     attributes = vars(process)
     others = {name: value for name, value in attributes.items() if name != OWN_PROCESS_MARK}
     attributes.clear()
-    attributes[OWN_PROCESS_MARK] = OwnProcessMark(identity)
+    attributes[OWN_PROCESS_MARK] = OwnProcessMark(identity, pool_worker)
     attributes.update(others)
 
 
-def _time_this_process(identity: WorkerIdentity) -> OwnProcessMark:
+def _time_this_process(identity: WorkerIdentity, pool_worker: bool) -> OwnProcessMark:
     """In the started process, as its mark is unpickled: ``gymnasium.make`` times the envs made
-    here as worker ``identity``'s, under every name the program bound it to."""
+    here as worker ``identity``'s, under every name the program bound it to. A pool's worker
+    unpickles its target, ``multiprocessing.pool.worker``, after this: it then finds the one that
+    ships as each task ends (:mod:`.pool_tasks`)."""
 
     def patch(registration: Any) -> None:
         original = registration.make
@@ -136,7 +141,13 @@ def _time_this_process(identity: WorkerIdentity) -> OwnProcessMark:
         from profiler.automatic.post_import import when_imported
 
         when_imported(_REGISTRATION, patch)
-    return OwnProcessMark(identity)
+    if pool_worker:
+        import multiprocessing.pool
+
+        from envmanager.instrumentation.pool_tasks import patch_pool_worker
+
+        patch_pool_worker(multiprocessing.pool)
+    return OwnProcessMark(identity, pool_worker)
 
 
 def _rebind(original: Any, patched: Any) -> None:

@@ -127,6 +127,11 @@ class WorkerShipping:
         (a pool worker's next task builds its own) tells the trainer that this worker ships again:
         the channel stayed open for it."""
         self.open_envs += 1
+        self.resume()
+
+    def resume(self) -> None:
+        """After a goodbye, tell the trainer that this worker ships again (an env opened, or a
+        pool worker's next task arrived: :mod:`.pool_tasks`)."""
         if self.said_goodbye:
             self.said_goodbye = False
             self._send(("resumed",))
@@ -191,6 +196,11 @@ def worker_shipping(identity: WorkerIdentity) -> WorkerShipping:
         if _shipping is None:
             _shipping = WorkerShipping(identity)
         return _shipping
+
+
+def current_shipping() -> WorkerShipping | None:
+    """This process's shipping, if an env timed here started one."""
+    return _shipping
 
 
 def ship_at_exit() -> None:

@@ -73,9 +73,13 @@ def test_daemons_left_running_are_not_waited_for_and_the_dump_says_so(tmp_path, 
 
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_a_pool_worker_that_builds_an_env_per_task_ships_every_envs_calls(tmp_path, context):
-    # Each task closes its env (the worker's goodbye) and the next one builds another.
-    arguments = ("--context", context, "--workers", "2", "--tasks", "6")
+@pytest.mark.parametrize("env_per", ["task", "worker"])
+def test_a_pool_worker_ships_every_call_of_its_envs_before_the_pool_terminates_it(tmp_path, context, env_per):
+    # Per task: each task closes its env (the worker's goodbye) and the next one builds another.
+    # Per worker: the pool's initializer builds it, no task closes it; the worker ships as each
+    # task ends, and the pool's exit terminates it.
+    arguments = ("--context", context, "--workers", "2", "--tasks", "6",
+                 *(["--env-per-worker"] if env_per == "worker" else []))
     run_plain(tmp_path, POOL_EVALUATION, "plain.json", *arguments)
     tree, stderr = run_rlprof(tmp_path, POOL_EVALUATION, "timed.json", *arguments)
     plain = json.loads((tmp_path / "plain.json").read_text())
@@ -206,3 +210,37 @@ def test_a_spawned_process_reports_its_error_with_the_programs_frames_only(tmp_p
     end = "ValueError: the worker's own error"
     traceback = stderr[stderr.index("Traceback"):stderr.index(end)]
     assert traceback == plain.stderr[plain.stderr.index("Traceback"):plain.stderr.index(end)]
+
+
+THREAD_POOL_EVALUATION = """
+from multiprocessing.pool import ThreadPool
+
+import gymnasium as gym
+
+
+def episode(seed):
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    steps, done = 0, False
+    while not done:
+        _, _, terminated, truncated, _ = env.step(0)
+        steps, done = steps + 1, terminated or truncated
+    env.close()
+    return steps
+
+
+with ThreadPool(2) as pool:
+    print(sum(pool.map(episode, range(10))))
+"""
+
+
+def test_a_thread_pools_workers_are_threads_of_the_trainer_and_left_as_they_are(tmp_path):
+    program = tmp_path / "thread_pool.py"
+    program.write_text(THREAD_POOL_EVALUATION)
+    plain = subprocess.run([sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    profiled = subprocess.run([sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(program)],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert plain.stdout == profiled.stdout
+    tree = json.loads((tmp_path / "out" / "thread_pool_timers.json").read_text())
+    assert counts(tree, "env.step") == int(plain.stdout)
+    assert "workers" not in tree or not tree["workers"]

@@ -1,10 +1,12 @@
 """Evaluation over a ``multiprocessing.Pool``, as training scripts write it, knowing nothing of rlprof.
 
-``python pool_evaluation.py OUT.json --context fork --workers 2 --tasks 6`` maps an evaluation
-over seeds: each task builds a CartPole with ``gymnasium.make``, plays seeded random episodes and
-closes it, so a pool worker builds a new env for every task it takes. The pool is a context
-manager, whose exit terminates its workers. The program saves each task's return and how many
-steps and resets it took, so a run under ``rlprof run`` can be compared with a plain one.
+``python pool_evaluation.py OUT.json --context fork --workers 2 --tasks 6 [--env-per-worker]`` maps
+an evaluation over seeds: each task builds a CartPole with ``gymnasium.make``, plays seeded random
+episodes and closes it, so a pool worker builds a new env for every task it takes. With
+``--env-per-worker`` the pool's initializer builds each worker's env once instead, every task steps
+it, and none closes it. The pool is a context manager, whose exit terminates its workers. The
+program saves each task's return and how many steps and resets it took, so a run under ``rlprof
+run`` can be compared with a plain one.
 """
 
 import argparse
@@ -15,10 +17,16 @@ import gymnasium as gym
 import numpy as np
 
 EPISODES = 5
+WORKERS_ENV = None  # with --env-per-worker, built by the pool's initializer
+
+
+def build_workers_env():
+    global WORKERS_ENV
+    WORKERS_ENV = gym.make("CartPole-v1")
 
 
 def evaluate(seed):
-    env = gym.make("CartPole-v1")
+    env = WORKERS_ENV or gym.make("CartPole-v1")
     rng = np.random.default_rng(seed)
     total, steps = 0.0, 0
     for episode in range(EPISODES):
@@ -29,7 +37,8 @@ def evaluate(seed):
             total += reward
             steps += 1
             done = terminated or truncated
-    env.close()
+    if env is not WORKERS_ENV:
+        env.close()
     return {"return": total / EPISODES, "steps": steps, "resets": EPISODES}
 
 
@@ -39,8 +48,10 @@ def main():
     parser.add_argument("--context", default="fork")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tasks", type=int, default=6)
+    parser.add_argument("--env-per-worker", action="store_true")
     args = parser.parse_args()
-    with multiprocessing.get_context(args.context).Pool(args.workers) as pool:
+    initializer = build_workers_env if args.env_per_worker else None
+    with multiprocessing.get_context(args.context).Pool(args.workers, initializer=initializer) as pool:
         results = pool.map(evaluate, range(args.tasks), chunksize=1)
     with open(args.out, "w") as out:
         json.dump(results, out)

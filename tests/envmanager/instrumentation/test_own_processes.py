@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from envmanager.instrumentation.pool_tasks import TASK_SHIPMENT_SPACING_SECONDS
 from tests.envmanager.instrumentation.test_environments_in_place import (
     PROGRAMS,
     ROLLOUT,
@@ -76,10 +77,12 @@ def test_daemons_left_running_are_not_waited_for_and_the_dump_says_so(tmp_path, 
 @pytest.mark.parametrize("env_per", ["task", "worker"])
 def test_a_pool_worker_ships_every_call_of_its_envs_before_the_pool_terminates_it(tmp_path, context, env_per):
     # Per task: each task closes its env (the worker's goodbye) and the next one builds another.
-    # Per worker: the pool's initializer builds it, no task closes it; the worker ships as each
-    # task ends, and the pool's exit terminates it.
+    # Per worker: the pool's initializer builds it, no task closes it, and the pool's exit
+    # terminates the worker; each task is longer than the spacing of a worker's shipments before
+    # its results (pool_tasks), here 400 episodes, about 9,000 steps.
+    assert TASK_SHIPMENT_SPACING_SECONDS <= 0.02
     arguments = ("--context", context, "--workers", "2", "--tasks", "6",
-                 *(["--env-per-worker"] if env_per == "worker" else []))
+                 *(["--env-per-worker", "--episodes", "400"] if env_per == "worker" else []))
     run_plain(tmp_path, POOL_EVALUATION, "plain.json", *arguments)
     tree, stderr = run_rlprof(tmp_path, POOL_EVALUATION, "timed.json", *arguments)
     plain = json.loads((tmp_path / "plain.json").read_text())

@@ -129,34 +129,31 @@ def a_followed_stack():
     return stack
 
 
-def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
-    stack = a_followed_stack()
+def a_thread_that_burned_in_a_block(stack, name: str) -> tuple[dict, dict]:
+    """The dump's scheduling section once a thread ``name`` burned 50 ms of CPU in a block and
+    ended, and that thread's entry in it."""
 
     def work():
         with profiler.hierarchical_timer("env.step"):
             burn(0.05)
 
-    thread = threading.Thread(target=work, name="ended-worker")
+    thread = threading.Thread(target=work, name=name)
     thread.start()
     thread.join()
-    threads = {entry["name"]: entry for entry in scheduling.scheduling_section(stack)["python_threads"]}
-    assert threads["ended-worker"]["ended"] is True
-    assert threads["ended-worker"]["cpu_seconds"] >= 0.05 * 0.99
+    section = scheduling.scheduling_section(stack)
+    return section, {entry["name"]: entry for entry in section["python_threads"]}[name]
+
+
+def test_a_thread_that_timed_blocks_and_ended_before_the_dump_is_still_listed():
+    _, entry = a_thread_that_burned_in_a_block(a_followed_stack(), "ended-worker")
+    assert entry["ended"] is True
+    assert entry["cpu_seconds"] >= 0.05 * 0.99
 
 
 def test_a_thread_says_when_it_began_timing_and_ended_with_the_processs_cpu_time_then():
     stack = a_followed_stack()
     burn(0.05)  # the process's CPU time before the thread began
-
-    def work():
-        with profiler.hierarchical_timer("env.step"):
-            burn(0.05)
-
-    thread = threading.Thread(target=work, name="timed-worker")
-    thread.start()
-    thread.join()
-    section = scheduling.scheduling_section(stack)
-    entry = {entry["name"]: entry for entry in section["python_threads"]}["timed-worker"]
+    section, entry = a_thread_that_burned_in_a_block(stack, "timed-worker")
     assert 0 < entry["started_seconds"] <= entry["ended_seconds"] <= section["wall_seconds"]
     assert entry["process_at_start"]["cpu_seconds"] >= 0.05 * 0.99
     spent_meanwhile = entry["process_at_end"]["cpu_seconds"] - entry["process_at_start"]["cpu_seconds"]

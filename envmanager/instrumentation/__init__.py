@@ -5,7 +5,7 @@
 it runs, :mod:`.channel` brings the workers' timers home, :mod:`.vector_env_record` turns them into
 the dump's ``workers`` section and critical path, :mod:`.known_classes` times the vector step of
 the classes it knows, :mod:`.own_processes` the envs of processes the program starts itself, and
-:mod:`.pool_tasks` has a ``multiprocessing.Pool`` worker ship as each task ends.
+:mod:`.pool_tasks` has a ``multiprocessing.Pool`` worker ship before its tasks' results.
 """
 
 import importlib

@@ -446,8 +446,9 @@ def _mark_started_processes(instrumentation: EnvironmentInstrumentation) -> Call
 
 
 def _patch_pool_workers() -> Callable[[], None]:
-    """Have the workers of each ``multiprocessing.Pool`` the program starts ship as each task ends
-    (:mod:`.pool_tasks`), once it imports ``multiprocessing.pool``; returns what undoes it."""
+    """Have the workers of each ``multiprocessing.Pool`` the program starts ship before their
+    tasks' results (:mod:`.pool_tasks`), once it imports ``multiprocessing.pool``; returns what
+    undoes it."""
     restores: list[Callable[[], None]] = []
     watch = when_imported(POOL_MODULE, lambda module: restores.append(patch_pool_worker(module)))
 

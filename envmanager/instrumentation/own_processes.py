@@ -92,7 +92,7 @@ OWN_PROCESS_MARK = "_rlprof_own_process"
 class OwnProcessMark:
     """Carried by a process the program starts with spawn or forkserver, first among its
     attributes: unpickled in that process, it has ``gymnasium.make`` time the envs made there
-    (and, in a ``multiprocessing.Pool``'s worker, the worker ship as each task ends).
+    (and, in a ``multiprocessing.Pool``'s worker, the worker ship before its tasks' results).
 
     Unpickling is the one moment rlprof's code runs in the new interpreter before the program's:
     the main module is imported by then, and the target, its arguments and the process's own
@@ -127,7 +127,7 @@ def _time_this_process(identity: WorkerIdentity, pool_worker: bool) -> OwnProces
     """In the started process, as its mark is unpickled: ``gymnasium.make`` times the envs made
     here as worker ``identity``'s, under every name the program bound it to. A pool's worker
     unpickles its target, ``multiprocessing.pool.worker``, after this: it then finds the one that
-    ships as each task ends (:mod:`.pool_tasks`)."""
+    ships before its tasks' results (:mod:`.pool_tasks`)."""
 
     def patch(registration: Any) -> None:
         original = registration.make

@@ -40,7 +40,7 @@ hundredth of this."""
 
 def patch_pool_worker(pool_module: Any) -> Callable[[], None]:
     """Have the workers ``multiprocessing.pool`` (``pool_module``, imported) starts from now on
-    ship as each task ends; returns what puts its worker function back."""
+    ship before their tasks' results; returns what puts its worker function back."""
     original = pool_module.worker
 
     def worker(inqueue: Any, outqueue: Any, *args: Any, **kwargs: Any) -> Any:

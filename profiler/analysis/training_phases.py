@@ -116,7 +116,7 @@ class TrainingPhases(Record):
 
 def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     """The phases of the trainer in ``tree``, or None when it has no policy or update block."""
-    sb3 = SB3_FRAMEWORK in str(tree.get("metadata", {}).get("rlprof_framework_phases", ""))
+    sb3 = _is_sb3_run(tree)
     policy: dict[str, list[float]] = {}
     policy_in_updates: dict[str, list[float]] = {}  # no-grad calls inside update blocks that hold steps
     update: dict[str, list[float]] = {}
@@ -152,7 +152,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
                     if not part.get("is_parallel"):
                         add(parts, part["name"], part)
                 add(parts, "(untimed)", child, child["self"])
-            elif name.endswith(NO_GRAD_SUFFIX) or (sb3 and name.endswith(_SB3_INFERENCE_METHODS)):
+            elif _is_policy_call(name, sb3):
                 add(policy_in_updates if in_rollout_update else policy, name, child)
             else:
                 if name in VECTOR_STEP_BLOCKS:
@@ -188,6 +188,16 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
         update_between_seconds=_between_updates(tree) if UPDATE_BLOCK in update and split is None else 0.0,
         env_steps=step, rollout_with_grad=rollout_with_grad, split_at_steps=split is not None,
         evaluation=_ranked(evaluation))
+
+
+def _is_sb3_run(tree: dict[str, Any]) -> bool:
+    """Whether ``rlprof run`` timed Stable-Baselines3's phases in this run."""
+    return SB3_FRAMEWORK in str(tree.get("metadata", {}).get("rlprof_framework_phases", ""))
+
+
+def _is_policy_call(name: str, sb3: bool) -> bool:
+    """A block of the policy's inference: a call under ``no_grad``, or SB3's ``predict``."""
+    return name.endswith(NO_GRAD_SUFFIX) or (sb3 and name.endswith(_SB3_INFERENCE_METHODS))
 
 
 def _is_update(name: str, sb3: bool) -> bool:
@@ -354,9 +364,8 @@ def _between_updates(tree: dict[str, Any]) -> float:
 def policy_calls_in_threads(tree: dict[str, Any]) -> list[ThreadBlocks]:
     """The policy's inference calls in the trainer's other threads: the phases read the main
     thread's, and a collector thread that runs the policy as it steps the envs ran them beside it."""
-    sb3 = SB3_FRAMEWORK in str(tree.get("metadata", {}).get("rlprof_framework_phases", ""))
-    return blocks_in_threads(tree, lambda name: name.endswith(NO_GRAD_SUFFIX)
-                             or (sb3 and name.endswith(_SB3_INFERENCE_METHODS)))
+    sb3 = _is_sb3_run(tree)
+    return blocks_in_threads(tree, lambda name: _is_policy_call(name, sb3))
 
 
 def training_phases_text(phases: TrainingPhases, wall_time: float,

@@ -1,7 +1,8 @@
 """What each part of ``rlprof run`` costs the training loop, per vector step, on one core.
 
-The CleanRL-style PPO over ``AsyncVectorEnv`` (``run_overhead.py``'s ``cleanrl-async``: 4
-CartPole envs in worker processes, 128 steps per rollout, 4 epochs of 4 minibatches) under plain
+A PPO of ``run_overhead.py``: the CleanRL-style one over ``AsyncVectorEnv`` (``cleanrl-async``, the
+default: 4 CartPole envs in worker processes, 128 steps per rollout, 4 epochs of 4 minibatches) or
+SB3's over ``SubprocVecEnv`` (``--program sb3``: 4 CartPole envs, 128 steps per rollout), under plain
 ``python``, ``rlprof run`` with no flags, ``rlprof run`` with each of its three in-loop parts
 switched off alone (``--no-timeline``, ``--no-stack-sampler``, ``--no-framework-phases``) and with
 all three off; interleaved rounds, the order reversed every other round.
@@ -13,9 +14,12 @@ On one core the program's training loop (its own ``--hand-timers``) is the CPU t
 processes added up, trainer and workers, wake-ups and cache refills included, which instruction
 counts miss. Figures: medians of the loop's microseconds per vector step, and the extra over
 plain ``python`` of the same round (medians of per-round differences); "part's share" is
-``rlprof run`` less the run with that part alone off.
+``rlprof run`` less the run with that part alone off. The loop is then split by the program's own
+timers: CleanRL's policy calls, ``envs.step`` calls, updates and the rest; SB3's rollouts (a
+callback's rollout start to end) and the rest of ``learn`` (the updates, the logging).
 
     python3 benchmarks/loop_parts.py [--rounds 6] [--total-timesteps 2048]
+                                     [--program cleanrl-async|sb3]
 
 Needs the right to lower its nice value (root, or ``CAP_SYS_NICE``); without it the runs are
 still pinned to one core, and the script says so.
@@ -46,14 +50,15 @@ VARIANTS = {
 PARTS = {"timeline": "--no-timeline", "stack sampler": "--no-stack-sampler",
          "framework phases": "--no-framework-phases"}
 NUM_ENVS = 4
-SPLIT = ("policy", "env_step", "update", "rest")
-"""The program's hand timers (``--hand-timers``): its policy calls, ``envs.step`` calls and
-updates; "rest" is the loop's time outside them (the rollout's own lines, rlprof's between)."""
+SPLITS = {"cleanrl-async": ("policy", "env_step", "update", "rest"), "sb3": ("rollout", "rest")}
+"""Per program, its hand timers (``--hand-timers``), then "rest": the loop's time outside them.
+CleanRL's: its policy calls, ``envs.step`` calls and updates (the rest: the rollout's own lines,
+rlprof's between); SB3's: its rollouts (the rest: its updates and logging)."""
 
 
-def loop_split(hand: dict[str, float], vector_steps: int) -> dict[str, float]:
+def loop_split(hand: dict[str, float], vector_steps: int, split_parts: tuple[str, ...]) -> dict[str, float]:
     """The loop's parts as the program timed them, in microseconds a vector step."""
-    split = {part: hand[part] / vector_steps * 1e6 for part in SPLIT[:-1]}
+    split = {part: hand[part] / vector_steps * 1e6 for part in split_parts[:-1]}
     split["rest"] = hand["training"] / vector_steps * 1e6 - sum(split.values())
     return split
 
@@ -76,10 +81,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--total-timesteps", type=int, default=2048)
+    parser.add_argument("--program", choices=tuple(SPLITS), default="cleanrl-async")
     options = parser.parse_args()
-    options.sb3_timesteps, options.only = 0, "cleanrl-async"
+    options.sb3_timesteps, options.only = options.total_timesteps, options.program
     placement = take_one_core_with_priority()
     program = programs(options)[0]
+    split_parts = SPLITS[options.program]
     vector_steps = options.total_timesteps // NUM_ENVS
     print(f"rlprof's parts in the training loop: {program.title}; {placement}; {options.rounds} interleaved "
           f"rounds; load average {os.getloadavg()[0]:.1f}")
@@ -97,7 +104,7 @@ def main() -> None:
                 with tempfile.TemporaryDirectory(dir=folder) as run_folder:
                     run = run_once(program, VARIANTS[label], Path(run_folder), environment)
                 loops[label].append(run["hand"]["training"] / vector_steps * 1e6)
-                splits[label].append(loop_split(run["hand"], vector_steps))
+                splits[label].append(loop_split(run["hand"], vector_steps, split_parts))
             print(f"  round {round_number + 1}/{options.rounds} done", file=sys.stderr, flush=True)
     plain = loops["python"]
     print(f"{'variant':24} {'loop us/step':>12} {'extra':>8} {'ratio':>7}   per round")
@@ -112,10 +119,10 @@ def main() -> None:
         share = statistics.median(mine - theirs for mine, theirs in zip(full, loops[label]))
         print(f"  {part:18} {share:+6.0f} us a vector step")
     print("the loop split by the program's own timers, extra over python a vector step (us, median of rounds):")
-    print(f"{'variant':24} " + " ".join(f"{part:>9}" for part in SPLIT))
+    print(f"{'variant':24} " + " ".join(f"{part:>9}" for part in split_parts))
     for label in VARIANTS:
         extras = [statistics.median(mine[part] - theirs[part] for mine, theirs in zip(splits[label], splits["python"]))
-                  for part in SPLIT]
+                  for part in split_parts]
         print(f"{label:24} " + " ".join(f"{extra:+9.0f}" for extra in extras))
     print(f"(done in {time.perf_counter() - started:.0f} s; load average {os.getloadavg()[0]:.1f})")
 

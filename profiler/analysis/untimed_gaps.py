@@ -10,6 +10,13 @@ storage, where the program does not time them — unless that gap is much longer
 advantages, the update, logging. The rest of the untimed time is *elsewhere*: start-up before the
 first step, the end after the last.
 
+Where the steps are not outermost but inside a block that holds the whole rollout (SB3's
+``PPO.collect_rollouts``, a program's own ``rollout`` block), that block stands for its steps: the
+untimed time between it and the next step or rollout block is between rollouts (the time between
+its steps is the block's own, not untimed), and start-up and end are what lies before the first
+and after the last. Without that, a run whose steps all sit inside such blocks had no split, and
+its start-up counted as part of its training loop.
+
 A run whose timeline dropped its oldest events (a long run) is split over the steps it kept, the
 rest counted elsewhere; :class:`UntimedGaps` says how many gaps it read.
 
@@ -21,6 +28,7 @@ answer is kept, for the same list of spans holding as many spans (and the same u
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from profiler.analysis.block_stats import median
@@ -74,14 +82,17 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
 
 def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     outermost = outermost_spans(spans)
-    steps = [index for index, (name, _, _) in enumerate(outermost) if name in VECTOR_STEP_BLOCKS]
-    if len(steps) < 2:
+    step_block, loop = _loop_spans(outermost, spans)
+    if len(loop) < 2:
         return None
-    step_block = outermost[steps[0]][0]
-    gaps = [_untimed_between(outermost, before, after) for before, after in zip(steps, steps[1:])]
-    lengths = [outermost[after][1] - outermost[before][2] for before, after in zip(steps, steps[1:])]
-    usual = median(lengths)
-    rollout_ends = [length > ROLLOUT_GAP_FACTOR * usual for length in lengths]
+    pairs = list(zip(loop, loop[1:]))
+    gaps = [_untimed_between(outermost, before, after) for (before, _), (after, _) in pairs]
+    # Only a gap from one step to the next can be between steps; one beside a rollout block ends a rollout.
+    step_to_step = [before_is_step and after_is_step for (_, before_is_step), (_, after_is_step) in pairs]
+    lengths = [outermost[after][1] - outermost[before][2] for (before, _), (after, _) in pairs]
+    usual = median([length for length, steps in zip(lengths, step_to_step) if steps] or [0.0])
+    rollout_ends = [not steps or length > ROLLOUT_GAP_FACTOR * usual
+                    for length, steps in zip(lengths, step_to_step)]
     between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
     between_rollouts = sum(gap for gap, ends in zip(gaps, rollout_ends) if ends)
     return UntimedGaps(
@@ -92,6 +103,25 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
         between_rollouts_gaps=rollout_ends.count(True),
         elsewhere=max(0.0, float(tree.get("self", 0.0)) - between_steps - between_rollouts),
     )
+
+
+def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any]) -> tuple[str, list[tuple[int, bool]]]:
+    """The vector-step block's name, and the outermost spans of the loop, in time order: each as
+    ``(its index in outermost, whether it is a vector step itself)``; the others hold one (a
+    rollout block). Empty without vector steps."""
+    nested_steps = [span for span in spans if span[0] in VECTOR_STEP_BLOCKS]
+    if not nested_steps:
+        return "", []
+    starts = [start for _, start, _ in outermost]
+    is_step = [name in VECTOR_STEP_BLOCKS for name, _, _ in outermost]
+    holding = set()
+    for _, start, end in nested_steps:
+        index = bisect.bisect_right(starts, start) - 1  # the outermost span that starts last at or before it
+        if index >= 0 and not is_step[index] and end <= outermost[index][2]:
+            holding.add(index)
+    loop = [(index, True) for index, step in enumerate(is_step) if step]
+    loop += [(index, False) for index in holding]
+    return nested_steps[0][0], sorted(loop)
 
 
 def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:

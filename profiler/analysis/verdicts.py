@@ -191,9 +191,16 @@ ENV_MIN_SHARE = 0.30
 """Env compute is a verdict when it takes 30% of the wall time."""
 
 UNTIMED_MIN_SHARE = 0.10
+"""Time outside any block is a verdict from 10% of the wall time."""
+
 UNTIMED_PLACES_NAMED = 3
 """Places the ``untimed`` verdict names (the costliest), when the run sampled its stack."""
-"""Time outside any block is a verdict from 10% of the wall time."""
+
+UNTIMED_START_AND_END_SHARE = 0.5
+"""From this share of the untimed time before the training loop's first vector step and after
+its last (start-up and end, where the timeline tells them), the ``untimed`` verdict says that
+its time is paid once per run, not in the loop: the advice to time or cut the loop's lines would
+point at the wrong place."""
 
 LEAK_MIN_GROWTH_BYTES = 16 * 1024 * 1024
 """A memory leak is named from 16 MiB of growth (median of the last quarter of the samples over
@@ -815,8 +822,17 @@ def _untimed(run: _Run) -> list[Verdict]:
         return []
     evidence: dict[str, Any] = {"untimed_seconds": untimed, "wall_seconds": run.wall}
     gaps = untimed_gaps(run.tree)
+    where = ""
+    start_and_end = False
     if gaps is not None:
-        evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts)
+        evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts,
+                        start_and_end_seconds=gaps.elsewhere)
+        start_and_end = gaps.elsewhere >= UNTIMED_START_AND_END_SHARE * untimed
+        where = (f", {format_seconds(gaps.elsewhere)} of it before the training loop's first step or "
+                 f"after its last (start-up, end)" if start_and_end else
+                 f", {format_seconds(gaps.between_steps + gaps.between_rollouts)} of it inside the training "
+                 f"loop (between steps {format_seconds(gaps.between_steps)}, between rollouts "
+                 f"{format_seconds(gaps.between_rollouts)})")
     sampled = untimed_places(run.tree)
     if not sampled.places:
         if sampled.sampled:
@@ -829,25 +845,34 @@ def _untimed(run: _Run) -> list[Verdict]:
         else:
             why = "nothing here says what it was"
             to_name_it = "`rlprof run` samples the stack to name where it went."
+        advice = (_start_and_end_advice(run, gaps.elsewhere) if start_and_end else
+                  "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, evaluation, "
+                  "data handling); start-up before the first block, such as spawning workers, counts here too.")
         return [run.verdict(
             UNTIMED,
             f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
-            f"({format_seconds(untimed)}): {why}",
-            untimed, evidence,
-            "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, "
-            "evaluation, data handling); start-up before the first block, such as spawning workers, "
-            f"counts here too. {to_name_it}")]
+            f"({format_seconds(untimed)}){where}: {why}",
+            untimed, evidence, f"{advice} {to_name_it}")]
     top = sampled.places[:UNTIMED_PLACES_NAMED]
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
     named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
                       for place in top)
+    advice = (_start_and_end_advice(run, gaps.elsewhere) if start_and_end else
+              "Those lines are the program's own code between the timed phases: wrap the costly ones "
+              "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
     return [run.verdict(
         UNTIMED,
         f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
-        f"({format_seconds(untimed)}); the stack samples place it: {named}",
-        untimed, evidence,
-        "Those lines are the program's own code between the timed phases: wrap the costly ones "
-        "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")]
+        f"({format_seconds(untimed)}){where}; the stack samples place it: {named}",
+        untimed, evidence, advice)]
+
+
+def _start_and_end_advice(run: _Run, start_and_end: float) -> str:
+    """What to do about untimed time that is mostly the run's start-up and end."""
+    return (f"Most of it is the run's start-up and end, outside the training loop (imports, building the "
+            f"envs and the model, closing them, saving): paid once per run, so a longer run spreads it "
+            f"(the loop took {format_seconds(run.wall - start_and_end)} of the {format_seconds(run.wall)} "
+            "here). To cut it, time the costly lines in hierarchical_timer blocks and make them cheaper.")
 
 
 # --- memory that keeps growing -----------------------------------------------------------------------

@@ -124,7 +124,8 @@ def untimed_parts(tree: dict[str, Any]) -> list[tuple[str, float, str]]:
         (f"{UNTIMED_PART}between steps", gaps.between_steps,
          f"{_counted(gaps.between_steps_gaps, 'gap')} between one {gaps.step_block} and the next"),
         (f"{UNTIMED_PART}between rollouts", gaps.between_rollouts,
-         f"{_counted(gaps.between_rollouts_gaps, 'gap')} over {ROLLOUT_GAP_FACTOR:g} times the usual one: update, logging"),
+         f"{_counted(gaps.between_rollouts_gaps, 'gap')} that end a rollout (over {ROLLOUT_GAP_FACTOR:g} times the "
+         "usual gap, or beside a block that holds the rollout's steps): update, logging"),
         (f"{UNTIMED_PART}elsewhere", gaps.elsewhere, "before the first step and after the last"),
     ]
     return [part for part in parts if part[1] > 0]

@@ -1,5 +1,6 @@
 """Specification: the trainer's untimed time is split into between steps, between rollouts and
-elsewhere, from the timeline's vector-step spans."""
+elsewhere, from the timeline's vector-step spans (or the blocks that hold a rollout's steps); the
+``untimed`` verdict says whether most of it is the run's start-up and end or inside its loop."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ import pytest
 
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
+from profiler.analysis.verdicts import UNTIMED, judge_run
 from profiler.tree.timer_json import normalize_timing_tree
 
 
-def loop_tree(rollouts: int = 3, steps: int = 4) -> dict:
+def loop_tree(rollouts: int = 3, steps: int = 4, start_up: float = 5.0) -> dict:
     """A loop of ``rollouts`` rollouts of ``steps`` steps (1 s each, 0.25 s apart, of which the
     policy block covers 0.125 s), then an update block of 2 s and 3 s untimed before the next
-    rollout; the run starts 5 s before the first step."""
-    spans, clock = [], 5.0
+    rollout; the run starts ``start_up`` seconds before the first step."""
+    spans, clock = [], start_up
     for rollout in range(rollouts):
         for step in range(steps):
             spans.append(["env_manager.step", clock, clock + 1.0])
@@ -27,17 +29,39 @@ def loop_tree(rollouts: int = 3, steps: int = 4) -> dict:
         if rollout < rollouts - 1:
             spans.append(["update", clock + 1.0, clock + 3.0])
             clock += 5.0
-    total = clock
-    children_total = sum(end - start for _, start, end in spans)
+    return timeline_tree(spans, total=clock)
+
+
+def timeline_tree(spans: list[list], total: float) -> dict:
+    """A run of ``total`` seconds whose trainer thread recorded ``spans``; the root's self time is
+    what no outermost span covers."""
+    covered = sum(end - start for _, start, end in outermost_spans(spans))
+    names = list(dict.fromkeys(name for name, _, _ in spans))
     return normalize_timing_tree({
-        "name": "root", "total": total, "count": 1, "self": total - children_total,
+        "name": "root", "total": total, "count": 1, "self": total - covered,
         "children": [{"name": name, "total": sum(end - start for other, start, end in spans if other == name),
                       "count": sum(1 for other, _, _ in spans if other == name), "children": []}
-                     for name in ("env_manager.step", "policy", "update")],
+                     for name in names],
         "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
             {"pid": 1, "name": "trainer", "clock_offset": 0.0,
              "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]},
     })
+
+
+def rollout_block_tree(rollouts: int = 3, steps: int = 4) -> dict:
+    """SB3's shape: each rollout a ``PPO.collect_rollouts`` block holding its ``steps`` steps (1 s
+    each, 0.25 s apart), 0.5 s untimed, a ``PPO.train`` block of 2 s, then 1 s untimed before the
+    next rollout; the run starts 5 s before the first rollout and ends 3 s after the last train."""
+    spans, clock = [], 5.0
+    for _ in range(rollouts):
+        rollout_start = clock
+        for step in range(steps):
+            spans.append(["vector.step", clock, clock + 1.0])
+            clock += 1.0 if step == steps - 1 else 1.25
+        spans.append(["PPO.collect_rollouts", rollout_start, clock])
+        spans.append(["PPO.train", clock + 0.5, clock + 2.5])
+        clock += 3.5
+    return timeline_tree(spans, total=clock - 1.0 + 3.0)
 
 
 def test_the_short_gaps_are_between_steps_less_the_blocks_inside_them():
@@ -83,3 +107,47 @@ def test_the_split_is_in_the_json_and_the_table():
     gaps = json.loads(render_analysis(analysis, "json"))["untimed"]["gaps"]
     assert gaps["between_rollouts"] == {"seconds": pytest.approx(6.0), "gaps": 2}
     assert "between rollouts 6.00 s (2 gaps)" in render_analysis(analysis)
+
+
+def test_steps_inside_rollout_blocks_leave_no_untimed_time_between_steps():
+    gaps = untimed_gaps(rollout_block_tree())
+    assert (gaps.between_steps, gaps.between_steps_gaps) == (0.0, 0)
+    assert gaps.step_block == "vector.step"
+
+
+def test_the_untimed_time_between_rollout_blocks_is_between_rollouts_less_the_blocks_between():
+    gaps = untimed_gaps(rollout_block_tree())
+    assert gaps.between_rollouts_gaps == 2
+    assert gaps.between_rollouts == pytest.approx(2 * (0.5 + 1.0))
+
+
+def test_before_the_first_rollout_block_and_after_the_last_is_elsewhere():
+    # 5 s of start-up; after the last rollout, 0.5 s before its train and 3 s after it.
+    assert untimed_gaps(rollout_block_tree()).elsewhere == pytest.approx(5.0 + 0.5 + 3.0)
+
+
+def test_a_gap_between_a_rollout_block_and_a_step_of_its_own_ends_a_rollout_and_steps_after_are_steps():
+    spans = [["vector.step", 1.5, 2.0], ["PPO.collect_rollouts", 1.0, 2.5],
+             ["vector.step", 4.5, 5.0], ["vector.step", 5.1, 5.6], ["vector.step", 5.7, 6.2]]
+    gaps = untimed_gaps(timeline_tree(spans, total=7.0))
+    assert (gaps.between_rollouts_gaps, gaps.between_rollouts) == (1, pytest.approx(2.0))
+    assert (gaps.between_steps_gaps, gaps.between_steps) == (2, pytest.approx(0.2))
+
+
+def untimed_verdict(tree: dict):
+    (verdict,) = judge_run(tree).of_kind(UNTIMED)
+    return verdict
+
+
+def test_the_untimed_verdict_says_most_of_it_is_start_up_and_end_where_the_timeline_tells_so():
+    verdict = untimed_verdict(loop_tree(start_up=30.0))  # 30 s before the first step, 7.1 s in the loop
+    assert ", 30.00 s of it before the training loop's first step or after its last (start-up, end)" in verdict.title
+    assert verdict.suggestion.startswith("Most of it is the run's start-up and end, outside the training loop")
+    assert verdict.evidence["start_and_end_seconds"] == pytest.approx(30.0)
+
+
+def test_the_untimed_verdict_says_how_much_fell_inside_the_loop_where_most_of_it_did():
+    verdict = untimed_verdict(loop_tree(start_up=1.0))
+    assert ("of it inside the training loop (between steps 1.12 s, between rollouts 6.00 s)"
+            in verdict.title)
+    assert not verdict.suggestion.startswith("Most of it is the run's start-up")

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
-from profiler.analysis.untimed_gaps import untimed_gaps
+from profiler.analysis.untimed_gaps import training_loop_seconds
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
            "PHASE_PARTS_NAMED", "phase_verdicts"]
@@ -90,8 +90,7 @@ def _evidence(phases: TrainingPhases) -> dict[str, Any]:
 
 def _loop_seconds(run: JudgedRun) -> float:
     """The wall time less the untimed start-up and end (the wall time without a timeline)."""
-    gaps = untimed_gaps(run.tree)
-    return run.wall - gaps.elsewhere if gaps is not None else run.wall
+    return training_loop_seconds(run.tree)
 
 
 def _is_the_limit(run: JudgedRun, seconds: float, others: tuple[float, ...]) -> bool:

@@ -36,7 +36,8 @@ from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
 from profiler.analysis.text_format import format_seconds
 from profiler.records import Record
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "untimed_gaps", "untimed_gaps_text"]
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "training_loop_seconds", "untimed_gaps",
+           "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
@@ -78,6 +79,17 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
     gaps = _untimed_gaps(tree, spans)
     _last_gaps = (spans, len(spans), tree.get("self"), gaps)
     return gaps
+
+
+def training_loop_seconds(tree: dict[str, Any]) -> float:
+    """The training loop's wall time: the run's wall time less its untimed start-up and end,
+    where the trainer's timeline tells them (:func:`untimed_gaps`), else the whole wall time.
+
+    What limits a run's loop is what its verdicts judge: a short run spends most of its wall time
+    importing and building, and a share of the wall time would hide the loop's limit there."""
+    wall = float(tree.get("total", 0.0))
+    gaps = untimed_gaps(tree)
+    return wall - gaps.elsewhere if gaps is not None else wall
 
 
 def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:

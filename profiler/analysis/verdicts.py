@@ -32,8 +32,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     a crowded node is named among idle ones.
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
-    wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the wall
-    time, and the CPU is not the limit (with CPU oversubscribed the pipe looks slow too, because
+    wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the
+    training loop (the wall time less the untimed start-up and end, where the trainer's timeline
+    tells them: :func:`~profiler.analysis.untimed_gaps.training_loop_seconds`), and the CPU is not
+    the limit (with CPU oversubscribed the pipe looks slow too, because
     every process waits for a core). For workers that are Ray actors (metadata ``worker_transport``
     ``"ray"``) the transport is Ray's actor calls and object store round trips, and the advice is
     theirs.
@@ -41,8 +43,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     The trainer's own blocks (their self time, outside the env manager's blocks) take at least
     :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
 ``env_bound``
-    The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the wall time and
-    the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
+    The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the training loop
+    and the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
 ``outside_load`` and ``gil_contention``
     Other programs' load on the run's cores, and Python threads queued for the GIL: rules of
     :mod:`profiler.analysis.machine_verdicts`, from the kernel's counts where the dump has them.
@@ -104,7 +106,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
-from profiler.analysis.untimed_gaps import untimed_gaps
+from profiler.analysis.untimed_gaps import training_loop_seconds, untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
 from profiler.records import Record
 
@@ -176,7 +178,7 @@ core only if their env CPU time is at least 5% of what the cores deliver over th
 that, env work is too light a load, and its time off the CPU is sleep or I/O."""
 
 TRANSPORT_MIN_SHARE = 0.10
-"""The pipe is a verdict when it costs 10% of the wall time (and more than the env compute)."""
+"""The pipe is a verdict when it costs 10% of the training loop (and more than the env compute)."""
 
 TRAINER_MIN_SHARE = 0.40
 """The trainer's own blocks are a verdict when they take 40% of the wall (and more than the steps)."""
@@ -188,7 +190,7 @@ TRAINER_BLOCK_MIN_SHARE = 0.01
 """A trainer_bound verdict names its costliest block, and the next ones from 1% of the wall time."""
 
 ENV_MIN_SHARE = 0.30
-"""Env compute is a verdict when it takes 30% of the wall time."""
+"""Env compute is a verdict when it takes 30% of the training loop."""
 
 UNTIMED_MIN_SHARE = 0.10
 """Time outside any block is a verdict from 10% of the wall time."""
@@ -356,6 +358,11 @@ class _Run(Record):
 
     def share(self, seconds: float) -> float | None:
         return seconds / self.wall if self.wall > 0 else None
+
+    def loop_share(self, seconds: float) -> float | None:
+        """``seconds`` over the training loop's wall time (:func:`training_loop_seconds`)."""
+        loop = training_loop_seconds(self.tree)
+        return seconds / loop if loop > 0 else None
 
     def verdict(self, kind: str, title: str, cost: float, evidence: dict[str, Any],
                 suggestion: str) -> Verdict:
@@ -626,7 +633,7 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     latency = step.seconds_of(WAIT_LATENCY)
     pipe = transport + latency
     compute = step.seconds_of(ENV_COMPUTE)
-    if pipe <= compute or (run.share(pipe) or 0.0) < TRANSPORT_MIN_SHARE:
+    if pipe <= compute or (run.loop_share(pipe) or 0.0) < TRANSPORT_MIN_SHARE:
         return []
     receive = sum(seconds for name, seconds in step.transport_blocks.items() if "receive" in name)
     send = transport - receive
@@ -643,6 +650,7 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
         "env_compute_seconds": compute,
         "pipe_per_step_seconds": pipe / step.calls,
         "env_compute_per_step_seconds": compute / step.calls,
+        "training_loop_seconds": training_loop_seconds(run.tree),
         "workers": step.workers,
         "envs": envs,
         "cpu_contention": "not the limit" if cpu_measured else "not measured in this file",
@@ -777,7 +785,7 @@ def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list
     if step is None or cpu_limited:
         return []
     compute = step.seconds_of(ENV_COMPUTE)
-    if (run.share(compute) or 0.0) < ENV_MIN_SHARE:
+    if (run.loop_share(compute) or 0.0) < ENV_MIN_SHARE:
         return []
     cores = run.measurements.cores_available
     busy = run.measurements.busy_processes
@@ -786,6 +794,7 @@ def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list
         "env_compute_seconds": compute,
         "env_compute_per_step_seconds": compute / step.calls,
         "step_share": compute / step.total if step.total > 0 else None,
+        "training_loop_seconds": training_loop_seconds(run.tree),
         "workers": step.workers,
         "cores_available": cores,
         "busy_processes": busy,

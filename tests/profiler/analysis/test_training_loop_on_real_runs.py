@@ -1,0 +1,86 @@
+"""Specification: on real runs under ``rlprof run`` (real torch, real Gymnasium, real
+Stable-Baselines3), the verdicts tell the training loop from the run's start-up and end. The
+``untimed`` verdict says that the time outside any block is start-up and end where a short run is
+built to spend it there, and says how much fell inside the loop, with the planted slow function
+named, where the run is built to spend it there. What limits the loop is judged on the loop: a
+short SB3 run over ``SubprocVecEnv`` of cheap envs is told that its pipe is the limit though
+start-up takes most of its wall time, and a run built on slow envs is not."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("stable_baselines3")  # installed by the README's test command: runs in CI
+
+from framework_runs import rlprof_run  # noqa: E402
+from profiler.analysis.verdicts import ENV_BOUND, TRANSPORT_BOUND, TRANSPORT_MIN_SHARE, UNTIMED  # noqa: E402
+
+
+def verdict_of(run: dict, kind: str) -> dict:
+    (verdict,) = [verdict for verdict in run["verdicts"] if verdict["kind"] == kind]
+    return verdict
+
+
+def untimed_verdict(run: dict) -> dict:
+    return verdict_of(run, UNTIMED)
+
+
+def kinds(run: dict) -> list[str]:
+    return [verdict["kind"] for verdict in run["verdicts"]]
+
+
+@pytest.fixture(scope="module")
+def short_sb3_run(tmp_path_factory):
+    """SB3's PPO for 512 steps over ``SubprocVecEnv``: importing torch and SB3, starting the
+    workers and building the model take most of the run; its two rollouts and updates are
+    blocks, so little is untimed inside the loop, and CartPole's steps cost less than the pipe."""
+    return rlprof_run(tmp_path_factory.mktemp("short_sb3"), "sb3_ppo.py", "--timesteps", "512",
+                      "--vec-env", "subproc")
+
+
+@pytest.fixture(scope="module")
+def slow_env_run(tmp_path_factory):
+    """The CleanRL-style PPO over ``AsyncVectorEnv``, each env step 2 ms longer: a short run whose
+    loop is its envs' compute, far above the pipe's cost."""
+    return rlprof_run(tmp_path_factory.mktemp("slow_env"), "cleanrl_torch_ppo.py", "--async-envs",
+                      "--env-seconds", "0.002", "--total-timesteps", "512", "--num-steps", "32")
+
+
+@pytest.fixture(scope="module")
+def slow_logging_run(tmp_path_factory):
+    """The CleanRL-style PPO for 24 iterations, each followed by 0.75 s of logging that nothing
+    times: 17 s of untimed time between its rollouts, against a start-up of 2 s on a quiet
+    machine and up to 8 s beside the rest of the suite (the first ``Adam(...)`` loads much of
+    torch), and the last logging's 0.75 s after the loop."""
+    return rlprof_run(tmp_path_factory.mktemp("slow_logging"), "cleanrl_torch_ppo.py", "--total-timesteps", "1536",
+                      "--slow-logging", "0.75")
+
+
+def test_a_short_sb3_run_is_told_its_untimed_time_is_start_up_and_end(short_sb3_run):
+    verdict = untimed_verdict(short_sb3_run)
+    assert "before the training loop's first step or after its last (start-up, end)" in verdict["title"]
+    assert verdict["suggestion"].startswith("Most of it is the run's start-up and end, outside the training loop")
+    evidence = verdict["evidence"]
+    assert evidence["start_and_end_seconds"] >= 0.5 * evidence["untimed_seconds"]
+
+
+def test_a_run_that_logs_slowly_between_rollouts_is_told_how_much_fell_inside_the_loop(slow_logging_run):
+    verdict = untimed_verdict(slow_logging_run)
+    assert "of it inside the training loop (between steps" in verdict["title"]
+    assert "write_logs (cleanrl_torch_ppo.py" in verdict["title"]
+    assert not verdict["suggestion"].startswith("Most of it is the run's start-up")
+    assert verdict["evidence"]["between_rollouts_seconds"] >= 23 * 0.75
+
+
+def test_a_short_sb3_run_over_subprocesses_is_told_its_pipe_limits_the_loop(short_sb3_run):
+    verdict = verdict_of(short_sb3_run, TRANSPORT_BOUND)
+    assert verdict["title"].startswith("the pipe is the limit")
+    evidence = verdict["evidence"]
+    pipe = evidence["send_seconds"] + evidence["receive_and_decode_seconds"] + evidence["wait_beyond_compute_seconds"]
+    assert pipe >= TRANSPORT_MIN_SHARE * evidence["training_loop_seconds"]
+    assert evidence["training_loop_seconds"] < 0.5 * short_sb3_run["wall_time"]  # start-up took the rest
+
+
+def test_a_short_run_built_on_slow_envs_is_told_its_envs_not_its_pipe_limit_the_loop(slow_env_run):
+    assert TRANSPORT_BOUND not in kinds(slow_env_run)
+    assert ENV_BOUND in kinds(slow_env_run)

@@ -88,19 +88,14 @@ def _evidence(phases: TrainingPhases) -> dict[str, Any]:
             "env_steps_seconds": phases.env_seconds, "evaluation_seconds": phases.evaluation_seconds}
 
 
-def _loop_seconds(run: JudgedRun) -> float:
-    """The wall time less the untimed start-up and end (the wall time without a timeline)."""
-    return training_loop_seconds(run.tree)
-
-
 def _is_the_limit(run: JudgedRun, seconds: float, others: tuple[float, ...]) -> bool:
-    loop = _loop_seconds(run)
+    loop = training_loop_seconds(run.tree)
     return loop > 0 and seconds / loop >= PHASE_MIN_SHARE and all(seconds > other for other in others)
 
 
 def _of_the_run(run: JudgedRun, seconds: float) -> str:
     """``"38.0% of the training loop (12.0% of the wall time)"``, or of the wall time only."""
-    loop = _loop_seconds(run)
+    loop = training_loop_seconds(run.tree)
     if loop >= run.wall or loop <= 0:
         return f"{format_percent(run.share(seconds))} of the wall time"
     return (f"{format_percent(seconds / loop)} of the training loop "

@@ -51,7 +51,10 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
     Where the run sampled the trainer's stack (``rlprof run``), the verdict names the
-    :data:`UNTIMED_PLACES_NAMED` places that took most of it, with their sampling error.
+    :data:`UNTIMED_PLACES_NAMED` places that took most of it, with their sampling error. Where the
+    timeline tells the training loop from the run's start-up and end, it says how much fell in the
+    loop, or, from :data:`UNTIMED_START_AND_END_SHARE` of it outside the loop, that it is paid once
+    per run.
 ``policy_bound``, ``update_bound`` and ``rollout_with_grad``
     The phases ``rlprof run`` times without edits, in the user's terms (the policy's inference,
     the update): rules of :mod:`profiler.analysis.phase_verdicts`. Where one of the first two is
@@ -854,7 +857,7 @@ def _untimed(run: _Run) -> list[Verdict]:
         else:
             why = "nothing here says what it was"
             to_name_it = "`rlprof run` samples the stack to name where it went."
-        advice = (_start_and_end_advice(run, gaps.elsewhere) if start_and_end else
+        advice = (_start_and_end_advice(run) if start_and_end else
                   "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, evaluation, "
                   "data handling); start-up before the first block, such as spawning workers, counts here too.")
         return [run.verdict(
@@ -866,7 +869,7 @@ def _untimed(run: _Run) -> list[Verdict]:
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
     named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
                       for place in top)
-    advice = (_start_and_end_advice(run, gaps.elsewhere) if start_and_end else
+    advice = (_start_and_end_advice(run) if start_and_end else
               "Those lines are the program's own code between the timed phases: wrap the costly ones "
               "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
     return [run.verdict(
@@ -876,12 +879,13 @@ def _untimed(run: _Run) -> list[Verdict]:
         untimed, evidence, advice)]
 
 
-def _start_and_end_advice(run: _Run, start_and_end: float) -> str:
+def _start_and_end_advice(run: _Run) -> str:
     """What to do about untimed time that is mostly the run's start-up and end."""
     return (f"Most of it is the run's start-up and end, outside the training loop (imports, building the "
             f"envs and the model, closing them, saving): paid once per run, so a longer run spreads it "
-            f"(the loop took {format_seconds(run.wall - start_and_end)} of the {format_seconds(run.wall)} "
-            "here). To cut it, time the costly lines in hierarchical_timer blocks and make them cheaper.")
+            f"(the loop took {format_seconds(training_loop_seconds(run.tree))} of the "
+            f"{format_seconds(run.wall)} here). To cut it, time the costly lines in hierarchical_timer "
+            "blocks and make them cheaper.")
 
 
 # --- memory that keeps growing -----------------------------------------------------------------------

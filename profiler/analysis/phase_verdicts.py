@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
-from profiler.analysis.untimed_gaps import training_loop_seconds
+from profiler.analysis.untimed_gaps import loop_share_text, training_loop_seconds
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
            "PHASE_PARTS_NAMED", "phase_verdicts"]
@@ -93,22 +93,13 @@ def _is_the_limit(run: JudgedRun, seconds: float, others: tuple[float, ...]) -> 
     return loop > 0 and seconds / loop >= PHASE_MIN_SHARE and all(seconds > other for other in others)
 
 
-def _of_the_run(run: JudgedRun, seconds: float) -> str:
-    """``"38.0% of the training loop (12.0% of the wall time)"``, or of the wall time only."""
-    loop = training_loop_seconds(run.tree)
-    if loop >= run.wall or loop <= 0:
-        return f"{format_percent(run.share(seconds))} of the wall time"
-    return (f"{format_percent(seconds / loop)} of the training loop "
-            f"({format_percent(run.share(seconds))} of the wall time)")
-
-
 def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     seconds = phases.policy_seconds
     if not _is_the_limit(run, seconds, (phases.update_seconds, phases.env_seconds, phases.evaluation_seconds)):
         return []
     top = phases.policy[0]
     others = (f"; with {', '.join(block.name for block in phases.policy[1:])}, "
-              f"{_of_the_run(run, seconds)}" if len(phases.policy) > 1 else "")
+              f"{loop_share_text(run.tree, seconds)}" if len(phases.policy) > 1 else "")
     evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.policy]}
     outside = top.self_seconds / top.seconds if top.seconds > 0 else 0.0
     inside = (f" Of {top.name}'s time, {format_percent(outside)} ran outside the networks' forwards "
@@ -116,7 +107,7 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
               "not remove that part." if top.self_seconds > 0 else "")
     return [run.verdict(
         POLICY_BOUND,
-        f"the policy's inference is the limit: {top.name} took {_of_the_run(run, top.seconds)} "
+        f"the policy's inference is the limit: {top.name} took {loop_share_text(run.tree, top.seconds)} "
         f"({top.calls} calls, {format_seconds(top.seconds / max(top.calls, 1))} each){others}",
         seconds, evidence,
         "Each call's cost is mostly per call, not per env, for a small network: more envs per "
@@ -139,7 +130,7 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
                 "parts": [part.as_dict() for part in phases.update_parts]}
     return [run.verdict(
         UPDATE_BOUND,
-        f"the update (learner) is the limit: {updates} {what} took {_of_the_run(run, seconds)}"
+        f"the update (learner) is the limit: {updates} {what} took {loop_share_text(run.tree, seconds)}"
         + (f", led by {named}" if named else ""),
         seconds, evidence,
         "Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or a cheaper loss "
@@ -156,7 +147,7 @@ def _evaluation_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.evaluation]}
     return [run.verdict(
         EVALUATION_BOUND,
-        f"the evaluation is the limit: {top.name} took {_of_the_run(run, seconds)} ({top.calls} calls, "
+        f"the evaluation is the limit: {top.name} took {loop_share_text(run.tree, seconds)} ({top.calls} calls, "
         f"{format_seconds(seconds / max(top.calls, 1))} each), its policy calls and env steps included",
         seconds, evidence,
         "Evaluate less often (EvalCallback's eval_freq counts each env's steps) or on fewer episodes "

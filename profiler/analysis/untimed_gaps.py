@@ -33,11 +33,11 @@ from typing import Any
 
 from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
-from profiler.analysis.text_format import format_seconds
+from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "outermost_spans", "training_loop_seconds", "untimed_gaps",
-           "untimed_gaps_text"]
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "loop_share_text", "outermost_spans", "training_loop_seconds",
+           "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
@@ -90,6 +90,17 @@ def training_loop_seconds(tree: dict[str, Any]) -> float:
     wall = float(tree.get("total", 0.0))
     gaps = untimed_gaps(tree)
     return wall - gaps.elsewhere if gaps is not None else wall
+
+
+def loop_share_text(tree: dict[str, Any], seconds: float) -> str:
+    """``"38.0% of the training loop (12.0% of the wall time)"``; of the wall time only where the
+    loop is the whole run (no timeline to tell start-up and end)."""
+    wall = float(tree.get("total", 0.0))
+    loop = training_loop_seconds(tree)
+    of_the_wall = f"{format_percent(seconds / wall if wall > 0 else None)} of the wall time"
+    if loop >= wall or loop <= 0:
+        return of_the_wall
+    return f"{format_percent(seconds / loop)} of the training loop ({of_the_wall})"
 
 
 def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:

@@ -10,7 +10,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 ``straggler``
     A worker whose reply is the last one ready in far more than its fair share (1/N) of vector
     steps (:data:`STRAGGLER_LAST_SHARE_BEYOND_FAIR`), whose waits as last cost a meaningful share of
-    the wall time (:data:`STRAGGLER_MIN_COST_SHARE`), and whose own env compute, beyond the other
+    the training loop (:data:`STRAGGLER_MIN_COST_SHARE`; the loop as ``transport_bound``'s), and
+    whose own env compute, beyond the other
     workers', explains that wait (:data:`STRAGGLER_MIN_COMPUTE_EXPLAINED`) — a worker that is late
     because it is sent its actions last or wakes up late is not slow. Cost: the time the steps
     waited on it after every other worker had replied. Files without critical-path counters get a
@@ -109,7 +110,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
-from profiler.analysis.untimed_gaps import training_loop_seconds, untimed_gaps
+from profiler.analysis.untimed_gaps import loop_share_text, training_loop_seconds, untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
 from profiler.records import Record
 
@@ -159,8 +160,8 @@ rest: 75% of steps with 2 workers, 62.5% with 4, 56.25% with 8. Identical worker
 around 1/N; one slow worker is last in nearly every step."""
 
 STRAGGLER_MIN_COST_SHARE = 0.05
-"""A straggler's waits as last (after every other reply was in) add up to at least 5% of the wall
-time; a worker that is often last by microseconds costs nothing worth naming."""
+"""A straggler's waits as last (after every other reply was in) add up to at least 5% of the
+training loop; a worker that is often last by microseconds costs nothing worth naming."""
 
 STRAGGLER_MIN_COMPUTE_EXPLAINED = 0.5
 """A straggler's env compute exceeds the other workers' mean by at least half of its waits as
@@ -430,7 +431,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
         evidence["wait_as_last_histogram"] = {"bounds_seconds": list(path.histogram_bounds_seconds),
                                               "counts": list(path.histogram_counts)}
     often = path.last_share >= needed
-    costly = (run.share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
+    costly = (run.loop_share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
     explained = excess >= STRAGGLER_MIN_COMPUTE_EXPLAINED * cost
     if often and costly and explained:
         return run.verdict(
@@ -451,7 +452,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
     reasons = []
     if not costly:
         reasons.append(f"the steps waited only {format_seconds(cost)} on it alone, "
-                       f"{format_percent(run.share(cost))} of the wall time (a straggler's waits cost "
+                       f"{loop_share_text(run.tree, cost)} (a straggler's waits cost "
                        f"from {format_percent(STRAGGLER_MIN_COST_SHARE)})")
     if not explained:
         reasons.append(_lateness_not_by_its_env(excess, cost))
@@ -491,7 +492,7 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
         "estimated_wait_seconds": cost,
         "critical_path": "not recorded in this file",
     }
-    if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (run.share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
+    if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (run.loop_share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
         return run.verdict(
             STRAGGLER,
             f"{slowest.label} likely holds up the vector step: it computed "

@@ -1,0 +1,49 @@
+"""A short run that starts slowly: a few seconds of start-up, then a short loop over Gymnasium's
+``AsyncVectorEnv`` of 4 CartPole envs. It knows nothing of rlprof.
+
+``--start-up-seconds S`` sleeps S seconds before building the envs (loading a dataset or a
+checkpoint, say); ``--slow-worker-ms M`` makes the last env's steps M milliseconds longer (a
+slower level, a slow disk: a straggler); ``--steps N`` vector steps.
+"""
+
+import argparse
+import time
+
+import gymnasium as gym
+import numpy as np
+
+
+class SlowSteps(gym.Wrapper):
+    """Stands for an env slower than its siblings: each step takes ``seconds`` longer."""
+
+    def __init__(self, env, seconds):
+        super().__init__(env)
+        self.seconds = seconds
+
+    def step(self, action):
+        time.sleep(self.seconds)
+        return self.env.step(action)
+
+
+def make_env(index, slow_seconds):
+    def thunk():
+        env = gym.make("CartPole-v1")
+        return SlowSteps(env, slow_seconds) if index == 3 and slow_seconds else env
+
+    return thunk
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--start-up-seconds", type=float, default=0.0)
+    parser.add_argument("--slow-worker-ms", type=float, default=0.0)
+    parser.add_argument("--steps", type=int, default=100)
+    args = parser.parse_args()
+    time.sleep(args.start_up_seconds)
+    envs = gym.vector.AsyncVectorEnv([make_env(index, args.slow_worker_ms / 1000) for index in range(4)])
+    envs.reset(seed=0)
+    actions = np.zeros(4, dtype=np.int64)
+    for _ in range(args.steps):
+        envs.step(actions)
+    envs.close()
+    print("steps:", args.steps)

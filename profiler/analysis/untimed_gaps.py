@@ -52,9 +52,12 @@ class UntimedGaps(Record):
     between_rollouts: float
     between_rollouts_gaps: int
     elsewhere: float
+    rollout_block: str | None = None
+    """The block that holds the steps of a rollout (SB3's ``PPO.collect_rollouts``), where the
+    steps ran inside one: the time between them is that block's, not untimed."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step_block": self.step_block,
+        return {"step_block": self.step_block, "rollout_block": self.rollout_block,
                 "between_steps": {"seconds": self.between_steps, "gaps": self.between_steps_gaps},
                 "between_rollouts": {"seconds": self.between_rollouts, "gaps": self.between_rollouts_gaps},
                 "elsewhere": self.elsewhere}
@@ -125,6 +128,7 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
         between_rollouts=between_rollouts,
         between_rollouts_gaps=rollout_ends.count(True),
         elsewhere=max(0.0, float(tree.get("self", 0.0)) - between_steps - between_rollouts),
+        rollout_block=next((outermost[index][0] for index, is_step in loop if not is_step), None),
     )
 
 
@@ -175,7 +179,8 @@ def _untimed_between(outermost: list[tuple[str, float, float]], before: int, aft
 
 def untimed_gaps_text(gaps: UntimedGaps) -> str:
     """One line for the report: the untimed time between steps, between rollouts, elsewhere."""
-    return (f"untimed time by where it fell in the loop ({gaps.step_block}): "
+    inside = f", inside {gaps.rollout_block}" if gaps.rollout_block else ""
+    return (f"untimed time by where it fell in the loop ({gaps.step_block}{inside}): "
             f"between steps {format_seconds(gaps.between_steps)} ({gaps.between_steps_gaps} gaps), "
             f"between rollouts {format_seconds(gaps.between_rollouts)} ({gaps.between_rollouts_gaps} gaps), "
             f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}")

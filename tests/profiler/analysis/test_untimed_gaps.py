@@ -112,7 +112,16 @@ def test_the_split_is_in_the_json_and_the_table():
 def test_steps_inside_rollout_blocks_leave_no_untimed_time_between_steps():
     gaps = untimed_gaps(rollout_block_tree())
     assert (gaps.between_steps, gaps.between_steps_gaps) == (0.0, 0)
-    assert gaps.step_block == "vector.step"
+    assert (gaps.step_block, gaps.rollout_block) == ("vector.step", "PPO.collect_rollouts")
+
+
+def test_the_table_says_which_block_holds_the_steps():
+    text = render_analysis(analyze_run(rollout_block_tree()))
+    assert "untimed time by where it fell in the loop (vector.step, inside PPO.collect_rollouts): between steps 0 s" in text
+
+
+def test_steps_of_their_own_have_no_rollout_block():
+    assert untimed_gaps(loop_tree()).rollout_block is None
 
 
 def test_the_untimed_time_between_rollout_blocks_is_between_rollouts_less_the_blocks_between():

@@ -42,11 +42,15 @@ from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, Traini
 from profiler.analysis.untimed_gaps import loop_share_text, training_loop_seconds
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
-           "PHASE_PARTS_NAMED", "phase_verdicts"]
+           "PHASE_PARTS_NAMED", "SB3_OFF_POLICY_ALGORITHMS", "phase_verdicts"]
 
 PHASE_MIN_SHARE = 0.20
 """A phase is named as the limit from a fifth of the training loop (and when it is the largest of
 the policy, the update, the vector steps and the evaluation)."""
+
+SB3_OFF_POLICY_ALGORITHMS = frozenset({"DQN", "QRDQN", "SAC", "TD3", "DDPG", "TQC", "CrossQ"})
+"""Stable-Baselines3's (and sb3-contrib's) algorithms that learn from a replay buffer every few env
+steps: their update shrinks with ``train_freq`` and ``gradient_steps``, they have no epochs."""
 
 PHASE_PARTS_NAMED = 3
 """How many of the update's parts an ``update_bound`` verdict names, at the most."""
@@ -133,9 +137,16 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
         f"the update (learner) is the limit: {updates} {what} took {loop_share_text(run.tree, seconds)}"
         + (f", led by {named}" if named else ""),
         seconds, evidence,
-        "Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or a cheaper loss "
-        "shorten it; the env side can win back at most the vector steps' "
-        f"{format_percent(run.share(phases.env_seconds))} of the wall time.")]
+        f"{_fewer_updates(blocks[0].name)} or a cheaper loss shorten it; the env side can win back at most "
+        f"the vector steps' {format_percent(run.share(phases.env_seconds))} of the wall time.")]
+
+
+def _fewer_updates(update_block: str) -> str:
+    """How the program can take fewer optimizer steps, in its algorithm's own terms."""
+    algorithm, _, method = update_block.rpartition(".")
+    if method == "train" and algorithm in SB3_OFF_POLICY_ALGORITHMS:
+        return f"Fewer gradient steps per env step ({algorithm}'s train_freq larger, or gradient_steps smaller)"
+    return "Fewer optimizer steps per rollout (fewer epochs, larger minibatches)"
 
 
 def _evaluation_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:

@@ -10,15 +10,17 @@ def node(name: str, total: float, count: int, children: list | None = None) -> d
 
 
 def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, untimed: float = 1.0,
-               updates: int = 4, gap: float = 0.0, sb3: bool = False, step_inside_update: bool = False) -> dict:
+               updates: int = 4, gap: float = 0.0, sb3: bool = False, step_inside_update: bool = False,
+               algorithm: str = "PPO") -> dict:
     """A run of ``policy`` seconds of ``Agent.get_action_and_value (no grad)`` (40% in its actor's
     forward), ``updates`` update blocks of ``update`` seconds in all (30% backward, 20% Adam.step,
     30% the forward with grad, the rest the update's own code) one after another ``gap`` seconds
     apart, ``env`` seconds of ``vector.step`` and ``untimed`` seconds outside any block. With
-    ``sb3`` the update is ``PPO.train`` and the policy ``ActorCriticPolicy.forward (no grad)``;
+    ``sb3`` the update is ``<algorithm>.train`` (``PPO.train``) and the policy
+    ``ActorCriticPolicy.forward (no grad)``;
     with ``step_inside_update`` the vector steps ran inside the update blocks."""
     steps = node("vector.step", env, 100)
-    update_name = "PPO.train" if sb3 else "update"
+    update_name = f"{algorithm}.train" if sb3 else "update"
     update_children = [node("backward", 0.3 * update, updates), node("Adam.step", 0.2 * update, updates),
                        node("Agent.get_action_and_value", 0.3 * update, updates)]
     if step_inside_update:

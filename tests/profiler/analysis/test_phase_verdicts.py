@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from phase_trees import phase_tree
-from profiler.analysis.phase_verdicts import PHASE_MIN_SHARE, POLICY_BOUND, ROLLOUT_WITH_GRAD, UPDATE_BOUND
+from profiler.analysis.phase_verdicts import (
+    PHASE_MIN_SHARE,
+    POLICY_BOUND,
+    ROLLOUT_WITH_GRAD,
+    SB3_OFF_POLICY_ALGORITHMS,
+    UPDATE_BOUND,
+)
 from profiler.analysis.verdicts import TRAINER_BOUND, judge_run
 
 
@@ -53,6 +59,19 @@ def test_an_update_behind_the_policy_is_not_the_limit():
 def test_sb3s_update_is_named_by_its_train_calls():
     [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), sb3=True, updates=3)).of_kind(UPDATE_BOUND)
     assert "3 calls of PPO.train took" in verdict.title
+
+
+def test_an_on_policy_update_is_told_to_take_fewer_epochs_or_larger_minibatches():
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), sb3=True)).of_kind(UPDATE_BOUND)
+    assert verdict.suggestion.startswith("Fewer optimizer steps per rollout (fewer epochs, larger minibatches)")
+
+
+@pytest.mark.parametrize("algorithm", sorted(SB3_OFF_POLICY_ALGORITHMS))
+def test_an_sb3_off_policy_update_is_told_its_train_freq_and_gradient_steps_not_epochs(algorithm):
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), sb3=True, algorithm=algorithm)).of_kind(UPDATE_BOUND)
+    assert verdict.suggestion.startswith(
+        f"Fewer gradient steps per env step ({algorithm}'s train_freq larger, or gradient_steps smaller)")
+    assert "epochs" not in verdict.suggestion
 
 
 def test_a_phase_verdict_replaces_the_trainer_bound_one_that_would_name_the_same_blocks():

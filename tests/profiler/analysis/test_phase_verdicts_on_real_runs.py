@@ -2,7 +2,8 @@
 the policy's inference or the update is named as the limit where the run is built to be limited by
 it, and neither where the environments are the limit; on real Stable-Baselines3 PPO runs, the
 evaluation (``EvalCallback``) is named where the run is built to spend most of its loop there, and
-not where it evaluates little."""
+not where it evaluates little; a real SB3 DQN built on its gradient steps is told to train less
+often or take fewer gradient steps, where PPO is told fewer epochs."""
 
 from __future__ import annotations
 
@@ -55,6 +56,25 @@ def test_a_run_built_on_its_update_names_the_update_as_the_limit(update_heavy):
     title = verdict_of(update_heavy, UPDATE_BOUND)["title"]
     assert title.startswith(f"the update (learner) is the limit: {8 * 10 * 4} optimizer steps took")
     assert POLICY_BOUND not in kinds(update_heavy)
+
+
+def test_a_ppo_update_is_told_fewer_epochs_or_larger_minibatches(update_heavy):
+    suggestion = verdict_of(update_heavy, UPDATE_BOUND)["suggestion"]
+    assert suggestion.startswith("Fewer optimizer steps per rollout (fewer epochs, larger minibatches)")
+
+
+@pytest.fixture(scope="module")
+def dqn_update_heavy(tmp_path_factory):
+    """SB3's DQN taking 4 gradient steps every 4 env steps of each env: the update is most of the loop."""
+    pytest.importorskip("stable_baselines3")
+    return rlprof_run(tmp_path_factory.mktemp("dqn"), "sb3_dqn.py", "--timesteps", "2000", "--gradient-steps", "4")
+
+
+def test_an_sb3_dqn_built_on_its_gradient_steps_is_told_its_train_freq_and_gradient_steps(dqn_update_heavy):
+    verdict = verdict_of(dqn_update_heavy, UPDATE_BOUND)
+    assert "calls of DQN.train took" in verdict["title"]
+    assert verdict["suggestion"].startswith(
+        "Fewer gradient steps per env step (DQN's train_freq larger, or gradient_steps smaller)")
 
 
 def test_a_run_built_on_its_environments_names_neither_the_policy_nor_the_update(env_heavy):

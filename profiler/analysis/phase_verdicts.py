@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
-from profiler.analysis.untimed_gaps import loop_share_text, training_loop_seconds
+from profiler.analysis.untimed_gaps import loop_share, loop_share_text
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
            "PHASE_PARTS_NAMED", "SB3_OFF_POLICY_ALGORITHMS", "phase_verdicts"]
@@ -93,8 +93,7 @@ def _evidence(phases: TrainingPhases) -> dict[str, Any]:
 
 
 def _is_the_limit(run: JudgedRun, seconds: float, others: tuple[float, ...]) -> bool:
-    loop = training_loop_seconds(run.tree)
-    return loop > 0 and seconds / loop >= PHASE_MIN_SHARE and all(seconds > other for other in others)
+    return (loop_share(run.tree, seconds) or 0.0) >= PHASE_MIN_SHARE and all(seconds > other for other in others)
 
 
 def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:

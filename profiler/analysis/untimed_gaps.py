@@ -36,8 +36,8 @@ from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "loop_share_text", "outermost_spans", "training_loop_seconds",
-           "untimed_gaps", "untimed_gaps_text"]
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "loop_share", "loop_share_text", "outermost_spans",
+           "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
@@ -93,6 +93,13 @@ def training_loop_seconds(tree: dict[str, Any]) -> float:
     wall = float(tree.get("total", 0.0))
     gaps = untimed_gaps(tree)
     return wall - gaps.elsewhere if gaps is not None else wall
+
+
+def loop_share(tree: dict[str, Any], seconds: float) -> float | None:
+    """``seconds`` over the training loop's wall time (:func:`training_loop_seconds`); None for a
+    run that took no time."""
+    loop = training_loop_seconds(tree)
+    return seconds / loop if loop > 0 else None
 
 
 def loop_share_text(tree: dict[str, Any], seconds: float) -> str:

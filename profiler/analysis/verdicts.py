@@ -110,7 +110,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
-from profiler.analysis.untimed_gaps import loop_share_text, training_loop_seconds, untimed_gaps
+from profiler.analysis.untimed_gaps import loop_share, loop_share_text, training_loop_seconds, untimed_gaps
 from profiler.analysis.untimed_places import untimed_places
 from profiler.records import Record
 
@@ -363,11 +363,6 @@ class _Run(Record):
     def share(self, seconds: float) -> float | None:
         return seconds / self.wall if self.wall > 0 else None
 
-    def loop_share(self, seconds: float) -> float | None:
-        """``seconds`` over the training loop's wall time (:func:`training_loop_seconds`)."""
-        loop = training_loop_seconds(self.tree)
-        return seconds / loop if loop > 0 else None
-
     def verdict(self, kind: str, title: str, cost: float, evidence: dict[str, Any],
                 suggestion: str) -> Verdict:
         return Verdict(kind, title, cost, self.share(cost), _json_ready(evidence), suggestion)
@@ -431,7 +426,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
         evidence["wait_as_last_histogram"] = {"bounds_seconds": list(path.histogram_bounds_seconds),
                                               "counts": list(path.histogram_counts)}
     often = path.last_share >= needed
-    costly = (run.loop_share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
+    costly = (loop_share(run.tree, cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
     explained = excess >= STRAGGLER_MIN_COMPUTE_EXPLAINED * cost
     if often and costly and explained:
         return run.verdict(
@@ -492,7 +487,7 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
         "estimated_wait_seconds": cost,
         "critical_path": "not recorded in this file",
     }
-    if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (run.loop_share(cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
+    if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (loop_share(run.tree, cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
         return run.verdict(
             STRAGGLER,
             f"{slowest.label} likely holds up the vector step: it computed "
@@ -637,7 +632,7 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     latency = step.seconds_of(WAIT_LATENCY)
     pipe = transport + latency
     compute = step.seconds_of(ENV_COMPUTE)
-    if pipe <= compute or (run.loop_share(pipe) or 0.0) < TRANSPORT_MIN_SHARE:
+    if pipe <= compute or (loop_share(run.tree, pipe) or 0.0) < TRANSPORT_MIN_SHARE:
         return []
     receive = sum(seconds for name, seconds in step.transport_blocks.items() if "receive" in name)
     send = transport - receive
@@ -789,7 +784,7 @@ def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list
     if step is None or cpu_limited:
         return []
     compute = step.seconds_of(ENV_COMPUTE)
-    if (run.loop_share(compute) or 0.0) < ENV_MIN_SHARE:
+    if (loop_share(run.tree, compute) or 0.0) < ENV_MIN_SHARE:
         return []
     cores = run.measurements.cores_available
     busy = run.measurements.busy_processes

@@ -143,19 +143,19 @@ def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any]) -> 
     """The vector-step block's name, and the outermost spans of the loop, in time order: each as
     ``(its index in outermost, whether it is a vector step itself)``; the others hold one (a
     rollout block). Empty without vector steps."""
-    nested_steps = [span for span in spans if span[0] in VECTOR_STEP_BLOCKS]
-    if not nested_steps:
+    step_spans = [span for span in spans if span[0] in VECTOR_STEP_BLOCKS]
+    if not step_spans:
         return "", []
     starts = [start for _, start, _ in outermost]
     is_step = [name in VECTOR_STEP_BLOCKS for name, _, _ in outermost]
     holding = set()
-    for _, start, end in nested_steps:
+    for _, start, end in step_spans:
         index = bisect.bisect_right(starts, start) - 1  # the outermost span that starts last at or before it
         if index >= 0 and not is_step[index] and end <= outermost[index][2]:
             holding.add(index)
     loop = [(index, True) for index, step in enumerate(is_step) if step]
     loop += [(index, False) for index in holding]
-    return nested_steps[0][0], sorted(loop)
+    return step_spans[0][0], sorted(loop)
 
 
 def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:

@@ -42,7 +42,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     theirs.
 ``trainer_bound``
     The trainer's own blocks (their self time, outside the env manager's blocks) take at least
-    :data:`TRAINER_MIN_SHARE` of the wall time and more than the vector steps; the top ones are named.
+    :data:`TRAINER_MIN_SHARE` of the training loop and more than the vector steps; the top ones are
+    named, each from :data:`TRAINER_BLOCK_MIN_SHARE` of the loop.
 ``env_bound``
     The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the training loop
     and the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
@@ -185,13 +186,14 @@ TRANSPORT_MIN_SHARE = 0.10
 """The pipe is a verdict when it costs 10% of the training loop (and more than the env compute)."""
 
 TRAINER_MIN_SHARE = 0.40
-"""The trainer's own blocks are a verdict when they take 40% of the wall (and more than the steps)."""
+"""The trainer's own blocks are a verdict when they take 40% of the training loop (and more than
+the steps)."""
 
 TRAINER_TOP_BLOCKS = 3
 """How many of the trainer's blocks a trainer_bound verdict names, at the most."""
 
 TRAINER_BLOCK_MIN_SHARE = 0.01
-"""A trainer_bound verdict names its costliest block, and the next ones from 1% of the wall time."""
+"""A trainer_bound verdict names its costliest block, and the next ones from 1% of the training loop."""
 
 ENV_MIN_SHARE = 0.30
 """Env compute is a verdict when it takes 30% of the training loop."""
@@ -748,17 +750,19 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
     blocks = _trainer_blocks(run.tree)
     trainer = sum(blocks.values())
     steps = sum(breakdown.total for breakdown in run.breakdowns)
-    if (run.share(trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:
+    if (loop_share(run.tree, trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:
         return []
     ranked = sorted(blocks.items(), key=lambda item: (-item[1], item[0]))
     top = [ranked[0]] + [(name, seconds) for name, seconds in ranked[1:TRAINER_TOP_BLOCKS]
-                         if (run.share(seconds) or 0.0) >= TRAINER_BLOCK_MIN_SHARE]
-    named = ", ".join(f"{name} ({format_percent(run.share(seconds))})" for name, seconds in top)
+                         if (loop_share(run.tree, seconds) or 0.0) >= TRAINER_BLOCK_MIN_SHARE]
+    named = ", ".join(f"{name} ({format_percent(loop_share(run.tree, seconds))})" for name, seconds in top)
     first, first_seconds = top[0]
     evidence = {
         "trainer_seconds": trainer,
         "env_steps_seconds": steps,
-        "top_blocks": [{"block": name, "self_seconds": seconds, "share": run.share(seconds)}
+        "training_loop_seconds": training_loop_seconds(run.tree),
+        "top_blocks": [{"block": name, "self_seconds": seconds, "share": run.share(seconds),
+                        "loop_share": loop_share(run.tree, seconds)}
                        for name, seconds in top],
     }
     wrapper = any(node["name"] == first and not node.get("is_parallel") and node["children"]
@@ -767,13 +771,13 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
               if wrapper else "")
     return [run.verdict(
         TRAINER_BOUND,
-        f"the trainer's own code is the limit: its blocks take {format_percent(run.share(trainer))} "
-        f"of the wall time, led by {named}",
+        f"the trainer's own code is the limit: its blocks take {loop_share_text(run.tree, trainer)}, "
+        f"led by {named}",
         trainer, evidence,
-        f"Speed up {first} first: it alone takes {format_seconds(first_seconds)} "
-        f"({format_percent(run.share(first_seconds))} of the wall time). Env-side changes "
-        f"(more workers, shared memory) can win back at most the steps' "
-        f"{format_percent(run.share(steps))}.{inside}")]
+        f"Speed up {first} first: it alone takes {format_seconds(first_seconds)}, "
+        f"{loop_share_text(run.tree, first_seconds)}. Env-side changes "
+        f"(more workers, shared memory) can win back at most the steps' time, "
+        f"{loop_share_text(run.tree, steps)}.{inside}")]
 
 
 # --- the environments -------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
-"""Dumps of a training loop's phases, built by hand to put each phase on either side of a threshold."""
+"""Dumps of a training loop's phases, built by hand to put each phase on either side of a threshold,
+and of a trainer's timeline."""
 
 from __future__ import annotations
 
+from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.tree.timer_json import normalize_timing_tree
 
 
@@ -42,3 +44,19 @@ def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, un
                 {"pid": 1, "name": "trainer", "clock_offset": 0.0,
                  "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}}
     return normalize_timing_tree(tree)
+
+
+def timeline_tree(spans: list[list], total: float) -> dict:
+    """A run of ``total`` seconds whose trainer thread recorded ``spans``; the root's self time is
+    what no outermost span covers."""
+    covered = sum(end - start for _, start, end in outermost_spans(spans))
+    names = list(dict.fromkeys(name for name, _, _ in spans))
+    return normalize_timing_tree({
+        "name": "root", "total": total, "count": 1, "self": total - covered,
+        "children": [{"name": name, "total": sum(end - start for other, start, end in spans if other == name),
+                      "count": sum(1 for other, _, _ in spans if other == name), "children": []}
+                     for name in names],
+        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]},
+    })

@@ -5,7 +5,9 @@ built to spend it there, and says how much fell inside the loop, with the plante
 named, where the run is built to spend it there. What limits the loop is judged on the loop: a
 short SB3 run over ``SubprocVecEnv`` of cheap envs is told that its pipe is the limit though
 start-up takes most of its wall time, and a run built on slow envs is not; a worker that holds up
-a short loop after a long start-up is a straggler, and no worker is where none is slow."""
+a short loop after a long start-up is a straggler, and no worker is where none is slow; a timed
+policy that takes most of a short loop after a long start-up is the trainer's limit, and a light
+one is not."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from profiler.analysis.verdicts import (  # noqa: E402
     ENV_BOUND,
     STRAGGLER,
     STRAGGLER_MIN_COST_SHARE,
+    TRAINER_BOUND,
+    TRAINER_MIN_SHARE,
     TRANSPORT_BOUND,
     TRANSPORT_MIN_SHARE,
     UNTIMED,
@@ -100,7 +104,7 @@ def test_a_short_run_built_on_slow_envs_is_told_its_envs_not_its_pipe_limit_the_
 
 def slow_start_run(folder, *arguments: str) -> dict:
     """6 s of start-up, then 100 steps of 4 CartPole envs in ``AsyncVectorEnv`` workers."""
-    return rlprof_run(folder, "slow_start_straggler.py", "--start-up-seconds", "6", "--steps", "100", *arguments)
+    return rlprof_run(folder, "slow_start.py", "--start-up-seconds", "6", "--steps", "100", *arguments)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +121,27 @@ def test_a_worker_that_holds_up_a_short_loop_after_a_long_start_up_is_a_straggle
     assert verdict["share"] < STRAGGLER_MIN_COST_SHARE
 
 
-def test_no_worker_is_a_straggler_after_a_long_start_up_where_none_is_slow(tmp_path):
-    run = slow_start_run(tmp_path)
-    assert STRAGGLER not in kinds(run)
-    assert WORKERS_BALANCED in kinds(run)
+@pytest.fixture(scope="module")
+def slow_start_with_a_light_policy(tmp_path_factory):
+    """No env slower than the others; the program times its policy, 0.1 ms a step: far less than
+    the vector steps."""
+    return slow_start_run(tmp_path_factory.mktemp("light_policy"), "--timed-policy-ms", "0.1")
+
+
+def test_no_worker_is_a_straggler_after_a_long_start_up_where_none_is_slow(slow_start_with_a_light_policy):
+    assert STRAGGLER not in kinds(slow_start_with_a_light_policy)
+    assert WORKERS_BALANCED in kinds(slow_start_with_a_light_policy)
+
+
+def test_a_timed_policy_that_takes_most_of_a_short_loop_after_a_long_start_up_is_the_trainers_limit(tmp_path):
+    run = slow_start_run(tmp_path, "--timed-policy-ms", "5")  # 0.5 s of policy: about 7% of the wall time
+    verdict = verdict_of(run, TRAINER_BOUND)
+    assert verdict["title"].startswith("the trainer's own code is the limit: its blocks take ")
+    assert "of the training loop" in verdict["title"] and "led by policy.act" in verdict["title"]
+    evidence = verdict["evidence"]
+    assert evidence["trainer_seconds"] >= TRAINER_MIN_SHARE * evidence["training_loop_seconds"]
+    assert verdict["share"] < TRAINER_MIN_SHARE  # of the wall time: the start-up took most of it
+
+
+def test_a_light_timed_policy_after_a_long_start_up_is_not_the_trainers_limit(slow_start_with_a_light_policy):
+    assert TRAINER_BOUND not in kinds(slow_start_with_a_light_policy)

@@ -8,10 +8,11 @@ import json
 
 import pytest
 
+from phase_trees import timeline_tree
+
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
 from profiler.analysis.verdicts import UNTIMED, judge_run
-from profiler.tree.timer_json import normalize_timing_tree
 
 
 def loop_tree(rollouts: int = 3, steps: int = 4, start_up: float = 5.0) -> dict:
@@ -30,22 +31,6 @@ def loop_tree(rollouts: int = 3, steps: int = 4, start_up: float = 5.0) -> dict:
             spans.append(["update", clock + 1.0, clock + 3.0])
             clock += 5.0
     return timeline_tree(spans, total=clock)
-
-
-def timeline_tree(spans: list[list], total: float) -> dict:
-    """A run of ``total`` seconds whose trainer thread recorded ``spans``; the root's self time is
-    what no outermost span covers."""
-    covered = sum(end - start for _, start, end in outermost_spans(spans))
-    names = list(dict.fromkeys(name for name, _, _ in spans))
-    return normalize_timing_tree({
-        "name": "root", "total": total, "count": 1, "self": total - covered,
-        "children": [{"name": name, "total": sum(end - start for other, start, end in spans if other == name),
-                      "count": sum(1 for other, _, _ in spans if other == name), "children": []}
-                     for name in names],
-        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
-            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
-             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]},
-    })
 
 
 def rollout_block_tree(rollouts: int = 3, steps: int = 4) -> dict:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from phase_trees import timeline_tree
 from run_files import write_plain_run, write_vector_run
 
 from profiler import load_timing_tree
@@ -349,6 +350,30 @@ def one_block_run(block_seconds: float) -> dict:
 @pytest.mark.parametrize("block_seconds, is_verdict", [(3.5, False), (4.5, True)])
 def test_the_trainer_must_take_forty_percent_of_the_wall_time(block_seconds, is_verdict):
     assert bool(judge_run(one_block_run(block_seconds)).of_kind(TRAINER_BOUND)) is is_verdict
+
+
+def start_up_then_loop(policy_seconds: float) -> dict:
+    """20 s outside any block, then 10 iterations of a 10 ms vector step, a ``policy.act`` block
+    of ``policy_seconds`` and 0.1 s outside any block (the last of which is after the loop)."""
+    spans, clock = [], 20.0
+    for _ in range(10):
+        spans.append(["vector.step", clock, clock + 0.01])
+        spans.append(["policy.act", clock + 0.01, clock + 0.01 + policy_seconds])
+        clock += 0.11 + policy_seconds
+    return timeline_tree(spans, total=clock)
+
+
+@pytest.mark.parametrize("policy_seconds, is_verdict", [(0.06, False), (0.08, True)])
+def test_the_trainer_must_take_forty_percent_of_the_training_loop_not_of_the_start_up(policy_seconds, is_verdict):
+    # The policy's 0.6 s are 37.5% of the 1.6 s loop, its 0.8 s 44%: each under 4% of the wall time.
+    assert bool(judge_run(start_up_then_loop(policy_seconds)).of_kind(TRAINER_BOUND)) is is_verdict
+
+
+def test_the_trainer_bound_verdict_gives_its_shares_of_the_loop_and_of_the_wall_time():
+    trainer = only(judge_run(start_up_then_loop(0.08)), TRAINER_BOUND)
+    assert trainer.title == ("the trainer's own code is the limit: its blocks take 44.4% of the training loop "
+                             "(3.7% of the wall time), led by policy.act (44.4%)")
+    assert trainer.evidence["training_loop_seconds"] == pytest.approx(1.8)
 
 
 def test_a_single_process_run_names_its_slowest_blocks(tmp_path, fake_clock):

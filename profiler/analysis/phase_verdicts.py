@@ -22,7 +22,9 @@ and share are of the wall time, as every verdict's.
     The update (one ``update`` block per optimizer step and the loop between them, or SB3's
     ``<Algorithm>.train``) takes at least :data:`PHASE_MIN_SHARE` of the loop, and more than the
     policy's inference and more than the vector steps; its costliest parts are named (``backward``,
-    ``Adam.step``, the forward with grad, the loss code between them).
+    ``Adam.step``, the forward with grad, the loss code between them). The advice is in the
+    algorithm's terms: epochs and minibatches for PPO, how often to train for an off-policy learner
+    (SB3's by its class, any other by the target network its update reads).
 ``rollout_with_grad``
     The program's rollout ran its policy with grad enabled: the vector steps fell inside the
     ``update`` blocks. The fix is ``torch.no_grad()`` around the rollout's policy calls (autograd
@@ -38,7 +40,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from profiler.analysis.text_format import format_percent, format_seconds
-from profiler.analysis.training_phases import NO_GRAD_SUFFIX, PhaseBlock, TrainingPhases, training_phases
+from profiler.analysis.training_phases import NO_GRAD_SUFFIX, UNTIMED_PART, PhaseBlock, TrainingPhases, training_phases
 from profiler.analysis.untimed_gaps import loop_share, loop_share_text
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
@@ -127,24 +129,32 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     updates = sum(block.calls for block in blocks)
     what = "optimizer steps" if blocks[0].name == "update" else f"calls of {blocks[0].name}"
     parts = [part for part in phases.update_parts if part.seconds > 0][:PHASE_PARTS_NAMED]
-    named = ", ".join(f"{_part_name(part)} {format_percent(run.share(part.seconds))}" for part in parts)
+    named = ", ".join(f"{_part_name(part)} {format_percent(loop_share(run.tree, part.seconds))}" for part in parts)
     evidence = {**_evidence(phases), "updates": updates,
                 "between_updates_seconds": phases.update_between_seconds,
                 "parts": [part.as_dict() for part in phases.update_parts]}
+    own_code = (f" The update's own code between its timed calls leads it: time its lines in "
+                f"hierarchical_timer blocks to see which of them cost most."
+                if parts and parts[0].name == UNTIMED_PART else "")
     return [run.verdict(
         UPDATE_BOUND,
         f"the update (learner) is the limit: {updates} {what} took {loop_share_text(run.tree, seconds)}"
         + (f", led by {named}" if named else ""),
         seconds, evidence,
-        f"{_fewer_updates(blocks[0].name)} or a cheaper loss shorten it; the env side can win back at most "
-        f"the vector steps' {format_percent(run.share(phases.env_seconds))} of the wall time.")]
+        f"{_fewer_updates(blocks[0].name, phases.reads_a_target_network)} or a cheaper loss shorten it; "
+        f"the env side can win back at most the vector steps' time, {loop_share_text(run.tree, phases.env_seconds)}."
+        f"{own_code}")]
 
 
-def _fewer_updates(update_block: str) -> str:
-    """How the program can take fewer optimizer steps, in its algorithm's own terms."""
+def _fewer_updates(update_block: str, reads_a_target_network: bool) -> str:
+    """How the program can take fewer optimizer steps, in its algorithm's own terms: an update
+    that reads a target network is an off-policy learner's (a DQN), which has no epochs."""
     algorithm, _, method = update_block.rpartition(".")
     if method == "train" and algorithm in SB3_OFF_POLICY_ALGORITHMS:
         return f"Fewer gradient steps per env step ({algorithm}'s train_freq larger, or gradient_steps smaller)"
+    if reads_a_target_network:
+        return ("Fewer optimizer steps per env step (train less often, or take fewer gradient steps "
+                "each time)")
     return "Fewer optimizer steps per rollout (fewer epochs, larger minibatches)"
 
 
@@ -165,7 +175,7 @@ def _evaluation_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
 
 
 def _part_name(part: PhaseBlock) -> str:
-    return "the update's own code (loss, clipping)" if part.name == "(untimed)" else part.name
+    return "the update's own code (its batch, the loss, clipping)" if part.name == UNTIMED_PART else part.name
 
 
 def _rollout_with_grad(run: JudgedRun, phases: TrainingPhases) -> Any:

@@ -38,11 +38,14 @@ from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
-__all__ = ["PhaseBlock", "TrainingPhases", "policy_calls_in_threads", "training_phases", "training_phases_text"]
+__all__ = ["UNTIMED_PART", "PhaseBlock", "TrainingPhases", "policy_calls_in_threads", "training_phases",
+           "training_phases_text"]
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
 NO_GRAD_SUFFIX = " (no grad)"
+UNTIMED_PART = "(untimed)"
+"""The update part that stands for the update's own code, in no block between its timed calls."""
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
 
@@ -67,7 +70,9 @@ class TrainingPhases(Record):
     update: tuple[PhaseBlock, ...]
     update_parts: tuple[PhaseBlock, ...]
     """The blocks inside the update blocks, summed by name; ``(untimed)`` for the update's own
-    code between them (the loss arithmetic, gradient clipping)."""
+    code between them (the loss arithmetic, gradient clipping). Where update blocks that held the
+    rollout were split (:attr:`split_at_steps`), the blocks directly inside their part after the
+    last vector step, read from the timeline (their self time not read: 0)."""
     update_between_seconds: float
     env_steps: PhaseBlock | None
     rollout_with_grad: bool
@@ -90,6 +95,15 @@ class TrainingPhases(Record):
     @property
     def update_seconds(self) -> float:
         return sum(block.seconds for block in self.update) + self.update_between_seconds
+
+    @property
+    def reads_a_target_network(self) -> bool:
+        """Whether the update runs another model than the rollout's under ``torch.no_grad()``: a
+        target network, whose values the loss needs (DQN, TD3, SAC: algorithms that learn from a
+        replay buffer every few env steps, not in epochs over a rollout)."""
+        rollout_models = {_model_of(block.name) for block in self.policy}
+        return any(block.name.endswith(NO_GRAD_SUFFIX) and _model_of(block.name) not in rollout_models
+                   for block in (*self.update, *self.update_parts))
 
     @property
     def env_seconds(self) -> float:
@@ -151,7 +165,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
                 for part in child["children"]:
                     if not part.get("is_parallel"):
                         add(parts, part["name"], part)
-                add(parts, "(untimed)", child, child["self"])
+                add(parts, UNTIMED_PART, child, child["self"])
             elif _is_policy_call(name, sb3):
                 add(policy_in_updates if in_rollout_update else policy, name, child)
             else:
@@ -162,12 +176,16 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     visit(tree)
     split = _updates_split_at_their_last_step(tree) if rollout_with_grad else None
     if split is not None:
-        rollout_policy, learner_seconds, updates = split
+        rollout_policy, learner_seconds, updates, learner_parts = split
         for name, (seconds, calls) in rollout_policy.items():
             figures = policy.setdefault(name, [0.0, 0, 0.0])
             figures[0] += seconds
             figures[1] += calls
         update[UPDATE_BLOCK] = [learner_seconds, updates, 0.0]
+        # The tree's parts of blocks that held the rollout are only the training calls; the
+        # timeline's are what ran after each update's last step, its own code included (their
+        # self time is not read from the timeline: 0).
+        parts = {name: [seconds, calls, 0.0] for name, (seconds, calls) in learner_parts.items()}
     else:
         for name, figures in policy_in_updates.items():
             policy.setdefault(name, [0.0, 0, 0.0])
@@ -214,13 +232,18 @@ def _is_training_name(name: str) -> bool:
                                   and name not in VECTOR_STEP_BLOCKS and name != "env.step")
 
 
-def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, list[float]], float, int] | None:
+def _updates_split_at_their_last_step(
+    tree: dict[str, Any],
+) -> tuple[dict[str, list[float]], float, int, dict[str, list[float]]] | None:
     """The ``update`` blocks of the trainer's thread, from its timeline, each split at the end of
     the last vector step inside it: the model calls before that end (the outermost blocks inside the
     update that are no vector step), per name, with their seconds and calls; the seconds after it
     (an update without a step: all of it; one with no ``backward`` or optimizer call after its last
-    step, which a run ends in, none); and the number of updates. None without a complete timeline,
-    or with one that shows no vector step inside an update block.
+    step, which a run ends in, none); the number of updates; and the parts of those seconds, per
+    name, with their seconds and calls: the blocks directly inside the update after its last step
+    (the learner's forward, a target network's, ``backward``, the optimizer's calls) and
+    ``(untimed)``, the update's own code between them (sampling the replay buffer, the loss). None
+    without a complete timeline, or with one that shows no vector step inside an update block.
 
     One sweep over the spans sorted by start (the longer first at a tie): a span that starts at or
     after the end of the outermost one open is outermost itself; else one that starts at or after
@@ -230,20 +253,35 @@ def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, l
         return None
     ordered = sorted((span[1], -span[2], position, span[0]) for position, span in enumerate(spans))
     rollout_policy: dict[str, list[float]] = {}
+    learner_parts: dict[str, list[float]] = {}
     learner = 0.0
     updates = split = 0
 
+    def add_learner(begin: float, end: float, inside: list[tuple[str, float, float]]) -> None:
+        nonlocal learner, updates
+        learner += end - begin
+        updates += 1
+        timed = 0.0
+        for name, start, stop in inside:
+            if start >= begin:
+                figures = learner_parts.setdefault(name, [0.0, 0])
+                figures[0] += stop - start
+                figures[1] += 1
+                timed += stop - start
+        figures = learner_parts.setdefault(UNTIMED_PART, [0.0, 0])
+        figures[0] += max(0.0, end - begin - timed)
+        figures[1] += 1
+
     def close(update: tuple[float, float], inside: list[tuple[str, float, float]]) -> None:
-        nonlocal learner, updates, split
+        nonlocal split
         last_step = max((end for name, _, end in inside if name in VECTOR_STEP_BLOCKS), default=None)
         if last_step is None:
-            learner += update[1] - update[0]
-            updates += 1
+            add_learner(update[0], update[1], inside)
             return
         split += 1
+        # Without a training call after its last step, it is a rollout the run ended in: no update.
         if any(_is_training_name(name) and start >= last_step for name, start, _ in inside):
-            learner += update[1] - last_step
-            updates += 1  # else a rollout the run ended in, with no optimizer step after it
+            add_learner(last_step, update[1], inside)
         for name, start, end in inside:
             if name not in VECTOR_STEP_BLOCKS and end <= last_step:
                 figures = rollout_policy.setdefault(name, [0.0, 0])
@@ -274,7 +312,7 @@ def _updates_split_at_their_last_step(tree: dict[str, Any]) -> tuple[dict[str, l
             figures = rollout_policy[name]
             figures[0] += end - start
             figures[1] += 1
-    return rollout_policy, learner, updates
+    return rollout_policy, learner, updates, learner_parts
 
 
 def _next_is_a_step(outermost: list[tuple[str, float, float]]) -> list[bool | None]:

@@ -13,18 +13,20 @@ def node(name: str, total: float, count: int, children: list | None = None) -> d
 
 def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, untimed: float = 1.0,
                updates: int = 4, gap: float = 0.0, sb3: bool = False, step_inside_update: bool = False,
-               algorithm: str = "PPO") -> dict:
+               algorithm: str = "PPO", timed_in_update: float = 0.8) -> dict:
     """A run of ``policy`` seconds of ``Agent.get_action_and_value (no grad)`` (40% in its actor's
     forward), ``updates`` update blocks of ``update`` seconds in all (30% backward, 20% Adam.step,
-    30% the forward with grad, the rest the update's own code) one after another ``gap`` seconds
-    apart, ``env`` seconds of ``vector.step`` and ``untimed`` seconds outside any block. With
+    30% the forward with grad, the rest the update's own code; with ``timed_in_update`` the three
+    blocks take that share instead of 80%, in the same proportions) one after another ``gap``
+    seconds apart, ``env`` seconds of ``vector.step`` and ``untimed`` seconds outside any block. With
     ``sb3`` the update is ``<algorithm>.train`` (``PPO.train``) and the policy
     ``ActorCriticPolicy.forward (no grad)``;
     with ``step_inside_update`` the vector steps ran inside the update blocks."""
     steps = node("vector.step", env, 100)
     update_name = f"{algorithm}.train" if sb3 else "update"
-    update_children = [node("backward", 0.3 * update, updates), node("Adam.step", 0.2 * update, updates),
-                       node("Agent.get_action_and_value", 0.3 * update, updates)]
+    timed = timed_in_update / 0.8 * update
+    update_children = [node("backward", 0.3 * timed, updates), node("Adam.step", 0.2 * timed, updates),
+                       node("Agent.get_action_and_value", 0.3 * timed, updates)]
     if step_inside_update:
         update_children.append(steps)
     policy_name = "ActorCriticPolicy.forward (no grad)" if sb3 else "Agent.get_action_and_value (no grad)"

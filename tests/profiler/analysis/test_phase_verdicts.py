@@ -48,6 +48,18 @@ def test_the_update_is_the_limit_from_the_threshold_naming_its_costliest_parts()
     assert "led by" in verdict.title and "backward 6.3%" in verdict.title and "Adam.step 4.2%" in verdict.title
 
 
+def test_an_update_led_by_its_own_code_is_told_to_time_its_lines():
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1), timed_in_update=0.2)).of_kind(UPDATE_BOUND)
+    assert "led by the update's own code (its batch, the loss, clipping)" in verdict.title
+    assert verdict.suggestion.endswith("The update's own code between its timed calls leads it: time its lines "
+                                       "in hierarchical_timer blocks to see which of them cost most.")
+
+
+def test_an_update_led_by_a_timed_call_is_not_told_to_time_its_lines():
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1))).of_kind(UPDATE_BOUND)
+    assert "time its lines" not in verdict.suggestion
+
+
 def test_below_the_threshold_the_update_is_not_the_limit():
     assert not judge_run(phase_tree(**shares(0.1, PHASE_MIN_SHARE - 0.01, 0.1))).of_kind(UPDATE_BOUND)
 

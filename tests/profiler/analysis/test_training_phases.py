@@ -7,7 +7,7 @@ import pytest
 
 from phase_trees import phase_tree
 from profiler.analysis.analyze import analyze_run, render_analysis
-from profiler.analysis.training_phases import policy_calls_in_threads, training_phases
+from profiler.analysis.training_phases import PhaseBlock, TrainingPhases, policy_calls_in_threads, training_phases
 from profiler.tree.timer_json import normalize_timing_tree
 from tests.profiler.analysis.test_step_time_in_the_trainer import collector_thread_run
 
@@ -168,3 +168,25 @@ def test_a_run_without_framework_blocks_has_no_phases():
     tree = normalize_timing_tree({"name": "root", "total": 1.0, "count": 1,
                                   "children": [{"name": "train", "total": 0.5, "count": 1, "children": []}]})
     assert training_phases(tree) is None
+
+
+def phases_of(policy: tuple[str, ...], update: tuple[str, ...], update_parts: tuple[str, ...] = ()) -> TrainingPhases:
+    def blocks(names: tuple[str, ...]) -> tuple[PhaseBlock, ...]:
+        return tuple(PhaseBlock(name=name, seconds=1.0, calls=1) for name in names)
+
+    return TrainingPhases(policy=blocks(policy), update=blocks(update), update_parts=blocks(update_parts),
+                          update_between_seconds=0.0, env_steps=None, rollout_with_grad=False)
+
+
+def test_an_update_that_calls_another_model_under_no_grad_reads_a_target_network():
+    assert phases_of(("q_network.forward (no grad)",),
+                     ("update", "target_network.forward (no grad)")).reads_a_target_network
+    assert phases_of(("q_network.forward (no grad)",), ("update",),
+                     ("target_network.forward (no grad)", "backward")).reads_a_target_network
+
+
+def test_an_update_that_calls_only_the_rollouts_model_reads_no_target_network():
+    # CleanRL's PPO asks its agent for the value to bootstrap from, under no grad, before its update.
+    assert not phases_of(("Agent.get_action_and_value (no grad)",),
+                         ("update", "Agent.get_value (no grad)"), ("Agent.get_action_and_value", "backward")
+                         ).reads_a_target_network

@@ -133,8 +133,8 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     evidence = {**_evidence(phases), "updates": updates,
                 "between_updates_seconds": phases.update_between_seconds,
                 "parts": [part.as_dict() for part in phases.update_parts]}
-    own_code = (f" The update's own code between its timed calls leads it: time its lines in "
-                f"hierarchical_timer blocks to see which of them cost most."
+    own_code = (" The update's own code between its timed calls leads it: time its lines in "
+                "hierarchical_timer blocks to see which of them cost most."
                 if parts and parts[0].name == UNTIMED_PART else "")
     return [run.verdict(
         UPDATE_BOUND,

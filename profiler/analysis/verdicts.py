@@ -56,7 +56,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     :data:`UNTIMED_PLACES_NAMED` places that took most of it, with their sampling error. Where the
     timeline tells the training loop from the run's start-up and end, it says how much fell in the
     loop, or, from :data:`UNTIMED_START_AND_END_SHARE` of it outside the loop, that it is paid once
-    per run.
+    per run, and then also the part inside the loop where that part is at least
+    :data:`UNTIMED_MIN_SHARE` of the loop.
 ``policy_bound``, ``update_bound`` and ``rollout_with_grad``
     The phases ``rlprof run`` times without edits, in the user's terms (the policy's inference,
     the update): rules of :mod:`profiler.analysis.phase_verdicts`. Where one of the first two is
@@ -836,15 +837,24 @@ def _untimed(run: _Run) -> list[Verdict]:
     gaps = untimed_gaps(run.tree)
     where = ""
     start_and_end = False
+    loop_part: float | None = None  # the untimed seconds inside the loop, told beside start-up and end
     if gaps is not None:
         evidence.update(between_steps_seconds=gaps.between_steps, between_rollouts_seconds=gaps.between_rollouts,
                         start_and_end_seconds=gaps.elsewhere)
         start_and_end = gaps.elsewhere >= UNTIMED_START_AND_END_SHARE * untimed
-        where = (f", {format_seconds(gaps.elsewhere)} of it before the training loop's first step or "
-                 f"after its last (start-up, end)" if start_and_end else
-                 f", {format_seconds(gaps.between_steps + gaps.between_rollouts)} of it inside the training "
-                 f"loop (between steps {format_seconds(gaps.between_steps)}, between rollouts "
-                 f"{format_seconds(gaps.between_rollouts)})")
+        inside = gaps.between_steps + gaps.between_rollouts
+        inside_where = (f"inside the training loop (between steps {format_seconds(gaps.between_steps)}, "
+                        f"between rollouts {format_seconds(gaps.between_rollouts)})")
+        if not start_and_end:
+            where = f", {format_seconds(inside)} of it {inside_where}"
+        else:
+            where = (f", {format_seconds(gaps.elsewhere)} of it before the training loop's first step or "
+                     f"after its last (start-up, end)")
+            # Start-up can dwarf a part of the loop that is still the loop's own largest cost.
+            if (loop_share(run.tree, inside) or 0.0) >= UNTIMED_MIN_SHARE:
+                loop_part = inside
+                where += (f", and {format_seconds(inside)}, {format_percent(loop_share(run.tree, inside))} of the "
+                          f"training loop, {inside_where}")
     sampled = untimed_places(run.tree)
     if not sampled.places:
         if sampled.sampled:
@@ -857,7 +867,7 @@ def _untimed(run: _Run) -> list[Verdict]:
         else:
             why = "nothing here says what it was"
             to_name_it = "`rlprof run` samples the stack to name where it went."
-        advice = (_start_and_end_advice(run) if start_and_end else
+        advice = (_start_and_end_advice(run, loop_part) if start_and_end else
                   "Wrap the rest of the loop in hierarchical_timer blocks (logging, checkpoints, evaluation, "
                   "data handling); start-up before the first block, such as spawning workers, counts here too.")
         return [run.verdict(
@@ -869,7 +879,7 @@ def _untimed(run: _Run) -> list[Verdict]:
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
     named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
                       for place in top)
-    advice = (_start_and_end_advice(run) if start_and_end else
+    advice = (_start_and_end_advice(run, loop_part) if start_and_end else
               "Those lines are the program's own code between the timed phases: wrap the costly ones "
               "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
     return [run.verdict(
@@ -879,13 +889,20 @@ def _untimed(run: _Run) -> list[Verdict]:
         untimed, evidence, advice)]
 
 
-def _start_and_end_advice(run: _Run) -> str:
-    """What to do about untimed time that is mostly the run's start-up and end."""
-    return (f"Most of it is the run's start-up and end, outside the training loop (imports, building the "
-            f"envs and the model, closing them, saving): paid once per run, so a longer run spreads it "
-            f"(the loop took {format_seconds(training_loop_seconds(run.tree))} of the "
-            f"{format_seconds(run.wall)} here). To cut it, time the costly lines in hierarchical_timer "
-            "blocks and make them cheaper.")
+def _start_and_end_advice(run: _Run, loop_part: float | None) -> str:
+    """What to do about untimed time that is mostly the run's start-up and end; and about its part
+    inside the loop (``loop_part`` seconds), where that part is itself a cost of the loop."""
+    advice = (f"Most of it is the run's start-up and end, outside the training loop (imports, building the "
+              f"envs and the model, closing them, saving): paid once per run, so a longer run spreads it "
+              f"(the loop took {format_seconds(training_loop_seconds(run.tree))} of the "
+              f"{format_seconds(run.wall)} here). To cut it, time the costly lines in hierarchical_timer "
+              "blocks and make them cheaper.")
+    if loop_part is None:
+        return advice
+    return (f"{advice} The {format_seconds(loop_part)} inside the loop is paid at every step or rollout: "
+            "it is the program's own code between its timed phases (choosing actions from the policy's "
+            "output, storing the rollout, logging); wrap the costly lines in hierarchical_timer blocks to "
+            "follow them, or make them cheaper.")
 
 
 # --- memory that keeps growing -----------------------------------------------------------------------

@@ -7,7 +7,8 @@ short SB3 run over ``SubprocVecEnv`` of cheap envs is told that its pipe is the 
 start-up takes most of its wall time, and a run built on slow envs is not; a worker that holds up
 a short loop after a long start-up is a straggler, and no worker is where none is slow; a timed
 policy that takes most of a short loop after a long start-up is the trainer's limit, and a light
-one is not."""
+one is not; untimed code between the steps of a short loop is told beside the start-up, and a loop
+without any is not said to have it."""
 
 from __future__ import annotations
 
@@ -145,3 +146,16 @@ def test_a_timed_policy_that_takes_most_of_a_short_loop_after_a_long_start_up_is
 
 def test_a_light_timed_policy_after_a_long_start_up_is_not_the_trainers_limit(slow_start_with_a_light_policy):
     assert TRAINER_BOUND not in kinds(slow_start_with_a_light_policy)
+
+
+def test_untimed_code_between_the_steps_of_a_short_loop_is_told_beside_the_start_up(tmp_path):
+    run = slow_start_run(tmp_path, "--untimed-ms", "3")  # 0.3 s between steps, after 6 s of start-up
+    verdict = untimed_verdict(run)
+    assert "of it before the training loop's first step or after its last (start-up, end), and " in verdict["title"]
+    assert "of the training loop, inside the training loop (between steps " in verdict["title"]
+    assert "inside the loop is paid at every step or rollout" in verdict["suggestion"]
+
+
+def test_a_short_loop_without_untimed_code_between_its_steps_is_not_said_to_have_it(slow_start_with_a_light_policy):
+    verdict = untimed_verdict(slow_start_with_a_light_policy)
+    assert "(start-up, end)" in verdict["title"] and "inside the training loop" not in verdict["title"]

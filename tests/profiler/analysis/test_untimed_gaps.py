@@ -145,3 +145,17 @@ def test_the_untimed_verdict_says_how_much_fell_inside_the_loop_where_most_of_it
     assert ("of it inside the training loop (between steps 1.12 s, between rollouts 6.00 s)"
             in verdict.title)
     assert not verdict.suggestion.startswith("Most of it is the run's start-up")
+
+
+def test_beside_start_up_the_untimed_verdict_tells_a_part_inside_the_loop_that_is_a_tenth_of_it():
+    verdict = untimed_verdict(loop_tree(start_up=30.0))  # 7.12 s untimed in a loop of 24.25 s
+    assert (", and 7.12 s, 29.4% of the training loop, inside the training loop (between steps 1.12 s, "
+            "between rollouts 6.00 s)") in verdict.title
+    assert "The 7.12 s inside the loop is paid at every step or rollout" in verdict.suggestion
+
+
+def test_beside_start_up_the_untimed_verdict_leaves_out_a_part_inside_the_loop_under_a_tenth_of_it():
+    spans = [["vector.step", 30.0 + 1.05 * step, 31.0 + 1.05 * step] for step in range(10)]
+    verdict = untimed_verdict(timeline_tree(spans, total=40.45))  # 0.45 s untimed in a loop of 10.45 s
+    assert verdict.title.endswith("(start-up, end): nothing here says what it was")
+    assert "inside the loop" not in verdict.suggestion

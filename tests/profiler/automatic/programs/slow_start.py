@@ -6,7 +6,8 @@
 checkpoint, say); ``--slow-worker-ms M`` makes the last env's steps M milliseconds longer (a
 slower level, a slow disk: a straggler); ``--timed-policy-ms M`` chooses each step's actions in M
 milliseconds, in a ``policy.act`` block its author added (a policy slower than the envs, timed);
-``--steps N`` vector steps.
+``--untimed-ms M`` spends M milliseconds of the program's own code between steps, in no block
+(choosing actions, storing the rollout); ``--steps N`` vector steps.
 """
 
 import argparse
@@ -41,6 +42,7 @@ if __name__ == "__main__":
     parser.add_argument("--start-up-seconds", type=float, default=0.0)
     parser.add_argument("--slow-worker-ms", type=float, default=0.0)
     parser.add_argument("--timed-policy-ms", type=float, default=None)
+    parser.add_argument("--untimed-ms", type=float, default=0.0)
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
     if args.timed_policy_ms is not None:
@@ -53,6 +55,8 @@ if __name__ == "__main__":
         if args.timed_policy_ms is not None:
             with hierarchical_timer("policy.act"):
                 time.sleep(args.timed_policy_ms / 1000)
+        if args.untimed_ms:
+            time.sleep(args.untimed_ms / 1000)
         envs.step(actions)
     envs.close()
     print("steps:", args.steps)

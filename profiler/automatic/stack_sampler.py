@@ -113,6 +113,7 @@ class StackSampler:
         self.longest_interval = max(interval, longest_interval)
         self._looks_outside_blocks = 0
         self._python_in_blocks = 0
+        self._opened_before_the_read = 0  # looks outside any block whose frame was read inside one
         self._watch: Any = None  # the C wait, once started where it was built
         # [samples, seconds, seconds squared] per place; None is the place of samples in no code
         # to name. The squares give the sampling error of looks that stand for unequal times.
@@ -129,8 +130,10 @@ class StackSampler:
 
     @property
     def in_blocks(self) -> int:
-        """The looks that found a block open (nothing else was read)."""
-        return self._watch.in_blocks if self._watch is not None else self._python_in_blocks
+        """The looks that found a block open (nothing else was read), or that found none open but
+        one open once the thread's frame was read."""
+        looks = self._watch.in_blocks if self._watch is not None else self._python_in_blocks
+        return looks + self._opened_before_the_read
 
     def start(self) -> StackSampler:
         if not self.in_worker:  # a worker ships its section; its process writes no dump
@@ -162,6 +165,7 @@ class StackSampler:
         ident = self.thread.ident
         is_alive = self.thread.is_alive
         stopped = self._stop.is_set
+        stack = self.stack
         for elapsed in self._looks_outside_any_block():
             frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
             if stopped():
@@ -171,6 +175,14 @@ class StackSampler:
             if frame is None:
                 if not is_alive():
                     return
+                continue
+            if stack.current is not stack.root:
+                # The look found no block open, but the thread opened one before its frame was
+                # read (the look waits for the GIL; a loop's next vector step begins microseconds
+                # after the last one ended): the frame is inside that block, whose time it is.
+                # Checked again with the GIL held, after the read, nothing can open one between.
+                del frame
+                self._opened_before_the_read += 1
                 continue
             self._looks_outside_blocks += 1
             place = self._place(frame)

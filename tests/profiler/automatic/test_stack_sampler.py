@@ -207,3 +207,29 @@ def test_the_untimed_verdict_names_where_the_time_went(cleanrl_run):
     verdict = next(verdict for verdict in cleanrl_run["verdicts"] if verdict["kind"] == "untimed")
     assert "the stack samples place it" in verdict["title"]
     assert "nothing here says what it was" not in verdict["title"]
+
+
+class LookOutsideThenBlockOpened(StackSampler):
+    """A sampler whose one look found no block open, handed over once the watched thread has
+    opened a block: as when the thread opens one while the look waits for the GIL to read its
+    frame (no timing forces that)."""
+
+    def __init__(self, block_open: threading.Event, **options) -> None:
+        super().__init__(**options)
+        self.block_open = block_open
+
+    def _looks_outside_any_block(self):
+        self.block_open.wait(60)
+        yield 0.02
+
+
+def test_a_look_whose_thread_opened_a_block_before_its_frame_was_read_is_a_look_inside_it():
+    block_open = threading.Event()
+    sampler = LookOutsideThenBlockOpened(block_open, interval=0.001)
+    with hierarchical_timer("vector.step"):
+        sampler.start()
+        block_open.set()
+        sampler._sampler.join(timeout=60)  # noqa: SLF001 - its one look is taken
+    sampler.stop()
+    assert sampler.places == {}
+    assert sampler.in_blocks == 1 and sampler.samples == 1

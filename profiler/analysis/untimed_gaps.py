@@ -55,6 +55,10 @@ class UntimedGaps(Record):
     rollout_block: str | None = None
     """The block that holds the steps of a rollout (SB3's ``PPO.collect_rollouts``), where the
     steps ran inside one: the time between them is that block's, not untimed."""
+    loop_start: float = 0.0
+    loop_end: float = 0.0
+    """The training loop's first step's (or rollout block's) start and its last one's end, on the
+    timeline's clock: what ran between them ran in the loop."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"step_block": self.step_block, "rollout_block": self.rollout_block,
@@ -136,6 +140,8 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
         between_rollouts_gaps=rollout_ends.count(True),
         elsewhere=max(0.0, float(tree.get("self", 0.0)) - between_steps - between_rollouts),
         rollout_block=next((outermost[index][0] for index, is_step in loop if not is_step), None),
+        loop_start=outermost[loop[0][0]][1],
+        loop_end=outermost[loop[-1][0]][2],
     )
 
 

@@ -60,6 +60,18 @@ class UntimedPlace(Record):
     samples: int
     seconds: float
     error_seconds: float
+    first_look: float | None = None
+    last_look: float | None = None
+    """The clock readings (the timeline's clock) of the place's first and last looks; None in
+    dumps written before they were kept."""
+
+    def seen_during(self, start: float, end: float) -> bool:
+        """Whether this place was looked at between ``start`` and ``end`` (the training loop's
+        window): its looks from first to last overlap it. A loop's line is seen before its first
+        vector step too (the first iteration's code before it); a start-up line is last seen before
+        the loop begins. False where the dump did not keep the looks' times."""
+        return self.first_look is not None and self.last_look is not None and \
+            self.first_look <= end and self.last_look >= start
 
     @property
     def label(self) -> str:
@@ -69,7 +81,8 @@ class UntimedPlace(Record):
 
     def as_dict(self) -> dict[str, Any]:
         return {"function": self.function, "file": self.file, "line": self.line, "calls": self.calls,
-                "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds}
+                "samples": self.samples, "seconds": self.seconds, "error_seconds": self.error_seconds,
+                "first_look": self.first_look, "last_look": self.last_look}
 
 
 class UntimedPlaces(Record):
@@ -130,7 +143,8 @@ def untimed_places(tree: dict[str, Any]) -> UntimedPlaces:
         else:
             error = sampled / sampled_seconds * math.sqrt(squared * (1.0 - share))
         found.append(UntimedPlace(place["function"], place["file"], place["line"], place["calls"],
-                                  place["samples"], sampled * share, error))
+                                  place["samples"], sampled * share, error,
+                                  place.get("first_look"), place.get("last_look")))
     named = sampled * sum(place["seconds"] for place in places) / sampled_seconds
     return UntimedPlaces(untimed, samples, *intervals, tuple(found), untimed - named)
 

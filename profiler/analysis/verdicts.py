@@ -113,7 +113,7 @@ from profiler.analysis.step_time import (
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
 from profiler.analysis.untimed_gaps import loop_share, loop_share_text, training_loop_seconds, untimed_gaps
-from profiler.analysis.untimed_places import untimed_places
+from profiler.analysis.untimed_places import UntimedPlace, untimed_places
 from profiler.records import Record
 
 if TYPE_CHECKING:  # imported only for the runs that sampled their memory (see _memory_leaks)
@@ -877,8 +877,15 @@ def _untimed(run: _Run) -> list[Verdict]:
             untimed, evidence, f"{advice} {to_name_it}")]
     top = sampled.places[:UNTIMED_PLACES_NAMED]
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
-    named = ", ".join(f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
-                      for place in top)
+    named = ", ".join(_place_text(place) for place in top)
+    in_loop = ([place for place in sampled.places if place.seen_during(gaps.loop_start, gaps.loop_end)]
+               if loop_part is not None and gaps is not None else [])
+    if in_loop:
+        # The start-up's places would crowd out the loop's, which the advice is also about: each
+        # is named apart.
+        elsewhere = [place for place in sampled.places if place not in in_loop][:UNTIMED_PLACES_NAMED]
+        named = ", ".join(_place_text(place) for place in elsewhere) + "; inside the loop: " + ", ".join(
+            _place_text(place) for place in in_loop[:UNTIMED_PLACES_NAMED])
     advice = (_start_and_end_advice(run, loop_part) if start_and_end else
               "Those lines are the program's own code between the timed phases: wrap the costly ones "
               "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
@@ -887,6 +894,10 @@ def _untimed(run: _Run) -> list[Verdict]:
         f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
         f"({format_seconds(untimed)}){where}; the stack samples place it: {named}",
         untimed, evidence, advice)]
+
+
+def _place_text(place: UntimedPlace) -> str:
+    return f"{place.label} {format_seconds(place.seconds)} ± {format_seconds(place.error_seconds)}"
 
 
 def _start_and_end_advice(run: _Run, loop_part: float | None) -> str:

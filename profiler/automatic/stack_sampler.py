@@ -115,8 +115,10 @@ class StackSampler:
         self._python_in_blocks = 0
         self._opened_before_the_read = 0  # looks outside any block whose frame was read inside one
         self._watch: Any = None  # the C wait, once started where it was built
-        # [samples, seconds, seconds squared] per place; None is the place of samples in no code
-        # to name. The squares give the sampling error of looks that stand for unequal times.
+        # [samples, seconds, seconds squared, first look, last look] per place; None is the place
+        # of samples in no code to name. The squares give the sampling error of looks that stand
+        # for unequal times; the looks' clock readings (the timeline's clock) tell the analysis
+        # whether a place ran in the training loop or in the start-up.
         self.places: dict[tuple[str, str, int, str] | None, list[Any]] = {}
         self._kind_of_file: dict[str, str] = {}
         self._lines: dict[CodeType, dict[int, int]] = {}  # per code object: line per instruction
@@ -166,6 +168,7 @@ class StackSampler:
         is_alive = self.thread.is_alive
         stopped = self._stop.is_set
         stack = self.stack
+        clock = time.perf_counter
         for elapsed in self._looks_outside_any_block():
             frame = sys._current_frames().get(ident)  # noqa: SLF001 - the documented way to see another thread
             if stopped():
@@ -184,16 +187,18 @@ class StackSampler:
                 del frame
                 self._opened_before_the_read += 1
                 continue
+            looked = clock()
             self._looks_outside_blocks += 1
             place = self._place(frame)
             del frame
             counts = self.places.get(place)
             if counts is None:
-                self.places[place] = [1, elapsed, elapsed * elapsed]
+                self.places[place] = [1, elapsed, elapsed * elapsed, looked, looked]
             else:
                 counts[0] += 1
                 counts[1] += elapsed
                 counts[2] += elapsed * elapsed
+                counts[4] = looked
 
     def _looks_outside_any_block(self) -> Iterator[float]:
         """The seconds each look that found no block open stands for, until :meth:`stop`.
@@ -276,7 +281,7 @@ class StackSampler:
         # list() of a dict's items and of a place's counts copies them without letting the
         # sampling thread in between.
         counted = [(place, list(counts)) for place, counts in list(self.places.items())]
-        unnamed = next((counts for place, counts in counted if place is None), [0, 0.0, 0.0])
+        unnamed = next((counts for place, counts in counted if place is None), [0, 0.0, 0.0, 0.0, 0.0])
         ranked = sorted(((place, counts) for place, counts in counted if place is not None),
                         key=lambda item: -item[1][1])
         left_out = ranked[MAX_PLACES:]
@@ -288,7 +293,8 @@ class StackSampler:
             "in_blocks": self.in_blocks,
             "unnamed": _sampled(unnamed),
             "other_places": _sampled([sum(counts[column] for _, counts in left_out) for column in range(3)]),
-            "places": [{"function": function, "file": file, "line": line, "calls": calls, **_sampled(counts)}
+            "places": [{"function": function, "file": file, "line": line, "calls": calls, **_sampled(counts),
+                        "first_look": counts[3], "last_look": counts[4]}
                        for (function, file, line, calls), counts in ranked[:MAX_PLACES]],
         }
 
@@ -302,7 +308,7 @@ def next_wait(sampled_seconds: float, interval: float, longest_interval: float) 
 
 
 def _sampled(counts: list[Any]) -> dict[str, Any]:
-    samples, seconds, seconds_squared = counts
+    samples, seconds, seconds_squared = counts[:3]
     return {"samples": samples, "seconds": seconds, "seconds_squared": seconds_squared}
 
 

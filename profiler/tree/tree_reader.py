@@ -292,11 +292,18 @@ class _Reader:
         places = []
         for index, place in enumerate(section.get("places", [])):
             at = f"{where}.places[{index}]"
-            places.append({"function": self.name(place.get("function") if isinstance(place, dict) else None,
-                                                 f"{at}.function"),
-                           "file": self.name(place.get("file"), f"{at}.file"),
-                           "line": _whole(place.get("line"), f"{at}.line"),
-                           "calls": self.name(place.get("calls", ""), f"{at}.calls"), **sampled(place, at)})
+            read = {"function": self.name(place.get("function") if isinstance(place, dict) else None,
+                                          f"{at}.function"),
+                    "file": self.name(place.get("file"), f"{at}.file"),
+                    "line": _whole(place.get("line"), f"{at}.line"),
+                    "calls": self.name(place.get("calls", ""), f"{at}.calls"), **sampled(place, at)}
+            if "first_look" in place or "last_look" in place:  # absent from dumps before they were kept
+                first = _number(place.get("first_look"), f"{at}.first_look")
+                last = _number(place.get("last_look"), f"{at}.last_look")
+                if last < first:
+                    raise TimerFileError(f"{at}: its last look comes before its first")
+                read.update(first_look=first, last_look=last)
+            places.append(read)
         interval = _seconds(section.get("interval_seconds", 0.0), f"{where}.interval_seconds")
         return {"thread": self.name(section.get("thread", "MainThread"), f"{where}.thread"),
                 "interval_seconds": interval,

@@ -149,11 +149,14 @@ def test_a_light_timed_policy_after_a_long_start_up_is_not_the_trainers_limit(sl
 
 
 def test_untimed_code_between_the_steps_of_a_short_loop_is_told_beside_the_start_up(tmp_path):
-    run = slow_start_run(tmp_path, "--untimed-ms", "3")  # 0.3 s between steps, after 6 s of start-up
+    # 1 s between steps after 6 s of start-up: some 15 of the sampler's looks fall in the loop.
+    run = slow_start_run(tmp_path, "--untimed-ms", "10")
     verdict = untimed_verdict(run)
     assert "of it before the training loop's first step or after its last (start-up, end), and " in verdict["title"]
     assert "of the training loop, inside the training loop (between steps " in verdict["title"]
     assert "inside the loop is paid at every step or rollout" in verdict["suggestion"]
+    # The start-up's sleep and the loop's are told apart by when the sampler saw them.
+    assert "; inside the loop: <module> (slow_start.py:" in verdict["title"]
 
 
 def test_a_short_loop_without_untimed_code_between_its_steps_is_not_said_to_have_it(slow_start_with_a_light_policy):

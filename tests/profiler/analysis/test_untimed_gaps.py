@@ -13,6 +13,7 @@ from phase_trees import timeline_tree
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
 from profiler.analysis.verdicts import UNTIMED, judge_run
+from profiler.tree.tree_reader import normalize_untimed_samples
 
 
 def loop_tree(rollouts: int = 3, steps: int = 4, start_up: float = 5.0) -> dict:
@@ -159,3 +160,30 @@ def test_beside_start_up_the_untimed_verdict_leaves_out_a_part_inside_the_loop_u
     verdict = untimed_verdict(timeline_tree(spans, total=40.45))  # 0.45 s untimed in a loop of 10.45 s
     assert verdict.title.endswith("(start-up, end): nothing here says what it was")
     assert "inside the loop" not in verdict.suggestion
+
+
+def with_places(tree: dict, *places: tuple[str, float, float]) -> dict:
+    """``tree`` sampled at ``places``, each ``(function, first look, last look)`` with 2 s of looks."""
+    tree["untimed_samples"] = normalize_untimed_samples({
+        "thread": "MainThread", "interval_seconds": 0.02, "samples": 100, "in_blocks": 0,
+        "unnamed": {"samples": 0, "seconds": 0.0}, "other_places": {"samples": 0, "seconds": 0.0},
+        "places": [{"function": function, "file": "/code/train.py", "line": line, "calls": "", "samples": 10,
+                    "seconds": 2.0, "first_look": first, "last_look": last}
+                   for line, (function, first, last) in enumerate(places, start=1)]})
+    return tree
+
+
+def test_beside_start_up_the_untimed_verdict_names_the_places_inside_the_loop_apart():
+    tree = with_places(loop_tree(start_up=30.0), ("load_checkpoint", 1.0, 29.0), ("store_rollout", 31.0, 50.0))
+    title = untimed_verdict(tree).title
+    assert "the stack samples place it: load_checkpoint (train.py:1) 2.00 s" in title
+    assert "; inside the loop: store_rollout (train.py:2) 2.00 s" in title
+
+
+def test_places_without_their_looks_times_are_not_named_inside_the_loop():
+    tree = loop_tree(start_up=30.0)
+    tree["untimed_samples"] = normalize_untimed_samples({
+        "thread": "MainThread", "interval_seconds": 0.02, "samples": 10, "in_blocks": 0,
+        "places": [{"function": "store_rollout", "file": "/code/train.py", "line": 2, "calls": "",
+                    "samples": 10, "seconds": 2.0}]})
+    assert "inside the loop:" not in untimed_verdict(tree).title

@@ -156,6 +156,24 @@ def test_negative_squared_seconds_are_refused_in_one_line():
         run_tree({**place("log", 3, 0.1), "seconds_squared": -1.0})
 
 
+def test_a_place_whose_last_look_comes_before_its_first_is_refused_in_one_line():
+    with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\]: its last look comes before its first"):
+        run_tree({**place("log", 3, 0.1), "first_look": 5.0, "last_look": 4.0})
+
+
+def test_a_place_with_one_of_its_looks_times_only_is_refused_in_one_line():
+    with pytest.raises(TimerFileError, match=r"untimed_samples.places\[0\].last_look: must be a finite number"):
+        run_tree({**place("log", 3, 0.1), "first_look": 5.0})
+
+
+def test_a_place_was_seen_during_a_window_its_looks_from_first_to_last_overlap():
+    found = untimed_places(run_tree({**place("loop", 3, 0.1), "first_look": 3.5, "last_look": 7.0},
+                                    {**place("start-up", 3, 0.1, line=3), "first_look": 1.0, "last_look": 3.9},
+                                    {**place("end", 3, 0.1, line=5), "first_look": 8.1, "last_look": 9.0},
+                                    place("old dump", 3, 0.1, line=4)))
+    assert [found_place.seen_during(4.0, 8.0) for found_place in found.places] == [True, False, False, False]
+
+
 def tree_with_workers(*sampled: bool) -> dict:
     """A run whose workers spent 4 s each outside their env calls; those ``sampled`` shipped
     samples of their stacks (3:1 between the program's render and waiting on the pipe)."""

@@ -93,6 +93,14 @@ def test_each_place_keeps_its_samples_seconds_squared_for_the_sampling_error(sam
         assert place["seconds_squared"] <= place["seconds"] ** 2 * (1 + 1e-9)
 
 
+def test_each_place_keeps_when_it_was_first_and_last_seen_on_the_timelines_clock(sampler_wait):
+    started = time.perf_counter()
+    sampler = sampled_while(planted_slow_function)
+    ended = time.perf_counter()
+    (slow,) = [place for place in sampler.section()["places"] if place["function"] == "wait_for_samples"]
+    assert started <= slow["first_look"] < slow["last_look"] <= ended
+
+
 def test_stop_ends_a_long_wait_at_once(sampler_wait):
     sampler = StackSampler(interval=600.0).start()
     stopping = threading.Thread(target=sampler.stop)

@@ -883,9 +883,10 @@ def _untimed(run: _Run) -> list[Verdict]:
     if in_loop:
         # The start-up's places would crowd out the loop's, which the advice is also about: each
         # is named apart.
-        elsewhere = [place for place in sampled.places if place not in in_loop][:UNTIMED_PLACES_NAMED]
-        named = ", ".join(_place_text(place) for place in elsewhere) + "; inside the loop: " + ", ".join(
-            _place_text(place) for place in in_loop[:UNTIMED_PLACES_NAMED])
+        outside_loop = [place for place in sampled.places if place not in in_loop][:UNTIMED_PLACES_NAMED]
+        inside_loop = "inside the loop: " + ", ".join(_place_text(place) for place in in_loop[:UNTIMED_PLACES_NAMED])
+        named = "; ".join([", ".join(_place_text(place) for place in outside_loop), inside_loop] if outside_loop
+                          else [inside_loop])
     advice = (_start_and_end_advice(run, loop_part) if start_and_end else
               "Those lines are the program's own code between the timed phases: wrap the costly ones "
               "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")

@@ -187,3 +187,8 @@ def test_places_without_their_looks_times_are_not_named_inside_the_loop():
         "places": [{"function": "store_rollout", "file": "/code/train.py", "line": 2, "calls": "",
                     "samples": 10, "seconds": 2.0}]})
     assert "inside the loop:" not in untimed_verdict(tree).title
+
+
+def test_where_every_place_ran_in_the_loop_the_places_are_all_named_inside_it():
+    tree = with_places(loop_tree(start_up=30.0), ("store_rollout", 31.0, 50.0))
+    assert "the stack samples place it: inside the loop: store_rollout (train.py:1) " in untimed_verdict(tree).title

@@ -36,7 +36,7 @@ from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "loop_share", "loop_share_text", "outermost_spans",
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text", "outermost_spans",
            "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
@@ -68,9 +68,11 @@ class UntimedGaps(Record):
 
 
 # The last answers: (the spans list itself, its length, its untimed total) -> the split; (the
-# spans list, its length) -> its outermost spans. Holding the list keeps its id from being reused.
+# spans list, its length) -> its outermost spans; (the spans list, its length, the split) -> the
+# blocks outside the loop. Holding the list keeps its id from being reused.
 _last_gaps: tuple[list[Any], int, Any, UntimedGaps | None] | None = None
 _last_outermost: tuple[list[Any], int, list[tuple[str, float, float]]] | None = None
+_last_outside: tuple[list[Any], int, UntimedGaps, frozenset[str]] | None = None
 
 
 def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
@@ -89,14 +91,49 @@ def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
 
 
 def training_loop_seconds(tree: dict[str, Any]) -> float:
-    """The training loop's wall time: the run's wall time less its untimed start-up and end,
-    where the trainer's timeline tells them (:func:`untimed_gaps`), else the whole wall time.
+    """The training loop's wall time: the run's wall time less its start-up and end, where the
+    trainer's timeline tells them (:func:`untimed_gaps`), else the whole wall time. The start-up
+    and end are the untimed time before the loop's first step and after its last, and the blocks
+    that ran only there (:func:`blocks_outside_the_loop`); a block that ran in the loop counts
+    whole, its calls just before the first step (the first policy call) or after the last (the
+    last update) too.
 
     What limits a run's loop is what its verdicts judge: a short run spends most of its wall time
     importing and building, and a share of the wall time would hide the loop's limit there."""
     wall = float(tree.get("total", 0.0))
     gaps = untimed_gaps(tree)
-    return wall - gaps.elsewhere if gaps is not None else wall
+    if gaps is None:
+        return wall
+    outside = blocks_outside_the_loop(tree)
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    timed_outside = sum(end - start for name, start, end in outermost_spans(spans) if name in outside)
+    return wall - gaps.elsewhere - timed_outside
+
+
+def blocks_outside_the_loop(tree: dict[str, Any]) -> frozenset[str]:
+    """The names of the trainer thread's blocks whose every span lies before the training loop's
+    first step or after its last (a timed ``load_dataset``, ``save``): the run's start-up and end.
+    Empty without a split of the loop (:func:`untimed_gaps`).
+
+    The loop's wall time (:func:`training_loop_seconds`) holds every timed block, those too: a
+    share of it would call such a block the loop's."""
+    global _last_outside
+    gaps = untimed_gaps(tree)
+    if gaps is None:
+        return frozenset()
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    last = _last_outside
+    if last is not None and last[0] is spans and last[1] == len(spans) and last[2] is gaps:
+        return last[3]
+    seen: set[str] = set()
+    in_loop: set[str] = set()
+    for span in spans:
+        seen.add(span[0])
+        if span[1] < gaps.loop_end and span[2] > gaps.loop_start:
+            in_loop.add(span[0])
+    outside = frozenset(seen - in_loop)
+    _last_outside = (spans, len(spans), gaps, outside)
+    return outside
 
 
 def loop_share(tree: dict[str, Any], seconds: float) -> float | None:

@@ -43,7 +43,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 ``trainer_bound``
     The trainer's own blocks (their self time, outside the env manager's blocks) take at least
     :data:`TRAINER_MIN_SHARE` of the training loop and more than the vector steps; the top ones are
-    named, each from :data:`TRAINER_BLOCK_MIN_SHARE` of the loop.
+    named, each from :data:`TRAINER_BLOCK_MIN_SHARE` of the loop. Blocks that ran only before the
+    loop's first step or after its last (a timed ``load_dataset``) are not the loop's, and left out.
 ``env_bound``
     The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the training loop
     and the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
@@ -112,7 +113,13 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
-from profiler.analysis.untimed_gaps import loop_share, loop_share_text, training_loop_seconds, untimed_gaps
+from profiler.analysis.untimed_gaps import (
+    blocks_outside_the_loop,
+    loop_share,
+    loop_share_text,
+    training_loop_seconds,
+    untimed_gaps,
+)
 from profiler.analysis.untimed_places import UntimedPlace, untimed_places
 from profiler.records import Record
 
@@ -748,7 +755,10 @@ def _trainer_blocks(tree: dict[str, Any]) -> dict[str, float]:
 
 
 def _trainer_bound(run: _Run) -> list[Verdict]:
-    blocks = _trainer_blocks(run.tree)
+    start_up_and_end = blocks_outside_the_loop(run.tree)  # judged on the loop: not the loop's
+    blocks = {name: seconds for name, seconds in _trainer_blocks(run.tree).items() if name not in start_up_and_end}
+    if not blocks:
+        return []
     trainer = sum(blocks.values())
     steps = sum(breakdown.total for breakdown in run.breakdowns)
     if (loop_share(run.tree, trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:

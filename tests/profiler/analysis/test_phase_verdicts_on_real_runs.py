@@ -101,10 +101,13 @@ def evaluation_heavy(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def evaluation_light(tmp_path_factory):
-    """The same PPO evaluated once, on one episode, as its 1,024 steps end (256 of each env's)."""
+    """The same PPO evaluated once, on one episode, as its 4,096 steps end (1,024 of each env's):
+    a few percent of its loop. (At 1,024 steps the loop was some 0.2 s, its phases tens of
+    milliseconds each, and the one episode, slowed by the rest of the suite, was once the largest
+    of them: the largest part of that loop, though not of a run that trains.)"""
     pytest.importorskip("stable_baselines3")
-    return rlprof_run(tmp_path_factory.mktemp("evaluation_light"), "sb3_ppo.py", "--timesteps", "1024",
-                      "--eval-freq", "256", "--eval-episodes", "1")
+    return rlprof_run(tmp_path_factory.mktemp("evaluation_light"), "sb3_ppo.py", "--timesteps", "4096",
+                      "--eval-freq", "1024", "--eval-episodes", "1")
 
 
 def test_a_run_built_on_its_evaluation_names_the_evaluation_as_the_limit(evaluation_heavy):

@@ -376,6 +376,22 @@ def test_the_trainer_bound_verdict_gives_its_shares_of_the_loop_and_of_the_wall_
     assert trainer.evidence["training_loop_seconds"] == pytest.approx(1.8)
 
 
+def with_a_timed_load_before_the_loop(tree: dict) -> dict:
+    """``tree`` with 5 s of its start-up in a ``load_dataset`` block."""
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    return timeline_tree([["load_dataset", 10.0, 15.0], *spans], total=tree["total"])
+
+
+def test_a_block_that_ran_only_before_the_loop_is_not_the_loops_trainer_limit():
+    assert not judge_run(with_a_timed_load_before_the_loop(start_up_then_loop(0.06))).of_kind(TRAINER_BOUND)
+
+
+def test_a_block_that_ran_only_before_the_loop_is_not_in_the_loops_wall_time():
+    trainer = only(judge_run(with_a_timed_load_before_the_loop(start_up_then_loop(0.08))), TRAINER_BOUND)
+    assert trainer.evidence["training_loop_seconds"] == pytest.approx(1.8)
+    assert "led by policy.act (44.4%)" in trainer.title
+
+
 def test_a_single_process_run_names_its_slowest_blocks(tmp_path, fake_clock):
     verdicts = judge_run(load_timing_tree(write_plain_run(tmp_path / "run.json", fake_clock)))
     trainer = only(verdicts, TRAINER_BOUND)

@@ -8,8 +8,9 @@ took 38% of the wall time"). The environments' and the transport's verdicts are
 block is its ``untimed``. The rules, each with its threshold:
 
 Shares are of the **training loop**: the wall time less the untimed time before the first vector
-step and after the last (imports, building the envs and the model, the end), where the timeline
-tells them (:mod:`profiler.analysis.untimed_gaps`), else of the wall time. A short run spends most
+step and after the last (imports, building the envs and the model, the end) and the blocks that
+ran only there, where the timeline tells them (:func:`profiler.analysis.untimed_gaps.training_loop_seconds`),
+else of the wall time. A short run spends most
 of its wall time starting up; what limits its loop is still what a user asks. The verdict's cost
 and share are of the wall time, as every verdict's.
 

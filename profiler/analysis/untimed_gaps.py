@@ -36,8 +36,8 @@ from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
-__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text", "outermost_spans",
-           "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
+__all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text",
+           "outermost_spans", "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""

@@ -34,8 +34,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 ``transport_bound``
     The pipe — sending, receiving and decoding, and the wait beyond the workers' compute (latency,
     wake-up) — costs more than the env compute and at least :data:`TRANSPORT_MIN_SHARE` of the
-    training loop (the wall time less the untimed start-up and end, where the trainer's timeline
-    tells them: :func:`~profiler.analysis.untimed_gaps.training_loop_seconds`), and the CPU is not
+    training loop (the wall time less the start-up and end, where the trainer's timeline tells
+    them: :func:`~profiler.analysis.untimed_gaps.training_loop_seconds`), and the CPU is not
     the limit (with CPU oversubscribed the pipe looks slow too, because
     every process waits for a core). For workers that are Ray actors (metadata ``worker_transport``
     ``"ray"``) the transport is Ray's actor calls and object store round trips, and the advice is

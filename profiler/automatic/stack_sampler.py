@@ -183,7 +183,9 @@ class StackSampler:
                 # The look found no block open, but the thread opened one before its frame was
                 # read (the look waits for the GIL; a loop's next vector step begins microseconds
                 # after the last one ended): the frame is inside that block, whose time it is.
-                # Checked again with the GIL held, after the read, nothing can open one between.
+                # The check and the read are a few bytecodes apart with the GIL held: the thread
+                # could open a block between them only if this one kept the GIL a whole switch
+                # interval.
                 del frame
                 self._opened_before_the_read += 1
                 continue

@@ -69,10 +69,10 @@ class UntimedGaps(Record):
 
 # The last answers: (the spans list itself, its length, its untimed total) -> the split; (the
 # spans list, its length) -> its outermost spans; (the spans list, its length, the split) -> the
-# blocks outside the loop. Holding the list keeps its id from being reused.
+# blocks outside the loop and their seconds. Holding the list keeps its id from being reused.
 _last_gaps: tuple[list[Any], int, Any, UntimedGaps | None] | None = None
 _last_outermost: tuple[list[Any], int, list[tuple[str, float, float]]] | None = None
-_last_outside: tuple[list[Any], int, UntimedGaps, frozenset[str]] | None = None
+_last_outside: tuple[list[Any], int, UntimedGaps, frozenset[str], float] | None = None
 
 
 def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
@@ -104,10 +104,7 @@ def training_loop_seconds(tree: dict[str, Any]) -> float:
     gaps = untimed_gaps(tree)
     if gaps is None:
         return wall
-    outside = blocks_outside_the_loop(tree)
-    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
-    timed_outside = sum(end - start for name, start, end in outermost_spans(spans) if name in outside)
-    return wall - gaps.elsewhere - timed_outside
+    return wall - gaps.elsewhere - _outside_the_loop(tree, gaps)[1]
 
 
 def blocks_outside_the_loop(tree: dict[str, Any]) -> frozenset[str]:
@@ -117,14 +114,19 @@ def blocks_outside_the_loop(tree: dict[str, Any]) -> frozenset[str]:
 
     The loop's wall time (:func:`training_loop_seconds`) holds every timed block, those too: a
     share of it would call such a block the loop's."""
-    global _last_outside
     gaps = untimed_gaps(tree)
-    if gaps is None:
-        return frozenset()
+    return _outside_the_loop(tree, gaps)[0] if gaps is not None else frozenset()
+
+
+def _outside_the_loop(tree: dict[str, Any], gaps: UntimedGaps) -> tuple[frozenset[str], float]:
+    """The blocks that ran only before the loop or after it, and the seconds of their outermost
+    spans; kept for the same spans and split, since every share of the loop asks (a dozen times
+    an analysis, over tens of thousands of spans)."""
+    global _last_outside
     spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
     last = _last_outside
     if last is not None and last[0] is spans and last[1] == len(spans) and last[2] is gaps:
-        return last[3]
+        return last[3], last[4]
     seen: set[str] = set()
     in_loop: set[str] = set()
     for span in spans:
@@ -132,8 +134,9 @@ def blocks_outside_the_loop(tree: dict[str, Any]) -> frozenset[str]:
         if span[1] < gaps.loop_end and span[2] > gaps.loop_start:
             in_loop.add(span[0])
     outside = frozenset(seen - in_loop)
-    _last_outside = (spans, len(spans), gaps, outside)
-    return outside
+    seconds = sum(end - start for name, start, end in outermost_spans(spans) if name in outside) if outside else 0.0
+    _last_outside = (spans, len(spans), gaps, outside, seconds)
+    return outside, seconds
 
 
 def loop_share(tree: dict[str, Any], seconds: float) -> float | None:

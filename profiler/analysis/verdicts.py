@@ -861,9 +861,10 @@ def _untimed(run: _Run) -> list[Verdict]:
             where = (f", {format_seconds(gaps.elsewhere)} of it before the training loop's first step or "
                      f"after its last (start-up, end)")
             # Start-up can dwarf a part of the loop that is still the loop's own largest cost.
-            if (loop_share(run.tree, inside) or 0.0) >= UNTIMED_MIN_SHARE:
+            inside_share = loop_share(run.tree, inside) or 0.0
+            if inside_share >= UNTIMED_MIN_SHARE:
                 loop_part = inside
-                where += (f", and {format_seconds(inside)}, {format_percent(loop_share(run.tree, inside))} of the "
+                where += (f", and {format_seconds(inside)}, {format_percent(inside_share)} of the "
                           f"training loop, {inside_where}")
     sampled = untimed_places(run.tree)
     if not sampled.places:

@@ -106,6 +106,8 @@ class Loop:
     """CleanRL's PPO iteration over the program's own ``Agent`` and env factory."""
 
     def __init__(self) -> None:
+        if str(PROGRAM.parent) not in sys.path:  # the program imports its folder's slow_steps, as when run
+            sys.path.insert(0, str(PROGRAM.parent))
         spec = importlib.util.spec_from_file_location("cleanrl_torch_ppo", PROGRAM)
         program = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(program)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.optim as optim
+from slow_steps import SlowStep
 from torch.distributions.categorical import Categorical
 
 
@@ -41,18 +42,6 @@ def parse_args():
     args.minibatch_size = args.batch_size // args.num_minibatches
     args.num_iterations = args.total_timesteps // args.batch_size
     return args
-
-
-class SlowStep(gym.Wrapper):
-    """Stands for a costly simulator: each step takes ``seconds`` longer."""
-
-    def __init__(self, env, seconds):
-        super().__init__(env)
-        self.seconds = seconds
-
-    def step(self, action):
-        time.sleep(self.seconds)
-        return self.env.step(action)
 
 
 def make_env(env_id, env_seconds=0.0):

@@ -15,24 +15,13 @@ import time
 
 import gymnasium as gym
 import numpy as np
-
-
-class SlowSteps(gym.Wrapper):
-    """Stands for an env slower than its siblings: each step takes ``seconds`` longer."""
-
-    def __init__(self, env, seconds):
-        super().__init__(env)
-        self.seconds = seconds
-
-    def step(self, action):
-        time.sleep(self.seconds)
-        return self.env.step(action)
+from slow_steps import SlowStep
 
 
 def make_env(index, slow_seconds):
     def thunk():
         env = gym.make("CartPole-v1")
-        return SlowSteps(env, slow_seconds) if index == 3 and slow_seconds else env
+        return SlowStep(env, slow_seconds) if index == 3 and slow_seconds else env
 
     return thunk
 

@@ -13,7 +13,9 @@ envs instrumented where they run, the vector step timed, the timeline recorded, 
 phases watching for torch, which the loop never imports), for two numbers of steps; the difference
 of the two counts over the difference of steps is one vector step's instructions in the trainer
 and in all workers together, start-up and set-up cancelled out. The loop closes its envs and leaves
-with ``os._exit``, so neither count holds ``rlprof run``'s exit (its files, its analysis).
+with the interpreter's own ``_exit`` (``posix._exit``: ``rlprof run`` puts a function in front of
+``os._exit`` that ends the run first, :mod:`profiler.cli.immediate_exit`), so neither count holds
+``rlprof run``'s exit (its files, its analysis), whose cost grows with the spans recorded.
 
 ``--vector SB3`` counts Stable-Baselines3's step instead: its PPO (``MlpPolicy``, CPU torch, one
 thread) over ``make_vec_env``'s ``SubprocVecEnv`` of 4 CartPole envs (forked workers), learning
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import posix
 import re
 import subprocess
 import sys
@@ -64,7 +67,7 @@ NUM_ENVS = 4
 
 def step_loop(vector: str, steps: int) -> None:
     """``steps`` vector steps after a reset and a warm-up; then the envs closed and the process
-    left at once (``os._exit``), before any exit of ``rlprof run``."""
+    left at once (``posix._exit``), before any exit of ``rlprof run``."""
     import gymnasium as gym
     import numpy as np
 
@@ -80,13 +83,13 @@ def step_loop(vector: str, steps: int) -> None:
         step(actions[number % 2])
     envs.close()
     sys.stdout.flush()
-    os._exit(0)
+    posix._exit(0)
 
 
 def sb3_loop(steps: int) -> None:
     """SB3's PPO over a forked ``SubprocVecEnv`` of 4 CartPole envs: one rollout of ``steps``
     vector steps and one update of one minibatch; then the envs closed and the process left at
-    once (``os._exit``), before any exit of ``rlprof run``."""
+    once (``posix._exit``), before any exit of ``rlprof run``."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
@@ -99,7 +102,7 @@ def sb3_loop(steps: int) -> None:
     model.learn(total_timesteps=steps * NUM_ENVS)
     env.close()
     sys.stdout.flush()
-    os._exit(0)
+    posix._exit(0)
 
 
 def one_run(mode: str, vector: str, steps: int) -> None:

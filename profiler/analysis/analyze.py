@@ -35,6 +35,7 @@ from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
+from profiler.analysis.memory_advice import made_by_rlprof_run
 from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, ThreadBlocks, step_breakdowns, steps_in_threads
@@ -144,6 +145,8 @@ class RunAnalysis(Record):
     other_managers: list[OtherManager] = field(default_factory=list)
     frames: list[FrameStat] = field(default_factory=list)
     memory: MemoryReport | None = None
+    rlprof_run: bool = False
+    """Made by ``rlprof run``: its options, not the API, say how to measure more."""
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
     workers_untimed: list[WorkerUntimedPlaces] = field(default_factory=list)
@@ -202,6 +205,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         other_managers=other_managers(tree),
         frames=frame_stats(tree),
         memory=_memory_report(tree),
+        rlprof_run=made_by_rlprof_run(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
         workers_untimed=workers_untimed_places(tree),
@@ -315,7 +319,7 @@ def render_analysis(
     if analysis.frames:  # only runs that time frames (profiler.Frame) have this section
         sections.append(frames_as_text(analysis.frames))
     if analysis.memory is None:
-        sections.append(memory_not_sampled_text(width))
+        sections.append(memory_not_sampled_text(width, analysis.rlprof_run))
     else:
         from profiler.analysis.memory_report import memory_text
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.block_stats import median
+from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run
 from profiler.analysis.text_format import TABLE_WIDTH, fit_left, format_bytes, memory_not_sampled_text
 
 __all__ = [
@@ -96,6 +97,8 @@ class ProcessMemoryFigures:
 @dataclass(frozen=True)
 class MemoryReport:
     processes: tuple[ProcessMemoryFigures, ...]
+    rlprof_run: bool = False
+    """Made by ``rlprof run``: its options, not the API, say how to measure more."""
 
     def largest_allocations(self, count: int) -> list[BlockAllocation]:
         """The ``count`` blocks, of any process, with the highest peak in one call."""
@@ -114,7 +117,8 @@ def memory_report(tree: dict[str, Any]) -> MemoryReport | None:
     section = tree.get("memory")
     if not section:
         return None
-    return MemoryReport(tuple(_process_figures(process) for process in section["processes"]))
+    return MemoryReport(tuple(_process_figures(process) for process in section["processes"]),
+                        rlprof_run=made_by_rlprof_run(tree))
 
 
 def _process_figures(process: dict[str, Any]) -> ProcessMemoryFigures:
@@ -163,7 +167,7 @@ def memory_text(report: MemoryReport | None, *, width: int = TABLE_WIDTH) -> str
                      f"{process.name}")
     lines.append("(start and end: medians of the first and last quarter of the samples)")
     if not report.tracks_allocations:
-        lines.append("(allocations per block: not tracked; profile with track_allocations=True)")
+        lines.append(f"(allocations per block: not tracked; {allocations_advice(report.rlprof_run)})")
         return "\n".join(lines)
     lines.append("")
     lines.append("Largest Python allocations per block (most held at once in one call):")

@@ -13,6 +13,8 @@ import shutil
 import textwrap
 from collections.abc import Iterable, Sequence
 
+from profiler.analysis.memory_advice import sampling_advice
+
 __all__ = [
     "MIN_TABLE_WIDTH",
     "TABLE_WIDTH",
@@ -95,14 +97,12 @@ longer one is left out."""
 _LONG_WORD = re.compile(r"\S{%d,}" % (LONGEST_WORD + 1))
 
 
-MEMORY_NOT_SAMPLED = ("Memory: not sampled in this run (profile with Profiler(sample_rate=N) or "
-                      "profiler.recording.memory.start_sampling(...) to see each process's memory over time).")
-
-
-def memory_not_sampled_text(width: int) -> str:
-    """The memory section of a run that did not sample its memory; here rather than in
-    :mod:`profiler.analysis.memory_report`, so that the analysis of such a run does not import it."""
-    return "\n".join(textwrap.wrap(MEMORY_NOT_SAMPLED, width, subsequent_indent="  "))
+def memory_not_sampled_text(width: int, rlprof_run: bool = False) -> str:
+    """The memory section of a run that did not sample its memory, saying how to (``rlprof run``'s
+    option for a run it made); here rather than in :mod:`profiler.analysis.memory_report`, so that
+    the analysis of such a run does not import it."""
+    text = f"Memory: not sampled in this run ({sampling_advice(rlprof_run)} to see each process's memory over time)."
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  "))
 
 
 def wrap_text(text: str, width: int, **options: object) -> list[str]:

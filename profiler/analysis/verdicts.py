@@ -90,6 +90,7 @@ from typing import TYPE_CHECKING, Any
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
 from profiler.analysis.device_report import GPU_IDLE, LAUNCH_ONLY, device_verdicts
+from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run
 from profiler.analysis.machine_verdicts import (
     CPU_MIN_COST_SHARE,
     GIL_CONTENTION,
@@ -984,8 +985,8 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
         where = (f"Start with {kept[0].label}: its calls kept {format_bytes(kept[0].net_bytes)} of "
                  "Python memory that was still allocated when they returned.")
     else:
-        where = ("Profile with track_allocations=True (Profiler(track_allocations=True) or "
-                 "profiler.recording.memory.start_sampling(track_allocations=True)) to see which block keeps it.")
+        advice = allocations_advice(made_by_rlprof_run(run.tree))
+        where = f"{advice[0].upper()}{advice[1:]} to see which block keeps it."
     owner = ("its env keeps from every step (an episode history, an info log, a replay list, a "
              "cache without a bound)" if process.name.startswith("worker")
              else "the trainer keeps from every step (losses kept as tensors with their graphs, a "

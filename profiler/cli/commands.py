@@ -38,9 +38,7 @@ to load is reported as a one-line warning and skipped.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import entry_points
@@ -49,6 +47,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from profiler.version import __version__
+from profiler.cli.argument_types import (
+    envs_per_worker, order_key, pattern, positive_seconds, seconds, seconds_or_percent, top_count,
+)
 from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
 from profiler.tree.atomic_file import is_standard_output
 from profiler.tree.timer_json import TimerFileError, load_timing_tree
@@ -219,9 +220,9 @@ def _add_analyze(subparsers: Any) -> None:
         "each worker's figures. The block options are those of MegEngine's profile_analyze.",
     )
     parser.add_argument("run_path", metavar="RUN.json", help="a timer JSON file (rlprof or ML-Agents)")
-    parser.add_argument("-t", "--top", type=_top_count, default=20, metavar="N",
+    parser.add_argument("-t", "--top", type=top_count, default=20, metavar="N",
                         help="show the N first blocks (default 20; 0 for all)")
-    parser.add_argument("--order-by", type=_order_key, default=None, metavar="KEY",
+    parser.add_argument("--order-by", type=order_key, default=None, metavar="KEY",
                         help=f"order blocks by this figure, largest first; +KEY for smallest first "
                         f"({', '.join(ANALYZE_ORDER_KEYS)}; default total); min and max are the "
                         "shortest and longest single call")
@@ -232,15 +233,15 @@ def _add_analyze(subparsers: Any) -> None:
     parser.add_argument("--aggregate", choices=AGGREGATE_OPERATIONS, default=None,
                         help="how a row's figures are made from its blocks' (default sum); "
                         "without --aggregate-by, over every block")
-    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+    parser.add_argument("--min-time", type=seconds, default=0.0, metavar="S",
                         help="hide blocks whose total is under S seconds")
-    parser.add_argument("--max-time", type=_seconds, default=None, metavar="S",
+    parser.add_argument("--max-time", type=seconds, default=None, metavar="S",
                         help="hide blocks whose total is over S seconds")
     parser.add_argument("--type", action="append", dest="types", default=[], metavar="TYPE",
                         help="keep blocks of this type: trainer, worker, domain (tasks and frames "
                         "of a profiler.Domain), or a block kind (the name up to its first dot: env "
                         "for env.step); repeat for several")
-    parser.add_argument("--filter", "--opr-name", type=_pattern, default=None, metavar="REGEX",
+    parser.add_argument("--filter", "--opr-name", type=pattern, default=None, metavar="REGEX",
                         help="keep blocks and operators whose name or path matches REGEX (Python "
                         "syntax; --opr-name is MegEngine's name for it)")
     parser.add_argument("--domain", default=None, metavar="NAME",
@@ -343,13 +344,13 @@ def _add_diff(subparsers: Any) -> None:
     )
     parser.add_argument("base", metavar="BASE.json", help="the reference run")
     parser.add_argument("new", metavar="NEW.json", help="the run to judge")
-    parser.add_argument("--threshold", type=_seconds_or_percent("percent"), default=10.0,
+    parser.add_argument("--threshold", type=seconds_or_percent("percent"), default=10.0,
                         metavar="PCT", help="per-call change that counts, in percent (default 10)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help="exit 1 when any block got slower per call beyond the threshold")
-    parser.add_argument("--min-time", type=_seconds, default=0.0, metavar="S",
+    parser.add_argument("--min-time", type=seconds, default=0.0, metavar="S",
                         help="ignore blocks under S seconds in both runs (noise floor)")
-    parser.add_argument("--top", type=_top_count, default=0, metavar="N",
+    parser.add_argument("--top", type=top_count, default=0, metavar="N",
                         help="show the N biggest changes only (default all)")
     parser.add_argument("--all", action="store_true", dest="show_same",
                         help="list unchanged blocks too")
@@ -473,6 +474,11 @@ def _add_watch(subparsers: Any) -> None:
 # --- run ----------------------------------------------------------------------------------------
 
 
+MEMORY_INTERVAL_SECONDS = 1.0
+"""``rlprof run --memory``'s seconds between two samples of a process's memory: an hour's run
+keeps 3,600 per process, and a leak shows within its first ten seconds (a trend needs 8)."""
+
+
 def _add_run(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
@@ -493,7 +499,7 @@ def _add_run(subparsers: Any) -> None:
     parser.add_argument("--vector-env", nargs="?", const="async", choices=("async", "all"),
                         help="build Gymnasium's AsyncVectorEnv as SubprocessEnvManager, so its "
                         "workers are profiled; =all replaces SyncVectorEnv too")
-    parser.add_argument("--envs-per-worker", type=_envs_per_worker, metavar="N|auto",
+    parser.add_argument("--envs-per-worker", type=envs_per_worker, metavar="N|auto",
                         help="with --vector-env: envs per worker process, or auto (one worker per "
                         "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
@@ -510,6 +516,13 @@ def _add_run(subparsers: Any) -> None:
                         help="record PyTorch's operators under the blocks that ran them, with "
                         "shapes, FLOPs and CPU memory, through torch.profiler (needs torch; slows "
                         "every operator)")
+    parser.add_argument("--memory", nargs="?", const=MEMORY_INTERVAL_SECONDS, type=positive_seconds,
+                        metavar="SECONDS", help="sample the memory of the trainer and of every env "
+                        f"worker each SECONDS (--memory=0.2; default {MEMORY_INTERVAL_SECONDS:g}): "
+                        "each process's course, growth and leaks")
+    parser.add_argument("--track-allocations", action="store_true",
+                        help="measure each block's Python allocations (tracemalloc: slows every "
+                        "allocation), to name the block that keeps memory")
     parser.set_defaults(run=_run_program)
 
 
@@ -526,71 +539,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
                           timeline=arguments.timeline, framework_phases=arguments.framework_phases,
                           stack_sampler=arguments.stack_sampler, live=arguments.live,
-                          operators=arguments.operators, process_ends_after=True)
+                          operators=arguments.operators, memory_interval=arguments.memory,
+                          track_allocations=arguments.track_allocations, process_ends_after=True)
     except RunError as error:
         raise CommandError(f"run: {error}") from None
     return exit_like(end)
-
-
-# --- argument types: each rejects bad input with a message argparse turns into one line ---------
-
-
-def _top_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (all) or more, got {value}")
-    return value
-
-
-def _seconds_or_percent(unit: str) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}") from None
-        if not math.isfinite(value) or value < 0:
-            raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-        return value
-
-    parse.__name__ = unit
-    return parse
-
-
-_seconds = _seconds_or_percent("seconds")
-
-
-def _envs_per_worker(text: str) -> int | str:
-    """``auto`` or a whole number >= 1 (the envmanager checks it again: profiler does not import it)."""
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1 or auto, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1 or auto, got {value}")
-    return value
-
-
-def _order_key(text: str) -> tuple[str, bool]:
-    """``KEY`` (largest first) or, as in MegEngine's profile_analyze, ``+KEY`` (smallest first)."""
-    from profiler.analysis.analyze import ANALYZE_ORDER_KEYS
-
-    ascending = text.startswith("+")
-    key = text[1:] if ascending else text
-    if key not in ANALYZE_ORDER_KEYS:
-        raise argparse.ArgumentTypeError(
-            f"invalid choice: {text!r} (choose from {', '.join(ANALYZE_ORDER_KEYS)}, each may "
-            "start with + for smallest first)"
-        )
-    return key, ascending
-
-
-def _pattern(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error as error:
-        raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {error}") from None

@@ -42,7 +42,7 @@ from profiler.cli import program_frame
 from profiler.cli.immediate_exit import RunEnding, os_exit_ends_the_run
 from profiler.cli.program_signals import Terminated, signals_held, sigterm_raises_in_the_program
 from profiler.integrations.ray_workers import RayWorkers
-from profiler.recording import events, machine_load
+from profiler.recording import events, machine_load, memory
 from profiler.records import Record
 from profiler.timing import timers
 from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
@@ -187,6 +187,8 @@ def run_program(
     report_to: TextIO | None = None,
     live: bool = False,
     operators: bool = False,
+    memory_interval: float | None = None,
+    track_allocations: bool = False,
     process_ends_after: bool = False,
 ) -> ProgramEnd:
     """Run ``program`` under rlprof, write its files and print the analysis; return how it ended.
@@ -198,6 +200,9 @@ def run_program(
     untimed time went (see :mod:`profiler.automatic`). ``live`` shows the live view
     (:mod:`profiler.integrations.live_view`) on stderr while the program runs. ``operators``
     records PyTorch's operators under the blocks that ran them (:mod:`profiler.gpu.torch_ops`).
+    ``memory_interval`` samples the memory of the trainer and of every env worker rlprof times
+    every so many seconds, and ``track_allocations`` measures each block's Python allocations
+    (:mod:`profiler.recording.memory`): the dump's ``memory`` section, which is otherwise absent.
     ``process_ends_after`` tells that the process ends once this returns (the ``rlprof run``
     command): what rlprof's set-up made then stays out of the collector's passes to the end.
 
@@ -238,6 +243,7 @@ def run_program(
     ray_workers = RayWorkers(record_timeline=timeline, framework_phases=framework_phases).follow()
     if torch_ops is not None:
         torch_ops.start_operators()
+    memory_sampled = _start_memory_sampling(memory_interval, track_allocations)
 
     def finish(end: ProgramEnd) -> ProgramEnd:
         """Once the program has ended: its last timers, the files and the analysis. Where another
@@ -254,6 +260,9 @@ def run_program(
             torch_ops.stop_operators()
         with signals_held() as signals_meanwhile:
             told = _finish_instrumentation(instrumentation, program_still_running=main_thread_running)
+            if memory_sampled:  # after the workers' last timers, which carry their last samples
+                memory.sample_now()
+                memory.stop_sampling()
             told += ray_workers.finish()
             if ray_workers.environments_timed:  # the envs were built in Ray's workers, not here
                 told = [line for line in told if not line.startswith("no environment was instrumented")]
@@ -299,6 +308,9 @@ def run_program(
         automatic.stop()
         ray_workers.restore()
         forget_samples()
+        if memory_sampled:
+            memory.stop_sampling()
+            memory.clear_memory()
         if timeline:
             events.stop_recording()
         if torch_ops is not None:
@@ -314,6 +326,18 @@ def _operators_module() -> ModuleType:
     except torch_ops.OperatorsUnavailableError as error:
         raise RunError(f"--operators: {error}") from None
     return torch_ops
+
+
+def _start_memory_sampling(interval: float | None, track_allocations: bool) -> bool:
+    """``--memory[=SECONDS]`` and ``--track-allocations``: sample this process's memory, and so
+    every env worker's (they sample as the trainer does: :func:`profiler.recording.memory.sampling_settings`),
+    from before the program's first line; whether anything was started. The samples of an earlier
+    run in this process are dropped, so that the dump holds this run's only."""
+    if interval is None and not track_allocations:
+        return False
+    memory.clear_memory()
+    memory.start_sampling(interval=interval, track_allocations=track_allocations)
+    return True
 
 
 def _take_the_live_view_down() -> None:

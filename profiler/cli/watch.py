@@ -11,12 +11,12 @@ the terminal as it was found.
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+from profiler.cli.argument_types import positive_seconds
 from profiler.integrations.live_view import DEFAULT_INTERVAL, DEFAULT_WINDOW, LiveView, file_reader
 
 __all__ = ["add_watch_command", "watch"]
@@ -34,9 +34,9 @@ def add_watch_command(subparsers: Any) -> None:
         "the file to appear; Ctrl-C ends watching. See docs/live.md.",
     )
     parser.add_argument("path", type=Path, help="the run's timers file (RUN_timers.json)")
-    parser.add_argument("--interval", type=_positive_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
+    parser.add_argument("--interval", type=positive_seconds, default=DEFAULT_INTERVAL, metavar="SECONDS",
                         help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g})")
-    parser.add_argument("--window", type=_positive_seconds, default=DEFAULT_WINDOW, metavar="SECONDS",
+    parser.add_argument("--window", type=positive_seconds, default=DEFAULT_WINDOW, metavar="SECONDS",
                         help=f"seconds of run time the windowed figures cover (default {DEFAULT_WINDOW:g})")
     parser.add_argument("--plain", action="store_true",
                         help="one plain line per refresh, even on a terminal")
@@ -59,13 +59,3 @@ def watch(arguments: argparse.Namespace) -> int:
         view.stop()
         signal.signal(signal.SIGTERM, previous)
     return 0
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return value

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from profiler.analysis.device_report import device_blocks
 from profiler.analysis.frames import FrameStat, frame_stats
+from profiler.analysis.memory_advice import made_by_rlprof_run, sampling_advice
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_bytes
 from profiler.analysis.worker_groups import compared_workers
@@ -353,8 +354,8 @@ def _memory_section(tree: dict[str, Any]) -> str:
 
         report = memory_report(tree)
     if report is None or not report.processes:
-        return (heading + '<p class="note">This run did not sample its memory (profile with '
-                "<code>Profiler(sample_rate=N)</code> or <code>profiler.recording.memory.start_sampling</code>)."
+        return (heading + '<p class="note">This run did not sample its memory: '
+                f"{_text(sampling_advice(made_by_rlprof_run(tree)))} to see each process's memory over time."
                 "</p></section>\n")
     rows = "".join(
         f'<tr><td class="name">{_text(process.name)}</td>'

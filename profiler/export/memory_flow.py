@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from profiler.analysis.memory_advice import made_by_rlprof_run, sampling_advice
 from profiler.tree.strict_json import escape_markup, printable_text
 
 __all__ = ["PROCESS_COLORS", "memory_chart", "to_memory_svg"]
@@ -67,8 +68,7 @@ def memory_chart(tree: dict[str, Any]) -> str:
     if not processes:
         parts.append(
             f'<text x="{_WIDTH / 2}" y="{_HEIGHT / 2}" text-anchor="middle" fill="#5c6670">No memory '
-            "samples in this run: profile with Profiler(sample_rate=N) or "
-            "profiler.recording.memory.start_sampling(...)</text>"
+            f"samples in this run: {_text(sampling_advice(made_by_rlprof_run(tree)))}</text>"
         )
         return "".join(parts) + "</svg>"
     moments = [sample[0] for process in processes for sample in process["samples"]]

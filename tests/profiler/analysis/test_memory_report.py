@@ -78,6 +78,19 @@ def test_the_text_says_when_allocations_were_not_tracked():
         memory_report(tree_with([process("trainer", [MIB] * 4)])))
 
 
+def test_a_run_rlprof_run_made_is_told_its_option_for_allocations():
+    tree = {**tree_with([process("trainer", [MIB] * 4)]), "metadata": {"rlprof_run": "train.py"}}
+    assert "not tracked; run it again with rlprof run --memory --track-allocations" in memory_text(memory_report(tree))
+
+
+def test_the_analysis_of_a_run_rlprof_run_made_without_memory_names_its_option():
+    tree = {"name": "root", "total": 1.0, "count": 1, "self": 1.0, "children": [],
+            "metadata": {"rlprof_run": "train.py"}}
+    text = render_analysis(analyze_run(tree), width=200)
+    assert ("Memory: not sampled in this run (run it again with rlprof run --memory to see each process's "
+            "memory over time).") in text
+
+
 # --- in rlprof analyze --------------------------------------------------------------------------
 
 

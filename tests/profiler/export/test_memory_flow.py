@@ -156,3 +156,14 @@ def test_the_report_of_a_run_without_memory_says_how_to_sample_it(fake_clock):
     with hierarchical_timer("step"):
         fake_clock.advance(1.0)
     assert "This run did not sample its memory" in to_html_report(get_timer_tree())
+
+
+def test_a_run_rlprof_run_made_without_memory_is_told_its_option(fake_clock):
+    with hierarchical_timer("step"):
+        fake_clock.advance(1.0)
+    tree = get_timer_tree()
+    tree["metadata"] = {**tree.get("metadata", {}), "rlprof_run": "train.py"}
+    assert "run it again with rlprof run --memory to see each process" in to_html_report(tree)
+    text = render(tree, "memory-svg")
+    assert "No memory samples in this run: run it again with rlprof run --memory" in text
+    parsed(text)

@@ -28,6 +28,7 @@ PROGRAM = """
     import gymnasium as gym
 
     LEAKING_ENV = int(sys.argv[1])  # -1: none leaks
+    CONTEXT = sys.argv[2] if len(sys.argv) > 2 else None  # the workers' start method
 
 
     class KeepsEverything(gym.Wrapper):
@@ -48,7 +49,7 @@ PROGRAM = """
 
 
     if __name__ == "__main__":
-        envs = gym.vector.AsyncVectorEnv([make(0), make(1)])
+        envs = gym.vector.AsyncVectorEnv([make(0), make(1)], context=CONTEXT)
         envs.reset(seed=0)
         for _ in range({steps}):
             envs.step(envs.action_space.sample())
@@ -65,8 +66,8 @@ def rlprof_run(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str
                           cwd=folder, capture_output=True, text=True, timeout=FINISHES_WITHIN)
 
 
-def sampled_run(folder: Path, leaking_env: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = rlprof_run(folder, "--memory=0.1", "train.py", leaking_env)
+def sampled_run(folder: Path, *program_arguments: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    result = rlprof_run(folder, "--memory=0.1", "train.py", *program_arguments)
     assert result.returncode == 0, result.stderr
     return result, load_timing_tree(folder / "out" / "train_timers.json")
 
@@ -99,6 +100,12 @@ def test_the_worker_whose_env_keeps_every_step_is_named_a_leak(leaking_worker):
     (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
     assert leak.evidence["process"] == "worker 1"
     assert leak.evidence["growth_bytes"] >= STEPS * KEPT_PER_STEP / 2
+
+
+def test_workers_started_by_spawn_sample_as_the_trainer_asked(tmp_path):
+    result, tree = sampled_run(tmp_path, "1", "spawn")
+    (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
+    assert leak.evidence["process"] == "worker 1"
 
 
 def test_the_leak_advice_names_rlprof_runs_option_for_allocations(leaking_worker):

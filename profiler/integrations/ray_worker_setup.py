@@ -44,7 +44,8 @@ from typing import Any, Callable
 from profiler.automatic import AutomaticPhases
 from profiler.automatic.post_import import when_imported
 from profiler.multiprocess.payload import snapshot_and_flush
-from profiler.recording import events
+from profiler.recording import events, memory
+from profiler.recording.memory import MemorySampling
 from profiler.timing import timers
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "FLUSH_WAIT_SECONDS", "SHIP_INTERVAL_SECONDS", "WorkerSetup"]
@@ -65,18 +66,22 @@ class WorkerSetup:
     """Ray's ``worker_process_setup_hook`` for a program under ``rlprof run``.
 
     ``address`` and ``authkey`` are where the driver listens (:mod:`.ray_workers`), ``user_hook``
-    the hook the program itself gave ``ray.init`` (a callable or an import path), run after.
+    the hook the program itself gave ``ray.init`` (a callable or an import path), run after;
+    ``memory_sampling`` the driver's (``rlprof run --memory``), which the worker applies as it
+    starts timing, so that its samples travel home with its timers.
     """
 
     __name__ = "rlprof_worker_setup"  # Ray names the hook by it in the job's runtime_env
 
     def __init__(self, address: tuple[str, int], authkey: bytes, record_timeline: bool,
-                 framework_phases: bool, user_hook: Callable[[], Any] | str | None = None) -> None:
+                 framework_phases: bool, user_hook: Callable[[], Any] | str | None = None, *,
+                 memory_sampling: MemorySampling | None = None) -> None:
         self.address = address
         self.authkey = authkey
         self.record_timeline = record_timeline
         self.framework_phases = framework_phases
         self.user_hook = user_hook
+        self.memory_sampling = memory_sampling
 
     def __call__(self) -> None:
         try:
@@ -112,9 +117,11 @@ class _TaskThread:
 class _WorkerProcess:
     """This worker process's end of the channel to the driver, and the threads it ships for."""
 
-    def __init__(self, connection: Connection | None, framework_phases: bool = True) -> None:
+    def __init__(self, connection: Connection | None, framework_phases: bool = True,
+                 memory_sampling: MemorySampling | None = None) -> None:
         self.connection = connection
         self.framework_phases = framework_phases
+        self.memory_sampling = memory_sampling
         self.send_lock = threading.Lock()
         self.threads: dict[int, _TaskThread] = {}
         self.identity_sent = False
@@ -128,6 +135,8 @@ class _WorkerProcess:
         it would be without ``rlprof run``.
         """
         self.instrumented = True
+        if self.memory_sampling is not None:
+            memory.apply_sampling(self.memory_sampling)
         AutomaticPhases(framework_phases=self.framework_phases, stack_sampler=False).start()
         when_imported("gymnasium", _instrument_environments)
 
@@ -208,7 +217,7 @@ def _start_worker(setup: WorkerSetup) -> None:
     global _process
     if setup.record_timeline and not events.is_recording():
         events.start_recording()
-    _process = _WorkerProcess(_connect(setup), setup.framework_phases)
+    _process = _WorkerProcess(_connect(setup), setup.framework_phases, setup.memory_sampling)
     _wrap_ray_tasks(_process)
     if _process.connection is not None:
         threading.Thread(target=_process.listen, name="rlprof-ray-channel", daemon=True).start()

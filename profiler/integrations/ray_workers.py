@@ -39,6 +39,7 @@ from profiler.analysis.text_format import counted
 from profiler.automatic.post_import import PostImportWatch, when_imported
 from profiler.integrations.ray_worker_setup import FLUSH_WAIT_SECONDS, WorkerSetup
 from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.recording import memory
 from profiler.timing import timers
 
 __all__ = ["COMPLETE", "FINAL_WAIT_SECONDS", "MERGER_NAME", "RayWorkers"]
@@ -167,8 +168,10 @@ class RayWorkers:
     def _runtime_env(self, runtime_env: dict[str, Any] | None, address: tuple[str, int]) -> dict[str, Any]:
         """A copy of the program's runtime_env (the program's dict is left as it was) with the hook."""
         extended = dict(runtime_env or {})
+        # The memory sampling in force now (rlprof run --memory), as the envs' workers read it.
         extended[_SETUP_HOOK] = WorkerSetup(address, self._authkey, self.record_timeline,
-                                            self.framework_phases, extended.get(_SETUP_HOOK))
+                                            self.framework_phases, extended.get(_SETUP_HOOK),
+                                            memory_sampling=memory.sampling_settings())
         return extended
 
     # --- the channel: one connection per worker process (its own threads) ------------------------
@@ -369,7 +372,3 @@ class RayWorkers:
 def _holds_env_calls(node: dict[str, Any]) -> bool:
     return node.get("name") in ("env.step", "env.reset") or any(
         _holds_env_calls(child) for child in node.get("children", ()))
-
-
-def counted(count: int, thing: str, things: str | None = None) -> str:
-    return f"{count} {thing if count == 1 else things or thing + 's'}"

@@ -118,3 +118,17 @@ def test_rlprofs_own_ray_code_is_left_to_ship_its_own_timers(ray_cluster, tmp_pa
     update = child(learner, "Learner.update")
     assert [node["name"] for node in update["children"]] == ["backward"]
     assert update["count"] == child(update, "backward")["count"] == 4
+
+
+def test_with_memory_each_timed_ray_worker_samples_its_own(ray_cluster, tmp_path):
+    # rlprof run --memory: every Ray worker process rlprof times samples its memory as the driver
+    # does, and the samples come home with its timers, one memory entry per worker process.
+    profiled = run_python(tmp_path, "-m", "profiler", "run", "--memory=0.1", "--summaries-dir", "out",
+                          str(PROGRAMS / "plain_ray.py"), ray_address=ray_cluster.get_runtime_context().gcs_address)
+    assert profiled.returncode == 0, profiled.stderr
+    tree = load_timing_tree(tmp_path / "out" / "plain_ray_timers.json")
+    sampled = {process["pid"]: process for process in tree["memory"]["processes"]}
+    assert sampled[int(tree["metadata"]["pid"])]["name"] == "trainer"
+    for entry in ray_workers(tree):
+        assert sampled[entry["pid"]]["name"] == f"worker {entry['worker_id']}"
+        assert sampled[entry["pid"]]["samples"]

@@ -36,6 +36,7 @@ from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
 from profiler.analysis.memory_advice import made_by_rlprof_run
+from profiler.analysis.resident_gauges import ResidentGauge, resident_gauges, resident_gauges_text
 from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
 from profiler.analysis.step_time import StepBreakdown, ThreadBlocks, step_breakdowns, steps_in_threads
@@ -147,6 +148,8 @@ class RunAnalysis(Record):
     memory: MemoryReport | None = None
     rlprof_run: bool = False
     """Made by ``rlprof run``: its options, not the API, say how to measure more."""
+    resident: list[ResidentGauge] = field(default_factory=list)
+    """Each process's resident set as the trainer read it (shown where memory was not sampled)."""
     untimed_places: UntimedPlaces | None = None
     untimed_gaps: UntimedGaps | None = None
     workers_untimed: list[WorkerUntimedPlaces] = field(default_factory=list)
@@ -206,6 +209,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         frames=frame_stats(tree),
         memory=_memory_report(tree),
         rlprof_run=made_by_rlprof_run(tree),
+        resident=resident_gauges(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),
         workers_untimed=workers_untimed_places(tree),
@@ -320,6 +324,8 @@ def render_analysis(
         sections.append(frames_as_text(analysis.frames))
     if analysis.memory is None:
         sections.append(memory_not_sampled_text(width, analysis.rlprof_run))
+        if analysis.resident:
+            sections[-1] += "\n" + resident_gauges_text(analysis.resident)
     else:
         from profiler.analysis.memory_report import memory_text
 

@@ -131,12 +131,15 @@ def test_track_allocations_names_the_block_of_the_worker_that_keeps_memory(tmp_p
     assert "Largest Python allocations per block" in result.stderr
 
 
-def test_without_memory_the_analysis_names_the_option(tmp_path):
+def test_without_memory_the_analysis_names_the_option_and_shows_what_the_trainer_read(tmp_path):
     result = rlprof_run(tmp_path, "train.py", "-1")
     assert result.returncode == 0, result.stderr
     assert "memory" not in load_timing_tree(tmp_path / "out" / "train_timers.json")
     assert "run it again with rlprof run --memory to see each process's memory over time" in " ".join(
         result.stderr.split())
+    resident = result.stderr.split("Resident memory as the trainer read it, once a second:\n", 1)[1]
+    rows = resident.splitlines()[1:4]  # under the column names
+    assert [row.rsplit("  ", 1)[1] for row in rows] == ["trainer", "worker 0", "worker 1"]
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])

@@ -35,7 +35,7 @@ from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
-from profiler.analysis.memory_advice import made_by_rlprof_run
+from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run
 from profiler.analysis.resident_gauges import ResidentGauge, resident_gauges, resident_gauges_text
 from profiler.analysis.device_report import device_document, device_text
 from profiler.analysis.run_measurements import read_measurements
@@ -188,7 +188,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         rows = [row for row in rows if row.domain == options.domain]
     if options.grouped:
         rows = aggregate_blocks(rows, options.aggregate_by, options.aggregate or "sum")
-    order = blocks_order(rows, options, has_operators=bool(tree.get("operators")))
+    order = blocks_order(rows, options, has_operators=bool(tree.get("operators")), rlprof_run=made_by_rlprof_run(tree))
     matched = _selected(rows, options, order)
     measurements = read_measurements(tree)
     breakdowns = step_breakdowns(tree, measurements)
@@ -257,14 +257,18 @@ def _operators_document(report: OperatorReport) -> dict[str, Any] | None:
     return operators_document(report)
 
 
-def blocks_order(rows: list[BlockStat], options: AnalyzeOptions, has_operators: bool) -> str:
+def blocks_order(rows: list[BlockStat], options: AnalyzeOptions, has_operators: bool, rlprof_run: bool = False) -> str:
     """The order of the block table: the one asked for, or ``total`` for a key MegEngine orders
     its operators by that the blocks lack (FLOPs, device time, memory untracked), so that the
-    command orders the operators instead of refusing."""
+    command orders the operators instead of refusing. Refused, saying how to measure it in the
+    run's own terms (``rlprof_run``: a dump ``rlprof run`` made), where nothing has the key."""
     order = options.ordered_by
     if order in OPERATOR_ONLY_ORDER_KEYS and not has_operators:
         raise ValueError(f"cannot order by {order!r}: only operators have it, and this run recorded none "
                          "(profile with Profiler(record_operators=True), or read an Nsight capture)")
+    if order == "memory" and not has_operators and not has_allocations(rows):
+        raise ValueError(f"cannot order by 'memory': this run did not track its blocks' allocations "
+                         f"({allocations_advice(rlprof_run)})")
     if order in OPERATOR_ONLY_ORDER_KEYS or (order == "memory" and has_operators and not has_allocations(rows)):
         return "total"
     return order

@@ -139,3 +139,12 @@ def test_ordering_by_memory_without_tracked_allocations_is_refused():
         pass
     with pytest.raises(ValueError, match="did not track its blocks' allocations"):
         analyze_run(get_timer_tree(), AnalyzeOptions(order_by="memory"))
+
+
+def test_ordering_a_run_rlprof_run_made_by_memory_without_allocations_names_its_option():
+    with hierarchical_timer("step"):
+        pass
+    tree = get_timer_tree()
+    tree["metadata"] = {**tree.get("metadata", {}), "rlprof_run": "train.py"}
+    with pytest.raises(ValueError, match="run it again with rlprof run --memory --track-allocations"):
+        analyze_run(tree, AnalyzeOptions(order_by="memory"))

@@ -100,7 +100,8 @@ def test_the_worker_table_says_no_vector_step_joins_started_processes(tmp_path):
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_a_started_process_names_where_its_time_outside_env_calls_went(tmp_path, context):
-    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments(context, "--steps", "600"))
+    # Long enough for several looks of each worker's sampler (one each 100 ms) on a loaded machine.
+    tree, _ = run_rlprof(tmp_path, POOL, "timed.npy", *pool_arguments(context, "--steps", "3000"))
     for worker in tree["workers"]:
         places = worker["untimed_samples"]["places"]
         assert {place["function"] for place in places} <= {"worker"}

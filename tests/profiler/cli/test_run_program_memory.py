@@ -27,7 +27,7 @@ PROGRAM = """
 
     import gymnasium as gym
 
-    LEAKING_ENV = int(sys.argv[1])  # -1: none leaks
+    LEAKING = sys.argv[1]  # the env that keeps every step's data (0 or 1), "trainer", or "none"
     CONTEXT = sys.argv[2] if len(sys.argv) > 2 else None  # the workers' start method
 
 
@@ -44,15 +44,18 @@ PROGRAM = """
     def make(index):
         def thunk():
             env = gym.make("CartPole-v1")
-            return KeepsEverything(env) if index == LEAKING_ENV else env
+            return KeepsEverything(env) if LEAKING == str(index) else env
         return thunk
 
 
     if __name__ == "__main__":
         envs = gym.vector.AsyncVectorEnv([make(0), make(1)], context=CONTEXT)
         envs.reset(seed=0)
+        kept = []
         for _ in range({steps}):
             envs.step(envs.action_space.sample())
+            if LEAKING == "trainer":
+                kept.append(b"x" * {kept})
             time.sleep(0.02)
         envs.close()
         print("done")
@@ -79,7 +82,7 @@ def leaking_worker(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def nothing_leaks(tmp_path_factory):
-    return sampled_run(tmp_path_factory.mktemp("steady"), "-1")
+    return sampled_run(tmp_path_factory.mktemp("steady"), "none")
 
 
 def test_the_program_runs_as_under_python(leaking_worker):
@@ -99,6 +102,13 @@ def test_the_worker_whose_env_keeps_every_step_is_named_a_leak(leaking_worker):
     _, tree = leaking_worker
     (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
     assert leak.evidence["process"] == "worker 1"
+    assert leak.evidence["growth_bytes"] >= STEPS * KEPT_PER_STEP / 2
+
+
+def test_a_trainer_that_keeps_every_steps_data_is_named_a_leak(tmp_path):
+    _, tree = sampled_run(tmp_path, "trainer")
+    (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
+    assert leak.evidence["process"] == "trainer"
     assert leak.evidence["growth_bytes"] >= STEPS * KEPT_PER_STEP / 2
 
 
@@ -132,7 +142,7 @@ def test_track_allocations_names_the_block_of_the_worker_that_keeps_memory(tmp_p
 
 
 def test_without_memory_the_analysis_names_the_option_and_shows_what_the_trainer_read(tmp_path):
-    result = rlprof_run(tmp_path, "train.py", "-1")
+    result = rlprof_run(tmp_path, "train.py", "none")
     assert result.returncode == 0, result.stderr
     assert "memory" not in load_timing_tree(tmp_path / "out" / "train_timers.json")
     assert "run it again with rlprof run --memory to see each process's memory over time" in " ".join(
@@ -144,7 +154,7 @@ def test_without_memory_the_analysis_names_the_option_and_shows_what_the_trainer
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
 def test_a_bad_memory_interval_is_a_one_line_error_before_anything_runs(tmp_path, value):
-    result = rlprof_run(tmp_path, f"--memory={value}", "train.py", "-1")
+    result = rlprof_run(tmp_path, f"--memory={value}", "train.py", "none")
     assert (result.returncode, result.stdout) == (2, "")
     assert "--memory" in result.stderr and "seconds" in result.stderr
     assert "Traceback" not in result.stderr

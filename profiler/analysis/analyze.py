@@ -188,7 +188,8 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         rows = [row for row in rows if row.domain == options.domain]
     if options.grouped:
         rows = aggregate_blocks(rows, options.aggregate_by, options.aggregate or "sum")
-    order = blocks_order(rows, options, has_operators=bool(tree.get("operators")), rlprof_run=made_by_rlprof_run(tree))
+    rlprof_run = made_by_rlprof_run(tree)
+    order = blocks_order(rows, options, has_operators=bool(tree.get("operators")), rlprof_run=rlprof_run)
     matched = _selected(rows, options, order)
     measurements = read_measurements(tree)
     breakdowns = step_breakdowns(tree, measurements)
@@ -208,7 +209,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         other_managers=other_managers(tree),
         frames=frame_stats(tree),
         memory=_memory_report(tree),
-        rlprof_run=made_by_rlprof_run(tree),
+        rlprof_run=rlprof_run,
         resident=resident_gauges(tree),
         untimed_places=untimed_places(tree),
         untimed_gaps=untimed_gaps(tree),

@@ -48,6 +48,7 @@ def test_the_analysis_shows_them_where_memory_was_not_sampled():
 def test_the_memory_samples_stand_in_their_place_where_memory_was_sampled():
     samples = {"unit": "bytes", "clock": "perf_counter", "processes": [
         {"pid": 7, "name": "trainer", "clock_offset": 0.0, "stride": 1, "samples": [[0.0, MIB, None]], "blocks": []}]}
-    text = render_analysis(analyze_run(tree_with({"resources.trainer.rss_mb": gauge(50.0, 40.0, 60.0)}, memory=samples)))
+    tree = tree_with({"resources.trainer.rss_mb": gauge(50.0, 40.0, 60.0)}, memory=samples)
+    text = render_analysis(analyze_run(tree))
     assert "Memory per process (resident set, sampled)" in text
     assert "Resident memory as the trainer read it" not in text

@@ -19,7 +19,7 @@ from profiler.analysis.verdicts import MEMORY_LEAK, judge_run
 
 FINISHES_WITHIN = 180  # seconds: generous, for a loaded machine; no test checks a duration
 STEPS = 150
-KEPT_PER_STEP = 1_000_000  # bytes a leaking env keeps from each step: 150 MB over the run
+KEPT_PER_STEP = 1_000_000  # bytes the leaking env (or trainer) keeps from each step: 150 MB over the run
 
 PROGRAM = """
     import sys

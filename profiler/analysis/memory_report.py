@@ -111,18 +111,21 @@ class MemoryReport:
         return any(process.blocks for process in self.processes)
 
 
-def memory_report(tree: dict[str, Any]) -> MemoryReport | None:
+def memory_report(tree: dict[str, Any], during: tuple[float, float] | None = None) -> MemoryReport | None:
     """The memory figures of a normalized tree (see :func:`profiler.load_timing_tree`); None when
-    it has no ``memory`` section."""
+    it has no ``memory`` section. ``during``: only the samples taken from its start to its end (on
+    the timeline's clock, as the samples are), the training loop's, say."""
     section = tree.get("memory")
     if not section:
         return None
-    return MemoryReport(tuple(_process_figures(process) for process in section["processes"]),
+    return MemoryReport(tuple(_process_figures(process, during) for process in section["processes"]),
                         rlprof_run=made_by_rlprof_run(tree))
 
 
-def _process_figures(process: dict[str, Any]) -> ProcessMemoryFigures:
+def _process_figures(process: dict[str, Any], during: tuple[float, float] | None = None) -> ProcessMemoryFigures:
     samples = sorted(process.get("samples", []), key=lambda sample: sample[0])
+    if during is not None:
+        samples = [sample for sample in samples if during[0] <= sample[0] <= during[1]]
     resident = [sample[1] for sample in samples]
     unique = [sample[2] for sample in samples if sample[2] is not None]
     name = str(process["name"])

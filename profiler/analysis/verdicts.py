@@ -937,20 +937,25 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
         return []
     from profiler.analysis.memory_report import memory_report
 
-    report = memory_report(run.tree)
+    # Judged over the training loop where the timeline tells it: the start-up's imports and the
+    # model's and buffers' construction grow a process too (importing torch, some 300 MiB), once.
+    gaps = untimed_gaps(run.tree)
+    loop = (gaps.loop_start, gaps.loop_end) if gaps is not None and gaps.loop_end > gaps.loop_start else None
+    report = memory_report(run.tree, during=loop)
     if report is None:
         return []
     verdicts = []
     for process in report.processes:
         if process.samples < LEAK_MIN_SAMPLES:
             if process.samples > 1 and process.growth_bytes >= LEAK_MIN_GROWTH_BYTES:
+                during = " during the training loop" if loop is not None else ""
                 run.cannot_tell.append(
-                    f"whether {process.name}'s memory leaks: it grew {format_bytes(process.growth_bytes)} "
-                    f"but has only {process.samples} samples (a trend needs {LEAK_MIN_SAMPLES}; sample "
+                    f"whether {process.name}'s memory leaks: it grew {format_bytes(process.growth_bytes)}{during} "
+                    f"but has only {process.samples} samples there (a trend needs {LEAK_MIN_SAMPLES}; sample "
                     "more often)")
             continue
         if _grows_steadily(process):
-            verdicts.append(_leak_verdict(run, process))
+            verdicts.append(_leak_verdict(run, process, over_the_loop=loop is not None))
     return verdicts
 
 
@@ -963,7 +968,7 @@ def _grows_steadily(process: ProcessMemoryFigures) -> bool:
     return all(later - earlier >= least_rise for earlier, later in zip(medians, medians[1:]))
 
 
-def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
+def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool) -> Verdict:
     kept = sorted((block for block in process.blocks if block.net_bytes > 0),
                   key=lambda block: (-block.net_bytes, block.path))[:LEAK_TOP_BLOCKS]
     rate = process.bytes_per_minute
@@ -978,6 +983,7 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
         "growth_bytes_per_minute": rate,
         "quarter_median_bytes": list(process.quarter_medians),
         "leak_from_bytes": max(LEAK_MIN_GROWTH_BYTES, int(LEAK_MIN_GROWTH_SHARE * process.first_bytes)),
+        "judged_over": "training loop" if over_the_loop else "run",
     }
     if kept:
         evidence["blocks_keeping_most"] = [{"block": block.label, "net_bytes": block.net_bytes,
@@ -990,13 +996,16 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures) -> Verdict:
     owner = ("its env keeps from every step (an episode history, an info log, a replay list, a "
              "cache without a bound)" if process.name.startswith("worker")
              else "the trainer keeps from every step (losses kept as tensors with their graphs, a "
-             "history or a cache without a bound)")
+             "history or a cache without a bound; a replay buffer still filling grows so too, up to "
+             "its size)")
     per_minute = f" ({format_bytes(rate)} a minute)" if rate is not None else ""
+    ended = (" over the training loop, and was still growing when it ended" if over_the_loop
+             else ", and was still growing when the run ended")
     return run.verdict(
         MEMORY_LEAK,
         f"{process.name} leaks memory: it grew steadily by {format_bytes(process.growth_bytes)}"
         f"{per_minute}, from {format_bytes(process.quarter_medians[0])} to "
-        f"{format_bytes(process.quarter_medians[-1])}, and was still growing when the run ended",
+        f"{format_bytes(process.quarter_medians[-1])}{ended}",
         0.0, evidence,
         f"Find what {owner}; a run that keeps this up ends out of memory. {where}")
 

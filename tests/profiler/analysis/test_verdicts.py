@@ -538,6 +538,36 @@ def test_a_leak_without_allocation_tracking_says_how_to_find_the_block(plain):
     assert "track_allocations=True" in leak.suggestion
 
 
+def a_run_whose_loop_is(first_second, steps, total):
+    """A run of ``total`` seconds whose training loop is ``steps`` vector steps, one a second from
+    ``first_second`` on."""
+    spans = [["vector.step", first_second + step, first_second + step + 0.5] for step in range(steps)]
+    return timeline_tree(spans, total)
+
+
+def test_the_start_ups_growth_before_a_flat_loop_is_no_leak():
+    # Imports and building the model grow the process by 300 MiB; the loop's ten samples are flat.
+    start_up = steady(50 * MIB, 300 * MIB, samples=30)
+    tree = with_memory(a_run_whose_loop_is(30, steps=10, total=41), "trainer", start_up + [350 * MIB] * 10)
+    assert not judge_run(tree).of_kind(MEMORY_LEAK)
+
+
+def test_growth_inside_the_loop_is_judged_on_the_loops_samples_only():
+    resident = [50 * MIB] * 10 + steady(60 * MIB, 60 * MIB, samples=20) + [200 * MIB] * 5
+    tree = with_memory(a_run_whose_loop_is(10, steps=20, total=36), "worker 0", resident)
+    (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
+    assert leak.evidence["judged_over"] == "training loop"
+    assert leak.evidence["samples"] == 20  # seconds 10 to 29: the loop's, not the end's jump
+    assert leak.evidence["growth_bytes"] < 60 * MIB
+    assert leak.title.endswith("over the training loop, and was still growing when it ended")
+
+
+def test_a_trainer_leak_names_a_replay_buffer_still_filling_among_the_causes(plain):
+    (leak,) = judge_run(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB))).of_kind(MEMORY_LEAK)
+    assert "a replay buffer still filling grows so too, up to its size" in leak.suggestion
+    assert leak.evidence["judged_over"] == "run"  # no timeline of steps: the whole run
+
+
 def test_only_the_leaking_process_is_named(plain):
     tree = with_memory(plain, "worker 0", [100 * MIB] * 40)
     tree = with_memory(tree, "worker 1", steady(100 * MIB, 60 * MIB))

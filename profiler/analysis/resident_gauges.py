@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from profiler.analysis.text_format import format_bytes
+from profiler.records import Record
 
 __all__ = ["ResidentGauge", "resident_gauges", "resident_gauges_text"]
 
@@ -23,8 +23,7 @@ _GAUGE = re.compile(r"^resources\.(?P<process>trainer|worker_(?P<index>\d+))\.rs
 _MEBIBYTE = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class ResidentGauge:
+class ResidentGauge(Record):
     """One process's resident set as the trainer read it, in bytes."""
 
     process: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["allocations_advice", "made_by_rlprof_run", "sampling_advice"]
+__all__ = ["allocations_advice", "made_by_rlprof_run", "more_samples_advice", "sampling_advice"]
 
 RUN_METADATA = "rlprof_run"
 """The metadata key ``rlprof run`` sets to the program it ran."""
@@ -29,3 +29,10 @@ def allocations_advice(rlprof_run: bool) -> str:
         return "run it again with rlprof run --memory --track-allocations"
     return ("profile with track_allocations=True (Profiler(track_allocations=True) or "
             "profiler.recording.memory.start_sampling(track_allocations=True))")
+
+
+def more_samples_advice(rlprof_run: bool) -> str:
+    """What samples more often, for a run whose samples were too few to tell a trend."""
+    if rlprof_run:
+        return "sample more often: rlprof run --memory=SECONDS, fewer seconds than this run's"
+    return "sample more often"

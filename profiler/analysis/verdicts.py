@@ -90,7 +90,7 @@ from typing import TYPE_CHECKING, Any
 from profiler.analysis.block_stats import walk_nodes
 from profiler.analysis.machine_figures import MachineFigures, read_machine_figures
 from profiler.analysis.device_report import GPU_IDLE, LAUNCH_ONLY, device_verdicts
-from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run
+from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run, more_samples_advice
 from profiler.analysis.machine_verdicts import (
     CPU_MIN_COST_SHARE,
     GIL_CONTENTION,
@@ -951,8 +951,8 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
                 during = " during the training loop" if loop is not None else ""
                 run.cannot_tell.append(
                     f"whether {process.name}'s memory leaks: it grew {format_bytes(process.growth_bytes)}{during} "
-                    f"but has only {process.samples} samples there (a trend needs {LEAK_MIN_SAMPLES}; sample "
-                    "more often)")
+                    f"but has only {process.samples} samples there (a trend needs {LEAK_MIN_SAMPLES}; "
+                    f"{more_samples_advice(made_by_rlprof_run(run.tree))})")
             continue
         if _grows_steadily(process):
             verdicts.append(_leak_verdict(run, process, over_the_loop=loop is not None))

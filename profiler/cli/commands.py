@@ -476,7 +476,8 @@ def _add_watch(subparsers: Any) -> None:
 
 MEMORY_INTERVAL_SECONDS = 1.0
 """``rlprof run --memory``'s seconds between two samples of a process's memory: an hour's run
-keeps 3,600 per process, and a leak shows within its first ten seconds (a trend needs 8)."""
+keeps 3,600 per process, and a leak shows once the training loop has run ten seconds (the
+``memory_leak`` verdict reads a trend from 8 of the loop's samples)."""
 
 
 def _add_run(subparsers: Any) -> None:

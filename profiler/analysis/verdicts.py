@@ -234,6 +234,15 @@ the mean rise per quarter. A warm-up rises in the first quarter and then stays f
 LEAK_MIN_SAMPLES = 8
 """Fewer samples than this say nothing about a trend."""
 
+REPLAY_BUFFER_GAUGE = "sb3.replay_buffer.filled_mb"
+"""The gauge ``rlprof run`` sets, while memory is sampled, to the MiB of a Stable-Baselines3
+replay buffer's arrays filled so far (``profiler.automatic.sb3_phases``)."""
+
+REPLAY_BUFFER_SLACK = 1.5
+"""A trainer whose growth is at most this many times what its replay buffer filled meanwhile is not
+named a leak: the buffer's pages, resident as it fills, are most of it (the rest: the arrays made
+to sample batches, the allocator's slack)."""
+
 LEAK_TOP_BLOCKS = 3
 """How many of the leaking process's blocks (by bytes kept) a memory_leak verdict names."""
 
@@ -954,9 +963,26 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
                     f"but has only {process.samples} samples there (a trend needs {LEAK_MIN_SAMPLES}; "
                     f"{more_samples_advice(made_by_rlprof_run(run.tree))})")
             continue
-        if _grows_steadily(process):
-            verdicts.append(_leak_verdict(run, process, over_the_loop=loop is not None))
+        if not _grows_steadily(process):
+            continue
+        buffer_growth = _replay_buffer_growth(run.tree) if process.name == "trainer" else 0.0
+        if process.growth_bytes <= REPLAY_BUFFER_SLACK * buffer_growth:
+            run.cannot_tell.append(
+                f"whether the trainer's memory leaks: it grew {format_bytes(process.growth_bytes)} while "
+                f"its replay buffer filled {format_bytes(buffer_growth)} (Stable-Baselines3 allocates it "
+                "with zeros, whose pages become resident as it fills): a buffer stops growing once full")
+            continue
+        verdicts.append(_leak_verdict(run, process, over_the_loop=loop is not None, buffer_growth=buffer_growth))
     return verdicts
+
+
+def _replay_buffer_growth(tree: dict[str, Any]) -> float:
+    """The bytes of its replay buffer that a Stable-Baselines3 program filled while its memory was
+    sampled: the :data:`REPLAY_BUFFER_GAUGE`'s highest reading less its lowest (0 without one)."""
+    gauge = (tree.get("gauges") or {}).get(REPLAY_BUFFER_GAUGE)
+    if gauge is None or not (math.isfinite(gauge["max"]) and math.isfinite(gauge["min"])):
+        return 0.0
+    return max(gauge["max"] - gauge["min"], 0.0) * 1024 * 1024
 
 
 def _grows_steadily(process: ProcessMemoryFigures) -> bool:
@@ -968,7 +994,7 @@ def _grows_steadily(process: ProcessMemoryFigures) -> bool:
     return all(later - earlier >= least_rise for earlier, later in zip(medians, medians[1:]))
 
 
-def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool) -> Verdict:
+def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool, buffer_growth: float) -> Verdict:
     kept = sorted((block for block in process.blocks if block.net_bytes > 0),
                   key=lambda block: (-block.net_bytes, block.path))[:LEAK_TOP_BLOCKS]
     rate = process.bytes_per_minute
@@ -985,6 +1011,11 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool)
         "leak_from_bytes": max(LEAK_MIN_GROWTH_BYTES, int(LEAK_MIN_GROWTH_SHARE * process.first_bytes)),
         "judged_over": "training loop" if over_the_loop else "run",
     }
+    buffer_part = ""
+    if buffer_growth > 0:
+        evidence["replay_buffer_filled_bytes"] = buffer_growth
+        buffer_part = (f" Its replay buffer filled {format_bytes(buffer_growth)} of that growth; the other "
+                       f"{format_bytes(process.growth_bytes - buffer_growth)} is what to look for.")
     if kept:
         evidence["blocks_keeping_most"] = [{"block": block.label, "net_bytes": block.net_bytes,
                                             "calls": block.calls} for block in kept]
@@ -1007,7 +1038,7 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool)
         f"{per_minute}, from {format_bytes(process.quarter_medians[0])} to "
         f"{format_bytes(process.quarter_medians[-1])}{ended}",
         0.0, evidence,
-        f"Find what {owner}; a run that keeps this up ends out of memory. {where}")
+        f"Find what {owner}; a run that keeps this up ends out of memory.{buffer_part} {where}")
 
 
 def _json_ready(value: Any) -> Any:

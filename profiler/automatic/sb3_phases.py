@@ -14,6 +14,12 @@ method back.
 
 Only the algorithms SB3 ships (imported with ``stable_baselines3``) are wrapped; an algorithm the
 program derives keeps its own ``train`` and ``collect_rollouts`` untimed unless it calls SB3's.
+
+While memory is sampled (``rlprof run --memory``), each ``collect_rollouts`` of an algorithm with a
+replay buffer (DQN, SAC, TD3...) also sets the gauge :data:`REPLAY_BUFFER_GAUGE`: the MiB of the
+buffer's arrays that hold transitions so far. SB3 allocates them with ``np.zeros``, whose pages
+become resident only as the buffer fills, so the trainer grows by about that much until it is
+full, which the ``memory_leak`` verdict must not call a leak.
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ from types import ModuleType
 from typing import Any
 
 from profiler.automatic.torch_phases import inside_model_call, inside_update
+from profiler.recording import memory
 from profiler.timing import timers
 
-__all__ = ["EVALUATION_BLOCK", "install_sb3_phases", "uninstall_sb3_phases"]
+__all__ = ["EVALUATION_BLOCK", "REPLAY_BUFFER_GAUGE", "install_sb3_phases", "uninstall_sb3_phases"]
 
 _ALGORITHM_METHODS = ("collect_rollouts", "train")
 _POLICY_METHODS = ("predict", "evaluate_actions", "predict_values")
 EVALUATION_BLOCK = "evaluate_policy"
+REPLAY_BUFFER_GAUGE = "sb3.replay_buffer.filled_mb"
+_MEBIBYTE = 1024 * 1024
 _restore: list[tuple[Any, str, Any, Any]] = []  # (class or module, attribute, original, wrapper)
 
 
@@ -112,6 +121,14 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))), inside_update():
                 return original(self, *args, **kwargs)
+    elif name == "collect_rollouts":
+        @functools.wraps(original)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))):
+                rollout = original(self, *args, **kwargs)
+            if memory.is_sampling():
+                _gauge_replay_buffer(getattr(self, "replay_buffer", None))
+            return rollout
     else:
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -119,3 +136,18 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
                 return original(self, *args, **kwargs)
     setattr(cls, name, wrapper)
     _restore.append((cls, name, original, wrapper))
+
+
+def _gauge_replay_buffer(buffer: Any) -> None:
+    """Set :data:`REPLAY_BUFFER_GAUGE` to the MiB of ``buffer``'s arrays filled so far (its arrays'
+    bytes times the share of its slots written); nothing for an algorithm without one (PPO, A2C)."""
+    slots = getattr(buffer, "buffer_size", 0)
+    if not isinstance(slots, int) or slots <= 0:
+        return
+    import numpy  # SB3's own dependency, imported with it
+    filled = 1.0 if getattr(buffer, "full", False) else min(getattr(buffer, "pos", 0) / slots, 1.0)
+    allocated = 0
+    for value in vars(buffer).values():
+        arrays = value.values() if isinstance(value, dict) else (value,)  # a DictReplayBuffer's observations
+        allocated += sum(array.nbytes for array in arrays if isinstance(array, numpy.ndarray))
+    timers.set_gauge(REPLAY_BUFFER_GAUGE, allocated * filled / _MEBIBYTE)

@@ -23,6 +23,7 @@ from profiler.analysis.verdicts import (
     LEAK_MIN_GROWTH_BYTES,
     LEAK_MIN_SAMPLES,
     MEMORY_LEAK,
+    REPLAY_BUFFER_GAUGE,
     STRAGGLER,
     STRAGGLER_LAST_SHARE_BEYOND_FAIR,
     TRAINER_BOUND,
@@ -566,6 +567,31 @@ def test_a_trainer_leak_names_a_replay_buffer_still_filling_among_the_causes(pla
     (leak,) = judge_run(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB))).of_kind(MEMORY_LEAK)
     assert "a replay buffer still filling grows so too, up to its size" in leak.suggestion
     assert leak.evidence["judged_over"] == "run"  # no timeline of steps: the whole run
+
+
+def with_replay_buffer(tree, lowest_mib, highest_mib):
+    tree.setdefault("gauges", {})[REPLAY_BUFFER_GAUGE] = {"value": highest_mib, "min": lowest_mib,
+                                                          "max": highest_mib, "count": 100}
+    return tree
+
+
+def test_a_trainer_that_grows_by_what_its_replay_buffer_filled_is_not_called_leaking(plain):
+    tree = with_replay_buffer(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB)), 1, 35)
+    verdicts = judge_run(tree)
+    assert not verdicts.of_kind(MEMORY_LEAK)
+    assert any("while its replay buffer filled 34.0 MiB" in line for line in verdicts.cannot_tell)
+
+
+def test_a_trainer_that_grows_well_beyond_its_replay_buffer_is_named_with_the_buffers_part(plain):
+    tree = with_replay_buffer(with_memory(plain, "trainer", steady(100 * MIB, 90 * MIB)), 0, 30)
+    (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
+    assert leak.evidence["replay_buffer_filled_bytes"] == 30 * MIB
+    assert "Its replay buffer filled 30.0 MiB of that growth" in leak.suggestion
+
+
+def test_a_workers_growth_is_not_set_against_the_trainers_replay_buffer(plain):
+    tree = with_replay_buffer(with_memory(plain, "worker 0", steady(100 * MIB, 40 * MIB)), 0, 100)
+    assert judge_run(tree).of_kind(MEMORY_LEAK)
 
 
 def test_only_the_leaking_process_is_named(plain):

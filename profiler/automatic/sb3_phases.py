@@ -142,12 +142,14 @@ def _gauge_replay_buffer(buffer: Any) -> None:
     """Set :data:`REPLAY_BUFFER_GAUGE` to the MiB of ``buffer``'s arrays filled so far (its arrays'
     bytes times the share of its slots written); nothing for an algorithm without one (PPO, A2C)."""
     slots = getattr(buffer, "buffer_size", 0)
-    if not isinstance(slots, int) or slots <= 0:
-        return
+    position = getattr(buffer, "pos", 0)
+    if not isinstance(slots, int) or slots <= 0 or not isinstance(position, int):
+        return  # none, or a buffer of another shape than SB3's: the program's run goes on untouched
     import numpy  # SB3's own dependency, imported with it
-    filled = 1.0 if getattr(buffer, "full", False) else min(getattr(buffer, "pos", 0) / slots, 1.0)
+
+    filled = 1.0 if getattr(buffer, "full", False) else min(position / slots, 1.0)
     allocated = 0
-    for value in vars(buffer).values():
+    for value in getattr(buffer, "__dict__", {}).values():
         arrays = value.values() if isinstance(value, dict) else (value,)  # a DictReplayBuffer's observations
         allocated += sum(array.nbytes for array in arrays if isinstance(array, numpy.ndarray))
     timers.set_gauge(REPLAY_BUFFER_GAUGE, allocated * filled / _MEBIBYTE)

@@ -15,11 +15,13 @@ method back.
 Only the algorithms SB3 ships (imported with ``stable_baselines3``) are wrapped; an algorithm the
 program derives keeps its own ``train`` and ``collect_rollouts`` untimed unless it calls SB3's.
 
-While memory is sampled (``rlprof run --memory``), each ``collect_rollouts`` of an algorithm with a
-replay buffer (DQN, SAC, TD3...) also sets the gauge :data:`REPLAY_BUFFER_GAUGE`: the MiB of the
-buffer's arrays that hold transitions so far. SB3 allocates them with ``np.zeros``, whose pages
-become resident only as the buffer fills, so the trainer grows by about that much until it is
-full, which the ``memory_leak`` verdict must not call a leak.
+Where memory is sampled when SB3 is imported (``rlprof run --memory`` samples from before the
+program's first line), SB3's replay buffers (``ReplayBuffer`` and the subclasses it ships: what
+DQN, SAC and TD3 fill, and what CleanRL's off-policy scripts use directly) also set the gauge
+:data:`REPLAY_BUFFER_GAUGE` every :data:`GAUGE_EVERY_ADDS` ``add`` s: the MiB of the buffer's arrays
+that hold transitions so far. SB3 allocates them with ``np.zeros``, whose pages become resident
+only as the buffer fills, so the trainer grows by about that much until it is full, which the
+``memory_leak`` verdict must not call a leak. Without memory sampling, ``add`` is left alone.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ _ALGORITHM_METHODS = ("collect_rollouts", "train")
 _POLICY_METHODS = ("predict", "evaluate_actions", "predict_values")
 EVALUATION_BLOCK = "evaluate_policy"
 REPLAY_BUFFER_GAUGE = "sb3.replay_buffer.filled_mb"
+GAUGE_EVERY_ADDS = 256
+"""A replay buffer sets its gauge once this many ``add`` s (and when it wraps round)."""
 _MEBIBYTE = 1024 * 1024
 _restore: list[tuple[Any, str, Any, Any]] = []  # (class or module, attribute, original, wrapper)
 
@@ -57,6 +61,8 @@ def install_sb3_phases(stable_baselines3: ModuleType) -> None:
         for name in _POLICY_METHODS:
             _wrap(cls, name, model_call=True)
     _wrap_evaluation()
+    if memory.is_sampling():
+        _wrap_replay_buffers()
 
 
 def uninstall_sb3_phases() -> None:
@@ -121,14 +127,6 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
             with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))), inside_update():
                 return original(self, *args, **kwargs)
-    elif name == "collect_rollouts":
-        @functools.wraps(original)
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with timers.hierarchical_timer(block_names.get(type(self)) or block_name(type(self))):
-                rollout = original(self, *args, **kwargs)
-            if memory.is_sampling():
-                _gauge_replay_buffer(getattr(self, "replay_buffer", None))
-            return rollout
     else:
         @functools.wraps(original)
         def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -138,9 +136,34 @@ def _wrap(cls: type, name: str, *, model_call: bool) -> None:
     _restore.append((cls, name, original, wrapper))
 
 
+def _wrap_replay_buffers() -> None:
+    """``add`` of SB3's ``ReplayBuffer`` and of each shipped subclass that has its own, followed by
+    the gauge every :data:`GAUGE_EVERY_ADDS` transitions."""
+    from stable_baselines3.common.buffers import ReplayBuffer
+
+    for cls in [ReplayBuffer, *_shipped_subclasses(ReplayBuffer)]:
+        original = cls.__dict__.get("add")
+        if original is not None:
+            wrapper = _gauged_add(original)
+            setattr(cls, "add", wrapper)
+            _restore.append((cls, "add", original, wrapper))
+
+
+def _gauged_add(original: Any) -> Any:
+    @functools.wraps(original)
+    def add(self: Any, *args: Any, **kwargs: Any) -> Any:
+        added = original(self, *args, **kwargs)
+        position = getattr(self, "pos", None)
+        if isinstance(position, int) and position % GAUGE_EVERY_ADDS == 0:
+            _gauge_replay_buffer(self)
+        return added
+
+    return add
+
+
 def _gauge_replay_buffer(buffer: Any) -> None:
     """Set :data:`REPLAY_BUFFER_GAUGE` to the MiB of ``buffer``'s arrays filled so far (its arrays'
-    bytes times the share of its slots written); nothing for an algorithm without one (PPO, A2C)."""
+    bytes times the share of its slots written)."""
     slots = getattr(buffer, "buffer_size", 0)
     position = getattr(buffer, "pos", 0)
     if not isinstance(slots, int) or slots <= 0 or not isinstance(position, int):

@@ -35,7 +35,7 @@ from profiler.automatic.torch_phases import inside_model_call, inside_update
 from profiler.recording import memory
 from profiler.timing import timers
 
-__all__ = ["EVALUATION_BLOCK", "REPLAY_BUFFER_GAUGE", "install_sb3_phases", "uninstall_sb3_phases"]
+__all__ = ["EVALUATION_BLOCK", "GAUGE_EVERY_ADDS", "REPLAY_BUFFER_GAUGE", "install_sb3_phases", "uninstall_sb3_phases"]
 
 _ALGORITHM_METHODS = ("collect_rollouts", "train")
 _POLICY_METHODS = ("predict", "evaluate_actions", "predict_values")

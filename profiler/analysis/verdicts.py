@@ -239,9 +239,9 @@ REPLAY_BUFFER_GAUGE = "sb3.replay_buffer.filled_mb"
 replay buffer's arrays filled so far (``profiler.automatic.sb3_phases``)."""
 
 REPLAY_BUFFER_SLACK = 1.5
-"""A trainer whose growth is at most this many times what its replay buffer filled meanwhile is not
-named a leak: the buffer's pages, resident as it fills, are most of it (the rest: the arrays made
-to sample batches, the allocator's slack)."""
+"""A trainer whose rise (its first sample to its last) is at most this many times what its replay
+buffer filled meanwhile is not named a leak: the buffer's pages, resident as it fills, are most of
+it (the rest: the arrays made to sample batches, the optimizer's state, the allocator's slack)."""
 
 LEAK_TOP_BLOCKS = 3
 """How many of the leaking process's blocks (by bytes kept) a memory_leak verdict names."""
@@ -966,11 +966,14 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
         if not _grows_steadily(process):
             continue
         buffer_growth = _replay_buffer_growth(run.tree) if process.name == "trainer" else 0.0
-        if process.growth_bytes <= REPLAY_BUFFER_SLACK * buffer_growth:
+        # The rise from the first sample to the last, as the buffer's fill is its whole range: the
+        # quarter medians' growth leaves out the ends, most of it where steps come fast at first.
+        rise = max(process.last_bytes - process.first_bytes, 0)
+        if rise <= REPLAY_BUFFER_SLACK * buffer_growth:
             run.cannot_tell.append(
-                f"whether the trainer's memory leaks: it grew {format_bytes(process.growth_bytes)} while "
-                f"its replay buffer filled {format_bytes(buffer_growth)} (Stable-Baselines3 allocates it "
-                "with zeros, whose pages become resident as it fills): a buffer stops growing once full")
+                f"whether the trainer's memory leaks: it rose {format_bytes(rise)} while its replay "
+                f"buffer filled {format_bytes(buffer_growth)} (Stable-Baselines3 allocates it with zeros, "
+                "whose pages become resident as it fills): a buffer stops growing once full")
             continue
         verdicts.append(_leak_verdict(run, process, over_the_loop=loop is not None, buffer_growth=buffer_growth))
     return verdicts
@@ -1013,9 +1016,12 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool,
     }
     buffer_part = ""
     if buffer_growth > 0:
+        rise = max(process.last_bytes - process.first_bytes, 0)
         evidence["replay_buffer_filled_bytes"] = buffer_growth
-        buffer_part = (f" Its replay buffer filled {format_bytes(buffer_growth)} of that growth; the other "
-                       f"{format_bytes(process.growth_bytes - buffer_growth)} is what to look for.")
+        evidence["rise_bytes"] = rise
+        buffer_part = (f" From its first sample to its last it rose {format_bytes(rise)}; its replay buffer "
+                       f"filled {format_bytes(buffer_growth)} of that, and the other "
+                       f"{format_bytes(rise - buffer_growth)} is what to look for.")
     if kept:
         evidence["blocks_keeping_most"] = [{"block": block.label, "net_bytes": block.net_bytes,
                                             "calls": block.calls} for block in kept]

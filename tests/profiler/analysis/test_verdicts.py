@@ -586,7 +586,9 @@ def test_a_trainer_that_grows_well_beyond_its_replay_buffer_is_named_with_the_bu
     tree = with_replay_buffer(with_memory(plain, "trainer", steady(100 * MIB, 90 * MIB)), 0, 30)
     (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
     assert leak.evidence["replay_buffer_filled_bytes"] == 30 * MIB
-    assert "Its replay buffer filled 30.0 MiB of that growth" in leak.suggestion
+    assert leak.evidence["rise_bytes"] == 90 * MIB
+    assert ("it rose 90.0 MiB; its replay buffer filled 30.0 MiB of that, and the other 60.0 MiB is what "
+            "to look for") in leak.suggestion
 
 
 def test_a_workers_growth_is_not_set_against_the_trainers_replay_buffer(plain):

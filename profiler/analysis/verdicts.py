@@ -969,7 +969,7 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
         # The rise from the first sample to the last, as the buffer's fill is its whole range: the
         # quarter medians' growth leaves out the ends, most of it where steps come fast at first.
         rise = max(process.last_bytes - process.first_bytes, 0)
-        if rise <= REPLAY_BUFFER_SLACK * buffer_growth:
+        if buffer_growth > 0 and rise <= REPLAY_BUFFER_SLACK * buffer_growth:
             run.cannot_tell.append(
                 f"whether the trainer's memory leaks: it rose {format_bytes(rise)} while its replay "
                 f"buffer filled {format_bytes(buffer_growth)} (Stable-Baselines3 allocates it with zeros, "

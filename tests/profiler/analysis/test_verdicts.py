@@ -591,6 +591,14 @@ def test_a_trainer_that_grows_well_beyond_its_replay_buffer_is_named_with_the_bu
             "to look for") in leak.suggestion
 
 
+def test_without_a_replay_buffer_a_process_that_ends_where_it_began_is_still_judged_on_its_trend(plain):
+    # Steady quarters, a spike at the first sample and a dip at the last: no rise from end to end.
+    resident = [150 * MIB] + steady(100 * MIB, 40 * MIB)[1:-1] + [90 * MIB]
+    verdicts = judge_run(with_memory(plain, "trainer", resident))
+    assert verdicts.of_kind(MEMORY_LEAK)
+    assert not any("replay buffer" in line for line in verdicts.cannot_tell)
+
+
 def test_a_workers_growth_is_not_set_against_the_trainers_replay_buffer(plain):
     tree = with_replay_buffer(with_memory(plain, "worker 0", steady(100 * MIB, 40 * MIB)), 0, 100)
     assert judge_run(tree).of_kind(MEMORY_LEAK)

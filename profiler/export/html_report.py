@@ -369,8 +369,8 @@ def _memory_section(tree: dict[str, Any]) -> str:
     return (
         heading
         + '<p class="note">Each process sampled its own resident memory; the trainer\'s outermost '
-        "blocks are shaded behind the lines. A process whose memory grows all run long is named in "
-        "the verdicts.</p>\n"
+        "blocks are shaded behind the lines. A process whose memory grows steadily through the training "
+        "loop (the whole run, where the timeline does not tell the loop) is named in the verdicts.</p>\n"
         + f'<div class="memory-chart">{memory_chart(tree)}</div>\n'
         + '<table><thead><tr><th>process</th><th class="number">peak</th><th class="number">start'
         '</th><th class="number">end</th><th class="number">growth</th><th class="number">samples'

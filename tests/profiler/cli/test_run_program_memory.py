@@ -85,7 +85,7 @@ def nothing_leaks(tmp_path_factory):
     return sampled_run(tmp_path_factory.mktemp("steady"), "none")
 
 
-def test_the_program_runs_as_under_python(leaking_worker):
+def test_the_program_runs_to_its_end_with_its_own_output(leaking_worker):
     result, _ = leaking_worker
     assert result.stdout == "done\n"
 
@@ -113,7 +113,7 @@ def test_a_trainer_that_keeps_every_steps_data_is_named_a_leak(tmp_path):
 
 
 def test_workers_started_by_spawn_sample_as_the_trainer_asked(tmp_path):
-    result, tree = sampled_run(tmp_path, "1", "spawn")
+    _, tree = sampled_run(tmp_path, "1", "spawn")
     (leak,) = judge_run(tree).of_kind(MEMORY_LEAK)
     assert leak.evidence["process"] == "worker 1"
 

@@ -76,6 +76,12 @@ class ProcessMemoryFigures:
         return self.last_bytes - self.first_bytes
 
     @property
+    def rise_bytes(self) -> int:
+        """The last sample less the first, never below 0: the whole range the samples span, where
+        :attr:`growth_bytes` leaves out the ends (what a replay buffer's fill is set against)."""
+        return max(self.last_bytes - self.first_bytes, 0)
+
+    @property
     def start_bytes(self) -> int:
         """Where growth is measured from: the first quarter's median (else the first sample)."""
         return self.quarter_medians[0] if self.quarter_medians else self.first_bytes

@@ -968,10 +968,9 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
         buffer_growth = _replay_buffer_growth(run.tree) if process.name == "trainer" else 0.0
         # The rise from the first sample to the last, as the buffer's fill is its whole range: the
         # quarter medians' growth leaves out the ends, most of it where steps come fast at first.
-        rise = max(process.last_bytes - process.first_bytes, 0)
-        if buffer_growth > 0 and rise <= REPLAY_BUFFER_SLACK * buffer_growth:
+        if buffer_growth > 0 and process.rise_bytes <= REPLAY_BUFFER_SLACK * buffer_growth:
             run.cannot_tell.append(
-                f"whether the trainer's memory leaks: it rose {format_bytes(rise)} while its replay "
+                f"whether the trainer's memory leaks: it rose {format_bytes(process.rise_bytes)} while its replay "
                 f"buffer filled {format_bytes(buffer_growth)} (Stable-Baselines3 allocates it with zeros, "
                 "whose pages become resident as it fills): a buffer stops growing once full")
             continue
@@ -1016,7 +1015,7 @@ def _leak_verdict(run: _Run, process: ProcessMemoryFigures, over_the_loop: bool,
     }
     buffer_part = ""
     if buffer_growth > 0:
-        rise = max(process.last_bytes - process.first_bytes, 0)
+        rise = process.rise_bytes
         evidence["replay_buffer_filled_bytes"] = buffer_growth
         evidence["rise_bytes"] = rise
         buffer_part = (f" From its first sample to its last it rose {format_bytes(rise)}; its replay buffer "

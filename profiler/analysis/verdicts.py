@@ -957,10 +957,10 @@ def _memory_leaks(run: _Run) -> list[Verdict]:
     for process in report.processes:
         if process.samples < LEAK_MIN_SAMPLES:
             if process.samples > 1 and process.growth_bytes >= LEAK_MIN_GROWTH_BYTES:
-                during = " during the training loop" if loop is not None else ""
+                during, there = (" during the training loop", " there") if loop is not None else ("", "")
                 run.cannot_tell.append(
                     f"whether {process.name}'s memory leaks: it grew {format_bytes(process.growth_bytes)}{during} "
-                    f"but has only {process.samples} samples there (a trend needs {LEAK_MIN_SAMPLES}; "
+                    f"but has only {process.samples} samples{there} (a trend needs {LEAK_MIN_SAMPLES}; "
                     f"{more_samples_advice(made_by_rlprof_run(run.tree))})")
             continue
         if not _grows_steadily(process):

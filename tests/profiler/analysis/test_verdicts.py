@@ -532,6 +532,7 @@ def test_too_few_samples_are_said_to_tell_nothing(plain):
     verdicts = judge_run(with_memory(plain, "trainer", steady(100 * MIB, 40 * MIB, LEAK_MIN_SAMPLES - 1)))
     assert not verdicts.of_kind(MEMORY_LEAK)
     assert any("whether trainer's memory leaks" in line for line in verdicts.cannot_tell)
+    assert not any("samples there" in line for line in verdicts.cannot_tell)  # no loop to be "there"
 
 
 def test_a_leak_without_allocation_tracking_says_how_to_find_the_block(plain):

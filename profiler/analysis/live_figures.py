@@ -47,6 +47,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
 )
 from profiler.analysis.verdicts import Verdict, _trainer_blocks, judge_run
+from profiler.analysis.text_format import MEBIBYTE
 from profiler.analysis.worker_groups import compared_workers
 from profiler.analysis.worker_report import worker_report
 
@@ -72,7 +73,6 @@ UPDATE_WORDS = ("update", "backward", "optimizer", "optim", "train", "learn", "l
 
 _ENV_PARTS = (ENV_COMPUTE, WAITING_ON_LAST, WAITING_ON_SLOWEST, WAITING_UNSPLIT, WAITING_ONLY)
 _TRANSPORT_PARTS = (TRANSPORT, WAIT_LATENCY)
-_MEGABYTE = 1024.0 * 1024.0
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def _memory_bytes(tree: dict[str, Any], worker_id: Any) -> float | None:
     """The worker's resident memory as of now: its resources gauge, else its latest sample."""
     gauge = (tree.get("gauges") or {}).get(f"resources.worker_{worker_id}.rss_mb")
     if isinstance(gauge, dict) and isinstance(gauge.get("value"), (int, float)):
-        return float(gauge["value"]) * _MEGABYTE
+        return float(gauge["value"]) * MEBIBYTE
     for process in (tree.get("memory") or {}).get("processes", []):
         samples = process.get("samples") if isinstance(process, dict) else None
         if process.get("name") == f"worker {worker_id}" and isinstance(samples, list) and samples:

@@ -14,13 +14,12 @@ import math
 import re
 from typing import Any
 
-from profiler.analysis.text_format import format_bytes
+from profiler.analysis.text_format import MEBIBYTE, format_bytes
 from profiler.records import Record
 
 __all__ = ["ResidentGauge", "resident_gauges", "resident_gauges_text"]
 
 _GAUGE = re.compile(r"^resources\.(?P<process>trainer|worker_(?P<index>\d+))\.rss_mb$")
-_MEBIBYTE = 1024 * 1024
 
 
 class ResidentGauge(Record):
@@ -44,7 +43,7 @@ def resident_gauges(tree: dict[str, Any]) -> list[ResidentGauge]:
         index = match.group("index")
         process = "trainer" if index is None else f"worker {int(index)}"
         found.append(((-1 if index is None else int(index)), ResidentGauge(
-            process, gauge["value"] * _MEBIBYTE, gauge["min"] * _MEBIBYTE, gauge["max"] * _MEBIBYTE,
+            process, gauge["value"] * MEBIBYTE, gauge["min"] * MEBIBYTE, gauge["max"] * MEBIBYTE,
             int(gauge["count"]))))
     return [gauge for _, gauge in sorted(found, key=lambda pair: pair[0])]
 

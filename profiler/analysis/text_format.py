@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from profiler.analysis.memory_advice import sampling_advice
 
 __all__ = [
+    "MEBIBYTE",
     "MIN_TABLE_WIDTH",
     "TABLE_WIDTH",
     "csv_text",
@@ -63,6 +64,11 @@ def format_seconds(seconds: float) -> str:
     if magnitude == 0.0:
         return "0 s"
     return f"{seconds * 1e6:.1f} us"
+
+
+MEBIBYTE = 1024 * 1024
+"""Bytes in a MiB: the unit of the ``*_mb`` gauges (``resources.<process>.rss_mb``,
+``sb3.replay_buffer.filled_mb``)."""
 
 
 def format_bytes(byte_count: float) -> str:

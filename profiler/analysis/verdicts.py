@@ -113,7 +113,7 @@ from profiler.analysis.step_time import (
     StepBreakdown,
     step_breakdowns,
 )
-from profiler.analysis.text_format import format_bytes, format_percent, format_seconds
+from profiler.analysis.text_format import MEBIBYTE, format_bytes, format_percent, format_seconds
 from profiler.analysis.untimed_gaps import (
     blocks_outside_the_loop,
     loop_share,
@@ -984,7 +984,7 @@ def _replay_buffer_growth(tree: dict[str, Any]) -> float:
     gauge = (tree.get("gauges") or {}).get(REPLAY_BUFFER_GAUGE)
     if gauge is None or not (math.isfinite(gauge["max"]) and math.isfinite(gauge["min"])):
         return 0.0
-    return max(gauge["max"] - gauge["min"], 0.0) * 1024 * 1024
+    return max(gauge["max"] - gauge["min"], 0.0) * MEBIBYTE
 
 
 def _grows_steadily(process: ProcessMemoryFigures) -> bool:

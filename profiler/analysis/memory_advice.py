@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["allocations_advice", "made_by_rlprof_run", "more_samples_advice", "sampling_advice"]
+__all__ = ["RUN_METADATA", "allocations_advice", "made_by_rlprof_run", "more_samples_advice", "sampling_advice"]
 
 RUN_METADATA = "rlprof_run"
 """The metadata key ``rlprof run`` sets to the program it ran."""

@@ -36,6 +36,7 @@ from types import ModuleType, TracebackType
 from dataclasses import field
 from typing import Any, NamedTuple, TextIO
 
+from profiler.analysis.memory_advice import RUN_METADATA
 from profiler.automatic import SAMPLER_OFF_METADATA, AutomaticPhases
 from profiler.automatic.stack_sampler import forget_samples
 from profiler.cli import program_frame
@@ -229,7 +230,7 @@ def run_program(
     substitution = _substitute_vector_envs(vector_env, envs_per_worker) if vector_env else None
     report_to = report_to or sys.stderr
     timers.reset_timers()
-    timers.add_metadata("rlprof_run", program.target)
+    timers.add_metadata(RUN_METADATA, program.target)
     timers.add_metadata("run_id", run_id)  # the report's title
     if not stack_sampler:
         timers.add_metadata(SAMPLER_OFF_METADATA, "off")

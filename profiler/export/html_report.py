@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from profiler.analysis.device_report import device_blocks
 from profiler.analysis.frames import FrameStat, frame_stats
-from profiler.analysis.memory_advice import made_by_rlprof_run, sampling_advice
+from profiler.analysis.memory_advice import RUN_METADATA, made_by_rlprof_run, sampling_advice
 from profiler.analysis.run_measurements import RunMeasurements, read_measurements
 from profiler.analysis.text_format import format_bytes
 from profiler.analysis.worker_groups import compared_workers
@@ -85,7 +85,7 @@ def _run_name(metadata: dict[str, Any]) -> str:
     command line; every report then says which run it is."""
     if metadata.get("run_id"):
         return str(metadata["run_id"])
-    program = metadata.get("rlprof_run") or next(
+    program = metadata.get(RUN_METADATA) or next(
         (word for word in str(metadata.get("command_line_arguments", "")).split() if word.endswith(".py")),
         None)
     return os.path.basename(str(program)) if program else "rlprof run"

@@ -1,8 +1,9 @@
 """What ``rlprof run``'s exit costs per recorded span, stage by stage, on a real run.
 
 At the program's end ``rlprof run`` takes the dump (``get_timer_tree``: the timeline's spans
-included), writes the timers JSON, reads it back, writes the Perfetto trace and the HTML report
-from what it read, and analyses the run. Each of these grows with the number of spans the run
+included), writes the timers JSON, reads it as the file holds it ("read back": from the dump,
+``write_and_read_timing_tree``; a checkout from before that read the file back), writes the
+Perfetto trace and the HTML report from what it read, and analyses the run. Each of these grows with the number of spans the run
 recorded (the CleanRL program records about 9 per step of its 4 envs: 18,213 at 8192 steps). This
 script runs the CleanRL PPO of
 ``run_overhead.py`` (``tests/profiler/automatic/programs/cleanrl_torch_ppo.py``: 4 CartPole envs,
@@ -114,8 +115,14 @@ def _drive(length: int, out_folder: str, result_path: str, marks_library: str | 
         return result
 
     timer_json.get_timer_tree = staged("tree taken", counted_tree)
-    timer_json.write_tree = staged("timers written", timer_json.write_tree)
-    run_program.load_timing_tree = staged("read back", run_program.load_timing_tree)
+    if hasattr(timer_json, "write_and_read_timing_tree"):
+        # The file's text, its write, and the tree as read from it (made from the dump, not the file).
+        timer_json._section_texts = staged("timers written", timer_json._section_texts)  # noqa: SLF001
+        timer_json.write_atomically = staged("timers written", timer_json.write_atomically)
+        timer_json.normalize_timing_tree = staged("read back", timer_json.normalize_timing_tree)
+    else:  # a checkout from before it (--against): the file written, then read back
+        timer_json.write_tree = staged("timers written", timer_json.write_tree)
+        run_program.load_timing_tree = staged("read back", run_program.load_timing_tree)
     export.write_export = exported
     analyze.analyze_run = timed_analyze
 

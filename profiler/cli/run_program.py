@@ -46,7 +46,7 @@ from profiler.integrations.ray_workers import RayWorkers
 from profiler.recording import events, machine_load, memory
 from profiler.records import Record
 from profiler.timing import timers
-from profiler.tree.timer_json import check_run_id, load_timing_tree, timers_json_path, write_timing_tree
+from profiler.tree.timer_json import check_run_id, timers_json_path, write_and_read_timing_tree
 
 __all__ = [
     "VECTOR_ENV_GROUP",
@@ -529,17 +529,17 @@ def _close_managers(substitution: Any, report_to: TextIO) -> None:
 
 
 def _write_files(run_dir: Path, run_id: str) -> tuple[RunFiles, dict[str, Any]]:
-    """The timers first, then the trace and the report made from the file written (so all three
-    agree); returns the files and the tree read back."""
+    """The timers first, then the trace and the report made from the tree the file holds (so all
+    three agree); returns the files and that tree."""
     try:
         # The main thread's tree, whichever thread ends the run (an os._exit may come from another).
         main_stack = timers.get_timer_stack_for_thread(threading.main_thread())
-        files = RunFiles(timers=write_timing_tree(timers_json_path(run_dir, run_id), main_stack))
+        path, tree = write_and_read_timing_tree(timers_json_path(run_dir, run_id), main_stack)
     except OSError as error:
         raise RunError(f"cannot write the timers in {str(run_dir)!r}: {error.strerror or error}") from None
+    files = RunFiles(timers=path)
     from profiler.export import write_export  # the exporters are the heavy part: only when needed
 
-    tree = load_timing_tree(files.timers)
     for attribute, format_name, file_name in (
         ("trace", "chrome", f"{run_id}_trace.json.gz"),
         ("report", "html", f"{run_id}_report.html"),

@@ -7,6 +7,7 @@ included, is :mod:`profiler.tree.timer_text`'s. The sections are described in do
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ __all__ = [
     "load_timing_tree",
     "normalize_timing_tree",
     "timers_json_path",
+    "write_and_read_timing_tree",
     "write_timing_tree",
     "write_tree",
 ]
@@ -94,23 +96,63 @@ def write_tree(path: str | os.PathLike[str], tree: dict[str, Any]) -> Path:
     return write_atomically(path, _dump_text(_with_named_readings(tree)))
 
 
+def write_and_read_timing_tree(path: str | os.PathLike[str], timer_stack: TimerStack | None = None) -> tuple[Path, dict[str, Any]]:
+    """:func:`write_timing_tree`, and the tree :func:`load_timing_tree` reads from the file written,
+    without reading the file back.
+
+    ``rlprof run`` makes its trace, report and analysis from the file it writes, so the three
+    agree. Reading back a long run's file was the largest stage of its exit: decoding the
+    timeline (6 MB after 32,768 CleanRL steps over ``AsyncVectorEnv``) took 80 of its 120 ms.
+    Here the sections but the timeline are decoded from their text (a few kB). The timeline's rows
+    (lists of names, floats and detail objects) are taken as they are, since their text decodes
+    to equal values, unless the text had to name something for strict JSON (a lone surrogate in a
+    name, a non-finite detail): that timeline is decoded from its text.
+    ``tests/profiler/tree/test_timer_json.py`` compares the two reads.
+    """
+    dump = _with_named_readings(get_timer_tree(timer_stack))
+    sections_text, timeline_text = _section_texts(dump)
+    written = write_atomically(path, _file_text(sections_text, timeline_text))
+    document = json.loads(sections_text)
+    if timeline_text is not None:
+        named = any(token in timeline_text for token in _NAMED_FOR_STRICT_JSON)
+        document["timeline"] = json.loads(timeline_text) if named else dump["timeline"]
+    return written, normalize_timing_tree(document)
+
+
+# What strict_json writes in place of a lone surrogate (its escape, the backslash escaped) or of a
+# non-finite float; a name that only looks so costs a decode, nothing else.
+_NAMED_FOR_STRICT_JSON = ("\\\\u", '"NaN"', '"Infinity"', '"-Infinity"')
+
+
 def _dump_text(tree: dict[str, Any]) -> str:
-    """The file's text: indented for a reader, except the timeline, written compact at the end.
+    """The file's text (see :func:`_file_text`)."""
+    return _file_text(*_section_texts(tree))
+
+
+def _section_texts(tree: dict[str, Any]) -> tuple[str, str | None]:
+    """The text of the tree's sections but the timeline, indented for a reader, and the text of
+    its timeline (None without one), compact.
 
     Indented, each span's three fields took a line each, and ``json`` can only indent with its
     pure-Python encoder: a CleanRL run of 18,000 spans spent 99 ms of ``rlprof run``'s exit
     writing a 2.5 MB file. The timeline compact, through the C encoder, took 28 ms and 1.0 MB
-    (``benchmarks/run_breakdown.py`` splits the exit). Readers take the sections by name: the
-    timeline's place among them changes nothing.
+    (``benchmarks/run_breakdown.py`` splits the exit).
     """
     timeline = tree.get("timeline")
     if timeline is None:
-        return strict_json.dumps(tree, indent=2)
-    text = strict_json.dumps({key: value for key, value in tree.items() if key != "timeline"}, indent=2)
-    compact = _compact_timeline(timeline)
+        return strict_json.dumps(tree, indent=2), None
+    sections = strict_json.dumps({key: value for key, value in tree.items() if key != "timeline"}, indent=2)
+    return sections, _compact_timeline(timeline)
+
+
+def _file_text(sections_text: str, timeline_text: str | None) -> str:
+    """The sections, the timeline (if any) as their last key: readers take the sections by name,
+    and the timeline's place among them changes nothing."""
+    if timeline_text is None:
+        return sections_text
     # An indented object ends with "\n}" (an empty one is "{}"): the timeline goes in as its last key.
-    opening = "{\n" if text == "{}" else text[:-2] + ",\n"
-    return f'{opening}  "timeline": {compact}\n}}'
+    opening = "{\n" if sections_text == "{}" else sections_text[:-2] + ",\n"
+    return f'{opening}  "timeline": {timeline_text}\n}}'
 
 
 def _compact_timeline(timeline: dict[str, Any]) -> str:

@@ -398,3 +398,48 @@ def test_a_span_ending_before_it_starts_is_refused_naming_the_span(tmp_path):
     path.write_text(json.dumps({"total": 1.0, "timeline": timeline}))
     with pytest.raises(TimerFileError, match=r"threads\[0\].spans\[1\]: ends before it starts"):
         load_timing_tree(path)
+
+
+# --- written and read at once (rlprof run's exit) -----------------------------------------------
+
+
+@pytest.mark.parametrize("strict_json_names", [False, True], ids=["plain names and readings",
+                                                             "a lone surrogate and NaN readings"])
+def test_the_tree_written_and_read_at_once_is_the_tree_the_file_loads_as(tmp_path, strict_json_names):
+    """What ``rlprof run`` analyses without reading its file back: every section a real run with
+    env workers writes (their trees and timelines), numpy gauges and event details; and, where the
+    file names something for strict JSON, a block's name holding a lone surrogate and NaN readings."""
+    import gymnasium as gym
+
+    from profiler import Domain, mark
+    from profiler.recording import memory
+    from profiler.tree.strict_json import dumps
+    from profiler.tree.timer_json import write_and_read_timing_tree
+
+    from envmanager.subprocess_env_manager import SubprocessEnvManager
+
+    events.start_recording()
+    memory.start_sampling(interval=3600)
+    try:
+        envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2)
+        try:
+            envs.reset(seed=0)
+            for step in range(20):
+                with Domain("rl").new_frame("iteration"):
+                    envs.step(np.zeros(2, dtype=np.int64))
+                    set_gauge("loss", float("nan") if strict_json_names and step == 3 else np.float32(step))
+                mark("checkpoint")
+            with hierarchical_timer("save \udcff" if strict_json_names else "save"):
+                memory.sample_now()
+        finally:
+            envs.close()
+        path, tree = write_and_read_timing_tree(tmp_path / "run_timers.json")
+    finally:
+        memory.stop_sampling()
+        memory.clear_memory()
+        events.stop_recording()
+        events.clear_recording()
+    assert path == tmp_path / "run_timers.json"
+    assert {"workers", "timeline", "memory"} <= tree.keys()
+    assert len(tree["timeline"]["processes"]) == 3  # the trainer and its two workers
+    assert dumps(tree) == dumps(load_timing_tree(path))

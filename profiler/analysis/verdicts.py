@@ -105,6 +105,7 @@ from profiler.analysis.phase_verdicts import (
 )
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
+from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     STEP_LAYOUTS,
@@ -330,7 +331,7 @@ def judge_run(
     phases = phase_verdicts(run)
     named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND, EVALUATION_BOUND) for verdict in phases)
     gil = gil_contention(run, machine)
-    verdicts = [*_workers(run), *cpu, *outside, *gil,
+    verdicts = [*_workers(run, machine), *cpu, *outside, *gil,
                 *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
                 *([] if named_a_phase else _trainer_bound(run)),
                 *_env_bound(run, cpu_limited=bool(cpu or outside), gil_bound=bool(gil)),
@@ -391,7 +392,7 @@ class _Run(Record):
 # --- straggler or balanced --------------------------------------------------------------------------
 
 
-def _workers(run: _Run) -> list[Verdict]:
+def _workers(run: _Run, machine: MachineFigures) -> list[Verdict]:
     workers = run.measurements.workers
     if run.step is None or len(workers) < 2:
         if run.has_workers and not run.measurements.has_workers_section:
@@ -400,11 +401,11 @@ def _workers(run: _Run) -> list[Verdict]:
                 "trees), so a straggler cannot be told from pipe latency")
         return []
     if run.measurements.every_worker_has_critical_path:
-        return [_straggler_from_critical_path(run, workers)]
+        return [_straggler_from_critical_path(run, workers, machine)]
     run.cannot_tell.append(
         "which worker each step waited on: this file has no critical-path counters (written by "
         "ML-Agents or an older rlprof); a straggler is inferred from env compute alone")
-    return [_straggler_from_compute(run, workers)]
+    return [_straggler_from_compute(run, workers, machine)]
 
 
 def _compute_seconds(worker: WorkerMeasurements) -> float:
@@ -418,7 +419,16 @@ def _excess_over_others(workers: list[WorkerMeasurements], worker: WorkerMeasure
     return _compute_seconds(worker) - sum(others) / len(others)
 
 
-def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) -> Verdict:
+def _env_time_split_of(worker: WorkerMeasurements, workers: list[WorkerMeasurements],
+                       machine: MachineFigures) -> EnvTimeSplit | None:
+    """Where ``worker``'s env time went, with its waits for a core where the dump counted them
+    (the machine figures list the workers in the measurements' order)."""
+    index = next(index for index, other in enumerate(workers) if other is worker)
+    waits = machine.workers[index] if index < len(machine.workers) else None
+    return env_time_split(worker.env_time, waits)
+
+
+def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements], machine: MachineFigures) -> Verdict:
     count = len(workers)
     fair = 1.0 / count
     needed = fair + STRAGGLER_LAST_SHARE_BEYOND_FAIR * (1.0 - fair)
@@ -445,6 +455,7 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
     if path.histogram_counts:
         evidence["wait_as_last_histogram"] = {"bounds_seconds": list(path.histogram_bounds_seconds),
                                               "counts": list(path.histogram_counts)}
+    split = _env_time_split_of(most_last, workers, machine)
     often = path.last_share >= needed
     costly = (loop_share(run.tree, cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE
     explained = excess >= STRAGGLER_MIN_COMPUTE_EXPLAINED * cost
@@ -454,7 +465,8 @@ def _straggler_from_critical_path(run: _Run, workers: list[WorkerMeasurements]) 
             f"{most_last.label} holds up the vector step: its reply came last in "
             f"{format_percent(path.last_share)} of {path.vector_steps} steps (fair share "
             f"{format_percent(fair)}), and the steps waited {format_seconds(cost)} on it alone",
-            cost, evidence, _straggler_advice(most_last, workers, run.vector_steps, run.settings))
+            cost, {**evidence, **(split.evidence() if split else {})},
+            _straggler_advice(most_last, workers, run.vector_steps, run.settings, split))
     if not often:
         reason = (f"the worker most often last, {most_last.label}, is last in "
                   f"{format_percent(path.last_share)} of steps (fair share {format_percent(fair)}; a "
@@ -489,7 +501,7 @@ def _lateness_not_by_its_env(excess: float, cost: float) -> str:
             "wake-up or the pipe")
 
 
-def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Verdict:
+def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements], machine: MachineFigures) -> Verdict:
     slowest = max(workers, key=_compute_seconds)
     excess = _excess_over_others(workers, slowest)
     others_mean = _compute_seconds(slowest) - excess
@@ -508,12 +520,14 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
         "critical_path": "not recorded in this file",
     }
     if ratio >= INFERRED_STRAGGLER_MIN_EXCESS and (loop_share(run.tree, cost) or 0.0) >= STRAGGLER_MIN_COST_SHARE:
+        split = _env_time_split_of(slowest, workers, machine)
         return run.verdict(
             STRAGGLER,
             f"{slowest.label} likely holds up the vector step: it computed "
             f"{format_percent(ratio)} longer than the other workers (inferred from env compute; "
             "this file does not record which worker each step waited on)",
-            cost, evidence, _straggler_advice(slowest, workers, run.vector_steps, run.settings))
+            cost, {**evidence, **(split.evidence() if split else {})},
+            _straggler_advice(slowest, workers, run.vector_steps, run.settings, split))
     return run.verdict(
         WORKERS_BALANCED,
         f"workers are balanced by env compute: the slowest, {slowest.label}, computed "
@@ -524,7 +538,7 @@ def _straggler_from_compute(run: _Run, workers: list[WorkerMeasurements]) -> Ver
 
 
 def _straggler_advice(worker: WorkerMeasurements, workers: list[WorkerMeasurements], steps: int,
-                      settings: RunSettings) -> str:
+                      settings: RunSettings, split: EnvTimeSplit | None) -> str:
     extra_envs = _more_envs_than_the_others(worker, workers, steps)
     if extra_envs is not None:
         mine, others = extra_envs
@@ -533,8 +547,17 @@ def _straggler_advice(worker: WorkerMeasurements, workers: list[WorkerMeasuremen
                 "for its extra env. Give every worker as many envs: a number of envs that is a "
                 f"multiple of the workers ({settings.envs_per_worker_option('auto')} spreads them "
                 "within one env of each other, so a multiple of the cores evens them).")
-    return (f"Find what makes {worker.label}'s env slower than the others' (its seed or level, "
-            f"longer episodes, a slow resource; `rlprof report` shows {worker.label}'s own blocks). "
+    label = worker.label
+    if split is not None and split.blocked:
+        return (f"{split.sentence(label)} Find what {label}'s env waits on in its step: a sleep, a "
+                "file or network read, a lock, a simulator or a server in another process "
+                f"(`rlprof report` shows {label}'s own blocks). Until it is fixed every vector step "
+                "waits for it.")
+    # Known to compute, a slow resource is not among the causes left.
+    causes = "a costlier code path" if split is not None and split.core_wait_share is not None else "a slow resource"
+    said = f"{split.sentence(label)} " if split is not None else ""
+    return (f"{said}Find what makes {label}'s env slower than the others' (its seed or level, "
+            f"longer episodes, {causes}; `rlprof report` shows {label}'s own blocks). "
             "Until it is fixed every vector step waits for it; spreading its envs over other "
             f"workers ({settings.envs_per_worker_option('k')}) evens the load.")
 

@@ -17,6 +17,7 @@ from verdict_runs import (
     PLANTED_DELAYS,
     PLANTED_STEPS,
     cheap_envs_on_fewer_cores_run,
+    computing_straggler_run,
     cpu_oversubscribed_run,
     identical_cartpoles_run,
     large_observations_run,
@@ -26,6 +27,7 @@ from verdict_runs import (
 )
 
 from profiler.analysis.analyze import analyze_run, render_analysis
+from profiler.analysis.straggler_cause import BLOCKED_FROM_SHARE
 from profiler.analysis.verdicts import (
     CPU_OVERSUBSCRIPTION,
     LEAK_MIN_GROWTH_BYTES,
@@ -47,6 +49,11 @@ def cpu_bound():
 @pytest.fixture(scope="module")
 def planted_straggler():
     return judge_run(planted_straggler_run())
+
+
+@pytest.fixture(scope="module")
+def computing_straggler():
+    return judge_run(computing_straggler_run())
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +116,26 @@ def test_a_planted_slow_worker_is_named_with_what_it_costs(planted_straggler):
 
 def test_sleeping_envs_are_not_called_a_cpu_limit(planted_straggler):
     assert not planted_straggler.of_kind(CPU_OVERSUBSCRIPTION)
+
+
+def test_a_straggler_whose_env_sleeps_is_told_its_env_waits_on_something_other_than_a_cpu(planted_straggler):
+    straggler = only(planted_straggler, STRAGGLER)
+    assert straggler.evidence["env_blocked_share_at_least"] >= BLOCKED_FROM_SHARE
+    assert "they were blocked, waiting on something other than a CPU" in straggler.suggestion
+    assert "Find what worker 3's env waits on in its step: a sleep" in straggler.suggestion
+    assert "computation" not in straggler.suggestion
+
+
+# --- one env computing 10 ms a step, the others nothing --------------------------------------------
+
+
+def test_a_straggler_whose_env_computes_is_told_so_and_not_that_it_waits(computing_straggler):
+    straggler = only(computing_straggler, STRAGGLER)
+    assert straggler.evidence["worker_id"] == 3
+    assert straggler.evidence["env_blocked_share_at_least"] < BLOCKED_FROM_SHARE
+    assert "its time is its env's computation, not a wait on something else" in straggler.suggestion
+    assert "Find what makes worker 3's env slower than the others'" in straggler.suggestion
+    assert "blocked" not in straggler.suggestion and "waits on in its step" not in straggler.suggestion
 
 
 # --- large observations through the pipe ---------------------------------------------------------

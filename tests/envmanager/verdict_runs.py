@@ -31,6 +31,7 @@ from envmanager.subprocess_env_manager import SubprocessEnvManager
 from profiler.tree.timer_json import normalize_timing_tree
 
 __all__ = [
+    "COMPUTING_STRAGGLER_CPU_SECONDS",
     "LEAK_BYTES_PER_STEP",
     "LEAK_STEPS",
     "PLANTED_DELAYS",
@@ -38,6 +39,7 @@ __all__ = [
     "LargeObservationEnv",
     "LeakingEnv",
     "cheap_envs_on_fewer_cores_run",
+    "computing_straggler_run",
     "cpu_oversubscribed_run",
     "identical_cartpoles_run",
     "large_observations_run",
@@ -142,6 +144,17 @@ def planted_straggler_run(**manager_options: Any) -> dict[str, Any]:
     return run_vector_steps(
         [_counting_env(delay) for delay in PLANTED_DELAYS], steps=PLANTED_STEPS, **manager_options
     )
+
+
+COMPUTING_STRAGGLER_CPU_SECONDS = 0.010
+"""CPU seconds worker 3's env burns a step in the computing-straggler run; the others' envs burn none."""
+
+
+def computing_straggler_run() -> dict[str, Any]:
+    """4 envs, worker 3's burning 10 ms of CPU a step and the others' nothing: slow by computing,
+    where the planted straggler is slow by sleeping."""
+    env_fns = [_counting_env(0.0)] * 3 + [lambda: CpuBurningEnv(COMPUTING_STRAGGLER_CPU_SECONDS)]
+    return run_vector_steps(env_fns, steps=PLANTED_STEPS)
 
 
 def large_observations_run() -> dict[str, Any]:

@@ -137,19 +137,25 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     own_code = (" The update's own code between its timed calls leads it: time its lines in "
                 "hierarchical_timer blocks to see which of them cost most."
                 if parts and parts[0].name == UNTIMED_PART else "")
+    # A program that steps no env (offline RL, learning from a dataset) has no env side to speak of.
+    steps_envs = phases.env_steps is not None
+    env_side = (f"; the env side can win back at most the vector steps' time, "
+                f"{loop_share_text(run.tree, phases.env_seconds)}." if steps_envs else ".")
     return [run.verdict(
         UPDATE_BOUND,
         f"the update (learner) is the limit: {updates} {what} took {loop_share_text(run.tree, seconds)}"
         + (f", led by {named}" if named else ""),
         seconds, evidence,
-        f"{_fewer_updates(blocks[0].name, phases.reads_a_target_network)} or a cheaper loss shorten it; "
-        f"the env side can win back at most the vector steps' time, {loop_share_text(run.tree, phases.env_seconds)}."
-        f"{own_code}")]
+        f"{_fewer_updates(blocks[0].name, phases.reads_a_target_network, steps_envs)} or a cheaper loss "
+        f"shorten it{env_side}{own_code}")]
 
 
-def _fewer_updates(update_block: str, reads_a_target_network: bool) -> str:
+def _fewer_updates(update_block: str, reads_a_target_network: bool, steps_envs: bool) -> str:
     """How the program can take fewer optimizer steps, in its algorithm's own terms: an update
-    that reads a target network is an off-policy learner's (a DQN), which has no epochs."""
+    that reads a target network is an off-policy learner's (a DQN), which has no epochs; a program
+    that steps no env learns from its data alone, with no rollout or env step to count per."""
+    if not steps_envs:
+        return "Fewer optimizer steps (fewer epochs, larger minibatches)"
     algorithm, _, method = update_block.rpartition(".")
     if method == "train" and algorithm in SB3_OFF_POLICY_ALGORITHMS:
         return f"Fewer gradient steps per env step ({algorithm}'s train_freq larger, or gradient_steps smaller)"

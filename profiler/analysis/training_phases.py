@@ -39,7 +39,7 @@ from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
 __all__ = ["UNTIMED_PART", "PhaseBlock", "TrainingPhases", "policy_calls_in_threads", "training_phases",
-           "training_phases_text"]
+           "training_phases_text", "training_start"]
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
@@ -328,6 +328,19 @@ def _next_is_a_step(outermost: list[tuple[str, float, float]]) -> list[bool | No
             comes_next = False
     following.reverse()
     return following
+
+
+def training_start(tree: dict[str, Any]) -> float | None:
+    """When the program began to train, on the timeline's clock: the start of its first policy
+    call or update block. What the trainer did outside any block before it was its start-up
+    (imports, building the model and the data), whether or not it steps envs. None without those
+    blocks, or without a trainer timeline that kept its first spans."""
+    phases = training_phases(tree)
+    spans = _complete_spans(tree)
+    if phases is None or spans is None:
+        return None
+    names = {block.name for block in (*phases.policy, *phases.update_blocks)}
+    return min((span[1] for span in spans if span[0] in names), default=None)
 
 
 def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:

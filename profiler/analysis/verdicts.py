@@ -104,6 +104,7 @@ from profiler.analysis.phase_verdicts import (
     EVALUATION_BOUND, PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts,
 )
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
+from profiler.analysis.training_phases import training_start
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.step_time import (
@@ -921,6 +922,12 @@ def _untimed(run: _Run) -> list[Verdict]:
             untimed, evidence, f"{advice} {to_name_it}")]
     top = sampled.places[:UNTIMED_PLACES_NAMED]
     evidence.update(unexplained_seconds=sampled.unexplained_seconds, samples=sampled.untimed_samples)
+    start_up = _start_up_before_training(run, sampled.places) if gaps is None else 0.0
+    if start_up >= UNTIMED_START_AND_END_SHARE * untimed:
+        # No vector-step loop to tell start-up by (a program learning from a dataset): its first
+        # policy call or update does, and the places last seen before it.
+        evidence.update(start_up_seconds=start_up)
+        where = f", {format_seconds(start_up)} of it before the program's first policy call or update (start-up)"
     named = ", ".join(_place_text(place) for place in top)
     in_loop = ([place for place in sampled.places if place.seen_during(gaps.loop_start, gaps.loop_end)]
                if loop_part is not None and gaps is not None else [])
@@ -931,14 +938,41 @@ def _untimed(run: _Run) -> list[Verdict]:
         inside_loop = "inside the loop: " + ", ".join(_place_text(place) for place in in_loop[:UNTIMED_PLACES_NAMED])
         named = "; ".join([", ".join(_place_text(place) for place in outside_loop), inside_loop] if outside_loop
                           else [inside_loop])
-    advice = (_start_and_end_advice(run, loop_part) if start_and_end else
-              "Those lines are the program's own code between the timed phases: wrap the costly ones "
-              "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
+    if start_and_end:
+        advice = _start_and_end_advice(run, loop_part)
+    elif "start_up_seconds" in evidence:
+        while_training = sum(place.seconds for place in sampled.places) - start_up
+        advice = _start_up_advice(while_training if (run.share(while_training) or 0.0) >= UNTIMED_MIN_SHARE else None)
+    else:
+        advice = ("Those lines are the program's own code between the timed phases: wrap the costly ones "
+                  "in hierarchical_timer blocks to follow them from run to run, or make them cheaper.")
     return [run.verdict(
         UNTIMED,
         f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
         f"({format_seconds(untimed)}){where}; the stack samples place it: {named}",
         untimed, evidence, advice)]
+
+
+def _start_up_before_training(run: _Run, places: tuple[UntimedPlace, ...]) -> float:
+    """The untimed seconds of the places last seen before the program's first policy call or
+    update (0 where the timeline does not tell when that was)."""
+    began = training_start(run.tree)
+    if began is None:
+        return 0.0
+    return sum(place.seconds for place in places if place.last_look is not None and place.last_look < began)
+
+
+def _start_up_advice(while_training: float | None) -> str:
+    """What to do about untimed time that is mostly start-up, before the program trained; and
+    about the ``while_training`` seconds the samples place later, where they are a cost of their own."""
+    advice = ("Most of it is the run's start-up, before it began to train (imports, building the model "
+              "and the data): paid once per run, so a longer run spreads it. To cut it, time the costly "
+              "lines in hierarchical_timer blocks and make them cheaper.")
+    if while_training is None:
+        return advice
+    return (f"{advice} The {format_seconds(while_training)} the samples place after it ran while it trained, "
+            "between its timed phases: wrap the costly lines in hierarchical_timer blocks to follow them, "
+            "or make them cheaper.")
 
 
 def _place_text(place: UntimedPlace) -> str:

@@ -13,7 +13,7 @@ def node(name: str, total: float, count: int, children: list | None = None) -> d
 
 def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, untimed: float = 1.0,
                updates: int = 4, gap: float = 0.0, sb3: bool = False, step_inside_update: bool = False,
-               algorithm: str = "PPO", timed_in_update: float = 0.8) -> dict:
+               algorithm: str = "PPO", timed_in_update: float = 0.8, steps_envs: bool = True) -> dict:
     """A run of ``policy`` seconds of ``Agent.get_action_and_value (no grad)`` (40% in its actor's
     forward), ``updates`` update blocks of ``update`` seconds in all (30% backward, 20% Adam.step,
     30% the forward with grad, the rest the update's own code; with ``timed_in_update`` the three
@@ -21,7 +21,8 @@ def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, un
     seconds apart, ``env`` seconds of ``vector.step`` and ``untimed`` seconds outside any block. With
     ``sb3`` the update is ``<algorithm>.train`` (``PPO.train``) and the policy
     ``ActorCriticPolicy.forward (no grad)``;
-    with ``step_inside_update`` the vector steps ran inside the update blocks."""
+    with ``step_inside_update`` the vector steps ran inside the update blocks; without
+    ``steps_envs`` there is no ``vector.step`` block (a program that learns from a dataset)."""
     steps = node("vector.step", env, 100)
     update_name = f"{algorithm}.train" if sb3 else "update"
     timed = timed_in_update / 0.8 * update
@@ -32,14 +33,14 @@ def phase_tree(*, policy: float = 1.0, update: float = 1.0, env: float = 1.0, un
     policy_name = "ActorCriticPolicy.forward (no grad)" if sb3 else "Agent.get_action_and_value (no grad)"
     children = [node(policy_name, policy, 100, [node("Agent.actor.forward (no grad)", 0.4 * policy, 100)]),
                 node(update_name, update + (env if step_inside_update else 0.0), updates, update_children)]
-    if not step_inside_update:
+    if steps_envs and not step_inside_update:
         children.append(steps)
     gaps = gap * (updates - 1)
     spans, clock = [], 10.0
     for _ in range(updates):
         spans.append([update_name, clock, clock + update / updates])
         clock += update / updates + gap
-    wall = policy + update + env + untimed + gaps
+    wall = policy + update + (env if steps_envs else 0.0) + untimed + gaps
     tree = {"name": "root", "total": wall, "count": 1, "children": children,
             "metadata": {"rlprof_framework_phases": "torch,stable_baselines3" if sb3 else "torch"},
             "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [

@@ -55,6 +55,18 @@ def test_an_update_led_by_its_own_code_is_told_to_time_its_lines():
                                        "in hierarchical_timer blocks to see which of them cost most.")
 
 
+def test_a_program_that_steps_no_env_is_told_of_its_updates_alone():
+    [verdict] = judge_run(phase_tree(**shares(0.0, 0.5, 0.0), steps_envs=False)).of_kind(UPDATE_BOUND)
+    assert verdict.suggestion == "Fewer optimizer steps (fewer epochs, larger minibatches) or a cheaper loss shorten it."
+
+
+def test_a_program_that_steps_envs_is_told_what_the_env_side_can_win_back():
+    [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1))).of_kind(UPDATE_BOUND)
+    assert verdict.suggestion.startswith("Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or "
+                                         "a cheaper loss shorten it; the env side can win back at most the vector "
+                                         "steps' time, ")
+
+
 def test_an_update_led_by_a_timed_call_is_not_told_to_time_its_lines():
     [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1))).of_kind(UPDATE_BOUND)
     assert "time its lines" not in verdict.suggestion

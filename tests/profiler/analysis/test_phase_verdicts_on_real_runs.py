@@ -3,7 +3,10 @@ the policy's inference or the update is named as the limit where the run is buil
 it, and neither where the environments are the limit; on real Stable-Baselines3 PPO runs, the
 evaluation (``EvalCallback``) is named where the run is built to spend most of its loop there, and
 not where it evaluates little; a real SB3 DQN built on its gradient steps is told to train less
-often or take fewer gradient steps, where PPO is told fewer epochs."""
+often or take fewer gradient steps, where PPO is told fewer epochs; a program that steps no env
+(behaviour cloning from a dataset) is told of its updates alone, and its untimed start-up, before
+its first update, is called start-up where it is and not where the untimed time falls while it
+trains."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ pytest.importorskip("torch")  # installed by the README's test command: runs in 
 
 from framework_runs import rlprof_run  # noqa: E402
 from profiler.analysis.phase_verdicts import EVALUATION_BOUND, POLICY_BOUND, UPDATE_BOUND  # noqa: E402
+from profiler.analysis.verdicts import UNTIMED, UNTIMED_START_AND_END_SHARE  # noqa: E402
 
 
 def kinds(run: dict) -> list[str]:
@@ -131,3 +135,39 @@ def test_the_evaluations_policy_calls_are_its_own_not_the_policys(evaluation_hea
 def test_a_run_that_evaluates_little_does_not_name_the_evaluation(evaluation_light):
     assert evaluation_light["phases"]["evaluation"]["blocks"][0]["calls"] == 1
     assert EVALUATION_BOUND not in kinds(evaluation_light)
+
+
+# --- a program that steps no env: behaviour cloning from a dataset ------------------------------
+
+
+@pytest.fixture(scope="module")
+def offline_update_heavy(tmp_path_factory):
+    """40 epochs of minibatch updates over a recorded dataset, after torch's import and set-up."""
+    return rlprof_run(tmp_path_factory.mktemp("offline"), "offline_cloning.py", "--epochs", "40")
+
+
+@pytest.fixture(scope="module")
+def offline_slow_loader(tmp_path_factory):
+    """8 epochs, each minibatch waiting 20 ms for its data outside any block: 10 s while it trains,
+    more than torch's import and set-up take on a loaded machine."""
+    return rlprof_run(tmp_path_factory.mktemp("loader"), "offline_cloning.py", "--epochs", "8",
+                      "--load-seconds", "0.02")
+
+
+def test_a_program_that_steps_no_env_is_told_fewer_optimizer_steps_and_nothing_of_envs(offline_update_heavy):
+    verdict = verdict_of(offline_update_heavy, UPDATE_BOUND)
+    assert verdict["suggestion"] == "Fewer optimizer steps (fewer epochs, larger minibatches) or a cheaper loss shorten it."
+
+
+def test_untimed_start_up_before_the_first_update_is_called_start_up(offline_update_heavy):
+    untimed = verdict_of(offline_update_heavy, UNTIMED)
+    assert "before the program's first policy call or update (start-up)" in untimed["title"]
+    assert untimed["evidence"]["start_up_seconds"] >= UNTIMED_START_AND_END_SHARE * untimed["evidence"]["untimed_seconds"]
+    assert untimed["suggestion"].startswith("Most of it is the run's start-up, before it began to train")
+
+
+def test_untimed_time_while_it_trains_is_not_called_start_up(offline_slow_loader):
+    untimed = verdict_of(offline_slow_loader, UNTIMED)
+    assert "start-up" not in untimed["title"] and "start_up_seconds" not in untimed["evidence"]
+    assert "(offline_cloning.py:31)" in untimed["title"]  # its time.sleep, the slow loader
+    assert untimed["suggestion"].startswith("Those lines are the program's own code between the timed phases")

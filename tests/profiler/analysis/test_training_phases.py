@@ -7,7 +7,13 @@ import pytest
 
 from phase_trees import phase_tree
 from profiler.analysis.analyze import analyze_run, render_analysis
-from profiler.analysis.training_phases import PhaseBlock, TrainingPhases, policy_calls_in_threads, training_phases
+from profiler.analysis.training_phases import (
+    PhaseBlock,
+    TrainingPhases,
+    policy_calls_in_threads,
+    training_phases,
+    training_start,
+)
 from profiler.tree.timer_json import normalize_timing_tree
 from tests.profiler.analysis.test_step_time_in_the_trainer import collector_thread_run
 
@@ -190,3 +196,23 @@ def test_an_update_that_calls_only_the_rollouts_model_reads_no_target_network():
     assert not phases_of(("Agent.get_action_and_value (no grad)",),
                          ("update", "Agent.get_value (no grad)"), ("Agent.get_action_and_value", "backward")
                          ).reads_a_target_network
+
+
+# --- when the program began to train -------------------------------------------------------------
+
+
+def test_training_starts_at_the_first_update_of_a_program_that_steps_no_env():
+    tree = phase_tree(policy=0.0, update=2.0, env=0.0, updates=4, steps_envs=False)
+    assert training_start(tree) == 10.0  # phase_tree's first update span starts at 10 s
+
+
+def test_a_run_without_a_timeline_does_not_say_when_it_began_to_train():
+    tree = phase_tree(steps_envs=False)
+    del tree["timeline"]
+    assert training_start(tree) is None
+
+
+def test_a_timeline_that_dropped_its_oldest_spans_does_not_say_when_it_began_to_train():
+    tree = phase_tree(steps_envs=False)
+    tree["timeline"]["dropped"] = 10
+    assert training_start(tree) is None

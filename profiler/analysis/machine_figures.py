@@ -91,6 +91,25 @@ class MachineFigures(Record):
         return self.trainer is not None and all(worker is not None for worker in self.workers)
 
     @property
+    def trainer_waits(self) -> ProcessWaits | None:
+        """The trainer's waits for a core as they hold up its steps: its main thread's, where the
+        dump counted them over the whole run, else its process's.
+
+        A process's run-queue delay is summed over its threads, and threads that wait at once
+        (torch's intra-op pool beside the main thread, rlprof's own) count the same wall time
+        again: a Stable-Baselines3 A2C trainer on a loaded 2-core machine summed 60.8 s of waits
+        over its 60.5 s, its main thread 31.8 s."""
+        trainer = self.trainer
+        if trainer is None:
+            return None
+        main = next((thread for thread in self.threads
+                     if thread.name == "MainThread" and thread.started is None and thread.ended is None), None)
+        if main is None:
+            return trainer
+        return ProcessWaits(f"{trainer.label}'s main thread", main.run_queue_seconds, main.cpu_seconds,
+                            trainer.wall_seconds, trainer.involuntary_switches)
+
+    @property
     def measured_workers(self) -> list[ProcessWaits]:
         return [worker for worker in self.workers if worker is not None]
 

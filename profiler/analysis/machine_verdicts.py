@@ -14,8 +14,9 @@ crowding of the cores from other programs' load. The rules, each with its thresh
     (the cores' busy time less the run's own CPU time), and the run's waits for a core beyond
     what its own crowding costs (the ``cpu_oversubscription`` cost, or nothing) cost at least
     :data:`CPU_MIN_COST_SHARE` of the wall time. The waits' cost is the trainer's run-queue delay
-    plus the largest worker's: the trainer's own waits hold up every step, and in lockstep a step
-    waits at least for its most delayed worker; a lower bound. The busiest other programs are
+    (its main thread's, where the dump counted it: :attr:`MachineFigures.trainer_waits`) plus the
+    largest worker's: the trainer's own waits hold up every step, and in lockstep a step waits at
+    least for its most delayed worker; a lower bound. The busiest other programs are
     named, by the CPU time they used over the run.
 ``gil_contention``
     Two or more Python threads of the trainer did real work (each at least
@@ -98,18 +99,21 @@ class JudgedRun(Protocol):
 
 def _wait_cost(run: JudgedRun, figures: MachineFigures) -> float:
     """What the run's waits for a core cost its wall time, at least (see the module docstring)."""
-    trainer = figures.trainer.run_queue_seconds if figures.trainer else 0.0
+    trainer = figures.trainer_waits
     workers = max((worker.run_queue_seconds for worker in figures.measured_workers), default=0.0)
-    return min(run.wall, trainer + workers)
+    return min(run.wall, (trainer.run_queue_seconds if trainer else 0.0) + workers)
 
 
 def _most_waiting(figures: MachineFigures) -> ProcessWaits:
-    processes = [*figures.measured_workers, *([figures.trainer] if figures.trainer else [])]
+    trainer = figures.trainer_waits
+    processes = [*figures.measured_workers, *([trainer] if trainer else [])]
     return max(processes, key=lambda process: (process.waiting_share, process.label))
 
 
 def _waits_evidence(figures: MachineFigures) -> dict[str, Any]:
-    processes = [*([figures.trainer] if figures.trainer else []), *figures.measured_workers]
+    trainer = figures.trainer_waits
+    main_thread = [trainer] if trainer is not None and trainer is not figures.trainer else []
+    processes = [*([figures.trainer] if figures.trainer else []), *main_thread, *figures.measured_workers]
     return {"run_queue_by_process": [
         {"process": process.label, "run_queue_seconds": process.run_queue_seconds,
          "wall_seconds": process.wall_seconds, "waiting_share": process.waiting_share,

@@ -139,6 +139,19 @@ def test_other_programs_load_names_the_busiest_of_them_and_what_to_do(vector_run
     assert not verdicts.of_kind(CPU_OVERSUBSCRIPTION)  # the run alone has a core per worker
 
 
+def test_the_trainers_waits_are_its_main_threads_not_its_threads_summed(vector_run):
+    # Its threads waited 90 ms in all (torch's intra-op pool waits beside the main thread), the
+    # main thread 40 ms: the same wall time counted once.
+    tree = with_machine(two_quiet_workers(vector_run), trainer=(0.09, 0.01), workers=[(0.03, 0.004)] * 2,
+                        outside_core_seconds=0.15, threads=[("MainThread", 0.008)])
+    tree["scheduling"]["python_threads"][0]["run_queue_seconds"] = 0.04
+    outside = judge_run(tree).of_kind(OUTSIDE_LOAD)[0]
+    assert outside.cost_seconds == pytest.approx(0.04 + 0.03)
+    assert f"trainer's main thread waited {0.04 / tree['total']:.1%} of its wall time for a core" in outside.title
+    waits = {entry["process"]: entry["run_queue_seconds"] for entry in outside.evidence["run_queue_by_process"]}
+    assert (waits["trainer"], waits["trainer's main thread"]) == (0.09, 0.04)
+
+
 def test_other_programs_are_charged_only_the_waits_beyond_the_runs_own_crowding(vector_run):
     # The cores floor puts 40 ms on the run itself; its processes waited 60 ms in all.
     tree = vector_run(worker_step_seconds=(0.004,) * 4, busy_processes=5)

@@ -108,9 +108,11 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
               f"{loop_share_text(run.tree, seconds)}" if len(phases.policy) > 1 else "")
     evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.policy]}
     outside = top.self_seconds / top.seconds if top.seconds > 0 else 0.0
+    # Only a call that timed network forwards inside it tells its own code from theirs: an
+    # outermost module call (SB3's ActorCriticPolicy.forward) holds its layers untimed, all self time.
     inside = (f" Of {top.name}'s time, {format_percent(outside)} ran outside the networks' forwards "
               "(its own code: building the action distribution, sampling): a smaller network does "
-              "not remove that part." if top.self_seconds > 0 else "")
+              "not remove that part." if 0 < top.self_seconds < top.seconds else "")
     return [run.verdict(
         POLICY_BOUND,
         f"the policy's inference is the limit: {top.name} took {loop_share_text(run.tree, top.seconds)} "

@@ -42,6 +42,14 @@ def test_the_policy_verdict_says_how_much_of_the_call_ran_outside_the_networks()
     assert "60.0% ran outside the networks' forwards" in verdict.suggestion
 
 
+def test_a_policy_call_with_no_network_forward_timed_inside_it_is_told_nothing_of_its_own_code():
+    tree = phase_tree(**shares(0.5, 0.1, 0.1))
+    policy = tree["children"][0]
+    policy["children"], policy["self"] = [], policy["total"]  # an outermost module call: its layers untimed
+    [verdict] = judge_run(tree).of_kind(POLICY_BOUND)
+    assert "outside the networks' forwards" not in verdict.suggestion
+
+
 def test_the_update_is_the_limit_from_the_threshold_naming_its_costliest_parts():
     [verdict] = judge_run(phase_tree(**shares(0.1, PHASE_MIN_SHARE + 0.01, 0.1), updates=8)).of_kind(UPDATE_BOUND)
     assert verdict.title.startswith("the update (learner) is the limit: 8 optimizer steps took")

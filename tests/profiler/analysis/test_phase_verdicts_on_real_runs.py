@@ -171,3 +171,20 @@ def test_untimed_time_while_it_trains_is_not_called_start_up(offline_slow_loader
     assert "start-up" not in untimed["title"] and "start_up_seconds" not in untimed["evidence"]
     assert "(offline_cloning.py:31)" in untimed["title"]  # its time.sleep, the slow loader
     assert untimed["suggestion"].startswith("Those lines are the program's own code between the timed phases")
+
+
+# --- SB3's policy call: an outermost module call, its layers untimed ------------------------------
+
+
+@pytest.fixture(scope="module")
+def sb3_policy_heavy(tmp_path_factory):
+    """SB3's PPO with long rollouts and one epoch: its policy's calls are most of the loop."""
+    pytest.importorskip("stable_baselines3")
+    return rlprof_run(tmp_path_factory.mktemp("sb3_policy"), "sb3_ppo.py", "--timesteps", "2048",
+                      "--n-steps", "256", "--n-epochs", "1")
+
+
+def test_sb3_s_policy_call_is_named_but_not_split_into_networks_and_its_own_code(sb3_policy_heavy):
+    verdict = verdict_of(sb3_policy_heavy, POLICY_BOUND)
+    assert verdict["title"].startswith("the policy's inference is the limit: ActorCriticPolicy.forward (no grad) took")
+    assert "outside the networks' forwards" not in verdict["suggestion"]

@@ -97,8 +97,8 @@ def write_tree(path: str | os.PathLike[str], tree: dict[str, Any]) -> Path:
 
 
 def write_and_read_timing_tree(path: str | os.PathLike[str], timer_stack: TimerStack | None = None) -> tuple[Path, dict[str, Any]]:
-    """:func:`write_timing_tree`, and the tree :func:`load_timing_tree` reads from the file written,
-    without reading the file back.
+    """:func:`write_timing_tree` (other threads' trees included), and the tree :func:`load_timing_tree`
+    reads from the file written, without reading the file back.
 
     ``rlprof run`` makes its trace, report and analysis from the file it writes, so the three
     agree. Reading back a long run's file was the largest stage of its exit: decoding the
@@ -109,7 +109,7 @@ def write_and_read_timing_tree(path: str | os.PathLike[str], timer_stack: TimerS
     name, a non-finite detail): that timeline is decoded from its text.
     ``tests/profiler/tree/test_timer_json.py`` compares the two reads.
     """
-    dump = _with_named_readings(get_timer_tree(timer_stack))
+    dump = _with_named_readings(get_timer_tree(timer_stack, include_threads=True))
     sections_text, timeline_text = _section_texts(dump)
     written = write_atomically(path, _file_text(sections_text, timeline_text))
     document = json.loads(sections_text)

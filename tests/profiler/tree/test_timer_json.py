@@ -407,8 +407,11 @@ def test_a_span_ending_before_it_starts_is_refused_naming_the_span(tmp_path):
                                                              "a lone surrogate and NaN readings"])
 def test_the_tree_written_and_read_at_once_is_the_tree_the_file_loads_as(tmp_path, strict_json_names):
     """What ``rlprof run`` analyses without reading its file back: every section a real run with
-    env workers writes (their trees and timelines), numpy gauges and event details; and, where the
-    file names something for strict JSON, a block's name holding a lone surrogate and NaN readings."""
+    env workers and a thread of its own writes (their trees and timelines), numpy gauges and event
+    details; and, where the file names something for strict JSON, a block's name holding a lone
+    surrogate and NaN readings."""
+    import threading
+
     import gymnasium as gym
 
     from profiler import Domain, mark
@@ -417,6 +420,10 @@ def test_the_tree_written_and_read_at_once_is_the_tree_the_file_loads_as(tmp_pat
     from profiler.tree.timer_json import write_and_read_timing_tree
 
     from envmanager.subprocess_env_manager import SubprocessEnvManager
+
+    def log_once() -> None:
+        with hierarchical_timer("log"):
+            pass
 
     events.start_recording()
     memory.start_sampling(interval=3600)
@@ -431,6 +438,9 @@ def test_the_tree_written_and_read_at_once_is_the_tree_the_file_loads_as(tmp_pat
                 mark("checkpoint")
             with hierarchical_timer("save \udcff" if strict_json_names else "save"):
                 memory.sample_now()
+            logger = threading.Thread(target=log_once, name="logger")
+            logger.start()
+            logger.join()
         finally:
             envs.close()
         path, tree = write_and_read_timing_tree(tmp_path / "run_timers.json")
@@ -442,4 +452,5 @@ def test_the_tree_written_and_read_at_once_is_the_tree_the_file_loads_as(tmp_pat
     assert path == tmp_path / "run_timers.json"
     assert {"workers", "timeline", "memory"} <= tree.keys()
     assert len(tree["timeline"]["processes"]) == 3  # the trainer and its two workers
+    assert any(child["name"].startswith("thread:") for child in tree["children"])  # the logger's
     assert dumps(tree) == dumps(load_timing_tree(path))

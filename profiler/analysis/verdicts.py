@@ -17,7 +17,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     waited on it after every other worker had replied. Files without critical-path counters get a
     straggler inferred from env compute (:data:`INFERRED_STRAGGLER_MIN_EXCESS`), said so plainly.
     Otherwise a ``workers_balanced`` finding says so, with the figures. A mean ``env.step`` a few
-    percent above the others' never makes a straggler.
+    percent above the others' never makes a straggler. The advice tells an env that waits on
+    something other than a CPU from one that computes (:mod:`profiler.analysis.straggler_cause`).
 ``cpu_oversubscription``
     More workers than cores, and either the envs need more CPU per vector step than the cores
     can give in the time the busiest worker alone would take — the env CPU per step summed over
@@ -58,7 +59,8 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     timeline tells the training loop from the run's start-up and end, it says how much fell in the
     loop, or, from :data:`UNTIMED_START_AND_END_SHARE` of it outside the loop, that it is paid once
     per run, and then also the part inside the loop where that part is at least
-    :data:`UNTIMED_MIN_SHARE` of the loop.
+    :data:`UNTIMED_MIN_SHARE` of the loop. A run without vector steps (a program learning from a
+    dataset) has its start-up told by its first policy call or update instead.
 ``policy_bound``, ``update_bound`` and ``rollout_with_grad``
     The phases ``rlprof run`` times without edits, in the user's terms (the policy's inference,
     the update): rules of :mod:`profiler.analysis.phase_verdicts`. Where one of the first two is
@@ -104,9 +106,7 @@ from profiler.analysis.phase_verdicts import (
     EVALUATION_BOUND, PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts,
 )
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
-from profiler.analysis.training_phases import training_start
 from profiler.analysis.run_settings import RunSettings, read_run_settings
-from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     STEP_LAYOUTS,
@@ -115,7 +115,9 @@ from profiler.analysis.step_time import (
     StepBreakdown,
     step_breakdowns,
 )
+from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.text_format import MEBIBYTE, format_bytes, format_percent, format_seconds
+from profiler.analysis.training_phases import training_start
 from profiler.analysis.untimed_gaps import (
     blocks_outside_the_loop,
     loop_share,

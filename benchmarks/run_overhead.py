@@ -125,13 +125,15 @@ def programs(options: argparse.Namespace) -> list[Program]:
 
 def child_environment(folder: Path) -> dict[str, str]:
     """The programs' environment: the repository importable, rlprof's entry points findable, the
-    policy on the CPU."""
+    policy on the CPU, and Stable-Baselines3's log folder inside ``folder`` (SB3 makes one per
+    run, in the system's temporary folder unless ``SB3_LOGDIR`` names one)."""
     paths = [str(ROOT)]
     if not list(entry_points(group="rlprof.environments")):
         paths.append(str(_entry_points_folder(folder)))
     if os.environ.get("PYTHONPATH"):
         paths.append(os.environ["PYTHONPATH"])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "CUDA_VISIBLE_DEVICES": ""}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "CUDA_VISIBLE_DEVICES": "",
+            "SB3_LOGDIR": str(folder / "sb3_logs")}
 
 
 def checkout_environment(environment: dict[str, str], checkout: Path) -> dict[str, str]:

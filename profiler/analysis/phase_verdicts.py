@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from profiler.analysis.step_time import IN_TRAINER_ENV_BLOCKS
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import NO_GRAD_SUFFIX, UNTIMED_PART, PhaseBlock, TrainingPhases, training_phases
 from profiler.analysis.untimed_gaps import loop_share, loop_share_text
@@ -139,10 +140,18 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     own_code = (" The update's own code between its timed calls leads it: time its lines in "
                 "hierarchical_timer blocks to see which of them cost most."
                 if parts and parts[0].name == UNTIMED_PART else "")
-    # A program that steps no env (offline RL, learning from a dataset) has no env side to speak of.
-    steps_envs = phases.env_steps is not None
-    env_side = (f"; the env side can win back at most the vector steps' time, "
-                f"{loop_share_text(run.tree, phases.env_seconds)}." if steps_envs else ".")
+    # The env side: the vector steps, or the program's own env stepped in the trainer (one env, no
+    # vector env); a program that steps no env (offline RL, learning from a dataset) has none.
+    trainer_env_seconds = None if phases.env_steps is not None else _trainer_env_seconds(run.tree)
+    steps_envs = phases.env_steps is not None or trainer_env_seconds is not None
+    if phases.env_steps is not None:
+        env_side = (f"; the env side can win back at most the vector steps' time, "
+                    f"{loop_share_text(run.tree, phases.env_seconds)}.")
+    elif trainer_env_seconds is not None:
+        env_side = (f"; the env side can win back at most its env calls' time, "
+                    f"{loop_share_text(run.tree, trainer_env_seconds)}.")
+    else:
+        env_side = "."
     return [run.verdict(
         UPDATE_BOUND,
         f"the update (learner) is the limit: {updates} {what} took {loop_share_text(run.tree, seconds)}"
@@ -150,6 +159,21 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
         seconds, evidence,
         f"{_fewer_updates(blocks[0].name, phases.reads_a_target_network, steps_envs)} or a cheaper loss "
         f"shorten it{env_side}{own_code}")]
+
+
+def _trainer_env_seconds(tree: dict[str, Any]) -> float | None:
+    """The time of the env calls timed in the trainer's own tree (``env.step``, ``env.reset``:
+    a program stepping its env without a vector env), outside the trees that ran beside it; None
+    where there are none."""
+    seconds, found = 0.0, False
+    pending = [child for child in tree.get("children", []) if not child.get("is_parallel")]
+    while pending:
+        node = pending.pop()
+        if node["name"] in IN_TRAINER_ENV_BLOCKS:
+            seconds, found = seconds + node["total"], True
+        else:
+            pending.extend(child for child in node.get("children", []) if not child.get("is_parallel"))
+    return seconds if found else None
 
 
 def _fewer_updates(update_block: str, reads_a_target_network: bool, steps_envs: bool) -> str:

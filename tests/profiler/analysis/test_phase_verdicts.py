@@ -68,6 +68,16 @@ def test_a_program_that_steps_no_env_is_told_of_its_updates_alone():
     assert verdict.suggestion == "Fewer optimizer steps (fewer epochs, larger minibatches) or a cheaper loss shorten it."
 
 
+def test_a_program_that_steps_its_env_in_the_trainer_without_a_vector_env_is_told_its_env_calls_time():
+    tree = phase_tree(**shares(0.0, 0.5, 0.0), steps_envs=False)
+    tree["children"].append({"name": "env.step", "total": 1.0, "count": 100, "self": 1.0, "children": []})
+    tree["total"] += 1.0
+    [verdict] = judge_run(tree).of_kind(UPDATE_BOUND)
+    assert verdict.suggestion.startswith("Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or "
+                                         "a cheaper loss shorten it; the env side can win back at most its env "
+                                         "calls' time, ")
+
+
 def test_a_program_that_steps_envs_is_told_what_the_env_side_can_win_back():
     [verdict] = judge_run(phase_tree(**shares(0.1, 0.5, 0.1))).of_kind(UPDATE_BOUND)
     assert verdict.suggestion.startswith("Fewer optimizer steps per rollout (fewer epochs, larger minibatches) or "

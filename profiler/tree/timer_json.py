@@ -96,7 +96,9 @@ def write_tree(path: str | os.PathLike[str], tree: dict[str, Any]) -> Path:
     return write_atomically(path, _dump_text(_with_named_readings(tree)))
 
 
-def write_and_read_timing_tree(path: str | os.PathLike[str], timer_stack: TimerStack | None = None) -> tuple[Path, dict[str, Any]]:
+def write_and_read_timing_tree(
+    path: str | os.PathLike[str], timer_stack: TimerStack | None = None
+) -> tuple[Path, dict[str, Any]]:
     """:func:`write_timing_tree` (other threads' trees included), and the tree :func:`load_timing_tree`
     reads from the file written, without reading the file back.
 

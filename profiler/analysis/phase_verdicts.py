@@ -40,9 +40,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from profiler.analysis.step_time import IN_TRAINER_ENV_BLOCKS
+from profiler.analysis.step_time import VECTOR_STEP_BLOCKS, trainer_env_call_seconds
 from profiler.analysis.text_format import format_percent, format_seconds
-from profiler.analysis.training_phases import NO_GRAD_SUFFIX, UNTIMED_PART, PhaseBlock, TrainingPhases, training_phases
+from profiler.analysis.training_phases import (NO_GRAD_SUFFIX, ROLLOUT_CODE_PART, UNTIMED_PART, PhaseBlock,
+                                               TrainingPhases, training_phases)
 from profiler.analysis.untimed_gaps import loop_share, loop_share_text
 
 __all__ = ["EVALUATION_BOUND", "PHASE_KINDS", "PHASE_MIN_SHARE", "POLICY_BOUND", "ROLLOUT_WITH_GRAD", "UPDATE_BOUND",
@@ -104,8 +105,11 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     seconds = phases.policy_seconds
     if not _is_the_limit(run, seconds, (phases.update_seconds, phases.env_seconds, phases.evaluation_seconds)):
         return []
-    top = phases.policy[0]
-    others = (f"; with {', '.join(block.name for block in phases.policy[1:])}, "
+    calls = [block for block in phases.policy if block.name != ROLLOUT_CODE_PART]
+    if not calls:
+        return []
+    top = calls[0]
+    others = (f"; with {', '.join(_part_name(block) for block in phases.policy if block is not top)}, "
               f"{loop_share_text(run.tree, seconds)}" if len(phases.policy) > 1 else "")
     evidence = {**_evidence(phases), "blocks": [block.as_dict() for block in phases.policy]}
     outside = top.self_seconds / top.seconds if top.seconds > 0 else 0.0
@@ -114,14 +118,22 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     inside = (f" Of {top.name}'s time, {format_percent(outside)} ran outside the networks' forwards "
               "(its own code: building the action distribution, sampling): a smaller network does "
               "not remove that part." if 0 < top.self_seconds < top.seconds else "")
+    rollout_code = next((block for block in phases.policy if block.name == ROLLOUT_CODE_PART), None)
+    if rollout_code is not None and rollout_code.seconds > top.seconds:
+        inside += (f" The rollout's own code around the calls takes more than they do, "
+                   f"{loop_share_text(run.tree, rollout_code.seconds)}: the rollout_with_grad verdict says why.")
+    batching = ("more envs per vector env make each call serve more of them"
+                if phases.env_steps is None or phases.env_steps.name in VECTOR_STEP_BLOCKS
+                else "stepping several envs in a vector env (gymnasium.vector) makes each call serve all of them")
+    # A loss made of the rollout's calls needs their grad: inference mode would break it.
+    cheaper = ("a smaller network makes the call itself cheaper" if phases.loss_on_rollout_graph
+               else "a smaller network or torch.inference_mode() makes the call itself cheaper")
     return [run.verdict(
         POLICY_BOUND,
         f"the policy's inference is the limit: {top.name} took {loop_share_text(run.tree, top.seconds)} "
         f"({top.calls} calls, {format_seconds(top.seconds / max(top.calls, 1))} each){others}",
         seconds, evidence,
-        "Each call's cost is mostly per call, not per env, for a small network: more envs per "
-        "vector env make each call serve more of them; a smaller network or torch.inference_mode() "
-        f"makes the call itself cheaper.{inside}")]
+        f"Each call's cost is mostly per call, not per env, for a small network: {batching}; {cheaper}.{inside}")]
 
 
 def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
@@ -142,9 +154,10 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
                 if parts and parts[0].name == UNTIMED_PART else "")
     # The env side: the vector steps, or the program's own env stepped in the trainer (one env, no
     # vector env); a program that steps no env (offline RL, learning from a dataset) has none.
-    trainer_env_seconds = None if phases.env_steps is not None else _trainer_env_seconds(run.tree)
+    steps_a_vector_env = phases.env_steps is not None and phases.env_steps.name in VECTOR_STEP_BLOCKS
+    trainer_env_seconds = None if steps_a_vector_env else trainer_env_call_seconds(run.tree)
     steps_envs = phases.env_steps is not None or trainer_env_seconds is not None
-    if phases.env_steps is not None:
+    if steps_a_vector_env:
         env_side = (f"; the env side can win back at most the vector steps' time, "
                     f"{loop_share_text(run.tree, phases.env_seconds)}.")
     elif trainer_env_seconds is not None:
@@ -159,21 +172,6 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
         seconds, evidence,
         f"{_fewer_updates(blocks[0].name, phases.reads_a_target_network, steps_envs)} or a cheaper loss "
         f"shorten it{env_side}{own_code}")]
-
-
-def _trainer_env_seconds(tree: dict[str, Any]) -> float | None:
-    """The time of the env calls timed in the trainer's own tree (``env.step``, ``env.reset``:
-    a program stepping its env without a vector env), outside the trees that ran beside it; None
-    where there are none."""
-    seconds, found = 0.0, False
-    pending = [child for child in tree.get("children", []) if not child.get("is_parallel")]
-    while pending:
-        node = pending.pop()
-        if node["name"] in IN_TRAINER_ENV_BLOCKS:
-            seconds, found = seconds + node["total"], True
-        else:
-            pending.extend(child for child in node.get("children", []) if not child.get("is_parallel"))
-    return seconds if found else None
 
 
 def _fewer_updates(update_block: str, reads_a_target_network: bool, steps_envs: bool) -> str:
@@ -208,22 +206,36 @@ def _evaluation_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
 
 
 def _part_name(part: PhaseBlock) -> str:
-    return "the update's own code (its batch, the loss, clipping)" if part.name == UNTIMED_PART else part.name
+    if part.name == UNTIMED_PART:
+        return "the update's own code (its batch, the loss, clipping)"
+    if part.name == ROLLOUT_CODE_PART:
+        return "the rollout's own code around the calls (the action distribution, sampling, storing the step)"
+    return part.name
 
 
 def _rollout_with_grad(run: JudgedRun, phases: TrainingPhases) -> Any:
-    with_grad = [block for block in phases.policy if not block.name.endswith(NO_GRAD_SUFFIX)]
+    with_grad = [block for block in phases.policy
+                 if not block.name.endswith(NO_GRAD_SUFFIX) and block.name != ROLLOUT_CODE_PART]
+    steps = ("env steps" if phases.env_steps is not None and phases.env_steps.name not in VECTOR_STEP_BLOCKS
+             else "vector steps")
     if phases.split_at_steps and with_grad:
         calls = ", ".join(f"{block.name} ({block.calls} calls, {format_seconds(block.seconds)})"
                           for block in with_grad[:PHASE_PARTS_NAMED])
-        title = (f"the rollout's policy ran with grad enabled: {calls}; the vector steps fell inside "
-                 "the update blocks, which rlprof split at their last vector step")
+        title = (f"the rollout's policy ran with grad enabled: {calls}; the {steps} fell inside "
+                 "the update blocks, which rlprof split at their last step")
     else:
-        title = ("the rollout's policy ran with grad enabled: the vector steps fell inside the update "
+        title = (f"the rollout's policy ran with grad enabled: the {steps} fell inside the update "
                  "blocks, so rollout and update cannot be told apart")
-    return run.verdict(
-        ROLLOUT_WITH_GRAD, title,
-        0.0, _evidence(phases),
-        "Call the policy under torch.no_grad() (or torch.inference_mode()) in the rollout: autograd "
-        "records a graph for every call that no backward uses, and rlprof then tells the policy from "
-        "the update by the blocks themselves.")
+    evidence = {**_evidence(phases), "loss_on_rollout_graph": phases.loss_on_rollout_graph}
+    if phases.loss_on_rollout_graph:
+        advice = ("The loss is made of the rollout's own calls (each step's log-probability kept for it, "
+                  "as REINFORCE does), so autograd records a graph per step, one small call at a time: run "
+                  "the rollout under torch.no_grad(), keep its observations and actions, and recompute the "
+                  "log-probabilities at the update in one batched forward over them (as PPO does), one "
+                  "graph for the whole rollout; rlprof then tells the policy from the update by the blocks "
+                  "themselves.")
+    else:
+        advice = ("Call the policy under torch.no_grad() (or torch.inference_mode()) in the rollout: autograd "
+                  "records a graph for every call that no backward uses, and rlprof then tells the policy from "
+                  "the update by the blocks themselves.")
+    return run.verdict(ROLLOUT_WITH_GRAD, title, 0.0, evidence, advice)

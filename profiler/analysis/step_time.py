@@ -42,7 +42,7 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import field
 from typing import Any, NamedTuple
 
@@ -58,6 +58,7 @@ __all__ = [
     "NATIVE_ENV_BLOCKS",
     "PAYLOAD_ROOTS",
     "EXCHANGE_UNSPLIT",
+    "SINGLE_ENV_STEP_BLOCKS",
     "STEP_LAYOUTS",
     "TRANSPORT",
     "VECTOR_STEP_BLOCKS",
@@ -73,6 +74,8 @@ __all__ = [
     "blocks_in_threads",
     "step_breakdowns",
     "steps_in_threads",
+    "trainer_env_call_seconds",
+    "trainer_step_blocks",
 ]
 
 
@@ -131,6 +134,41 @@ IN_TRAINER_ENV_BLOCKS = ("env.step", "env.reset")
 NATIVE_ENV_BLOCKS = ("env.step (vectorized)", "env.reset (vectorized)")
 """The trainer's block around the one call that steps (or resets) every env of a natively
 vectorized env (CartPole's ``CartPoleVectorEnv``, as ``rlprof run`` times it)."""
+
+
+def _trainer_nodes(tree: dict[str, Any], stop_at: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+    """The trainer's own blocks, at any depth, outside the trees that ran beside it (its workers');
+    not those inside a block named in ``stop_at``."""
+    pending = [child for child in tree.get("children", []) if not child.get("is_parallel")]
+    while pending:
+        node = pending.pop()
+        yield node
+        if node["name"] not in stop_at:
+            pending.extend(child for child in node.get("children", []) if not child.get("is_parallel"))
+
+
+def trainer_env_call_seconds(tree: dict[str, Any]) -> float | None:
+    """The time of the env calls timed in the trainer's own tree (``env.step``, ``env.reset``);
+    None where there are none. In a program stepping its env without a vector env, what the env
+    side costs the trainer."""
+    calls = [node["total"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
+             if node["name"] in IN_TRAINER_ENV_BLOCKS]
+    return sum(calls) if calls else None
+
+
+SINGLE_ENV_STEP_BLOCKS = frozenset({"env.step"})
+"""The trainer's steps in a program that steps one env itself, without a vector env."""
+
+
+def trainer_step_blocks(tree: dict[str, Any]) -> frozenset[str]:
+    """The blocks that stand for the trainer's env steps: its vector steps; in a program that
+    steps its env itself, with no vector env (REINFORCE on one env), ``env.step``, which ``rlprof
+    run`` times in the trainer. A run with neither has :data:`VECTOR_STEP_BLOCKS`, none of which
+    it holds."""
+    names = {node["name"] for node in _trainer_nodes(tree)}
+    if names & VECTOR_STEP_BLOCKS or not names & SINGLE_ENV_STEP_BLOCKS:
+        return VECTOR_STEP_BLOCKS
+    return SINGLE_ENV_STEP_BLOCKS
 
 
 class StepPart(Record):

@@ -14,17 +14,21 @@ phase of the training loop took, named as the program names its calls:
   indexing), which the timeline shows, and a target network's inference calls before each update
   (:func:`_target_calls_before_updates`); or SB3's ``<Algorithm>.train`` blocks;
 - **environments**: the trainer's vector-step blocks (``vector.step``: the envs' compute, and for
-  envs in other processes the wait and the transport);
+  envs in other processes the wait and the transport); in a program that steps one env itself,
+  with no vector env, its ``env.step`` blocks (:func:`~profiler.analysis.step_time.trainer_step_blocks`);
 - **evaluation**: SB3's ``evaluate_policy`` blocks (``EvalCallback`` runs them inside the
   rollout), with the policy calls and env steps inside them, which are none of the other phases'.
 
-An ``update`` block that holds vector steps is not only an update: the program ran its rollout's
-policy with grad enabled (CleanRL's DQN and SAC do), and the block opened at that call, so it holds
-the rollout up to the optimizer step; :attr:`TrainingPhases.rollout_with_grad` says so. Where the
-timeline was recorded, each such block is split at the end of the last vector step inside it
-(:func:`_updates_split_at_their_last_step`): the update is what follows it (the learner's forward
-with its target network's, the loss, ``backward``, the step), and the model calls before it are
-the rollout's policy; :attr:`TrainingPhases.split_at_steps` says so.
+An ``update`` block that holds steps is not only an update: the program ran its rollout's policy
+with grad enabled (CleanRL's DQN and SAC do; REINFORCE keeps each call's log-probability for its
+loss), and the block opened at that call, so it holds the rollout up to the optimizer step;
+:attr:`TrainingPhases.rollout_with_grad` says so. Where the timeline was recorded, each such block
+is split at the end of the last step inside it (:func:`_updates_split_at_their_last_step`): the
+update is what follows it (the learner's forward with its target network's, the loss,
+``backward``, the step); before it, the model calls are the rollout's policy, and the time in no
+block is the rollout's own code (:data:`ROLLOUT_CODE_PART`, a part of the policy phase: building
+the action distribution, sampling, storing the step, as a model method's own code is its call's);
+:attr:`TrainingPhases.split_at_steps` says so.
 """
 
 from __future__ import annotations
@@ -33,19 +37,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadBlocks, blocks_in_threads
+from profiler.analysis.step_time import (EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadBlocks, blocks_in_threads,
+                                         trainer_step_blocks)
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
-__all__ = ["UNTIMED_PART", "PhaseBlock", "TrainingPhases", "policy_calls_in_threads", "training_phases",
-           "training_phases_text", "training_start"]
+__all__ = ["ROLLOUT_CODE_PART", "UNTIMED_PART", "PhaseBlock", "TrainingPhases", "policy_calls_in_threads",
+           "training_phases", "training_phases_text", "training_start"]
 
 UPDATE_BLOCK = "update"
 """The block the torch hooks open per optimizer step (``profiler.automatic.torch_phases``)."""
 NO_GRAD_SUFFIX = " (no grad)"
 UNTIMED_PART = "(untimed)"
 """The update part that stands for the update's own code, in no block between its timed calls."""
+ROLLOUT_CODE_PART = "(rollout's own code)"
+"""The policy part that stands for the rollout's own code inside update blocks that held the
+rollout: what ran before their last step in no block (building the action distribution, sampling,
+storing the step)."""
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
 
@@ -72,15 +81,20 @@ class TrainingPhases(Record):
     """The blocks inside the update blocks, summed by name; ``(untimed)`` for the update's own
     code between them (the loss arithmetic, gradient clipping). Where update blocks that held the
     rollout were split (:attr:`split_at_steps`), the blocks directly inside their part after the
-    last vector step, read from the timeline (their self time not read: 0)."""
+    last step, read from the timeline (their self time not read: 0)."""
     update_between_seconds: float
     env_steps: PhaseBlock | None
     rollout_with_grad: bool
     split_at_steps: bool = False
-    """Whether update blocks holding the rollout were split at their last vector step (the
-    timeline was recorded), so the policy and the update are told apart after all."""
+    """Whether update blocks holding the rollout were split at their last step (the timeline was
+    recorded), so the policy and the update are told apart after all."""
     evaluation: tuple[PhaseBlock, ...] = ()
     """SB3's evaluations (``evaluate_policy``), each holding its own policy calls and env steps."""
+    loss_on_rollout_graph: bool = False
+    """Whether the split updates' loss is made of the rollout's own calls with grad: no model call
+    with grad ran after their last step, only ``backward`` and the optimizer's (REINFORCE keeps each
+    step's log-probability for the loss). Their grad is then used, not wasted: ``no_grad`` alone
+    would break the loss, which must then recompute them in one batched forward."""
 
     @property
     def policy_seconds(self) -> float:
@@ -125,12 +139,14 @@ class TrainingPhases(Record):
                            "blocks": [block.as_dict() for block in self.evaluation]},
             "rollout_with_grad": self.rollout_with_grad,
             "split_at_steps": self.split_at_steps,
+            "loss_on_rollout_graph": self.loss_on_rollout_graph,
         }
 
 
 def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     """The phases of the trainer in ``tree``, or None when it has no policy or update block."""
     sb3 = _is_sb3_run(tree)
+    step_names = trainer_step_blocks(tree)
     policy: dict[str, list[float]] = {}
     policy_in_updates: dict[str, list[float]] = {}  # no-grad calls inside update blocks that hold steps
     update: dict[str, list[float]] = {}
@@ -154,7 +170,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             if name == EVALUATION_BLOCK and sb3:
                 add(evaluation, name, child)  # its policy calls and env steps are the evaluation's
             elif _is_update(name, sb3):
-                if name == UPDATE_BLOCK and _holds_a_step(child):
+                if name == UPDATE_BLOCK and _holds_a_step(child, step_names):
                     rollout_with_grad = True
                     for part in child["children"]:
                         if _is_training_call(part):
@@ -169,29 +185,28 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             elif _is_policy_call(name, sb3):
                 add(policy_in_updates if in_rollout_update else policy, name, child)
             else:
-                if name in VECTOR_STEP_BLOCKS:
+                if name in step_names:
                     add(steps, name, child)
                 visit(child, in_rollout_update)
 
     visit(tree)
-    split = _updates_split_at_their_last_step(tree) if rollout_with_grad else None
+    split = _updates_split_at_their_last_step(tree, step_names) if rollout_with_grad else None
     if split is not None:
-        rollout_policy, learner_seconds, updates, learner_parts = split
-        for name, (seconds, calls) in rollout_policy.items():
+        for name, (seconds, calls) in split.rollout_policy.items():
             figures = policy.setdefault(name, [0.0, 0, 0.0])
             figures[0] += seconds
             figures[1] += calls
-        update[UPDATE_BLOCK] = [learner_seconds, updates, 0.0]
+        update[UPDATE_BLOCK] = [split.learner_seconds, split.updates, 0.0]
         # The tree's parts of blocks that held the rollout are only the training calls; the
         # timeline's are what ran after each update's last step, its own code included (their
         # self time is not read from the timeline: 0).
-        parts = {name: [seconds, calls, 0.0] for name, (seconds, calls) in learner_parts.items()}
+        parts = {name: [seconds, calls, 0.0] for name, (seconds, calls) in split.learner_parts.items()}
     else:
         for name, figures in policy_in_updates.items():
             policy.setdefault(name, [0.0, 0, 0.0])
             policy[name] = [sum(pair) for pair in zip(policy[name], figures)]
     if UPDATE_BLOCK in update:
-        for name, (seconds, calls) in _target_calls_before_updates(tree, policy).items():
+        for name, (seconds, calls) in _target_calls_before_updates(tree, policy, step_names).items():
             figures = policy[name]
             figures[0] -= seconds
             figures[1] -= calls
@@ -205,7 +220,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
         policy=_ranked(policy), update=_ranked(update), update_parts=_ranked(parts),
         update_between_seconds=_between_updates(tree) if UPDATE_BLOCK in update and split is None else 0.0,
         env_steps=step, rollout_with_grad=rollout_with_grad, split_at_steps=split is not None,
-        evaluation=_ranked(evaluation))
+        evaluation=_ranked(evaluation), loss_on_rollout_graph=split is not None and split.loss_on_rollout_graph)
 
 
 def _is_sb3_run(tree: dict[str, Any]) -> bool:
@@ -232,18 +247,33 @@ def _is_training_name(name: str) -> bool:
                                   and name not in VECTOR_STEP_BLOCKS and name != "env.step")
 
 
-def _updates_split_at_their_last_step(
-    tree: dict[str, Any],
-) -> tuple[dict[str, list[float]], float, int, dict[str, list[float]]] | None:
+class _SplitUpdates(Record):
+    """The ``update`` blocks that held the rollout, split at their last step (see
+    :func:`_updates_split_at_their_last_step`)."""
+
+    rollout_policy: dict[str, list[float]]
+    """Per name, the seconds and calls of the model calls before the last steps, and
+    :data:`ROLLOUT_CODE_PART`: the time there in no block."""
+    learner_seconds: float
+    updates: int
+    learner_parts: dict[str, list[float]]
+    """Per name, the seconds and calls of the blocks directly inside the updates after their last
+    step, and :data:`UNTIMED_PART`: the update's own code between them."""
+    loss_on_rollout_graph: bool
+    """No update made a model call with grad after its last step (see
+    :attr:`TrainingPhases.loss_on_rollout_graph`)."""
+
+
+def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozenset[str]) -> _SplitUpdates | None:
     """The ``update`` blocks of the trainer's thread, from its timeline, each split at the end of
-    the last vector step inside it: the model calls before that end (the outermost blocks inside the
-    update that are no vector step), per name, with their seconds and calls; the seconds after it
-    (an update without a step: all of it; one with no ``backward`` or optimizer call after its last
-    step, which a run ends in, none); the number of updates; and the parts of those seconds, per
-    name, with their seconds and calls: the blocks directly inside the update after its last step
-    (the learner's forward, a target network's, ``backward``, the optimizer's calls) and
-    ``(untimed)``, the update's own code between them (sampling the replay buffer, the loss). None
-    without a complete timeline, or with one that shows no vector step inside an update block.
+    the last step (a block of ``step_names``) inside it. Before that end: the model calls (the
+    outermost blocks inside the update that are no step), per name, and the rollout's own code, the
+    time in no block there. After it, the learner: an update without a step is all learner; one
+    with no ``backward`` or optimizer call after its last step, which a run ends in, has none;
+    its parts are the blocks directly inside the update after its last step (the learner's
+    forward, a target network's, ``backward``, the optimizer's calls) and ``(untimed)``, the
+    update's own code between them (sampling the replay buffer, the loss). None without a complete
+    timeline, or with one that shows no step inside an update block.
 
     One sweep over the spans sorted by start (the longer first at a tie): a span that starts at or
     after the end of the outermost one open is outermost itself; else one that starts at or after
@@ -255,7 +285,12 @@ def _updates_split_at_their_last_step(
     rollout_policy: dict[str, list[float]] = {}
     learner_parts: dict[str, list[float]] = {}
     learner = 0.0
-    updates = split = 0
+    updates = split = split_learners = recomputed = 0
+
+    def add(into: dict[str, list[float]], name: str, seconds: float) -> None:
+        figures = into.setdefault(name, [0.0, 0])
+        figures[0] += seconds
+        figures[1] += 1
 
     def add_learner(begin: float, end: float, inside: list[tuple[str, float, float]]) -> None:
         nonlocal learner, updates
@@ -264,29 +299,31 @@ def _updates_split_at_their_last_step(
         timed = 0.0
         for name, start, stop in inside:
             if start >= begin:
-                figures = learner_parts.setdefault(name, [0.0, 0])
-                figures[0] += stop - start
-                figures[1] += 1
+                add(learner_parts, name, stop - start)
                 timed += stop - start
-        figures = learner_parts.setdefault(UNTIMED_PART, [0.0, 0])
-        figures[0] += max(0.0, end - begin - timed)
-        figures[1] += 1
+        add(learner_parts, UNTIMED_PART, max(0.0, end - begin - timed))
 
     def close(update: tuple[float, float], inside: list[tuple[str, float, float]]) -> None:
-        nonlocal split
-        last_step = max((end for name, _, end in inside if name in VECTOR_STEP_BLOCKS), default=None)
+        nonlocal split, split_learners, recomputed
+        last_step = max((end for name, _, end in inside if name in step_names), default=None)
         if last_step is None:
             add_learner(update[0], update[1], inside)
             return
         split += 1
+        after = [name for name, start, _ in inside if start >= last_step]
         # Without a training call after its last step, it is a rollout the run ended in: no update.
-        if any(_is_training_name(name) and start >= last_step for name, start, _ in inside):
+        if any(_is_training_name(name) for name in after):
             add_learner(last_step, update[1], inside)
+            split_learners += 1
+            recomputed += any(not _is_training_name(name) and not name.endswith(NO_GRAD_SUFFIX) for name in after)
+        timed = 0.0
         for name, start, end in inside:
-            if name not in VECTOR_STEP_BLOCKS and end <= last_step:
-                figures = rollout_policy.setdefault(name, [0.0, 0])
-                figures[0] += end - start
-                figures[1] += 1
+            if end <= last_step:
+                timed += end - start
+                if name not in step_names:
+                    add(rollout_policy, name, end - start)
+        if last_step - update[0] > timed:
+            add(rollout_policy, ROLLOUT_CODE_PART, last_step - update[0] - timed)
 
     outermost: list[tuple[str, float, float]] = []
     open_update: tuple[float, float] | None = None
@@ -304,25 +341,24 @@ def _updates_split_at_their_last_step(
         close(open_update, inside)
     if not split:  # the timeline shows no step inside an update (the blocks were read elsewhere)
         return None
-    # The same calls outside any update, each followed by a vector step before any update: the
+    # The same calls outside any update, each followed by a step before any update: the
     # rollout's calls before the program's first optimizer step (the hooks open no update before
     # a program has trained once), not the first update's forward.
-    for (name, start, end), next_is_a_step in zip(outermost, _next_is_a_step(outermost)):
+    for (name, start, end), next_is_a_step in zip(outermost, _next_is_a_step(outermost, step_names)):
         if next_is_a_step and name in rollout_policy:
-            figures = rollout_policy[name]
-            figures[0] += end - start
-            figures[1] += 1
-    return rollout_policy, learner, updates, learner_parts
+            add(rollout_policy, name, end - start)
+    return _SplitUpdates(rollout_policy, learner, updates, learner_parts,
+                         loss_on_rollout_graph=split_learners > 0 and not recomputed)
 
 
-def _next_is_a_step(outermost: list[tuple[str, float, float]]) -> list[bool | None]:
-    """For each outermost span, whether the next vector step or update after it is a vector step
-    (None when neither follows); read backwards, once."""
+def _next_is_a_step(outermost: list[tuple[str, float, float]], step_names: frozenset[str]) -> list[bool | None]:
+    """For each outermost span, whether the next step (a block of ``step_names``) or update after
+    it is a step (None when neither follows); read backwards, once."""
     following: list[bool | None] = []
     comes_next: bool | None = None
     for name, _, _ in reversed(outermost):
         following.append(comes_next)
-        if name in VECTOR_STEP_BLOCKS:
+        if name in step_names:
             comes_next = True
         elif name == UPDATE_BLOCK:
             comes_next = False
@@ -353,14 +389,15 @@ def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:
     return processes[0]["threads"][0]["spans"]
 
 
-def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]]) -> dict[str, list[float]]:
+def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]],
+                                 step_names: frozenset[str]) -> dict[str, list[float]]:
     """The inference calls of another model than the rollout's, each followed by an ``update``
-    block before any vector step: a target network's, whose values the update's loss needs
+    block before any step (a block of ``step_names``): a target network's, whose values the update's loss needs
     (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the forward with
     grad that opens the update). Per name, their seconds and calls, from the timeline's outermost
     spans; none without a complete timeline.
 
-    The rollout's models are those of the policy's calls followed by a vector step before any
+    The rollout's models are those of the policy's calls followed by a step before any
     update; a call of one of them right before an update stays the policy's (CleanRL's PPO asks its
     agent for the value to bootstrap from before each update)."""
     spans = _complete_spans(tree)
@@ -368,7 +405,7 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
     if spans is None or not names:
         return {}
     outermost = outermost_spans(spans)
-    following = _next_is_a_step(outermost)
+    following = _next_is_a_step(outermost, step_names)
     rollout_models = {_model_of(name) for (name, _, _), next_is_a_step in zip(outermost, following)
                       if next_is_a_step and name in policy}
     found: dict[str, list[float]] = {}
@@ -386,8 +423,8 @@ def _model_of(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def _holds_a_step(node: dict[str, Any]) -> bool:
-    return any(child["name"] in VECTOR_STEP_BLOCKS or _holds_a_step(child) for child in node.get("children", []))
+def _holds_a_step(node: dict[str, Any], step_names: frozenset[str]) -> bool:
+    return any(child["name"] in step_names or _holds_a_step(child, step_names) for child in node.get("children", []))
 
 
 def _ranked(figures: dict[str, list[float]]) -> tuple[PhaseBlock, ...]:
@@ -432,7 +469,8 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
 
     def listed(blocks: tuple[PhaseBlock, ...], beside: Sequence[ThreadBlocks]) -> str:
         if blocks:
-            return ", ".join(f"{block.name} x{block.calls}" for block in blocks[:3])
+            return ", ".join(f"{block.name} x{block.calls}" if block.name != ROLLOUT_CODE_PART
+                             else "the rollout's own code" for block in blocks[:3])
         if not beside:
             return "none"
         return f"none in this thread; beside it: {'; '.join(other.as_text() for other in beside)}"
@@ -451,9 +489,12 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
         lines.append(f"  evaluation          {format_seconds(phases.evaluation_seconds):>10} "
                      f"{share(phases.evaluation_seconds):>6}  {listed(phases.evaluation, ())} (its policy calls and env "
                      "steps are its own, in no other phase)")
+    steps = "env steps" if phases.env_steps is not None and phases.env_steps.name not in VECTOR_STEP_BLOCKS \
+        else "vector steps"
     if phases.rollout_with_grad and phases.split_at_steps:
-        lines.append("  (the rollout's policy ran with grad enabled, so its vector steps fell inside update blocks:"
-                     " each was split at its last vector step, the update after it, the policy's calls before)")
+        lines.append(f"  (the rollout's policy ran with grad enabled, so its {steps} fell inside update blocks: "
+                     "each was split at its last step, the update after it, the policy's calls and the rollout's "
+                     "own code before)")
     elif phases.rollout_with_grad:
-        lines.append("  (the rollout's policy ran with grad enabled: its vector steps fell inside update blocks)")
+        lines.append(f"  (the rollout's policy ran with grad enabled: its {steps} fell inside update blocks)")
     return "\n".join(lines)

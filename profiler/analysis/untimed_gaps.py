@@ -8,7 +8,8 @@ no other outermost block covers is untimed time *between steps* — the policy's
 storage, where the program does not time them — unless that gap is much longer than the usual one
 (more than :data:`ROLLOUT_GAP_FACTOR` times the median gap), when it is *between rollouts*:
 advantages, the update, logging. The rest of the untimed time is *elsewhere*: start-up before the
-first step, the end after the last.
+first step, the end after the last. A program that steps one env itself, with no vector env, has
+its ``env.step`` blocks for steps (:func:`~profiler.analysis.step_time.trainer_step_blocks`).
 
 Where the steps are not outermost but inside a block that holds the whole rollout (SB3's
 ``PPO.collect_rollouts``, a program's own ``rollout`` block), that block stands for its steps: the
@@ -32,7 +33,7 @@ import bisect
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import VECTOR_STEP_BLOCKS
+from profiler.analysis.step_time import trainer_step_blocks
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
@@ -159,7 +160,7 @@ def loop_share_text(tree: dict[str, Any], seconds: float) -> str:
 
 def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     outermost = outermost_spans(spans)
-    step_block, loop = _loop_spans(outermost, spans)
+    step_block, loop = _loop_spans(outermost, spans, trainer_step_blocks(tree))
     if len(loop) < 2:
         return None
     pairs = list(zip(loop, loop[1:]))
@@ -185,15 +186,17 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     )
 
 
-def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any]) -> tuple[str, list[tuple[int, bool]]]:
-    """The vector-step block's name, and the outermost spans of the loop, in time order: each as
-    ``(its index in outermost, whether it is a vector step itself)``; the others hold one (a
-    rollout block). Empty without vector steps."""
-    step_spans = [span for span in spans if span[0] in VECTOR_STEP_BLOCKS]
+def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any],
+                step_names: frozenset[str]) -> tuple[str, list[tuple[int, bool]]]:
+    """The step block's name (a vector step's; a program's own ``env.step`` where it steps one env
+    itself), and the outermost spans of the loop, in time order: each as ``(its index in
+    outermost, whether it is a step itself)``; the others hold one (a rollout block). Empty
+    without steps."""
+    step_spans = [span for span in spans if span[0] in step_names]
     if not step_spans:
         return "", []
     starts = [start for _, start, _ in outermost]
-    is_step = [name in VECTOR_STEP_BLOCKS for name, _, _ in outermost]
+    is_step = [name in step_names for name, _, _ in outermost]
     holding = set()
     for _, start, end in step_spans:
         index = bisect.bisect_right(starts, start) - 1  # the outermost span that starts last at or before it

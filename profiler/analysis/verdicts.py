@@ -109,11 +109,13 @@ from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasuremen
 from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
+    IN_TRAINER_ENV_BLOCKS,
     STEP_LAYOUTS,
     TRANSPORT,
     WAIT_LATENCY,
     StepBreakdown,
     step_breakdowns,
+    trainer_env_call_seconds,
 )
 from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.text_format import MEBIBYTE, format_bytes, format_percent, format_seconds
@@ -770,7 +772,8 @@ _ENV_SIDE_BLOCKS = frozenset(
 
 
 def _trainer_blocks(tree: dict[str, Any]) -> dict[str, float]:
-    """Self time of the trainer's own blocks, summed by name, outside the env manager's blocks.
+    """Self time of the trainer's own blocks, summed by name, outside the env manager's blocks and
+    the env calls of an env the program steps itself.
 
     ML-Agents times its policy inside ``env_step``; the blocks under it are the trainer's, its own
     self time (sending, waiting, receiving) is not.
@@ -780,7 +783,8 @@ def _trainer_blocks(tree: dict[str, Any]) -> dict[str, float]:
     def visit(node: dict[str, Any]) -> None:
         for child in node["children"]:
             name = child["name"]
-            if child.get("is_parallel") or name in _ENV_SIDE_BLOCKS or name.startswith("env_manager."):
+            if (child.get("is_parallel") or name in _ENV_SIDE_BLOCKS or name in IN_TRAINER_ENV_BLOCKS
+                    or name.startswith("env_manager.")):
                 continue
             if name != "env_step":
                 self_times[name] = self_times.get(name, 0.0) + child["self"]
@@ -796,7 +800,9 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
     if not blocks:
         return []
     trainer = sum(blocks.values())
-    steps = sum(breakdown.total for breakdown in run.breakdowns)
+    # The vector steps; without any, the env calls of an env the program steps itself.
+    env_calls = None if run.breakdowns else trainer_env_call_seconds(run.tree)
+    steps = sum(breakdown.total for breakdown in run.breakdowns) if env_calls is None else env_calls
     if (loop_share(run.tree, trainer) or 0.0) < TRAINER_MIN_SHARE or trainer <= steps:
         return []
     ranked = sorted(blocks.items(), key=lambda item: (-item[1], item[0]))
@@ -823,8 +829,10 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
         trainer, evidence,
         f"Speed up {first} first: it alone takes {format_seconds(first_seconds)}, "
         f"{loop_share_text(run.tree, first_seconds)}. Env-side changes "
-        f"(more workers, shared memory) can win back at most the steps' time, "
-        f"{loop_share_text(run.tree, steps)}.{inside}")]
+        + ("(more workers, shared memory) can win back at most the steps' time, " if env_calls is None
+           else "(a faster env, or several stepped together in a vector env) can win back at most its env calls' "
+                "time, ")
+        + f"{loop_share_text(run.tree, steps)}.{inside}")]
 
 
 # --- the environments -------------------------------------------------------------------------------

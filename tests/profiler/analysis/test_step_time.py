@@ -12,13 +12,17 @@ from profiler import TimerStack, hierarchical_timer, load_timing_tree, write_tim
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     EXCHANGE_UNSPLIT,
+    SINGLE_ENV_STEP_BLOCKS,
     TRANSPORT,
+    VECTOR_STEP_BLOCKS,
     WAIT_LATENCY,
     WAITING_ON_LAST,
     WAITING_ON_SLOWEST,
     WAITING_ONLY,
     WAITING_UNSPLIT,
     step_breakdowns,
+    trainer_env_call_seconds,
+    trainer_step_blocks,
 )
 
 DATA = Path(__file__).parents[2] / "data"
@@ -208,3 +212,32 @@ def test_mlagents_policy_blocks_inside_the_step_are_trainer_work_not_exchange():
         trainer_children)
     assert parts[EXCHANGE_UNSPLIT] == pytest.approx(
         breakdown.total - trainer_children - parts[ENV_COMPUTE])
+
+
+def trainer_tree(*children: dict) -> dict:
+    return {"name": "root", "total": 1.0, "count": 1, "self": 0.0, "children": list(children)}
+
+
+def node(name: str, *children: dict, parallel: bool = False) -> dict:
+    return {"name": name, "total": 0.1, "count": 1, "self": 0.0, "children": list(children),
+            **({"is_parallel": True} if parallel else {})}
+
+
+def test_a_program_that_steps_one_env_itself_has_its_env_step_for_the_trainers_steps():
+    assert trainer_step_blocks(trainer_tree(node("update", node("env.step")))) == SINGLE_ENV_STEP_BLOCKS
+
+
+def test_a_vector_step_is_the_trainers_step_whatever_env_steps_it_holds():
+    tree = trainer_tree(node("vector.step", node("env.step")), node("env.step"))
+    assert trainer_step_blocks(tree) == VECTOR_STEP_BLOCKS
+
+
+def test_env_steps_in_the_trees_that_ran_beside_the_trainer_are_not_its_steps():
+    tree = trainer_tree(node("workers", node("env.step"), parallel=True))
+    assert trainer_step_blocks(tree) == VECTOR_STEP_BLOCKS
+    assert trainer_env_call_seconds(tree) is None
+
+
+def test_the_env_calls_of_an_env_the_trainer_steps_itself_add_up_its_steps_and_resets():
+    tree = trainer_tree(node("env.reset"), node("update", node("env.step")))
+    assert trainer_env_call_seconds(tree) == pytest.approx(0.2)

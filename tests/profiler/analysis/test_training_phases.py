@@ -8,6 +8,7 @@ import pytest
 from phase_trees import phase_tree
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.training_phases import (
+    ROLLOUT_CODE_PART,
     PhaseBlock,
     TrainingPhases,
     policy_calls_in_threads,
@@ -122,8 +123,69 @@ def test_update_blocks_that_hold_the_rollout_are_split_at_their_last_vector_step
 
 def test_the_rollouts_calls_with_grad_are_the_policy_before_and_inside_the_updates():
     phases = training_phases(rollout_with_grad_tree())
-    assert [(block.name, block.calls) for block in phases.policy] == [("q_network.forward", 3)]
+    assert [(block.name, block.calls) for block in phases.policy] == [("q_network.forward", 3)]  # no code between
     assert phases.policy_seconds == pytest.approx(0.3)
+
+
+def test_the_time_in_no_block_before_an_updates_last_step_is_the_rollouts_own_code_in_the_policy():
+    tree = rollout_with_grad_tree()
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    spans[spans.index(["vector.step", 1.4, 1.6])][1] = 1.45  # 50 ms between the call and the step
+    phases = training_phases(tree)
+    assert {block.name: block.seconds for block in phases.policy} == pytest.approx(
+        {"q_network.forward": 0.3, ROLLOUT_CODE_PART: 0.05})
+
+
+def test_an_update_that_recomputes_its_forward_after_the_rollout_does_not_learn_from_the_rollouts_graph():
+    assert not training_phases(rollout_with_grad_tree()).loss_on_rollout_graph
+
+
+def reinforce_tree(recompute: bool = False) -> dict:
+    """REINFORCE on one env stepped in the trainer (no vector env): an episode before the program
+    first trained, then one whose update block holds its policy calls with grad and env steps,
+    then ``backward`` and the optimizer's step; with ``recompute``, a forward with grad after the
+    last step (the log-probabilities recomputed in one batch)."""
+    def block(name: str, total: float, count: int, children: list | None = None) -> dict:
+        return {"name": name, "total": total, "count": count, "children": children or []}
+
+    spans = [["policy.forward", 0.0, 0.1], ["env.step", 0.15, 0.25], ["backward", 0.3, 0.4], ["Adam.step", 0.4, 0.5],
+             ["update", 1.0, 2.0], ["policy.forward", 1.0, 1.1], ["env.step", 1.2, 1.3],
+             ["policy.forward", 1.3, 1.4], ["env.step", 1.5, 1.6], ["backward", 1.7, 1.9], ["Adam.step", 1.9, 2.0]]
+    inside = [block("policy.forward", 0.2, 2), block("env.step", 0.2, 2), block("backward", 0.2, 1),
+              block("Adam.step", 0.1, 1)]
+    if recompute:
+        spans.append(["policy.forward", 1.62, 1.68])
+        inside[0] = block("policy.forward", 0.26, 3)
+    return normalize_timing_tree({
+        "name": "root", "total": 3.0, "count": 1,
+        "children": [block("policy.forward", 0.1, 1), block("env.step", 0.1, 1), block("backward", 0.1, 1),
+                     block("Adam.step", 0.1, 1), block("update", 1.0, 1, inside)],
+        "metadata": {"rlprof_framework_phases": "torch"},
+        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
+            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
+             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}})
+
+
+def test_a_program_that_steps_one_env_itself_has_its_env_steps_for_the_environments():
+    phases = training_phases(reinforce_tree())
+    assert (phases.env_steps.name, phases.env_steps.calls) == ("env.step", 3)
+    assert phases.env_seconds == pytest.approx(0.3)
+
+
+def test_updates_that_hold_a_single_envs_steps_are_split_at_the_last_one():
+    phases = training_phases(reinforce_tree())
+    assert phases.rollout_with_grad and phases.split_at_steps
+    assert {block.name: (block.seconds, block.calls) for block in phases.policy} == {
+        "policy.forward": (pytest.approx(0.3), 3), ROLLOUT_CODE_PART: (pytest.approx(0.2), 1)}
+    assert phases.update_seconds == pytest.approx(0.4)
+
+
+def test_an_update_with_no_forward_after_the_rollout_learns_from_the_rollouts_graph():
+    assert training_phases(reinforce_tree()).loss_on_rollout_graph
+
+
+def test_an_update_that_recomputes_the_log_probabilities_in_a_forward_does_not_learn_from_the_rollouts_graph():
+    assert not training_phases(reinforce_tree(recompute=True)).loss_on_rollout_graph
 
 
 def test_without_a_timeline_an_update_holding_the_rollout_is_not_split():

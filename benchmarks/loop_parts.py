@@ -19,7 +19,7 @@ timers: CleanRL's policy calls, ``envs.step`` calls, updates and the rest; SB3's
 callback's rollout start to end) and the rest of ``learn`` (the updates, the logging).
 
     python3 benchmarks/loop_parts.py [--rounds 6] [--total-timesteps 2048]
-                                     [--program cleanrl-async|sb3]
+                                     [--program cleanrl-async|cleanrl-sync|sb3]
 
 Needs the right to lower its nice value (root, or ``CAP_SYS_NICE``); without it the runs are
 still pinned to one core, and the script says so.
@@ -50,7 +50,8 @@ VARIANTS = {
 PARTS = {"timeline": "--no-timeline", "stack sampler": "--no-stack-sampler",
          "framework phases": "--no-framework-phases"}
 NUM_ENVS = 4
-SPLITS = {"cleanrl-async": ("policy", "env_step", "update", "rest"), "sb3": ("rollout", "rest")}
+SPLITS = {"cleanrl-async": ("policy", "env_step", "update", "rest"), "cleanrl-sync": ("policy", "env_step", "update", "rest"),
+          "sb3": ("rollout", "rest")}
 """Per program, its hand timers (``--hand-timers``), then "rest": the loop's time outside them.
 CleanRL's: its policy calls, ``envs.step`` calls and updates (the rest: the rollout's own lines,
 rlprof's between); SB3's: its rollouts (the rest: its updates and logging)."""

@@ -1,8 +1,9 @@
 """What each part of ``rlprof run`` costs the training loop, per vector step, on one core.
 
 A PPO of ``run_overhead.py``: the CleanRL-style one over ``AsyncVectorEnv`` (``cleanrl-async``, the
-default: 4 CartPole envs in worker processes, 128 steps per rollout, 4 epochs of 4 minibatches) or
-SB3's over ``SubprocVecEnv`` (``--program sb3``: 4 CartPole envs, 128 steps per rollout), under plain
+default: 4 CartPole envs in worker processes, 128 steps per rollout, 4 epochs of 4 minibatches), the
+same over ``SyncVectorEnv`` (``--program cleanrl-sync``: its envs in the trainer) or SB3's over
+``SubprocVecEnv`` (``--program sb3``: 4 CartPole envs, 128 steps per rollout), under plain
 ``python``, ``rlprof run`` with no flags, ``rlprof run`` with each of its three in-loop parts
 switched off alone (``--no-timeline``, ``--no-stack-sampler``, ``--no-framework-phases``) and with
 all three off; interleaved rounds, the order reversed every other round.

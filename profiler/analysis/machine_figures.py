@@ -74,6 +74,9 @@ class MachineLoad(Record):
     busy_core_seconds: float
     load_average: float | None
     outside_processes: tuple[OutsideProcess, ...]
+    run_processes_cpu_seconds: float | None = None
+    """The CPU time of the run's own processes, measured or not by rlprof (see
+    :mod:`profiler.recording.machine_load`); None in a dump without it."""
 
 
 class MachineFigures(Record):
@@ -110,6 +113,14 @@ class MachineFigures(Record):
                             trainer.wall_seconds, trainer.involuntary_switches)
 
     @property
+    def trainer_native_cpu_seconds(self) -> float | None:
+        """The trainer's CPU time outside its Python threads: its native threads' (torch's intra-op
+        pool, a BLAS library's); None without the trainer's figures or its threads'."""
+        if self.trainer is None or not self.threads:
+            return None
+        return max(0.0, self.trainer.cpu_seconds - sum(thread.cpu_seconds for thread in self.threads))
+
+    @property
     def measured_workers(self) -> list[ProcessWaits]:
         return [worker for worker in self.workers if worker is not None]
 
@@ -122,10 +133,13 @@ class MachineFigures(Record):
     @property
     def outside_core_seconds(self) -> float | None:
         """CPU time other programs took of the run's cores over the run: the cores' busy time
-        less the run's own; None without the machine's figures or the trainer's."""
+        less the run's own (its processes' whole CPU time where the dump has it: the workers'
+        start-up before their first env, a forkserver, are the run's too); None without the
+        machine's figures or the trainer's."""
         if self.machine is None or self.trainer is None:
             return None
-        return max(0.0, self.machine.busy_core_seconds - self.run_cpu_seconds)
+        own = max(self.run_cpu_seconds, self.machine.run_processes_cpu_seconds or 0.0)
+        return max(0.0, self.machine.busy_core_seconds - own)
 
 
 def read_machine_figures(tree: dict[str, Any]) -> MachineFigures:
@@ -194,14 +208,17 @@ def _machine_load(value: Any, problems: list[str]) -> MachineLoad | None:
         outside = tuple(OutsideProcess(int(entry["pid"]), str(entry["name"]), float(entry["cpu_seconds"]))
                         for entry in value["outside_processes"])
         load = value.get("load_average_1min")
+        run_processes = value.get("run_processes_cpu_seconds")
         machine = MachineLoad(len(cores), float(value["wall_seconds"]), float(value["busy_core_seconds"]),
-                              None if load is None else float(load), outside)
+                              None if load is None else float(load), outside,
+                              None if run_processes is None else float(run_processes))
     except (TypeError, KeyError, ValueError, AttributeError):
         machine = None
     if (machine is None or machine.cores < 1 or not _is_seconds(machine.wall_seconds)
-            or not _is_seconds(machine.busy_core_seconds)):
+            or not _is_seconds(machine.busy_core_seconds)
+            or not (machine.run_processes_cpu_seconds is None or _is_seconds(machine.run_processes_cpu_seconds))):
         problems.append("machine_load needs cores, wall_seconds, busy_core_seconds and "
-                        "outside_processes; ignored")
+                        "outside_processes (and, where it has it, run_processes_cpu_seconds in seconds); ignored")
         return None
     return machine
 

@@ -18,6 +18,18 @@ crowding of the cores from other programs' load. The rules, each with its thresh
     largest worker's: the trainer's own waits hold up every step, and in lockstep a step waits at
     least for its most delayed worker; a lower bound. The busiest other programs are
     named, by the CPU time they used over the run.
+``torch_threads``
+    The trainer ran torch with two or more intra-op threads (``torch.get_num_threads()`` as the
+    program ended), beside env workers in processes of their own, and the run's busy processes
+    and the pool's extra threads outnumber its cores; the trainer's CPU time outside its Python
+    threads (the pool's, which spins between operations) kept at least
+    :data:`TORCH_POOL_MIN_CORE_SHARE` of the cores busy over the training loop; and its cost
+    reaches :data:`CPU_MIN_COST_SHARE` of the loop (judged on the loop, where the pool works, as
+    the phase verdicts are: a short run is mostly start-up). The cost is the smaller of the cores' time the
+    pool took (its CPU time over the cores) and the run's waits for a core (as ``outside_load``'s):
+    neither can the pool hold the run up longer than it kept cores, nor longer than the run waited
+    for them. A Stable-Baselines3 A2C over 8 ``SubprocVecEnv`` workers on 2 cores learned in 5.2 to
+    7.1 s with torch's 2 threads and in 3.7 to 4.3 s with one.
 ``gil_contention``
     Two or more Python threads of the trainer did real work (each at least
     :data:`GIL_MIN_THREAD_CPU_SHARE` of the process's CPU time, together at least
@@ -38,6 +50,7 @@ from typing import Any, Protocol
 
 from profiler.analysis.machine_figures import MachineFigures, ProcessMoment, ProcessWaits, PythonThread
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.untimed_gaps import loop_share, training_loop_seconds
 
 __all__ = [
     "CPU_MIN_COST_SHARE",
@@ -48,9 +61,12 @@ __all__ = [
     "GIL_MIN_THREAD_CPU_SHARE",
     "OUTSIDE_LOAD",
     "OUTSIDE_MIN_CORE_SHARE",
+    "TORCH_POOL_MIN_CORE_SHARE",
+    "TORCH_THREADS",
     "gil_contention",
     "kernel_count",
     "outside_load",
+    "torch_threads",
 ]
 
 CPU_MIN_COST_SHARE = 0.10
@@ -76,14 +92,20 @@ GIL_MIN_BUSY_SHARE = 0.60
 """... and it held a core, or waited in the run queue for one, at least 60% of its wall time: a
 process that mostly sleeps or waits on I/O is not held up by the GIL."""
 
+TORCH_POOL_MIN_CORE_SHARE = 0.10
+"""torch's intra-op pool is a verdict only when the trainer's native threads kept at least a tenth
+of the run's cores busy over the run."""
+
 OUTSIDE_LOAD = "outside_load"
 GIL_CONTENTION = "gil_contention"
+TORCH_THREADS = "torch_threads"
 
 
 class JudgedRun(Protocol):
     """What these rules read of the run being judged (``profiler.analysis.verdicts._Run``)."""
 
     measurements: Any
+    tree: dict[str, Any]
 
     @property
     def wall(self) -> float: ...
@@ -158,6 +180,7 @@ def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> li
     left = max(0.0, cores - cores_taken)
     evidence = {"cores": machine.cores, "outside_core_seconds": outside,
                 "outside_share_of_cores": core_share, "run_cpu_seconds": figures.run_cpu_seconds,
+                "run_processes_cpu_seconds": machine.run_processes_cpu_seconds,
                 "busy_core_seconds": machine.busy_core_seconds, "load_average_1min": machine.load_average,
                 "waits_cost_seconds": _wait_cost(run, figures), "run_own_waits_seconds": own_cost,
                 "outside_processes": [{"pid": process.pid, "name": process.name,
@@ -174,6 +197,43 @@ def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> li
         cost, evidence,
         "Run on a quieter machine, or keep the run and the other programs on separate cores "
         "(`taskset -c` for one of them, or os.sched_setaffinity)" + fewer + ".")]
+
+
+def torch_threads(run: JudgedRun, figures: MachineFigures) -> list[Any]:
+    """The ``torch_threads`` verdict: torch's intra-op pool in the trainer took cores the env
+    workers needed (see the module docstring)."""
+    threads = run.measurements.torch_threads
+    native = figures.trainer_native_cpu_seconds
+    workers = figures.measured_workers
+    cores = run.measurements.cores_available or (figures.machine.cores if figures.machine else None)
+    if threads is None or threads < 2 or native is None or not workers or cores is None or run.wall <= 0:
+        return []
+    busy = run.measurements.busy_processes or len(workers) + 1
+    if busy + threads - 1 <= cores:
+        return []  # the pool and the run's busy processes each have a core
+    # Judged on the training loop, where the pool works: a short run is mostly start-up.
+    loop = training_loop_seconds(run.tree)
+    pool_share = native / (cores * loop) if loop > 0 else 0.0
+    cost = min(native / cores, _wait_cost(run, figures))
+    if pool_share < TORCH_POOL_MIN_CORE_SHARE or (loop_share(run.tree, cost) or 0.0) < CPU_MIN_COST_SHARE:
+        return []
+    evidence = {"torch_threads": threads, "cores": cores, "busy_processes": busy, "workers": len(workers),
+                "trainer_cpu_seconds": figures.trainer.cpu_seconds if figures.trainer else None,
+                "trainer_native_cpu_seconds": native, "native_share_of_loop_cores": pool_share,
+                "training_loop_seconds": loop,
+                "waits_cost_seconds": _wait_cost(run, figures), **_waits_evidence(figures)}
+    return [run.verdict(
+        TORCH_THREADS,
+        f"torch's intra-op threads take the env workers' cores: torch runs {threads} threads in the "
+        f"trainer beside its {len(workers)} env workers on {cores} cores, and the trainer's threads "
+        f"other than its Python ones used {format_seconds(native)} of CPU ({format_percent(pool_share)} "
+        f"of the cores over the training loop); {_waited(_most_waiting(figures))}",
+        cost, evidence,
+        "Call torch.set_num_threads(1) in the trainer (or set OMP_NUM_THREADS=1): a small network's "
+        "tensors are too small for the pool to pay, and its threads keep cores busy, spinning between "
+        "operations, that the env workers and the trainer's main thread wait for. A network large "
+        f"enough to gain from the pool wants cores of its own: env workers and torch threads together "
+        f"at most {cores}.")]
 
 
 def gil_contention(run: JudgedRun, figures: MachineFigures) -> list[Any]:

@@ -84,6 +84,9 @@ class RunMeasurements(Record):
     cores_available: int | None
     busy_processes: int | None
     problems: list[str] = field(default_factory=list)
+    torch_threads: int | None = None
+    """The trainer's intra-op threads (``torch.get_num_threads()``) as the program ended, where
+    ``rlprof run`` saw it import torch."""
 
     @property
     def critical_paths(self) -> list[tuple[WorkerMeasurements, CriticalPath]]:
@@ -121,6 +124,7 @@ def read_measurements(tree: dict[str, Any]) -> RunMeasurements:
         cores_available=_positive_whole(metadata, "cores_available", problems),
         busy_processes=_positive_whole(metadata, "busy_processes", problems),
         problems=problems,
+        torch_threads=_positive_whole(metadata, "torch_threads", problems),
     )
 
 

@@ -49,8 +49,9 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
 ``env_bound``
     The env compute inside the vector step takes at least :data:`ENV_MIN_SHARE` of the training loop
     and the CPU is not oversubscribed, nor taken by other programs (``outside_load``).
-``outside_load`` and ``gil_contention``
-    Other programs' load on the run's cores, and Python threads queued for the GIL: rules of
+``outside_load``, ``torch_threads`` and ``gil_contention``
+    Other programs' load on the run's cores, torch's intra-op threads taking the env workers'
+    cores, and Python threads queued for the GIL: rules of
     :mod:`profiler.analysis.machine_verdicts`, from the kernel's counts where the dump has them.
 ``untimed``
     The wall time outside any block (the root's self time) is at least :data:`UNTIMED_MIN_SHARE`.
@@ -97,13 +98,15 @@ from profiler.analysis.machine_verdicts import (
     CPU_MIN_COST_SHARE,
     GIL_CONTENTION,
     OUTSIDE_LOAD,
+    TORCH_THREADS,
     gil_contention,
     kernel_count,
     outside_load,
+    torch_threads,
 )
 from profiler.analysis.node_load import judge_per_node
 from profiler.analysis.phase_verdicts import (
-    EVALUATION_BOUND, PHASE_KINDS, POLICY_BOUND, UPDATE_BOUND, phase_verdicts,
+    EVALUATION_BOUND, PHASE_KINDS, POLICY_BOUND, ROLLOUT_WITH_GRAD, UPDATE_BOUND, phase_verdicts,
 )
 from profiler.analysis.run_measurements import RunMeasurements, WorkerMeasurements, read_measurements
 from profiler.analysis.run_settings import RunSettings, read_run_settings
@@ -157,6 +160,7 @@ __all__ = [
     "TRAINER_BOUND",
     "TRAINER_MIN_SHARE",
     "TRAINER_TOP_BLOCKS",
+    "TORCH_THREADS",
     "TRANSPORT_BOUND",
     "TRANSPORT_MIN_SHARE",
     "UNEVEN_SPLIT_PER_ENV_TOLERANCE",
@@ -265,7 +269,7 @@ TRAINER_BOUND = "trainer_bound"
 ENV_BOUND = "env_bound"
 UNTIMED = "untimed"
 MEMORY_LEAK = "memory_leak"
-KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, GIL_CONTENTION, TRANSPORT_BOUND,
+KINDS = (STRAGGLER, CPU_OVERSUBSCRIPTION, OUTSIDE_LOAD, TORCH_THREADS, GIL_CONTENTION, TRANSPORT_BOUND,
          *PHASE_KINDS, TRAINER_BOUND, ENV_BOUND, GPU_IDLE, LAUNCH_ONLY, UNTIMED, MEMORY_LEAK, WORKERS_BALANCED)
 """Every kind of verdict, in the order used to break ties of cost."""
 
@@ -333,13 +337,17 @@ def judge_run(
         cpu = _cpu_oversubscription(run, machine)
     # Other programs' load is a verdict of its own, beside what the run's design costs.
     outside = outside_load(run, machine, own_cost=sum(verdict.cost_seconds for verdict in cpu))
+    pool = torch_threads(run, machine)
     phases = phase_verdicts(run)
-    named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND, EVALUATION_BOUND) for verdict in phases)
+    # A rollout run with grad puts the rollout's own code in the update blocks' self time: the
+    # trainer's blocks would blame the update for it.
+    named_a_phase = any(verdict.kind in (POLICY_BOUND, UPDATE_BOUND, EVALUATION_BOUND, ROLLOUT_WITH_GRAD)
+                        for verdict in phases)
     gil = gil_contention(run, machine)
-    verdicts = [*_workers(run, machine), *cpu, *outside, *gil,
+    verdicts = [*_workers(run, machine), *cpu, *outside, *pool, *gil,
                 *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
                 *([] if named_a_phase else _trainer_bound(run)),
-                *_env_bound(run, cpu_limited=bool(cpu or outside), gil_bound=bool(gil)),
+                *_env_bound(run, cpu_limited=bool(cpu or outside or pool), gil_bound=bool(gil)),
                 *device_verdicts(run),
                 *_untimed(run),
                 *_memory_leaks(run)]

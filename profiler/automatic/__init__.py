@@ -24,10 +24,13 @@ from profiler.timing import timers
 if TYPE_CHECKING:
     from profiler.automatic.post_import import PostImportWatch
 
-__all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA", "SAMPLER_OFF_METADATA"]
+__all__ = ["AutomaticPhases", "FRAMEWORKS_METADATA", "SAMPLER_OFF_METADATA", "TORCH_THREADS_METADATA"]
 
 FRAMEWORKS_METADATA = "rlprof_framework_phases"
 """Metadata key: the frameworks whose phases were timed, comma-separated (``torch,stable_baselines3``)."""
+TORCH_THREADS_METADATA = "torch_threads"
+"""Metadata key: the trainer's intra-op thread count (``torch.get_num_threads()``) as the program
+ended, for a program that imported torch (the ``torch_threads`` verdict reads it)."""
 SAMPLER_OFF_METADATA = "rlprof_stack_sampler"
 """Metadata key, ``"off"`` when ``rlprof run --no-stack-sampler`` turned the trainer's stack sampler
 off: its untimed time is then said to be unsampled by that choice, not for want of ``rlprof run``."""
@@ -61,10 +64,15 @@ class AutomaticPhases:
         return self
 
     def stop(self) -> None:
-        """Stop sampling, stop watching imports and remove every hook (idempotent)."""
+        """Stop sampling, stop watching imports and remove every hook (idempotent); note how many
+        intra-op threads torch ran with, where the program imported it (phases timed or not)."""
         if not self._started:
             return
         self._started = False
+        torch = sys.modules.get("torch")
+        get_num_threads = getattr(torch, "get_num_threads", None)
+        if callable(get_num_threads):
+            timers.add_metadata(TORCH_THREADS_METADATA, int(get_num_threads()), timer_stack=self.stack)
         if self.sampler is not None:
             self.sampler.stop()
         for watch in self._watches:

@@ -10,7 +10,12 @@ changes (fewer workers; ``taskset`` or a quieter machine), so the dump records t
   programs';
 * ``outside_processes``: the processes outside the run (not this process, not its descendants)
   that used the most CPU over the run, by name and pid, so a verdict can name them. A process
-  that ended before the dump is not listed (its CPU still counts in ``busy_core_seconds``).
+  that ended before the dump is not listed (its CPU still counts in ``busy_core_seconds``);
+* ``run_processes_cpu_seconds``: the CPU time over the run of this process and its descendants,
+  the children they waited for included (the kernel adds an ended child's CPU time to the parent
+  that reaps it): what the run itself took of the cores, whether or not rlprof measured it (a
+  worker's start-up before its first env, a forkserver, a process the program starts itself).
+  Without it, the run's own unmeasured CPU read as other programs' load.
 
 A sample of every process's CPU times is taken at the run's start and at a dump, at most every
 :data:`OUTSIDE_SCAN_SPACING_SECONDS`, never per step. On Linux it reads each ``/proc/<pid>/stat``
@@ -83,8 +88,9 @@ def _busy_seconds_through_psutil() -> list[float]:
             for times in psutil.cpu_times(percpu=True)]
 
 
-def _process_cpu() -> dict[int, tuple[int, float, float]]:
-    """``{pid: (parent pid, create time, CPU seconds)}`` of every process that can be read."""
+def _process_cpu() -> dict[int, tuple[int, float, float, float]]:
+    """``{pid: (parent pid, create time, CPU seconds, CPU seconds of the children it reaped)}`` of
+    every process that can be read."""
     if not os.path.isfile("/proc/self/stat"):
         return _process_cpu_through_psutil()
     ticks = os.sysconf("SC_CLK_TCK")
@@ -97,16 +103,18 @@ def _process_cpu() -> dict[int, tuple[int, float, float]]:
         if not name.isdigit():
             continue
         try:
-            # The parent's pid, user and system time (in clock ticks), start time (since the boot).
+            # The parent's pid, user and system time, its reaped children's (in clock ticks), its
+            # start time (since the boot).
             fields = proc_files.stat_fields(name)
             processes[int(name)] = (int(fields[1]), float(fields[19]) / ticks + boot,
-                                    float(fields[11]) / ticks + float(fields[12]) / ticks)
+                                    (float(fields[11]) + float(fields[12])) / ticks,
+                                    (float(fields[13]) + float(fields[14])) / ticks)
         except (OSError, ValueError, IndexError):  # ended meanwhile, or not readable
             continue
     return processes
 
 
-def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float]]:
+def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float, float]]:
     import psutil  # where there is no /proc
 
     processes = {}
@@ -115,7 +123,8 @@ def _process_cpu_through_psutil() -> dict[int, tuple[int, float, float]]:
         times = info.get("cpu_times")
         if times is None or info.get("create_time") is None:
             continue
-        processes[process.pid] = (info.get("ppid") or 0, info["create_time"], times.user + times.system)
+        processes[process.pid] = (info.get("ppid") or 0, info["create_time"], times.user + times.system,
+                                  times.children_user + times.children_system)
     return processes
 
 
@@ -137,7 +146,7 @@ def _process_name(pid: int) -> str:
 class _LoadBaseline:
     """The machine at the start of a timer stack's run; sampled again at each reset."""
 
-    __slots__ = ("cores", "busy", "processes", "wall", "started", "scanned_at", "outside", "__weakref__")
+    __slots__ = ("cores", "busy", "processes", "wall", "started", "scanned_at", "outside", "run_cpu", "__weakref__")
 
     def __init__(self) -> None:
         self.discard(None)
@@ -151,6 +160,7 @@ class _LoadBaseline:
         self.wall = time.monotonic()
         self.scanned_at: float | None = None
         self.outside: list[dict[str, Any]] = []
+        self.run_cpu = 0.0
         try:
             self.busy: float | None = _busy_seconds(self.cores)
             self.processes = _process_cpu()
@@ -185,10 +195,10 @@ def follow_run() -> None:
     follow_stack(stack)
 
 
-def _run_pids(processes: dict[int, tuple[int, float, float]]) -> set[int]:
+def _run_pids(processes: dict[int, tuple[int, float, float, float]]) -> set[int]:
     """This process and its descendants among ``processes``: the run's own processes still alive."""
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in processes.items():
+    for pid, (parent, *_) in processes.items():
         children.setdefault(parent, []).append(pid)
     run, unvisited = set(), [os.getpid()]
     while unvisited:
@@ -208,40 +218,47 @@ def machine_load_section(stack: Any) -> dict[str, Any] | None:
     try:
         busy = _busy_seconds(baseline.cores) - baseline.busy
         now = time.monotonic()
-        if baseline.scanned_at is None or now - baseline.scanned_at >= OUTSIDE_SCAN_SPACING_SECONDS:
-            baseline.outside, baseline.scanned_at = _outside_processes(baseline), now
+        scans = baseline.scanned_at is None or now - baseline.scanned_at >= OUTSIDE_SCAN_SPACING_SECONDS
+        if scans:
+            baseline.outside, baseline.run_cpu = _scan_processes(baseline)
+            baseline.scanned_at = now
     except _read_errors():
         return None
     try:
         load_average: float | None = os.getloadavg()[0]
     except (AttributeError, OSError):
         load_average = None
-    return {
+    section = {
         "cores": baseline.cores,
         "wall_seconds": now - baseline.wall,
         "busy_core_seconds": max(0.0, busy),
         "load_average_1min": load_average,
         "outside_processes": [dict(entry) for entry in baseline.outside],
     }
+    if scans:  # a previous scan's figure would cover less of the run than busy_core_seconds does
+        section["run_processes_cpu_seconds"] = baseline.run_cpu
+    return section
 
 
-def _outside_processes(baseline: _LoadBaseline) -> list[dict[str, Any]]:
-    """The busiest processes outside the run since ``baseline``, by the CPU time they used."""
+def _scan_processes(baseline: _LoadBaseline) -> tuple[list[dict[str, Any]], float]:
+    """The busiest processes outside the run since ``baseline``, by the CPU time they used; and the
+    CPU time the run's own processes used since then, their reaped children's included."""
     processes = _process_cpu()
     run = _run_pids(processes)
     outside = []
-    for pid, (_, created, cpu) in processes.items():
-        if pid in run:
-            continue
+    run_cpu = 0.0
+    for pid, (_, created, cpu, children_cpu) in processes.items():
         before = baseline.processes.get(pid)
         if before is not None and before[1] == created:
-            used = cpu - before[2]
+            used, children_used = cpu - before[2], children_cpu - before[3]
         elif created >= baseline.started:
-            used = cpu  # started during the run
+            used, children_used = cpu, children_cpu  # started during the run
         else:
             continue  # not readable at the start: its share over the run is unknown
-        if used > 0:
+        if pid in run:
+            run_cpu += max(0.0, used) + max(0.0, children_used)
+        elif used > 0:
             outside.append((pid, used))
     outside.sort(key=lambda entry: (-entry[1], entry[0]))
-    return [{"pid": pid, "name": _process_name(pid), "cpu_seconds": used}
-            for pid, used in outside[:OUTSIDE_PROCESSES_LISTED]]
+    return ([{"pid": pid, "name": _process_name(pid), "cpu_seconds": used}
+             for pid, used in outside[:OUTSIDE_PROCESSES_LISTED]], run_cpu)

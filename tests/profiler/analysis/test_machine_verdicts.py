@@ -19,6 +19,8 @@ from profiler.analysis.machine_verdicts import (
     GIL_MIN_BUSY_SHARE,
     OUTSIDE_LOAD,
     OUTSIDE_MIN_CORE_SHARE,
+    TORCH_POOL_MIN_CORE_SHARE,
+    TORCH_THREADS,
 )
 from profiler.analysis.verdicts import CPU_MIN_COST_SHARE, CPU_OVERSUBSCRIPTION, judge_run
 
@@ -124,6 +126,59 @@ def test_other_programs_load_must_cost_a_tenth_of_the_wall_time(vector_run, wait
     verdicts = judge_run(with_machine(tree, trainer=(0.001, 0.01), workers=[(worker_waits, 0.004)] * 2,
                                       outside_core_seconds=0.1))
     assert bool(verdicts.of_kind(OUTSIDE_LOAD)) is is_verdict
+
+
+def test_the_runs_own_cpu_that_rlprof_did_not_measure_is_not_other_programs_load(vector_run):
+    """Workers that import a framework before their first env (SB3's SubprocVecEnv) use CPU that
+    their scheduling figures do not cover: the run's processes' whole CPU time says it is theirs."""
+    tree = with_machine(two_quiet_workers(vector_run), trainer=(0.005, 0.01), workers=[(0.03, 0.004)] * 2,
+                        outside_core_seconds=0.15)
+    tree["machine_load"]["run_processes_cpu_seconds"] = 0.018 + 0.15  # measured, and their start-up
+    verdicts = judge_run(tree)
+    assert not verdicts.of_kind(OUTSIDE_LOAD)
+
+
+def with_torch_pool(tree, *, torch_threads: int, pool_share: float, main_thread_waits: float = 0.03):
+    """``tree`` whose trainer ran torch on ``torch_threads`` threads, its threads other than its
+    Python ones busy for ``pool_share`` of the 2 cores over the run (no timeline: the loop is the
+    wall time), its main thread waiting ``main_thread_waits`` for a core."""
+    tree["metadata"]["torch_threads"] = str(torch_threads)
+    native = pool_share * 2 * tree["total"]
+    tree = with_machine(tree, trainer=(main_thread_waits, 0.01 + native), workers=[(0.01, 0.004)] * 2,
+                        threads=[("MainThread", 0.01)])
+    tree["scheduling"]["python_threads"][0]["run_queue_seconds"] = main_thread_waits
+    return tree
+
+
+@pytest.mark.parametrize("pool_share, is_verdict", [(0.09, False), (0.11, True)])
+def test_torchs_pool_must_keep_a_tenth_of_the_cores_busy(vector_run, pool_share, is_verdict):
+    assert TORCH_POOL_MIN_CORE_SHARE == 0.10
+    tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=2, pool_share=pool_share)
+    assert bool(judge_run(tree).of_kind(TORCH_THREADS)) is is_verdict
+
+
+def test_torchs_pool_costs_at_most_the_runs_waits_for_a_core(vector_run):
+    tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=2, pool_share=0.5)
+    (verdict,) = judge_run(tree).of_kind(TORCH_THREADS)
+    assert verdict.cost_seconds == pytest.approx(0.03 + 0.01)  # the main thread's waits, the largest worker's
+
+
+def test_torchs_pool_costs_at_most_the_cores_time_it_took(vector_run):
+    tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=2, pool_share=0.15,
+                           main_thread_waits=0.09)
+    (verdict,) = judge_run(tree).of_kind(TORCH_THREADS)
+    assert verdict.cost_seconds == pytest.approx(0.15 * tree["total"])  # its CPU time over the 2 cores
+
+
+def test_torch_on_one_thread_is_not_told_of_its_pool(vector_run):
+    tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=1, pool_share=0.5)
+    assert not judge_run(tree).of_kind(TORCH_THREADS)
+
+
+def test_a_pool_with_cores_of_its_own_beside_the_runs_busy_processes_is_not_told(vector_run):
+    tree = vector_run(worker_step_seconds=(0.004, 0.004), env_cpu_fraction=0.1, busy_processes=3, cores=4)
+    tree = with_torch_pool(tree, torch_threads=2, pool_share=0.5)
+    assert not judge_run(tree).of_kind(TORCH_THREADS)
 
 
 def test_other_programs_load_names_the_busiest_of_them_and_what_to_do(vector_run):

@@ -62,6 +62,22 @@ def test_the_runs_grandchildren_are_not_outside_it_either():
         parent.communicate("\n")
 
 
+def test_the_cpu_of_a_child_the_run_waited_for_counts_as_the_runs_own():
+    stack = TimerStack("machine-load-test")
+    machine_load.follow_stack(stack)
+    child = subprocess.run([sys.executable, "-c", _BURN + "print(time.process_time())"], check=True,
+                           capture_output=True, text=True)
+    section = machine_load.machine_load_section(stack)
+    assert section["run_processes_cpu_seconds"] >= float(child.stdout)
+
+
+def test_a_dump_that_repeats_the_previous_scan_gives_no_figure_for_the_runs_processes():
+    stack = TimerStack("machine-load-test")
+    machine_load.follow_stack(stack)
+    assert "run_processes_cpu_seconds" in machine_load.machine_load_section(stack)
+    assert "run_processes_cpu_seconds" not in machine_load.machine_load_section(stack)  # within 10 s
+
+
 def test_reading_proc_and_reading_through_psutil_agree_on_each_process():
     # psutil is what other systems than Linux read the processes through
     through_proc = machine_load._process_cpu()
@@ -69,6 +85,7 @@ def test_reading_proc_and_reading_through_psutil_agree_on_each_process():
     own = os.getpid()
     assert through_proc[own][:2] == through_psutil[own][:2]  # parent, create time
     assert abs(through_proc[own][2] - through_psutil[own][2]) < 1.0  # CPU seconds, read a moment apart
+    assert abs(through_proc[own][3] - through_psutil[own][3]) < 1.0  # its reaped children's
     assert set(through_proc) & set(through_psutil) >= {own, os.getppid()}
 
 

@@ -18,18 +18,21 @@ crowding of the cores from other programs' load. The rules, each with its thresh
     largest worker's: the trainer's own waits hold up every step, and in lockstep a step waits at
     least for its most delayed worker; a lower bound. The busiest other programs are
     named, by the CPU time they used over the run.
-``torch_threads``
+``torch_threads`` (a finding: cost 0)
     The trainer ran torch with two or more intra-op threads (``torch.get_num_threads()`` as the
     program ended), beside env workers in processes of their own, and the run's busy processes
     and the pool's extra threads outnumber its cores; the trainer's CPU time outside its Python
     threads (the pool's, which spins between operations) kept at least
-    :data:`TORCH_POOL_MIN_CORE_SHARE` of the cores busy over the training loop; and its cost
-    reaches :data:`CPU_MIN_COST_SHARE` of the loop (judged on the loop, where the pool works, as
-    the phase verdicts are: a short run is mostly start-up). The cost is the smaller of the cores' time the
-    pool took (its CPU time over the cores) and the run's waits for a core (as ``outside_load``'s):
-    neither can the pool hold the run up longer than it kept cores, nor longer than the run waited
-    for them. A Stable-Baselines3 A2C over 8 ``SubprocVecEnv`` workers on 2 cores learned in 5.2 to
-    7.1 s with torch's 2 threads and in 3.7 to 4.3 s with one.
+    :data:`TORCH_POOL_MIN_CORE_SHARE` of the cores busy over the training loop; and the run's
+    waits for a core (as ``outside_load``'s) reach :data:`CPU_MIN_COST_SHARE` of the loop (judged
+    on the loop, where the pool works, as the phase verdicts are: a short run is mostly start-up).
+    What one thread would win is not in one run's figures: the CPU the pool used is not the time
+    the others lost (cores it spun on may have been idle), and the waits would not all go. On 2
+    cores, with 2 threads and with one, both pools using about half the cores: Stable-Baselines3's
+    A2C over 8 ``SubprocVecEnv`` workers learned in 27% less time on one thread (medians of three
+    runs, 5.32 against 3.88 s), a CleanRL-style PPO over 4 ``AsyncVectorEnv`` workers in 3% less
+    (two runs each). So it is a finding that costs nothing, with the advice to try one thread and
+    compare.
 ``gil_contention``
     Two or more Python threads of the trainer did real work (each at least
     :data:`GIL_MIN_THREAD_CPU_SHARE` of the process's CPU time, together at least
@@ -200,13 +203,13 @@ def outside_load(run: JudgedRun, figures: MachineFigures, own_cost: float) -> li
 
 
 def torch_threads(run: JudgedRun, figures: MachineFigures) -> list[Any]:
-    """The ``torch_threads`` verdict: torch's intra-op pool in the trainer took cores the env
-    workers needed (see the module docstring)."""
+    """The ``torch_threads`` finding: torch's intra-op pool in the trainer kept cores busy beside
+    env workers that waited for cores (see the module docstring)."""
     threads = run.measurements.torch_threads
     native = figures.trainer_native_cpu_seconds
     workers = figures.measured_workers
     cores = run.measurements.cores_available or (figures.machine.cores if figures.machine else None)
-    if threads is None or threads < 2 or native is None or not workers or cores is None or run.wall <= 0:
+    if threads is None or threads < 2 or native is None or not workers or cores is None:
         return []
     busy = run.measurements.busy_processes or len(workers) + 1
     if busy + threads - 1 <= cores:
@@ -214,26 +217,27 @@ def torch_threads(run: JudgedRun, figures: MachineFigures) -> list[Any]:
     # Judged on the training loop, where the pool works: a short run is mostly start-up.
     loop = training_loop_seconds(run.tree)
     pool_share = native / (cores * loop) if loop > 0 else 0.0
-    cost = min(native / cores, _wait_cost(run, figures))
-    if pool_share < TORCH_POOL_MIN_CORE_SHARE or (loop_share(run.tree, cost) or 0.0) < CPU_MIN_COST_SHARE:
+    waits = _wait_cost(run, figures)
+    if pool_share < TORCH_POOL_MIN_CORE_SHARE or (loop_share(run.tree, waits) or 0.0) < CPU_MIN_COST_SHARE:
         return []
     evidence = {"torch_threads": threads, "cores": cores, "busy_processes": busy, "workers": len(workers),
                 "trainer_cpu_seconds": figures.trainer.cpu_seconds if figures.trainer else None,
                 "trainer_native_cpu_seconds": native, "native_share_of_loop_cores": pool_share,
-                "training_loop_seconds": loop,
-                "waits_cost_seconds": _wait_cost(run, figures), **_waits_evidence(figures)}
+                "training_loop_seconds": loop, "waits_cost_seconds": waits, **_waits_evidence(figures)}
     return [run.verdict(
         TORCH_THREADS,
-        f"torch's intra-op threads take the env workers' cores: torch runs {threads} threads in the "
-        f"trainer beside its {len(workers)} env workers on {cores} cores, and the trainer's threads "
-        f"other than its Python ones used {format_seconds(native)} of CPU ({format_percent(pool_share)} "
-        f"of the cores over the training loop); {_waited(_most_waiting(figures))}",
-        cost, evidence,
-        "Call torch.set_num_threads(1) in the trainer (or set OMP_NUM_THREADS=1): a small network's "
-        "tensors are too small for the pool to pay, and its threads keep cores busy, spinning between "
-        "operations, that the env workers and the trainer's main thread wait for. A network large "
-        f"enough to gain from the pool wants cores of its own: env workers and torch threads together "
-        f"at most {cores}.")]
+        f"torch's intra-op threads compete with the env workers for cores: torch ran {threads} threads "
+        f"in the trainer beside its {len(workers)} env workers on {cores} cores, and the trainer's "
+        f"threads other than its Python ones used {format_seconds(native)} of CPU "
+        f"({format_percent(pool_share)} of the cores over the training loop); "
+        f"{_waited(_most_waiting(figures))}",
+        0.0, evidence,
+        "Try torch.set_num_threads(1) in the trainer (or OMP_NUM_THREADS=1) and compare: the pool's "
+        "threads spin between operations on cores that the env workers and the trainer's main thread "
+        "wait for, and a small network's tensors are too small for them to pay. What one thread wins "
+        "depends on how much of that CPU the others needed, which one run cannot tell: rlprof counts "
+        "it at nothing. A network large enough to gain from the pool wants cores of its own: env "
+        f"workers and torch threads together at most {cores}.")]
 
 
 def gil_contention(run: JudgedRun, figures: MachineFigures) -> list[Any]:

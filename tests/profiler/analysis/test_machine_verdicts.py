@@ -157,17 +157,22 @@ def test_torchs_pool_must_keep_a_tenth_of_the_cores_busy(vector_run, pool_share,
     assert bool(judge_run(tree).of_kind(TORCH_THREADS)) is is_verdict
 
 
-def test_torchs_pool_costs_at_most_the_runs_waits_for_a_core(vector_run):
+def test_torchs_pool_is_a_finding_that_costs_nothing(vector_run):
+    """The CPU the pool used is not the time the others lost: one run cannot tell what one thread
+    would win (27% of an SB3 A2C's learning, 3% of a CleanRL-style PPO's, on the same 2 cores)."""
     tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=2, pool_share=0.5)
     (verdict,) = judge_run(tree).of_kind(TORCH_THREADS)
-    assert verdict.cost_seconds == pytest.approx(0.03 + 0.01)  # the main thread's waits, the largest worker's
+    assert verdict.cost_seconds == 0.0
+    assert verdict.suggestion.startswith("Try torch.set_num_threads(1) in the trainer")
 
 
-def test_torchs_pool_costs_at_most_the_cores_time_it_took(vector_run):
-    tree = with_torch_pool(two_quiet_workers(vector_run), torch_threads=2, pool_share=0.15,
-                           main_thread_waits=0.09)
-    (verdict,) = judge_run(tree).of_kind(TORCH_THREADS)
-    assert verdict.cost_seconds == pytest.approx(0.15 * tree["total"])  # its CPU time over the 2 cores
+@pytest.mark.parametrize("waits_share, is_verdict", [(0.09, False), (0.11, True)])
+def test_torchs_pool_is_told_only_where_the_run_waited_for_cores(vector_run, waits_share, is_verdict):
+    assert CPU_MIN_COST_SHARE == 0.10
+    tree = two_quiet_workers(vector_run)  # no timeline: the loop is the whole wall time
+    main_thread_waits = waits_share * tree["total"] - 0.01  # and the largest worker's 10 ms
+    tree = with_torch_pool(tree, torch_threads=2, pool_share=0.5, main_thread_waits=main_thread_waits)
+    assert bool(judge_run(tree).of_kind(TORCH_THREADS)) is is_verdict
 
 
 def test_torch_on_one_thread_is_not_told_of_its_pool(vector_run):

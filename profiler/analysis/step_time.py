@@ -58,6 +58,7 @@ __all__ = [
     "NATIVE_ENV_BLOCKS",
     "PAYLOAD_ROOTS",
     "EXCHANGE_UNSPLIT",
+    "RESET_BLOCKS",
     "SINGLE_ENV_STEP_BLOCKS",
     "STEP_LAYOUTS",
     "TRANSPORT",
@@ -111,6 +112,8 @@ STEP_LAYOUTS = (
 
 VECTOR_STEP_BLOCKS = frozenset(layout.step for layout in STEP_LAYOUTS if layout.is_vector_step)
 """The names of the blocks that time a vector step (not a reset), whatever the layout."""
+RESET_BLOCKS = frozenset({*(layout.step for layout in STEP_LAYOUTS if not layout.is_vector_step), "env.reset"})
+"""The blocks that time a reset: a vector env's, or one env's that the program steps itself."""
 
 EVALUATION_BLOCK = "evaluate_policy"
 """The block SB3's ``evaluate_policy`` runs in (``profiler.automatic.sb3_phases``): the vector steps

@@ -6,10 +6,13 @@ longer (the update, logging), then steps again. The timeline of the trainer's th
 ``timeline`` section) holds each vector step's span; the time between two consecutive steps that
 no other outermost block covers is untimed time *between steps* — the policy's inference and
 storage, where the program does not time them — unless that gap is much longer than the usual one
-(more than :data:`ROLLOUT_GAP_FACTOR` times the median gap), when it is *between rollouts*:
-advantages, the update, logging. The rest of the untimed time is *elsewhere*: start-up before the
-first step, the end after the last. A program that steps one env itself, with no vector env, has
-its ``env.step`` blocks for steps (:func:`~profiler.analysis.step_time.trainer_step_blocks`).
+(more than :data:`ROLLOUT_GAP_FACTOR` times the median gap) or holds a reset (a new episode), when
+it is *between rollouts*: advantages, the update, logging. The rest of the untimed time is
+*elsewhere*: start-up before the first step, the end after the last. A program that steps one env
+itself, with no vector env, has its ``env.step`` blocks for steps
+(:func:`~profiler.analysis.step_time.trainer_step_blocks`), and its ``env.reset`` between two of
+them ends an episode: a REINFORCE's update after an episode of 40 steps was shorter than ten of
+its steps' gaps, and was called between steps.
 
 Where the steps are not outermost but inside a block that holds the whole rollout (SB3's
 ``PPO.collect_rollouts``, a program's own ``rollout`` block), that block stands for its steps: the
@@ -33,7 +36,7 @@ import bisect
 from typing import Any
 
 from profiler.analysis.block_stats import median
-from profiler.analysis.step_time import trainer_step_blocks
+from profiler.analysis.step_time import RESET_BLOCKS, trainer_step_blocks
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.records import Record
 
@@ -169,8 +172,9 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
     step_to_step = [before_is_step and after_is_step for (_, before_is_step), (_, after_is_step) in pairs]
     lengths = [outermost[after][1] - outermost[before][2] for (before, _), (after, _) in pairs]
     usual = median([length for length, steps in zip(lengths, step_to_step) if steps] or [0.0])
-    rollout_ends = [not steps or length > ROLLOUT_GAP_FACTOR * usual
-                    for length, steps in zip(lengths, step_to_step)]
+    resets = [_holds_a_reset(outermost, before, after) for (before, _), (after, _) in pairs]
+    rollout_ends = [not steps or length > ROLLOUT_GAP_FACTOR * usual or reset
+                    for length, steps, reset in zip(lengths, step_to_step, resets)]
     between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
     between_rollouts = sum(gap for gap, ends in zip(gaps, rollout_ends) if ends)
     return UntimedGaps(
@@ -226,6 +230,12 @@ def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
 
 def _covered(outermost: list[tuple[str, float, float]], start: int, stop: int) -> float:
     return sum(end - begin for _, begin, end in outermost[start:stop])
+
+
+def _holds_a_reset(outermost: list[tuple[str, float, float]], before: int, after: int) -> bool:
+    """Whether a reset ran between two steps: the program began a new episode there (one env it
+    steps itself), so what ran around it followed an episode, not a step."""
+    return any(name in RESET_BLOCKS for name, _, _ in outermost[before + 1:after])
 
 
 def _untimed_between(outermost: list[tuple[str, float, float]], before: int, after: int) -> float:

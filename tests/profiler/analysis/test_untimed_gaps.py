@@ -56,6 +56,27 @@ def test_the_short_gaps_are_between_steps_less_the_blocks_inside_them():
     assert gaps.between_steps == pytest.approx(9 * 0.125)
 
 
+def episodes_tree(episodes: int = 3, steps: int = 4) -> dict:
+    """One env the program steps itself: ``episodes`` episodes of ``steps`` ``env.step`` calls (1 s
+    each, 0.25 s apart), then 0.5 s untimed (the update, shorter than ten of those gaps) and an
+    ``env.reset`` of 0.25 s before the next episode's first step, 0.25 s later."""
+    spans, clock = [], 0.0
+    for episode in range(episodes):
+        for step in range(steps):
+            spans.append(["env.step", clock, clock + 1.0])
+            clock += 1.0 if step == steps - 1 else 1.25
+        if episode < episodes - 1:
+            spans.append(["env.reset", clock + 0.5, clock + 0.75])
+            clock += 1.0
+    return timeline_tree(spans, total=clock)
+
+
+def test_a_gap_that_holds_a_reset_ends_an_episode_however_short():
+    gaps = untimed_gaps(episodes_tree())
+    assert (gaps.step_block, gaps.between_rollouts_gaps, gaps.between_steps_gaps) == ("env.step", 2, 3 * 3)
+    assert gaps.between_rollouts == pytest.approx(2 * 0.75)  # the update and the wait after the reset
+
+
 def test_the_long_gaps_are_between_rollouts_less_the_update_block():
     gaps = untimed_gaps(loop_tree())
     assert gaps.between_rollouts_gaps == 2

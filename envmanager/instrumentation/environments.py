@@ -50,7 +50,7 @@ from envmanager.instrumentation.own_processes import (
     time_own_process_env,
 )
 from envmanager.instrumentation.pool_tasks import POOL_MODULE, is_pool_worker, patch_pool_worker
-from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_timed
 from envmanager.instrumentation.vector_env_record import VectorEnvRecord
 
 __all__ = ["FINAL_TIMERS_WAIT_SECONDS", "EnvironmentInstrumentation", "instrument_environments"]
@@ -189,7 +189,7 @@ class EnvironmentInstrumentation:
     def _made_env(self, env: Any) -> None:
         """An env ``gymnasium.make`` returned: timed in the trainer, or in a process the program
         forked (which inherits this patch) as that process's."""
-        if is_instrumented(env):
+        if is_timed(env):
             return
         if os.getpid() == self.trainer_pid:
             timing = instrument_env(env, None)

@@ -32,7 +32,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_instrumented, ship_at_exit
+from envmanager.instrumentation.timed_env import WorkerIdentity, instrument_env, is_timed, ship_at_exit
 from envmanager.transport.rlprof_worker import is_rlprof_worker
 
 __all__ = ["OWN_PROCESS_ID", "OWN_PROCESS_MARK", "OwnProcessMark", "mark_own_process", "patch_gymnasium_make",
@@ -48,8 +48,8 @@ too, is the trainer's to give (``VectorEnvRecord.add_worker``)."""
 def time_own_process_env(env: Any, identity: WorkerIdentity) -> None:
     """Time ``env``, made in a process the program started itself, as worker ``identity``; the
     process ships its last timers as it ends. An rlprof worker's env, or one timed already, is
-    left alone."""
-    if is_rlprof_worker() or is_instrumented(env):
+    left alone; one that wraps a timed env (made inside another make) is timed in its stead."""
+    if is_rlprof_worker() or is_timed(env):
         return
     if instrument_env(env, identity) is not None:
         ship_at_exit()

@@ -53,7 +53,7 @@ from envmanager.instrumentation.timed_method import timed_method
 from envmanager.measurement.env_time import CpuSampler
 
 __all__ = ["FLUSH_INTERVAL_SECONDS", "PlainReduce", "WorkerIdentity", "WorkerShipping", "instrument_env",
-           "is_instrumented", "own_attribute", "ship_at_exit"]
+           "is_instrumented", "is_timed", "own_attribute", "ship_at_exit"]
 
 FLUSH_INTERVAL_SECONDS = 1.0
 """A worker ships its timers at most this often while stepping (and always when its env closes)."""
@@ -247,6 +247,13 @@ def _remove_own(env: Any, names: tuple[str, ...]) -> None:
     for name in names:
         with contextlib.suppress(AttributeError):
             object.__delattr__(env, name)
+
+
+def is_timed(env: Any) -> bool:
+    """Whether ``env`` itself is timed (not an env it wraps: an env built inside another build,
+    ``gymnasium.make`` in a registered entry point, is timed again by the outer build, which
+    silences it)."""
+    return own_attribute(env, _TIMED) is not None
 
 
 def is_instrumented(env: Any) -> bool:

@@ -76,6 +76,7 @@ __all__ = [
     "step_breakdowns",
     "steps_in_threads",
     "trainer_env_call_seconds",
+    "trainer_env_step_calls",
     "trainer_step_blocks",
 ]
 
@@ -157,6 +158,12 @@ def trainer_env_call_seconds(tree: dict[str, Any]) -> float | None:
     calls = [node["total"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
              if node["name"] in IN_TRAINER_ENV_BLOCKS]
     return sum(calls) if calls else None
+
+
+def trainer_env_step_calls(tree: dict[str, Any]) -> int:
+    """The calls of the ``env.step`` blocks timed in the trainer's own tree."""
+    return sum(node["count"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
+               if node["name"] == "env.step")
 
 
 SINGLE_ENV_STEP_BLOCKS = frozenset({"env.step"})

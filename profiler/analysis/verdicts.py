@@ -113,12 +113,15 @@ from profiler.analysis.run_settings import RunSettings, read_run_settings
 from profiler.analysis.step_time import (
     ENV_COMPUTE,
     IN_TRAINER_ENV_BLOCKS,
+    SINGLE_ENV_STEP_BLOCKS,
     STEP_LAYOUTS,
     TRANSPORT,
     WAIT_LATENCY,
     StepBreakdown,
     step_breakdowns,
     trainer_env_call_seconds,
+    trainer_env_step_calls,
+    trainer_step_blocks,
 )
 from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.text_format import MEBIBYTE, format_bytes, format_percent, format_seconds
@@ -347,7 +350,7 @@ def judge_run(
     verdicts = [*_workers(run, machine), *cpu, *outside, *pool, *gil,
                 *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
                 *([] if named_a_phase else _trainer_bound(run)),
-                *_env_bound(run, cpu_limited=bool(cpu or outside or pool), gil_bound=bool(gil)),
+                *_env_bound(run, machine, cpu_limited=bool(cpu or outside or pool), gil_bound=bool(gil)),
                 *device_verdicts(run),
                 *_untimed(run),
                 *_memory_leaks(run)]
@@ -846,9 +849,11 @@ def _trainer_bound(run: _Run) -> list[Verdict]:
 # --- the environments -------------------------------------------------------------------------------
 
 
-def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list[Verdict]:
+def _env_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool, gil_bound: bool = False) -> list[Verdict]:
     step = run.step
-    if step is None or cpu_limited:
+    if step is None:
+        return _single_env_bound(run, machine)
+    if cpu_limited:
         return []
     compute = step.seconds_of(ENV_COMPUTE)
     if (loop_share(run.tree, compute) or 0.0) < ENV_MIN_SHARE:
@@ -886,6 +891,36 @@ def _env_bound(run: _Run, *, cpu_limited: bool, gil_bound: bool = False) -> list
         f"the environments are the limit: env compute takes {format_seconds(compute / step.calls)} "
         f"of each {format_seconds(step.total / step.calls)} step",
         compute, evidence, advice)]
+
+
+def _single_env_bound(run: _Run, machine: MachineFigures) -> list[Verdict]:
+    """``env_bound`` for a program that steps one env itself, in the trainer, with no vector env:
+    its ``env.step`` and ``env.reset`` calls are the env side, and nothing runs beside them. The
+    trainer waited for a core (the kernel's count, where the dump has it) for a share of its wall
+    time, and as much of those calls' time, taken as spread evenly: the env is the limit only if
+    its calls take ``ENV_MIN_SHARE`` of the loop without it (on a loaded machine, beside
+    ``outside_load``, rather than instead of it)."""
+    if trainer_step_blocks(run.tree) != SINGLE_ENV_STEP_BLOCKS:
+        return []
+    seconds = trainer_env_call_seconds(run.tree) or 0.0
+    waiting = machine.trainer_waits.waiting_share if machine.trainer_waits is not None else 0.0
+    if (loop_share(run.tree, seconds * (1.0 - waiting)) or 0.0) < ENV_MIN_SHARE:
+        return []
+    steps = trainer_env_step_calls(run.tree)
+    cores = run.measurements.cores_available
+    evidence = {"blocks": sorted(IN_TRAINER_ENV_BLOCKS), "env_call_seconds": seconds, "env_steps": steps,
+                "trainer_waiting_share": waiting, "training_loop_seconds": training_loop_seconds(run.tree),
+                "cores_available": cores}
+    on_cores = f" on this machine's {cores} cores" if cores and cores > 1 else ""
+    return [run.verdict(
+        ENV_BOUND,
+        f"the environment is the limit: the program's own env calls (env.step, env.reset) took "
+        f"{loop_share_text(run.tree, seconds)} ({steps} steps, {format_seconds(seconds / max(steps, 1))} "
+        "a step with its resets), in the trainer, one after another",
+        seconds, evidence,
+        f"Step several envs at once in worker processes (gymnasium.vector.AsyncVectorEnv, SB3's "
+        f"SubprocVecEnv), so that their steps overlap each other and the policy{on_cores}; or make env.step "
+        "cheaper (blocks timed inside it show where its time goes).")]
 
 
 # --- time outside any block -------------------------------------------------------------------------

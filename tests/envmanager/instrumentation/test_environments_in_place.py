@@ -193,6 +193,29 @@ def test_an_env_from_gymnasium_make_is_timed_in_the_trainer(tmp_path):
     assert "1 env from gymnasium.make (in this process)" in stderr
 
 
+def test_an_env_made_inside_another_make_is_timed_by_the_outer_one_its_wrappers_included(tmp_path):
+    program = tmp_path / "registered_env.py"
+    program.write_text(
+        "import time\n"
+        "import gymnasium as gym\n"
+        "class Slower(gym.Wrapper):\n"
+        "    def step(self, action):\n"
+        "        end = time.perf_counter() + 0.002\n"
+        "        while time.perf_counter() < end:\n"
+        "            pass\n"
+        "        return self.env.step(action)\n"
+        "gym.register('SlowerCartPole-v1', entry_point=lambda: Slower(gym.make('CartPole-v1')))\n"
+        "env = gym.make('SlowerCartPole-v1')\n"
+        "env.reset(seed=1)\n"
+        "for _ in range(10):\n"
+        "    env.step(0)\n"
+    )
+    tree, stderr = run_rlprof(tmp_path, program)
+    step = only_block(tree, "env.step")
+    assert step["count"] == 10 and step["total"] >= 10 * 0.002  # the wrapper's busy step is inside it
+    assert "1 env from gymnasium.make (in this process)" in stderr
+
+
 NATIVELY_VECTORIZED = """
 import sys
 import gymnasium as gym

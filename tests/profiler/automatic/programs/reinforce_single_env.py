@@ -4,8 +4,9 @@ nothing of rlprof.
 
 ``--episodes N`` episodes; ``--recompute`` runs the rollout under ``torch.no_grad()`` and
 recomputes the log-probabilities in one batched forward over the episode's observations at the
-update (one call with grad per episode, not one per step); ``--counts FILE`` writes the env steps,
-policy calls and optimizer steps it made, as JSON.
+update (one call with grad per episode, not one per step); ``--env-seconds S`` makes each env step
+S seconds longer (a costly simulator); ``--counts FILE`` writes the env steps, policy calls and
+optimizer steps it made, as JSON.
 """
 
 import argparse
@@ -14,18 +15,22 @@ import json
 import gymnasium as gym
 import numpy as np
 import torch
+from slow_steps import SlowStep
 from torch import nn
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--episodes", type=int, default=60)
     parser.add_argument("--recompute", action="store_true")
+    parser.add_argument("--env-seconds", type=float, default=0.0)
     parser.add_argument("--counts", default=None)
     args = parser.parse_args()
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    env = gym.make("CartPole-v1")
+    if args.env_seconds:  # a slower env, registered as a simulator's would be
+        gym.register("SlowCartPole-v1", entry_point=lambda: SlowStep(gym.make("CartPole-v1"), args.env_seconds))
+    env = gym.make("SlowCartPole-v1" if args.env_seconds else "CartPole-v1")
     policy = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
     optimizer = torch.optim.Adam(policy.parameters(), lr=1e-2)
     env_steps = policy_calls = 0

@@ -30,10 +30,14 @@ from profiler.analysis.training_phases import ROLLOUT_CODE_PART  # noqa: E402
 STEPS = 1500
 
 
-def dqn_run(folder, *options: str) -> tuple[dict, dict]:
-    run = rlprof_run(folder, "cleanrl_torch_dqn.py", "--total-timesteps", str(STEPS), "--counts", "counts.json",
-                     *options)
+def counted_run(folder, program: str, *arguments: str) -> tuple[dict, dict]:
+    """``program`` under ``rlprof run``, and the counts it wrote of what it did (``--counts``)."""
+    run = rlprof_run(folder, program, *arguments, "--counts", "counts.json")
     return run, json.loads((folder / "counts.json").read_text())
+
+
+def dqn_run(folder, *options: str) -> tuple[dict, dict]:
+    return counted_run(folder, "cleanrl_torch_dqn.py", "--total-timesteps", str(STEPS), *options)
 
 
 @pytest.fixture(scope="module")
@@ -117,9 +121,7 @@ EPISODES = 60
 
 
 def reinforce_run(folder, *options: str) -> tuple[dict, dict]:
-    run = rlprof_run(folder, "reinforce_single_env.py", "--episodes", str(EPISODES), "--counts", "counts.json",
-                     *options)
-    return run, json.loads((folder / "counts.json").read_text())
+    return counted_run(folder, "reinforce_single_env.py", "--episodes", str(EPISODES), *options)
 
 
 @pytest.fixture(scope="module")

@@ -105,9 +105,14 @@ def rollout_with_grad_tree() -> dict:
     update = block("update", 2.5, 2, [block("q_network.forward", 0.4, 4), block("vector.step", 0.4, 2),
                                       block("target_network.forward (no grad)", 0.1, 1),
                                       block("backward", 0.7, 2), block("Adam.step", 0.7, 2)])
+    return torch_run_tree(5.0, [block("q_network.forward", 0.1, 1), block("vector.step", 0.2, 1), update], spans)
+
+
+def torch_run_tree(total: float, children: list[dict], spans: list[list]) -> dict:
+    """A run of ``total`` seconds whose torch phases were timed: its tree's ``children``, and the
+    ``spans`` its trainer thread recorded."""
     return normalize_timing_tree({
-        "name": "root", "total": 5.0, "count": 1,
-        "children": [block("q_network.forward", 0.1, 1), block("vector.step", 0.2, 1), update],
+        "name": "root", "total": total, "count": 1, "children": children,
         "metadata": {"rlprof_framework_phases": "torch"},
         "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
             {"pid": 1, "name": "trainer", "clock_offset": 0.0,
@@ -156,14 +161,8 @@ def reinforce_tree(recompute: bool = False) -> dict:
     if recompute:
         spans.append(["policy.forward", 1.62, 1.68])
         inside[0] = block("policy.forward", 0.26, 3)
-    return normalize_timing_tree({
-        "name": "root", "total": 3.0, "count": 1,
-        "children": [block("policy.forward", 0.1, 1), block("env.step", 0.1, 1), block("backward", 0.1, 1),
-                     block("Adam.step", 0.1, 1), block("update", 1.0, 1, inside)],
-        "metadata": {"rlprof_framework_phases": "torch"},
-        "timeline": {"clock": "perf_counter", "dropped": 0, "processes": [
-            {"pid": 1, "name": "trainer", "clock_offset": 0.0,
-             "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]}})
+    return torch_run_tree(3.0, [block("policy.forward", 0.1, 1), block("env.step", 0.1, 1), block("backward", 0.1, 1),
+                                block("Adam.step", 0.1, 1), block("update", 1.0, 1, inside)], spans)
 
 
 def test_a_program_that_steps_one_env_itself_has_its_env_steps_for_the_environments():

@@ -96,8 +96,8 @@ GIL_MIN_BUSY_SHARE = 0.60
 process that mostly sleeps or waits on I/O is not held up by the GIL."""
 
 TORCH_POOL_MIN_CORE_SHARE = 0.10
-"""torch's intra-op pool is a verdict only when the trainer's native threads kept at least a tenth
-of the run's cores busy over the run."""
+"""torch's intra-op pool is a finding only when the trainer's native threads kept at least a tenth
+of the run's cores busy over the training loop."""
 
 OUTSIDE_LOAD = "outside_load"
 GIL_CONTENTION = "gil_contention"

@@ -27,20 +27,23 @@ and share are of the wall time, as every verdict's.
     algorithm's terms: epochs and minibatches for PPO, how often to train for an off-policy learner
     (SB3's by its class, any other by the target network its update reads).
 ``rollout_with_grad``
-    The program's rollout ran its policy with grad enabled: the vector steps fell inside the
-    ``update`` blocks. The fix is ``torch.no_grad()`` around the rollout's policy calls (autograd
-    records a graph for each of them that no backward uses). Where the timeline lets the analysis
-    split those blocks at their last vector step (:attr:`TrainingPhases.split_at_steps`), the
+    The program's rollout ran its policy with grad enabled: the vector steps (or the env steps of
+    one env the program steps itself) fell inside the ``update`` blocks. The fix is
+    ``torch.no_grad()`` around the rollout's policy calls (autograd records a graph for each of
+    them that no backward uses); where the loss is made of those calls (no forward with grad after
+    the last step: REINFORCE's kept log-probabilities, :attr:`TrainingPhases.loss_on_rollout_graph`),
+    ``no_grad`` and a batched forward at the update that recomputes them. Where the timeline lets
+    the analysis split those blocks at their last step (:attr:`TrainingPhases.split_at_steps`), the
     verdict names the policy's calls with grad, and ``policy_bound`` and ``update_bound`` are judged
-    on the split phases; otherwise the update blocks say nothing of the update, and no other phase
-    verdict is drawn.
+    on the split phases (the rollout's own code before the last step is the policy's); otherwise
+    the update blocks say nothing of the update, and no other phase verdict is drawn.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from profiler.analysis.step_time import VECTOR_STEP_BLOCKS, trainer_env_call_seconds
+from profiler.analysis.step_time import trainer_env_call_seconds
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.training_phases import (NO_GRAD_SUFFIX, ROLLOUT_CODE_PART, UNTIMED_PART, PhaseBlock,
                                                TrainingPhases, training_phases)
@@ -122,9 +125,9 @@ def _policy_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
     if rollout_code is not None and rollout_code.seconds > top.seconds:
         inside += (f" The rollout's own code around the calls takes more than they do, "
                    f"{loop_share_text(run.tree, rollout_code.seconds)}: the rollout_with_grad verdict says why.")
-    batching = ("more envs per vector env make each call serve more of them"
-                if phases.env_steps is None or phases.env_steps.name in VECTOR_STEP_BLOCKS
-                else "stepping several envs in a vector env (gymnasium.vector) makes each call serve all of them")
+    batching = ("stepping several envs in a vector env (gymnasium.vector) makes each call serve all of them"
+                if phases.env_steps is not None and not phases.steps_a_vector_env
+                else "more envs per vector env make each call serve more of them")
     # A loss made of the rollout's calls needs their grad: inference mode would break it.
     cheaper = ("a smaller network makes the call itself cheaper" if phases.loss_on_rollout_graph
                else "a smaller network or torch.inference_mode() makes the call itself cheaper")
@@ -154,10 +157,9 @@ def _update_bound(run: JudgedRun, phases: TrainingPhases) -> list[Any]:
                 if parts and parts[0].name == UNTIMED_PART else "")
     # The env side: the vector steps, or the program's own env stepped in the trainer (one env, no
     # vector env); a program that steps no env (offline RL, learning from a dataset) has none.
-    steps_a_vector_env = phases.env_steps is not None and phases.env_steps.name in VECTOR_STEP_BLOCKS
-    trainer_env_seconds = None if steps_a_vector_env else trainer_env_call_seconds(run.tree)
+    trainer_env_seconds = None if phases.steps_a_vector_env else trainer_env_call_seconds(run.tree)
     steps_envs = phases.env_steps is not None or trainer_env_seconds is not None
-    if steps_a_vector_env:
+    if phases.steps_a_vector_env:
         env_side = (f"; the env side can win back at most the vector steps' time, "
                     f"{loop_share_text(run.tree, phases.env_seconds)}.")
     elif trainer_env_seconds is not None:
@@ -216,8 +218,7 @@ def _part_name(part: PhaseBlock) -> str:
 def _rollout_with_grad(run: JudgedRun, phases: TrainingPhases) -> Any:
     with_grad = [block for block in phases.policy
                  if not block.name.endswith(NO_GRAD_SUFFIX) and block.name != ROLLOUT_CODE_PART]
-    steps = ("env steps" if phases.env_steps is not None and phases.env_steps.name not in VECTOR_STEP_BLOCKS
-             else "vector steps")
+    steps = phases.steps_word
     if phases.split_at_steps and with_grad:
         calls = ", ".join(f"{block.name} ({block.calls} calls, {format_seconds(block.seconds)})"
                           for block in with_grad[:PHASE_PARTS_NAMED])

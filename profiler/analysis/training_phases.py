@@ -97,6 +97,17 @@ class TrainingPhases(Record):
     would break the loss, which must then recompute them in one batched forward."""
 
     @property
+    def steps_a_vector_env(self) -> bool:
+        """Whether its env steps are a vector env's (not one env the program steps itself)."""
+        return self.env_steps is not None and self.env_steps.name in VECTOR_STEP_BLOCKS
+
+    @property
+    def steps_word(self) -> str:
+        """What its steps are called: ``env steps`` of one env the program steps itself, else
+        ``vector steps``."""
+        return "env steps" if self.env_steps is not None and not self.steps_a_vector_env else "vector steps"
+
+    @property
     def policy_seconds(self) -> float:
         return sum(block.seconds for block in self.policy)
 
@@ -489,8 +500,7 @@ def training_phases_text(phases: TrainingPhases, wall_time: float,
         lines.append(f"  evaluation          {format_seconds(phases.evaluation_seconds):>10} "
                      f"{share(phases.evaluation_seconds):>6}  {listed(phases.evaluation, ())} (its policy calls and env "
                      "steps are its own, in no other phase)")
-    steps = "env steps" if phases.env_steps is not None and phases.env_steps.name not in VECTOR_STEP_BLOCKS \
-        else "vector steps"
+    steps = phases.steps_word
     if phases.rollout_with_grad and phases.split_at_steps:
         lines.append(f"  (the rollout's policy ran with grad enabled, so its {steps} fell inside update blocks: "
                      "each was split at its last step, the update after it, the policy's calls and the rollout's "

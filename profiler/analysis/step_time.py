@@ -133,8 +133,9 @@ TRANSPORT = "transport (send/receive/decode)"
 EXCHANGE_UNSPLIT = "send, wait and receive (not timed apart)"
 ENV_COMPUTE_IN_TRAINER = "env compute (in the trainer's process)"
 IN_TRAINER_ENV_BLOCKS = ("env.step", "env.reset")
-"""The trainer's own blocks around env calls in a vector step whose envs run in the trainer
-(Gymnasium's SyncVectorEnv, SB3's DummyVecEnv, as ``rlprof run`` times them)."""
+"""The trainer's own blocks around env calls, as ``rlprof run`` times them: in a vector step whose
+envs run in the trainer (Gymnasium's SyncVectorEnv, SB3's DummyVecEnv), or of one env the program
+steps itself (:func:`trainer_step_blocks`)."""
 NATIVE_ENV_BLOCKS = ("env.step (vectorized)", "env.reset (vectorized)")
 """The trainer's block around the one call that steps (or resets) every env of a natively
 vectorized env (CartPole's ``CartPoleVectorEnv``, as ``rlprof run`` times it)."""

@@ -134,6 +134,19 @@ class ThreadTimeline:
     def dropped_so_far(self) -> int:
         return self.dropped + self.spans_recorded - len(self.spans) + self.packed_spans.dropped
 
+    def spans_complete_after(self) -> float | None:
+        """The moment after which this thread's spans are all held, where its rings dropped
+        some (None where they dropped none): the end of the oldest span the ring keeps (spans are
+        appended as they end, so those it dropped ended earlier), or of the latest packed span
+        dropped, whichever is later. An analysis that reads the spans of a long run reads what
+        ended after it, and scales that to the blocks' totals."""
+        spans = tuple(self.spans)  # one C call: a thread appending meanwhile cannot break it
+        after = spans[0][2] if spans and self.spans_recorded > len(spans) else None
+        packed_after = self.packed_spans.complete_after
+        if packed_after is not None and (after is None or packed_after > after):
+            after = packed_after
+        return after
+
     def drain(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], int, tuple[Any, ...]]:
         """Hand over and forget every event held: (spans, instants, counters, dropped, packed
         spans as ``(name, little-endian pairs)``)."""
@@ -293,14 +306,16 @@ def timeline_section(stack: TimerStack, mergers: Sequence[Any] | None = None) ->
     for tid, other in enumerate(recorded, start=1):
         timeline = other.timeline
         assert timeline is not None
-        threads.append(
-            {
-                "tid": tid,
-                "name": other.thread_name,
-                "spans": timeline.span_rows(),
-                "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
-            }
-        )
+        thread: dict[str, Any] = {
+            "tid": tid,
+            "name": other.thread_name,
+            "spans": timeline.span_rows(),
+            "instants": [timeline_row(instant) for instant in tuple(timeline.instants)],
+        }
+        complete_after = timeline.spans_complete_after()
+        if complete_after is not None:
+            thread["spans_complete_after"] = complete_after
+        threads.append(thread)
         counters.extend(timeline_row(counter) for counter in tuple(timeline.counters))
         dropped += timeline.dropped_so_far()
     counters.sort(key=lambda counter: counter[1])

@@ -36,12 +36,15 @@ class PackedSpans:
     Locked: the thread that folds an env's steps, a shipment and the dump's writer may be three.
     """
 
-    __slots__ = ("capacity", "by_name", "dropped", "_lock")
+    __slots__ = ("capacity", "by_name", "dropped", "complete_after", "_lock")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.by_name: dict[str, array] = {}
         self.dropped = 0
+        self.complete_after: float | None = None
+        """The end of the latest span dropped (None while none was): every span that ends later
+        is held, so an analysis knows from when on its spans are the whole story."""
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -57,6 +60,9 @@ class PackedSpans:
             held.frombytes(runs)
             over = len(held) // 2 - self.capacity
             if over > 0:
+                last_dropped_end = held[2 * over - 1]
+                if self.complete_after is None or last_dropped_end > self.complete_after:
+                    self.complete_after = last_dropped_end
                 del held[: 2 * over]
                 self.dropped += over
 
@@ -76,6 +82,7 @@ class PackedSpans:
         with self._lock:
             by_name, self.by_name = self.by_name, {}
             dropped, self.dropped = self.dropped, 0
+            self.complete_after = None
         drained = []
         for name, held in by_name.items():
             if not _NATIVE_IS_LITTLE:

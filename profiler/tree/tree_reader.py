@@ -361,6 +361,8 @@ class _Reader:
         }
         if "device" in thread:  # a GPU track: the kernels PyTorch's profiler saw on that device
             read["device"] = self.name(thread["device"], f"{where}.device")
+        if "spans_complete_after" in thread:  # a long run's: its rings dropped the oldest spans
+            read["spans_complete_after"] = _number(thread["spans_complete_after"], f"{where}.spans_complete_after")
         return read
 
     def events(

@@ -88,6 +88,27 @@ def test_the_buffers_are_bounded_and_count_what_they_drop(fake_clock):
     assert timeline["dropped"] == 2
 
 
+def test_a_thread_whose_ring_dropped_spans_says_from_when_on_it_holds_them_all(fake_clock):
+    events.clear_recording()
+    events.start_recording(capacity=3)
+    try:
+        for _ in range(5):
+            with hierarchical_timer("env.step"):
+                fake_clock.advance(1.0)
+        thread = trainer_thread(get_timer_tree())
+    finally:
+        events.stop_recording()
+        events.clear_recording()
+    assert thread["spans_complete_after"] == 1003.0  # the end of the oldest span it kept
+    assert min(end for _, _, end in thread["spans"]) == 1003.0
+
+
+def test_a_thread_that_dropped_nothing_says_nothing_of_when_its_spans_are_complete(recording, fake_clock):
+    with hierarchical_timer("env.step"):
+        fake_clock.advance(1.0)
+    assert "spans_complete_after" not in trainer_thread(get_timer_tree())
+
+
 def test_stopping_keeps_what_was_recorded_and_records_no_more(recording, fake_clock):
     with hierarchical_timer("before"):
         pass

@@ -30,6 +30,30 @@ def test_beyond_the_capacity_the_oldest_spans_go_and_are_counted():
     assert packed.dropped == 3
 
 
+def test_packed_spans_that_dropped_some_hold_every_one_that_ends_after_the_last_dropped():
+    packed = PackedSpans(2)
+    assert packed.complete_after is None
+    packed.add("env.step", native(1.0, 1.5, 2.0, 2.5, 3.0, 3.5))
+    packed.add("env.reset", native(0.0, 0.25))
+    assert packed.complete_after == 1.5
+
+
+def test_a_drain_leaves_packed_spans_complete_again():
+    packed = PackedSpans(1)
+    packed.add("env.step", native(1.0, 1.5, 2.0, 2.5))
+    packed.drain()
+    assert packed.complete_after is None
+
+
+def test_a_timeline_is_complete_after_the_later_of_its_rings_horizons():
+    timeline = events.ThreadTimeline(2)
+    timeline.add_spans([("physics", 0.25, 0.5), ("physics", 1.25, 1.75), ("physics", 5.0, 5.5)])
+    timeline.add_packed_spans("env.step", native(0.0, 0.5, 1.0, 2.0, 3.0, 4.0))
+    assert timeline.spans_complete_after() == 1.75  # the oldest physics span kept ends later than the env step dropped
+    timeline.add_packed_spans("env.step", native(6.0, 7.0))
+    assert timeline.spans_complete_after() == 2.0
+
+
 def test_each_block_name_keeps_its_own_spans():
     packed = PackedSpans(1)
     packed.add("env.step", native(1.0, 2.0))

@@ -400,6 +400,24 @@ def test_a_span_ending_before_it_starts_is_refused_naming_the_span(tmp_path):
         load_timing_tree(path)
 
 
+def thread_file(tmp_path, thread: dict):
+    timeline = {"clock": "perf_counter", "processes": [{"pid": 1, "name": "trainer", "threads": [thread]}]}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"total": 1.0, "timeline": timeline}))
+    return path
+
+
+def test_a_threads_moment_from_which_its_spans_are_complete_is_read_back(tmp_path):
+    path = thread_file(tmp_path, {"tid": 1, "name": "main", "spans": [["a", 1.0, 2.0]], "spans_complete_after": 1.5})
+    assert load_timing_tree(path)["timeline"]["processes"][0]["threads"][0]["spans_complete_after"] == 1.5
+
+
+def test_a_moment_from_which_spans_are_complete_that_is_no_number_is_refused(tmp_path):
+    path = thread_file(tmp_path, {"tid": 1, "name": "main", "spans": [], "spans_complete_after": "soon"})
+    with pytest.raises(TimerFileError, match=r"threads\[0\].spans_complete_after: must be a finite number"):
+        load_timing_tree(path)
+
+
 # --- written and read at once (rlprof run's exit) -----------------------------------------------
 
 

@@ -8,7 +8,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["envs_per_worker", "order_key", "pattern", "positive_seconds", "seconds", "seconds_or_percent", "top_count"]
+__all__ = ["envs_per_worker", "order_key", "pattern", "positive_count", "positive_seconds", "seconds", "seconds_or_percent",
+           "top_count"]
 
 
 def _converted(text: str, convert: Callable[[str], Any], expected: str) -> Any:
@@ -24,6 +25,14 @@ def positive_seconds(text: str) -> float:
     value = _converted(text, float, "a number of seconds")
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def positive_count(text: str) -> int:
+    """A whole number above 0 (a capacity)."""
+    value = _converted(text, int, "a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
     return value
 
 

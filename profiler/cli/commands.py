@@ -48,9 +48,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from profiler.version import __version__
 from profiler.cli.argument_types import (
-    envs_per_worker, order_key, pattern, positive_seconds, seconds, seconds_or_percent, top_count,
+    envs_per_worker, order_key, pattern, positive_count, positive_seconds, seconds, seconds_or_percent, top_count,
 )
 from profiler.cli.run_program import Program, RunError, exit_like, run_program, split_run_arguments
+from profiler.recording.events import DEFAULT_CAPACITY
 from profiler.tree.atomic_file import is_standard_output
 from profiler.tree.timer_json import TimerFileError, load_timing_tree
 
@@ -505,6 +506,10 @@ def _add_run(subparsers: Any) -> None:
                         "core); default one env per worker")
     parser.add_argument("--no-timeline", dest="timeline", action="store_false",
                         help="do not record when each block ran (the trace then shows totals)")
+    parser.add_argument("--timeline-spans", type=positive_count, metavar="N",
+                        help=f"spans each of the trainer's threads keeps, the latest (default {DEFAULT_CAPACITY:,}: "
+                        "about 10 MB); a longer run's analysis reads the ones kept and scales them to "
+                        "the whole run")
     parser.add_argument("--no-framework-phases", dest="framework_phases", action="store_false",
                         help="do not time PyTorch's forward/backward/optimizer step or "
                         "Stable-Baselines3's rollout and train as blocks")
@@ -538,8 +543,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
     try:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
-                          timeline=arguments.timeline, framework_phases=arguments.framework_phases,
-                          stack_sampler=arguments.stack_sampler, live=arguments.live,
+                          timeline=arguments.timeline, timeline_spans=arguments.timeline_spans,
+                          framework_phases=arguments.framework_phases, stack_sampler=arguments.stack_sampler, live=arguments.live,
                           operators=arguments.operators, memory_interval=arguments.memory,
                           track_allocations=arguments.track_allocations, process_ends_after=True)
     except RunError as error:

@@ -68,7 +68,7 @@ ENVIRONMENTS_GROUP = "rlprof.environments"
 
 _DISTRIBUTION = "rlprof"
 """The distribution whose entry points connect ``profiler`` to ``envmanager``."""
-_OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker")
+_OPTIONS_WITH_A_VALUE = ("--summaries-dir", "--run-id", "--envs-per-worker", "--timeline-spans")
 _ANALYSIS_TOP = 10
 
 
@@ -183,6 +183,7 @@ def run_program(
     vector_env: str | None = None,
     envs_per_worker: int | str | None = None,
     timeline: bool = True,
+    timeline_spans: int | None = None,
     framework_phases: bool = True,
     stack_sampler: bool = True,
     report_to: TextIO | None = None,
@@ -196,7 +197,9 @@ def run_program(
 
     The caller ends the process accordingly (:func:`exit_like`): the ``rlprof run`` command does.
     ``envs_per_worker`` (a whole number or ``"auto"``) is what the vector envs built under
-    ``vector_env`` run with; None leaves the manager's default. ``framework_phases`` times
+    ``vector_env`` run with; None leaves the manager's default. ``timeline_spans`` is how many
+    spans (and instants, counter samples) each of the trainer's threads keeps, the latest; None
+    keeps :data:`~profiler.recording.events.DEFAULT_CAPACITY`. ``framework_phases`` times
     PyTorch's and Stable-Baselines3's phases as blocks and ``stack_sampler`` names where the
     untimed time went (see :mod:`profiler.automatic`). ``live`` shows the live view
     (:mod:`profiler.integrations.live_view`) on stderr while the program runs. ``operators``
@@ -211,6 +214,8 @@ def run_program(
     """
     if envs_per_worker is not None and not vector_env:
         raise RunError("--envs-per-worker applies to the vector envs that --vector-env replaces: add --vector-env")
+    if timeline_spans is not None and not timeline:
+        raise RunError("--timeline-spans sizes the timeline that --no-timeline turns off: give one of them")
     program.check()
     # What only an option needs is imported when it is given, and the analysis and the exporters
     # at the exit: before the program's first line, rlprof imports only what the run needs.
@@ -236,7 +241,7 @@ def run_program(
         timers.add_metadata(SAMPLER_OFF_METADATA, "off")
     machine_load.follow_run()  # the program's waits for a core and the machine's load from here
     if timeline:
-        events.start_recording()
+        events.start_recording(timeline_spans or events.DEFAULT_CAPACITY)
     instrumentation = _load_plugin(ENVIRONMENTS_GROUP, report_to, missing=(
         "the environments are not timed: rlprof's entry points are not installed (a checkout on "
         "PYTHONPATH has none: `pip install -e .` there)"))

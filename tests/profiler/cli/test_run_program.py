@@ -328,11 +328,41 @@ def test_a_bad_envs_per_worker_is_a_one_line_error(tmp_path, value):
     assert len(result.stderr.strip().splitlines()) <= 2  # argparse's usage line and the error
 
 
+def test_timeline_spans_with_no_timeline_is_a_one_line_error(tmp_path):
+    script = write_script(tmp_path, "train.py", "print('ran')\n")
+    result = rlprof_run("--no-timeline", "--timeline-spans", "500", str(script), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "rlprof: error: run: --timeline-spans sizes the timeline that --no-timeline turns off: give one of them\n")
+
+
+@pytest.mark.parametrize("value", ["0", "many", "1.5"])
+def test_a_bad_timeline_spans_is_a_one_line_error(tmp_path, value):
+    result = rlprof_run("--timeline-spans", value, "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--timeline-spans" in result.stderr and "whole number" in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # argparse's usage line and the error
+
+
+def test_the_timeline_keeps_the_trainers_latest_spans_up_to_timeline_spans(tmp_path):
+    script = write_script(tmp_path, "train.py", (
+        "from profiler import hierarchical_timer\n"
+        "for step in range(50):\n"
+        "    with hierarchical_timer('step'):\n"
+        "        pass\n"))
+    result = rlprof_run("--timeline-spans", "20", "--summaries-dir", "out", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    thread = load_timing_tree(tmp_path / "out" / "train_timers.json")["timeline"]["processes"][0]["threads"][0]
+    assert len(thread["spans"]) == 20
+    assert "spans_complete_after" in thread
+
+
 @pytest.mark.parametrize("arguments, own, program", [
     (["train.py", "--lr", "3"], ["train.py"], ["--lr", "3"]),
     (["--vector-env", "train.py"], ["train.py", "--vector-env"], []),
     (["--vector-env=all", "--run-id", "a", "t.py", "x"], ["t.py", "--vector-env=all", "--run-id", "a"], ["x"]),
     (["--envs-per-worker", "auto", "t.py", "x"], ["t.py", "--envs-per-worker", "auto"], ["x"]),
+    (["--timeline-spans", "500", "t.py", "x"], ["t.py", "--timeline-spans", "500"], ["x"]),
     (["-m", "pkg.train", "--seed", "1"], ["-m", "pkg.train"], ["--seed", "1"]),
     (["-mpkg.train", "-m", "x"], ["-m", "pkg.train"], ["-m", "x"]),
 ])

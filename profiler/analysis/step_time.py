@@ -75,6 +75,7 @@ __all__ = [
     "blocks_in_threads",
     "step_breakdowns",
     "steps_in_threads",
+    "trainer_calls",
     "trainer_env_call_seconds",
     "trainer_env_step_calls",
     "trainer_step_blocks",
@@ -165,6 +166,11 @@ def trainer_env_step_calls(tree: dict[str, Any]) -> int:
     """The calls of the ``env.step`` blocks timed in the trainer's own tree."""
     return sum(node["count"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
                if node["name"] == "env.step")
+
+
+def trainer_calls(tree: dict[str, Any], names: frozenset[str] | set[str]) -> int:
+    """The calls of the blocks named in ``names`` in the trainer's own tree, wherever they ran in it."""
+    return sum(node["count"] for node in _trainer_nodes(tree) if node["name"] in names)
 
 
 SINGLE_ENV_STEP_BLOCKS = frozenset({"env.step"})

@@ -29,6 +29,10 @@ update is what follows it (the learner's forward with its target network's, the 
 block is the rollout's own code (:data:`ROLLOUT_CODE_PART`, a part of the policy phase: building
 the action distribution, sampling, storing the step, as a model method's own code is its call's);
 :attr:`TrainingPhases.split_at_steps` says so.
+
+The figures read from the timeline (that split, a target network's calls, the time between
+updates) are read, in a long run, from the spans its timeline still holds, and scaled to the
+run's calls (:mod:`profiler.analysis.trainer_timeline`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import (EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadBlocks, blocks_in_threads,
                                          trainer_step_blocks)
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.trainer_timeline import trainer_spans
 from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
@@ -164,6 +169,8 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     parts: dict[str, list[float]] = {}
     steps: dict[str, list[float]] = {}
     evaluation: dict[str, list[float]] = {}
+    inside_rollout_updates: dict[str, list[float]] = {}  # what the update blocks that hold steps hold
+    rollout_updates = 0
     rollout_with_grad = False
 
     def add(into: dict[str, list[float]], name: str, node: dict[str, Any], seconds: float | None = None) -> None:
@@ -173,7 +180,7 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
         figures[2] += node["self"] if seconds is None else 0.0
 
     def visit(node: dict[str, Any], in_rollout_update: bool = False) -> None:
-        nonlocal rollout_with_grad
+        nonlocal rollout_with_grad, rollout_updates
         for child in node.get("children", []):
             if child.get("is_parallel"):
                 continue
@@ -183,9 +190,13 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             elif _is_update(name, sb3):
                 if name == UPDATE_BLOCK and _holds_a_step(child, step_names):
                     rollout_with_grad = True
+                    rollout_updates += child["count"]
                     for part in child["children"]:
                         if _is_training_call(part):
                             add(parts, part["name"], part)
+                        if not part.get("is_parallel"):
+                            add(inside_rollout_updates, part["name"], part)
+                    add(inside_rollout_updates, UNTIMED_PART, child, child["self"])
                     visit(child, in_rollout_update=True)
                     continue
                 add(update, name, child)
@@ -202,8 +213,12 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
 
     visit(tree)
     split = _updates_split_at_their_last_step(tree, step_names) if rollout_with_grad else None
+    if split is not None and not trainer_spans(tree).complete:  # type: ignore[union-attr]  # a split was read from it
+        outside = {child["name"]: [child["total"], child["count"]] for child in tree.get("children", [])
+                   if not child.get("is_parallel") and not _is_policy_call(child["name"], sb3)}  # those are the policy's
+        split = _split_scaled_to_the_run(split, inside_rollout_updates, outside, rollout_updates)
     if split is not None:
-        for name, (seconds, calls) in split.rollout_policy.items():
+        for name, (seconds, calls) in (*split.rollout_policy.items(), *split.rollout_before_training.items()):
             figures = policy.setdefault(name, [0.0, 0, 0.0])
             figures[0] += seconds
             figures[1] += calls
@@ -265,14 +280,23 @@ class _SplitUpdates(Record):
     rollout_policy: dict[str, list[float]]
     """Per name, the seconds and calls of the model calls before the last steps, and
     :data:`ROLLOUT_CODE_PART`: the time there in no block."""
-    learner_seconds: float
-    updates: int
+    rollout_before_training: dict[str, list[float]]
+    """Per name, the seconds and calls of the same calls outside any update, each followed by a
+    step before any update: the rollout's before the program first trained."""
     learner_parts: dict[str, list[float]]
     """Per name, the seconds and calls of the blocks directly inside the updates after their last
     step, and :data:`UNTIMED_PART`: the update's own code between them."""
+    updates: int
+    """The update blocks with a learner: the optimizer steps."""
+    updates_without_learner: int
+    """The update blocks without one: the rollouts the run ended in."""
     loss_on_rollout_graph: bool
     """No update made a model call with grad after its last step (see
     :attr:`TrainingPhases.loss_on_rollout_graph`)."""
+
+    @property
+    def learner_seconds(self) -> float:
+        return sum(seconds for seconds, _ in self.learner_parts.values())
 
 
 def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozenset[str]) -> _SplitUpdates | None:
@@ -283,20 +307,22 @@ def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozense
     with no ``backward`` or optimizer call after its last step, which a run ends in, has none;
     its parts are the blocks directly inside the update after its last step (the learner's
     forward, a target network's, ``backward``, the optimizer's calls) and ``(untimed)``, the
-    update's own code between them (sampling the replay buffer, the loss). None without a complete
-    timeline, or with one that shows no step inside an update block.
+    update's own code between them (sampling the replay buffer, the loss). None without a
+    timeline, or with one that shows no step inside an update block. Where the timeline holds only
+    the run's latest updates, it is the split of those (:func:`_split_scaled_to_the_run` makes it
+    the run's).
 
     One sweep over the spans sorted by start (the longer first at a tie): a span that starts at or
     after the end of the outermost one open is outermost itself; else one that starts at or after
     the end of the last span directly inside it is directly inside it too."""
-    spans = _complete_spans(tree)
-    if spans is None:
+    timeline = trainer_spans(tree)
+    if timeline is None:
         return None
-    ordered = sorted((span[1], -span[2], position, span[0]) for position, span in enumerate(spans))
+    ordered = sorted((span[1], -span[2], position, span[0]) for position, span in enumerate(timeline.spans))
     rollout_policy: dict[str, list[float]] = {}
+    rollout_before_training: dict[str, list[float]] = {}
     learner_parts: dict[str, list[float]] = {}
-    learner = 0.0
-    updates = split = split_learners = recomputed = 0
+    updates = closed = split = split_learners = recomputed = 0
 
     def add(into: dict[str, list[float]], name: str, seconds: float) -> None:
         figures = into.setdefault(name, [0.0, 0])
@@ -304,8 +330,7 @@ def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozense
         figures[1] += 1
 
     def add_learner(begin: float, end: float, inside: list[tuple[str, float, float]]) -> None:
-        nonlocal learner, updates
-        learner += end - begin
+        nonlocal updates
         updates += 1
         timed = 0.0
         for name, start, stop in inside:
@@ -315,7 +340,8 @@ def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozense
         add(learner_parts, UNTIMED_PART, max(0.0, end - begin - timed))
 
     def close(update: tuple[float, float], inside: list[tuple[str, float, float]]) -> None:
-        nonlocal split, split_learners, recomputed
+        nonlocal closed, split, split_learners, recomputed
+        closed += 1
         last_step = max((end for name, _, end in inside if name in step_names), default=None)
         if last_step is None:
             add_learner(update[0], update[1], inside)
@@ -357,9 +383,48 @@ def _updates_split_at_their_last_step(tree: dict[str, Any], step_names: frozense
     # a program has trained once), not the first update's forward.
     for (name, start, end), next_is_a_step in zip(outermost, _next_is_a_step(outermost, step_names)):
         if next_is_a_step and name in rollout_policy:
-            add(rollout_policy, name, end - start)
-    return _SplitUpdates(rollout_policy, learner, updates, learner_parts,
+            add(rollout_before_training, name, end - start)
+    return _SplitUpdates(rollout_policy, rollout_before_training, learner_parts, updates, closed - updates,
                          loss_on_rollout_graph=split_learners > 0 and not recomputed)
+
+
+def _split_scaled_to_the_run(split: _SplitUpdates, inside: dict[str, list[float]], outside: dict[str, list[float]],
+                             update_blocks: int) -> _SplitUpdates:
+    """``split``, read from a long run's latest update blocks, made the run's. Each name's seconds
+    and calls directly inside the update blocks are the tree's (``inside``: the whole run's),
+    shared between the rollout and the learner as the held blocks share them; the time in no block
+    (the tree's self time of the update blocks, ``inside``'s :data:`UNTIMED_PART`) between the
+    rollout's own code and the update's likewise. The optimizer steps are the run's
+    ``update_blocks`` less the held ones without a learner, the rollouts the run ended in (the
+    latest: held). The rollout's calls before the program first trained, which the timeline no
+    longer holds, are the tree's calls of those names outside any block (``outside``).
+
+    A share rather than a multiple of what the held blocks show: a program whose rollout calls its
+    policy more often as it explores less (CleanRL's DQN, as its epsilon decays) calls it more per
+    update late in the run than early."""
+    rollout: dict[str, list[float]] = {}
+    learner: dict[str, list[float]] = {}
+    in_no_block = (ROLLOUT_CODE_PART, UNTIMED_PART)  # the time in no block, before and after the last step
+    paired = {name: (name, name) for name in (*split.rollout_policy, *split.learner_parts) if name not in in_no_block}
+    paired[UNTIMED_PART] = in_no_block
+    for tree_name, (rollout_name, learner_name) in paired.items():
+        before = split.rollout_policy.get(rollout_name, [0.0, 0])
+        after = split.learner_parts.get(learner_name, [0.0, 0])
+        run_seconds, run_calls = inside.get(tree_name, [before[0] + after[0], before[1] + after[1]])[:2]
+        for into, name, held in ((rollout, rollout_name, before), (learner, learner_name, after)):
+            if held[1]:
+                into[name] = [run_seconds * _share(held[0], before[0] + after[0]),
+                              round(run_calls * _share(held[1], before[1] + after[1]))]
+    updates = max(0, update_blocks - split.updates_without_learner)
+    if UNTIMED_PART in learner:
+        learner[UNTIMED_PART][1] = updates  # the update's own code: one part per optimizer step
+    before_training = {name: list(outside[name][:2]) for name in rollout if name in outside}
+    return _SplitUpdates(rollout, before_training, learner, updates, split.updates_without_learner,
+                         split.loss_on_rollout_graph)
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
 
 
 def _next_is_a_step(outermost: list[tuple[str, float, float]], step_names: frozenset[str]) -> list[bool | None]:
@@ -383,21 +448,13 @@ def training_start(tree: dict[str, Any]) -> float | None:
     (imports, building the model and the data), whether or not it steps envs. None without those
     blocks, or without a trainer timeline that kept its first spans."""
     phases = training_phases(tree)
-    spans = _complete_spans(tree)
-    if phases is None or spans is None:
+    timeline = trainer_spans(tree)
+    if phases is None or timeline is None:
         return None
     names = {block.name for block in (*phases.policy, *phases.update_blocks)}
-    return min((span[1] for span in spans if span[0] in names), default=None)
-
-
-def _complete_spans(tree: dict[str, Any]) -> list[Any] | None:
-    """The trainer thread's spans; None without a timeline, or with one that lost spans (the
-    blocks alone then say what they can)."""
-    timeline = tree.get("timeline", {})
-    processes = timeline.get("processes", [])
-    if not processes or not processes[0].get("threads") or timeline.get("dropped"):
+    if timeline.scale(tree, names) != 1.0:  # the first of them fell out of the timeline
         return None
-    return processes[0]["threads"][0]["spans"]
+    return min((span[1] for span in timeline.spans if span[0] in names), default=None)
 
 
 def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]],
@@ -406,16 +463,17 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
     block before any step (a block of ``step_names``): a target network's, whose values the update's loss needs
     (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the forward with
     grad that opens the update). Per name, their seconds and calls, from the timeline's outermost
-    spans; none without a complete timeline.
+    spans (in a long run, the share of the name's calls they are where the timeline holds them,
+    of all its calls); none without a timeline.
 
     The rollout's models are those of the policy's calls followed by a step before any
     update; a call of one of them right before an update stays the policy's (CleanRL's PPO asks its
     agent for the value to bootstrap from before each update)."""
-    spans = _complete_spans(tree)
+    timeline = trainer_spans(tree)
     names = {name for name in policy if name.endswith(NO_GRAD_SUFFIX)}
-    if spans is None or not names:
+    if timeline is None or not names:
         return {}
-    outermost = outermost_spans(spans)
+    outermost = outermost_spans(timeline.spans)
     following = _next_is_a_step(outermost, step_names)
     rollout_models = {_model_of(name) for (name, _, _), next_is_a_step in zip(outermost, following)
                       if next_is_a_step and name in policy}
@@ -425,7 +483,11 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
             figures = found.setdefault(name, [0.0, 0])
             figures[0] += end - start
             figures[1] += 1
-    return found
+    scaled = {}
+    for name, (seconds, calls) in found.items():
+        scale = timeline.scale(tree, {name}) or 1.0
+        scaled[name] = [seconds * scale, round(calls * scale)]
+    return scaled
 
 
 def _model_of(name: str) -> str:
@@ -446,18 +508,19 @@ def _ranked(figures: dict[str, list[float]]) -> tuple[PhaseBlock, ...]:
 def _between_updates(tree: dict[str, Any]) -> float:
     """The untimed time between consecutive outermost ``update`` spans of the trainer's thread with
     no other block between them, each gap at most as long as the median update (a longer pause
-    is something else: a checkpoint, an evaluation)."""
-    processes = tree.get("timeline", {}).get("processes", [])
-    if not processes or not processes[0].get("threads"):
+    is something else: a checkpoint, an evaluation); scaled to the run's updates where the
+    timeline holds only its latest."""
+    timeline = trainer_spans(tree)
+    if timeline is None:
         return 0.0
-    spans = outermost_spans(processes[0]["threads"][0]["spans"])
+    spans = outermost_spans(timeline.spans)
     updates = [end - start for name, start, end in spans if name == UPDATE_BLOCK]
     if len(updates) < 2:
         return 0.0
     longest_gap = median(updates)
     gaps = (after[1] - before[2] for before, after in zip(spans, spans[1:])
             if before[0] == UPDATE_BLOCK and after[0] == UPDATE_BLOCK)
-    return sum(gap for gap in gaps if 0.0 < gap <= longest_gap)
+    return sum(gap for gap in gaps if 0.0 < gap <= longest_gap) * (timeline.scale(tree, {UPDATE_BLOCK}) or 1.0)
 
 
 def policy_calls_in_threads(tree: dict[str, Any]) -> list[ThreadBlocks]:

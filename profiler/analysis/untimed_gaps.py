@@ -21,8 +21,10 @@ its steps is the block's own, not untimed), and start-up and end are what lies b
 and after the last. Without that, a run whose steps all sit inside such blocks had no split, and
 its start-up counted as part of its training loop.
 
-A run whose timeline dropped its oldest events (a long run) is split over the steps it kept, the
-rest counted elsewhere; :class:`UntimedGaps` says how many gaps it read.
+A long run's timeline keeps its latest spans (:mod:`profiler.analysis.trainer_timeline`): the
+gaps are read where every span is there, and scaled to the run's steps, which the tree counts —
+the steps the timeline no longer holds had gaps like the ones it holds, and the untimed time left
+over is the start-up and the end. :attr:`UntimedGaps.steps_held_share` says how much was read.
 
 One analysis asks for the split (and the outermost spans) about a dozen times — the verdicts,
 the phases, the report's flame graph — of the same dump; sorting a long timeline's spans each
@@ -38,6 +40,7 @@ from typing import Any
 from profiler.analysis.block_stats import median
 from profiler.analysis.step_time import RESET_BLOCKS, trainer_step_blocks
 from profiler.analysis.text_format import format_percent, format_seconds
+from profiler.analysis.trainer_timeline import TrainerSpans, trainer_spans
 from profiler.records import Record
 
 __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text",
@@ -62,13 +65,17 @@ class UntimedGaps(Record):
     loop_start: float = 0.0
     loop_end: float = 0.0
     """The training loop's first step's (or rollout block's) start and its last one's end, on the
-    timeline's clock: what ran between them ran in the loop."""
+    timeline's clock: what ran between them ran in the loop. Where the timeline no longer holds
+    the loop's first steps, the start is where it holds every span from."""
+    steps_held_share: float = 1.0
+    """The share of the run's steps that the timeline held whole (a long run's keeps its latest
+    spans): the gaps were read among those and scaled to the rest. 1.0 where it held them all."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"step_block": self.step_block, "rollout_block": self.rollout_block,
                 "between_steps": {"seconds": self.between_steps, "gaps": self.between_steps_gaps},
                 "between_rollouts": {"seconds": self.between_rollouts, "gaps": self.between_rollouts_gaps},
-                "elsewhere": self.elsewhere}
+                "elsewhere": self.elsewhere, "steps_held_share": self.steps_held_share}
 
 
 # The last answers: (the spans list itself, its length, its untimed total) -> the split; (the
@@ -82,14 +89,14 @@ _last_outside: tuple[list[Any], int, UntimedGaps, frozenset[str], float] | None 
 def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
     """The split of the trainer thread's untimed time, or None without a timeline of vector steps."""
     global _last_gaps
-    processes = tree.get("timeline", {}).get("processes", [])
-    if not processes or not processes[0].get("threads"):
+    timeline = trainer_spans(tree)
+    if timeline is None:
         return None
-    spans = processes[0]["threads"][0]["spans"]
+    spans = timeline.spans
     last = _last_gaps
     if last is not None and last[0] is spans and last[1] == len(spans) and last[2] == tree.get("self"):
         return last[3]
-    gaps = _untimed_gaps(tree, spans)
+    gaps = _untimed_gaps(tree, timeline)
     _last_gaps = (spans, len(spans), tree.get("self"), gaps)
     return gaps
 
@@ -127,7 +134,7 @@ def _outside_the_loop(tree: dict[str, Any], gaps: UntimedGaps) -> tuple[frozense
     spans; kept for the same spans and split, since every share of the loop asks (a dozen times
     an analysis, over tens of thousands of spans)."""
     global _last_outside
-    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    spans = trainer_spans(tree).spans  # type: ignore[union-attr]  # a split was read from them
     last = _last_outside
     if last is not None and last[0] is spans and last[1] == len(spans) and last[2] is gaps:
         return last[3], last[4]
@@ -161,9 +168,11 @@ def loop_share_text(tree: dict[str, Any], seconds: float) -> str:
     return f"{format_percent(seconds / loop)} of the training loop ({of_the_wall})"
 
 
-def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
+def _untimed_gaps(tree: dict[str, Any], timeline: TrainerSpans) -> UntimedGaps | None:
+    spans = timeline.spans
     outermost = outermost_spans(spans)
-    step_block, loop = _loop_spans(outermost, spans, trainer_step_blocks(tree))
+    step_names = trainer_step_blocks(tree)
+    step_block, loop = _loop_spans(outermost, spans, step_names)
     if len(loop) < 2:
         return None
     pairs = list(zip(loop, loop[1:]))
@@ -177,16 +186,24 @@ def _untimed_gaps(tree: dict[str, Any], spans: list[Any]) -> UntimedGaps | None:
                     for length, steps, reset in zip(lengths, step_to_step, resets)]
     between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
     between_rollouts = sum(gap for gap, ends in zip(gaps, rollout_ends) if ends)
+    untimed = float(tree.get("self", 0.0))
+    # The steps the timeline no longer holds had gaps like those it holds; the scaled gaps take
+    # at most the untimed time there is, which the tree measured whole.
+    read = between_steps + between_rollouts
+    scale = timeline.scale(tree, step_names) or 1.0
+    if read > 0:
+        scale = max(1.0, min(scale, untimed / read))
     return UntimedGaps(
         step_block=step_block,
-        between_steps=between_steps,
-        between_steps_gaps=rollout_ends.count(False),
-        between_rollouts=between_rollouts,
-        between_rollouts_gaps=rollout_ends.count(True),
-        elsewhere=max(0.0, float(tree.get("self", 0.0)) - between_steps - between_rollouts),
+        between_steps=between_steps * scale,
+        between_steps_gaps=round(rollout_ends.count(False) * scale),
+        between_rollouts=between_rollouts * scale,
+        between_rollouts_gaps=round(rollout_ends.count(True) * scale),
+        elsewhere=max(0.0, untimed - read * scale),
         rollout_block=next((outermost[index][0] for index, is_step in loop if not is_step), None),
-        loop_start=outermost[loop[0][0]][1],
+        loop_start=outermost[loop[0][0]][1] if scale == 1.0 else float(timeline.complete_after or 0.0),
         loop_end=outermost[loop[-1][0]][2],
+        steps_held_share=1.0 / scale,
     )
 
 
@@ -246,7 +263,12 @@ def _untimed_between(outermost: list[tuple[str, float, float]], before: int, aft
 def untimed_gaps_text(gaps: UntimedGaps) -> str:
     """One line for the report: the untimed time between steps, between rollouts, elsewhere."""
     inside = f", inside {gaps.rollout_block}" if gaps.rollout_block else ""
+    about, scaled = "", ""
+    if gaps.steps_held_share < 1.0:
+        about = "about "
+        scaled = (f"; read from the latest {format_percent(gaps.steps_held_share)} of the steps, which the "
+                  "timeline held, and scaled to the run")
     return (f"untimed time by where it fell in the loop ({gaps.step_block}{inside}): "
-            f"between steps {format_seconds(gaps.between_steps)} ({gaps.between_steps_gaps} gaps), "
-            f"between rollouts {format_seconds(gaps.between_rollouts)} ({gaps.between_rollouts_gaps} gaps), "
-            f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}")
+            f"between steps {format_seconds(gaps.between_steps)} ({about}{gaps.between_steps_gaps} gaps), "
+            f"between rollouts {format_seconds(gaps.between_rollouts)} ({about}{gaps.between_rollouts_gaps} gaps), "
+            f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}{scaled}")

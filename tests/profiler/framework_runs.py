@@ -30,3 +30,10 @@ def rlprof_run(folder: Path, program: str, *arguments: str, options: tuple[str, 
     assert analysis.returncode == 0, analysis.stderr
     return {**json.loads(analysis.stdout), "tree": load_timing_tree(timers), "stderr": run.stderr,
             "stdout": run.stdout}
+
+
+def counted_run(folder: Path, program: str, *arguments: str, options: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """``program`` under ``rlprof run`` (with rlprof's ``options``), and the counts it wrote of what
+    it did (its ``--counts FILE``)."""
+    run = rlprof_run(folder, program, *arguments, "--counts", "counts.json", options=options)
+    return run, json.loads((folder / "counts.json").read_text())

@@ -63,3 +63,14 @@ def timeline_tree(spans: list[list], total: float) -> dict:
             {"pid": 1, "name": "trainer", "clock_offset": 0.0,
              "threads": [{"tid": 1, "name": "MainThread", "spans": spans, "instants": []}]}]},
     })
+
+
+def with_latest_spans(tree: dict, complete_after: float) -> dict:
+    """``tree`` as a long run's dump holds it: its trainer thread's rings dropped every span that
+    ended at or before ``complete_after``; its blocks still count them all."""
+    thread = tree["timeline"]["processes"][0]["threads"][0]
+    kept = [span for span in thread["spans"] if span[2] > complete_after]
+    tree["timeline"]["dropped"] += len(thread["spans"]) - len(kept)
+    thread["spans"] = kept
+    thread["spans_complete_after"] = complete_after
+    return tree

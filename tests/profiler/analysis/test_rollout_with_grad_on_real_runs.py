@@ -17,23 +17,15 @@ verdict.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("torch")  # installed by the README's test command: runs in CI
 
-from framework_runs import rlprof_run  # noqa: E402
+from framework_runs import counted_run  # noqa: E402
 from profiler.analysis.phase_verdicts import POLICY_BOUND, ROLLOUT_WITH_GRAD, UPDATE_BOUND  # noqa: E402
 from profiler.analysis.training_phases import ROLLOUT_CODE_PART  # noqa: E402
 
 STEPS = 1500
-
-
-def counted_run(folder, program: str, *arguments: str) -> tuple[dict, dict]:
-    """``program`` under ``rlprof run``, and the counts it wrote of what it did (``--counts``)."""
-    run = rlprof_run(folder, program, *arguments, "--counts", "counts.json")
-    return run, json.loads((folder / "counts.json").read_text())
 
 
 def dqn_run(folder, *options: str) -> tuple[dict, dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from phase_trees import phase_tree
+from phase_trees import phase_tree, with_latest_spans
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.training_phases import (
     ROLLOUT_CODE_PART,
@@ -224,6 +224,17 @@ def test_a_target_networks_inference_before_each_update_is_the_updates():
     assert [(block.name, block.calls) for block in phases.update_blocks] == [("update", 2)]  # the optimizer steps
 
 
+def test_a_long_runs_target_network_calls_are_scaled_to_the_names_calls():
+    tree = inference_before_updates_tree("target_network.forward (no grad)")
+    spans = tree["timeline"]["processes"][0]["threads"][0]["spans"]
+    del spans[:4]  # as if the ring had dropped the first rollout and update
+    tree["timeline"]["processes"][0]["threads"][0]["spans_complete_after"] = 3.0
+    phases = training_phases(tree)
+    assert {block.name: block.calls for block in phases.update} == {
+        "update": 2, "target_network.forward (no grad)": 2}
+    assert phases.update_seconds == pytest.approx(2.0 + 0.4)
+
+
 def test_the_rollout_models_own_inference_before_an_update_stays_the_policys():
     phases = training_phases(inference_before_updates_tree("Agent.get_value (no grad)"))  # PPO's bootstrap value
     assert {block.name: block.calls for block in phases.policy} == {
@@ -273,7 +284,50 @@ def test_a_run_without_a_timeline_does_not_say_when_it_began_to_train():
     assert training_start(tree) is None
 
 
-def test_a_timeline_that_dropped_its_oldest_spans_does_not_say_when_it_began_to_train():
-    tree = phase_tree(steps_envs=False)
-    tree["timeline"]["dropped"] = 10
+def test_a_long_runs_timeline_that_no_longer_holds_its_first_update_does_not_say_when_it_began_to_train():
+    tree = with_latest_spans(phase_tree(steps_envs=False), complete_after=10.3)  # the first update ended at 10.25 s
     assert training_start(tree) is None
+
+
+def test_a_long_runs_time_between_updates_is_scaled_to_its_updates():
+    tree = with_latest_spans(phase_tree(update=2.0, updates=20, gap=0.1), complete_after=11.0)  # held 15 of 20
+    phases = training_phases(tree)
+    assert phases.update_between_seconds == pytest.approx(19 * 0.1, abs=0.1)  # within one gap
+
+
+def sac_like_tree(updates: int = 8) -> dict:
+    """A SAC-like run that calls its actor with grad in the rollout: each of ``updates`` update
+    blocks of 1 s holds the actor's call (0.1 s), a vector step (0.2 s), then the target's and the
+    critic's calls, backward and the optimizer step; 0.5 s between updates."""
+    def block(name: str, total: float, count: int, children: list | None = None) -> dict:
+        return {"name": name, "total": total, "count": count, "children": children or []}
+
+    spans, clock = [], 0.0
+    for _ in range(updates):
+        spans += [["update", clock, clock + 1.0], ["Actor.get_action", clock, clock + 0.1],
+                  ["vector.step", clock + 0.1, clock + 0.3], ["target.forward (no grad)", clock + 0.4, clock + 0.5],
+                  ["critic.forward", clock + 0.5, clock + 0.6], ["backward", clock + 0.6, clock + 0.8],
+                  ["Adam.step", clock + 0.8, clock + 1.0]]
+        clock += 1.5
+    update = block("update", 1.0 * updates, updates, [
+        block("Actor.get_action", 0.1 * updates, updates), block("vector.step", 0.2 * updates, updates),
+        block("target.forward (no grad)", 0.1 * updates, updates), block("critic.forward", 0.1 * updates, updates),
+        block("backward", 0.2 * updates, updates), block("Adam.step", 0.2 * updates, updates)])
+    return torch_run_tree(clock, [update], spans)
+
+
+def test_a_long_runs_updates_that_hold_the_rollout_are_split_from_those_it_held_and_scaled_to_the_run():
+    whole = training_phases(sac_like_tree())
+    phases = training_phases(with_latest_spans(sac_like_tree(), complete_after=5.75))  # held the last 4 of 8
+    assert phases.split_at_steps
+    assert phases.update_seconds == pytest.approx(whole.update_seconds) == pytest.approx(8 * 0.7)
+    assert [(block.name, block.calls) for block in phases.update] == [("update", 8)]
+    assert [(block.name, block.calls) for block in phases.policy] == [
+        (block.name, block.calls) for block in whole.policy]
+    assert {block.name: block.seconds for block in phases.update_parts} == pytest.approx(
+        {block.name: block.seconds for block in whole.update_parts})
+
+
+def test_a_long_run_whose_timeline_holds_no_update_has_its_updates_unsplit():
+    phases = training_phases(with_latest_spans(sac_like_tree(), complete_after=20.0))
+    assert phases.rollout_with_grad and not phases.split_at_steps

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from phase_trees import timeline_tree
+from phase_trees import timeline_tree, with_latest_spans
 
 from profiler.analysis.analyze import analyze_run, render_analysis
 from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
@@ -86,6 +86,41 @@ def test_the_long_gaps_are_between_rollouts_less_the_update_block():
 def test_the_rest_of_the_untimed_time_is_elsewhere():
     gaps = untimed_gaps(loop_tree())
     assert gaps.elsewhere == pytest.approx(5.0)
+
+
+def long_loop_tree() -> dict:
+    """:func:`loop_tree` of 20 rollouts as a long run's dump holds it: its timeline kept the last 15
+    rollouts (the 5th update ended at 51.75 s), 60 of its 80 steps."""
+    return with_latest_spans(loop_tree(rollouts=20), complete_after=51.75)
+
+
+def test_a_long_runs_gaps_between_steps_are_read_from_the_steps_it_held_and_scaled_to_the_run():
+    gaps = untimed_gaps(long_loop_tree())
+    assert gaps.steps_held_share == pytest.approx(0.75)
+    assert gaps.between_steps_gaps == 20 * 3
+    assert gaps.between_steps == pytest.approx(20 * 3 * 0.125)
+
+
+def test_a_long_runs_gaps_between_rollouts_are_scaled_to_the_run_within_one_gap():
+    gaps = untimed_gaps(long_loop_tree())
+    assert gaps.between_rollouts_gaps == 19
+    assert gaps.between_rollouts == pytest.approx(19 * 3.0, abs=3.0)
+
+
+def test_a_long_runs_start_up_is_what_the_scaled_gaps_leave_within_one_gap():
+    assert untimed_gaps(long_loop_tree()).elsewhere == pytest.approx(5.0, abs=3.0)
+
+
+def test_a_timeline_that_dropped_only_spans_before_the_loop_is_split_whole():
+    whole = untimed_gaps(loop_tree())
+    tree = with_latest_spans(loop_tree(), complete_after=1.0)
+    assert untimed_gaps(tree) == whole
+
+
+def test_the_table_says_a_long_runs_gaps_were_scaled_from_the_steps_its_timeline_held():
+    text = render_analysis(analyze_run(long_loop_tree()))
+    assert "between steps 7.50 s (about 60 gaps)" in text
+    assert "read from the latest 75.0% of the steps, which the timeline held, and scaled to the run" in text
 
 
 def test_the_outermost_spans_are_those_no_other_holds_the_first_recorded_of_a_tie_kept():

@@ -130,10 +130,18 @@ class TrainingPhases(Record):
     def reads_a_target_network(self) -> bool:
         """Whether the update runs another model than the rollout's under ``torch.no_grad()``: a
         target network, whose values the loss needs (DQN, TD3, SAC: algorithms that learn from a
-        replay buffer every few env steps, not in epochs over a rollout)."""
-        rollout_models = {_model_of(block.name) for block in self.policy}
-        return any(block.name.endswith(NO_GRAD_SUFFIX) and _model_of(block.name) not in rollout_models
-                   for block in (*self.update, *self.update_parts))
+        replay buffer every few env steps, not in epochs over a rollout). A model is the rollout's
+        where the policy calls it at least as often as the update does under ``no_grad``: SAC's
+        first training step, before the hooks open any update, calls its target critics once
+        outside one, among the policy's calls."""
+        update_calls: dict[str, int] = {}
+        for block in (*self.update, *self.update_parts):
+            if block.name.endswith(NO_GRAD_SUFFIX):
+                update_calls[_model_of(block.name)] = update_calls.get(_model_of(block.name), 0) + block.calls
+        policy_calls: dict[str, int] = {}
+        for block in self.policy:
+            policy_calls[_model_of(block.name)] = policy_calls.get(_model_of(block.name), 0) + block.calls
+        return any(policy_calls.get(model, 0) < calls for model, calls in update_calls.items())
 
     @property
     def env_seconds(self) -> float:
@@ -232,7 +240,8 @@ def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
             policy.setdefault(name, [0.0, 0, 0.0])
             policy[name] = [sum(pair) for pair in zip(policy[name], figures)]
     if UPDATE_BLOCK in update:
-        for name, (seconds, calls) in _target_calls_before_updates(tree, policy, step_names).items():
+        rollout_calls = frozenset(split.rollout_policy) if split is not None else frozenset()
+        for name, (seconds, calls) in _target_calls_before_updates(tree, policy, step_names, rollout_calls).items():
             figures = policy[name]
             figures[0] -= seconds
             figures[1] -= calls
@@ -458,7 +467,7 @@ def training_start(tree: dict[str, Any]) -> float | None:
 
 
 def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]],
-                                 step_names: frozenset[str]) -> dict[str, list[float]]:
+                                 step_names: frozenset[str], rollout_calls: frozenset[str]) -> dict[str, list[float]]:
     """The inference calls of another model than the rollout's, each followed by an ``update``
     block before any step (a block of ``step_names``): a target network's, whose values the update's loss needs
     (CleanRL's DQN and TD3 compute their targets under ``torch.no_grad()`` before the forward with
@@ -467,8 +476,10 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
     of all its calls); none without a timeline.
 
     The rollout's models are those of the policy's calls followed by a step before any
-    update; a call of one of them right before an update stays the policy's (CleanRL's PPO asks its
-    agent for the value to bootstrap from before each update)."""
+    update, and of ``rollout_calls``, the calls before the last step of update blocks that held
+    the rollout (a long run's timeline may hold no rollout call outside an update); a call of one
+    of them right before an update stays the policy's (CleanRL's PPO asks its agent for the value
+    to bootstrap from before each update)."""
     timeline = trainer_spans(tree)
     names = {name for name in policy if name.endswith(NO_GRAD_SUFFIX)}
     if timeline is None or not names:
@@ -477,6 +488,7 @@ def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[fl
     following = _next_is_a_step(outermost, step_names)
     rollout_models = {_model_of(name) for (name, _, _), next_is_a_step in zip(outermost, following)
                       if next_is_a_step and name in policy}
+    rollout_models.update(_model_of(name) for name in rollout_calls if name != ROLLOUT_CODE_PART)
     found: dict[str, list[float]] = {}
     for (name, start, end), next_is_a_step in zip(outermost, following):
         if next_is_a_step is False and name in names and _model_of(name) not in rollout_models:

@@ -13,6 +13,9 @@ is told that the policy limits it, and to recompute the log-probabilities in one
 rather than only to call the policy under ``no_grad``; the same program doing so draws no such
 verdict.
 
+CleanRL's SAC (one critic update per env step, the rollout's actor called with grad, target
+critics under ``no_grad``) is update-bound, told to take fewer optimizer steps per env step, not
+fewer epochs; its rollout's actor calls and its optimizer steps are counted as it counted them.
 """
 
 from __future__ import annotations
@@ -163,3 +166,23 @@ def test_reinforce_recomputing_its_log_probabilities_draws_no_rollout_with_grad_
     assert ROLLOUT_WITH_GRAD not in [verdict["kind"] for verdict in run["verdicts"]]
     policy = {block["block"]: block["calls"] for block in run["phases"]["policy"]["blocks"]}
     assert policy == {"policy.forward (no grad)": counts["policy_calls"]}
+
+
+@pytest.fixture(scope="module")
+def sac(tmp_path_factory):
+    return counted_run(tmp_path_factory.mktemp("sac"), "cleanrl_torch_sac.py")
+
+
+def test_sacs_rollout_calls_of_its_actor_are_the_policy_and_its_optimizer_steps_the_update(sac):
+    run, counts = sac
+    policy = {block["block"]: block["calls"] for block in run["phases"]["policy"]["blocks"]}
+    assert policy["Actor.get_action"] == counts["policy_calls"]
+    update = {block["block"]: block["calls"] for block in run["phases"]["update"]["blocks"]}
+    assert update["update"] == counts["optimizer_steps"]
+
+
+def test_sac_built_on_its_updates_is_told_to_take_fewer_optimizer_steps_per_env_step(sac):
+    run, _ = sac
+    (verdict,) = [verdict for verdict in run["verdicts"] if verdict["kind"] == UPDATE_BOUND]
+    assert verdict["suggestion"].startswith("Fewer optimizer steps per env step")
+    assert "epochs" not in verdict["suggestion"]

@@ -263,6 +263,17 @@ def test_an_update_that_calls_another_model_under_no_grad_reads_a_target_network
                      ("target_network.forward (no grad)", "backward")).reads_a_target_network
 
 
+def test_a_target_network_the_policy_called_once_before_the_first_update_is_still_the_updates():
+    # SAC's first training step runs before the hooks open any update: its target critics' calls
+    # are then outside one, among the policy's.
+    phases = TrainingPhases(
+        policy=(PhaseBlock("Actor.get_action", 1.0, 2500), PhaseBlock("qf1_target.forward (no grad)", 0.001, 1)),
+        update=(PhaseBlock("update", 20.0, 7500),),
+        update_parts=(PhaseBlock("qf1_target.forward (no grad)", 0.7, 2499), PhaseBlock("backward", 8.0, 7500)),
+        update_between_seconds=0.0, env_steps=None, rollout_with_grad=True)
+    assert phases.reads_a_target_network
+
+
 def test_an_update_that_calls_only_the_rollouts_model_reads_no_target_network():
     # CleanRL's PPO asks its agent for the value to bootstrap from, under no grad, before its update.
     assert not phases_of(("Agent.get_action_and_value (no grad)",),

@@ -127,6 +127,7 @@ from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
 from profiler.analysis.text_format import MEBIBYTE, format_bytes, format_percent, format_seconds
 from profiler.analysis.training_phases import training_start
 from profiler.analysis.untimed_gaps import (
+    UntimedGaps,
     blocks_outside_the_loop,
     loop_share,
     loop_share_text,
@@ -982,15 +983,20 @@ def _untimed(run: _Run) -> list[Verdict]:
         evidence.update(start_up_seconds=start_up)
         where = f", {format_seconds(start_up)} of it before the program's first policy call or update (start-up)"
     named = ", ".join(_place_text(place) for place in top)
-    in_loop = ([place for place in sampled.places if place.seen_during(gaps.loop_start, gaps.loop_end)]
-               if loop_part is not None and gaps is not None else [])
+    in_loop = ([place for place in sampled.places if place.seen_during(*_loop_window(gaps, sampled.places))]
+               if gaps is not None and (loop_part is not None or not start_and_end) else [])
     if in_loop:
         # The start-up's places would crowd out the loop's, which the advice is also about: each
-        # is named apart.
+        # is named apart, the part the title leads with first.
         outside_loop = [place for place in sampled.places if place not in in_loop][:UNTIMED_PLACES_NAMED]
         inside_loop = "inside the loop: " + ", ".join(_place_text(place) for place in in_loop[:UNTIMED_PLACES_NAMED])
-        named = "; ".join([", ".join(_place_text(place) for place in outside_loop), inside_loop] if outside_loop
-                          else [inside_loop])
+        outside_text = ", ".join(_place_text(place) for place in outside_loop)
+        if not outside_loop:
+            named = inside_loop
+        elif start_and_end:
+            named = f"{outside_text}; {inside_loop}"
+        else:
+            named = f"{inside_loop}; before or after it: {outside_text}"
     if start_and_end:
         advice = _start_and_end_advice(run, loop_part)
     elif "start_up_seconds" in evidence:
@@ -1004,6 +1010,19 @@ def _untimed(run: _Run) -> list[Verdict]:
         f"{format_percent(run.share(untimed))} of the wall time ran outside any block "
         f"({format_seconds(untimed)}){where}; the stack samples place it: {named}",
         untimed, evidence, advice)]
+
+
+def _loop_window(gaps: UntimedGaps, places: tuple[UntimedPlace, ...]) -> tuple[float, float]:
+    """The training loop's start and end on the timeline's clock, for telling the sampled places
+    in it from the start-up's. A long run's timeline holds only the loop's latest steps
+    (:attr:`UntimedGaps.steps_held_share` below 1): the loop then began at the first look of the
+    places seen while the held steps ran, which run every iteration; a line the loop ran only
+    in its first iterations is still the loop's."""
+    if gaps.steps_held_share >= 1.0:
+        return gaps.loop_start, gaps.loop_end
+    firsts = [place.first_look for place in places
+              if place.first_look is not None and place.seen_during(gaps.loop_start, gaps.loop_end)]
+    return min(firsts, default=gaps.loop_start), gaps.loop_end
 
 
 def _start_up_before_training(run: _Run, places: tuple[UntimedPlace, ...]) -> float:

@@ -248,3 +248,19 @@ def test_places_without_their_looks_times_are_not_named_inside_the_loop():
 def test_where_every_place_ran_in_the_loop_the_places_are_all_named_inside_it():
     tree = with_places(loop_tree(start_up=30.0), ("store_rollout", 31.0, 50.0))
     assert "the stack samples place it: inside the loop: store_rollout (train.py:1) " in untimed_verdict(tree).title
+
+
+def test_where_most_of_it_fell_inside_the_loop_the_untimed_verdict_names_the_loops_places_first():
+    tree = with_places(loop_tree(start_up=1.0), ("import_torch", 0.1, 0.9), ("store_rollout", 2.0, 50.0))
+    title = untimed_verdict(tree).title
+    assert "the stack samples place it: inside the loop: store_rollout (train.py:2) 2.00 s" in title
+    assert title.endswith("; before or after it: import_torch (train.py:1) 2.00 s ± 447.21 ms")
+
+
+def test_in_a_long_run_a_place_the_loop_ran_before_the_timelines_window_is_still_named_inside_the_loop():
+    # The loop began at 5 s; the timeline holds it from 51.75 s on; store_rollout ran all along.
+    tree = with_places(long_loop_tree(), ("import_torch", 0.1, 4.0), ("early_logging", 8.0, 20.0),
+                       ("store_rollout", 6.0, 190.0))
+    title = untimed_verdict(tree).title
+    assert "inside the loop: early_logging (train.py:2) 2.00 s ± 516.40 ms, store_rollout (train.py:3)" in title
+    assert title.endswith("; before or after it: import_torch (train.py:1) 2.00 s ± 516.40 ms")

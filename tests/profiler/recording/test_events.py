@@ -73,32 +73,28 @@ def test_gauges_and_counters_become_counter_samples(recording, fake_clock):
     assert trainer["counters"] == [["reward", 1000.0, 3.0], ["cpu_percent", 1001.0, 85.0]]
 
 
-def test_the_buffers_are_bounded_and_count_what_they_drop(fake_clock):
+def five_steps_in_a_ring_of_three(fake_clock) -> dict:
+    """The timeline of five 1-second steps recorded with room for three."""
     events.clear_recording()
     events.start_recording(capacity=3)
     try:
         for _ in range(5):
             with hierarchical_timer("env.step"):
                 fake_clock.advance(1.0)
-        timeline = get_timer_tree()["timeline"]
+        return get_timer_tree()["timeline"]
     finally:
         events.stop_recording()
         events.clear_recording()
+
+
+def test_the_buffers_are_bounded_and_count_what_they_drop(fake_clock):
+    timeline = five_steps_in_a_ring_of_three(fake_clock)
     assert [start for _, start, _ in trainer_thread({"timeline": timeline})["spans"]] == [1002.0, 1003.0, 1004.0]
     assert timeline["dropped"] == 2
 
 
 def test_a_thread_whose_ring_dropped_spans_says_from_when_on_it_holds_them_all(fake_clock):
-    events.clear_recording()
-    events.start_recording(capacity=3)
-    try:
-        for _ in range(5):
-            with hierarchical_timer("env.step"):
-                fake_clock.advance(1.0)
-        thread = trainer_thread(get_timer_tree())
-    finally:
-        events.stop_recording()
-        events.clear_recording()
+    thread = trainer_thread({"timeline": five_steps_in_a_ring_of_three(fake_clock)})
     assert thread["spans_complete_after"] == 1003.0  # the end of the oldest span it kept
     assert min(end for _, _, end in thread["spans"]) == 1003.0
 

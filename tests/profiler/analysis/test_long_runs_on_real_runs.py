@@ -108,8 +108,11 @@ def test_one_real_dump_read_whole_and_as_a_long_runs_timeline_holds_it_gives_the
     long = with_latest_spans(copy.deepcopy(tree), complete_after=halfway)
     whole_gaps, long_gaps = untimed_gaps(tree), untimed_gaps(long)
     assert long_gaps.steps_held_share < 0.75
-    assert long_gaps.between_steps + long_gaps.between_rollouts == pytest.approx(
-        whole_gaps.between_steps + whole_gaps.between_rollouts, rel=0.15)
-    assert long_gaps.elsewhere == pytest.approx(whole_gaps.elsewhere, rel=0.15)
+    # The gaps' seconds are a few hundred milliseconds, which a loaded machine's pauses move by a
+    # third from one half of the run to the other: their count and the start-up left over are the
+    # figures that a reading of half the run must get right.
+    assert long_gaps.between_steps_gaps + long_gaps.between_rollouts_gaps == pytest.approx(
+        whole_gaps.between_steps_gaps + whole_gaps.between_rollouts_gaps, rel=0.03)
+    assert long_gaps.elsewhere == pytest.approx(whole_gaps.elsewhere, rel=0.1)
     whole_phases, long_phases = training_phases(tree), training_phases(long)
     assert long_phases.update_seconds == pytest.approx(whole_phases.update_seconds, rel=0.1)

@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["envs_per_worker", "order_key", "pattern", "positive_count", "positive_seconds", "seconds", "seconds_or_percent",
-           "top_count"]
+__all__ = ["envs_per_worker", "order_key", "pattern", "positive_count", "positive_seconds", "seconds",
+           "seconds_or_percent", "top_count"]
 
 
 def _converted(text: str, convert: Callable[[str], Any], expected: str) -> Any:

@@ -544,8 +544,8 @@ def _run_program(arguments: argparse.Namespace) -> int:
         end = run_program(program, summaries_dir=arguments.summaries_dir, run_id=arguments.run_id,
                           vector_env=arguments.vector_env, envs_per_worker=arguments.envs_per_worker,
                           timeline=arguments.timeline, timeline_spans=arguments.timeline_spans,
-                          framework_phases=arguments.framework_phases, stack_sampler=arguments.stack_sampler, live=arguments.live,
-                          operators=arguments.operators, memory_interval=arguments.memory,
+                          framework_phases=arguments.framework_phases, stack_sampler=arguments.stack_sampler,
+                          live=arguments.live, operators=arguments.operators, memory_interval=arguments.memory,
                           track_allocations=arguments.track_allocations, process_ends_after=True)
     except RunError as error:
         raise CommandError(f"run: {error}") from None

@@ -48,7 +48,8 @@ def whole_ppo_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def long_sac_run(tmp_path_factory):
     # Its 600 steps record some 14,000 spans: the timeline holds the last 40%.
-    return counted_run(tmp_path_factory.mktemp("long_sac"), "cleanrl_torch_sac.py", options=("--timeline-spans", "6000"))
+    return counted_run(tmp_path_factory.mktemp("long_sac"), "cleanrl_torch_sac.py",
+                       options=("--timeline-spans", "6000"))
 
 
 def trainer_thread(tree: dict) -> dict:
@@ -84,7 +85,8 @@ def test_a_long_sac_run_is_update_bound_and_told_to_take_fewer_optimizer_steps_p
     run, counts = long_sac_run
     assert "spans_complete_after" in trainer_thread(run["tree"])
     (verdict,) = [verdict for verdict in run["verdicts"] if verdict["kind"] == UPDATE_BOUND]
-    assert verdict["title"].startswith(f"the update (learner) is the limit: {counts['optimizer_steps']} optimizer steps")
+    assert verdict["title"].startswith(
+        f"the update (learner) is the limit: {counts['optimizer_steps']} optimizer steps")
     assert verdict["suggestion"].startswith("Fewer optimizer steps per env step")
 
 

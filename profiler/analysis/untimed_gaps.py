@@ -263,12 +263,14 @@ def _untimed_between(outermost: list[tuple[str, float, float]], before: int, aft
 def untimed_gaps_text(gaps: UntimedGaps) -> str:
     """One line for the report: the untimed time between steps, between rollouts, elsewhere."""
     inside = f", inside {gaps.rollout_block}" if gaps.rollout_block else ""
-    about, scaled = "", ""
-    if gaps.steps_held_share < 1.0:
-        about = "about "
-        scaled = (f"; read from the latest {format_percent(gaps.steps_held_share)} of the steps, which the "
-                  "timeline held, and scaled to the run")
+    scaled = gaps.steps_held_share < 1.0
+
+    def counted(gap_count: int) -> str:
+        return f"{'about ' if scaled and gap_count else ''}{gap_count} gaps"
+
+    held = (f"; read from the latest {format_percent(gaps.steps_held_share)} of the steps, which the timeline "
+            "held, and scaled to the run") if scaled else ""
     return (f"untimed time by where it fell in the loop ({gaps.step_block}{inside}): "
-            f"between steps {format_seconds(gaps.between_steps)} ({about}{gaps.between_steps_gaps} gaps), "
-            f"between rollouts {format_seconds(gaps.between_rollouts)} ({about}{gaps.between_rollouts_gaps} gaps), "
-            f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}{scaled}")
+            f"between steps {format_seconds(gaps.between_steps)} ({counted(gaps.between_steps_gaps)}), "
+            f"between rollouts {format_seconds(gaps.between_rollouts)} ({counted(gaps.between_rollouts_gaps)}), "
+            f"elsewhere (start-up, end) {format_seconds(gaps.elsewhere)}{held}")

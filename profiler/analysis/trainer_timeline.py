@@ -1,7 +1,7 @@
 """The trainer thread's recorded spans, and how much of the run they hold.
 
 A thread's timeline is a ring of its latest spans (``profiler.recording.events``: 100,000 by
-default, ``rlprof run --timeline-spans``). A CleanRL PPO over four envs records some eight spans a
+default, ``rlprof run --timeline-spans``). A CleanRL PPO over four envs records some nine spans a
 vector step, so at its default 500,000 steps the ring holds the last tenth of the run. The dump
 then says, per thread, from when on every span is there (``spans_complete_after``).
 

@@ -2,8 +2,9 @@
 
 A thread's timeline is a ring of its latest spans (``profiler.recording.events``: 100,000 by
 default, ``rlprof run --timeline-spans``). A CleanRL PPO over four envs records some nine spans a
-vector step, so at its default 500,000 steps the ring holds the last tenth of the run. The dump
-then says, per thread, from when on every span is there (``spans_complete_after``).
+vector step, so at its default 500,000 steps the timeline holds about the last 20,000 of its
+125,000 vector steps. The dump then says, per thread, from when on every span is there
+(``spans_complete_after``).
 
 The analyses that read the spans — the untimed time between steps and between rollouts
 (:mod:`profiler.analysis.untimed_gaps`), the split of update blocks that hold the rollout, a target

@@ -178,6 +178,7 @@ class EnvironmentInstrumentation:
             timers.add_metadata("vector_envs_in_place", ", ".join(sorted({r.class_name for r in vector_envs})),
                                 record.stack)
             _note_shared_memory(vector_envs, record.stack)
+            _note_observation_bytes(envs, record.stack)
 
     def _note_busy_processes(self, stack: TimerStack) -> None:
         """The trainer and every worker process so far, for the CPU verdicts."""
@@ -359,6 +360,37 @@ def _note_shared_memory(in_workers: list[VectorEnvRecord], stack: TimerStack) ->
         timers.add_metadata("shared_memory", str(settings.pop()), stack)
     elif settings:
         stack.metadata.pop("shared_memory", None)
+
+
+def _note_observation_bytes(envs: Any, stack: TimerStack) -> None:
+    """Say in the run's metadata how many bytes one env's observation takes, the largest of the
+    program's vector envs in workers, where their observation space tells (Gymnasium's
+    ``single_observation_space``, SB3's ``observation_space``): the transport verdict advises
+    smaller observations only where their bytes can cost the pipe, not for CartPole's 16."""
+    space = getattr(envs, "single_observation_space", None)
+    if space is None:
+        space = getattr(envs, "observation_space", None)
+    size = _space_bytes(space)
+    if size is not None:
+        timers.add_metadata("observation_bytes", max(size, int(stack.metadata.get("observation_bytes", 0))), stack)
+
+
+def _space_bytes(space: Any) -> int | None:
+    """The bytes of one value of a Gymnasium space (a Dict's or Tuple's parts added up); None for a
+    space that does not say its shape and dtype."""
+    from gymnasium import spaces
+
+    if isinstance(space, (spaces.Dict, spaces.Tuple)):
+        parts = [_space_bytes(part) for part in (space.spaces.values() if isinstance(space, spaces.Dict)
+                                                  else space.spaces)]
+        return None if None in parts else sum(parts)  # type: ignore[arg-type]
+    shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
+    if shape is None or dtype is None:
+        return None
+    count = 1
+    for dimension in shape:
+        count *= int(dimension)
+    return count * dtype.itemsize
 
 
 def _preload_in_forkserver() -> None:

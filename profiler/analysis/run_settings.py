@@ -6,7 +6,9 @@ substituted (``vector_env_substituted_for``), and ``rlprof run`` the program it 
 (``rlprof_run``). A verdict then names the knob the user has: ``--envs-per-worker`` to a
 ``rlprof run`` user whose vector envs rlprof substituted, ``envs_per_worker=`` to one who wrote
 a ``SubprocessEnvManager``, and it does not advise turning shared memory on when it was on.
-Files that do not record a setting get the general advice, as before.
+``rlprof run`` records how many bytes one env's observation takes (``observation_bytes``) where the
+program's vector env in workers says its space, so that smaller observations are not advised for
+CartPole's 16. Files that do not record a setting get the general advice, as before.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class RunSettings(Record):
     envs_per_worker: str | None
     envs: int | None
     substituted_for: str | None
+    observation_bytes: int | None = None
+    """One env's observation, in bytes, where the program's vector env in workers said its space."""
 
     @property
     def uses_cli_options(self) -> bool:
@@ -71,4 +75,11 @@ def read_run_settings(tree: dict[str, Any]) -> RunSettings:
         envs_per_worker=metadata.get("envs_per_worker"),
         envs=int(envs) if envs.isdigit() and int(envs) > 0 else None,
         substituted_for=metadata.get("vector_env_substituted_for"),
+        observation_bytes=_whole(metadata.get("observation_bytes")),
     )
+
+
+def _whole(value: Any) -> int | None:
+    """A whole number of at least 0 that the metadata holds (as a number or its text), else None."""
+    text = str(value) if value is not None and not isinstance(value, bool) else ""
+    return int(text) if text.isdigit() else None

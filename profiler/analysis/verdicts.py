@@ -208,6 +208,11 @@ that, env work is too light a load, and its time off the CPU is sleep or I/O."""
 TRANSPORT_MIN_SHARE = 0.10
 """The pipe is a verdict when it costs 10% of the training loop (and more than the env compute)."""
 
+LARGE_OBSERVATION_BYTES = 16 * 1024
+"""A vector step's observations (all its envs') are worth making smaller, or sending through shared
+memory, from this many bytes: pickled, copied and unpickled at a nanosecond or two a byte, they
+then cost as much as a round trip's own tens of microseconds. CartPole's four envs send 64."""
+
 TRAINER_MIN_SHARE = 0.40
 """The trainer's own blocks are a verdict when they take 40% of the training loop (and more than
 the steps)."""
@@ -734,6 +739,10 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     receive_share = receive / transport if transport > 0 else 0.0
     smaller = (f"smaller observations (crop, downsample, uint8): receiving and decoding them is "
                f"{format_percent(receive_share)} of the transport")
+    step_bytes = settings.observation_bytes * envs if settings.observation_bytes is not None else None
+    if step_bytes is not None:
+        evidence["observation_bytes_per_step"] = step_bytes
+    small_observations = step_bytes is not None and step_bytes < LARGE_OBSERVATION_BYTES
     if (run.tree.get("metadata") or {}).get("worker_transport") == RAY_TRANSPORT:
         evidence["transport"] = "Ray actor calls and object store"
         what = ("the transport is the limit: Ray's actor calls, their object store round trips and "
@@ -760,12 +769,16 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
         evidence["transport"] = "rlprof's substitution (--vector-env replaced SyncVectorEnv)"
         what = ("this pipe is rlprof's substitution's, not your program's (--vector-env replaced "
                 "SyncVectorEnv, which steps its envs in your process): " + what)
-    advice = [data, round_trips] if receive >= send else [round_trips, data]
+    if small_observations:  # their bytes cost the pipe next to nothing: only its round trips count
+        advice = [round_trips]
+    else:
+        advice = [data, round_trips] if receive >= send else [round_trips, data]
     return [run.verdict(
         TRANSPORT_BOUND,
         f"{what} {format_seconds(pipe / step.calls)} per step against "
         f"{format_seconds(compute / step.calls)} of env compute{caveat}",
-        pipe, evidence, "Cut round trips and bytes: " + "; ".join(advice) + ".")]
+        pipe, evidence, ("Cut round trips: " if small_observations else "Cut round trips and bytes: ")
+        + "; ".join(advice) + ".")]
 
 
 def _envs(run: _Run, step: StepBreakdown) -> int:

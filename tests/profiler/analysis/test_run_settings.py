@@ -46,6 +46,22 @@ def test_a_run_with_shared_memory_off_is_told_to_turn_it_on(pipe_bound):
     assert "if it is off" not in advice
 
 
+def test_a_run_whose_observations_are_a_few_bytes_is_not_told_to_shrink_them_or_share_them(pipe_bound):
+    verdicts = pipe_bound(env_manager_class="SubprocessEnvManager", shared_memory=False, observation_bytes=16)
+    advice = suggestion(verdicts)
+    assert "smaller observations" not in advice and "shared_memory" not in advice
+    assert advice.startswith("Cut round trips: ")
+    assert "envs_per_worker=2" in advice  # the round trips are what it can cut
+    (verdict,) = verdicts.of_kind(TRANSPORT_BOUND)
+    assert verdict.evidence["observation_bytes_per_step"] == 16 * verdict.evidence["envs"]
+
+
+def test_a_run_whose_observations_are_large_is_told_to_shrink_them(pipe_bound):
+    advice = suggestion(pipe_bound(env_manager_class="SubprocessEnvManager", shared_memory=True,
+                                   observation_bytes=12288))
+    assert "smaller observations" in advice
+
+
 def test_a_file_that_does_not_say_keeps_the_general_advice(pipe_bound):
     assert "shared_memory=True if it is off" in suggestion(pipe_bound())
 

@@ -25,6 +25,7 @@ The program's vector env classes, pipes, start methods and results stay its own.
 from __future__ import annotations
 
 import functools
+import math
 import multiprocessing
 import os
 import threading
@@ -387,10 +388,7 @@ def _space_bytes(space: Any) -> int | None:
     shape, dtype = getattr(space, "shape", None), getattr(space, "dtype", None)
     if shape is None or dtype is None:
         return None
-    count = 1
-    for dimension in shape:
-        count *= int(dimension)
-    return count * dtype.itemsize
+    return math.prod(int(dimension) for dimension in shape) * dtype.itemsize
 
 
 def _preload_in_forkserver() -> None:

@@ -140,8 +140,8 @@ class ThreadTimeline:
         appended as they end, so those it dropped ended earlier), or of the latest packed span
         dropped, whichever is later. An analysis that reads the spans of a long run reads what
         ended after it, and scales that to the blocks' totals."""
-        spans = tuple(self.spans)  # one C call: a thread appending meanwhile cannot break it
-        after = spans[0][2] if spans and self.spans_recorded > len(spans) else None
+        held = len(self.spans)  # a ring that dropped spans is full: its oldest stays at [0] meanwhile
+        after = self.spans[0][2] if held and self.spans_recorded > held else None
         packed_after = self.packed_spans.complete_after
         if packed_after is not None and (after is None or packed_after > after):
             after = packed_after

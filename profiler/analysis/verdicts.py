@@ -423,6 +423,13 @@ def _workers(run: _Run, machine: MachineFigures) -> list[Verdict]:
                 "trees), so a straggler cannot be told from pipe latency")
         return []
     if run.measurements.every_worker_has_critical_path:
+        if not any(worker.critical_path.vector_steps for worker in workers):  # type: ignore[union-attr]
+            # No reply was counted: their timers never reached the trainer (their channel
+            # entries say why), so nothing tells a straggler from balanced workers.
+            run.cannot_tell.append(
+                "which worker holds up the step: the critical path counted no vector step (the "
+                "workers' timers did not reach the trainer; their channel entries say why)")
+            return []
         return [_straggler_from_critical_path(run, workers, machine)]
     run.cannot_tell.append(
         "which worker each step waited on: this file has no critical-path counters (written by "

@@ -62,6 +62,18 @@ def test_a_worker_last_in_every_step_and_slow_in_its_env_is_named_with_its_cost(
     assert not verdicts.of_kind(WORKERS_BALANCED)
 
 
+def test_workers_whose_critical_path_counted_no_step_are_called_neither_balanced_nor_stragglers(tmp_path, fake_clock):
+    # What a run whose workers never reached rlprof's channel dumps: entries with empty paths.
+    tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True))
+    for worker in tree["workers"]:
+        path = worker["critical_path"]
+        path.update(vector_steps=0, last_to_reply=0, wait_as_last_seconds=0.0)
+    verdicts = judge_run(tree)
+    assert not verdicts.of_kind(WORKERS_BALANCED) and not verdicts.of_kind(STRAGGLER)
+    assert any(line.startswith("which worker holds up the step: the critical path counted no vector step")
+               for line in verdicts.cannot_tell)
+
+
 def slow_in_first_steps(slow_steps: int, steps: int = 16):
     """Worker 3 computes 10 ms in the first ``slow_steps`` steps; otherwise worker 0 is last by
     0.1 ms. Only how often worker 3 is last changes between runs."""

@@ -87,6 +87,12 @@ def test_a_run_that_logs_slowly_between_rollouts_is_told_how_much_fell_inside_th
     assert verdict["evidence"]["between_rollouts_seconds"] >= 23 * 0.75
 
 
+def test_a_short_sb3_runs_workers_all_ship_their_timers_to_rlprof(short_sb3_run):
+    # The pipe's verdict below needs them: a worker whose timers were lost gives no step to judge.
+    channels = {worker["name"]: worker["channel"] for worker in short_sb3_run["tree"]["workers"]}
+    assert set(channels.values()) == {"complete"}, (channels, short_sb3_run["stderr"][-2000:])
+
+
 def test_a_short_sb3_run_over_subprocesses_is_told_its_pipe_limits_the_loop(short_sb3_run):
     verdict = verdict_of(short_sb3_run, TRANSPORT_BOUND)
     assert verdict["title"].startswith("the pipe is the limit")

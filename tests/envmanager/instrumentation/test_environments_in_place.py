@@ -8,9 +8,12 @@ once under ``rlprof run``, with real Gymnasium vector envs, real Stable-Baseline
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,10 +33,11 @@ def run_plain(folder: Path, program: Path, *arguments: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def run_rlprof(folder: Path, program: Path, *arguments: str, options: tuple[str, ...] = ()) -> tuple[dict, str]:
+def run_rlprof(folder: Path, program: Path, *arguments: str, options: tuple[str, ...] = (),
+               environment: dict[str, str] | None = None) -> tuple[dict, str]:
     result = subprocess.run(
         [sys.executable, "-m", "profiler", "run", *options, "--summaries-dir", "out", str(program), *arguments],
-        cwd=folder, capture_output=True, text=True, timeout=120,
+        cwd=folder, capture_output=True, text=True, timeout=120, env=environment,
     )
     assert result.returncode == 0, result.stderr
     tree = json.loads((folder / "out" / f"{program.stem}_timers.json").read_text())
@@ -268,7 +272,14 @@ def test_a_lost_channel_leaves_training_alone_and_the_dump_says_what_was_lost(tm
         "    envs.close()\n"
         "    print('trained')\n"
     )
-    tree, stderr = run_rlprof(tmp_path, program)
+    # In a temporary folder of its own: the program removes every rlprof channel it finds there,
+    # and in the shared one those were the channels of the rlprof runs of the tests beside it (an
+    # SB3 run's four workers then never connected, one CI run in three).
+    own_temporary = tempfile.mkdtemp(prefix="rlprof-lost-")  # short: a socket's path has 108 bytes
+    try:
+        tree, stderr = run_rlprof(tmp_path, program, environment={**os.environ, "TMPDIR": own_temporary})
+    finally:
+        shutil.rmtree(own_temporary, ignore_errors=True)
     assert [worker["channel"] for worker in tree["workers"]] == [
         "never connected to rlprof's channel: this worker's timers are lost"] * 2
     assert counts(tree, "vector.step") == 30  # the trainer's own blocks are all there

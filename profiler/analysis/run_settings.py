@@ -68,12 +68,11 @@ def read_run_settings(tree: dict[str, Any]) -> RunSettings:
     """The settings the dump's metadata records; None (or the general advice) for the others."""
     metadata = tree.get("metadata") or {}
     shared = str(metadata.get("shared_memory", "")).lower()
-    envs = str(metadata.get("num_envs", ""))
     return RunSettings(
         manager_class=metadata.get("env_manager_class"),
         shared_memory={"true": True, "false": False}.get(shared),
         envs_per_worker=metadata.get("envs_per_worker"),
-        envs=int(envs) if envs.isdigit() and int(envs) > 0 else None,
+        envs=_whole(metadata.get("num_envs")) or None,
         substituted_for=metadata.get("vector_env_substituted_for"),
         observation_bytes=_whole(metadata.get("observation_bytes")),
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiler.analysis.last_answer import LastAnswer
 from profiler.analysis.step_time import trainer_calls
 from profiler.records import Record
 
@@ -59,28 +60,23 @@ class TrainerSpans(Record):
         return max(1.0, trainer_calls(tree, names) / held)
 
 
-# The last answer: (the thread's spans list itself, its length, the window's start) -> the spans read.
-# Holding the list keeps its id from being reused.
-_last: tuple[list[Any], int, float | None, TrainerSpans] | None = None
+_last_answer: LastAnswer[TrainerSpans] = LastAnswer()
 
 
 def trainer_spans(tree: dict[str, Any]) -> TrainerSpans | None:
     """The spans of the trainer's main thread (the first thread of the timeline's first process),
     complete or not; None without a timeline. Each analysis asks for them a dozen times: the same
     list is given back for the same dump, so what is kept per list (its outermost spans) is kept."""
-    global _last
     processes = tree.get("timeline", {}).get("processes", [])
     if not processes or not processes[0].get("threads"):
         return None
     thread = processes[0]["threads"][0]
     spans = thread["spans"]
     complete_after = thread.get("spans_complete_after")
-    last = _last
-    if last is not None and last[0] is spans and last[1] == len(spans) and last[2] == complete_after:
-        return last[3]
+    return _last_answer.answer((spans,), (len(spans), complete_after), lambda: _held_whole(spans, complete_after))
+
+
+def _held_whole(spans: list[Any], complete_after: float | None) -> TrainerSpans:
     if complete_after is None:
-        read = TrainerSpans(spans)
-    else:
-        read = TrainerSpans([span for span in spans if span[2] > complete_after], complete_after)
-    _last = (spans, len(spans), complete_after, read)
-    return read
+        return TrainerSpans(spans)
+    return TrainerSpans([span for span in spans if span[2] > complete_after], complete_after)

@@ -41,6 +41,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiler.analysis.block_stats import median
+from profiler.analysis.last_answer import LastAnswer
+from profiler.analysis.outermost import outermost_spans
 from profiler.analysis.phase_names import (NO_GRAD_SUFFIX, ROLLOUT_CODE_PART, UNTIMED_PART, UPDATE_BLOCK,
                                           is_training_name)
 from profiler.analysis.rollout_updates import (followed_by_a_step, split_scaled_to_the_run,
@@ -49,7 +51,6 @@ from profiler.analysis.step_time import (EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, T
                                          trainer_step_blocks)
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.trainer_timeline import trainer_spans
-from profiler.analysis.untimed_gaps import outermost_spans
 from profiler.records import Record
 
 __all__ = ["NO_GRAD_SUFFIX", "ROLLOUT_CODE_PART", "UNTIMED_PART", "PhaseBlock", "TrainingPhases",
@@ -162,24 +163,17 @@ class TrainingPhases(Record):
         }
 
 
-# The last answer: (the tree itself, its trainer spans list, their number) -> the phases. An analysis
-# and the verdicts ask for the same dump's phases several times (rlprof run's exit, four): read from
-# a timeline of 100,000 spans, each reading took 140 ms. Holding the tree keeps its id from being reused.
-_last: tuple[dict[str, Any], list[Any] | None, int, TrainingPhases | None] | None = None
+# An analysis and the verdicts ask for the same dump's phases several times (rlprof run's exit, four):
+# read from a timeline of 100,000 spans, each reading took 140 ms.
+_last_answer: LastAnswer[TrainingPhases | None] = LastAnswer()
 
 
 def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
     """The phases of the trainer in ``tree``, or None when it has no policy or update block."""
-    global _last
     timeline = trainer_spans(tree)
     spans = timeline.spans if timeline is not None else None
     held = len(spans) if spans is not None else 0
-    last = _last
-    if last is not None and last[0] is tree and last[1] is spans and last[2] == held:
-        return last[3]
-    phases = _training_phases(tree)
-    _last = (tree, spans, held, phases)
-    return phases
+    return _last_answer.answer((tree, spans), (held,), lambda: _training_phases(tree))
 
 
 def _training_phases(tree: dict[str, Any]) -> TrainingPhases | None:

@@ -38,13 +38,15 @@ import bisect
 from typing import Any
 
 from profiler.analysis.block_stats import median
+from profiler.analysis.last_answer import LastAnswer
+from profiler.analysis.outermost import outermost_spans
 from profiler.analysis.step_time import RESET_BLOCKS, trainer_step_blocks
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.trainer_timeline import TrainerSpans, trainer_spans
 from profiler.records import Record
 
 __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text",
-           "outermost_spans", "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
+           "training_loop_seconds", "untimed_gaps", "untimed_gaps_text"]
 
 ROLLOUT_GAP_FACTOR = 10.0
 """A gap between steps longer than this many times the median gap ends a rollout."""
@@ -78,27 +80,17 @@ class UntimedGaps(Record):
                 "elsewhere": self.elsewhere, "steps_held_share": self.steps_held_share}
 
 
-# The last answers: (the spans list itself, its length, its untimed total) -> the split; (the
-# spans list, its length) -> its outermost spans; (the spans list, its length, the split) -> the
-# blocks outside the loop and their seconds. Holding the list keeps its id from being reused.
-_last_gaps: tuple[list[Any], int, Any, UntimedGaps | None] | None = None
-_last_outermost: tuple[list[Any], int, list[tuple[str, float, float]]] | None = None
-_last_outside: tuple[list[Any], int, UntimedGaps, frozenset[str], float] | None = None
+_last_gaps: LastAnswer[UntimedGaps | None] = LastAnswer()
+_last_outside: LastAnswer[tuple[frozenset[str], float]] = LastAnswer()
 
 
 def untimed_gaps(tree: dict[str, Any]) -> UntimedGaps | None:
     """The split of the trainer thread's untimed time, or None without a timeline of vector steps."""
-    global _last_gaps
     timeline = trainer_spans(tree)
     if timeline is None:
         return None
     spans = timeline.spans
-    last = _last_gaps
-    if last is not None and last[0] is spans and last[1] == len(spans) and last[2] == tree.get("self"):
-        return last[3]
-    gaps = _untimed_gaps(tree, timeline)
-    _last_gaps = (spans, len(spans), tree.get("self"), gaps)
-    return gaps
+    return _last_gaps.answer((spans,), (len(spans), tree.get("self")), lambda: _untimed_gaps(tree, timeline))
 
 
 def training_loop_seconds(tree: dict[str, Any]) -> float:
@@ -133,20 +125,15 @@ def _outside_the_loop(tree: dict[str, Any], gaps: UntimedGaps) -> tuple[frozense
     """The blocks that ran only before the loop or after it, and the seconds of their outermost
     spans; kept for the same spans and split, since every share of the loop asks (a dozen times
     an analysis, over tens of thousands of spans)."""
-    global _last_outside
     spans = trainer_spans(tree).spans  # type: ignore[union-attr]  # a split was read from them
-    last = _last_outside
-    if last is not None and last[0] is spans and last[1] == len(spans) and last[2] is gaps:
-        return last[3], last[4]
-    seen: set[str] = set()
-    in_loop: set[str] = set()
-    for span in spans:
-        seen.add(span[0])
-        if span[1] < gaps.loop_end and span[2] > gaps.loop_start:
-            in_loop.add(span[0])
-    outside = frozenset(seen - in_loop)
+    return _last_outside.answer((spans, gaps), (len(spans),), lambda: _blocks_outside(spans, gaps))
+
+
+def _blocks_outside(spans: list[Any], gaps: UntimedGaps) -> tuple[frozenset[str], float]:
+    loop_start, loop_end = gaps.loop_start, gaps.loop_end
+    in_loop = {span[0] for span in spans if span[1] < loop_end and span[2] > loop_start}
+    outside = frozenset({span[0] for span in spans} - in_loop)
     seconds = sum(end - start for name, start, end in outermost_spans(spans) if name in outside) if outside else 0.0
-    _last_outside = (spans, len(spans), gaps, outside, seconds)
     return outside, seconds
 
 
@@ -175,13 +162,8 @@ def _untimed_gaps(tree: dict[str, Any], timeline: TrainerSpans) -> UntimedGaps |
     step_block, loop = _loop_spans(outermost, spans, step_names)
     if len(loop) < 2:
         return None
-    pairs = list(zip(loop, loop[1:]))
-    gaps = [_untimed_between(outermost, before, after) for (before, _), (after, _) in pairs]
-    # Only a gap from one step to the next can be between steps; one beside a rollout block ends a rollout.
-    step_to_step = [before_is_step and after_is_step for (_, before_is_step), (_, after_is_step) in pairs]
-    lengths = [outermost[after][1] - outermost[before][2] for (before, _), (after, _) in pairs]
+    gaps, step_to_step, lengths, resets = _gaps_between(outermost, loop)
     usual = median([length for length, steps in zip(lengths, step_to_step) if steps] or [0.0])
-    resets = [_holds_a_reset(outermost, before, after) for (before, _), (after, _) in pairs]
     rollout_ends = [not steps or length > ROLLOUT_GAP_FACTOR * usual or reset
                     for length, steps, reset in zip(lengths, step_to_step, resets)]
     between_steps = sum(gap for gap, ends in zip(gaps, rollout_ends) if not ends)
@@ -228,36 +210,28 @@ def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any],
     return step_spans[0][0], sorted(loop)
 
 
-def outermost_spans(spans: list[Any]) -> list[tuple[str, float, float]]:
-    """The spans no other span holds, in time order (a thread's blocks nest)."""
-    global _last_outermost
-    last = _last_outermost
-    if last is not None and last[0] is spans and last[1] == len(spans):
-        return list(last[2])
-    # Plain tuples (start, -end, position, name) sort without a key function's call per span; the
-    # position keeps tied spans in their recorded order, as a stable sort by (start, -end) would.
-    ordered = sorted([(span[1], -span[2], position, span[0]) for position, span in enumerate(spans)])
-    outermost: list[tuple[str, float, float]] = []
-    for start, negative_end, _, name in ordered:
-        if not outermost or start >= outermost[-1][2]:
-            outermost.append((name, start, -negative_end))
-    _last_outermost = (spans, len(spans), outermost)
-    return list(outermost)
+def _gaps_between(outermost: list[tuple[str, float, float]], loop: list[tuple[int, bool]]
+                  ) -> tuple[list[float], list[bool], list[float], list[bool]]:
+    """For each two consecutive spans of the loop: the untimed time between them (what no
+    outermost span between them covers), whether both are steps (only a gap from one step to the
+    next can be between steps; one beside a rollout block ends a rollout), the time from the one's
+    end to the other's start, and whether a reset ran between them (the program began a new
+    episode there, stepping one env itself: what ran around it followed an episode, not a step).
 
-
-def _covered(outermost: list[tuple[str, float, float]], start: int, stop: int) -> float:
-    return sum(end - begin for _, begin, end in outermost[start:stop])
-
-
-def _holds_a_reset(outermost: list[tuple[str, float, float]], before: int, after: int) -> bool:
-    """Whether a reset ran between two steps: the program began a new episode there (one env it
-    steps itself), so what ran around it followed an episode, not a step."""
-    return any(name in RESET_BLOCKS for name, _, _ in outermost[before + 1:after])
-
-
-def _untimed_between(outermost: list[tuple[str, float, float]], before: int, after: int) -> float:
-    gap = outermost[after][1] - outermost[before][2]
-    return max(0.0, gap - _covered(outermost, before + 1, after))
+    One loop, not a function call per gap and question: a long run's timeline holds 20,000 gaps."""
+    gaps: list[float] = []
+    step_to_step: list[bool] = []
+    lengths: list[float] = []
+    resets: list[bool] = []
+    for (before, before_is_step), (after, after_is_step) in zip(loop, loop[1:]):
+        length = outermost[after][1] - outermost[before][2]
+        between = outermost[before + 1:after]
+        covered = sum(end - begin for _, begin, end in between) if between else 0.0
+        gaps.append(max(0.0, length - covered))
+        step_to_step.append(before_is_step and after_is_step)
+        lengths.append(length)
+        resets.append(any(name in RESET_BLOCKS for name, _, _ in between) if between else False)
+    return gaps, step_to_step, lengths, resets
 
 
 def untimed_gaps_text(gaps: UntimedGaps) -> str:

@@ -3,7 +3,7 @@ and of a trainer's timeline."""
 
 from __future__ import annotations
 
-from profiler.analysis.untimed_gaps import outermost_spans
+from profiler.analysis.outermost import outermost_spans
 from profiler.tree.timer_json import normalize_timing_tree
 
 

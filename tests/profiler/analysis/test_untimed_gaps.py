@@ -11,7 +11,7 @@ import pytest
 from phase_trees import timeline_tree, with_latest_spans
 
 from profiler.analysis.analyze import analyze_run, render_analysis
-from profiler.analysis.untimed_gaps import outermost_spans, untimed_gaps
+from profiler.analysis.untimed_gaps import untimed_gaps
 from profiler.analysis.verdicts import UNTIMED, judge_run
 from profiler.tree.tree_reader import normalize_untimed_samples
 
@@ -121,12 +121,6 @@ def test_the_table_says_a_long_runs_gaps_were_scaled_from_the_steps_its_timeline
     text = render_analysis(analyze_run(long_loop_tree()))
     assert "between steps 7.50 s (about 60 gaps)" in text
     assert "read from the latest 75.0% of the steps, which the timeline held, and scaled to the run" in text
-
-
-def test_the_outermost_spans_are_those_no_other_holds_the_first_recorded_of_a_tie_kept():
-    spans = [["inner", 1.0, 2.0], ["outer", 0.5, 3.0], ["twin a", 4.0, 5.0], ["twin b", 4.0, 5.0],
-             ["after", 5.0, 6.0], ["inside after", 5.0, 5.5]]
-    assert outermost_spans(spans) == [("outer", 0.5, 3.0), ("twin a", 4.0, 5.0), ("after", 5.0, 6.0)]
 
 
 def test_a_timeline_read_again_after_more_steps_were_added_is_split_afresh():

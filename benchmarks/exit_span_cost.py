@@ -46,6 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "profiler" / "automatic" / "programs" / "cleanrl_torch_ppo.py"
 PROGRAM_ARGUMENTS = ("--num-steps", "128", "--update-epochs", "4", "--num-minibatches", "4")
 STAGES = ("tree taken", "timers written", "read back", "trace", "report", "analysis")
+EXIT_WALL = "exit wall"
+"""The exit from its first stage's start to the analysis's end: the stages and what runs between
+them (the exporters' imports, the lines printed)."""
 MARKS_SOURCE = """
 #include <valgrind/callgrind.h>
 void marks_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
@@ -72,12 +75,14 @@ def _drive(length: int, out_folder: str, result_path: str, marks_library: str | 
     seconds: dict[str, float] = dict.fromkeys(STAGES, 0.0)
     spans = [0]
     started = [False]
+    exit_began = [0.0]
     profile = cProfile.Profile() if profile_path else None
 
     def staged(stage, function):  # noqa: ANN001, ANN202 - a stand-in with the function's signature
         def wrapper(*arguments, **keywords):  # noqa: ANN002, ANN003, ANN202
             if not started[0]:
                 started[0] = True
+                exit_began[0] = time.perf_counter()
                 if marks is not None:
                     marks.marks_start()
                 if profile is not None:
@@ -130,6 +135,7 @@ def _drive(length: int, out_folder: str, result_path: str, marks_library: str | 
         began = time.perf_counter()
         result = render_analysis(*arguments, **keywords)
         seconds["analysis"] += analysis_seconds[0] + time.perf_counter() - began
+        seconds[EXIT_WALL] = time.perf_counter() - exit_began[0]
         if marks is not None:
             marks.marks_dump(b"analysis")
             marks.marks_stop()
@@ -200,8 +206,10 @@ def _print_table(unit: str, lengths: list[int], spans: list[float], per_length: 
     header = f"{unit:<15}" + "".join(f"{f'{length} steps':>14}" for length in lengths)
     print(f"{header}{f'per 1,000 spans':>18}")
     span_difference = spans[-1] - spans[0]
-    for stage in (*STAGES, "total"):
-        values = [sum(figures.values()) if stage == "total" else figures[stage] for figures in per_length]
+    rows = (*STAGES, "total", EXIT_WALL) if all(EXIT_WALL in figures for figures in per_length) else (*STAGES, "total")
+    for stage in rows:
+        values = [sum(figures[part] for part in STAGES) if stage == "total" else figures[stage]
+                  for figures in per_length]
         per_thousand = (values[-1] - values[0]) / span_difference * 1000 if span_difference else float("nan")
         print(f"{stage:<15}" + "".join(f"{value * scale:>14.2f}" for value in values)
               + f"{per_thousand * scale:>18.3f}")
@@ -248,7 +256,8 @@ def main() -> None:
         print(f"rlprof run's exit, wall milliseconds per stage (medians of {options.rounds} interleaved rounds)")
         for variant in variants:
             per_length = [{stage: statistics.median(run["seconds"][stage] for run in runs[variant, length])
-                           for stage in STAGES} for length in lengths]
+                           for stage in (*STAGES, EXIT_WALL) if stage in runs[variant, length][0]["seconds"]}
+                          for length in lengths]
             spans = [statistics.median(run["spans"] for run in runs[variant, length]) for length in lengths]
             print(f"\n{variant}")
             _print_table("milliseconds", lengths, spans, per_length, 1e3)

@@ -207,14 +207,14 @@ class _TraceClock:
 
 
 def _moments(process: dict[str, Any]) -> Iterable[float]:
-    """The moments that bound the process's events (a thread's spans by their earliest and latest
-    starts and ends: min and max over a list run in C, a yield per span did not)."""
+    """The moments that bound the process's events (a thread's spans by their earliest start and
+    latest end, since none ends before it starts (the reader refuses one that does): min and max
+    over a list run in C, a yield per span did not)."""
     for thread in process.get("threads", []):
         spans = thread.get("spans", [])
         if spans:
-            starts = [span[1] for span in spans]
-            ends = [span[2] for span in spans]
-            yield from (min(starts), max(starts), min(ends), max(ends))
+            yield min([span[1] for span in spans])
+            yield max([span[2] for span in spans])
         for instant in thread.get("instants", []):
             yield instant[1]
     for counter in process.get("counters", []):

@@ -25,6 +25,7 @@ import math
 from dataclasses import field
 from typing import Any
 
+from profiler.analysis.metadata_numbers import whole_number
 from profiler.analysis.worker_groups import compared_workers
 from profiler.records import Record
 
@@ -121,10 +122,10 @@ def read_measurements(tree: dict[str, Any]) -> RunMeasurements:
     return RunMeasurements(
         workers=workers,
         has_workers_section="workers" in tree,
-        cores_available=_positive_whole(metadata, "cores_available", problems),
-        busy_processes=_positive_whole(metadata, "busy_processes", problems),
+        cores_available=whole_number(metadata, "cores_available", problems, at_least=1),
+        busy_processes=whole_number(metadata, "busy_processes", problems, at_least=1),
         problems=problems,
-        torch_threads=_positive_whole(metadata, "torch_threads", problems),
+        torch_threads=whole_number(metadata, "torch_threads", problems, at_least=1),
     )
 
 
@@ -179,21 +180,6 @@ def _env_time(value: Any, label: str, problems: list[str]) -> EnvTime | None:
                         f"calls; ignored")
         return None
     return EnvTime(float(wall), float(cpu), calls)
-
-
-def _positive_whole(metadata: dict[str, Any], key: str, problems: list[str]) -> int | None:
-    """A metadata string holding a whole number >= 1 (metadata values are strings)."""
-    text = metadata.get(key)
-    if text is None:
-        return None
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        problems.append(f"metadata {key}={text!r} is not a whole number >= 1; ignored")
-        return None
-    return value
 
 
 def _is_whole(value: Any) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiler.analysis.metadata_numbers import whole_number
 from profiler.records import Record
 
 __all__ = ["RunSettings", "read_run_settings"]
@@ -32,6 +33,8 @@ class RunSettings(Record):
     substituted_for: str | None
     observation_bytes: int | None = None
     """One env's observation, in bytes, where the program's vector env in workers said its space."""
+    problems: tuple[str, ...] = ()
+    """What the metadata held that could not be read (a number that is none), read as unsaid."""
 
     @property
     def uses_cli_options(self) -> bool:
@@ -68,17 +71,13 @@ def read_run_settings(tree: dict[str, Any]) -> RunSettings:
     """The settings the dump's metadata records; None (or the general advice) for the others."""
     metadata = tree.get("metadata") or {}
     shared = str(metadata.get("shared_memory", "")).lower()
+    problems: list[str] = []
     return RunSettings(
         manager_class=metadata.get("env_manager_class"),
         shared_memory={"true": True, "false": False}.get(shared),
         envs_per_worker=metadata.get("envs_per_worker"),
-        envs=_whole(metadata.get("num_envs")) or None,
+        envs=whole_number(metadata, "num_envs", problems, at_least=1),
         substituted_for=metadata.get("vector_env_substituted_for"),
-        observation_bytes=_whole(metadata.get("observation_bytes")),
+        observation_bytes=whole_number(metadata, "observation_bytes", problems, at_least=0),
+        problems=tuple(problems),
     )
-
-
-def _whole(value: Any) -> int | None:
-    """A whole number of at least 0 that the metadata holds (as a number or its text), else None."""
-    text = str(value) if value is not None and not isinstance(value, bool) else ""
-    return int(text) if text.isdigit() else None

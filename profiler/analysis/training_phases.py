@@ -54,7 +54,8 @@ from profiler.analysis.trainer_timeline import trainer_spans
 from profiler.records import Record
 
 __all__ = ["NO_GRAD_SUFFIX", "ROLLOUT_CODE_PART", "UNTIMED_PART", "PhaseBlock", "TrainingPhases",
-           "policy_calls_in_threads", "training_phases", "training_phases_text", "training_start"]
+           "policy_calls_in_threads", "training_phases", "training_phases_text", "training_start",
+           "training_window"]
 
 SB3_FRAMEWORK = "stable_baselines3"
 _SB3_INFERENCE_METHODS = (".predict", ".predict_values")
@@ -291,6 +292,14 @@ def training_start(tree: dict[str, Any]) -> float | None:
     call or update block. What the trainer did outside any block before it was its start-up
     (imports, building the model and the data), whether or not it steps envs. None without those
     blocks, or without a trainer timeline that kept its first spans."""
+    window = training_window(tree)
+    return window[0] if window is not None else None
+
+
+def training_window(tree: dict[str, Any]) -> tuple[float, float] | None:
+    """From the start of the program's first policy call or update block to the end of its last,
+    on the timeline's clock: the training loop of a program that steps no env it builds (behaviour
+    cloning from a dataset), whose loop no vector step tells. None as for :func:`training_start`."""
     phases = training_phases(tree)
     timeline = trainer_spans(tree)
     if phases is None or timeline is None:
@@ -298,7 +307,10 @@ def training_start(tree: dict[str, Any]) -> float | None:
     names = {block.name for block in (*phases.policy, *phases.update_blocks)}
     if timeline.scale(tree, names) != 1.0:  # the first of them fell out of the timeline
         return None
-    return min((span[1] for span in timeline.spans if span[0] in names), default=None)
+    spans = [span for span in timeline.spans if span[0] in names]
+    if not spans:
+        return None
+    return min(span[1] for span in spans), max(span[2] for span in spans)
 
 
 def _target_calls_before_updates(tree: dict[str, Any], policy: dict[str, list[float]],

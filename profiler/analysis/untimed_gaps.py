@@ -40,9 +40,11 @@ from typing import Any
 from profiler.analysis.block_stats import median
 from profiler.analysis.last_answer import LastAnswer
 from profiler.analysis.outermost import outermost_spans
-from profiler.analysis.step_time import RESET_BLOCKS, trainer_step_blocks
+from profiler.analysis.step_time import (RESET_BLOCKS, SINGLE_ENV_STEP_BLOCKS, VECTOR_STEP_BLOCKS, trainer_calls,
+                                         trainer_step_blocks)
 from profiler.analysis.text_format import format_percent, format_seconds
 from profiler.analysis.trainer_timeline import TrainerSpans, trainer_spans
+from profiler.analysis.training_phases import training_window
 from profiler.records import Record
 
 __all__ = ["ROLLOUT_GAP_FACTOR", "UntimedGaps", "blocks_outside_the_loop", "loop_share", "loop_share_text",
@@ -99,15 +101,20 @@ def training_loop_seconds(tree: dict[str, Any]) -> float:
     and end are the untimed time before the loop's first step and after its last, and the blocks
     that ran only there (:func:`blocks_outside_the_loop`); a block that ran in the loop counts
     whole, its calls just before the first step (the first policy call) or after the last (the
-    last update) too.
+    last update) too. A program that steps no env (behaviour cloning from a dataset) has no step
+    to tell its loop: its loop runs from its first policy call or update to the end of its last
+    (:func:`~profiler.analysis.training_phases.training_window`).
 
     What limits a run's loop is what its verdicts judge: a short run spends most of its wall time
     importing and building, and a share of the wall time would hide the loop's limit there."""
     wall = float(tree.get("total", 0.0))
     gaps = untimed_gaps(tree)
-    if gaps is None:
-        return wall
-    return wall - gaps.elsewhere - _outside_the_loop(tree, gaps)[1]
+    if gaps is not None:
+        return wall - gaps.elsewhere - _outside_the_loop(tree, gaps)[1]
+    if trainer_calls(tree, VECTOR_STEP_BLOCKS | SINGLE_ENV_STEP_BLOCKS):
+        return wall  # it stepped envs, but its timeline does not tell where (off, or long gone)
+    window = training_window(tree)
+    return min(wall, window[1] - window[0]) if window is not None else wall
 
 
 def blocks_outside_the_loop(tree: dict[str, Any]) -> frozenset[str]:

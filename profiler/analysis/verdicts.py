@@ -361,7 +361,7 @@ def judge_run(
                 *_untimed(run),
                 *_memory_leaks(run)]
     verdicts.sort(key=lambda verdict: (-verdict.cost_seconds, KINDS.index(verdict.kind)))
-    problems = measurements.problems + machine.problems
+    problems = measurements.problems + machine.problems + list(run.settings.problems)
     return RunVerdicts(run.wall, tuple(verdicts), tuple(run.cannot_tell + problems))
 
 

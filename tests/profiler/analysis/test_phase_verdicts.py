@@ -13,6 +13,7 @@ from profiler.analysis.phase_verdicts import (
     SB3_OFF_POLICY_ALGORITHMS,
     UPDATE_BOUND,
 )
+from profiler.analysis.untimed_gaps import training_loop_seconds
 from profiler.analysis.verdicts import TRAINER_BOUND, judge_run
 
 
@@ -66,6 +67,19 @@ def test_an_update_led_by_its_own_code_is_told_to_time_its_lines():
 def test_a_program_that_steps_no_env_is_told_of_its_updates_alone():
     [verdict] = judge_run(phase_tree(**shares(0.0, 0.5, 0.0), steps_envs=False)).of_kind(UPDATE_BOUND)
     assert verdict.suggestion == "Fewer optimizer steps (fewer epochs, larger minibatches) or a cheaper loss shorten it."
+
+
+def test_a_program_that_steps_no_env_has_its_update_judged_in_its_loop_not_behind_a_long_start_up():
+    # 1 s of updates (4 blocks, 0.25 s apart) after 8 s of untimed start-up: 10% of the wall time
+    tree = phase_tree(policy=0.0, update=1.0, env=0.0, untimed=8.0, updates=4, gap=0.25, steps_envs=False)
+    [verdict] = judge_run(tree).of_kind(UPDATE_BOUND)
+    assert verdict.title.startswith("the update (learner) is the limit: 4 optimizer steps took 100.0% of the "
+                                    "training loop (")
+
+
+def test_a_program_that_steps_envs_it_has_no_timeline_of_keeps_the_wall_time_for_its_loop():
+    tree = phase_tree(policy=0.0, update=1.0, env=0.5, untimed=8.0, updates=4, gap=0.25)
+    assert training_loop_seconds(tree) == tree["total"]
 
 
 def test_a_program_that_steps_its_env_in_the_trainer_without_a_vector_env_is_told_its_env_calls_time():

@@ -155,7 +155,11 @@ def offline_slow_loader(tmp_path_factory):
 
 
 def test_a_program_that_steps_no_env_is_told_fewer_optimizer_steps_and_nothing_of_envs(offline_update_heavy):
-    suggestion = verdict_of(offline_update_heavy, UPDATE_BOUND)["suggestion"]
+    verdict = verdict_of(offline_update_heavy, UPDATE_BOUND)
+    # Its share is of its loop, from its first update to its last: a start-up longer than its
+    # updates (torch's import on a loaded machine) does not hide them.
+    assert "of the training loop (" in verdict["title"]
+    suggestion = verdict["suggestion"]
     # (Followed by the advice to time the update's own code, where that leads its parts.)
     assert suggestion.startswith("Fewer optimizer steps (fewer epochs, larger minibatches) or a cheaper loss shorten it.")
     assert "env" not in suggestion and "rollout" not in suggestion

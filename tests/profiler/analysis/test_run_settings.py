@@ -106,3 +106,9 @@ def test_the_straggler_advice_names_the_command_line_option_too(tmp_path, fake_c
     tree["metadata"].update(env_manager_class="SubprocessEnvManager", rlprof_run="train.py",
                             vector_env_substituted_for="AsyncVectorEnv")
     assert "(--envs-per-worker k)" in suggestion(judge_run(tree), "straggler")
+
+
+def test_an_observation_size_that_is_no_number_keeps_the_general_advice_and_is_said(pipe_bound):
+    verdicts = pipe_bound(env_manager_class="SubprocessEnvManager", shared_memory=False, observation_bytes="large")
+    assert "smaller observations" in suggestion(verdicts)
+    assert "metadata observation_bytes='large' is not a whole number >= 0; ignored" in verdicts.cannot_tell

@@ -14,6 +14,7 @@ from profiler.analysis.training_phases import (
     policy_calls_in_threads,
     training_phases,
     training_start,
+    training_window,
 )
 from profiler.tree.timer_json import normalize_timing_tree
 from tests.profiler.analysis.test_step_time_in_the_trainer import collector_thread_run
@@ -287,6 +288,11 @@ def test_an_update_that_calls_only_the_rollouts_model_reads_no_target_network():
 def test_training_starts_at_the_first_update_of_a_program_that_steps_no_env():
     tree = phase_tree(policy=0.0, update=2.0, env=0.0, updates=4, steps_envs=False)
     assert training_start(tree) == 10.0  # phase_tree's first update span starts at 10 s
+
+
+def test_the_training_window_of_a_program_that_steps_no_env_runs_from_its_first_update_to_its_last():
+    tree = phase_tree(policy=0.0, update=2.0, env=0.0, updates=4, gap=0.5, steps_envs=False)
+    assert training_window(tree) == (10.0, 13.5)  # 4 updates of 0.5 s, 0.5 s apart, from 10 s
 
 
 def test_a_run_without_a_timeline_does_not_say_when_it_began_to_train():

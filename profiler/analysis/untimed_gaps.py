@@ -205,14 +205,16 @@ def _loop_spans(outermost: list[tuple[str, float, float]], spans: list[Any],
     step_spans = [span for span in spans if span[0] in step_names]
     if not step_spans:
         return "", []
-    starts = [start for _, start, _ in outermost]
     is_step = [name in step_names for name, _, _ in outermost]
+    loop = [(index, True) for index, step in enumerate(is_step) if step]
+    if len(loop) == len(step_spans):  # every step is outermost: no block holds a rollout's steps
+        return step_spans[0][0], loop
+    starts = [start for _, start, _ in outermost]
     holding = set()
     for _, start, end in step_spans:
         index = bisect.bisect_right(starts, start) - 1  # the outermost span that starts last at or before it
         if index >= 0 and not is_step[index] and end <= outermost[index][2]:
             holding.add(index)
-    loop = [(index, True) for index, step in enumerate(is_step) if step]
     loop += [(index, False) for index in holding]
     return step_spans[0][0], sorted(loop)
 
@@ -232,12 +234,14 @@ def _gaps_between(outermost: list[tuple[str, float, float]], loop: list[tuple[in
     resets: list[bool] = []
     for (before, before_is_step), (after, after_is_step) in zip(loop, loop[1:]):
         length = outermost[after][1] - outermost[before][2]
-        between = outermost[before + 1:after]
-        covered = sum(end - begin for _, begin, end in between) if between else 0.0
+        covered, reset = 0.0, False
+        for name, begin, end in outermost[before + 1:after]:
+            covered += end - begin
+            reset = reset or name in RESET_BLOCKS
         gaps.append(max(0.0, length - covered))
         step_to_step.append(before_is_step and after_is_step)
         lengths.append(length)
-        resets.append(any(name in RESET_BLOCKS for name, _, _ in between) if between else False)
+        resets.append(reset)
     return gaps, step_to_step, lengths, resets
 
 

@@ -42,7 +42,7 @@ The parts are figures, not a judgement: :mod:`profiler.analysis.verdicts` decide
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import field
 from typing import Any, NamedTuple
 
@@ -78,6 +78,7 @@ __all__ = [
     "trainer_calls",
     "trainer_env_call_seconds",
     "trainer_env_step_calls",
+    "trainer_nodes",
     "trainer_step_blocks",
 ]
 
@@ -142,35 +143,40 @@ NATIVE_ENV_BLOCKS = ("env.step (vectorized)", "env.reset (vectorized)")
 vectorized env (CartPole's ``CartPoleVectorEnv``, as ``rlprof run`` times it)."""
 
 
-def _trainer_nodes(tree: dict[str, Any], stop_at: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
+def trainer_nodes(tree: dict[str, Any], stop_at: Collection[str] = (),
+                  leave_out: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any]]:
     """The trainer's own blocks, at any depth, outside the trees that ran beside it (its workers');
-    not those inside a block named in ``stop_at``."""
-    pending = [child for child in tree.get("children", []) if not child.get("is_parallel")]
+    not those inside a block named in ``stop_at``, nor a block whose name ``leave_out`` is true of,
+    with everything inside it."""
+    def kept(node: dict[str, Any]) -> bool:
+        return not node.get("is_parallel") and (leave_out is None or not leave_out(node["name"]))
+
+    pending = [child for child in tree.get("children", []) if kept(child)]
     while pending:
         node = pending.pop()
         yield node
         if node["name"] not in stop_at:
-            pending.extend(child for child in node.get("children", []) if not child.get("is_parallel"))
+            pending.extend(child for child in node.get("children", []) if kept(child))
 
 
 def trainer_env_call_seconds(tree: dict[str, Any]) -> float | None:
     """The time of the env calls timed in the trainer's own tree (``env.step``, ``env.reset``);
     None where there are none. In a program stepping its env without a vector env, what the env
     side costs the trainer."""
-    calls = [node["total"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
+    calls = [node["total"] for node in trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
              if node["name"] in IN_TRAINER_ENV_BLOCKS]
     return sum(calls) if calls else None
 
 
 def trainer_env_step_calls(tree: dict[str, Any]) -> int:
     """The calls of the ``env.step`` blocks timed in the trainer's own tree."""
-    return sum(node["count"] for node in _trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
+    return sum(node["count"] for node in trainer_nodes(tree, stop_at=IN_TRAINER_ENV_BLOCKS)
                if node["name"] == "env.step")
 
 
 def trainer_calls(tree: dict[str, Any], names: frozenset[str] | set[str]) -> int:
     """The calls of the blocks named in ``names`` in the trainer's own tree, wherever they ran in it."""
-    return sum(node["count"] for node in _trainer_nodes(tree) if node["name"] in names)
+    return sum(node["count"] for node in trainer_nodes(tree) if node["name"] in names)
 
 
 SINGLE_ENV_STEP_BLOCKS = frozenset({"env.step"})
@@ -182,7 +188,7 @@ def trainer_step_blocks(tree: dict[str, Any]) -> frozenset[str]:
     steps its env itself, with no vector env (REINFORCE on one env), ``env.step``, which ``rlprof
     run`` times in the trainer. A run with neither has :data:`VECTOR_STEP_BLOCKS`, none of which
     it holds."""
-    names = {node["name"] for node in _trainer_nodes(tree)}
+    names = {node["name"] for node in trainer_nodes(tree)}
     if names & VECTOR_STEP_BLOCKS or not names & SINGLE_ENV_STEP_BLOCKS:
         return VECTOR_STEP_BLOCKS
     return SINGLE_ENV_STEP_BLOCKS

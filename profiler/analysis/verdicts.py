@@ -121,6 +121,7 @@ from profiler.analysis.step_time import (
     step_breakdowns,
     trainer_env_call_seconds,
     trainer_env_step_calls,
+    trainer_nodes,
     trainer_step_blocks,
 )
 from profiler.analysis.straggler_cause import EnvTimeSplit, env_time_split
@@ -811,19 +812,15 @@ def _trainer_blocks(tree: dict[str, Any]) -> dict[str, float]:
     self time (sending, waiting, receiving) is not.
     """
     self_times: dict[str, float] = {}
-
-    def visit(node: dict[str, Any]) -> None:
-        for child in node["children"]:
-            name = child["name"]
-            if (child.get("is_parallel") or name in _ENV_SIDE_BLOCKS or name in IN_TRAINER_ENV_BLOCKS
-                    or name.startswith("env_manager.")):
-                continue
-            if name != "env_step":
-                self_times[name] = self_times.get(name, 0.0) + child["self"]
-            visit(child)
-
-    visit(tree)
+    for node in trainer_nodes(tree, leave_out=_is_env_side):
+        if node["name"] != "env_step":
+            self_times[node["name"]] = self_times.get(node["name"], 0.0) + node["self"]
     return self_times
+
+
+def _is_env_side(name: str) -> bool:
+    """An env manager's block or an env call: what the envs cost the trainer, not its own code."""
+    return name in _ENV_SIDE_BLOCKS or name in IN_TRAINER_ENV_BLOCKS or name.startswith("env_manager.")
 
 
 def _trainer_bound(run: _Run) -> list[Verdict]:

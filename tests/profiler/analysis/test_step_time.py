@@ -22,6 +22,7 @@ from profiler.analysis.step_time import (
     WAITING_UNSPLIT,
     step_breakdowns,
     trainer_env_call_seconds,
+    trainer_nodes,
     trainer_step_blocks,
 )
 
@@ -241,3 +242,11 @@ def test_env_steps_in_the_trees_that_ran_beside_the_trainer_are_not_its_steps():
 def test_the_env_calls_of_an_env_the_trainer_steps_itself_add_up_its_steps_and_resets():
     tree = trainer_tree(node("env.reset"), node("update", node("env.step")))
     assert trainer_env_call_seconds(tree) == pytest.approx(0.2)
+
+
+def test_the_trainers_nodes_leave_out_the_trees_beside_it_and_what_it_is_told_to_with_everything_inside():
+    tree = trainer_tree(node("update", node("backward")), node("workers", node("env.step"), parallel=True),
+                        node("env_manager.step", node("vector.send_actions")), node("vector.step", node("env.step")))
+    names = [node["name"] for node in trainer_nodes(tree, stop_at=("vector.step",),
+                                                    leave_out=lambda name: name.startswith("env_manager."))]
+    assert sorted(names) == ["backward", "update", "vector.step"]

@@ -50,7 +50,7 @@ from profiler.analysis.rollout_updates import (followed_by_a_step, split_scaled_
 from profiler.analysis.step_time import (EVALUATION_BLOCK, VECTOR_STEP_BLOCKS, ThreadBlocks, blocks_in_threads,
                                          trainer_step_blocks)
 from profiler.analysis.text_format import format_percent, format_seconds
-from profiler.analysis.trainer_timeline import trainer_spans
+from profiler.analysis.trainer_timeline import TrainerSpans, trainer_spans
 from profiler.records import Record
 
 __all__ = ["NO_GRAD_SUFFIX", "ROLLOUT_CODE_PART", "UNTIMED_PART", "PhaseBlock", "TrainingPhases",
@@ -167,6 +167,7 @@ class TrainingPhases(Record):
 # An analysis and the verdicts ask for the same dump's phases several times (rlprof run's exit, four):
 # read from a timeline of 100,000 spans, each reading took 140 ms.
 _last_answer: LastAnswer[TrainingPhases | None] = LastAnswer()
+_last_window: LastAnswer[tuple[float, float] | None] = LastAnswer()
 
 
 def training_phases(tree: dict[str, Any]) -> TrainingPhases | None:
@@ -299,10 +300,17 @@ def training_start(tree: dict[str, Any]) -> float | None:
 def training_window(tree: dict[str, Any]) -> tuple[float, float] | None:
     """From the start of the program's first policy call or update block to the end of its last,
     on the timeline's clock: the training loop of a program that steps no env it builds (behaviour
-    cloning from a dataset), whose loop no vector step tells. None as for :func:`training_start`."""
-    phases = training_phases(tree)
+    cloning from a dataset), whose loop no vector step tells. None as for :func:`training_start`.
+    Every share of such a program's loop asks: kept for the same dump, as the phases are."""
     timeline = trainer_spans(tree)
-    if phases is None or timeline is None:
+    if timeline is None:
+        return None
+    return _last_window.answer((tree, timeline.spans), (len(timeline.spans),), lambda: _window(tree, timeline))
+
+
+def _window(tree: dict[str, Any], timeline: TrainerSpans) -> tuple[float, float] | None:
+    phases = training_phases(tree)
+    if phases is None:
         return None
     names = {block.name for block in (*phases.policy, *phases.update_blocks)}
     if timeline.scale(tree, names) != 1.0:  # the first of them fell out of the timeline

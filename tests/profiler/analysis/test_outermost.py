@@ -5,25 +5,12 @@ spans as sorting it gives."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 
 from profiler import get_timer_tree, hierarchical_timer
 from profiler.analysis import outermost
 from profiler.analysis.outermost import outermost_spans
-from profiler.recording import events
-
-
-@pytest.fixture
-def recording(fake_clock) -> Iterator[None]:
-    events.clear_recording()
-    events.start_recording(capacity=100_000)
-    try:
-        yield
-    finally:
-        events.stop_recording()
-        events.clear_recording()
 
 
 def recorded_spans(fake_clock, seed: int, *, empty_share: float) -> list[list]:
@@ -62,7 +49,7 @@ def test_spans_in_the_order_they_ended_give_the_same_outermost_spans_in_one_pass
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_a_recorded_timeline_is_read_in_one_pass_to_the_spans_the_sort_gives(recording, fake_clock, seed):
+def test_a_recorded_timeline_is_read_in_one_pass_to_the_spans_the_sort_gives(fake_clock, recording, seed):
     spans = recorded_spans(fake_clock, seed, empty_share=0.0)
     one_pass = outermost._outermost_of_spans_in_end_order(spans)
     assert one_pass is not None
@@ -70,7 +57,7 @@ def test_a_recorded_timeline_is_read_in_one_pass_to_the_spans_the_sort_gives(rec
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_a_recorded_timeline_with_empty_spans_gets_the_spans_the_sort_gives(recording, fake_clock, seed):
+def test_a_recorded_timeline_with_empty_spans_gets_the_spans_the_sort_gives(fake_clock, recording, seed):
     spans = recorded_spans(fake_clock, seed, empty_share=0.01)
     one_pass = outermost._outermost_of_spans_in_end_order(spans)
     assert one_pass is None or one_pass == outermost._outermost_by_start(spans)

@@ -26,10 +26,11 @@ gaps are read where every span is there, and scaled to the run's steps, which th
 the steps the timeline no longer holds had gaps like the ones it holds, and the untimed time left
 over is the start-up and the end. :attr:`UntimedGaps.steps_held_share` says how much was read.
 
-One analysis asks for the split (and the outermost spans) about a dozen times — the verdicts,
-the phases, the report's flame graph — of the same dump; sorting a long timeline's spans each
-time took most of ``rlprof run``'s analysis and report (80 ms of CPU for 18,000 spans). The last
-answer is kept, for the same list of spans holding as many spans (and the same untimed total).
+One analysis asks for the split (and the outermost spans, :mod:`profiler.analysis.outermost`)
+about a dozen times — the verdicts, the phases, the report's flame graph — of the same dump;
+reading a long timeline's spans each time took most of ``rlprof run``'s analysis and report (80 ms
+of CPU for 18,000 spans). The last answer is kept (:mod:`profiler.analysis.last_answer`), for the
+same list of spans holding as many spans (and the same untimed total).
 """
 
 from __future__ import annotations

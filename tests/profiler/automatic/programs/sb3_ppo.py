@@ -1,7 +1,7 @@
 """Stable-Baselines3's ten-line PPO, as its docs show it. It knows nothing of rlprof.
 
 ``--vec-env subproc`` steps the envs in ``SubprocVecEnv`` workers, else ``DummyVecEnv``.
-``--n-steps N`` and ``--n-epochs E``: PPO's (64 and 2 unless told).
+``--n-steps N``, ``--n-epochs E`` and ``--batch-size B``: PPO's (64, 2 and 64 unless told).
 ``--eval-freq N --eval-episodes M`` evaluates the policy with SB3's ``EvalCallback`` on an env of
 its own every N steps of each training env, M episodes each time.
 ``--hand-timers FILE`` writes the time ``learn`` took, measured by hand, as JSON (for
@@ -43,6 +43,7 @@ if __name__ == "__main__":  # SubprocVecEnv's workers start by forkserver: they 
     parser.add_argument("--timesteps", type=int, default=256)
     parser.add_argument("--n-steps", type=int, default=64)
     parser.add_argument("--n-epochs", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--vec-env", choices=("dummy", "subproc"), default="dummy")
     parser.add_argument("--hand-timers", default=None)
     parser.add_argument("--eval-freq", type=int, default=None)
@@ -52,7 +53,7 @@ if __name__ == "__main__":  # SubprocVecEnv's workers start by forkserver: they 
     torch.set_num_threads(1)
     vec_env_cls = SubprocVecEnv if args.vec_env == "subproc" else DummyVecEnv
     env = make_vec_env("CartPole-v1", n_envs=4, seed=0, vec_env_cls=vec_env_cls)
-    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=64, n_epochs=args.n_epochs, seed=0, device="cpu")
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs, seed=0, device="cpu")
     callbacks = []
     if args.eval_freq:
         callbacks.append(EvalCallback(make_vec_env("CartPole-v1", n_envs=1, seed=1), eval_freq=args.eval_freq,

@@ -53,7 +53,8 @@ if __name__ == "__main__":  # SubprocVecEnv's workers start by forkserver: they 
     torch.set_num_threads(1)
     vec_env_cls = SubprocVecEnv if args.vec_env == "subproc" else DummyVecEnv
     env = make_vec_env("CartPole-v1", n_envs=4, seed=0, vec_env_cls=vec_env_cls)
-    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs, seed=0, device="cpu")
+    model = PPO("MlpPolicy", env, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs, seed=0,
+                device="cpu")
     callbacks = []
     if args.eval_freq:
         callbacks.append(EvalCallback(make_vec_env("CartPole-v1", n_envs=1, seed=1), eval_freq=args.eval_freq,

@@ -479,11 +479,16 @@ class SubprocessEnvManager(VectorEnv):
                 return self._receive_replies("step", self._on_step_reply, self._step_results)
             finally:
                 self._state = _IDLE
+        core_waits = self._profiling.core_waits
+        run_queue_before = core_waits.start() if core_waits is not None else None
         node = record.open()
         if node is None:  # paused, or a companion watches every block: `with` blocks then
             with self._profiling.block("env_manager.step"):
                 self.step_async(actions)
-                return self.step_wait()
+                results = self.step_wait()
+            if run_queue_before is not None:
+                core_waits.end(run_queue_before)
+            return results
         # The step and its three parts are timed from clock stamps (see
         # ManagerProfiling.step_block): the same blocks as the `with` blocks above give.
         self._profiling.step_anchor = node
@@ -502,6 +507,8 @@ class SubprocessEnvManager(VectorEnv):
         # PhasedBlock.close and CriticalPath.record_step in one: the run and the step's
         # critical-path stamps counted (in C where built, else kept and counted in bulk).
         record.close()
+        if run_queue_before is not None:
+            core_waits.end(run_queue_before)
         if self._profiling.resources is not None:
             self._profiling.sample_resources(self._pool.workers)
         return results

@@ -264,12 +264,17 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
     def step(self: Any, actions: Any) -> Any:
         last = registry.last_found  # the vector env asked about last, without record_of's frame
         record = last[1] if last is not None and last[0]() is self else record_of(self)
-        if record is None:
-            if through_wrappers:
-                record = _wrapped_record(self, record_of)
-                if record is None:  # around no known class: not timed
+        wrapped = record is None
+        if wrapped:
+            if not through_wrappers:  # an instance never registered: a plain block
+                with hierarchical_timer("vector.step"):
                     return original(self, actions)
-        else:
+            record = _wrapped_record(self, record_of)
+            if record is None:  # around no known class: not timed
+                return original(self, actions)
+        core_waits = record.core_waits  # the trainer's waits for a core, inside a sample of the steps
+        run_queue_before = core_waits.start() if core_waits is not None else None
+        if not wrapped:
             block = record.step_block
             # A step inside this vector env's open run (a wrapper of the program's stepping it
             # again) is timed with `with` blocks, as are all while open() declines.
@@ -300,6 +305,8 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
                     record.phase_clock = None
                     block.fail(record.sent_stamp, record.waited_stamp)
                     raise
+                if run_queue_before is not None:
+                    core_waits.end(run_queue_before)
                 start, sent, waited = block.node._start, record.sent_stamp, record.waited_stamp
                 if waited is None:  # the step went around rlprof's step_wait (a method set on the instance)
                     waited = end
@@ -316,10 +323,13 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
                 if monotonic() >= record.resources.next_sample_at:  # once a second: no call the other steps
                     record.resources.maybe_sample(enumerate(record.pids))
                 return result
-        with hierarchical_timer("vector.step" if record is None else record.step_name) as node:
-            if record is not None and record.in_workers and isinstance(node, TimerNode):
+        with hierarchical_timer(record.step_name) as node:
+            if record.in_workers and isinstance(node, TimerNode):
                 record.step_node = node  # the workers' payloads merge under it
-            return original(self, actions)
+            result = original(self, actions)
+        if run_queue_before is not None:
+            core_waits.end(run_queue_before)
+        return result
 
     return step
 

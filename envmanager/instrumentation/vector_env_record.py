@@ -19,6 +19,9 @@ of the vector env's pipes:
 * env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
+* the trainer's own waits for a core inside its steps, read around one step in seven
+  (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's ``scheduling.in_blocks``), which
+  the pipe's verdict leaves out of the pipe's time;
 * each worker's waits for a core, as its kernel counted them
   (:class:`~envmanager.measurement.cpu_waits.CpuWaits`: the worker's ``scheduling`` entry, which
   the CPU verdicts quote), and where its time outside the env calls went (its ``untimed_samples``
@@ -41,6 +44,7 @@ import numpy as np
 
 from profiler.analysis.text_format import counted
 from profiler.multiprocess.merge import PayloadError, TimerMerger
+from profiler.recording.block_waits import BlockWaits
 from profiler.timing.phased_block import PhasedBlock
 from profiler.timing.timers import TimerNode, TimerStack
 from profiler.tree.timer_text import TimerFileError
@@ -112,12 +116,14 @@ class VectorEnvRecord:
         self.vector_steps = 0
         self._generation = stack.generation  # the stack's reset last seen by the matching of steps
         self.keeps_stamps = True  # for the critical path: not where no vector step is taken
+        self.core_waits: BlockWaits | None = None
         if not in_workers:
             self.merger = None
             self._add_workers(envs)
             return
         self.merger = TimerMerger(stack, name=name)
         self.replies = ReplyReads()  # the trainer's reads of its workers' replies, timed where they block
+        self.core_waits = BlockWaits(self.step_name, stack)  # the trainer's waits for a core inside its steps
         self.critical_path = CriticalPath(envs, stack)
         self.env_times: list[EnvTime] = []
         self.cpu_waits: list[CpuWaits] = []
@@ -180,6 +186,8 @@ class VectorEnvRecord:
         ``vector.step`` (env compute, waiting, transport) reads one layout."""
         self.step_name = f"{self.name}.step"
         self.reset_name = f"{self.name}.reset"
+        if self.merger is not None:
+            self.core_waits.block = self.step_name
 
     @classmethod
     def of_own_processes(cls, stack: TimerStack) -> VectorEnvRecord:

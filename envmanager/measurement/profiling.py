@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from profiler.recording import events, machine_load, scheduling
+from profiler.recording.block_waits import BlockWaits
 from profiler.timing import timers
 from profiler.multiprocess.merge import PayloadError, TimerMerger
 from profiler.tree.timer_json import check_run_id, timers_json_path, write_timing_tree
@@ -94,6 +95,7 @@ class ManagerProfiling:
         "kept_metadata",
         "before_dump",
         "node_merger",
+        "core_waits",
         "_generation",
     )
 
@@ -146,6 +148,8 @@ class ManagerProfiling:
         # node) brings them home.
         self.before_dump: Callable[[], None] | None = None
         self.node_merger: TimerMerger | None = None  # the per-node payloads' merger, dumped too
+        # The trainer's waits for a core inside a sample of its steps (scheduling.in_blocks).
+        self.core_waits = BlockWaits("env_manager.step", self.timer_stack) if self.enabled else None
         self._generation = self.timer_stack.generation
         if self.enabled:
             # The trainer's waits for a core and the machine's load, counted from here (and

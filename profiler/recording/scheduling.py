@@ -9,14 +9,16 @@ A wall time well above the CPU time says only that a process was off the CPU; th
 says how much of that was waiting for a core, as opposed to sleeping or blocking on I/O. The
 verdicts (:mod:`profiler.analysis.machine_verdicts`) quote it.
 
-Reading is cheap (one directory listing and a small file per thread, tens of microseconds) but not
-free, so a process reads it once per payload or dump, never per step:
+Reading every thread is cheap (one directory listing and a small file per thread, tens of
+microseconds) but not free, so a process reads it once per payload or dump, never per step:
 
 * a worker takes :class:`SchedulingSampler` deltas beside each payload it ships;
 * the trainer's dump carries :func:`scheduling_section`: its process's figures since its timer
   stack started (or was last reset), and each Python thread's, so that threads waiting for the
   GIL can be told from threads waiting for a core. A thread that timed blocks and ended before
-  the dump is in it too: it read its own figures as it ended (:class:`_ThreadEndProbe`).
+  the dump is in it too: it read its own figures as it ended (:class:`_ThreadEndProbe`);
+* inside the trainer's vector steps, one thread's own file, kept open, is read around a sample of
+  the steps (:mod:`profiler.recording.block_waits`): the section's ``in_blocks``.
 
 Where ``schedstat`` is missing (not Linux, or a kernel without it) every function returns None,
 and the dump says nothing rather than something wrong.
@@ -31,6 +33,7 @@ from collections import deque
 from typing import Any
 
 from profiler.recording import proc_files
+from profiler.recording.block_waits import block_waits_section
 from profiler.records import Record
 from profiler.timing import timers
 
@@ -378,7 +381,7 @@ def scheduling_section(stack: Any) -> dict[str, Any] | None:
         add(native_id, name, cpu, run_queue, _running_threads.get(native_id))
     for life in ended.values():
         add(life.native_id, life.name, life.cpu_seconds, life.run_queue_seconds, life)
-    return {
+    section = {
         "run_queue_seconds": process.run_queue_seconds,
         "cpu_seconds": process.cpu_seconds,
         "wall_seconds": process.wall_seconds,
@@ -386,3 +389,7 @@ def scheduling_section(stack: Any) -> dict[str, Any] | None:
         "since": since,
         "python_threads": threads,
     }
+    in_blocks = block_waits_section(stack)
+    if in_blocks:
+        section["in_blocks"] = in_blocks
+    return section

@@ -1,15 +1,17 @@
 """Specification: env workers timed in place ship the kernel's count of their waits for a core, and
-the CPU verdicts quote it for a plain ``AsyncVectorEnv`` or ``SubprocVecEnv`` program.
+the CPU verdicts quote it for a plain ``AsyncVectorEnv`` or ``SubprocVecEnv`` program; the trainer
+reads its own waits inside one vector step in seven.
 
 The program (programs/cpu_burning_rollout.py) knows nothing of rlprof; it pins itself to two
-cores and reads the schedstat of each worker's env thread around its steps: the figures the dump
-is checked against, never a clock. The dump leaves out rlprof's own sampling thread in the worker,
-so a worker's waits never exceed its wall time.
+cores and reads the schedstat of each worker's env thread, and of its own main thread, around its
+steps: the figures the dump is checked against, never a clock. The dump leaves out rlprof's own
+sampling thread in the worker, so a worker's waits never exceed its wall time.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 
 from profiler.analysis.machine_verdicts import OUTSIDE_LOAD
 from profiler.analysis.verdicts import CPU_OVERSUBSCRIPTION, judge_run
+from profiler.recording.block_waits import READ_EVERY
 from profiler.tree.timer_json import normalize_timing_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
@@ -25,7 +28,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sc
 PROGRAM = Path(__file__).parent / "programs" / "cpu_burning_rollout.py"
 
 
-def run_rlprof(folder: Path, *arguments: str) -> tuple[dict, list[float]]:
+def run_rlprof(folder: Path, *arguments: str) -> tuple[dict, dict]:
     result = subprocess.run(
         [sys.executable, "-m", "profiler", "run", "--summaries-dir", "out", str(PROGRAM), "counted.json", *arguments],
         cwd=folder, capture_output=True, text=True, timeout=180,
@@ -45,8 +48,8 @@ def oversubscribed(request, tmp_path_factory):
 
 def test_each_workers_dumped_run_queue_delay_is_the_kernels_count(oversubscribed):
     tree, counted = oversubscribed
-    assert len(tree["workers"]) == len(counted) == 6
-    for entry, kernel in zip(tree["workers"], counted):
+    assert len(tree["workers"]) == len(counted["workers"]) == 6
+    for entry, kernel in zip(tree["workers"], counted["workers"]):
         # The dump covers the steps the program read around, and the env's start and close more.
         assert entry["scheduling"]["run_queue_seconds"] >= kernel * 0.999
         assert entry["scheduling"]["run_queue_seconds"] <= entry["scheduling"]["wall_seconds"]
@@ -72,6 +75,16 @@ def test_the_cpu_verdicts_quote_the_longest_wait_for_a_core(oversubscribed):
 
 def test_a_run_with_a_core_per_worker_has_its_figures_and_is_not_called_oversubscribed(tmp_path):
     tree, counted = run_rlprof(tmp_path, "--vec", "async", "--envs", "2", "--cpu", "0.0005", "--steps", "40")
-    for entry, kernel in zip(tree["workers"], counted):
+    for entry, kernel in zip(tree["workers"], counted["workers"]):
         assert entry["scheduling"]["run_queue_seconds"] >= kernel * 0.999
     assert not judge_run(tree).of_kind(CPU_OVERSUBSCRIPTION)
+
+
+def test_the_trainer_reads_its_waits_for_a_core_inside_one_vector_step_in_seven(oversubscribed):
+    tree, counted = oversubscribed
+    in_steps = tree["scheduling"]["in_blocks"]["vector.step"]
+    assert in_steps["runs_read"] == math.ceil(150 / READ_EVERY)  # the first step, then one in seven
+    # Six workers each woken by the actions it sends take the trainer's two cores from it.
+    assert in_steps["run_queue_seconds"] > 0
+    # Those steps are some of the steps the program read around: never more than the kernel counted there.
+    assert in_steps["run_queue_seconds"] <= counted["trainer"] + 1e-6

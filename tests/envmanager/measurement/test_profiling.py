@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import time
 import warnings
 
@@ -16,6 +17,8 @@ from tree_paths import count_of, nodes_named
 import profiler
 from envmanager import SubprocessEnvManager, WorkerDiedError
 from profiler import hierarchical_timer, timed
+from profiler.recording import scheduling
+from profiler.recording.block_waits import READ_EVERY
 from profiler.timing.phased_block import FOLD_AT_RUNS
 
 
@@ -82,6 +85,18 @@ def test_worker_blocks_are_merged_as_parallel_under_the_step_block():
     assert children["env.step"]["is_parallel"] is True
     assert "is_parallel" not in children["wait_for_workers"]
     assert children["send_actions"]["count"] == children["wait_for_workers"]["count"] == 5
+
+
+@pytest.mark.skipif(not scheduling.schedstat_available(), reason="needs Linux's schedstat")
+def test_the_trainer_reads_its_waits_for_a_core_inside_one_step_in_seven():
+    envs = SubprocessEnvManager([lambda: gym.make("CartPole-v1")] * 2, context="fork")
+    envs.reset(seed=0)
+    for _ in range(50):
+        envs.step(np.array([0, 1]))
+    envs.close()
+    in_steps = profiler.get_timer_tree()["scheduling"]["in_blocks"]["env_manager.step"]
+    assert in_steps["runs_read"] == math.ceil(50 / READ_EVERY)
+    assert in_steps["run_queue_seconds"] >= 0
 
 
 def test_user_timer_blocks_in_env_code_land_in_that_workers_tree():

@@ -3,9 +3,9 @@
 ``python cpu_burning_rollout.py COUNTED.json --vec async --envs 6 --cpu 0.003 --steps 40`` pins
 itself (and so its workers) to two cores, steps envs that each burn ``--cpu`` seconds of their
 process's CPU time a step, in a Gymnasium ``AsyncVectorEnv`` or an SB3 ``SubprocVecEnv`` (fork),
-and writes, per worker, the run-queue delay its kernel counted over the steps for the thread that
-steps its env, read from ``/proc/<pid>/task/<pid>/schedstat`` beside the run: what the dump's
-figures are checked against.
+and writes the run-queue delay the kernel counted over the steps for the thread that steps its
+envs (``trainer``) and, per worker, for the thread that steps its env (``workers``), read from
+``/proc/<pid>/task/<pid>/schedstat`` beside the run: what the dump's figures are checked against.
 """
 
 import argparse
@@ -36,7 +36,7 @@ class CpuBurningEnv(gym.Env):
 
 
 def run_queue_seconds(pid):
-    """The run-queue delay of the worker's main thread, the one that steps its env."""
+    """The run-queue delay of the process's main thread, the one that steps its env (or envs)."""
     with open(f"/proc/{pid}/task/{pid}/schedstat") as file:
         return int(file.read().split()[1]) * 1e-9
 
@@ -64,10 +64,12 @@ def main():
         envs.reset()
         step = envs.step
     before = [run_queue_seconds(pid) for pid in pids]
+    trainer_before = run_queue_seconds(os.getpid())
     actions = np.zeros(args.envs, dtype=np.int64)
     for _ in range(args.steps):
         step(actions)
-    counted = [run_queue_seconds(pid) - start for pid, start in zip(pids, before)]
+    counted = {"trainer": run_queue_seconds(os.getpid()) - trainer_before,
+               "workers": [run_queue_seconds(pid) - start for pid, start in zip(pids, before)]}
     envs.close()
     with open(args.counted, "w") as file:
         json.dump(counted, file)

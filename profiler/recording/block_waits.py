@@ -1,0 +1,137 @@
+"""A thread's waits for a core, and its time on one, inside one kind of block, as the kernel counts
+them, read around one run in :data:`READ_EVERY`.
+
+A trainer's vector step is sending, waiting for its workers and receiving: the pipe's work and the
+envs' compute. But when more processes are runnable than there are cores (the workers each send
+wakes, other programs), the trainer's thread also waits inside the step for a core: runnable,
+not running. That wait is neither the pipe's work nor the envs', and a verdict that reads the
+step's time as one or the other must leave it out: ``transport_bound`` blamed the pipe of a run
+whose trainer spent most of its step waiting for a core that other programs held.
+
+The kernel counts a thread's time on a CPU and its run-queue delay in
+``/proc/thread-self/schedstat`` (nanoseconds, the first two fields): the thread's CPU time inside a
+vector step is the trainer's own part of the pipe's work (pickling, writing, reading, unpickling),
+whatever the waits. One ``pread`` of that file, kept open, costs about a microsecond, a few times the
+cost of timing a block, so :class:`BlockWaits` reads it around one run in :data:`READ_EVERY` and
+the dump says how many runs it read (``scheduling.in_blocks``, docs/formats.md): the analysis
+takes their mean per run. The file read is the thread's that opened it, so a block is read only
+in the thread that read it first, and only in the process that opened it (a forked child's copy
+of the descriptor still reads its parent's thread).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from profiler.timing.timer_stack import TimerStack
+
+__all__ = ["READ_EVERY", "BlockWaits", "block_waits_section"]
+
+READ_EVERY = 7
+"""One run read in this many. A prime: it does not fall on the same step of every rollout, whose
+lengths are mostly powers of two (CleanRL's 128, SB3's 2048) or A2C's 5."""
+
+_SCHEDSTAT = "/proc/thread-self/schedstat"
+
+
+class BlockWaits:
+    """The calling thread's run-queue delay and CPU time inside the runs of block ``block`` that it reads.
+
+    Around a run: ``before = waits.start()`` (None: this run is not read), the run, then
+    ``waits.end(before)`` when ``before`` is not None. A deferred recorder of ``stack``: a reset
+    of its timers forgets the runs read, as it forgets the tree.
+    """
+
+    __slots__ = ("block", "countdown", "runs_read", "run_queue_nanoseconds", "cpu_nanoseconds", "_descriptor",
+                 "_owner", "_pid", "__weakref__")
+
+    def __init__(self, block: str, stack: TimerStack) -> None:
+        self.block = block
+        self.countdown = 0  # runs to let pass before the next one read
+        self.runs_read = 0
+        self.run_queue_nanoseconds = 0
+        self.cpu_nanoseconds = 0
+        self._descriptor: int | None = None
+        self._owner: int | None = None  # the thread whose schedstat the descriptor reads
+        self._pid = os.getpid()
+        stack.deferred.add(self)
+
+    def start(self) -> tuple[int, int] | None:
+        """The calling thread's CPU time and run-queue delay as a run starts, if this run is read: None for the
+        runs between two read, and where this thread or process cannot be read (schedstat
+        missing, another thread than the first, a forked child)."""
+        if self.countdown:
+            self.countdown -= 1
+            return None
+        self.countdown = READ_EVERY - 1
+        if self._owner is None and not self._open():
+            return None
+        if self._owner != threading.get_ident() or self._pid != os.getpid():
+            return None
+        return self._read()
+
+    def end(self, before: tuple[int, int]) -> None:
+        """Count the run that started at ``before`` (:meth:`start`'s counts) as read."""
+        after = self._read()
+        if after is not None and after[0] >= before[0] and after[1] >= before[1]:
+            self.runs_read += 1
+            self.cpu_nanoseconds += after[0] - before[0]
+            self.run_queue_nanoseconds += after[1] - before[1]
+
+    def section(self) -> dict[str, Any]:
+        """The runs read, the seconds they waited for a core and the seconds they ran on one."""
+        return {"runs_read": self.runs_read, "run_queue_seconds": self.run_queue_nanoseconds * 1e-9,
+                "cpu_seconds": self.cpu_nanoseconds * 1e-9}
+
+    def close(self) -> None:
+        """Stop reading: close the file, and read no run again."""
+        descriptor, self._descriptor = self._descriptor, None
+        self._owner = -1
+        if descriptor is not None and self._pid == os.getpid():
+            try:
+                os.close(descriptor)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        self.close()
+
+    # A deferred recorder of its stack: nothing held to fold; a reset forgets the runs read.
+    def fold(self) -> None:
+        return None
+
+    def discard(self, stack: TimerStack) -> None:
+        self.runs_read = 0
+        self.run_queue_nanoseconds = 0
+        self.cpu_nanoseconds = 0
+
+    def _open(self) -> bool:
+        try:
+            self._descriptor = os.open(_SCHEDSTAT, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._owner = -1  # never readable here: not Linux, or a kernel without schedstat
+            return False
+        self._owner = threading.get_ident()
+        return True
+
+    def _read(self) -> tuple[int, int] | None:
+        try:
+            on_cpu, run_queue, _ = os.pread(self._descriptor, 64, 0).split()  # type: ignore[arg-type]
+            return int(on_cpu), int(run_queue)
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def block_waits_section(stack: TimerStack) -> dict[str, dict[str, Any]]:
+    """The dump's ``scheduling.in_blocks``: per block name, the runs read in ``stack``'s run, the
+    seconds they waited for a core and the seconds they ran on one, summed over the block's
+    readers (one per vector env)."""
+    section: dict[str, dict[str, Any]] = {}
+    for recorder in list(stack.deferred):
+        if isinstance(recorder, BlockWaits) and recorder.runs_read:
+            figures = section.setdefault(recorder.block, {"runs_read": 0, "run_queue_seconds": 0.0, "cpu_seconds": 0.0})
+            for key, value in recorder.section().items():
+                figures[key] += value
+    return section

@@ -17,8 +17,8 @@ from typing import Any
 from profiler.analysis.worker_groups import compared_workers
 from profiler.records import Record
 
-__all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessMoment", "ProcessWaits", "PythonThread",
-           "read_machine_figures"]
+__all__ = ["BlockWaits", "MachineFigures", "MachineLoad", "OutsideProcess", "ProcessMoment", "ProcessWaits",
+           "PythonThread", "read_machine_figures"]
 
 
 class ProcessWaits(Record):
@@ -58,6 +58,27 @@ class PythonThread(Record):
     ended: ProcessMoment | None = None
 
 
+class BlockWaits(Record):
+    """The trainer thread's waits for a core, and its time on one, inside the runs of one block
+    that rlprof read (one in :data:`profiler.recording.block_waits.READ_EVERY`):
+    ``scheduling.in_blocks``."""
+
+    block: str
+    runs_read: int
+    run_queue_seconds: float
+    cpu_seconds: float | None = None  # None in a file that does not say it
+
+    def over(self, runs: int) -> float:
+        """The waits of ``runs`` runs of the block, at the mean of the runs read."""
+        return self.run_queue_seconds / self.runs_read * runs if self.runs_read else 0.0
+
+    def cpu_over(self, runs: int) -> float | None:
+        """The thread's CPU time in ``runs`` runs of the block, at the mean of the runs read."""
+        if self.cpu_seconds is None or not self.runs_read:
+            return None
+        return self.cpu_seconds / self.runs_read * runs
+
+
 class OutsideProcess(Record):
     """A process outside the run, with the CPU time it used over the run."""
 
@@ -87,6 +108,7 @@ class MachineFigures(Record):
     workers: tuple[ProcessWaits | None, ...]
     machine: MachineLoad | None
     problems: list[str] = field(default_factory=list)
+    in_blocks: dict[str, BlockWaits] = field(default_factory=dict)
 
     @property
     def every_process_measured(self) -> bool:
@@ -152,8 +174,9 @@ def read_machine_figures(tree: dict[str, Any]) -> MachineFigures:
     for index, entry in enumerate(compared_workers(tree)):
         label = str(entry.get("name") or f"worker {entry.get('worker_id', index)}")
         workers.append(_process_waits(entry.get("scheduling"), label, f"{label}: scheduling", problems))
+    in_blocks = _in_blocks(root, problems) if trainer is not None else {}
     return MachineFigures(trainer, threads, tuple(workers),
-                          _machine_load(tree.get("machine_load"), problems), problems)
+                          _machine_load(tree.get("machine_load"), problems), problems, in_blocks)
 
 
 def _process_waits(value: Any, label: str, where: str, problems: list[str]) -> ProcessWaits | None:
@@ -181,6 +204,24 @@ def _threads(value: dict[str, Any], problems: list[str]) -> tuple[PythonThread, 
                                     _moment(entry, "started", "start", problems),
                                     _moment(entry, "ended", "end", problems)))
     return tuple(threads)
+
+
+def _in_blocks(value: dict[str, Any], problems: list[str]) -> dict[str, BlockWaits]:
+    entries = value.get("in_blocks", {})
+    if not isinstance(entries, dict):
+        problems.append("scheduling.in_blocks is not an object; ignored")
+        return {}
+    in_blocks = {}
+    for block, entry in entries.items():
+        runs = entry.get("runs_read") if isinstance(entry, dict) else None
+        seconds = entry.get("run_queue_seconds") if isinstance(entry, dict) else None
+        cpu = entry.get("cpu_seconds") if isinstance(entry, dict) else None
+        if not (_is_whole(runs) and _is_seconds(seconds) and (cpu is None or _is_seconds(cpu))):
+            problems.append(f"scheduling.in_blocks[{block!r}] needs whole runs_read, run_queue_seconds >= 0 and "
+                            "cpu_seconds >= 0 where given; ignored")
+            continue
+        in_blocks[block] = BlockWaits(block, int(runs), float(seconds), None if cpu is None else float(cpu))
+    return in_blocks
 
 
 def _moment(entry: dict[str, Any], when: str, moment: str, problems: list[str]) -> ProcessMoment | None:

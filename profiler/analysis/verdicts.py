@@ -38,9 +38,14 @@ A verdict must be supported by its evidence. The rules, each with its thresholds
     training loop (the wall time less the start-up and end, where the trainer's timeline tells
     them: :func:`~profiler.analysis.untimed_gaps.training_loop_seconds`), and the CPU is not
     the limit (with CPU oversubscribed the pipe looks slow too, because
-    every process waits for a core). For workers that are Ray actors (metadata ``worker_transport``
-    ``"ray"``) the transport is Ray's actor calls and object store round trips, and the advice is
-    theirs.
+    every process waits for a core). The trainer's own waits for a core inside its steps, where
+    the dump has them (``scheduling.in_blocks``: the kernel's count read around one step in
+    seven), are left out of the pipe's time weighed against the envs' and of its cost: woken
+    workers or other programs held the core, the pipe did no work then. The step's split does not
+    say which of its parts each wait fell in, so a pipe that outweighs the envs only with the
+    waits in it is said among what the analysis cannot tell. For workers that are
+    Ray actors (metadata ``worker_transport`` ``"ray"``) the transport is Ray's actor calls and
+    object store round trips, and the advice is theirs.
 ``trainer_bound``
     The trainer's own blocks (their self time, outside the env manager's blocks) take at least
     :data:`TRAINER_MIN_SHARE` of the training loop and more than the vector steps; the top ones are
@@ -207,7 +212,12 @@ core only if their env CPU time is at least 5% of what the cores deliver over th
 that, env work is too light a load, and its time off the CPU is sleep or I/O."""
 
 TRANSPORT_MIN_SHARE = 0.10
-"""The pipe is a verdict when it costs 10% of the training loop (and more than the env compute)."""
+"""The pipe is a verdict when the steps' time beyond the env compute is 10% of the training loop
+(and the pipe's own work, the trainer's waits for a core left out, more than the env compute)."""
+
+CORE_WAITS_SAID_FROM = 0.10
+"""The pipe's verdict says how long the trainer waited for a core inside its steps, left out of
+the pipe's time, when that is at least this share of the steps' time beyond the env compute."""
 
 LARGE_OBSERVATION_BYTES = 16 * 1024
 """A vector step's observations (all its envs') are worth making smaller, or sending through shared
@@ -355,7 +365,7 @@ def judge_run(
                         for verdict in phases)
     gil = gil_contention(run, machine)
     verdicts = [*_workers(run, machine), *cpu, *outside, *pool, *gil,
-                *_transport_bound(run, cpu_limited=bool(cpu)), *phases,
+                *_transport_bound(run, machine, cpu_limited=bool(cpu)), *phases,
                 *([] if named_a_phase else _trainer_bound(run)),
                 *_env_bound(run, machine, cpu_limited=bool(cpu or outside or pool), gil_bound=bool(gil)),
                 *device_verdicts(run),
@@ -697,15 +707,33 @@ def _cpu_share(workers: list[WorkerMeasurements]) -> float | None:
 # --- the pipe ---------------------------------------------------------------------------------------
 
 
-def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
+def _transport_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool) -> list[Verdict]:
     step = run.step
     if step is None or cpu_limited or not step.worker_time:
         return []
     transport = step.seconds_of(TRANSPORT)
     latency = step.seconds_of(WAIT_LATENCY)
-    pipe = transport + latency
     compute = step.seconds_of(ENV_COMPUTE)
-    if pipe <= compute or (loop_share(run.tree, pipe) or 0.0) < TRANSPORT_MIN_SHARE:
+    if transport + latency <= compute or (loop_share(run.tree, transport + latency) or 0.0) < TRANSPORT_MIN_SHARE:
+        return []
+    # The trainer's waits for a core inside its steps are neither the pipe's work nor the envs'
+    # (other programs, or the workers its sends woke, held the core), and the step's split does
+    # not say in which part each fell. The pipe's own time is at least what is left with every
+    # one of them taken out of it, and at least the trainer's time on a core in the steps (all of
+    # it sending, receiving, decoding): it is the limit only if that outweighs the envs. Its share
+    # of the loop is of a loop that waited as well.
+    read = machine.in_blocks.get(step.block)
+    waited = read.over(step.calls) if read is not None and read.runs_read else None
+    core_waits = min(waited, transport + latency) if waited is not None else None
+    on_core = (read.cpu_over(step.calls) if read is not None else None) or 0.0
+    pipe = max(transport + latency - (core_waits or 0.0), min(on_core, transport + latency))
+    if pipe <= compute:
+        run.cannot_tell.append(
+            f"whether the pipe is the limit: it took {format_seconds((transport + latency) / step.calls)} per step "
+            f"against {format_seconds(compute / step.calls)} of env compute, but inside the steps the trainer "
+            f"waited {format_seconds((waited or 0.0) / step.calls)} per step for a core (the kernel's count; in "
+            f"the pipe's parts or not) and ran {format_seconds(on_core / step.calls)} per step on one; on a "
+            "machine with a core free for each of the run's busy processes the pipe's own time shows")
         return []
     receive = sum(seconds for name, seconds in step.transport_blocks.items() if "receive" in name)
     send = transport - receive
@@ -729,6 +757,14 @@ def _transport_bound(run: _Run, *, cpu_limited: bool) -> list[Verdict]:
     }
     caveat = ("" if cpu_measured else " (this file does not record env CPU time: an oversubscribed "
               "CPU looks the same from the trainer)")
+    if core_waits is not None:
+        evidence["trainer_core_waits_seconds"] = core_waits
+        if read.cpu_seconds is not None:  # type: ignore[union-attr]
+            evidence["trainer_on_core_seconds"] = on_core
+        evidence["core_waits_steps_read"] = read.runs_read  # type: ignore[union-attr]
+        if core_waits >= CORE_WAITS_SAID_FROM * (transport + latency):
+            caveat += (f", leaving out the {format_seconds(core_waits / step.calls)} per step in which the trainer "
+                       "waited for a core inside the step (the kernel's count)")
     if step.workers == 1:
         round_trips = ("one worker already carries every env: the round trip itself outweighs "
                        "these envs, so step them in the trainer process (gymnasium's "

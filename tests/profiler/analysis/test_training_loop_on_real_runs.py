@@ -4,7 +4,8 @@ Stable-Baselines3), the verdicts tell the training loop from the run's start-up 
 built to spend it there, and says how much fell inside the loop, with the planted slow function
 named, where the run is built to spend it there. What limits the loop is judged on the loop: a
 short SB3 run over ``SubprocVecEnv`` of cheap envs is told that its pipe is the limit though
-start-up takes most of its wall time, and a run built on slow envs is not; a worker that holds up
+start-up takes most of its wall time, and a run built on slow envs is not, nor the same run on a
+core shared with a busy program, whose trainer waits for that core inside its steps; a worker that holds up
 a short loop after a long start-up is a straggler, and no worker is where none is slow; a timed
 policy that takes most of a short loop after a long start-up is the trainer's limit, and a light
 one is not; untimed code between the steps of a short loop is told beside the start-up, and a loop
@@ -12,11 +13,15 @@ without any is not said to have it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import pytest
 
 pytest.importorskip("stable_baselines3")  # installed by the README's test command: runs in CI
 
 from framework_runs import rlprof_run  # noqa: E402
+from kernel_counts import busy_program_outside_the_run  # noqa: E402
 from profiler.analysis.machine_verdicts import OUTSIDE_LOAD  # noqa: E402
 from profiler.analysis.verdicts import (  # noqa: E402
     ENV_BOUND,
@@ -28,6 +33,7 @@ from profiler.analysis.verdicts import (  # noqa: E402
     TRANSPORT_MIN_SHARE,
     UNTIMED,
     WORKERS_BALANCED,
+    judge_run,
 )
 
 
@@ -107,6 +113,38 @@ def test_a_short_run_built_on_slow_envs_is_told_its_envs_not_its_pipe_limit_the_
     # env_bound gives way to outside_load when other programs take the cores (the rest of the
     # suite, beside this run): then the machine, not the envs, is what to change first.
     assert ENV_BOUND in kinds(slow_env_run) or OUTSIDE_LOAD in kinds(slow_env_run)
+
+
+@pytest.fixture(scope="module")
+def slow_envs_sharing_a_core(tmp_path_factory):
+    """The run on slow envs above, on one core that three busy programs outside the run take too:
+    each time the actions wake a worker, or a reply wakes the trainer, the one woken waits for
+    that core, so most of the vector step's time beyond the envs' is waiting for a core, not the
+    pipe's work (which on two free cores is a tenth of the envs' compute)."""
+    allowed = os.sched_getaffinity(0)
+    with contextlib.ExitStack() as busy:
+        for _ in range(3):
+            busy.enter_context(busy_program_outside_the_run(cores=1))
+        os.sched_setaffinity(0, {min(allowed)})  # the run's processes inherit it: the busy programs' core
+        try:
+            return rlprof_run(tmp_path_factory.mktemp("sharing_a_core"), "cleanrl_torch_ppo.py", "--async-envs",
+                              "--env-seconds", "0.002", "--total-timesteps", "512", "--num-steps", "32")
+        finally:
+            os.sched_setaffinity(0, allowed)
+
+
+def test_a_run_whose_trainer_waits_for_a_core_inside_its_steps_is_not_told_its_pipe_is_the_limit(
+        slow_envs_sharing_a_core):
+    assert TRANSPORT_BOUND not in kinds(slow_envs_sharing_a_core)
+
+
+def test_read_without_the_trainers_waits_inside_its_steps_the_same_run_would_blame_the_pipe(
+        slow_envs_sharing_a_core):
+    # What the run is built to show: its steps' waits for a core are what would make the pipe look slow.
+    tree = slow_envs_sharing_a_core["tree"]
+    assert tree["scheduling"]["in_blocks"]["vector.step"]["run_queue_seconds"] > 0
+    without = {**tree, "scheduling": {key: value for key, value in tree["scheduling"].items() if key != "in_blocks"}}
+    assert TRANSPORT_BOUND in judge_run(without).kinds
 
 
 def slow_start_run(folder, *arguments: str) -> dict:

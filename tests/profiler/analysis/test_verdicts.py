@@ -334,6 +334,80 @@ def test_a_pipe_verdict_on_a_file_without_cpu_time_says_the_cpu_was_not_measured
     assert "an oversubscribed CPU looks the same" in transport.title
 
 
+def with_waits_in_steps(tree: dict, in_blocks) -> dict:
+    """``tree`` with the trainer's scheduling section saying ``in_blocks``: its waits for a core
+    inside the runs of its blocks that rlprof read (the kernel's count)."""
+    tree["scheduling"] = {"run_queue_seconds": 0.01, "cpu_seconds": 0.0, "wall_seconds": tree["total"],
+                          "involuntary_switches": 0, "since": "timers start", "python_threads": [],
+                          "in_blocks": in_blocks}
+    return tree
+
+
+@pytest.fixture
+def pipe_run(tmp_path, fake_clock):
+    """``pipe_run(in_blocks)``: the verdicts on the transport-bound run above (ten steps, each 1 ms
+    of sending, 2 of receiving and 2 of waiting beyond 0.5 ms of env compute), its trainer's
+    scheduling section saying ``in_blocks``."""
+    def judged(in_blocks):
+        tree = load_timing_tree(write_vector_run(tmp_path / "run.json", fake_clock, measured=True,
+                                                 worker_step_seconds=(0.0005, 0.0005), latency_seconds=0.002,
+                                                 cores=2, busy_processes=3))
+        return judge_run(with_waits_in_steps(tree, in_blocks))
+    return judged
+
+
+def test_a_pipe_that_outweighs_the_envs_only_with_the_trainers_waits_for_a_core_is_not_told_but_said(pipe_run):
+    # Two of the ten steps read: 4.5 ms of each step's 5 ms beyond the envs was a wait for a core.
+    verdicts = pipe_run({"vector.step": {"runs_read": 2, "run_queue_seconds": 0.009}})
+    assert not verdicts.of_kind(TRANSPORT_BOUND)
+    assert ("whether the pipe is the limit: it took 5.00 ms per step against 500.0 us of env compute, but inside "
+            "the steps the trainer waited 4.50 ms per step for a core") in " ".join(verdicts.cannot_tell)
+
+
+def test_a_pipe_verdict_leaves_out_and_says_the_trainers_waits_for_a_core_inside_its_steps(pipe_run):
+    verdicts = pipe_run({"vector.step": {"runs_read": 2, "run_queue_seconds": 0.002}})  # 1 ms a step
+    transport = only(verdicts, TRANSPORT_BOUND)
+    assert transport.cost_seconds == pytest.approx(0.040)  # 5 ms a step less the 1 ms waited
+    assert transport.evidence["trainer_core_waits_seconds"] == pytest.approx(0.010)
+    assert transport.evidence["core_waits_steps_read"] == 2
+    assert transport.evidence["pipe_per_step_seconds"] == pytest.approx(0.004)
+    assert ("take 4.00 ms per step against 500.0 us of env compute, leaving out the 1.00 ms per step in which "
+            "the trainer waited for a core inside the step (the kernel's count)") in transport.title
+
+
+def test_a_trainer_on_a_core_longer_than_the_envs_inside_its_steps_is_the_pipes_limit_whatever_it_waited(pipe_run):
+    # Of each step's 5 ms beyond the envs, 4.5 waited for a core (in the pipe's parts or not), and
+    # the trainer ran 1 ms on a core: sending, receiving and decoding, at least that much.
+    verdicts = pipe_run({"vector.step": {"runs_read": 2, "run_queue_seconds": 0.009, "cpu_seconds": 0.002}})
+    transport = only(verdicts, TRANSPORT_BOUND)
+    assert transport.cost_seconds == pytest.approx(0.010)
+    assert transport.evidence["trainer_on_core_seconds"] == pytest.approx(0.010)
+    assert "take 1.00 ms per step against 500.0 us of env compute, leaving out the 4.50 ms" in transport.title
+
+
+def test_waits_inside_another_block_leave_the_pipe_as_it_was(pipe_run):
+    verdicts = pipe_run({"SyncVectorEnv.step": {"runs_read": 2, "run_queue_seconds": 0.009}})
+    transport = only(verdicts, TRANSPORT_BOUND)
+    assert transport.cost_seconds == pytest.approx(0.050)
+    assert "trainer_core_waits_seconds" not in transport.evidence
+
+
+PROBLEM = ("scheduling.in_blocks['vector.step'] needs whole runs_read, run_queue_seconds >= 0 and cpu_seconds >= 0 "
+           "where given; ignored")
+
+
+@pytest.mark.parametrize("in_blocks, problem", [
+    ({"vector.step": {"runs_read": 2, "run_queue_seconds": -1.0}}, PROBLEM),
+    ({"vector.step": {"runs_read": 2.5, "run_queue_seconds": 0.009}}, PROBLEM),
+    ({"vector.step": {"runs_read": 2, "run_queue_seconds": 0.009, "cpu_seconds": "0.001"}}, PROBLEM),
+    ([0.009], "scheduling.in_blocks is not an object; ignored"),
+])
+def test_damaged_waits_inside_the_steps_are_said_and_ignored(pipe_run, in_blocks, problem):
+    verdicts = pipe_run(in_blocks)
+    assert only(verdicts, TRANSPORT_BOUND).cost_seconds == pytest.approx(0.050)
+    assert problem in verdicts.cannot_tell
+
+
 # --- the trainer --------------------------------------------------------------------------------------
 
 

@@ -719,14 +719,16 @@ def _transport_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool) -
     # The trainer's waits for a core inside its steps are neither the pipe's work nor the envs'
     # (other programs, or the workers its sends woke, held the core), and the step's split does
     # not say in which part each fell. The pipe's own time is at least what is left with every
-    # one of them taken out of it, and at least the trainer's time on a core in the steps (all of
-    # it sending, receiving, decoding): it is the limit only if that outweighs the envs. Its share
-    # of the loop is of a loop that waited as well.
+    # one of them taken out of it, and at least the trainer's time on a core in the steps less
+    # its other work there (an SB3 wrapper's, the rest is sending, receiving, decoding): it is
+    # the limit only if that outweighs the envs. Its share of the loop is of a loop that waited
+    # as well.
     read = machine.in_blocks.get(step.block)
     waited = read.over(step.calls) if read is not None and read.runs_read else None
     core_waits = min(waited, transport + latency) if waited is not None else None
     on_core = (read.cpu_over(step.calls) if read is not None else None) or 0.0
-    pipe = max(transport + latency - (core_waits or 0.0), min(on_core, transport + latency))
+    other_work = step.seconds_of(*(layout.rest_label for layout in STEP_LAYOUTS if layout.step == step.block))
+    pipe = max(transport + latency - (core_waits or 0.0), min(max(0.0, on_core - other_work), transport + latency))
     if pipe <= compute:
         run.cannot_tell.append(
             f"whether the pipe is the limit: it took {format_seconds((transport + latency) / step.calls)} per step "

@@ -8,13 +8,15 @@ not running. That wait is neither the pipe's work nor the envs', and a verdict t
 step's time as one or the other must leave it out: ``transport_bound`` blamed the pipe of a run
 whose trainer spent most of its step waiting for a core that other programs held.
 
-The kernel counts a thread's time on a CPU and its run-queue delay in
-``/proc/thread-self/schedstat`` (nanoseconds, the first two fields): the thread's CPU time inside a
-vector step is the trainer's own part of the pipe's work (pickling, writing, reading, unpickling),
-whatever the waits. One ``pread`` of that file, kept open, costs about a microsecond, a few times the
-cost of timing a block, so :class:`BlockWaits` reads it around one run in :data:`READ_EVERY` and
-the dump says how many runs it read (``scheduling.in_blocks``, docs/formats.md): the analysis
-takes their mean per run. The file read is the thread's that opened it, so a block is read only
+The kernel counts a thread's run-queue delay in ``/proc/thread-self/schedstat`` (nanoseconds, the
+second field), and its time on a CPU, which ``time.thread_time_ns()`` reads (the file's first
+field is only brought up to date at a tick or a switch, so for the thread reading it, it lags by
+what it ran since: a step read that way held most of the policy's forward before it). The
+thread's CPU time inside a vector step is the trainer's own part of the pipe's work (pickling,
+writing, reading, unpickling), whatever the waits. A ``pread`` of that file, kept open, and the
+clock cost about 1.5 us together, several times the cost of timing a block, so :class:`BlockWaits`
+reads them around one run in :data:`READ_EVERY` and the dump says how many runs it read
+(``scheduling.in_blocks``, docs/formats.md): the analysis takes their mean per run. The file read is the thread's that opened it, so a block is read only
 in the thread that read it first, and only in the process that opened it (a forked child's copy
 of the descriptor still reads its parent's thread).
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from profiler.timing.timer_stack import TimerStack
@@ -118,9 +121,8 @@ class BlockWaits:
 
     def _read(self) -> tuple[int, int] | None:
         try:
-            on_cpu, run_queue, _ = os.pread(self._descriptor, 64, 0).split()  # type: ignore[arg-type]
-            return int(on_cpu), int(run_queue)
-        except (OSError, ValueError, TypeError):
+            return time.thread_time_ns(), int(os.pread(self._descriptor, 64, 0).split()[1])  # type: ignore[arg-type]
+        except (OSError, ValueError, IndexError, TypeError):
             return None
 
 

@@ -19,7 +19,8 @@ of the vector env's pipes:
 * env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
-* the trainer's own waits for a core inside its steps, read around one step in seven
+* the trainer's own waits for a core inside its steps, read around its first 1,024 steps, then one
+  in seven
   (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's ``scheduling.in_blocks``), which
   the pipe's verdict leaves out of the pipe's time;
 * each worker's waits for a core, as its kernel counted them

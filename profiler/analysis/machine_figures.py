@@ -60,7 +60,8 @@ class PythonThread(Record):
 
 class BlockWaits(Record):
     """The trainer thread's waits for a core, and its time on one, inside the runs of one block
-    that rlprof read (one in :data:`profiler.recording.block_waits.READ_EVERY`):
+    that rlprof read (the first :data:`profiler.recording.block_waits.READ_ALL_FIRST`, then one in
+    :data:`~profiler.recording.block_waits.READ_EVERY`):
     ``scheduling.in_blocks``."""
 
     block: str

@@ -1,5 +1,5 @@
 """A thread's waits for a core, and its time on one, inside one kind of block, as the kernel counts
-them, read around one run in :data:`READ_EVERY`.
+them, read around each of its first :data:`READ_ALL_FIRST` runs, then one run in :data:`READ_EVERY`.
 
 A trainer's vector step is sending, waiting for its workers and receiving: the pipe's work and the
 envs' compute. But when more processes are runnable than there are cores (the workers each send
@@ -15,10 +15,13 @@ what it ran since: a step read that way held most of the policy's forward before
 thread's CPU time inside a vector step is the trainer's own part of the pipe's work (pickling,
 writing, reading, unpickling), whatever the waits. A ``pread`` of that file, kept open, and the
 clock cost about 1.5 us together, several times the cost of timing a block, so :class:`BlockWaits`
-reads them around one run in :data:`READ_EVERY` and the dump says how many runs it read
-(``scheduling.in_blocks``, docs/formats.md): the analysis takes their mean per run. The file read is the thread's that opened it, so a block is read only
-in the thread that read it first, and only in the process that opened it (a forked child's copy
-of the descriptor still reads its parent's thread).
+reads them around every run of a short run's steps (a few hundred steps on a crowded core wait
+0 or a whole time slice of several milliseconds each: a sample of a few dozen missed the mean by
+half) and then around one run in :data:`READ_EVERY`, and the dump says how many runs it read
+(``scheduling.in_blocks``, docs/formats.md): the analysis takes their mean per run. The file read
+is the thread's that opened it, so a block is read only in the thread that read it first, and
+only in the process that opened it (a forked child's copy of the descriptor still reads its
+parent's thread). ``benchmarks/block_waits_cost.py`` measures what the reads cost a step.
 """
 
 from __future__ import annotations
@@ -30,17 +33,22 @@ from typing import Any
 
 from profiler.timing.timer_stack import TimerStack
 
-__all__ = ["READ_EVERY", "BlockWaits", "block_waits_section"]
+__all__ = ["READ_ALL_FIRST", "READ_EVERY", "BlockWaits", "block_waits_section"]
+
+READ_ALL_FIRST = 1024
+"""Runs read one after the other before reading one in :data:`READ_EVERY`: some 3.6 ms in all."""
 
 READ_EVERY = 7
-"""One run read in this many. A prime: it does not fall on the same step of every rollout, whose
-lengths are mostly powers of two (CleanRL's 128, SB3's 2048) or A2C's 5."""
+"""One run read in this many after the first :data:`READ_ALL_FIRST`. A prime: it does not fall on
+the same step of every rollout, whose lengths are mostly powers of two (CleanRL's 128, SB3's
+2048) or A2C's 5."""
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 class BlockWaits:
-    """The calling thread's run-queue delay and CPU time inside the runs of block ``block`` that it reads.
+    """The calling thread's run-queue delay and CPU time inside the runs of block ``block`` that it
+    reads.
 
     Around a run: ``before = waits.start()`` (None: this run is not read), the run, then
     ``waits.end(before)`` when ``before`` is not None. A deferred recorder of ``stack``: a reset
@@ -62,13 +70,13 @@ class BlockWaits:
         stack.deferred.add(self)
 
     def start(self) -> tuple[int, int] | None:
-        """The calling thread's CPU time and run-queue delay as a run starts, if this run is read: None for the
-        runs between two read, and where this thread or process cannot be read (schedstat
-        missing, another thread than the first, a forked child)."""
+        """The calling thread's CPU time and run-queue delay as a run starts, if this run is read:
+        None for the runs between two read, and where this thread or process cannot be read
+        (schedstat missing, another thread than the first, a forked child)."""
         if self.countdown:
             self.countdown -= 1
             return None
-        self.countdown = READ_EVERY - 1
+        self.countdown = READ_EVERY - 1 if self.runs_read >= READ_ALL_FIRST else 0
         if self._owner is None and not self._open():
             return None
         if self._owner != threading.get_ident() or self._pid != os.getpid():

@@ -1,7 +1,8 @@
 """Specification of a thread's waits for a core, and time on one, inside a block's runs
-(profiler.recording.block_waits): the kernel's own count, read around one run in ``READ_EVERY``,
-in the thread that read first and the process that opened the file; checked against what the
-kernel reports, read by the test itself; no timing."""
+(profiler.recording.block_waits): the kernel's own count, read around each of the first
+``READ_ALL_FIRST`` runs, then one in ``READ_EVERY``, in the thread that read first and the process
+that opened the file; checked against what the kernel reports, read by the test itself; no
+timing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from kernel_counts import busy_program_outside_the_run, kernel_run_queue_nanosec
 
 import profiler
 from profiler.recording import scheduling
-from profiler.recording.block_waits import READ_EVERY, BlockWaits, block_waits_section
+from profiler.recording.block_waits import READ_ALL_FIRST, READ_EVERY, BlockWaits, block_waits_section
 from profiler.timing import timers
 
 pytestmark = pytest.mark.skipif(not scheduling.schedstat_available(), reason="needs Linux's schedstat")
@@ -41,11 +42,18 @@ def stack():
     return timers.get_timer_stack_for_thread(threading.current_thread())
 
 
-def test_one_run_in_read_every_is_read_the_first_among_them(stack):
+def test_every_run_is_read_at_first(stack):
     waits = BlockWaits("vector.step", stack)
-    for _ in range(3 * READ_EVERY + 1):
+    for _ in range(100):
         run_block(waits)
-    assert waits.runs_read == 4
+    assert waits.runs_read == 100
+
+
+def test_after_the_first_runs_one_run_in_read_every_is_read(stack):
+    waits = BlockWaits("vector.step", stack)
+    for _ in range(READ_ALL_FIRST + 3 * READ_EVERY + 1):
+        run_block(waits)
+    assert waits.runs_read == READ_ALL_FIRST + 4  # the next after the first ones, then one in seven
 
 
 def test_a_run_read_counts_the_waits_for_a_core_and_the_time_on_one_the_kernel_counted_inside_it(stack):
@@ -71,7 +79,7 @@ def test_another_threads_runs_are_not_read(stack):
     run_block(waits)  # this thread read first: the file is its own
 
     def elsewhere():
-        for _ in range(READ_EVERY):
+        for _ in range(3):
             run_block(waits)
 
     other = threading.Thread(target=elsewhere)

@@ -272,7 +272,7 @@ def _timed_step(original: Any, registry: Any, *, through_wrappers: bool,
             record = _wrapped_record(self, record_of)
             if record is None:  # around no known class: not timed
                 return original(self, actions)
-        core_waits = record.core_waits  # the trainer's waits for a core, inside a sample of the steps
+        core_waits = record.core_waits  # the trainer's waits for a core and time on one, in its steps
         run_queue_before = core_waits.start() if core_waits is not None else None
         if not wrapped:
             block = record.step_block

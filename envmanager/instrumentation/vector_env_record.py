@@ -19,10 +19,9 @@ of the vector env's pipes:
 * env time (:class:`~envmanager.measurement.env_time.EnvTime`), from the CPU samples the workers
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
-* the trainer's own waits for a core inside its steps, read around its first 1,024 steps, then one
-  in seven
-  (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's ``scheduling.in_blocks``), which
-  the pipe's verdict leaves out of the pipe's time;
+* the trainer's own waits for a core, and time on one, inside its steps, read around its first
+  1,024 steps, then one in seven (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's
+  ``scheduling.in_blocks``), which the pipe's verdict leaves out of the pipe's time;
 * each worker's waits for a core, as its kernel counted them
   (:class:`~envmanager.measurement.cpu_waits.CpuWaits`: the worker's ``scheduling`` entry, which
   the CPU verdicts quote), and where its time outside the env calls went (its ``untimed_samples``
@@ -187,7 +186,7 @@ class VectorEnvRecord:
         ``vector.step`` (env compute, waiting, transport) reads one layout."""
         self.step_name = f"{self.name}.step"
         self.reset_name = f"{self.name}.reset"
-        if self.merger is not None:
+        if self.core_waits is not None:
             self.core_waits.block = self.step_name
 
     @classmethod

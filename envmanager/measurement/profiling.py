@@ -148,7 +148,7 @@ class ManagerProfiling:
         # node) brings them home.
         self.before_dump: Callable[[], None] | None = None
         self.node_merger: TimerMerger | None = None  # the per-node payloads' merger, dumped too
-        # The trainer's waits for a core inside a sample of its steps (scheduling.in_blocks).
+        # The trainer's waits for a core and time on one inside its steps (scheduling.in_blocks).
         self.core_waits = BlockWaits("env_manager.step", self.timer_stack) if self.enabled else None
         self._generation = self.timer_stack.generation
         if self.enabled:

@@ -17,8 +17,8 @@ from typing import Any
 from profiler.analysis.worker_groups import compared_workers
 from profiler.records import Record
 
-__all__ = ["BlockWaits", "MachineFigures", "MachineLoad", "OutsideProcess", "ProcessMoment", "ProcessWaits",
-           "PythonThread", "read_machine_figures"]
+__all__ = ["MachineFigures", "MachineLoad", "OutsideProcess", "ProcessMoment", "ProcessWaits", "PythonThread",
+           "WaitsInBlock", "read_machine_figures"]
 
 
 class ProcessWaits(Record):
@@ -58,11 +58,10 @@ class PythonThread(Record):
     ended: ProcessMoment | None = None
 
 
-class BlockWaits(Record):
+class WaitsInBlock(Record):
     """The trainer thread's waits for a core, and its time on one, inside the runs of one block
     that rlprof read (the first :data:`profiler.recording.block_waits.READ_ALL_FIRST`, then one in
-    :data:`~profiler.recording.block_waits.READ_EVERY`):
-    ``scheduling.in_blocks``."""
+    :data:`~profiler.recording.block_waits.READ_EVERY`): ``scheduling.in_blocks``."""
 
     block: str
     runs_read: int
@@ -109,7 +108,7 @@ class MachineFigures(Record):
     workers: tuple[ProcessWaits | None, ...]
     machine: MachineLoad | None
     problems: list[str] = field(default_factory=list)
-    in_blocks: dict[str, BlockWaits] = field(default_factory=dict)
+    in_blocks: dict[str, WaitsInBlock] = field(default_factory=dict)
 
     @property
     def every_process_measured(self) -> bool:
@@ -207,7 +206,7 @@ def _threads(value: dict[str, Any], problems: list[str]) -> tuple[PythonThread, 
     return tuple(threads)
 
 
-def _in_blocks(value: dict[str, Any], problems: list[str]) -> dict[str, BlockWaits]:
+def _in_blocks(value: dict[str, Any], problems: list[str]) -> dict[str, WaitsInBlock]:
     entries = value.get("in_blocks", {})
     if not isinstance(entries, dict):
         problems.append("scheduling.in_blocks is not an object; ignored")
@@ -221,7 +220,7 @@ def _in_blocks(value: dict[str, Any], problems: list[str]) -> dict[str, BlockWai
             problems.append(f"scheduling.in_blocks[{block!r}] needs whole runs_read, run_queue_seconds >= 0 and "
                             "cpu_seconds >= 0 where given; ignored")
             continue
-        in_blocks[block] = BlockWaits(block, int(runs), float(seconds), None if cpu is None else float(cpu))
+        in_blocks[block] = WaitsInBlock(block, int(runs), float(seconds), None if cpu is None else float(cpu))
     return in_blocks
 
 

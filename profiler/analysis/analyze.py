@@ -35,6 +35,7 @@ from profiler.analysis.block_groups import aggregate_blocks, rows_to_aggregate
 from profiler.analysis.block_stats import BlockStat, block_rows, has_allocations, matches_type, select_blocks
 from profiler.analysis.block_table import blocks_as_csv, blocks_as_dicts, blocks_as_table
 from profiler.analysis.frames import FrameStat, frame_stats, frames_as_text
+from profiler.analysis.machine_figures import WaitsInBlock, read_machine_figures
 from profiler.analysis.memory_advice import allocations_advice, made_by_rlprof_run
 from profiler.analysis.resident_gauges import ResidentGauge, resident_gauges, resident_gauges_text
 from profiler.analysis.device_report import device_document, device_text
@@ -137,6 +138,8 @@ class RunAnalysis(Record):
     options: AnalyzeOptions
     verdicts: RunVerdicts
     breakdowns: list[StepBreakdown] = field(default_factory=list)
+    waits_in_steps: dict[str, WaitsInBlock] = field(default_factory=dict)
+    """The trainer's waits for a core and time on one inside the steps, by block, where read."""
     steps_in_threads: list[ThreadBlocks] = field(default_factory=list)
     """Vector steps of the trainer's other threads, which the breakdowns do not read."""
     policy_in_threads: list[ThreadBlocks] = field(default_factory=list)
@@ -202,6 +205,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         options=options,
         verdicts=judge_run(tree, measurements, breakdowns),
         breakdowns=breakdowns,
+        waits_in_steps=read_machine_figures(tree).in_blocks,
         steps_in_threads=steps_in_threads(tree),
         policy_in_threads=policy_calls_in_threads(tree),
         workers=worker_report(tree, measurements=measurements),
@@ -391,11 +395,12 @@ def _breakdowns_text(analysis: RunAnalysis, width: int) -> str:
     if not analysis.breakdowns:
         return ("Where the step time went: no env_manager.step or vector.step block "
                 "(not a vectorized-env run).")
-    return "\n\n".join(_breakdown_text(breakdown, analysis.wall_time, width)
+    return "\n\n".join(_breakdown_text(breakdown, analysis.wall_time, width,
+                                       analysis.waits_in_steps.get(breakdown.block))
                        for breakdown in analysis.breakdowns)
 
 
-def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> str:
+def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int, waits: WaitsInBlock | None) -> str:
     share = format_percent(breakdown.total / wall_time if wall_time > 0 else None)
     lines = [
         f"Where the {breakdown.block} time went: {counted(breakdown.calls, 'call')}, "
@@ -412,9 +417,23 @@ def _breakdown_text(breakdown: StepBreakdown, wall_time: float, width: int) -> s
         lines.append(fit_left(f"merged worker time ({' + '.join(breakdown.worker_blocks)}, parallel): "
                               f"{format_seconds(breakdown.worker_time)} over {workers}, "
                               f"{breakdown.worker_calls} calls", width))
+    if waits is not None and waits.runs_read:
+        on_core = waits.cpu_over(1)
+        lines.extend(wrap_text(
+            f"inside these steps the trainer waited {format_seconds(waits.over(1))} per call for a core"
+            + (f" and ran {format_seconds(on_core)} per call on one" if on_core is not None else "")
+            + f" (the kernel's count, {counted(waits.runs_read, 'step')} read), in any of the parts above",
+            width, subsequent_indent="  "))
     for note in breakdown.notes:
         lines.extend(wrap_text(f"note: {note}", width, subsequent_indent="  "))
     return "\n".join(lines)
+
+
+def _trainer_in_steps(waits: WaitsInBlock | None) -> dict[str, Any] | None:
+    """The trainer's waits for a core and time on one per step, as read (None: not read)."""
+    if waits is None or not waits.runs_read:
+        return None
+    return {"run_queue_per_call": waits.over(1), "cpu_per_call": waits.cpu_over(1), "steps_read": waits.runs_read}
 
 
 def _workers_text(analysis: RunAnalysis) -> str:
@@ -508,6 +527,7 @@ def _as_document(analysis: RunAnalysis) -> dict[str, Any]:
                 "worker_calls": breakdown.worker_calls,
                 "workers": breakdown.workers,
                 "notes": list(breakdown.notes),
+                "trainer_in_steps": _trainer_in_steps(analysis.waits_in_steps.get(breakdown.block)),
             }
             for breakdown in analysis.breakdowns
         ],

@@ -55,6 +55,30 @@ def test_the_table_shows_the_blocks_step_split_and_workers(vector_tree):
     assert re.search(r"10\s+10\.00 ms\s+10\.00 ms\s+\+81\.8%\s+-\s+-\s+-  worker 3", text)
 
 
+def with_waits_in_the_steps(tree: dict) -> dict:
+    """``tree`` with its trainer's waits for a core and time on one inside 5 of its 10 vector steps
+    read: 1 ms and 0.5 ms a step."""
+    tree["scheduling"] = {"run_queue_seconds": 0.01, "cpu_seconds": 0.01, "wall_seconds": tree["total"],
+                          "involuntary_switches": 0, "since": "timers start", "python_threads": [],
+                          "in_blocks": {"vector.step": {"runs_read": 5, "run_queue_seconds": 0.005,
+                                                        "cpu_seconds": 0.0025}}}
+    return tree
+
+
+def test_the_step_split_says_how_long_the_trainer_waited_for_a_core_and_ran_on_one_inside_the_steps(vector_tree):
+    text = render_analysis(analyze_run(with_waits_in_the_steps(vector_tree)), title="run.json")
+    assert ("inside these steps the trainer waited 1.00 ms per call for a core and ran 500.0 us per call on one "
+            "(the kernel's count, 5 steps read)") in " ".join(text.split())
+
+
+def test_json_holds_the_trainers_waits_inside_the_steps_where_read(vector_tree):
+    document = json.loads(render_analysis(analyze_run(vector_tree), "json"))
+    assert document["step_breakdowns"][0]["trainer_in_steps"] is None
+    document = json.loads(render_analysis(analyze_run(with_waits_in_the_steps(vector_tree)), "json"))
+    assert document["step_breakdowns"][0]["trainer_in_steps"] == pytest.approx(
+        {"run_queue_per_call": 0.001, "cpu_per_call": 0.0005, "steps_read": 5})
+
+
 def test_the_time_outside_any_block_is_shown_with_its_share(plain_tree):
     analysis = analyze_run(plain_tree)
     assert (analysis.untimed, analysis.untimed_share) == pytest.approx((0.25, 0.25 / 5.25))

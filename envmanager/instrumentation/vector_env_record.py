@@ -20,7 +20,7 @@ of the vector env's pipes:
   ship with their payloads; CPU and memory gauges of every worker process
   (:class:`~envmanager.measurement.resources.ResourceGauges`);
 * the trainer's own waits for a core, and time on one, inside its steps, read around its first
-  1,024 steps, then one in seven (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's
+  512 steps, then one in 31 (:class:`~profiler.recording.block_waits.BlockWaits`: the dump's
   ``scheduling.in_blocks``), which the pipe's verdict leaves out of the pipe's time;
 * each worker's waits for a core, as its kernel counted them
   (:class:`~envmanager.measurement.cpu_waits.CpuWaits`: the worker's ``scheduling`` entry, which

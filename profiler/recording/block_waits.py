@@ -14,11 +14,13 @@ field is only brought up to date at a tick or a switch, so for the thread readin
 what it ran since: a step read that way held most of the policy's forward before it). The
 thread's CPU time inside a vector step is the trainer's own part of the pipe's work (pickling,
 writing, reading, unpickling), whatever the waits. A ``pread`` of that file, kept open, and the
-clock cost about 1.5 us together, several times the cost of timing a block, so :class:`BlockWaits`
-reads them around every run of a short run's steps (a few hundred steps on a crowded core wait
-0 or a whole time slice of several milliseconds each: a sample of a few dozen missed the mean by
-half) and then around one run in :data:`READ_EVERY`, and the dump says how many runs it read
-(``scheduling.in_blocks``, docs/formats.md): the analysis takes their mean per run. The file read
+clock cost some 5 us together where a vector step reads them (its thread just woke, its caches
+cold: 1.5 us in a tight loop), two hundred times the cost of timing a block, so
+:class:`BlockWaits` reads them around every run of a short run's steps (a few hundred steps on a
+crowded core wait 0 or a whole time slice of several milliseconds each: a sample of a few dozen
+missed the mean by half) and then around one run in :data:`READ_EVERY`, and the dump says how
+many runs it read (``scheduling.in_blocks``, docs/formats.md): the analysis takes their mean per
+run. The file read
 is the thread's that opened it, so a block is read only in the thread that read it first, and
 only in the process that opened it (a forked child's copy of the descriptor still reads its
 parent's thread). ``benchmarks/block_waits_cost.py`` measures what the reads cost a step.
@@ -35,13 +37,13 @@ from profiler.timing.timer_stack import TimerStack
 
 __all__ = ["READ_ALL_FIRST", "READ_EVERY", "BlockWaits", "block_waits_section"]
 
-READ_ALL_FIRST = 1024
-"""Runs read one after the other before reading one in :data:`READ_EVERY`: some 3.6 ms in all."""
+READ_ALL_FIRST = 512
+"""Runs read one after the other before reading one in :data:`READ_EVERY`."""
 
-READ_EVERY = 7
-"""One run read in this many after the first :data:`READ_ALL_FIRST`. A prime: it does not fall on
-the same step of every rollout, whose lengths are mostly powers of two (CleanRL's 128, SB3's
-2048) or A2C's 5."""
+READ_EVERY = 31
+"""One run read in this many after the first :data:`READ_ALL_FIRST`: hundreds of runs read in a
+run of thousands of steps. A prime: it does not fall on the same step of every rollout, whose
+lengths are mostly powers of two (CleanRL's 128, SB3's 2048) or A2C's 5."""
 
 _SCHEDSTAT = "/proc/thread-self/schedstat"
 

@@ -725,10 +725,10 @@ def _transport_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool) -
     # as well.
     read = machine.in_blocks.get(step.block)
     waited = read.over(step.calls) if read is not None and read.runs_read else None
-    core_waits = min(waited, transport + latency) if waited is not None else None
     on_core = (read.cpu_over(step.calls) if read is not None else None) or 0.0
     other_work = step.seconds_of(*(layout.rest_label for layout in STEP_LAYOUTS if layout.step == step.block))
-    pipe = max(transport + latency - (core_waits or 0.0), min(max(0.0, on_core - other_work), transport + latency))
+    pipe = max(transport + latency - min(waited or 0.0, transport + latency),
+               min(max(0.0, on_core - other_work), transport + latency))
     if pipe <= compute:
         run.cannot_tell.append(
             f"whether the pipe is the limit: it took {format_seconds((transport + latency) / step.calls)} per step "
@@ -759,14 +759,14 @@ def _transport_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool) -
     }
     caveat = ("" if cpu_measured else " (this file does not record env CPU time: an oversubscribed "
               "CPU looks the same from the trainer)")
-    if core_waits is not None:
-        evidence["trainer_core_waits_seconds"] = core_waits
+    if waited is not None:
+        evidence["trainer_core_waits_seconds"] = waited
         if read.cpu_seconds is not None:  # type: ignore[union-attr]
             evidence["trainer_on_core_seconds"] = on_core
         evidence["core_waits_steps_read"] = read.runs_read  # type: ignore[union-attr]
-        if core_waits >= CORE_WAITS_SAID_FROM * (transport + latency):
-            caveat += (f", leaving out the {format_seconds(core_waits / step.calls)} per step in which the trainer "
-                       "waited for a core inside the step (the kernel's count)")
+        if waited >= CORE_WAITS_SAID_FROM * (transport + latency):
+            caveat += (f"; inside the steps the trainer also waited {format_seconds(waited / step.calls)} per step "
+                       "for a core (the kernel's count), left out of the pipe's time")
     if step.workers == 1:
         round_trips = ("one worker already carries every env: the round trip itself outweighs "
                        "these envs, so step them in the trainer process (gymnasium's "

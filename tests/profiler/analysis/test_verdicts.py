@@ -371,8 +371,8 @@ def test_a_pipe_verdict_leaves_out_and_says_the_trainers_waits_for_a_core_inside
     assert transport.evidence["trainer_core_waits_seconds"] == pytest.approx(0.010)
     assert transport.evidence["core_waits_steps_read"] == 2
     assert transport.evidence["pipe_per_step_seconds"] == pytest.approx(0.004)
-    assert ("take 4.00 ms per step against 500.0 us of env compute, leaving out the 1.00 ms per step in which "
-            "the trainer waited for a core inside the step (the kernel's count)") in transport.title
+    assert ("take 4.00 ms per step against 500.0 us of env compute; inside the steps the trainer also waited "
+            "1.00 ms per step for a core (the kernel's count), left out of the pipe's time") in transport.title
 
 
 def test_a_trainer_on_a_core_longer_than_the_envs_inside_its_steps_is_the_pipes_limit_whatever_it_waited(pipe_run):
@@ -383,7 +383,9 @@ def test_a_trainer_on_a_core_longer_than_the_envs_inside_its_steps_is_the_pipes_
     transport = only(verdicts, TRANSPORT_BOUND)
     assert transport.cost_seconds == pytest.approx(0.010)
     assert transport.evidence["trainer_on_core_seconds"] == pytest.approx(0.015)
-    assert "take 1.00 ms per step against 500.0 us of env compute, leaving out the 4.50 ms" in transport.title
+    assert ("take 1.00 ms per step against 500.0 us of env compute; inside the steps the trainer also waited "
+            "4.50 ms per step") in transport.title
+    assert transport.evidence["trainer_core_waits_seconds"] == pytest.approx(0.045)
 
 
 def test_waits_inside_another_block_leave_the_pipe_as_it_was(pipe_run):

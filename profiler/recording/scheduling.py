@@ -17,8 +17,9 @@ microseconds) but not free, so a process reads it once per payload or dump, neve
   stack started (or was last reset), and each Python thread's, so that threads waiting for the
   GIL can be told from threads waiting for a core. A thread that timed blocks and ended before
   the dump is in it too: it read its own figures as it ended (:class:`_ThreadEndProbe`);
-* inside the trainer's vector steps, one thread's own file, kept open, is read around a sample of
-  the steps (:mod:`profiler.recording.block_waits`): the section's ``in_blocks``.
+* inside the trainer's vector steps, one thread's own file, kept open, is read around each of its
+  first steps and a sample of the rest (:mod:`profiler.recording.block_waits`): the section's
+  ``in_blocks``.
 
 Where ``schedstat`` is missing (not Linux, or a kernel without it) every function returns None,
 and the dump says nothing rather than something wrong.

@@ -4,9 +4,9 @@ Stable-Baselines3), the verdicts tell the training loop from the run's start-up 
 built to spend it there, and says how much fell inside the loop, with the planted slow function
 named, where the run is built to spend it there. What limits the loop is judged on the loop: a
 short SB3 run over ``SubprocVecEnv`` of cheap envs is told that its pipe is the limit though
-start-up takes most of its wall time, and a run built on slow envs is not, nor the same run on a
-core shared with a busy program, whose trainer waits for that core inside its steps; a worker that holds up
-a short loop after a long start-up is a straggler, and no worker is where none is slow; a timed
+start-up takes most of its wall time, and a run built on slow envs is not, nor such a run on a
+core shared with busy programs, whose trainer waits for that core inside its steps; a worker that
+holds up a short loop after a long start-up is a straggler, and no worker is where none is slow; a timed
 policy that takes most of a short loop after a long start-up is the trainer's limit, and a light
 one is not; untimed code between the steps of a short loop is told beside the start-up, and a loop
 without any is not said to have it."""

@@ -53,7 +53,7 @@ def test_after_the_first_runs_one_run_in_read_every_is_read(stack):
     waits = BlockWaits("vector.step", stack)
     for _ in range(READ_ALL_FIRST + 3 * READ_EVERY + 1):
         run_block(waits)
-    assert waits.runs_read == READ_ALL_FIRST + 4  # the next after the first ones, then one in seven
+    assert waits.runs_read == READ_ALL_FIRST + 4  # the next after the first ones, then one in READ_EVERY
 
 
 def test_a_run_read_counts_the_waits_for_a_core_and_the_time_on_one_the_kernel_counted_inside_it(stack):
@@ -130,7 +130,8 @@ def test_the_section_sums_the_readers_of_a_block_and_leaves_out_blocks_none_read
     assert section["vector.step"]["runs_read"] == 2
     assert section["vector.step"]["run_queue_seconds"] == pytest.approx(
         (first.run_queue_nanoseconds + second.run_queue_nanoseconds) * 1e-9)
-    assert section["vector.step"]["cpu_seconds"] == pytest.approx((first.cpu_nanoseconds + second.cpu_nanoseconds) * 1e-9)
+    assert section["vector.step"]["cpu_seconds"] == pytest.approx(
+        (first.cpu_nanoseconds + second.cpu_nanoseconds) * 1e-9)
     assert unread.runs_read == 0
 
 

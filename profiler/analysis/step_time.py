@@ -219,6 +219,13 @@ class StepBreakdown(Record):
     is_vector_step: bool
     transport_blocks: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    rest_label: str = ""
+    """The label of the part that is the trainer's other work in the step (its layout's)."""
+
+    @property
+    def other_trainer_seconds(self) -> float:
+        """The trainer's work in the step that is neither env nor pipe (an SB3 wrapper's)."""
+        return self.seconds_of(self.rest_label)
 
     def share(self, part: StepPart) -> float | None:
         return part.seconds / self.total if self.total > 0 else None
@@ -360,6 +367,7 @@ def _breakdown(tree: dict[str, Any], layout: StepLayout, measurements: RunMeasur
         is_vector_step=layout.is_vector_step,
         transport_blocks=transport_blocks,
         notes=notes,
+        rest_label=layout.rest_label,
     )
 
 

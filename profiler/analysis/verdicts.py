@@ -726,9 +726,8 @@ def _transport_bound(run: _Run, machine: MachineFigures, *, cpu_limited: bool) -
     read = machine.in_blocks.get(step.block)
     waited = read.over(step.calls) if read is not None and read.runs_read else None
     on_core = (read.cpu_over(step.calls) if read is not None else None) or 0.0
-    other_work = step.seconds_of(*(layout.rest_label for layout in STEP_LAYOUTS if layout.step == step.block))
     pipe = max(transport + latency - min(waited or 0.0, transport + latency),
-               min(max(0.0, on_core - other_work), transport + latency))
+               min(max(0.0, on_core - step.other_trainer_seconds), transport + latency))
     if pipe <= compute:
         run.cannot_tell.append(
             f"whether the pipe is the limit: it took {format_seconds((transport + latency) / step.calls)} per step "

@@ -196,6 +196,7 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
     matched = _selected(rows, options, order)
     measurements = read_measurements(tree)
     breakdowns = step_breakdowns(tree, measurements)
+    machine = read_machine_figures(tree)
     return RunAnalysis(
         wall_time=tree["total"],
         untimed=tree.get("self", 0.0),
@@ -203,9 +204,9 @@ def analyze_run(tree: dict[str, Any], options: AnalyzeOptions | None = None) -> 
         blocks_matched=len(matched),
         blocks_in_run=len(rows),
         options=options,
-        verdicts=judge_run(tree, measurements, breakdowns),
+        verdicts=judge_run(tree, measurements, breakdowns, machine),
         breakdowns=breakdowns,
-        waits_in_steps=read_machine_figures(tree).in_blocks,
+        waits_in_steps=machine.in_blocks,
         steps_in_threads=steps_in_threads(tree),
         policy_in_threads=policy_calls_in_threads(tree),
         workers=worker_report(tree, measurements=measurements),

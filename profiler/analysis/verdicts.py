@@ -340,17 +340,18 @@ def judge_run(
     tree: dict[str, Any],
     measurements: RunMeasurements | None = None,
     breakdowns: list[StepBreakdown] | None = None,
+    machine: MachineFigures | None = None,
 ) -> RunVerdicts:
     """The verdicts on a normalized timer tree (see :func:`profiler.load_timing_tree`).
 
-    ``measurements`` and ``breakdowns`` may be passed when the caller has them already; they are
-    read from ``tree`` otherwise.
+    ``measurements``, ``breakdowns`` and ``machine`` may be passed when the caller has them
+    already; they are read from ``tree`` otherwise.
     """
     measurements = measurements or read_measurements(tree)
     if breakdowns is None:
         breakdowns = step_breakdowns(tree, measurements)
     run = _Run(tree, measurements, breakdowns)
-    machine = read_machine_figures(tree)
+    machine = machine or read_machine_figures(tree)
     # Workers on several machines compete for their own machine's cores: judged per node.
     cpu = judge_per_node(run, lambda node_run: _cpu_oversubscription(node_run, machine))
     if cpu is None:

@@ -147,3 +147,13 @@ def write_plain_run(path: Path, clock: Any) -> Path:
             clock.advance(0.75)
     clock.advance(0.25)  # outside any block: wall time the blocks do not cover
     return write_timing_tree(path)
+
+
+def with_waits_in_steps(tree: dict[str, Any], in_blocks: Any) -> dict[str, Any]:
+    """``tree`` (loaded) with the trainer's scheduling section saying ``in_blocks``: its waits for a
+    core, and time on one, inside the runs of its blocks that ``rlprof run`` read (a fake clock's
+    run has no kernel figures of its own)."""
+    tree["scheduling"] = {"run_queue_seconds": 0.01, "cpu_seconds": 0.01, "wall_seconds": tree["total"],
+                          "involuntary_switches": 0, "since": "timers start", "python_threads": [],
+                          "in_blocks": in_blocks}
+    return tree

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from run_files import with_waits_in_steps
 
 from profiler import load_timing_tree
 from profiler.analysis.analyze import AnalyzeOptions, analyze_run, render_analysis
@@ -58,11 +59,8 @@ def test_the_table_shows_the_blocks_step_split_and_workers(vector_tree):
 def with_waits_in_the_steps(tree: dict) -> dict:
     """``tree`` with its trainer's waits for a core and time on one inside 5 of its 10 vector steps
     read: 1 ms and 0.5 ms a step."""
-    tree["scheduling"] = {"run_queue_seconds": 0.01, "cpu_seconds": 0.01, "wall_seconds": tree["total"],
-                          "involuntary_switches": 0, "since": "timers start", "python_threads": [],
-                          "in_blocks": {"vector.step": {"runs_read": 5, "run_queue_seconds": 0.005,
-                                                        "cpu_seconds": 0.0025}}}
-    return tree
+    return with_waits_in_steps(tree, {"vector.step": {"runs_read": 5, "run_queue_seconds": 0.005,
+                                                      "cpu_seconds": 0.0025}})
 
 
 def test_the_step_split_says_how_long_the_trainer_waited_for_a_core_and_ran_on_one_inside_the_steps(vector_tree):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from phase_trees import timeline_tree
-from run_files import write_plain_run, write_vector_run
+from run_files import with_waits_in_steps, write_plain_run, write_vector_run
 
 from profiler import load_timing_tree
 from profiler.analysis.verdicts import (
@@ -332,15 +332,6 @@ def test_a_pipe_verdict_on_a_file_without_cpu_time_says_the_cpu_was_not_measured
     transport = only(verdicts, TRANSPORT_BOUND)
     assert transport.evidence["cpu_contention"] == "not measured in this file"
     assert "an oversubscribed CPU looks the same" in transport.title
-
-
-def with_waits_in_steps(tree: dict, in_blocks) -> dict:
-    """``tree`` with the trainer's scheduling section saying ``in_blocks``: its waits for a core
-    inside the runs of its blocks that rlprof read (the kernel's count)."""
-    tree["scheduling"] = {"run_queue_seconds": 0.01, "cpu_seconds": 0.0, "wall_seconds": tree["total"],
-                          "involuntary_switches": 0, "since": "timers start", "python_threads": [],
-                          "in_blocks": in_blocks}
-    return tree
 
 
 @pytest.fixture
